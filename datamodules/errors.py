@@ -1,0 +1,50 @@
+"""User-facing errors.
+
+Everything a user can cause (a typo in a task name, a missing data folder, a malformed line in a data
+file, an unknown config key) raises a subclass of `BioablateError`. The CLI prints such an error as one
+line and exits with status 2; anything else is a bug and keeps its traceback.
+
+This module lives in `datamodules` because it is the lowest layer: `lightning_modules` and `ablations`
+import it, never the other way round.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BioablateError(Exception):
+    """An error caused by user input, printed as a single line by the CLI."""
+
+
+class UnknownNameError(BioablateError):
+    """A name looked up in a registry (dataset, head, ...) does not exist."""
+
+    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]):
+        self.kind, self.name, self.known = kind, name, sorted(known)
+        super().__init__(f"unknown {kind} '{name}'; known: {', '.join(self.known)}")
+
+
+class MissingDataError(BioablateError):
+    """Dataset files are not where they are expected."""
+
+    def __init__(self, data_dir: Path, missing: dict[str, list[str]]):
+        self.data_dir, self.missing = data_dir, missing
+        parts = [f"{name}: {', '.join(files)}" for name, files in sorted(missing.items())]
+        super().__init__(
+            f"data directory {data_dir} is missing files ({'; '.join(parts)}); point --data-dir or "
+            "BIOABLATE_DATA at the folder that holds the staged datasets (see README, 'Data')"
+        )
+
+
+class DataFormatError(BioablateError):
+    """A data file does not have the expected format; names the file and (1-based) line."""
+
+    def __init__(self, path: Path | str, line: int | None, message: str):
+        self.path, self.line = Path(path), line
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {message}")
+
+
+class ConfigError(BioablateError):
+    """A configuration value or key is invalid."""

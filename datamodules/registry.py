@@ -1,0 +1,106 @@
+"""The dataset registry: the names users write in YAML (`task: bc5-chem`) mapped to everything needed to
+read, encode and score that dataset.
+
+The 13 BLURB datasets are registered in `datamodules/blurb.py`; users add their own from YAML
+(`register_from_yaml`, see `datamodules/custom.py`) without writing Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from datamodules.errors import MissingDataError, UnknownNameError
+from datamodules.instances import Instance
+
+SPLITS = ("train", "dev", "test")
+
+# The six BLURB task types; the BLURB score averages within each, then over them.
+TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
+
+Splits = dict[str, list[Instance]]
+Reader = Callable[[Path], Splits]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset. `files` are relative to `root` (the data directory for staged datasets)."""
+
+    name: str
+    task_type: str
+    reader: Reader
+    files: tuple[str, ...]
+    labels: tuple[str, ...]  # span types (ner/pico), classes (re/qa/classification); () for regression
+    metric: str  # a key of lightning_modules.metrics.METRICS
+    max_length: int
+    count_unit: str = "instances"  # what Table 3 counts: mentions, pairs, questions, ...
+    paper_counts: dict[str, int] = field(default_factory=dict)
+    negative_label: str | None = None  # RE: the class excluded from micro F1
+    multi_label: bool = False
+    notes: str = ""  # how our data differs from the paper's, shown by `bioablate data stats`
+    root: Path | None = None  # None: resolved against the data directory
+
+    def base_dir(self, data_dir: Path | None) -> Path:
+        return self.root if self.root is not None else Path(data_dir)
+
+    def missing_files(self, data_dir: Path | None) -> list[str]:
+        base = self.base_dir(data_dir)
+        return [f for f in self.files if not (base / f).exists()]
+
+    def read(self, data_dir: Path | None) -> Splits:
+        """Read all splits; raises MissingDataError naming the missing files first."""
+        missing = self.missing_files(data_dir)
+        if missing:
+            raise MissingDataError(self.base_dir(data_dir), {self.name: missing})
+        return self.reader(self.base_dir(data_dir))
+
+    def fingerprint(self, data_dir: Path | None) -> str:
+        """Content hash of the dataset's files: changes whenever the data does."""
+        base = self.base_dir(data_dir)
+        h = hashlib.sha256(self.name.encode())
+        for rel in self.files:
+            path = base / rel
+            paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for p in paths:
+                h.update(str(p.relative_to(base)).encode())
+                h.update(p.read_bytes())
+        return h.hexdigest()[:16]
+
+
+_REGISTRY: dict[str, DatasetSpec] = {}
+
+
+def register(spec: DatasetSpec) -> DatasetSpec:
+    if spec.task_type not in TASK_TYPES:
+        raise ValueError(f"dataset {spec.name}: task type {spec.task_type!r} not in {TASK_TYPES}")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _ensure_builtins() -> None:
+    import datamodules.blurb  # noqa: F401  (registers the 13 BLURB datasets)
+
+
+def get_dataset(name: str) -> DatasetSpec:
+    _ensure_builtins()
+    if name not in _REGISTRY:
+        raise UnknownNameError("task", name, list(_REGISTRY))
+    return _REGISTRY[name]
+
+
+def dataset_names(task_type: str | None = None) -> list[str]:
+    _ensure_builtins()
+    return [n for n, s in _REGISTRY.items() if task_type is None or s.task_type == task_type]
+
+
+def check_data_dir(data_dir: Path, names: list[str] | None = None) -> None:
+    """Raise one MissingDataError listing every missing file of the given (default: all) datasets."""
+    missing = {}
+    for name in names or dataset_names():
+        spec = get_dataset(name)
+        if spec.root is None and spec.missing_files(data_dir):
+            missing[name] = spec.missing_files(data_dir)
+    if missing:
+        raise MissingDataError(Path(data_dir), missing)
