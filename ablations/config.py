@@ -78,6 +78,7 @@ class RunConfig:
     work_dir: Optional[str] = None  # else $BIOABLATE_WORK, else ./work
     tracking_uri: Optional[str] = None  # else sqlite:///<work_dir>/mlruns.db
     experiment_name: str = "finetune"
+    datasets: list[str] = field(default_factory=list)  # YAML files of user datasets to register
     keep_checkpoints: bool = False  # a finished run deletes its checkpoints unless this is set
     model: ModelConfig = field(default_factory=ModelConfig)
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
@@ -87,7 +88,7 @@ class RunConfig:
 # Keys that do not change a run's result: excluded from its fingerprint, so e.g. moving the work
 # directory or turning off the progress bar does not make a finished run look new.
 NON_RESULT_KEYS = {
-    "profile", "data_dir", "work_dir", "tracking_uri", "experiment_name", "keep_checkpoints",
+    "profile", "data_dir", "datasets", "work_dir", "tracking_uri", "experiment_name", "keep_checkpoints",
     "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
 }
 
@@ -179,8 +180,9 @@ def fingerprint(cfg: DictConfig, data_fingerprint: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def resolve_data_dir(cfg: DictConfig) -> Path:
-    raw = cfg.data_dir or os.environ.get("BIOABLATE_DATA")
+def resolve_data_dir(data_dir: str | None) -> Path:
+    """`--data-dir` / the `data_dir` config key, else $BIOABLATE_DATA."""
+    raw = data_dir or os.environ.get("BIOABLATE_DATA")
     if not raw:
         raise ConfigError(
             "no data directory: pass --data-dir DIR or set BIOABLATE_DATA to the folder with the staged "

@@ -22,6 +22,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from ablations.config import (fingerprint, flatten, resolve_data_dir, resolve_tracking_uri,
                               resolve_work_dir)
 from ablations.tracking import Tracker, git_commit
+from datamodules.custom import register_from_yaml
 from datamodules.errors import MissingDataError
 from datamodules.finetune_data import FinetuneDataModule
 from datamodules.registry import get_dataset
@@ -47,8 +48,10 @@ def _metrics_of(run, prefix: str) -> dict[str, float]:
 
 
 def run_finetune(cfg: DictConfig, force: bool = False) -> FinetuneResult:
+    for dataset_file in cfg.datasets:
+        register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
-    data_dir = resolve_data_dir(cfg)
+    data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
     if missing:
         raise MissingDataError(spec.base_dir(data_dir), {spec.name: missing})

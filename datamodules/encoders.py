@@ -170,11 +170,12 @@ class SequenceEncoder(TaskEncoder):
         raise TypeError(f"{self.spec.name}: cannot encode {type(instance).__name__} as a sequence")
 
     def label(self, instance: Instance) -> Any:
+        gold = self.gold(instance)
         if self.head == "regression":
-            return float(instance.label)
+            return gold
         if self.head == "multilabel":
-            return [1.0 if label in instance.labels else 0.0 for label in self.labels]
-        return self.label_ids[instance.label]
+            return [1.0 if label in gold else 0.0 for label in self.labels]
+        return self.label_ids[gold]
 
     def encode(self, instances: Sequence[Instance]) -> list[Features]:
         pairs = [self.texts(x) for x in instances]
@@ -198,8 +199,8 @@ class SequenceEncoder(TaskEncoder):
         return raw
 
     def gold(self, instance: Instance) -> Any:
-        if self.head == "multilabel":
-            return tuple(instance.labels)
+        if isinstance(instance, TextInstance):  # documents carry a tuple of labels, even single-label ones
+            return tuple(instance.labels) if self.head == "multilabel" else instance.labels[0]
         return float(instance.label) if self.head == "regression" else instance.label
 
 

@@ -8,6 +8,7 @@ The 13 BLURB datasets are registered in `datamodules/blurb.py`; users add their 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -41,6 +42,7 @@ class DatasetSpec:
     multi_label: bool = False
     notes: str = ""  # how our data differs from the paper's, shown by `bioablate data stats`
     root: Path | None = None  # None: resolved against the data directory
+    package_files: tuple[Path, ...] = ()  # files shipped with bioablate that shape the data (frozen splits)
 
     def base_dir(self, data_dir: Path | None) -> Path:
         return self.root if self.root is not None else Path(data_dir)
@@ -57,15 +59,17 @@ class DatasetSpec:
         return self.reader(self.base_dir(data_dir))
 
     def fingerprint(self, data_dir: Path | None) -> str:
-        """Content hash of the dataset's files: changes whenever the data does."""
+        """Content hash of everything that decides the instances: the data files, the reader's source
+        (a changed sentence splitter means different instances) and shipped split files."""
         base = self.base_dir(data_dir)
         h = hashlib.sha256(self.name.encode())
+        sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
         for rel in self.files:
             path = base / rel
-            paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-            for p in paths:
-                h.update(str(p.relative_to(base)).encode())
-                h.update(p.read_bytes())
+            sources += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for path in sources:
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
         return h.hexdigest()[:16]
 
 

@@ -20,6 +20,8 @@ gold and prediction lists of different lengths raise `ValueError`.
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
@@ -33,6 +35,12 @@ TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
 def _check_lengths(gold: Sequence, pred: Sequence, what: str = "pred") -> None:
     if len(gold) != len(pred):
         raise ValueError(f"gold has {len(gold)} instances but {what} has {len(pred)}")
+
+
+def _key(label: str) -> str:
+    """A label as part of a metric name that MLflow and Lightning's logger both keep unchanged
+    (`CPR:3` -> `CPR3`): only letters, digits and `_ / . -` and spaces survive."""
+    return re.sub(r"[^a-zA-Z0-9_/. -]+", "", label)
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -77,7 +85,7 @@ def entity_f1(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) ->
     hits_per_type = Counter(m[3] for m in hits)
     for label in sorted((gold_per_type | pred_per_type).keys() - {""}):
         tp = hits_per_type[label]
-        result[f"f1_{label}"] = _prf(tp, pred_per_type[label] - tp, gold_per_type[label] - tp)[2]
+        result[f"f1_{_key(label)}"] = _prf(tp, pred_per_type[label] - tp, gold_per_type[label] - tp)[2]
     return result
 
 
@@ -116,11 +124,11 @@ def pico_word_macro_f1(
     for label in labels:
         tp = len(gold_words[label] & pred_words[label])
         precision, recall, f1 = _prf(tp, len(pred_words[label]) - tp, len(gold_words[label]) - tp)
-        result[f"f1_{label}"] = f1
-        result[f"precision_{label}"] = precision
-        result[f"recall_{label}"] = recall
-        result[f"support_{label}"] = float(len(gold_words[label]))
-    result["score"] = sum(result[f"f1_{label}"] for label in labels) / len(labels)
+        result[f"f1_{_key(label)}"] = f1
+        result[f"precision_{_key(label)}"] = precision
+        result[f"recall_{_key(label)}"] = recall
+        result[f"support_{_key(label)}"] = float(len(gold_words[label]))
+    result["score"] = sum(result[f"f1_{_key(label)}"] for label in labels) / len(labels)
     return result
 
 
@@ -147,7 +155,7 @@ def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str) -
             fn[g] += 1
     result = _counts_result(sum(tp.values()), sum(fp.values()), sum(fn.values()))
     for label in sorted((tp | fp | fn).keys()):
-        result[f"f1_{label}"] = _prf(tp[label], fp[label], fn[label])[2]
+        result[f"f1_{_key(label)}"] = _prf(tp[label], fp[label], fn[label])[2]
     return result
 
 
@@ -212,8 +220,8 @@ def multilabel_micro_f1(
             fn[label] += 1
     result = _counts_result(sum(tp.values()), sum(fp.values()), sum(fn.values()))
     for label in labels:
-        result[f"f1_{label}"] = _prf(tp[label], fp[label], fn[label])[2]
-        result[f"support_{label}"] = float(tp[label] + fn[label])
+        result[f"f1_{_key(label)}"] = _prf(tp[label], fp[label], fn[label])[2]
+        result[f"support_{_key(label)}"] = float(tp[label] + fn[label])
     return result
 
 

@@ -214,9 +214,9 @@ def test_relation_micro_f1_by_hand():
     assert result["recall"] == pytest.approx(0.4)
     assert result["score"] == pytest.approx(4 / 9)
     # CPR:3: TP 1, FN 1 -> 2/3;  CPR:4: TP 0 -> 0;  CPR:9: TP 1, FP 1 -> 2/3; no key for "false"
-    assert result["f1_CPR:3"] == pytest.approx(2 / 3)
-    assert result["f1_CPR:4"] == 0.0
-    assert result["f1_CPR:9"] == pytest.approx(2 / 3)
+    assert result["f1_CPR3"] == pytest.approx(2 / 3)
+    assert result["f1_CPR4"] == 0.0
+    assert result["f1_CPR9"] == pytest.approx(2 / 3)
     assert "f1_false" not in result
 
 

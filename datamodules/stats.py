@@ -1,0 +1,54 @@
+"""Dataset statistics in the units of the paper's Table 3 (mentions for NER, pairs for RE, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from datamodules.instances import Instance, TaggingInstance
+from datamodules.registry import SPLITS, DatasetSpec
+
+
+def count(spec: DatasetSpec, instances: list[Instance]) -> int:
+    """How many units of `spec.count_unit` a split holds."""
+    if spec.count_unit == "mentions":
+        return sum(len(x.spans) for x in instances)
+    if spec.count_unit == "PICO words":  # words inside at least one P, I or O span
+        return sum(len({i for s in x.spans for i in range(s.start, s.end)}) for x in instances
+                   if isinstance(x, TaggingInstance))
+    return len(instances)
+
+
+@dataclass
+class SplitStats:
+    dataset: str
+    split: str
+    unit: str
+    ours: int
+    paper: int | None
+    instances: int
+
+    @property
+    def diff_percent(self) -> float | None:
+        if not self.paper:
+            return None
+        return 100.0 * (self.ours - self.paper) / self.paper
+
+
+def dataset_stats(spec: DatasetSpec, data_dir: Path | None) -> list[SplitStats]:
+    splits = spec.read(data_dir)
+    return [SplitStats(spec.name, split, spec.count_unit, count(spec, splits.get(split, [])),
+                       spec.paper_counts.get(split), len(splits.get(split, []))) for split in SPLITS]
+
+
+def render(rows: list[SplitStats], notes: dict[str, str]) -> str:
+    header = f"{'dataset':<13} {'split':<5} {'unit':<11} {'ours':>8} {'paper':>8} {'diff':>8} {'instances':>9}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        diff = "" if r.diff_percent is None else ("=" if r.ours == r.paper else f"{r.diff_percent:+.1f}%")
+        paper = "" if r.paper is None else str(r.paper)
+        lines.append(f"{r.dataset:<13} {r.split:<5} {r.unit:<11} {r.ours:>8} {paper:>8} {diff:>8} {r.instances:>9}")
+    noted = [f"  {name}: {text}" for name, text in notes.items() if text]
+    if noted:
+        lines += ["", "Differences from the paper (docs/data.md explains each):", *noted]
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""Micro fine-tuning runs on the real data of all 13 BLURB datasets, read back from a real MLflow store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ablations.config import build_config
+from ablations.finetune import run_finetune
+from datamodules.registry import dataset_names, get_dataset
+from lightning_modules.finetune import FineTuneModule
+
+# Small enough for CI, big enough to exercise batching, two dev epochs and best-epoch selection.
+FAST = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=2",
+        "finetune.max_length=64", "trainer.progress_bar=false"]
+
+# Detail metrics that tell each metric kind apart (besides `score`, which all have).
+METRIC_KEYS = {
+    "entity_f1": {"precision", "recall", "tp", "fp", "fn"},
+    "pico_word_macro_f1": {"f1_PAR", "f1_INT", "f1_OUT"},
+    "relation_micro_f1": {"precision", "recall"},  # + one f1_<class> per positive class, below
+    "positive_class_f1": {"precision", "recall", "tp"},
+    "pearson": {"n", "constant_prediction"},
+    "multilabel_micro_f1": {"precision", "recall", "f1_Cellular energetics"},
+    "accuracy": {"correct", "total"},
+}
+RELATION_CLASSES = {"chemprot": {"f1_CPR3", "f1_CPR4", "f1_CPR5", "f1_CPR6", "f1_CPR9"},
+                    "ddi": {"f1_mechanism", "f1_effect", "f1_advise", "f1_int"}}
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("work")
+
+
+def micro_config(task: str, data_dir: Path, work_dir: Path, *extra: str, **flags):
+    return build_config("micro", [*FAST, *extra], task=task, data_dir=str(data_dir), work_dir=str(work_dir),
+                        **flags)
+
+
+@pytest.mark.parametrize("task", dataset_names())
+def test_micro_finetune_logs_dev_and_test_metrics(task: str, data_dir: Path, work_dir: Path):
+    spec = get_dataset(task)
+    result = run_finetune(micro_config(task, data_dir, work_dir))
+    client = MlflowClient(result.tracking_uri)
+    run = client.get_run(result.run_id)
+
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["task"] == task and run.data.tags["metric"] == spec.metric
+    assert run.data.tags["fingerprint"] == result.fingerprint and run.data.tags["git_commit"]
+    assert run.data.params["finetune.lr"] == "0.0005" and run.data.params["seed"] == "42"
+    expected = {"score"} | METRIC_KEYS[spec.metric] | RELATION_CLASSES.get(task, set())
+    for prefix in ("dev/", "best_dev/", "test/"):
+        logged = {k[len(prefix):] for k in run.data.metrics if k.startswith(prefix)}
+        assert expected <= logged, (prefix, expected - logged)
+    # one dev evaluation per epoch; best_dev is the best of them
+    history = [m.value for m in client.get_metric_history(result.run_id, "dev/score")]
+    assert len(history) == 2 and run.data.metrics["best_dev/score"] == pytest.approx(max(history))
+    bounds = (-1.0, 1.0) if spec.metric == "pearson" else (0.0, 1.0)
+    assert bounds[0] <= run.data.metrics["test/score"] <= bounds[1]
+
+    artifacts = Path(client.download_artifacts(result.run_id, "", str(work_dir / "dl" / task)))
+    lines = (artifacts / "test_predictions.jsonl").read_text().splitlines()
+    assert len(lines) == min(40, len(spec.read(data_dir)["test"]))
+    assert set(json.loads(lines[0])) == {"id", "gold", "prediction"}
+    assert "task: " + task in (artifacts / "config.yaml").read_text()
+
+
+def test_rerun_reuses_the_finished_run(data_dir: Path, work_dir: Path):
+    first = run_finetune(micro_config("gad", data_dir, work_dir, "seed=7"))
+    again = run_finetune(micro_config("gad", data_dir, work_dir, "seed=7", "trainer.progress_bar=true"))
+    assert not first.reused and again.reused and again.run_id == first.run_id
+    runs = MlflowClient(first.tracking_uri).search_runs(
+        [MlflowClient(first.tracking_uri).get_run(first.run_id).info.experiment_id],
+        f"tags.fingerprint = '{first.fingerprint}'")
+    assert len(runs) == 1
+
+
+def test_training_lowers_the_loss(data_dir: Path, work_dir: Path):
+    cfg = micro_config("bc5-chem", data_dir, work_dir, "finetune.max_train_examples=256",
+                       "finetune.epochs=3", "trainer.log_every_n_steps=1")
+    result = run_finetune(cfg)
+    losses = [m.value for m in MlflowClient(result.tracking_uri).get_metric_history(result.run_id, "train/loss")]
+    assert len(losses) == 48  # 256 / 16 batches x 3 epochs
+    assert sum(losses[-8:]) / 8 < 0.6 * sum(losses[:8]) / 8
+
+
+def test_crash_marks_run_failed_keeps_checkpoint_and_rerun_resumes(data_dir, work_dir, monkeypatch):
+    cfg = micro_config("ncbi-disease", data_dir, work_dir, "seed=3")
+    original = FineTuneModule.training_step
+
+    def crash_in_second_epoch(self, batch, batch_idx):
+        if self.current_epoch == 1:
+            raise RuntimeError("simulated crash")
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(FineTuneModule, "training_step", crash_in_second_epoch)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_finetune(cfg)
+    client = MlflowClient(f"sqlite:///{work_dir / 'mlruns.db'}")
+    failed = client.search_runs([client.get_experiment_by_name("finetune").experiment_id],
+                                "tags.task = 'ncbi-disease' and params.seed = '3'")
+    assert len(failed) == 1 and failed[0].info.status == "FAILED"
+    assert "simulated crash" in failed[0].data.tags["error"]
+    fingerprint = failed[0].data.tags["fingerprint"]
+    last = work_dir / "runs" / fingerprint / "checkpoints" / "last.ckpt"
+    assert last.exists()  # epoch 0 finished before the crash
+
+    monkeypatch.setattr(FineTuneModule, "training_step", original)
+    resumed = run_finetune(cfg)
+    run = client.get_run(resumed.run_id)
+    assert resumed.run_id == failed[0].info.run_id and run.info.status == "FINISHED"
+    # resumed at epoch 1: exactly one more dev evaluation, two in all
+    assert len(client.get_metric_history(resumed.run_id, "dev/score")) == 2
+    assert not last.exists()  # a finished run cleans up its checkpoints
+
+
+def test_finetune_from_a_hugging_face_directory_and_named_model(data_dir, work_dir, tmp_path):
+    from lightning_modules.models import load_encoder
+
+    cfg = micro_config("biosses", data_dir, work_dir)
+    encoder, tokenizer = load_encoder(cfg.model, data_dir, dropout=0.1)
+    encoder.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    from_dir = run_finetune(micro_config("biosses", data_dir, work_dir,
+                                         **{"model.name_or_path": str(tmp_path / "model")}))
+    named = run_finetune(micro_config("bioasq", data_dir, work_dir,
+                                      **{"model.name_or_path": "general-minilm"}))
+    client = MlflowClient(named.tracking_uri)
+    assert client.get_run(from_dir.run_id).data.tags["model"] == str(tmp_path / "model")
+    assert client.get_run(named.run_id).data.params["model.name_or_path"] == "general-minilm"
+    assert client.get_run(named.run_id).info.status == "FINISHED"
