@@ -20,6 +20,10 @@ from datamodules.readers.pubmedqa import read_pubmedqa
 from datamodules.registry import DatasetSpec, register
 
 
+CHEMPROT_LABELS = ("CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9", "false")
+DDI_LABELS = ("mechanism", "effect", "advise", "int", "false")
+
+
 def _counts(train: int, dev: int, test: int) -> dict[str, int]:
     return {"train": train, "dev": dev, "test": test}
 
@@ -61,8 +65,8 @@ register(DatasetSpec(
 register(DatasetSpec(
     name="chemprot", task_type="re", reader=read_chemprot,
     files=tuple(f"ChemProt/{d}" for d in ("chemprot_training", "chemprot_development", "chemprot_test_gs")),
-    labels=("CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9", "false"), metric="relation_micro_f1",
-    metric_args={"negative": "false"}, max_length=256, count_unit="pairs",
+    labels=CHEMPROT_LABELS, metric="relation_micro_f1",
+    metric_args={"negative": "false", "labels": CHEMPROT_LABELS}, max_length=256, count_unit="pairs",
     paper_counts=_counts(18035, 11268, 15745),
     notes="sentence-level pairs generated from the raw corpus; sentence splitting differs from BLURB's",
 ))
@@ -70,11 +74,11 @@ register(DatasetSpec(
 register(DatasetSpec(
     name="ddi", task_type="re", reader=read_ddi,
     files=("DDI/Train/DrugBank", "DDI/Train/MedLine", "DDI/Test/Test for DDI Extraction task"),
-    labels=("mechanism", "effect", "advise", "int", "false"), metric="relation_micro_f1",
-    metric_args={"negative": "false"}, max_length=256, count_unit="pairs",
+    labels=DDI_LABELS, metric="relation_micro_f1",
+    metric_args={"negative": "false", "labels": DDI_LABELS}, max_length=256, count_unit="pairs",
     paper_counts=_counts(25296, 2496, 5716),
-    notes="BLURB's 624/90 train/dev file split is not published: ours is seeded, so train/dev "
-          "sizes differ while train+dev = 27,792 as in the paper",
+    notes="BLURB's 624/90 train/dev file split is not published: ours is seeded (the first seed whose "
+          "dev set has the paper's 2,496 pairs), so the dev files may differ from BLURB's",
 ))
 
 register(DatasetSpec(

@@ -45,7 +45,7 @@ def render(rows: list[SplitStats], notes: dict[str, str]) -> str:
     header = f"{'dataset':<13} {'split':<5} {'unit':<11} {'ours':>8} {'paper':>8} {'diff':>8} {'instances':>9}"
     lines = [header, "-" * len(header)]
     for r in rows:
-        diff = "" if r.diff_percent is None else ("=" if r.ours == r.paper else f"{r.diff_percent:+.1f}%")
+        diff = "" if r.diff_percent is None else ("=" if r.ours == r.paper else f"{r.diff_percent:+.2f}%")
         paper = "" if r.paper is None else str(r.paper)
         lines.append(f"{r.dataset:<13} {r.split:<5} {r.unit:<11} {r.ours:>8} {paper:>8} {diff:>8} {r.instances:>9}")
     noted = [f"  {name}: {text}" for name, text in notes.items() if text]

@@ -132,13 +132,15 @@ def pico_word_macro_f1(
     return result
 
 
-def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str) -> dict[str, float]:
+def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str,
+                      labels: Sequence[str] = ()) -> dict[str, float]:
     """Micro P/R/F1 over the positive relation classes, the `negative` class excluded (ChemProt, DDI).
 
     TP: pred == gold != negative; FP: pred != negative and pred != gold; FN: gold != negative and
     pred != gold. Predicting the negative class for a positive pair is therefore only a FN, and a wrong
     positive class is both a FP and a FN. This equals sklearn's `f1_score(average="micro",
-    labels=<positive classes>)`. Each positive class also gets "f1_<class>".
+    labels=<positive classes>)`. Each positive class also gets "f1_<class>": every class seen in gold or
+    pred, and every one of `labels` (so a run's metric names do not depend on the sample).
     """
     _check_lengths(gold, pred)
     tp: Counter[str] = Counter()
@@ -154,7 +156,7 @@ def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str) -
         if g != negative:
             fn[g] += 1
     result = _counts_result(sum(tp.values()), sum(fp.values()), sum(fn.values()))
-    for label in sorted((tp | fp | fn).keys()):
+    for label in sorted(set(tp | fp | fn) | set(labels) - {negative}):
         result[f"f1_{_key(label)}"] = _prf(tp[label], fp[label], fn[label])[2]
     return result
 

@@ -89,6 +89,9 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
         if hasattr(config, key):
             setattr(config, key, dropout)
     encoder = AutoModel.from_pretrained(path, config=config, attn_implementation="sdpa")
+    # from_pretrained returns the model in eval mode, and Lightning keeps a submodule's mode as it finds
+    # it: without this, dropout would be off during fine-tuning.
+    encoder.train()
     return encoder, AutoTokenizer.from_pretrained(path)
 
 
