@@ -22,13 +22,13 @@ The context of a question (`text_b`) is its reference snippets joined by spaces.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datamodules.errors import DataFormatError
 from datamodules.instances import PairInstance
+from datamodules.readers.jsonfile import load_json_object
 from datamodules.registry import SPLITS, Splits
 
 TEST_FILE = "BioASQ/golden/7B_golden.json"
@@ -94,13 +94,8 @@ def _read_dev_ids(path: Path) -> set[str]:
 
 def _yesno_questions(path: Path) -> list[PairInstance]:
     """The yes/no questions of one golden file, in file order."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataFormatError(path, err.lineno, f'invalid JSON ({err.msg}); expected {{"questions": [...]}}') from err
-    except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from err
-    if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
+    data = load_json_object(path, 'a JSON object {"questions": [...]}')
+    if not isinstance(data.get("questions"), list):
         raise DataFormatError(path, None, 'expected a JSON object {"questions": [...]}')
 
     instances = []

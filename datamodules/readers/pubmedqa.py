@@ -16,7 +16,6 @@ be checked without the script.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from datamodules.errors import DataFormatError
 from datamodules.instances import PairInstance
+from datamodules.readers.jsonfile import load_json_object
 from datamodules.registry import SPLITS, Splits
 
 QUESTIONS_FILE = "PubMedQA/ori_pqal.json"
@@ -43,10 +43,10 @@ def read_pubmedqa(data_dir: Path) -> Splits:
     """
     questions_path = Path(data_dir) / QUESTIONS_FILE
     test_path = Path(data_dir) / TEST_FILE
-    items = _load_json_object(questions_path)
+    items = load_json_object(questions_path, "one object keyed by PMID")
     instances = {pmid: _instance(questions_path, pmid, item) for pmid, item in items.items()}
 
-    test_labels = _load_json_object(test_path)
+    test_labels = load_json_object(test_path, "one object keyed by PMID")
     for pmid, label in test_labels.items():
         if pmid not in instances:
             raise DataFormatError(test_path, None, f"test id {pmid} is not a question of {QUESTIONS_FILE}")
@@ -105,15 +105,3 @@ def _instance(path: Path, pmid: str, item: Any) -> PairInstance:
             path, None, f"item {pmid}: final_decision {label!r} is not one of {', '.join(PUBMEDQA_LABELS)}"
         )
     return PairInstance(id=pmid, text_a=question, text_b=" ".join(contexts), label=label)
-
-
-def _load_json_object(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataFormatError(path, err.lineno, f"invalid JSON ({err.msg}); expected one object keyed by PMID") from err
-    except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from err
-    if not isinstance(data, dict):
-        raise DataFormatError(path, None, f"expected one JSON object keyed by PMID, found {type(data).__name__}")
-    return data
