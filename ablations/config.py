@@ -55,6 +55,13 @@ class FinetuneConfig:
     # prefix of a seeded shuffle, so every seed and variant sees the same examples.
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None
+    # Modeling choices of the paper's Sec. 2.4 (Tables 12-14); `bioablate list variants` shows the choices.
+    tagging: str = "bio"  # NER/PICO tagging scheme: bio | bioul | io
+    head: str = "linear"  # NER/PICO classification layer: linear | bilstm | crf | bilstm-crf
+    subtoken_labels: str = "first"  # first: loss on a word's first sub-token; all: on every sub-token
+    re_input: str = "dummify"  # relation input transform: dummify | markers | original
+    re_feature: str = "cls"  # relation featurizer: cls | mention | entity-start (markers only)
+    classifier: str = "linear"  # [CLS]/relation classifier: linear | mlp
 
 
 @dataclass

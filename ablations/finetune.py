@@ -14,6 +14,7 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
@@ -47,7 +48,15 @@ def _metrics_of(run, prefix: str) -> dict[str, float]:
     return {k[len(prefix):]: v for k, v in run.data.metrics.items() if k.startswith(prefix)}
 
 
-def run_finetune(cfg: DictConfig, force: bool = False) -> FinetuneResult:
+def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),
+                 tags: dict[str, str] | None = None,
+                 stop_exceptions: tuple[type[BaseException], ...] = ()) -> FinetuneResult:
+    """Run (or reuse, or resume) one fine-tuning run.
+
+    `callbacks` are added to the Trainer (e.g. an Optuna pruning callback), `tags` to a newly created
+    MLflow run (e.g. `mlflow.parentRunId` for a sweep's trial), and `stop_exceptions` end the run as
+    KILLED rather than FAILED (e.g. optuna.TrialPruned).
+    """
     for dataset_file in cfg.datasets:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
@@ -78,12 +87,12 @@ def run_finetune(cfg: DictConfig, force: bool = False) -> FinetuneResult:
         tags = {"task": spec.name, "task_type": spec.task_type, "dataset": spec.name,
                 "model": cfg.model.name_or_path, "seed": str(cfg.seed), "profile": cfg.profile,
                 "metric": spec.metric, "fingerprint": run_fp, "data_fingerprint": data_fp,
-                "git_commit": git_commit(), "kind": "finetune"}
+                "git_commit": git_commit(), "kind": "finetune", **(tags or {})}
         run_id = tracker.create(f"{spec.name}-{cfg.model.name_or_path.rsplit('/', 1)[-1]}-s{cfg.seed}",
                                 tags, flatten(cfg))
     last_checkpoint = checkpoint_dir / "last.ckpt"
 
-    with tracker.tracked_run(run_id):
+    with tracker.tracked_run(run_id, stop_exceptions):
         pl.seed_everything(cfg.seed, workers=True, verbose=False)
         encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
         max_length = min(cfg.finetune.max_length or spec.max_length, encoder.config.max_position_embeddings)
@@ -101,7 +110,7 @@ def run_finetune(cfg: DictConfig, force: bool = False) -> FinetuneResult:
             max_epochs=cfg.finetune.epochs, accelerator=cfg.trainer.accelerator,
             devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
             precision=cfg.trainer.precision, logger=tracker.lightning_logger(run_id),
-            callbacks=[checkpoints], enable_progress_bar=cfg.trainer.progress_bar,
+            callbacks=[checkpoints, *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
             enable_model_summary=False, num_sanity_val_steps=0,
             log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run_dir,
         )

@@ -63,11 +63,15 @@ class Tracker:
             self.client.log_metric(run_id, key, float(value), step=step)
 
     @contextmanager
-    def tracked_run(self, run_id: str) -> Iterator[str]:
+    def tracked_run(self, run_id: str, stop_exceptions: tuple[type[BaseException], ...] = ()
+                    ) -> Iterator[str]:
+        """FINISHED if the body completes; KILLED on Ctrl-C or one of `stop_exceptions` (a deliberate
+        stop, e.g. an Optuna trial being pruned), tagged `stopped`; FAILED, tagged `error`, otherwise."""
         self.client.update_run(run_id, status="RUNNING")
         try:
             yield run_id
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, *stop_exceptions) as stop:
+            self.client.set_tag(run_id, "stopped", type(stop).__name__)
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
             raise
         except BaseException as error:
