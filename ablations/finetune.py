@@ -23,6 +23,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from ablations.config import (fingerprint, flatten, resolve_data_dir, resolve_tracking_uri,
                               resolve_work_dir)
 from ablations.tracking import Tracker, git_commit
+from ablations.variants import check_variants
 from datamodules.custom import register_from_yaml
 from datamodules.errors import MissingDataError
 from datamodules.finetune_data import FinetuneDataModule
@@ -60,6 +61,7 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     for dataset_file in cfg.datasets:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
+    check_variants(cfg.finetune, spec)
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
     if missing:
@@ -96,12 +98,14 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
         pl.seed_everything(cfg.seed, workers=True, verbose=False)
         encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
         max_length = min(cfg.finetune.max_length or spec.max_length, encoder.config.max_position_embeddings)
+        ft = cfg.finetune
         datamodule = FinetuneDataModule(
-            spec, data_dir, tokenizer, max_length, cfg.finetune.batch_size, cfg.finetune.eval_batch_size,
-            cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples, cfg.trainer.num_workers)
+            spec, data_dir, tokenizer, max_length, ft.batch_size, ft.eval_batch_size, ft.max_train_examples,
+            ft.max_eval_examples, cfg.trainer.num_workers, ft.tagging, ft.subtoken_labels, ft.re_input)
         datamodule.setup()
-        head = make_head(datamodule.encoder.head, encoder.config.hidden_size,
-                         datamodule.encoder.num_labels, cfg.finetune.dropout)
+        if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
+            encoder.resize_token_embeddings(len(tokenizer))
+        head = make_head(ft, datamodule.encoder, encoder.config.hidden_size)
         module = FineTuneModule(encoder, head, cfg.finetune.lr, cfg.finetune.weight_decay,
                                 cfg.finetune.warmup_ratio)
         checkpoints = ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="dev/score",

@@ -2,16 +2,18 @@
 
 One encoder per problem formulation of the paper's Table 4:
 
-- `TaggingEncoder`   NER / PICO, token classification. Words are tokenized into sub-tokens; the tag of a
-                     word sits on its first sub-token, and the prediction of that sub-token is the word's
-                     prediction. Tags are decoded back to spans before scoring, so every scheme is scored
-                     on the same entity-level footing.
-- `SequenceEncoder`  everything scored on [CLS]: relation extraction (dummified sentence), document
-                     classification (multi-label), sentence similarity (regression), QA
-                     ("[CLS] Q [SEP] T [SEP]").
+- `TaggingEncoder`   NER / PICO, token classification. Gold word spans are encoded with the chosen tagging
+                     scheme onto the "tagged positions": each word's first sub-token (`first`, the
+                     standard) or every sub-token (`all`: spans are mapped to sub-tokens and the scheme is
+                     applied there). Predictions are decoded back to word spans before scoring, so every
+                     scheme and labelling choice is scored on the same entity-level footing.
+- `SequenceEncoder`  everything scored on one vector: relation extraction (transformed sentence, see
+                     relation_inputs.py, plus entity token masks and marker positions for the mention /
+                     entity-start featurizers), document classification (multi-label), sentence
+                     similarity (regression), QA ("[CLS] Q [SEP] T [SEP]").
 
 Encoders hold no model state; the LightningModule calls `collect` with its raw per-batch predictions and
-`score` with the collected instance-level predictions.
+the datamodule calls `decode` and `score`.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import Any, Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from datamodules.instances import (Instance, PairInstance, RelationInstance, Span, TaggingInstance,
-                                   TextInstance, iob_to_spans)
+from datamodules.errors import UnknownNameError
+from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
 from datamodules.registry import DatasetSpec
-from datamodules.relation_inputs import dummify
+from datamodules.relation_inputs import MARKERS, get_transform
+from datamodules.tagging import get_scheme
 
-IGNORE_INDEX = -100  # label of positions the loss skips (non-first sub-tokens, specials, padding)
+IGNORE_INDEX = -100  # label of positions the loss skips (untagged sub-tokens, specials, padding)
+SUBTOKEN_LABELS = ("first", "all")
 
 Features = dict[str, Any]
 
@@ -76,58 +80,74 @@ class TaskEncoder(ABC):
 
 
 class TaggingEncoder(TaskEncoder):
-    """BIO tagging over the dataset's span types; the word's first sub-token carries its tag."""
+    """Tags on the tagged positions; `subtoken_labels` picks which positions those are."""
 
     head = "token"
 
-    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
+    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                 scheme: str = "bio", subtoken_labels: str = "first"):
         super().__init__(spec, tokenizer, max_length)
-        self.tags = ["O"] + [f"{p}-{label}" for label in spec.labels for p in "BI"]
+        if subtoken_labels not in SUBTOKEN_LABELS:
+            raise UnknownNameError("sub-token labelling", subtoken_labels, list(SUBTOKEN_LABELS))
+        self.scheme, self.subtoken_labels = get_scheme(scheme), subtoken_labels
+        self.tags = self.scheme.tags(spec.labels)
         self.tag_ids = {t: i for i, t in enumerate(self.tags)}
 
     @property
     def num_labels(self) -> int:
         return len(self.tags)
 
-    def encode_tags(self, instance: TaggingInstance) -> list[str]:
-        tags = ["O"] * len(instance.tokens)
-        for span in instance.spans:
-            tags[span.start] = f"B-{span.label}"
-            for i in range(span.start + 1, span.end):
-                tags[i] = f"I-{span.label}"
-        return tags
+    def units(self, word_ids: list[int | None]) -> tuple[list[int], list[int]]:
+        """(token positions that carry a tag, the word of each): first sub-tokens, or all sub-tokens."""
+        positions, words, seen = [], [], set()
+        for position, word in enumerate(word_ids):
+            if word is None or (self.subtoken_labels == "first" and word in seen):
+                continue
+            seen.add(word)
+            positions.append(position)
+            words.append(word)
+        return positions, words
 
-    def decode_tags(self, tags: Sequence[str]) -> tuple[Span, ...]:
-        return iob_to_spans(tags)
+    @staticmethod
+    def unit_spans(spans: Sequence[Span], unit_words: list[int]) -> list[Span]:
+        """Word spans -> spans over units (a span cut off entirely by truncation disappears)."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for unit, word in enumerate(unit_words):
+            first.setdefault(word, unit)
+            last[word] = unit
+        out = []
+        for span in spans:
+            present = [w for w in range(span.start, span.end) if w in first]
+            if present:
+                out.append(Span(first[present[0]], last[present[-1]] + 1, span.label))
+        return out
 
     def encode(self, instances: Sequence[TaggingInstance]) -> list[Features]:
         enc = self.tokenizer([list(x.tokens) for x in instances], is_split_into_words=True,
                              truncation=True, max_length=self.max_length)
         features = []
         for i, instance in enumerate(instances):
-            tag_ids = [self.tag_ids[t] for t in self.encode_tags(instance)]
-            labels, starts, seen = [], [], set()
-            for word in enc.word_ids(i):
-                first = word is not None and word not in seen
-                seen.add(word)
-                labels.append(tag_ids[word] if first else IGNORE_INDEX)
-                if first:
-                    starts.append(word)
+            positions, unit_words = self.units(enc.word_ids(i))
+            tags = self.scheme.encode(self.unit_spans(instance.spans, unit_words), len(unit_words))
+            length = len(enc["input_ids"][i])
+            labels, tag_mask = [IGNORE_INDEX] * length, [0] * length
+            for position, tag in zip(positions, tags):
+                labels[position], tag_mask[position] = self.tag_ids[tag], 1
             features.append({"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
                              "token_type_ids": enc["token_type_ids"][i], "labels": labels,
-                             "_word_ids": starts, "_length": len(instance.tokens)})
+                             "tag_mask": tag_mask, "_unit_words": unit_words})
         return features
 
     def collect(self, batch, predictions):
-        mask = batch["labels"] != IGNORE_INDEX
+        mask = batch["tag_mask"].bool()
         return [predictions[row][mask[row]].tolist() for row in range(len(predictions))]
 
     def decode(self, feature: Features, raw: list[int]) -> tuple[Span, ...]:
-        """Tag ids of the words' first sub-tokens -> spans over all words (truncated words get O)."""
-        tags = ["O"] * feature["_length"]
-        for word, tag_id in zip(feature["_word_ids"], raw):
-            tags[word] = self.tags[tag_id]
-        return self.decode_tags(tags)
+        """Tag ids of the tagged positions -> word spans (words cut off by truncation predict nothing)."""
+        words = feature["_unit_words"]
+        spans = self.scheme.decode([self.tags[t] for t in raw])
+        return tuple(Span(words[s.start], words[s.end - 1] + 1, s.label) for s in spans)
 
     def gold(self, instance: TaggingInstance) -> tuple[Span, ...]:
         return instance.spans
@@ -143,9 +163,10 @@ class TaggingEncoder(TaskEncoder):
 
 
 class SequenceEncoder(TaskEncoder):
-    """[CLS]-based prediction: relation extraction, document classification, similarity and QA."""
+    """One prediction per sequence: relation extraction, document classification, similarity and QA."""
 
-    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
+    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                 re_input: str = "dummify"):
         super().__init__(spec, tokenizer, max_length)
         self.labels = list(spec.labels)
         self.label_ids = {label: i for i, label in enumerate(self.labels)}
@@ -155,19 +176,15 @@ class SequenceEncoder(TaskEncoder):
             self.head = "multilabel"
         else:
             self.head = "classification"
+        self.relation = spec.task_type == "re"
+        self.transform = get_transform(re_input)
+        if self.relation and re_input == "markers":
+            # single tokens, never split or lowercased; the model's embeddings are resized to match
+            tokenizer.add_special_tokens({"additional_special_tokens": list(MARKERS)})
 
     @property
     def num_labels(self) -> int:
         return 1 if self.head == "regression" else len(self.labels)
-
-    def texts(self, instance: Instance) -> tuple[str, str | None]:
-        if isinstance(instance, RelationInstance):
-            return dummify(instance), None
-        if isinstance(instance, TextInstance):
-            return instance.text, None
-        if isinstance(instance, PairInstance):
-            return instance.text_a, instance.text_b
-        raise TypeError(f"{self.spec.name}: cannot encode {type(instance).__name__} as a sequence")
 
     def label(self, instance: Instance) -> Any:
         gold = self.gold(instance)
@@ -178,15 +195,40 @@ class SequenceEncoder(TaskEncoder):
         return self.label_ids[gold]
 
     def encode(self, instances: Sequence[Instance]) -> list[Features]:
-        pairs = [self.texts(x) for x in instances]
-        first = [a for a, _ in pairs]
-        second = [b for _, b in pairs] if pairs and pairs[0][1] is not None else None
-        # QA keeps the whole question and truncates the reference text; pairs of sentences share the cut.
-        truncation = "only_second" if second is not None and self.spec.task_type == "qa" else True
+        if self.relation:
+            return self._encode_relations(instances)
+        if isinstance(instances[0], PairInstance):
+            first, second = [x.text_a for x in instances], [x.text_b for x in instances]
+        else:
+            first, second = [x.text for x in instances], None
+        # QA keeps the whole question and truncates the reference text; sentence pairs share the cut.
+        truncation = "only_second" if self.spec.task_type == "qa" else True
         enc = self.tokenizer(first, second, truncation=truncation, max_length=self.max_length)
         return [{"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
                  "token_type_ids": enc["token_type_ids"][i], "labels": self.label(x)}
                 for i, x in enumerate(instances)]
+
+    def _encode_relations(self, instances: Sequence[RelationInstance]) -> list[Features]:
+        """Transformed text, plus per-token masks of each entity and the token index of each start
+        marker (0, i.e. [CLS], where there is no marker or truncation cut it off)."""
+        texts = [self.transform(x) for x in instances]
+        enc = self.tokenizer([t.text for t in texts], truncation=True, max_length=self.max_length,
+                             return_offsets_mapping=True)
+        features = []
+        for i, (instance, text) in enumerate(zip(instances, texts)):
+            offsets = enc["offset_mapping"][i]
+            def covers(span):  # tokens overlapping the character range
+                return [int(e > s and s < span[1] and e > span[0]) for s, e in offsets]
+            def token_at(char):
+                return next((k for k, (s, e) in enumerate(offsets) if e > s and s == char), 0)
+            features.append({
+                "input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
+                "token_type_ids": enc["token_type_ids"][i], "labels": self.label(instance),
+                "head_mask": covers(text.head), "tail_mask": covers(text.tail),
+                "head_start": token_at(text.head_marker) if text.head_marker is not None else 0,
+                "tail_start": token_at(text.tail_marker) if text.tail_marker is not None else 0,
+            })
+        return features
 
     def collect(self, batch, predictions):
         return predictions.tolist()
@@ -204,7 +246,9 @@ class SequenceEncoder(TaskEncoder):
         return float(instance.label) if self.head == "regression" else instance.label
 
 
-def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int) -> TaskEncoder:
+def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                 tagging: str = "bio", subtoken_labels: str = "first", re_input: str = "dummify"
+                 ) -> TaskEncoder:
     if spec.task_type in ("ner", "pico"):
-        return TaggingEncoder(spec, tokenizer, max_length)
-    return SequenceEncoder(spec, tokenizer, max_length)
+        return TaggingEncoder(spec, tokenizer, max_length, tagging, subtoken_labels)
+    return SequenceEncoder(spec, tokenizer, max_length, re_input)

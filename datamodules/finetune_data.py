@@ -31,21 +31,25 @@ def subsample(instances: list[Instance], limit: int | None) -> list[Instance]:
     return [instances[i] for i in keep]
 
 
+# Per-position features, padded to the batch's longest example with these values; everything else is one
+# value (or one fixed-size vector) per example. Keys starting with "_" are bookkeeping, never batched.
+POSITION_PAD = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0, "tag_mask": 0,
+                "head_mask": 0, "tail_mask": 0}
+
+
 def collate(features: Sequence[Features], pad_token_id: int, token_labels: bool) -> dict[str, torch.Tensor]:
     """Pad to the longest example of the batch (dynamic padding). `token_labels`: one label per position
     (tagging), padded with IGNORE_INDEX; otherwise one label per example."""
     width = max(len(f["input_ids"]) for f in features)
-
-    def pad(key: str, value: int) -> torch.Tensor:
-        return torch.tensor([f[key] + [value] * (width - len(f[key])) for f in features])
-
-    batch = {"input_ids": pad("input_ids", pad_token_id), "attention_mask": pad("attention_mask", 0),
-             "token_type_ids": pad("token_type_ids", 0),
-             "index": torch.tensor([f["index"] for f in features])}
-    if token_labels:
-        batch["labels"] = pad("labels", IGNORE_INDEX)
-    else:  # class id, multi-hot vector or regression target
-        batch["labels"] = torch.tensor([f["labels"] for f in features])
+    pads = {**POSITION_PAD, "input_ids": pad_token_id, **({"labels": IGNORE_INDEX} if token_labels else {})}
+    batch = {}
+    for key in features[0]:
+        if key.startswith("_"):
+            continue
+        if key in pads:
+            batch[key] = torch.tensor([f[key] + [pads[key]] * (width - len(f[key])) for f in features])
+        else:
+            batch[key] = torch.tensor([f[key] for f in features])
     return batch
 
 
@@ -53,12 +57,13 @@ class FinetuneDataModule(pl.LightningDataModule):
     def __init__(self, spec: DatasetSpec, data_dir: Path | None, tokenizer: PreTrainedTokenizerBase,
                  max_length: int, batch_size: int, eval_batch_size: int,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
-                 num_workers: int = 0):
+                 num_workers: int = 0, tagging: str = "bio", subtoken_labels: str = "first",
+                 re_input: str = "dummify"):
         super().__init__()
         self.spec, self.data_dir, self.tokenizer = spec, data_dir, tokenizer
         self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
         self.limits = {"train": max_train_examples, "dev": max_eval_examples, "test": max_eval_examples}
-        self.encoder: TaskEncoder = make_encoder(spec, tokenizer, max_length)
+        self.encoder: TaskEncoder = make_encoder(spec, tokenizer, max_length, tagging, subtoken_labels, re_input)
         self.instances: dict[str, list[Instance]] = {}
         self.features: dict[str, list[Features]] = {}
 

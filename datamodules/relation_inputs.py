@@ -1,30 +1,95 @@
-"""Relation-extraction input transforms (paper Sec. 2.4, "TransformInput"): the instance keeps both
-entities' character offsets, and the transform decides what text the encoder sees.
+"""Relation-extraction input transforms (paper Sec. 2.4 "TransformInput", Table 14). The instance keeps
+both entities' character offsets; the transform decides what text the encoder sees and where each entity
+is in that text (for the `mention` and `entity-start` featurizers).
 
-`dummify` is the paper's standard: each mention is replaced by its type tag, `@CHEMICAL$`, `@GENE$`,
-`@DRUG$`, `@DISEASE$`, so the model cannot memorise entity names.
+- `dummify` (standard): each mention replaced by its type tag, `@CHEMICAL$`, `@GENE$`, `@DRUG$`, ... so
+  the model cannot memorise entity names.
+- `markers`: `[E1] ... [/E1]` around the head mention and `[E2] ... [/E2]` around the tail, the four
+  markers added to the tokenizer as special tokens (single tokens, never split or lowercased).
+- `original`: the sentence as it is.
+
+Overlapping or nested mentions (a chemical inside a gene name): `dummify` replaces their union with one
+combined tag `@CHEMICAL-GENE$` (BLUE's ChemProt data does the same with `@CHEM-GENE$`), which then stands
+for both entities; `markers` nest properly — at one offset, the outer mention's opening marker comes
+first and its closing marker last.
 """
 
 from __future__ import annotations
 
-from datamodules.instances import Mention, RelationInstance
+from dataclasses import dataclass
+
+from datamodules.errors import UnknownNameError
+from datamodules.instances import RelationInstance
+
+MARKERS = ("[E1]", "[/E1]", "[E2]", "[/E2]")
+
+
+@dataclass(frozen=True)
+class RelationText:
+    """Transformed text; `head`/`tail` are (start, end) character ranges of each entity in it (the
+    dummy tag, the marked mention, or the mention), `head_marker`/`tail_marker` the start offsets of
+    `[E1]`/`[E2]` (markers only, else None)."""
+
+    text: str
+    head: tuple[int, int]
+    tail: tuple[int, int]
+    head_marker: int | None = None
+    tail_marker: int | None = None
 
 
 def type_tag(mention_type: str) -> str:
     return f"@{mention_type}$"
 
 
-def dummify(instance: RelationInstance) -> str:
-    """Replace both mentions by their type tags.
+def original(instance: RelationInstance) -> RelationText:
+    h, t = instance.head, instance.tail
+    return RelationText(instance.text, (h.start, h.end), (t.start, t.end))
 
-    Overlapping mentions (a chemical inside a gene name, say) cannot both be replaced; their union
-    becomes one combined tag, `@CHEMICAL-GENE$`, in head-tail order (BLUE's ChemProt data does the
-    same with `@CHEM-GENE$`).
-    """
+
+def dummify(instance: RelationInstance) -> RelationText:
     text, head, tail = instance.text, instance.head, instance.tail
     if head.start < tail.end and tail.start < head.end:
-        union = Mention(min(head.start, tail.start), max(head.end, tail.end), "")
-        return text[: union.start] + type_tag(f"{head.type}-{tail.type}") + text[union.end:]
-    for mention in sorted((head, tail), key=lambda m: m.start, reverse=True):
-        text = text[: mention.start] + type_tag(mention.type) + text[mention.end:]
-    return text
+        start, end = min(head.start, tail.start), max(head.end, tail.end)
+        tag = type_tag(f"{head.type}-{tail.type}")
+        span = (start, start + len(tag))
+        return RelationText(text[:start] + tag + text[end:], span, span)
+    first, second = sorted((head, tail), key=lambda m: m.start)
+    first_tag, second_tag = type_tag(first.type), type_tag(second.type)
+    out = text[: first.start] + first_tag + text[first.end: second.start] + second_tag + text[second.end:]
+    first_span = (first.start, first.start + len(first_tag))
+    second_start = first.start + len(first_tag) + (second.start - first.end)
+    second_span = (second_start, second_start + len(second_tag))
+    head_span, tail_span = (first_span, second_span) if first is head else (second_span, first_span)
+    return RelationText(out, head_span, tail_span)
+
+
+def markers(instance: RelationInstance) -> RelationText:
+    head, tail = instance.head, instance.tail
+    # (offset, order, marker): at one offset closings come before openings, an outer mention (longer)
+    # opens before and closes after an inner one, so nested mentions yield properly nested markers.
+    events = [
+        (head.start, 1, -(head.end - head.start), "[E1] "), (head.end, 0, head.end - head.start, " [/E1]"),
+        (tail.start, 1, -(tail.end - tail.start), "[E2] "), (tail.end, 0, tail.end - tail.start, " [/E2]"),
+    ]
+    pieces, positions, cursor, length = [], {}, 0, 0
+    for offset, _, _, marker in sorted(events):
+        chunk = instance.text[cursor:offset]
+        pieces += [chunk, marker]
+        length += len(chunk)
+        positions[marker.strip()] = length + (1 if marker.startswith(" ") else 0)
+        length += len(marker)
+        cursor = offset
+    pieces.append(instance.text[cursor:])
+    text = "".join(pieces)
+    head_span = (positions["[E1]"], positions["[/E1]"] + len("[/E1]"))
+    tail_span = (positions["[E2]"], positions["[/E2]"] + len("[/E2]"))
+    return RelationText(text, head_span, tail_span, positions["[E1]"], positions["[E2]"])
+
+
+RE_INPUTS = {"dummify": dummify, "markers": markers, "original": original}
+
+
+def get_transform(name: str):
+    if name not in RE_INPUTS:
+        raise UnknownNameError("relation input transform", name, list(RE_INPUTS))
+    return RE_INPUTS[name]

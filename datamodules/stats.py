@@ -7,6 +7,7 @@ from pathlib import Path
 
 from datamodules.instances import Instance, TaggingInstance
 from datamodules.registry import SPLITS, DatasetSpec
+from datamodules.tagging import io_merges
 
 
 def count(spec: DatasetSpec, instances: list[Instance]) -> int:
@@ -27,6 +28,7 @@ class SplitStats:
     ours: int
     paper: int | None
     instances: int
+    io_merged: int | None = None  # gold mentions that IO tagging would merge into a neighbour
 
     @property
     def diff_percent(self) -> float | None:
@@ -35,19 +37,32 @@ class SplitStats:
         return 100.0 * (self.ours - self.paper) / self.paper
 
 
-def dataset_stats(spec: DatasetSpec, data_dir: Path | None) -> list[SplitStats]:
+def dataset_stats(spec: DatasetSpec, data_dir: Path | None, tagging: str | None = None) -> list[SplitStats]:
+    """Counts per split; with `tagging="io"`, also how many gold mentions IO encoding would merge."""
     splits = spec.read(data_dir)
-    return [SplitStats(spec.name, split, spec.count_unit, count(spec, splits.get(split, [])),
-                       spec.paper_counts.get(split), len(splits.get(split, []))) for split in SPLITS]
+    rows = []
+    for split in SPLITS:
+        instances = splits.get(split, [])
+        merged = None
+        if tagging == "io" and spec.task_type in ("ner", "pico"):
+            merged = sum(io_merges(x.spans) for x in instances)
+        rows.append(SplitStats(spec.name, split, spec.count_unit, count(spec, instances),
+                               spec.paper_counts.get(split), len(instances), merged))
+    return rows
 
 
 def render(rows: list[SplitStats], notes: dict[str, str]) -> str:
+    with_io = any(r.io_merged is not None for r in rows)
     header = f"{'dataset':<13} {'split':<5} {'unit':<11} {'ours':>8} {'paper':>8} {'diff':>8} {'instances':>9}"
+    header += f" {'io merges':>9}" if with_io else ""
     lines = [header, "-" * len(header)]
     for r in rows:
         diff = "" if r.diff_percent is None else ("=" if r.ours == r.paper else f"{r.diff_percent:+.2f}%")
         paper = "" if r.paper is None else str(r.paper)
-        lines.append(f"{r.dataset:<13} {r.split:<5} {r.unit:<11} {r.ours:>8} {paper:>8} {diff:>8} {r.instances:>9}")
+        line = f"{r.dataset:<13} {r.split:<5} {r.unit:<11} {r.ours:>8} {paper:>8} {diff:>8} {r.instances:>9}"
+        if with_io:
+            line += f" {'' if r.io_merged is None else r.io_merged:>9}"
+        lines.append(line)
     noted = [f"  {name}: {text}" for name, text in notes.items() if text]
     if noted:
         lines += ["", "Differences from the paper (docs/data.md explains each):", *noted]

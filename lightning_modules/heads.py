@@ -1,9 +1,18 @@
-"""Task heads (the paper's Featurizer + Predict modules, Sec. 2.4) with their losses.
+"""Task heads (the paper's Featurizer + Predict modules, Sec. 2.4; Tables 12 and 14) with their losses.
 
-A head maps the encoder's last hidden states to logits, turns logits into a loss (cross-entropy for
-classification, BCE for multi-label, MSE for regression) and into raw predictions (the argmax tag per
-position, the class id, the multi-hot decision, the score). Which head a task gets follows from the task
-encoder's `head` kind.
+Token tasks (NER, PICO) — `finetune.head`:
+    linear       a linear layer over each tagged position (standard)
+    bilstm       a BiLSTM over the encoder output, then the linear layer
+    crf          linear emissions + a CRF (pytorch-crf) over the tagged positions, Viterbi decoding,
+                 transitions constrained so decoding never emits a sequence the scheme calls invalid
+    bilstm-crf   both
+Sequence tasks (relation extraction, classification, similarity, QA) — `finetune.head` linear | bilstm,
+then `finetune.re_feature` (cls | mention | entity-start, relation extraction only) and
+`finetune.classifier` (linear | mlp).
+
+Every head maps hidden states to logits, logits to a loss, and logits to raw predictions. Token heads
+work on the "tagged positions" of a batch (`tag_mask`: each word's first sub-token, or every sub-token),
+compacted into one dense sequence per example so a CRF sees consecutive tags.
 """
 
 from __future__ import annotations
@@ -11,40 +20,146 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torchcrf import CRF
 
 IGNORE_INDEX = -100
+NEG_INF = -1e4  # score of a forbidden CRF transition: never chosen, yet finite for the log-sum-exp
+
+TOKEN_HEADS = ("linear", "bilstm", "crf", "bilstm-crf")
+SEQUENCE_HEADS = ("linear", "bilstm")
+RE_FEATURES = ("cls", "mention", "entity-start")
+CLASSIFIERS = ("linear", "mlp")
 
 
-class TokenHead(nn.Module):
-    """Linear layer over every position; the loss sees only labelled positions (first sub-tokens)."""
+class BiLSTM(nn.Module):
+    """A one-layer BiLSTM over the encoder output, same width out as in; padding skipped."""
 
-    def __init__(self, hidden_size: int, num_labels: int, dropout: float):
+    def __init__(self, hidden_size: int):
         super().__init__()
-        self.dropout, self.out = nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)
+        self.lstm = nn.LSTM(hidden_size, hidden_size // 2, batch_first=True, bidirectional=True)
+        self.out_size = 2 * (hidden_size // 2)
+
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        lengths = attention_mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(hidden.float(), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        out, _ = self.lstm(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=hidden.shape[1])
+        return out
+
+
+def compact(values: torch.Tensor, mask: torch.Tensor, fill: float | int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather the masked positions of each row to the front: [B, T, ...] -> [B, U, ...] plus a [B, U]
+    mask, U = the most masked positions in a row. Keeps their order."""
+    counts = mask.sum(1)
+    width = max(int(counts.max()), 1)
+    order = torch.argsort((~mask.bool()).int(), dim=1, stable=True)[:, :width]
+    gathered = torch.gather(values, 1, order.view(*order.shape, *([1] * (values.dim() - 2))).expand(
+        *order.shape, *values.shape[2:]))
+    new_mask = torch.arange(width, device=mask.device)[None, :] < counts[:, None]
+    fill_value = torch.as_tensor(fill, dtype=gathered.dtype, device=gathered.device)
+    shape = (*new_mask.shape, *([1] * (values.dim() - 2)))
+    return torch.where(new_mask.view(shape), gathered, fill_value), new_mask
+
+
+class ConstrainedCRF(CRF):
+    """pytorch-crf's CRF whose forbidden transitions are pinned to NEG_INF before every use, so neither
+    training nor Viterbi can put probability on a sequence that the tagging scheme forbids."""
+
+    def __init__(self, num_tags: int, allowed: tuple[set[int], set[tuple[int, int]], set[int]]):
+        super().__init__(num_tags, batch_first=True)
+        starts, pairs, ends = allowed
+        self.register_buffer("forbid_start", torch.tensor([i not in starts for i in range(num_tags)]))
+        self.register_buffer("forbid_end", torch.tensor([i not in ends for i in range(num_tags)]))
+        self.register_buffer("forbid_pair", torch.tensor(
+            [[(i, j) not in pairs for j in range(num_tags)] for i in range(num_tags)]))
+
+    def pin(self) -> None:
+        with torch.no_grad():
+            self.start_transitions.masked_fill_(self.forbid_start, NEG_INF)
+            self.end_transitions.masked_fill_(self.forbid_end, NEG_INF)
+            self.transitions.masked_fill_(self.forbid_pair, NEG_INF)
+
+    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        self.pin()
+        return -self(emissions.float(), tags, mask, reduction="mean")
+
+    def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
+        self.pin()
+        return self.decode(emissions.float(), mask)
+
+
+class TokenTagger(nn.Module):
+    """Token classification over the tagged positions: linear | bilstm | crf | bilstm-crf."""
+
+    def __init__(self, name: str, hidden_size: int, num_tags: int, dropout: float,
+                 allowed: tuple[set[int], set[tuple[int, int]], set[int]]):
+        super().__init__()
+        self.lstm = BiLSTM(hidden_size) if name.startswith("bilstm") else None
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(self.lstm.out_size if self.lstm else hidden_size, num_tags)
+        self.crf = ConstrainedCRF(num_tags, allowed) if name.endswith("crf") else None
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.out(self.dropout(hidden))
+        if self.lstm is not None:
+            hidden = self.lstm(hidden, batch["attention_mask"])
+        return self.out(self.dropout(hidden)).float()
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten(),
-                               ignore_index=IGNORE_INDEX)
+        if self.crf is None:
+            return F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX)
+        emissions, mask = compact(logits, batch["tag_mask"])
+        tags, _ = compact(batch["labels"], batch["tag_mask"])
+        return self.crf.nll(emissions, tags, mask)
 
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return logits.argmax(-1)
+        """Tag id per position ([B, T]); only the tagged positions are meaningful."""
+        if self.crf is None:
+            return logits.argmax(-1)
+        emissions, mask = compact(logits, batch["tag_mask"])
+        paths = self.crf.viterbi(emissions, mask)
+        out = torch.zeros_like(batch["tag_mask"], dtype=torch.long)
+        for row, path in enumerate(paths):
+            out[row, batch["tag_mask"][row].bool()] = torch.tensor(path, device=out.device)
+        return out
 
 
-class ClsHead(nn.Module):
-    """Linear layer over the [CLS] encoding; `kind` picks the loss and the decision rule."""
+class SequenceClassifier(nn.Module):
+    """[CLS]- or mention-based prediction for a whole sequence; `kind` picks loss and decision rule."""
 
-    def __init__(self, hidden_size: int, num_labels: int, dropout: float, kind: str):
+    def __init__(self, head: str, feature: str, classifier: str, hidden_size: int, num_labels: int,
+                 dropout: float, kind: str):
         super().__init__()
         if kind not in ("classification", "multilabel", "regression"):
-            raise ValueError(f"unknown [CLS] head kind {kind!r}")
-        self.kind = kind
-        self.dropout, self.out = nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)
+            raise ValueError(f"unknown sequence head kind {kind!r}")
+        self.kind, self.feature = kind, feature
+        self.lstm = BiLSTM(hidden_size) if head == "bilstm" else None
+        width = (self.lstm.out_size if self.lstm else hidden_size) * (1 if feature == "cls" else 2)
+        self.dropout = nn.Dropout(dropout)
+        if classifier == "mlp":
+            self.out = nn.Sequential(nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout),
+                                     nn.Linear(hidden_size, num_labels))
+        else:
+            self.out = nn.Linear(width, num_labels)
+
+    def featurize(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.feature == "cls":
+            return hidden[:, 0]
+        if self.feature == "entity-start":
+            rows = torch.arange(hidden.shape[0], device=hidden.device)
+            return torch.cat([hidden[rows, batch["head_start"]], hidden[rows, batch["tail_start"]]], -1)
+        return torch.cat([self._max_pool(hidden, batch["head_mask"]), self._max_pool(hidden, batch["tail_mask"])], -1)
+
+    @staticmethod
+    def _max_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Max over the mention's tokens; a mention cut off by truncation falls back to [CLS]."""
+        pooled = hidden.masked_fill(~mask.bool()[..., None], torch.finfo(hidden.dtype).min).amax(1)
+        return torch.where(mask.any(1, keepdim=True), pooled, hidden[:, 0])
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.out(self.dropout(hidden[:, 0])).float()
+        if self.lstm is not None:
+            hidden = self.lstm(hidden, batch["attention_mask"])
+        return self.out(self.dropout(self.featurize(hidden, batch))).float()
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         labels = batch["labels"]
@@ -62,7 +177,12 @@ class ClsHead(nn.Module):
         return logits.argmax(-1)
 
 
-def make_head(kind: str, hidden_size: int, num_labels: int, dropout: float) -> nn.Module:
-    if kind == "token":
-        return TokenHead(hidden_size, num_labels, dropout)
-    return ClsHead(hidden_size, num_labels, dropout, kind)
+def make_head(finetune_cfg, task_encoder, hidden_size: int) -> nn.Module:
+    """The head for a task encoder and the `finetune.*` choices (validated by ablations.variants)."""
+    ft = finetune_cfg
+    if task_encoder.head == "token":
+        allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
+        return TokenTagger(ft.head, hidden_size, task_encoder.num_labels, ft.dropout, allowed)
+    feature = ft.re_feature if task_encoder.spec.task_type == "re" else "cls"
+    return SequenceClassifier(ft.head, feature, ft.classifier, hidden_size, task_encoder.num_labels,
+                              ft.dropout, task_encoder.head)

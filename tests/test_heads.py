@@ -1,0 +1,92 @@
+"""Heads: the constrained CRF against brute force, compaction of tagged positions, featurizers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from datamodules.tagging import get_scheme
+from lightning_modules.heads import ConstrainedCRF, SequenceClassifier, TokenTagger, compact
+
+
+def brute_force_best(crf: ConstrainedCRF, emissions: torch.Tensor) -> list[int]:
+    """argmax over every tag sequence of start + emissions + transitions + end (one sequence)."""
+    best, best_score = None, -float("inf")
+    emissions = emissions.detach()
+    n, k = emissions.shape
+    for seq in itertools.product(range(k), repeat=n):
+        score = (crf.start_transitions[seq[0]] + crf.end_transitions[seq[-1]]).detach()
+        score = score + sum(emissions[i, t] for i, t in enumerate(seq))
+        score = score + sum(crf.transitions[a, b].detach() for a, b in zip(seq, seq[1:]))
+        if score > best_score:
+            best, best_score = list(seq), float(score)
+    return best
+
+
+@pytest.mark.parametrize("scheme_name", ["bio", "bioul"])
+def test_viterbi_matches_brute_force_and_is_always_valid(scheme_name):
+    torch.manual_seed(0)
+    scheme = get_scheme(scheme_name)
+    tags = scheme.tags(["X"])
+    crf = ConstrainedCRF(len(tags), scheme.allowed_transitions(tags))
+    torch.nn.init.normal_(crf.transitions, std=2.0)  # random, then forbidden entries get pinned
+    torch.nn.init.normal_(crf.start_transitions, std=2.0)
+    torch.nn.init.normal_(crf.end_transitions, std=2.0)
+    for trial in range(30):
+        n = 1 + trial % 5
+        emissions = torch.randn(1, n, len(tags)) * 3
+        path = crf.viterbi(emissions, torch.ones(1, n, dtype=torch.bool))[0]
+        assert path == brute_force_best(crf, emissions[0])
+        names = [tags[i] for i in path]
+        assert scheme.encode(scheme.decode(names), n) == names  # valid: decoding needed no repair
+
+
+def test_crf_handles_padding_in_a_batch():
+    scheme = get_scheme("bio")
+    tags = scheme.tags(["X"])
+    crf = ConstrainedCRF(len(tags), scheme.allowed_transitions(tags))
+    emissions = torch.randn(2, 4, len(tags))
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    paths = crf.viterbi(emissions, mask)
+    assert [len(p) for p in paths] == [4, 2]
+    assert paths[1] == crf.viterbi(emissions[1:, :2], mask[1:, :2])[0]
+    assert torch.isfinite(crf.nll(emissions, torch.zeros(2, 4, dtype=torch.long), mask))
+
+
+def test_compact_gathers_tagged_positions_in_order():
+    values = torch.arange(12).view(2, 6)
+    mask = torch.tensor([[0, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 0]])
+    out, out_mask = compact(values, mask)
+    assert out.tolist() == [[1, 3, 4], [6, 0, 0]] and out_mask.tolist() == [[True] * 3, [True, False, False]]
+
+
+def test_token_tagger_predictions_only_on_tagged_positions():
+    scheme = get_scheme("bioul")
+    tags = scheme.tags(["X"])
+    head = TokenTagger("bilstm-crf", 8, len(tags), 0.0, scheme.allowed_transitions(tags))
+    hidden = torch.randn(2, 5, 8)
+    batch = {"attention_mask": torch.tensor([[1] * 5, [1, 1, 1, 0, 0]]),
+             "tag_mask": torch.tensor([[0, 1, 1, 0, 1], [0, 1, 0, 0, 0]]),
+             "labels": torch.tensor([[-100, 1, 3, -100, 4], [-100, 4, -100, -100, -100]])}
+    logits = head(hidden, batch)
+    loss = head.loss(logits, batch)
+    loss.backward()
+    assert torch.isfinite(loss) and head.out.weight.grad is not None
+    predictions = head.predict(logits, batch)
+    assert predictions.shape == (2, 5)
+    for row in range(2):
+        path = [tags[t] for t in predictions[row][batch["tag_mask"][row].bool()].tolist()]
+        assert scheme.encode(scheme.decode(path), len(path)) == path
+
+
+def test_mention_and_entity_start_features():
+    hidden = torch.tensor([[[0.0, 0.0], [1.0, 5.0], [3.0, 2.0], [9.0, 9.0]]])
+    batch = {"head_mask": torch.tensor([[0, 1, 1, 0]]), "tail_mask": torch.tensor([[0, 0, 0, 0]]),
+             "head_start": torch.tensor([1]), "tail_start": torch.tensor([3])}
+    mention = SequenceClassifier("linear", "mention", "linear", 2, 3, 0.0, "classification")
+    # head: max over tokens 1-2 = [3, 5]; tail mask empty (cut off) -> falls back to [CLS] = [0, 0]
+    assert mention.featurize(hidden, batch).tolist() == [[3.0, 5.0, 0.0, 0.0]]
+    start = SequenceClassifier("linear", "entity-start", "mlp", 2, 3, 0.0, "classification")
+    assert start.featurize(hidden, batch).tolist() == [[1.0, 5.0, 9.0, 9.0]]
