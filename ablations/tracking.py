@@ -8,6 +8,7 @@ and resumes from its checkpoint.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,6 +84,21 @@ class Tracker:
 
     def lightning_logger(self, run_id: str) -> MLFlowLogger:
         return _RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id)
+
+
+@contextmanager
+def preserved_tracking_env() -> Iterator[None]:
+    """Lightning's MLflow logger calls `mlflow.set_tracking_uri`, which in MLflow 3 also sets
+    $MLFLOW_TRACKING_URI for the rest of the process (and its children): a later run with another work
+    directory would then log to this run's store. Put the variable back as it was."""
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
 
 
 class _RunOwnedMLFlowLogger(MLFlowLogger):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,12 @@ def test_finetune_from_a_hugging_face_directory_and_named_model(data_dir, work_d
     assert client.get_run(from_dir.run_id).data.tags["model"] == str(tmp_path / "model")
     assert client.get_run(named.run_id).data.params["model.name_or_path"] == "general-minilm"
     assert client.get_run(named.run_id).info.status == "FINISHED"
+
+
+def test_a_run_leaves_the_tracking_environment_alone(data_dir, tmp_path, monkeypatch):
+    """Two runs in one process with different work directories log to their own stores."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    first = run_finetune(micro_config("biosses", data_dir, tmp_path / "a", "seed=11"))
+    second = run_finetune(micro_config("biosses", data_dir, tmp_path / "b", "seed=11"))
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    assert first.tracking_uri != second.tracking_uri and not second.reused
