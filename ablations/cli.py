@@ -55,11 +55,75 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = data.add_subparsers(dest="data_command", required=True, metavar="SUBCOMMAND")
     stats = data_sub.add_parser("stats", help="counts per dataset and split beside the paper's Table 3")
     stats.add_argument("--task", action="append", help="only this dataset (repeatable)")
+    stats.add_argument("--tagging", choices=["bio", "bioul", "io"],
+                       help="io: also count the gold mentions IO tagging would merge with a neighbour")
     _add_common(stats)
 
+    pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT/ALBERT) into a Hugging Face directory")
+    pt.add_argument("--corpus", help="pubmed | pmc | general | pubmed+pmc | general>pubmed")
+    pt.add_argument("--vocab", help="staged vocabulary, vocab.txt path, train:SIZE[:cased], or init")
+    pt.add_argument("--masking", help="wwm | wordpiece")
+    pt.add_argument("--objective", help="bert | albert")
+    pt.add_argument("--adversarial", action="store_true", default=None, help="ALUM adversarial pretraining")
+    pt.add_argument("--init", help="scratch, or a checkpoint (HF directory / named model) to continue from")
+    pt.add_argument("--seed", type=int)
+    pt.add_argument("--devices", help="Lightning devices (e.g. 2)")
+    pt.add_argument("--num-nodes", type=int)
+    pt.add_argument("--strategy", help="Lightning strategy (e.g. ddp)")
+    pt.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
+    _add_run_options(pt)
+
+    voc = sub.add_parser("vocab", help="vocabulary utilities")
+    voc_sub = voc.add_subparsers(dest="vocab_command", required=True, metavar="SUBCOMMAND")
+    vt = voc_sub.add_parser("train", help="train a WordPiece vocabulary on a pretraining corpus")
+    vt.add_argument("--corpus", default="pubmed")
+    vt.add_argument("--size", type=int, default=30000)
+    vt.add_argument("--cased", action="store_true")
+    vt.add_argument("--max-words", type=int)
+    vt.add_argument("--min-words", type=int, default=128)
+    vt.add_argument("--out", required=True, help="output folder (vocab.txt is written there)")
+    _add_common(vt)
+    vc = voc_sub.add_parser("compare", help="the paper's Table 1 (term splits) and Table 8 (input lengths)")
+    vc.add_argument("--vocab", action="append",
+                    help="vocabularies for Table 1 (repeatable; default: the three staged ones)")
+    vc.add_argument("--general", default="bert-base-uncased", help="general-domain vocabulary for Table 8")
+    vc.add_argument("--domain", default="pubmedbert-uncased", help="in-domain vocabulary for Table 8")
+    vc.add_argument("--task", action="append", help="Table 8 for this dataset only (repeatable)")
+    vc.add_argument("--no-table8", action="store_true", help="only Table 1")
+    _add_common(vc)
+
     lst = sub.add_parser("list", help="list registered names")
-    lst.add_argument("what", choices=["tasks", "models"])
+    lst.add_argument("what", choices=["tasks", "models", "variants"])
     _add_common(lst)
+
+    sw = sub.add_parser(
+        "sweep", help="Optuna hyperparameter sweep from a YAML (see docs/sweeps.md); `sweep best STUDY` "
+                      "exports the best configuration")
+    sw.add_argument("target", metavar="SWEEP.yaml|best", help="a sweep YAML, or `best` to export a study's best")
+    sw.add_argument("rest", nargs="*", metavar="key=value|STUDY",
+                    help="config overrides for every trial; after `best`: the study name")
+    sw.add_argument("--storage", help="Optuna storage URL (default: $BIOABLATE_SWEEP_STORAGE, else "
+                                      "sqlite:///<work-dir>/optuna.db); PostgreSQL/MySQL for several workers")
+    sw.add_argument("--n-trials", type=int, help="finished trials the study should have (default: the YAML's)")
+    sw.add_argument("--workers", type=int, default=1,
+                    help="local worker processes sharing the study (default 1; >1 needs a server database)")
+    sw.add_argument("--worker-index", type=int, default=0,
+                    help="offset added to the sampler seed: give each machine sharing a study its own")
+    sw.add_argument("--task", help="dataset, overriding the YAML's `task`")
+    sw.add_argument("--study", help="study name (default: the YAML's `study`, else <yaml name>-<task>)")
+    sw.add_argument("--output", help="`best` only: write the YAML here (default: <work-dir>/sweeps/<study>.yaml)")
+    sw.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./work)")
+    sw.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    _add_common(sw)
+
+    ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    ui.add_argument("--allow-remote", action="store_true",
+                    help="allow a non-loopback --host (the UI has no authentication)")
+    ui.add_argument("--work-dir", help="work directory whose store to show (default: $BIOABLATE_WORK or ./work)")
+    ui.add_argument("--tracking-uri", help="MLflow store to show (default: sqlite:///<work-dir>/mlruns.db)")
+    ui.add_argument("--storage", help="Optuna storage, for the optuna-dashboard hint")
     return parser
 
 
@@ -109,7 +173,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     rows, notes = [], {}
     for name in names:
         spec = get_dataset(name)
-        rows += dataset_stats(spec, data_dir)
+        rows += dataset_stats(spec, data_dir, args.tagging)
         notes[name] = spec.notes
     print(render(rows, notes))
     return 0
@@ -122,6 +186,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in dataset_names():
             spec = get_dataset(name)
             print(f"{name:<14} {spec.task_type:<15} {spec.metric:<20} max_length={spec.max_length}")
+    elif args.what == "variants":
+        from ablations.variants import describe
+
+        print(describe())
     else:
         from lightning_modules.models import known_models
 
@@ -129,7 +197,108 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats}
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from ablations.config import build_config
+    from ablations.pretrain import EXPERIMENT, run_pretrain
+
+    overrides = list(args.overrides)
+    if not any(o.startswith("experiment_name=") for o in overrides):
+        overrides.insert(0, f"experiment_name={EXPERIMENT}")
+    cfg = build_config(args.profile, overrides, task="pretrain", seed=args.seed, data_dir=args.data_dir,
+                       work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                       **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
+                          "pretrain.masking": args.masking, "pretrain.objective": args.objective,
+                          "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
+                          "trainer.devices": args.devices, "trainer.num_nodes": args.num_nodes,
+                          "trainer.strategy": args.strategy})
+    result = run_pretrain(cfg, force=args.force)
+    if result.run_id is None:  # a DDP worker process: rank 0 reports
+        return 0
+    state = "reused finished run" if result.reused else "finished"
+    print(f"pretrain: {state} {result.run_id} (fingerprint {result.fingerprint})")
+    if result.losses:
+        print(f"  MLM loss: {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
+    print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
+    print(f"  MLflow: {result.tracking_uri}")
+    return 0
+
+
+def cmd_vocab_train(args: argparse.Namespace) -> int:
+    from ablations.config import resolve_data_dir
+    from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
+    from datamodules.pretrain.vocab import train_wordpiece
+
+    data_dir = resolve_data_dir(args.data_dir)
+    corpus = load_corpus(args.corpus, data_dir, max_words=args.max_words, min_words=args.min_words,
+                         exclude_pmids=evaluation_pmids(data_dir))
+    sentences = (s for stage in corpus.stages for doc in stage for s in doc)
+    path = train_wordpiece(sentences, args.size, not args.cased, Path(args.out))
+    print(f"{path}: {sum(1 for _ in open(path, encoding='utf-8'))} entries from {corpus.stats.words} words "
+          f"of {args.corpus}")
+    return 0
+
+
+def cmd_vocab_compare(args: argparse.Namespace) -> int:
+    from ablations.config import resolve_data_dir
+    from ablations.vocab_compare import render_table1, render_table8, table1, table8
+    from datamodules.registry import dataset_names, get_dataset
+
+    data_dir = resolve_data_dir(args.data_dir)
+    vocabs = args.vocab or ["bert-base-uncased", "scibert-scivocab-uncased", "pubmedbert-uncased"]
+    print(render_table1(table1(vocabs, data_dir)))
+    if not args.no_table8:
+        names = args.task or dataset_names()
+        for name in names:
+            get_dataset(name)
+        print()
+        print(render_table8(table8(args.general, args.domain, data_dir, names), args.general, args.domain))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ablations.config import resolve_work_dir
+    from ablations.sweep import STORAGE_ENV, SweepPaths, best_config, default_storage, load_sweep, run_sweep
+    from datamodules.errors import ConfigError
+
+    if args.target == "best":
+        if len(args.rest) != 1:
+            raise ConfigError("usage: bioablate sweep best STUDY [--storage URL] [--output FILE]")
+        work_dir = resolve_work_dir() if args.work_dir is None else Path(args.work_dir).expanduser().resolve()
+        storage = args.storage or os.environ.get(STORAGE_ENV) or default_storage(work_dir)
+        text, _ = best_config(args.rest[0], storage)
+        out = Path(args.output) if args.output else work_dir / "sweeps" / f"{args.rest[0]}.yaml"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(text, end="")
+        print(f"# written to {out}")
+        return 0
+    spec = load_sweep(args.target, task=args.task, overrides=args.rest, n_trials=args.n_trials,
+                      study=args.study)
+    summary = run_sweep(spec, args.storage, args.workers, args.worker_index,
+                        SweepPaths(args.data_dir, args.work_dir, args.tracking_uri), verbose=args.verbose)
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in sorted(summary.counts.items()))
+    print(f"study '{summary.study}' ({summary.storage}): {counts or 'no trials'}; "
+          f"target {summary.n_trials} finished")
+    if summary.best_value is not None:
+        print(f"  best {spec.metric}: {summary.best_value:.4f} with "
+              + ", ".join(f"{k}={v}" for k, v in summary.best_params.items()))
+    print(f"  MLflow parent run {summary.parent_run_id} in {summary.tracking_uri} (browse: bioablate ui)")
+    print(f"  export the best: bioablate sweep best {summary.study}")
+    failed_workers = [code for code in summary.worker_exit_codes if code != 0]
+    return 0 if summary.complete and not failed_workers else 1
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from ablations.ui import serve
+
+    serve(args.host, args.port, args.allow_remote, args.work_dir, args.tracking_uri, args.storage)
+    return 0
+
+
+COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
+            "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
+            ("vocab", "compare"): cmd_vocab_compare,
+            "sweep": cmd_sweep, "ui": cmd_ui}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_libraries()
     key = (args.command, args.data_command) if args.command == "data" else args.command
+    if args.command == "vocab":
+        key = ("vocab", args.vocab_command)
     try:
         return COMMANDS[key](args)
     except BioablateError as error:

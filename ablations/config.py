@@ -77,6 +77,50 @@ class TrainerConfig:
 
 
 @dataclass
+class AlumConfig:
+    """Adversarial pretraining (ALUM, Liu et al. 2020): see lightning_modules/algorithms/alum.py."""
+    alpha: float = 10.0  # weight of the symmetric-KL term added to the MLM loss
+    sigma: float = 1e-5  # std of the initial random perturbation
+    epsilon: float = 1e-5  # radius of the L-inf ball the perturbation is projected onto
+    step_size: float = 1e-3  # ascent step size
+    steps: int = 1  # K ascent steps
+
+
+@dataclass
+class PretrainConfig:
+    """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
+    corpus: str = "pubmed"  # pubmed | pmc | general | pubmed+pmc | general>pubmed (stages in order)
+    max_words: Optional[int] = None  # cap on corpus words (corpus-size curves); split evenly over parts
+    min_words: int = 128  # drop documents with fewer words (the paper: abstracts under 128 words)
+    dedup: bool = True  # drop exact duplicate documents
+    exclude_eval_pmids: bool = True  # drop documents whose PMID is in a BLURB dataset
+    vocab: str = "bert-base-uncased"  # staged name | vocab.txt path | train:SIZE[:cased] | init
+    lowercase: bool = True
+    seq_len: int = 128
+    objective: str = "bert"  # bert | albert | electra
+    nsp: bool = False  # bert only: next-sentence prediction (albert always uses SOP)
+    masking: str = "wwm"  # wwm | wordpiece
+    mask_rate: float = 0.15
+    mask_schedule: str = "constant"  # constant | ramp (5% -> 25%, +5% every 20% of training)
+    adversarial: bool = False
+    alum: AlumConfig = field(default_factory=AlumConfig)
+    init: str = "scratch"  # scratch | an HF-format directory | a named model (general-minilm)
+    optimizer: str = "adamw"  # adamw | lamb
+    lr: float = 6e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    batch_size: int = 32  # sequences per micro-batch (per device)
+    accumulate: int = 1  # micro-batches per optimizer step
+    max_steps: int = 1000  # optimizer steps
+    checkpoint_every: int = 100  # optimizer steps between checkpoints
+    grad_clip: float = 1.0
+    embedding_size: int = 128  # albert: factorized embedding size
+    share_layers: bool = True  # albert: cross-layer parameter sharing
+    generator_fraction: float = 0.25  # electra: generator width as a fraction of the discriminator's
+    rtd_weight: float = 50.0  # electra: weight of replaced-token detection vs the generator's MLM
+
+
+@dataclass
 class RunConfig:
     task: str = MISSING
     seed: int = 42
@@ -90,6 +134,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
 
 
 # Keys that do not change a run's result: excluded from its fingerprint, so e.g. moving the work
@@ -98,6 +143,21 @@ NON_RESULT_KEYS = {
     "profile", "data_dir", "datasets", "work_dir", "tracking_uri", "experiment_name", "keep_checkpoints",
     "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
 }
+
+
+def _dataclass_keys(cls: type, prefix: str) -> set[str]:
+    import dataclasses
+    keys: set[str] = set()
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        keys |= (_dataclass_keys(type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
+                 else {f"{prefix}{f.name}"})
+    return keys
+
+
+# `pretrain.*` never changes a fine-tuning run (a pretrained model enters one through model.name_or_path,
+# whose files are fingerprinted); `bioablate pretrain` fingerprints its own keys (ablations/pretrain.py).
+NON_RESULT_KEYS |= _dataclass_keys(PretrainConfig, "pretrain.")
 
 
 def _valid_keys(full_key: str) -> tuple[str, list[str]]:

@@ -22,7 +22,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.config import (fingerprint, flatten, resolve_data_dir, resolve_tracking_uri,
                               resolve_work_dir)
-from ablations.tracking import Tracker, git_commit, preserved_tracking_env
+from ablations.tracking import Tracker, git_commit
 from ablations.variants import check_variants
 from datamodules.custom import register_from_yaml
 from datamodules.errors import MissingDataError
@@ -94,7 +94,7 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
                                 tags, flatten(cfg))
     last_checkpoint = checkpoint_dir / "last.ckpt"
 
-    with tracker.tracked_run(run_id, stop_exceptions), preserved_tracking_env():
+    with tracker.tracked_run(run_id, stop_exceptions):
         pl.seed_everything(cfg.seed, workers=True, verbose=False)
         encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
         max_length = min(cfg.finetune.max_length or spec.max_length, encoder.config.max_position_embeddings)

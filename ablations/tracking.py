@@ -70,7 +70,8 @@ class Tracker:
         stop, e.g. an Optuna trial being pruned), tagged `stopped`; FAILED, tagged `error`, otherwise."""
         self.client.update_run(run_id, status="RUNNING")
         try:
-            yield run_id
+            with preserved_tracking_env():
+                yield run_id
         except (KeyboardInterrupt, *stop_exceptions) as stop:
             self.client.set_tag(run_id, "stopped", type(stop).__name__)
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))

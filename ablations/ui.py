@@ -1,0 +1,58 @@
+"""`bioablate ui`: the MLflow UI over the work directory's store, on loopback unless asked otherwise.
+
+The MLflow server has no authentication: anyone who can reach the port can read and delete runs. So it
+listens on 127.0.0.1 by default and a non-loopback host needs `--allow-remote`. The Optuna dashboard is
+a separate program over the study storage; this command prints how to start it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+from ablations.config import resolve_tracking_uri, resolve_work_dir
+from ablations.sweep import STORAGE_ENV, default_storage, redact
+from datamodules.errors import ConfigError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def server_command(host: str, port: int, allow_remote: bool, work_dir: str | None,
+                   tracking_uri: str | None, storage: str | None) -> tuple[list[str], str]:
+    """The `mlflow server` command line, and the lines telling the user what is where."""
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigError(f"refusing to listen on {host}: the MLflow UI has no authentication; use a "
+                          "loopback host (127.0.0.1) or pass --allow-remote to expose it")
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port must be between 1 and 65535, got {port}")
+    work = resolve_work_dir() if work_dir is None else Path(work_dir).expanduser().resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    store = tracking_uri or resolve_tracking_uri(None, work)
+    if store.startswith(("http://", "https://")):
+        raise ConfigError(f"the tracking store {store} is already a server: open it in a browser")
+    study_storage = storage or os.environ.get(STORAGE_ENV) or default_storage(work)
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
+               "--artifacts-destination", str(work / "mlartifacts"), "--host", host, "--port", str(port),
+               "--workers", "1"]
+    shown = f"[{host}]" if ":" in host else host
+    notes = (f"MLflow UI for {store}: http://{shown}:{port}  (Ctrl-C stops it)\n"
+             f"Optuna dashboard for the studies: optuna-dashboard '{redact(study_storage)}' --host 127.0.0.1 "
+             "--port 8080  (put the password back into the URL if it has one)")
+    return command, notes
+
+
+def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracking_uri: str | None,
+          storage: str | None) -> None:
+    """Replace this process with the MLflow server: it runs in the foreground, signals go to it."""
+    command, notes = server_command(host, port, allow_remote, work_dir, tracking_uri, storage)
+    print(notes, flush=True)
+    os.execv(command[0], command)

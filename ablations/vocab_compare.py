@@ -1,0 +1,149 @@
+"""`bioablate vocab compare`: the paper's Table 1 (how vocabularies split biomedical terms) and Table 8
+(average input length in word pieces per BLURB dataset, general vs in-domain vocabulary).
+
+Table 1's splits are printed as the paper does: word pieces joined by '-', without '##'; a term that is
+one vocabulary entry is a check mark. Table 8 counts the model input the fine-tuning encoder builds for
+every instance of every split (special tokens included, relation entities dummified, no truncation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from datamodules.pretrain.vocab import hf_tokenizer, resolve_vocab_file
+
+CHECK = "✓"
+
+# Table 1: term -> (category, BERT, SciBERT, PubMedBERT). The paper's "lid-oca-ine]" is a typo.
+TABLE1 = {
+    "diabetes": ("disease", CHECK, CHECK, CHECK),
+    "leukemia": ("disease", CHECK, CHECK, CHECK),
+    "lithium": ("drug", CHECK, CHECK, CHECK),
+    "insulin": ("drug", CHECK, CHECK, CHECK),
+    "DNA": ("gene", CHECK, CHECK, CHECK),
+    "promoter": ("gene", CHECK, CHECK, CHECK),
+    "hypertension": ("disease", "hyper-tension", CHECK, CHECK),
+    "nephropathy": ("disease", "ne-ph-rop-athy", CHECK, CHECK),
+    "lymphoma": ("disease", "l-ym-ph-oma", CHECK, CHECK),
+    "lidocaine": ("drug", "lid-oca-ine", CHECK, CHECK),
+    "oropharyngeal": ("organ", "oro-pha-ryn-ge-al", "or-opharyngeal", CHECK),
+    "cardiomyocyte": ("cell", "card-iom-yo-cy-te", "cardiomy-ocyte", CHECK),
+    "chloramphenicol": ("drug", "ch-lor-amp-hen-ico-l", "chlor-amp-hen-icol", CHECK),
+    "RecA": ("gene", "Rec-A", "Rec-A", CHECK),
+    "acetyltransferase": ("gene", "ace-ty-lt-ran-sf-eras-e", "acetyl-transferase", CHECK),
+    "clonidine": ("drug", "cl-oni-dine", "clon-idine", CHECK),
+    "naloxone": ("drug", "na-lo-xon-e", "nal-oxo-ne", CHECK),
+}
+TABLE1_COLUMNS = {"bert-base-uncased": 1, "scibert-scivocab-uncased": 2, "pubmedbert-uncased": 3}
+
+# Table 8: dataset -> (Wiki + Books vocabulary, PubMed vocabulary).
+TABLE8 = {
+    "bc5-chem": (35.9, 28.0), "bc5-disease": (35.9, 28.0), "ncbi-disease": (34.2, 27.4),
+    "bc2gm": (38.5, 30.5), "jnlpba": (33.7, 26.0), "ebm-pico": (30.7, 25.1), "chemprot": (75.4, 55.5),
+    "ddi": (106.0, 75.9), "gad": (47.0, 35.7), "biosses": (80.7, 61.6), "hoc": (40.6, 31.0),
+    "pubmedqa": (343.1, 293.0), "bioasq": (702.4, 541.4),
+}
+
+
+def split_term(tokenizer, term: str) -> str:
+    pieces = tokenizer.tokenize(term)
+    return CHECK if len(pieces) == 1 else "-".join(p[2:] if p.startswith("##") else p for p in pieces)
+
+
+def _same(ours: str, paper: str) -> bool:
+    # the paper prints original casing ("Rec-A"); an uncased vocabulary gives "rec-a"
+    return ours.lower() == paper.lower()
+
+
+@dataclass
+class Table1Row:
+    term: str
+    category: str
+    splits: dict[str, str]  # vocabulary -> our split
+    paper: dict[str, str]  # vocabulary -> the paper's split (staged vocabularies of Table 1 only)
+
+    def mismatches(self) -> list[str]:
+        return [v for v in self.paper if not _same(self.splits[v], self.paper[v])]
+
+
+def table1(vocabs: list[str], data_dir: Path | None) -> list[Table1Row]:
+    tokenizers = {v: hf_tokenizer(resolve_vocab_file(v, data_dir), lowercase=True) for v in vocabs}
+    rows = []
+    for term, (category, *paper) in TABLE1.items():
+        rows.append(Table1Row(term, category, {v: split_term(t, term) for v, t in tokenizers.items()},
+                              {v: paper[TABLE1_COLUMNS[v] - 1] for v in vocabs if v in TABLE1_COLUMNS}))
+    return rows
+
+
+def average_input_lengths(vocab: str, data_dir: Path, datasets: list[str]) -> dict[str, float]:
+    """Mean number of word pieces of the fine-tuning input over all splits of each dataset."""
+    from datamodules.encoders import make_encoder
+    from datamodules.registry import get_dataset
+
+    tokenizer = hf_tokenizer(resolve_vocab_file(vocab, data_dir), lowercase=True)
+    out = {}
+    for name in datasets:
+        spec = get_dataset(name)
+        instances = [x for split in spec.read(data_dir).values() for x in split]
+        features = make_encoder(spec, tokenizer, max_length=1_000_000).encode(instances)
+        out[name] = sum(len(f["input_ids"]) for f in features) / len(features)
+    return out
+
+
+@dataclass
+class Table8Row:
+    dataset: str
+    general: float
+    domain: float
+    paper_general: float | None
+    paper_domain: float | None
+
+    @property
+    def ratio(self) -> float:
+        return self.domain / self.general
+
+    @property
+    def paper_ratio(self) -> float | None:
+        return None if self.paper_general is None else self.paper_domain / self.paper_general
+
+
+def table8(general_vocab: str, domain_vocab: str, data_dir: Path, datasets: list[str]) -> list[Table8Row]:
+    general = average_input_lengths(general_vocab, data_dir, datasets)
+    domain = average_input_lengths(domain_vocab, data_dir, datasets)
+    return [Table8Row(d, general[d], domain[d], *TABLE8.get(d, (None, None))) for d in datasets]
+
+
+def _dev(ours: float, paper: float | None) -> str:
+    return "" if paper is None else f"{100 * (ours - paper) / paper:+.1f}%"
+
+
+def render_table1(rows: list[Table1Row]) -> str:
+    vocabs = list(rows[0].splits)
+    lines = ["Table 1: splits of biomedical terms ('-' between word pieces; paper value in [] where ours differs)",
+             "term".ljust(18) + "category".ljust(9) + "".join(v.ljust(34) for v in vocabs)]
+    for row in rows:
+        cells = []
+        for v in vocabs:
+            cell = row.splits[v]
+            if v in row.paper and not _same(cell, row.paper[v]):
+                cell += f" [{row.paper[v]}]"
+            cells.append(cell.ljust(34))
+        lines.append(row.term.ljust(18) + row.category.ljust(9) + "".join(cells))
+    total = sum(len(r.paper) for r in rows)
+    same = total - sum(len(r.mismatches()) for r in rows)
+    lines.append(f"matches the paper: {same}/{total} cells")
+    return "\n".join(lines)
+
+
+def render_table8(rows: list[Table8Row], general_vocab: str, domain_vocab: str) -> str:
+    lines = ["Table 8: average input length in word pieces (all splits; paper value and deviation)",
+             f"{'dataset':<13}{general_vocab:>20}{'paper':>8}{'dev':>8}{domain_vocab:>20}{'paper':>8}{'dev':>8}"
+             f"{'ratio':>8}{'paper':>8}"]
+    for r in rows:
+        pg = f"{r.paper_general:.1f}" if r.paper_general is not None else "-"
+        pd = f"{r.paper_domain:.1f}" if r.paper_domain is not None else "-"
+        pr = f"{r.paper_ratio:.3f}" if r.paper_ratio is not None else "-"
+        lines.append(f"{r.dataset:<13}{r.general:>20.1f}{pg:>8}{_dev(r.general, r.paper_general):>8}"
+                     f"{r.domain:>20.1f}{pd:>8}{_dev(r.domain, r.paper_domain):>8}{r.ratio:>8.3f}{pr:>8}")
+    return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""Masked-language-model masking as pure tensor functions (no Python per token).
+
+- `select_positions`: which tokens are prediction targets. ``wordpiece``: each maskable token
+  independently with probability `rate`; ``wwm`` (whole-word masking): each *word* independently with
+  probability `rate`, all its word pieces together (so the expected share of masked tokens is `rate`
+  either way). A word starts at every token whose `word_start` flag is set (tokens not beginning with
+  '##'); special tokens are never selected.
+- `corrupt`: BERT's 80/10/10 — of the selected tokens 80% become [MASK], 10% a random vocabulary token,
+  10% stay unchanged; labels are the original ids there and -100 elsewhere.
+- `masking_rate`: the configured constant, or the ``ramp`` schedule of the paper (Sec. 2.1.3, after
+  ALUM): 5% for the first 20% of training, +5% every further 20%, up to 25%.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from datamodules.errors import UnknownNameError
+
+IGNORE_INDEX = -100
+MASKING_MODES = ("wordpiece", "wwm")
+SCHEDULES = ("constant", "ramp")
+
+
+def check_masking(mode: str, schedule: str) -> None:
+    if mode not in MASKING_MODES:
+        raise UnknownNameError("masking", mode, MASKING_MODES)
+    if schedule not in SCHEDULES:
+        raise UnknownNameError("mask_schedule", schedule, SCHEDULES)
+
+
+def masking_rate(progress: float, schedule: str = "constant", rate: float = 0.15) -> float:
+    """The masking rate at `progress` (0 at the first step, 1 at the end) of training."""
+    if schedule == "constant":
+        return rate
+    if schedule == "ramp":
+        return 0.05 + 0.05 * min(4, int(max(progress, 0.0) / 0.2))
+    raise UnknownNameError("mask_schedule", schedule, SCHEDULES)
+
+
+def select_positions(word_start: torch.Tensor, maskable: torch.Tensor, rate: float, mode: str,
+                     generator: torch.Generator | None = None) -> torch.Tensor:
+    """Boolean [B, L]: the prediction targets. `word_start`/`maskable` are bool [B, L]."""
+    if mode == "wordpiece":
+        draw = torch.rand(maskable.shape, generator=generator)
+    elif mode == "wwm":
+        word_index = torch.cumsum(word_start.long(), dim=1)  # tokens of one word share an index
+        word_draw = torch.rand((maskable.shape[0], maskable.shape[1] + 1), generator=generator)
+        draw = torch.gather(word_draw, 1, word_index)
+    else:
+        raise UnknownNameError("masking", mode, MASKING_MODES)
+    return (draw < rate) & maskable
+
+
+def corrupt(input_ids: torch.Tensor, selected: torch.Tensor, mask_id: int, replace_low: int,
+            replace_high: int, generator: torch.Generator | None = None,
+            mask_prob: float = 0.8, random_prob: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """80/10/10 corruption of the selected positions -> (inputs, labels). Random replacements are drawn
+    uniformly from ids [replace_low, replace_high) (the vocabulary without its special tokens)."""
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    action = torch.rand(input_ids.shape, generator=generator)
+    to_mask = selected & (action < mask_prob)
+    to_random = selected & (action >= mask_prob) & (action < mask_prob + random_prob)
+    random_ids = torch.randint(replace_low, replace_high, input_ids.shape, generator=generator,
+                               dtype=input_ids.dtype)
+    inputs = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
+    inputs = torch.where(to_random, random_ids, inputs)
+    return inputs, labels
+
+
+def mask_batch(input_ids: torch.Tensor, word_start: torch.Tensor, special: torch.Tensor, rate: float,
+               mode: str, mask_id: int, replace_low: int, replace_high: int,
+               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Select and corrupt in one call: (masked inputs, labels)."""
+    selected = select_positions(word_start | special, ~special, rate, mode, generator)
+    return corrupt(input_ids, selected, mask_id, replace_low, replace_high, generator)

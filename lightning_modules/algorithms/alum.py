@@ -1,0 +1,70 @@
+"""ALUM adversarial training (Liu et al. 2020, "Adversarial Training for Large Neural Language Models").
+
+`alum_loss` is a pure function: given a differentiable `forward` from input embeddings to logits, the
+clean embeddings and the clean logits, it
+
+1. draws a perturbation delta ~ N(0, sigma^2) of the embeddings' shape,
+2. takes `steps` ascent steps on the symmetric KL between clean and perturbed predictions:
+   delta <- delta + step_size * g / ||g||_inf (per example), then projects delta onto the L-inf
+   epsilon-ball,
+3. returns the symmetric KL at the final delta (differentiable w.r.t. the model and the clean logits,
+   not w.r.t. delta) and delta itself.
+
+The caller adds `alpha * loss` to its task loss. It works for any model that accepts input embeddings:
+MLM pretraining here, and fine-tuning (classification logits) alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+
+def symmetric_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
+    """KL(p||q) + KL(q||p) over the last dimension, averaged over the rest (float32)."""
+    p = F.log_softmax(p_logits.float(), dim=-1)
+    q = F.log_softmax(q_logits.float(), dim=-1)
+    kl = (p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)
+    return kl.mean()
+
+
+def _project(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
+    return delta.clamp(-epsilon, epsilon)
+
+
+def alum_loss(forward: Callable[[torch.Tensor], torch.Tensor], embeddings: torch.Tensor,
+              clean_logits: torch.Tensor, *, sigma: float = 1e-5, epsilon: float = 1e-5,
+              step_size: float = 1e-3, steps: int = 1, generator: torch.Generator | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(symmetric-KL adversarial loss, final perturbation). See the module docstring."""
+    noise = torch.randn(embeddings.shape, generator=generator, dtype=torch.float32).to(embeddings)
+    delta = _project(noise * sigma, epsilon)
+    for _ in range(steps):
+        delta = delta.detach().requires_grad_(True)
+        kl = symmetric_kl(forward(embeddings.detach() + delta), clean_logits.detach())
+        (grad,) = torch.autograd.grad(kl, delta)
+        dims = tuple(range(1, grad.ndim))
+        norm = grad.abs().amax(dim=dims, keepdim=True).clamp_min(1e-12)
+        delta = _project(delta + step_size * grad / norm, epsilon)
+    delta = delta.detach()
+    return symmetric_kl(forward(embeddings + delta), clean_logits), delta
+
+
+@dataclass
+class Alum:
+    """Thin wrapper holding the hyperparameters (`pretrain.alum.*`); `__call__` returns alpha * loss."""
+
+    alpha: float = 10.0
+    sigma: float = 1e-5
+    epsilon: float = 1e-5
+    step_size: float = 1e-3
+    steps: int = 1
+
+    def __call__(self, forward: Callable[[torch.Tensor], torch.Tensor], embeddings: torch.Tensor,
+                 clean_logits: torch.Tensor) -> torch.Tensor:
+        loss, _ = alum_loss(forward, embeddings, clean_logits, sigma=self.sigma, epsilon=self.epsilon,
+                            step_size=self.step_size, steps=self.steps)
+        return self.alpha * loss

@@ -1,0 +1,124 @@
+"""Micro pretraining runs end to end on real text: every variant's loss falls and its exported model
+fine-tunes with `bioablate finetune`; a SIGKILLed run is resumed by the same command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+from safetensors.torch import load_file
+
+from ablations.config import REPO_ROOT, build_config
+from ablations.finetune import run_finetune
+from ablations.pretrain import run_pretrain
+
+FAST = ["trainer.progress_bar=false"]
+FINETUNE = ["finetune.max_train_examples=32", "finetune.max_eval_examples=16", "finetune.epochs=1",
+            "finetune.max_length=64", "trainer.progress_bar=false"]
+
+VARIANTS = {
+    "bert-wwm-pubmed": [],
+    "wordpiece": ["pretrain.masking=wordpiece"],
+    "nsp": ["pretrain.nsp=true"],
+    "mask-schedule": ["pretrain.mask_schedule=ramp"],
+    "adversarial": ["pretrain.adversarial=true"],
+    "albert-sop": ["pretrain.objective=albert", "pretrain.embedding_size=32"],
+    "lamb": ["pretrain.optimizer=lamb", "pretrain.lr=1e-2"],
+    "trained-vocab": ["pretrain.vocab=train:2000"],
+    "pmc": ["pretrain.corpus=pmc"],
+    "pubmed+pmc": ["pretrain.corpus=pubmed+pmc"],
+    "general>pubmed": ["pretrain.corpus=general>pubmed"],
+    "continual-minilm": ["pretrain.init=general-minilm", "pretrain.vocab=init", "pretrain.max_steps=20",
+                         "pretrain.checkpoint_every=10", "pretrain.lr=5e-4"],
+    "continual-new-vocab": ["pretrain.init=general-minilm", "pretrain.vocab=pubmedbert-uncased",
+                            "pretrain.max_steps=20", "pretrain.checkpoint_every=10", "pretrain.lr=1e-3"],
+}
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pretrain-work")
+
+
+def pretrain_config(data_dir: Path, work_dir: Path, *overrides: str):
+    return build_config("micro", [*FAST, *overrides], task="pretrain", experiment_name="pretrain",
+                        data_dir=str(data_dir), work_dir=str(work_dir))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir: Path, work_dir: Path):
+    result = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
+    losses = result.losses
+    assert len(losses) >= 20
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.1, (losses[:5], losses[-5:])
+    run = MlflowClient(result.tracking_uri).get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["model_dir"] == str(result.model_dir)
+    assert "train/loss" in run.data.metrics and "train/mask_rate" in run.data.metrics
+    assert (result.model_dir / "config.json").is_file() and (result.model_dir / "vocab.txt").is_file()
+
+    ft = run_finetune(build_config("micro", FINETUNE, task="gad", data_dir=str(data_dir),
+                                   work_dir=str(work_dir), **{"model.name_or_path": str(result.model_dir)}))
+    assert 0.0 <= ft.test["score"] <= 1.0
+    again = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
+    assert again.reused and again.run_id == result.run_id
+
+
+def test_mask_schedule_reaches_25_percent(data_dir: Path, work_dir: Path):
+    result = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS["mask-schedule"],
+                                          "trainer.log_every_n_steps=1"), force=True)
+    client = MlflowClient(result.tracking_uri)
+    rates = [m.value for m in client.get_metric_history(result.run_id, "train/mask_rate")]
+    assert rates == sorted(rates) and len(rates) == 30
+    assert rates[0] == pytest.approx(0.05) and rates[-1] == pytest.approx(0.25)
+    assert sorted({round(r, 2) for r in rates}) == [0.05, 0.10, 0.15, 0.20, 0.25]
+
+
+def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+def test_sigkill_and_rerun_resumes_the_same_run(data_dir: Path, tmp_path: Path):
+    overrides = ["pretrain.max_steps=150", "pretrain.checkpoint_every=10", "trainer.progress_bar=false",
+                 "keep_checkpoints=true"]
+    reference = run_pretrain(pretrain_config(data_dir, tmp_path / "reference", *overrides[:-1]))
+
+    work = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "ablations.cli", "pretrain", "--corpus", "pubmed", "--masking", "wwm",
+           "--objective", "bert", "--profile", "micro", "--data-dir", str(data_dir), "--work-dir", str(work),
+           *overrides]
+    assert "MLFLOW_TRACKING_URI" not in os.environ  # the reference run did not leak its store
+    env = dict(os.environ)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(work.glob("runs/*/checkpoints/last.ckpt")):
+        assert proc.poll() is None, "the run ended before its first checkpoint"
+        time.sleep(0.2)
+    time.sleep(0.3)  # mid-run, past the first checkpoint
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not list(work.glob("models/*/config.json"))
+
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "finished" in done.stdout
+    model_dir = next(work.glob("models/*/config.json")).parent
+    assert model_dir.name == reference.fingerprint
+    ours, ref = _weights(model_dir), _weights(reference.model_dir)
+    assert ours.keys() == ref.keys() and all(ours[k].shape == ref[k].shape for k in ref)
+    # Data order and masks are keyed by the optimizer step and dropout is seeded per step, but the
+    # resumed run is NOT bitwise identical to the uninterrupted one (the first resumed step's loss already
+    # differs by ~1e-3; cause not found yet), so only the final MLM loss is compared, to 0.1.
+    uri = done.stdout.split("MLflow: ")[1].split()[0]
+    assert uri == f"sqlite:///{work.resolve() / 'mlruns.db'}"
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("pretrain").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"  # the killed run was taken over
+    assert runs[0].data.metrics["final/mlm_loss"] == pytest.approx(reference.losses[-1], abs=0.1)
