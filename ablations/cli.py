@@ -29,7 +29,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     _add_common(parser)
     parser.add_argument("--profile", default="micro", help="micro | mini | base (default: micro)")
-    parser.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./work)")
+    parser.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     parser.add_argument("--tracking-uri",
                         help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--task", help="dataset, overriding the YAML's `task`")
     sw.add_argument("--study", help="study name (default: the YAML's `study`, else <yaml name>-<task>)")
     sw.add_argument("--output", help="`best` only: write the YAML here (default: <work-dir>/sweeps/<study>.yaml)")
-    sw.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./work)")
+    sw.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     sw.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     _add_common(sw)
 
@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     ui.add_argument("--allow-remote", action="store_true",
                     help="allow a non-loopback --host (the UI has no authentication)")
-    ui.add_argument("--work-dir", help="work directory whose store to show (default: $BIOABLATE_WORK or ./work)")
+    ui.add_argument("--work-dir", help="work directory whose store to show (default: $BIOABLATE_WORK or ./outputs)")
     ui.add_argument("--tracking-uri", help="MLflow store to show (default: sqlite:///<work-dir>/mlruns.db)")
     ui.add_argument("--storage", help="Optuna storage, for the optuna-dashboard hint")
     return parser

@@ -126,7 +126,7 @@ class RunConfig:
     seed: int = 42
     profile: str = "micro"
     data_dir: Optional[str] = None  # else $BIOABLATE_DATA
-    work_dir: Optional[str] = None  # else $BIOABLATE_WORK, else ./work
+    work_dir: Optional[str] = None  # else $BIOABLATE_WORK, else ./outputs
     tracking_uri: Optional[str] = None  # else sqlite:///<work_dir>/mlruns.db
     experiment_name: str = "finetune"
     datasets: list[str] = field(default_factory=list)  # YAML files of user datasets to register
@@ -262,7 +262,7 @@ def resolve_data_dir(data_dir: str | None) -> Path:
 
 
 def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
-    raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "work"
+    raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "outputs"
     path = Path(raw).expanduser().resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
