@@ -156,7 +156,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                                      if k in ("score", "f1", "precision", "recall")))
     print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items())
                                      if k in ("score", "f1", "precision", "recall")))
-    print(f"  MLflow: {result.tracking_uri}  (browse: mlflow ui --backend-store-uri {result.tracking_uri})")
+    print(f"  MLflow: {result.tracking_uri}  (browse: bioablate ui --tracking-uri {result.tracking_uri})")
     return 0
 
 
