@@ -7,13 +7,13 @@ The 13 BLURB datasets are registered in `datamodules/blurb.py`; users add their 
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from datamodules.errors import MissingDataError, UnknownNameError
+from datamodules.fingerprints import hash_files
 from datamodules.instances import Instance
 
 SPLITS = ("train", "dev", "test")
@@ -62,15 +62,11 @@ class DatasetSpec:
         """Content hash of everything that decides the instances: the data files, the reader's source
         (a changed sentence splitter means different instances) and shipped split files."""
         base = self.base_dir(data_dir)
-        h = hashlib.sha256(self.name.encode())
         sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
         for rel in self.files:
             path = base / rel
             sources += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for path in sources:
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-        return h.hexdigest()[:16]
+        return hash_files(sources, seed=self.name.encode())
 
 
 _REGISTRY: dict[str, DatasetSpec] = {}

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, Bert
                           PreTrainedModel, PreTrainedTokenizerBase)
 
 from datamodules.errors import ConfigError
+from datamodules.fingerprints import hash_files
 
 RANDOM_BERT = "random-bert"
 
@@ -98,15 +98,9 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
 def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
     """Content hash of what the model starts from: the weights, config and vocabulary files of a model
     directory, or the vocabulary of a random BERT (its size is in the run config already)."""
-    h = hashlib.sha256()
     if model_cfg.name_or_path == RANDOM_BERT:
         files = [resolve_vocab(model_cfg.vocab, data_dir)]
     else:
         root = resolve_model_dir(model_cfg.name_or_path)
         files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
-    for path in files:
-        h.update(path.name.encode())
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()[:16]
+    return hash_files(files)

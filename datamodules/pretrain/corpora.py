@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from datamodules.fingerprints import hash_files
 from datamodules.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
 
 PRETRAIN_DIR = "pretrain"
@@ -256,13 +257,7 @@ def corpus_files(part: str, data_dir: Path) -> list[tuple[Path, Source]]:
 
 def files_fingerprint(paths: Iterable[Path]) -> str:
     """Content hash of the given files plus this module's source (a changed reader = a new corpus)."""
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    for path in paths:
-        h.update(path.name.encode())
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()[:16]
+    return hash_files(paths, seed=Path(__file__).read_bytes())
 
 
 # ------------------------------------------------------------------------------------------ filters
