@@ -1,0 +1,103 @@
+"""What every throughput benchmark shares: the machine's measured matmul peak, model FLOPs, and timing
+two training steps side by side (interleaved, in one process) so that their ratio is fair even on a
+noisy machine.
+
+MFU (model FLOP utilisation) = model FLOPs per second / measured peak. Model FLOPs count the matmuls a
+transformer must do (6 x parameters-in-matmuls per trained token, plus attention scores), not what an
+implementation happens to do: a baseline that computes the MLM output layer at every position gets no
+credit for the positions the loss throws away.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+def machine() -> str:
+    """One line naming the device the numbers were measured on."""
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name()} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {torch.get_num_threads()} threads of {os.cpu_count()} cores (torch {torch.__version__})"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", size: int | None = None,
+                seconds: float = 1.0) -> float:
+    """Best FLOP/s of a square matmul in `dtype` on `device`: the ceiling MFU is measured against."""
+    device = torch.device(device)
+    size = size or (8192 if device.type == "cuda" else 1024)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    _sync(device)
+    best, spent = 0.0, 0.0
+    while spent < seconds:
+        start = time.perf_counter()
+        a @ b
+        _sync(device)
+        elapsed = time.perf_counter() - start
+        spent += elapsed
+        best = max(best, 2 * size ** 3 / elapsed)
+    return best
+
+
+def transformer_train_flops_per_token(hidden: int, layers: int, intermediate: int, seq_len: int) -> float:
+    """Forward + backward FLOPs per token of a BERT encoder's matmuls: 6 x (QKV + output projection +
+    feed-forward weights) + 6 x attention scores and mixing (2 matmuls of seq_len x hidden per layer)."""
+    weights = layers * (4 * hidden * hidden + 2 * hidden * intermediate)
+    attention = layers * 2 * seq_len * hidden
+    return 6.0 * (weights + attention)
+
+
+@dataclass
+class Timing:
+    name: str
+    seconds: list[float]  # per measured step
+    items: list[float]    # examples or tokens processed by each measured step
+
+    @property
+    def per_second(self) -> float:
+        return sum(self.items) / sum(self.seconds)
+
+    @property
+    def spread(self) -> float:
+        """Relative spread of the step times (stdev / mean): how noisy the measurement was."""
+        return statistics.pstdev(self.seconds) / statistics.mean(self.seconds)
+
+
+def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int = 2,
+                device: torch.device | str = "cpu") -> dict[str, Timing]:
+    """Time each step function `rounds` times, alternating between them so that any slowdown of the
+    machine hits all of them alike. A step returns how many items (examples or tokens) it processed."""
+    device = torch.device(device)
+    for fn in steps.values():
+        for _ in range(warmup):
+            fn()
+    _sync(device)
+    out = {name: Timing(name, [], []) for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            start = time.perf_counter()
+            items = fn()
+            _sync(device)
+            out[name].seconds.append(time.perf_counter() - start)
+            out[name].items.append(items)
+    return out
