@@ -27,7 +27,7 @@ from ablations.variants import check_variants
 from datamodules.custom import register_from_yaml
 from datamodules.errors import MissingDataError
 from datamodules.finetune_data import FinetuneDataModule
-from datamodules.registry import get_dataset
+from datamodules.registry import DatasetSpec, get_dataset
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
 from lightning_modules.models import load_encoder, model_fingerprint
@@ -49,6 +49,22 @@ def _metrics_of(run, prefix: str) -> dict[str, float]:
     return {k[len(prefix):]: v for k, v in run.data.metrics.items() if k.startswith(prefix)}
 
 
+def identify(cfg: DictConfig) -> tuple[DatasetSpec, Path, str, str]:
+    """Check a fine-tuning config and name what it would compute: (dataset spec, data directory,
+    data fingerprint, run fingerprint). The run fingerprint is what finds the run in the tracking store
+    (tag `fingerprint`), e.g. for reuse or for rendering a table without running anything."""
+    for dataset_file in cfg.datasets:
+        register_from_yaml(dataset_file)
+    spec = get_dataset(cfg.task)
+    check_variants(cfg.finetune, spec)
+    data_dir = resolve_data_dir(cfg.data_dir)
+    missing = spec.missing_files(data_dir)
+    if missing:
+        raise MissingDataError(spec.base_dir(data_dir), {spec.name: missing})
+    data_fp = spec.fingerprint(data_dir)
+    return spec, data_dir, data_fp, fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir))
+
+
 def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),
                  tags: dict[str, str] | None = None,
                  stop_exceptions: tuple[type[BaseException], ...] = ()) -> FinetuneResult:
@@ -58,18 +74,9 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     MLflow run (e.g. `mlflow.parentRunId` for a sweep's trial), and `stop_exceptions` end the run as
     KILLED rather than FAILED (e.g. optuna.TrialPruned).
     """
-    for dataset_file in cfg.datasets:
-        register_from_yaml(dataset_file)
-    spec = get_dataset(cfg.task)
-    check_variants(cfg.finetune, spec)
-    data_dir = resolve_data_dir(cfg.data_dir)
-    missing = spec.missing_files(data_dir)
-    if missing:
-        raise MissingDataError(spec.base_dir(data_dir), {spec.name: missing})
+    spec, data_dir, data_fp, run_fp = identify(cfg)
     work_dir = resolve_work_dir(cfg)
     tracking_uri = resolve_tracking_uri(cfg, work_dir)
-    data_fp = spec.fingerprint(data_dir)
-    run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir))
 
     tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts")
     previous = tracker.find(run_fp)
