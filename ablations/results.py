@@ -1,0 +1,51 @@
+"""The contract between the experiment runner (ablations/experiment.py), which knows which runs make up
+each table cell, and the table renderer (ablations/table.py), which turns them into the paper's layout.
+
+`ablations.experiment.collect(experiment, tracking_uri)` returns one `CellRun` per planned (row, column,
+task, seed) run -- found in the tracking store by fingerprint, or marked missing with the reason -- and
+`ablations.table.render(layout, cell_runs, fmt)` renders them. Neither side needs the other's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# CellRun.status values
+FINISHED = "FINISHED"  # value is the run's test metric
+FAILED = "FAILED"      # the run raised; reason holds the error
+RUNNING = "RUNNING"    # started and not finished (in progress, or killed: rerun the experiment)
+NOT_RUN = "NOT_RUN"    # never started: run the experiment
+BLOCKED = "BLOCKED"    # cannot be identified yet, e.g. its pretraining stage has not finished
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """How an experiment's runs are laid out as a table (the experiment YAML's `table:` section)."""
+
+    title: str
+    rows: str                      # axis whose values are the rows: "task", "model", or a `vary` axis name
+    columns: str                   # axis whose values are the columns
+    metric: str = "score"          # test metric (the task's own metric when "score")
+    baseline: str | None = None    # column that the others are tested against (paired over seeds)
+    row_order: tuple[str, ...] = ()
+    column_order: tuple[str, ...] = ()
+    column_labels: dict[str, str] = field(default_factory=dict)  # column value -> header shown
+    paper: dict[str, dict[str, float]] = field(default_factory=dict)  # paper[row][column], as reported
+    blurb_row: bool = False        # add the BLURB score row (rows must be tasks)
+    caption: str = ""
+
+
+@dataclass
+class CellRun:
+    """One run of one table cell: a (row, column) pair, on a task, with a seed."""
+
+    row: str
+    column: str
+    task: str
+    seed: int
+    status: str
+    value: float | None = None     # test metric in [0, 1] (Pearson in [-1, 1]) when FINISHED
+    reason: str | None = None      # why it is missing (status other than FINISHED)
+    run_id: str | None = None
+    fingerprint: str | None = None
+    wall_time_s: float | None = None
