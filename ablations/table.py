@@ -1,0 +1,610 @@
+"""Paper-style tables from an experiment's runs: `render(layout, cell_runs, fmt)` for markdown, LaTeX or
+CSV, `plot(...)` for a grouped bar chart, and `render_experiment(...)`, which collects an experiment's runs
+from the tracking store (ablations/experiment.py), writes table.md / .tex / .csv / .png and logs them to one
+MLflow run per experiment (tagged `kind=table`).
+
+Every cell is the mean ± sample standard deviation (ddof=1) over seeds of the runs' test metric, ×100 as
+the paper reports it (BIOSSES' Pearson too), with the number of seeds; the best mean of each row is bold;
+a cell differing from the baseline column at p < 0.05 in a two-sided paired t-test over seeds
+(scipy.stats.ttest_rel) gets a dagger; the paper's number is shown beside ours. A cell or seed without a
+finished run is never dropped: it is shown as missing, with a footnote giving the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import platform
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ablations.results import BLOCKED, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
+from datamodules.errors import ConfigError, UnknownNameError
+
+FORMATS = ("markdown", "latex", "csv")
+FILE_SUFFIX = {"markdown": "md", "latex": "tex", "csv": "csv"}
+SCALE = 100.0  # the paper reports every metric, Pearson included, as a percentage
+ALPHA = 0.05  # significance threshold of the paired t-test
+DIGITS = 2  # decimals shown, as in the paper's tables
+BLURB_ROW = "BLURB score"
+TABLE_KIND = "table"  # `kind` tag of the MLflow run holding an experiment's rendered table
+TABLE_MLFLOW_EXPERIMENT = "tables"
+DAGGER = "†"
+
+_STATUS_WORDS = {FAILED: "failed", NOT_RUN: "not run", RUNNING: "running", BLOCKED: "blocked",
+                 FINISHED: "no value"}
+_DEFAULT_REASONS = {
+    FAILED: "the run raised an error (none recorded)",
+    NOT_RUN: "never started: run the experiment",
+    RUNNING: "started but not finished (still running, or killed: rerun the experiment)",
+    BLOCKED: "cannot be identified yet (an earlier stage, e.g. pretraining, has not finished)",
+    FINISHED: "finished without the table's test metric",
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# the numbers
+
+
+@dataclass
+class Cell:
+    """One table cell: per-seed values (×100) and everything shown beside them."""
+
+    row: str
+    column: str
+    tasks: tuple[str, ...] = ()
+    values: dict[int, float] = field(default_factory=dict)  # seed -> value ×100 (mean over the cell's tasks)
+    planned_seeds: tuple[int, ...] = ()
+    missing: list[CellRun] = field(default_factory=list)  # runs without a value, with their reasons
+    paper: float | None = None
+    p_value: float | None = None
+    untested: str | None = None  # why no significance test was made (None: tested, or the baseline)
+    best: bool = False
+    mean_override: float | None = None  # the BLURB row: score of the per-task means, not a mean of seeds
+    partial: str | None = None  # the BLURB row: which planned tasks it leaves out
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def n_planned(self) -> int:
+        return len(self.planned_seeds)
+
+    @property
+    def mean(self) -> float | None:
+        if self.mean_override is not None:
+            return self.mean_override
+        return statistics.fmean(self.values.values()) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values.values()) if self.n >= 2 else None
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value is not None and self.p_value < ALPHA
+
+
+@dataclass
+class TableData:
+    layout: TableLayout
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], Cell]
+    blurb: dict[str, Cell] | None = None  # column -> BLURB score cell
+    notes: list[str] = field(default_factory=list)  # general notes (no marker)
+
+    def cell(self, row: str, column: str) -> Cell:
+        return self.cells[(row, column)]
+
+    def body_rows(self) -> list[tuple[str, list[Cell]]]:
+        out = [(row, [self.cells[(row, c)] for c in self.columns]) for row in self.rows]
+        if self.blurb is not None:
+            out.append((BLURB_ROW, [self.blurb[c] for c in self.columns]))
+        return out
+
+    @property
+    def has_paper(self) -> bool:
+        return any(cell.paper is not None for _, cells in self.body_rows() for cell in cells)
+
+    def column_label(self, column: str) -> str:
+        return self.layout.column_labels.get(column, column)
+
+
+def _ordered(preferred: Sequence[str], seen: Iterable[str]) -> list[str]:
+    """The layout's order first; anything the runs have beyond it after, in order of appearance."""
+    out = list(dict.fromkeys(preferred))
+    return out + [v for v in dict.fromkeys(seen) if v not in out]
+
+
+def _paper(layout: TableLayout, row: str, column: str) -> float | None:
+    value = layout.paper.get(row, {}).get(column)
+    return None if value is None else float(value)
+
+
+def _fill(cell: Cell, runs: list[CellRun]) -> None:
+    """Per seed, the mean over the cell's tasks (one task for a task row) when all of them finished."""
+    cell.tasks = tuple(dict.fromkeys(r.task for r in runs))
+    by_seed: dict[int, list[CellRun]] = {}
+    for run in runs:
+        by_seed.setdefault(run.seed, []).append(run)
+    cell.planned_seeds = tuple(sorted(by_seed))
+    for seed in cell.planned_seeds:
+        seed_runs = by_seed[seed]
+        done = [r for r in seed_runs if r.status == FINISHED and r.value is not None]
+        cell.missing += [r for r in seed_runs if not (r.status == FINISHED and r.value is not None)]
+        if done and {r.task for r in done} == set(cell.tasks):
+            cell.values[seed] = SCALE * statistics.fmean(r.value for r in done)
+
+
+def _paired_test(cell: Cell, base: Cell) -> None:
+    from scipy.stats import ttest_rel
+
+    seeds = sorted(set(cell.values) & set(base.values))
+    if len(seeds) < 2:
+        cell.untested = "fewer than 2 seeds finished in both this cell and the baseline"
+        return
+    ours, theirs = [cell.values[s] for s in seeds], [base.values[s] for s in seeds]
+    differences = [a - b for a, b in zip(ours, theirs)]
+    if max(differences) == min(differences):  # t is undefined (0/0) or infinite: no meaningful p
+        cell.untested = "identical differences to the baseline on every seed"
+        return
+    p = float(ttest_rel(ours, theirs).pvalue)
+    if math.isnan(p):
+        cell.untested = "the paired t-test is undefined for these values"
+    else:
+        cell.p_value = p
+
+
+def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -> dict[str, Cell]:
+    """The BLURB score per column: the mean within each task type of the per-task means over seeds, then
+    the mean over types (lightning_modules.metrics.blurb_score). Its ± and significance use the per-seed
+    BLURB score over the seeds on which every task of the column finished."""
+    from datamodules.registry import get_dataset
+    from lightning_modules.metrics import blurb_score
+
+    out = {}
+    for column in columns:
+        col_runs = [r for r in runs if r.column == column]
+        tasks = list(dict.fromkeys(r.task for r in col_runs))
+        types = {t: get_dataset(t).task_type for t in tasks}
+        per_task: dict[str, dict[int, float]] = {t: {} for t in tasks}
+        for r in col_runs:
+            if r.status == FINISHED and r.value is not None:
+                per_task[r.task][r.seed] = SCALE * r.value
+        cell = Cell(BLURB_ROW, column, tuple(tasks), planned_seeds=tuple(sorted({r.seed for r in col_runs})),
+                    paper=_paper(layout, BLURB_ROW, column))
+        means = {t: statistics.fmean(v.values()) for t, v in per_task.items() if v}
+        if means:
+            cell.mean_override = blurb_score(means, types)["score"]
+            left_out = [t for t in tasks if t not in means]
+            if left_out:
+                cell.partial = f"{len(means)}/{len(tasks)} tasks (no finished run: {', '.join(left_out)})"
+        complete_seeds = set(cell.planned_seeds)
+        for values in per_task.values():
+            complete_seeds &= set(values)
+        for seed in sorted(complete_seeds):
+            cell.values[seed] = blurb_score({t: v[seed] for t, v in per_task.items()}, types)["score"]
+        if not means:
+            cell.missing = [r for r in col_runs if r.status != FINISHED or r.value is None]
+        out[column] = cell
+    return out
+
+
+def summarize(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
+    """The table's numbers: cells, best per row, paired tests against the baseline, the BLURB row."""
+    runs = list(runs)
+    statuses = {FINISHED, FAILED, RUNNING, NOT_RUN, BLOCKED}
+    for run in runs:
+        if run.status not in statuses:
+            raise ValueError(f"cell run {run.row}/{run.column} seed {run.seed}: unknown status {run.status!r}")
+    rows = _ordered(layout.row_order, (r.row for r in runs))
+    columns = _ordered(layout.column_order, (r.column for r in runs))
+    if layout.baseline is not None and layout.baseline not in columns:
+        raise ConfigError(f"table baseline '{layout.baseline}' is not one of the table's columns "
+                          f"({', '.join(columns)}); set table.baseline to one of them")
+    grouped: dict[tuple[str, str], list[CellRun]] = {}
+    for run in runs:
+        grouped.setdefault((run.row, run.column), []).append(run)
+    cells = {}
+    for row in rows:
+        for column in columns:
+            cell = Cell(row, column, paper=_paper(layout, row, column))
+            _fill(cell, grouped.get((row, column), []))
+            cells[(row, column)] = cell
+    data = TableData(layout, rows, columns, cells)
+    if layout.blurb_row:
+        if layout.rows != "task":
+            raise ConfigError(f"table.blurb_row needs `rows: task` (this table's rows are '{layout.rows}')")
+        data.blurb = _blurb_cells(layout, runs, columns)
+
+    for row, row_cells in data.body_rows():
+        if layout.baseline is not None:
+            base = row_cells[columns.index(layout.baseline)]
+            for cell in row_cells:
+                if cell is not base and cell.mean is not None:
+                    _paired_test(cell, base)
+        # a BLURB score over fewer tasks is not comparable; a lone number is not "best" of anything
+        comparable = [c for c in row_cells if c.mean is not None and c.partial is None]
+        shown = [round(c.mean, DIGITS) for c in comparable]
+        if len(shown) >= 2:
+            for cell in comparable:
+                cell.best = round(cell.mean, DIGITS) == max(shown)
+
+    for row in rows:
+        tasks = {t for c in columns for t in cells[(row, c)].tasks}
+        if len(tasks) > 1:
+            data.notes.append(f"Row '{row}' combines {len(tasks)} tasks ({', '.join(sorted(tasks))}): per seed, "
+                              "the mean over them.")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------
+# rendering
+
+
+class _Footnotes:
+    """Numbered footnotes, one per distinct text, in order of first use."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def mark(self, text: str) -> int:
+        if text not in self.texts:
+            self.texts.append(text)
+        return self.texts.index(text) + 1
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _missing_marks(cell: Cell, notes: _Footnotes) -> list[tuple[str, int]]:
+    """(status word, footnote number) per distinct reason of the cell's missing runs."""
+    if not cell.planned_seeds and cell.mean is None:
+        return [("no runs", notes.mark("No run of this cell is in the experiment's plan."))]
+    out = []
+    for run in cell.missing:
+        reason = _one_line(run.reason or _DEFAULT_REASONS[run.status])
+        entry = (_STATUS_WORDS[run.status], notes.mark(f"{run.status}: {reason}"))
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+@dataclass
+class _Shown:
+    """A cell's parts as text, shared by the markdown and LaTeX writers."""
+
+    mean: str | None
+    std: str | None
+    dagger: bool
+    best: bool
+    count: str | None  # "n=5", "n=1/2"
+    missing: list[tuple[str, int]]  # (status word, footnote)
+    marks: list[int]  # other footnotes (untested, partial BLURB)
+    paper: str | None
+
+
+def _fmt(value: float | None) -> str | None:
+    return None if value is None else f"{value:.{DIGITS}f}"
+
+
+def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], dict[tuple[str, str], _Shown]]:
+    layout = data.layout
+    metric = "score (each task's primary metric)" if layout.metric == "score" else f"'{layout.metric}'"
+    notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100 "
+             "(Pearson for BIOSSES too), n = seeds with a finished run (n=k/m: k of m planned seeds). "
+             "Best mean per row in bold."]
+    if data.has_paper:
+        notes.append("'paper': the number reported by Gu et al. for the same cell.")
+    untested = {c.untested for _, cells in data.body_rows() for c in cells if c.untested}
+    per_cell_untested = len(untested) > 1 or any(
+        c.p_value is not None for _, cells in data.body_rows() for c in cells)
+    if layout.baseline is not None:
+        notes.append(f"{DAGGER} p < {ALPHA} against the baseline column "
+                     f"'{data.column_label(layout.baseline)}': two-sided paired t-test over the seeds finished "
+                     "in both cells (scipy.stats.ttest_rel); p values are in the CSV.")
+        if untested and not per_cell_untested:
+            notes.append(f"No cell was tested against the baseline: {untested.pop()}.")
+    if data.blurb is not None:
+        notes.append(f"{BLURB_ROW}: mean over task types of the mean over each type's tasks of the per-task "
+                     "means (lightning_modules.metrics.blurb_score); its ± and test use the per-seed BLURB "
+                     "score over the seeds on which every task of the column finished.")
+    notes += data.notes
+
+    shown = {}
+    for row, cells in data.body_rows():
+        for cell in cells:
+            marks = []
+            if cell.untested and per_cell_untested:
+                marks.append(footnotes.mark(f"No significance test: {cell.untested}."))
+            if cell.partial:
+                marks.append(footnotes.mark(f"BLURB score over {cell.partial}."))
+            count = None
+            if cell.mean is not None and cell.mean_override is None:
+                count = f"n={cell.n}" if cell.n == cell.n_planned else f"n={cell.n}/{cell.n_planned}"
+            elif cell.mean_override is not None:
+                count = f"n={cell.n}" if cell.n else None
+            shown[(row, cell.column)] = _Shown(_fmt(cell.mean), _fmt(cell.std), cell.significant, cell.best,
+                                               count, _missing_marks(cell, footnotes), marks, _fmt(cell.paper))
+    return notes, shown
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _markdown(data: TableData) -> str:
+    footnotes = _Footnotes()
+    notes, shown = _general_notes(data, footnotes)
+    layout = data.layout
+    lines = [f"**{_md_escape(layout.title)}**", ""]
+    if layout.caption:
+        lines += [_md_escape(_one_line(layout.caption, 2000)), ""]
+    header = [layout.rows] + [_md_escape(data.column_label(c)) for c in data.columns]
+    lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(data.columns)]
+    for row, cells in data.body_rows():
+        texts = []
+        for cell in cells:
+            s = shown[(row, cell.column)]
+            extras = [s.count] if s.count else []
+            if s.mean is None:
+                text = "—"
+                extras = [", ".join(f"{word} [{n}]" for word, n in s.missing)] if s.missing else []
+            else:
+                text = s.mean + (f" ± {s.std}" if s.std else "")
+                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "")
+            if s.paper is not None:
+                extras.append(f"paper {s.paper}")
+            text += f" ({'; '.join(extras)})" if extras else ""
+            marks = ([n for _, n in s.missing] if s.mean is not None else []) + s.marks
+            text += "".join(f" [{n}]" for n in marks)
+            texts.append(_md_escape(text))
+        label = f"**{BLURB_ROW}**" if row == BLURB_ROW else _md_escape(row)
+        lines.append("| " + " | ".join([label] + texts) + " |")
+    lines.append("")
+    # one paragraph per note: consecutive markdown lines would be joined into one
+    for note in notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)]:
+        lines += [_md_escape(note), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                   "±": r"$\pm$", "†": r"$^\dagger$", "—": "---", "…": r"\ldots{}", "×": r"$\times$",
+                   "≥": r"$\geq$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in str(text))
+
+
+def _latex(data: TableData) -> str:
+    footnotes = _Footnotes()
+    notes, shown = _general_notes(data, footnotes)
+    layout = data.layout
+    paper = data.has_paper
+    per_col = 2 if paper else 1
+    spec = "l" + ("rr" if paper else "r") * len(data.columns)
+    caption = latex_escape(layout.title) + (f". {latex_escape(_one_line(layout.caption, 2000))}"
+                                            if layout.caption else "")
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}", rf"\begin{{tabular}}{{{spec}}}",
+             r"\hline"]
+    heads = [rf"\multicolumn{{{per_col}}}{{c}}{{{latex_escape(data.column_label(c))}}}" if paper
+             else latex_escape(data.column_label(c)) for c in data.columns]
+    lines.append(" & ".join([latex_escape(layout.rows)] + heads) + r" \\")
+    if paper:
+        lines.append(" & ".join([""] + ["ours & paper"] * len(data.columns)) + r" \\")
+    lines.append(r"\hline")
+
+    def sup(numbers: list[int]) -> str:
+        return rf"\textsuperscript{{{','.join(map(str, numbers))}}}" if numbers else ""
+
+    for row, cells in data.body_rows():
+        if row == BLURB_ROW:
+            lines.append(r"\hline")
+        parts = [latex_escape(row)]
+        for cell in cells:
+            s = shown[(row, cell.column)]
+            if s.mean is None:
+                text = "---"
+                if s.missing:
+                    text += " {\\scriptsize " + ", ".join(latex_escape(w) for w, _ in s.missing) + "}"
+                text += sup([n for _, n in s.missing] + s.marks)
+            else:
+                number = s.mean + (rf" $\pm$ {s.std}" if s.std else "")
+                text = (rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
+                if s.count:
+                    text += rf" {{\scriptsize {s.count}}}"
+                text += sup([n for _, n in s.missing] + s.marks)
+            parts.append(text)
+            if paper:
+                parts.append(s.paper or "")
+        lines.append(" & ".join(parts) + r" \\")
+    lines += [r"\hline", r"\end{tabular}", r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize"]
+    lines += [latex_escape(n) + r"\\" for n in notes]
+    lines += [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
+    lines += [r"\end{minipage}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = ("row", "column", "tasks", "metric", "mean", "std", "n", "n_planned", "p_value", "significant",
+              "best", "paper", "missing")
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(round(float(value), 6))
+
+
+def _csv(data: TableData) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    metric = f"{data.layout.metric} x100"
+    for row, cells in data.body_rows():
+        for cell in cells:
+            seeds_by_reason: dict[str, list[str]] = {}
+            for r in cell.missing:
+                reason = f"{r.status}: {_one_line(r.reason or _DEFAULT_REASONS[r.status])}"
+                seeds_by_reason.setdefault(reason, []).append(
+                    f"{r.seed}" + (f" ({r.task})" if len(cell.tasks) > 1 else ""))
+            missing = "; ".join(f"seed(s) {', '.join(seeds)} {reason}"
+                                for reason, seeds in seeds_by_reason.items())
+            if cell.partial:
+                missing = "; ".join(filter(None, [missing, f"BLURB over {cell.partial}"]))
+            writer.writerow([row, cell.column, " ".join(cell.tasks), metric, _number(cell.mean),
+                             _number(cell.std), cell.n, cell.n_planned, _number(cell.p_value),
+                             "" if cell.p_value is None else str(cell.significant).lower(),
+                             str(cell.best).lower(), _number(cell.paper), missing])
+    return out.getvalue()
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UnknownNameError("table format", fmt, FORMATS)
+
+
+def render_data(data: TableData, fmt: str = "markdown") -> str:
+    _check_format(fmt)
+    return {"markdown": _markdown, "latex": _latex, "csv": _csv}[fmt](data)
+
+
+def render(layout: TableLayout, runs: Sequence[CellRun], fmt: str = "markdown") -> str:
+    """The table of `runs` laid out by `layout`, as markdown, latex or csv."""
+    _check_format(fmt)
+    return render_data(summarize(layout, runs), fmt)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the plot
+
+
+def bar_figure(data: TableData):
+    """Grouped bars, one group per row (the BLURB row included), one bar per column, std as error bars.
+    Missing cells get no bar and an 'x' on the axis. Uses matplotlib's object API (Agg canvas) so it
+    neither needs a display nor changes pyplot's backend in a notebook."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    groups = data.body_rows()
+    n_cols = len(data.columns)
+    width = 0.8 / max(n_cols, 1)
+    fig = Figure(figsize=(max(6.0, 0.6 * len(groups) * max(n_cols, 1) + 2), 4.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    means = [c.mean for _, cells in groups for c in cells if c.mean is not None]
+    for j, column in enumerate(data.columns):
+        xs, heights, errors, missing_xs = [], [], [], []
+        for i, (_, cells) in enumerate(groups):
+            x = i + (j - (n_cols - 1) / 2) * width
+            cell = cells[j]
+            if cell.mean is None:
+                missing_xs.append(x)
+                continue
+            xs.append(x)
+            heights.append(cell.mean)
+            errors.append(cell.std or 0.0)
+        bars = ax.bar(xs, heights, width, yerr=errors, capsize=2, label=data.column_label(column))
+        if missing_xs:
+            ax.plot(missing_xs, [0.0] * len(missing_xs), "x", color=bars.patches[0].get_facecolor()
+                    if bars.patches else "black")
+    ax.set_xticks(range(len(groups)), [row for row, _ in groups], rotation=30, ha="right")
+    metric = "score" if data.layout.metric == "score" else data.layout.metric
+    ax.set_ylabel(f"test {metric} ×100 (mean ± std over seeds)")
+    ax.set_title(data.layout.title)
+    if means:
+        low = min(means + [0.0])
+        ax.set_ylim(min(0.0, low * 1.1), max(means) * 1.15 if max(means) > 0 else 1.0)
+    ax.axhline(0.0, color="black", linewidth=0.5)
+    ax.legend(fontsize="small", ncols=min(n_cols, 4))
+    return fig
+
+
+def plot(data: TableData, path: Path) -> Path:
+    """`bar_figure` saved as a PNG."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    bar_figure(data).savefig(path, dpi=110)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# provenance: the header block of a rendered results file
+
+
+def machine_line() -> str:
+    """The machine this process runs on, as benchmarks.common.machine() names it (platform otherwise)."""
+    try:
+        from benchmarks.common import machine
+
+        return machine()
+    except ImportError:  # benchmarks/ is not installed with the package
+        return f"{platform.processor() or platform.machine()}, {platform.system()} {platform.release()}"
+
+
+def _run_times(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:
+    """Total and span of the runs' wall times, from MLflow's start/end times; their code commits."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    total, starts, ends, commits = 0.0, [], [], []
+    for run_id in run_ids:
+        try:
+            run = client.get_run(run_id)
+        except MlflowException:
+            continue
+        if run.info.start_time and run.info.end_time:
+            total += (run.info.end_time - run.info.start_time) / 1000
+            starts.append(run.info.start_time)
+            ends.append(run.info.end_time)
+        commit = run.data.tags.get("git_commit")
+        if commit and commit not in commits:
+            commits.append(commit)
+    span = (max(ends) - min(starts)) / 1000 if starts else 0.0
+    return {"total_s": total, "span_s": span, "commits": commits, "timed": len(starts)}
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking_uri: str) -> list[str]:
+    """Lines saying what produced a table: experiment, profile, runs by status, wall time, machine, commit."""
+    from ablations.tracking import git_commit
+
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.status] = counts.get(run.status, 0) + 1
+    run_ids = list(dict.fromkeys(r.run_id for r in runs if r.run_id))
+    times = _run_times(tracking_uri, run_ids)
+    status_text = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) or "none"
+    commits = times["commits"]
+    return [
+        f"experiment: {name}",
+        f"profile: {profile or 'unknown'}",
+        f"runs: {len(runs)} planned ({status_text})",
+        f"wall time: {_duration(times['total_s'])} summed over {times['timed']} runs "
+        f"(first start to last end: {_duration(times['span_s'])}), from MLflow's start/end times",
+        f"machine (rendering host): {machine_line()}",
+        f"code: commit {git_commit()} rendered this table; runs logged at commit(s) "
+        f"{', '.join(c[:12] for c in commits) or 'unknown'}",
+        f"tracking store: {tracking_uri}",
+    ]
+
+
+def _header(lines: list[str], fmt: str) -> str:
+    if fmt == "markdown":
+        return "\n".join(f"- {line}" for line in lines) + "\n\n"
+    if fmt == "latex":
+        return "\n".join(f"% {line}" for line in lines) + "\n"
+    return ""  # csv stays plain csv
