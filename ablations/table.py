@@ -485,7 +485,7 @@ def render(layout: TableLayout, runs: Sequence[CellRun], fmt: str = "markdown") 
 # the plot
 
 
-def bar_figure(data: TableData):
+def bar_figure(data: TableData, ylabel: str | None = None):
     """Grouped bars, one group per row (the BLURB row included), one bar per column, std as error bars.
     Missing cells get no bar and an 'x' on the axis. Uses matplotlib's object API (Agg canvas) so it
     neither needs a display nor changes pyplot's backend in a notebook."""
@@ -495,42 +495,51 @@ def bar_figure(data: TableData):
     groups = data.body_rows()
     n_cols = len(data.columns)
     width = 0.8 / max(n_cols, 1)
-    fig = Figure(figsize=(max(6.0, 0.6 * len(groups) * max(n_cols, 1) + 2), 4.2), layout="constrained")
+    fig = Figure(figsize=(min(16.0, max(6.0, 0.3 * len(groups) * max(n_cols, 1) + 2)), 4.5),
+                 layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    means = [c.mean for _, cells in groups for c in cells if c.mean is not None]
+    values = [v for _, cells in groups for c in cells for v in (c.mean, c.paper) if v is not None]
+    labelled = {"missing": False, "paper": False}
     for j, column in enumerate(data.columns):
-        xs, heights, errors, missing_xs = [], [], [], []
+        xs, heights, errors, missing_xs, paper_xs, papers = [], [], [], [], [], []
         for i, (_, cells) in enumerate(groups):
             x = i + (j - (n_cols - 1) / 2) * width
             cell = cells[j]
+            if cell.paper is not None:
+                paper_xs.append(x)
+                papers.append(cell.paper)
             if cell.mean is None:
                 missing_xs.append(x)
                 continue
             xs.append(x)
             heights.append(cell.mean)
             errors.append(cell.std or 0.0)
-        bars = ax.bar(xs, heights, width, yerr=errors, capsize=2, label=data.column_label(column))
+        ax.bar(xs, heights, width, yerr=errors if any(errors) else None, capsize=2, color=f"C{j}",
+               label=data.column_label(column))
         if missing_xs:
-            ax.plot(missing_xs, [0.0] * len(missing_xs), "x", color=bars.patches[0].get_facecolor()
-                    if bars.patches else "black")
+            ax.plot(missing_xs, [0.0] * len(missing_xs), "x", color=f"C{j}", markersize=8, clip_on=False,
+                    label=None if labelled["missing"] else "missing (see table)")
+            labelled["missing"] = True
+        if paper_xs:
+            ax.hlines(papers, [x - width / 2 for x in paper_xs], [x + width / 2 for x in paper_xs],
+                      color="black", linewidth=2, label=None if labelled["paper"] else "paper")
+            labelled["paper"] = True
     ax.set_xticks(range(len(groups)), [row for row, _ in groups], rotation=30, ha="right")
-    metric = "score" if data.layout.metric == "score" else data.layout.metric
-    ax.set_ylabel(f"test {metric} ×100 (mean ± std over seeds)")
+    ax.set_ylabel(ylabel or f"test {data.layout.metric} ×100 (mean ± std over seeds)")
     ax.set_title(data.layout.title)
-    if means:
-        low = min(means + [0.0])
-        ax.set_ylim(min(0.0, low * 1.1), max(means) * 1.15 if max(means) > 0 else 1.0)
+    if values:
+        ax.set_ylim(min(0.0, min(values) * 1.1), max(values) * 1.15 if max(values) > 0 else 1.0)
     ax.axhline(0.0, color="black", linewidth=0.5)
-    ax.legend(fontsize="small", ncols=min(n_cols, 4))
+    fig.legend(loc="outside right upper", fontsize="small")  # beside the axes: never over a bar
     return fig
 
 
-def plot(data: TableData, path: Path) -> Path:
+def plot(data: TableData, path: Path, ylabel: str | None = None) -> Path:
     """`bar_figure` saved as a PNG."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    bar_figure(data).savefig(path, dpi=110)
+    bar_figure(data, ylabel).savefig(path, dpi=110)
     return path
 
 
@@ -608,3 +617,112 @@ def _header(lines: list[str], fmt: str) -> str:
     if fmt == "latex":
         return "\n".join(f"% {line}" for line in lines) + "\n"
     return ""  # csv stays plain csv
+
+
+# ---------------------------------------------------------------------------------------------------
+# vocabulary tables (Tables 1 and 8): computed from the staged vocabularies, not from runs
+
+
+@dataclass
+class Grid:
+    """A table of text cells (no seeds, no tests): the vocabulary tables. `records` is its CSV form."""
+
+    title: str
+    header: list[str]
+    body: list[list[str]]
+    notes: list[str]
+    records: list[dict[str, Any]]
+    figure_data: TableData | None = None  # numbers to plot
+    ylabel: str = ""
+    align: str = ""  # LaTeX column spec; all left-aligned when empty
+
+
+def _grid_markdown(grid: Grid) -> str:
+    lines = [f"**{_md_escape(grid.title)}**", "", "| " + " | ".join(map(_md_escape, grid.header)) + " |",
+             "|---|" + "---|" * (len(grid.header) - 1)]
+    lines += ["| " + " | ".join(map(_md_escape, row)) + " |" for row in grid.body]
+    lines.append("")
+    for note in grid.notes:
+        lines += [_md_escape(note), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _grid_latex(grid: Grid) -> str:
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(grid.title)}}}",
+             rf"\begin{{tabular}}{{{grid.align or 'l' * len(grid.header)}}}", r"\hline",
+             " & ".join(map(latex_escape, grid.header)) + r" \\", r"\hline"]
+    lines += [" & ".join(map(latex_escape, row)) + r" \\" for row in grid.body]
+    lines += [r"\hline", r"\end{tabular}", r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize"]
+    lines += [latex_escape(n) + r"\\" for n in grid.notes]
+    lines += [r"\end{minipage}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def _grid_csv(grid: Grid) -> str:
+    out = io.StringIO()
+    fields = list(dict.fromkeys(k for record in grid.records for k in record))
+    writer = csv.DictWriter(out, fields, lineterminator="\n")
+    writer.writeheader()
+    for record in grid.records:
+        writer.writerow({k: _number(v) if isinstance(v, float) else ("" if v is None else v)
+                         for k, v in record.items()})
+    return out.getvalue()
+
+
+def render_grid(grid: Grid, fmt: str = "markdown") -> str:
+    _check_format(fmt)
+    return {"markdown": _grid_markdown, "latex": _grid_latex, "csv": _grid_csv}[fmt](grid)
+
+
+def table1_grid(rows: list) -> Grid:
+    """Table 1 (ablations.vocab_compare.table1): each term's word pieces per vocabulary, with the paper's
+    split beside ours where they differ; the plot counts the pieces."""
+    from ablations.vocab_compare import CHECK, _same
+
+    vocabs = list(rows[0].splits) if rows else []
+    body, records = [], []
+    figure = TableData(TableLayout(title="Table 1: word pieces per term", rows="term", columns="vocabulary"),
+                       [r.term for r in rows], vocabs, {})
+    for row in rows:
+        cells = [row.term, row.category]
+        for v in vocabs:
+            ours, paper = row.splits[v], row.paper.get(v)
+            same = None if paper is None else _same(ours, paper)
+            cells.append(ours if same in (None, True) else f"{ours} (paper: {paper})")
+            pieces = 1 if ours == CHECK else ours.count("-") + 1
+            records.append({"row": row.term, "column": v, "category": row.category, "ours": ours,
+                            "paper": paper, "match": "" if same is None else str(same).lower(),
+                            "pieces": pieces})
+            figure.cells[(row.term, v)] = Cell(row.term, v, values={0: float(pieces)}, planned_seeds=(0,))
+        body.append(cells)
+    compared = [r for r in records if r["match"]]
+    notes = ["Word pieces joined by '-' ('##' dropped); ✓: the term is one vocabulary entry. The paper prints "
+             "original casing; uncased vocabularies are compared case-insensitively."]
+    if compared:
+        notes.append(f"Matches the paper: {sum(r['match'] == 'true' for r in compared)}/{len(compared)} cells.")
+    return Grid("Table 1: how vocabularies split biomedical terms", ["term", "category", *vocabs], body, notes,
+                records, figure, "word pieces")
+
+
+def table8_grid(rows: list, general_vocab: str, domain_vocab: str) -> Grid:
+    """Table 8 (ablations.vocab_compare.table8): average input length in word pieces per dataset."""
+    def f1(x: float | None) -> str:
+        return "" if x is None else f"{x:.1f}"
+
+    body, records = [], []
+    figure = TableData(TableLayout(title="Table 8: average input length", rows="task", columns="vocabulary"),
+                       [r.dataset for r in rows], [general_vocab, domain_vocab], {})
+    for r in rows:
+        body.append([r.dataset, f1(r.general), f1(r.paper_general), f1(r.domain), f1(r.paper_domain),
+                     f"{r.ratio:.3f}", "" if r.paper_ratio is None else f"{r.paper_ratio:.3f}"])
+        for vocab, ours, paper in ((general_vocab, r.general, r.paper_general),
+                                   (domain_vocab, r.domain, r.paper_domain)):
+            records.append({"row": r.dataset, "column": vocab, "mean": ours, "paper": paper,
+                            "deviation_pct": None if paper is None else 100 * (ours - paper) / paper})
+            figure.cells[(r.dataset, vocab)] = Cell(r.dataset, vocab, values={0: ours}, planned_seeds=(0,),
+                                                    paper=paper)
+    notes = ["Mean number of word pieces of the fine-tuning input (special tokens included, relation entities "
+             "dummified, no truncation) over all splits; 'paper': Gu et al., Table 8."]
+    return Grid("Table 8: average input length in word pieces, general vs in-domain vocabulary",
+                ["dataset", general_vocab, "paper", domain_vocab, "paper", "ratio", "paper ratio"], body, notes,
+                records, figure, "word pieces per input", "l" + "r" * 6)
