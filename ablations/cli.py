@@ -150,6 +150,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                        **{"model.name_or_path": args.model,
                           "datasets": f"[{','.join(args.datasets)}]" if args.datasets else None})
     result = run_finetune(cfg, force=args.force)
+    if result.run_id is None:  # a DDP worker process: rank 0 reports
+        return 0
     state = "reused finished run" if result.reused else "finished"
     print(f"{cfg.task}: {state} {result.run_id} (fingerprint {result.fingerprint})")
     print("  best dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items())

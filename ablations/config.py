@@ -62,6 +62,14 @@ class FinetuneConfig:
     re_input: str = "dummify"  # relation input transform: dummify | markers | original
     re_feature: str = "cls"  # relation featurizer: cls | mention | entity-start (markers only)
     classifier: str = "linear"  # [CLS]/relation classifier: linear | mlp
+    # Speed (docs/performance.md): length-bucketed training batches (sorted within large random chunks,
+    # batches shuffled); the tokenization cache under <work_dir>/cache/tokenized (never changes a result).
+    bucketing: bool = True
+    cache_tokenized: bool = True
+    # ALUM adversarial fine-tuning (lightning_modules/algorithms/alum.py); same defaults as pretraining.
+    # AlumConfig is defined below: the factory looks it up when a config is built.
+    adversarial: bool = False
+    alum: AlumConfig = field(default_factory=lambda: AlumConfig())
 
 
 @dataclass
@@ -74,6 +82,7 @@ class TrainerConfig:
     num_workers: int = 0
     progress_bar: bool = True
     log_every_n_steps: int = 10
+    compile: bool = False  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
 
 
 @dataclass
@@ -142,6 +151,7 @@ class RunConfig:
 NON_RESULT_KEYS = {
     "profile", "data_dir", "datasets", "work_dir", "tracking_uri", "experiment_name", "keep_checkpoints",
     "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
+    "trainer.compile", "finetune.cache_tokenized",
 }
 
 

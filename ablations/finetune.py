@@ -5,12 +5,17 @@ A run is identified by its fingerprint (config minus bookkeeping keys, data cont
 - FAILED / KILLED / still RUNNING (the process died): the same MLflow run is taken over and training
   resumes from `<work_dir>/runs/<fingerprint>/checkpoints/last.ckpt`;
 - otherwise a new MLflow run is created.
+
+Under DDP (`trainer.devices=N trainer.strategy=ddp`) Lightning starts the other ranks by rerunning the
+command; those processes (LOCAL_RANK / NODE_RANK set and not 0) train and evaluate but never touch the
+tracking store: the MLflow run, its metrics and artifacts belong to rank 0.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +30,10 @@ from ablations.config import (fingerprint, flatten, resolve_data_dir, resolve_tr
 from ablations.tracking import Tracker, git_commit
 from ablations.variants import check_variants
 from datamodules.custom import register_from_yaml
-from datamodules.errors import MissingDataError
+from datamodules.errors import ConfigError, MissingDataError
 from datamodules.finetune_data import FinetuneDataModule
 from datamodules.registry import DatasetSpec, get_dataset
+from lightning_modules.algorithms.alum import Alum
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
 from lightning_modules.models import load_encoder, model_fingerprint
@@ -37,7 +43,7 @@ log = logging.getLogger("bioablate")
 
 @dataclass
 class FinetuneResult:
-    run_id: str
+    run_id: str | None  # None in a DDP worker process (rank > 0): rank 0 owns the MLflow run
     fingerprint: str
     reused: bool  # True: an earlier FINISHED run with the same fingerprint was found
     tracking_uri: str
@@ -61,6 +67,9 @@ def identify(cfg: DictConfig) -> tuple[DatasetSpec, Path, str, str]:
     missing = spec.missing_files(data_dir)
     if missing:
         raise MissingDataError(spec.base_dir(data_dir), {spec.name: missing})
+    if cfg.finetune.adversarial and spec.task_type == "similarity":
+        raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
+                          "distributions and a regression task has none; drop the override")
     data_fp = spec.fingerprint(data_dir)
     return spec, data_dir, data_fp, fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir))
 
@@ -77,6 +86,15 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     spec, data_dir, data_fp, run_fp = identify(cfg)
     work_dir = resolve_work_dir(cfg)
     tracking_uri = resolve_tracking_uri(cfg, work_dir)
+    run_dir = work_dir / "runs" / run_fp
+    checkpoint_dir = run_dir / "checkpoints"
+    last_checkpoint = checkpoint_dir / "last.ckpt"
+    if is_ddp_worker():
+        # rank 0 decided reuse / resume / new before starting this process and removed stale
+        # checkpoints; a last.ckpt that exists now is the one it resumes from
+        module, _, _ = _fit_and_test(cfg, spec, data_dir, data_fp, run_dir, checkpoint_dir,
+                                     last_checkpoint if last_checkpoint.exists() else None, callbacks, None)
+        return FinetuneResult(None, run_fp, False, tracking_uri, {}, module.test_metrics)
 
     tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts")
     previous = tracker.find(run_fp)
@@ -85,8 +103,6 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
         return FinetuneResult(previous.info.run_id, run_fp, True, tracking_uri,
                               _metrics_of(previous, "best_dev/"), _metrics_of(previous, "test/"))
 
-    run_dir = work_dir / "runs" / run_fp
-    checkpoint_dir = run_dir / "checkpoints"
     resume = previous is not None and previous.info.status != "FINISHED" and not force
     if resume:
         run_id = previous.info.run_id
@@ -99,46 +115,72 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
                 "git_commit": git_commit(), "kind": "finetune", **(tags or {})}
         run_id = tracker.create(f"{spec.name}-{cfg.model.name_or_path.rsplit('/', 1)[-1]}-s{cfg.seed}",
                                 tags, flatten(cfg))
-    last_checkpoint = checkpoint_dir / "last.ckpt"
 
     with tracker.tracked_run(run_id, stop_exceptions):
-        pl.seed_everything(cfg.seed, workers=True, verbose=False)
-        encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
-        max_length = min(cfg.finetune.max_length or spec.max_length, encoder.config.max_position_embeddings)
-        ft = cfg.finetune
-        datamodule = FinetuneDataModule(
-            spec, data_dir, tokenizer, max_length, ft.batch_size, ft.eval_batch_size, ft.max_train_examples,
-            ft.max_eval_examples, cfg.trainer.num_workers, ft.tagging, ft.subtoken_labels, ft.re_input)
-        datamodule.setup()
-        if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
-            encoder.resize_token_embeddings(len(tokenizer))
-        head = make_head(ft, datamodule.encoder, encoder.config.hidden_size)
-        module = FineTuneModule(encoder, head, cfg.finetune.lr, cfg.finetune.weight_decay,
-                                cfg.finetune.warmup_ratio)
-        checkpoints = ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="dev/score",
-                                      mode="max", save_top_k=1, save_last=True)
-        trainer = pl.Trainer(
-            max_epochs=cfg.finetune.epochs, accelerator=cfg.trainer.accelerator,
-            devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
-            precision=cfg.trainer.precision, logger=tracker.lightning_logger(run_id),
-            callbacks=[checkpoints, *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
-            enable_model_summary=False, num_sanity_val_steps=0,
-            log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run_dir,
-        )
-        trainer.fit(module, datamodule=datamodule,
-                    ckpt_path=str(last_checkpoint) if resume and last_checkpoint.exists() else None)
-
-        best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
+        module, datamodule, best_epoch = _fit_and_test(
+            cfg, spec, data_dir, data_fp, run_dir, checkpoint_dir,
+            last_checkpoint if resume and last_checkpoint.exists() else None, callbacks,
+            (tracker, run_id))
         best_dev = module.dev_history[best_epoch]
-        trainer.test(module, datamodule=datamodule, ckpt_path=checkpoints.best_model_path or None,
-                     verbose=False)
-        if trainer.is_global_zero:
-            tracker.log_metrics(run_id, {f"best_dev/{k}": v for k, v in best_dev.items()})
-            tracker.client.set_tag(run_id, "best_epoch", str(best_epoch))
-            _log_artifacts(tracker, run_id, run_dir, cfg, datamodule, module.test_predictions)
+        tracker.log_metrics(run_id, {f"best_dev/{k}": v for k, v in best_dev.items()})
+        tracker.client.set_tag(run_id, "best_epoch", str(best_epoch))
+        _log_artifacts(tracker, run_id, run_dir, cfg, datamodule, module.test_predictions)
     if not cfg.keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return FinetuneResult(run_id, run_fp, False, tracking_uri, best_dev, module.test_metrics)
+
+
+def is_ddp_worker() -> bool:
+    """A process Lightning started for another DDP rank (it reruns the command with these set)."""
+    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+
+
+def _fit_and_test(cfg: DictConfig, spec: DatasetSpec, data_dir: Path, data_fp: str, run_dir: Path,
+                  checkpoint_dir: Path, ckpt_path: Path | None, callbacks: Sequence[pl.Callback],
+                  tracking: tuple[Tracker, str] | None
+                  ) -> tuple[FineTuneModule, FinetuneDataModule, int]:
+    """Train with dev evaluation every epoch, then score test with the best dev epoch's weights.
+    `tracking`: (tracker, run_id) on rank 0, None in a DDP worker."""
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    ft = cfg.finetune
+    encoder, tokenizer = load_encoder(cfg.model, data_dir, ft.dropout)
+    max_length = min(ft.max_length or spec.max_length, encoder.config.max_position_embeddings)
+    cache_dir = resolve_work_dir(cfg) / "cache" / "tokenized" if ft.cache_tokenized else None
+    datamodule = FinetuneDataModule(
+        spec, data_dir, tokenizer, max_length, ft.batch_size, ft.eval_batch_size, ft.max_train_examples,
+        ft.max_eval_examples, cfg.trainer.num_workers, ft.tagging, ft.subtoken_labels, ft.re_input,
+        cache_dir=cache_dir, data_fingerprint=data_fp, bucketing=ft.bucketing, seed=cfg.seed)
+    datamodule.setup()
+    if tracking is not None:
+        hits = set(datamodule.from_cache.values())
+        tracking[0].client.set_tag(tracking[1], "tokenization_cache",
+                                   "off" if cache_dir is None else
+                                   "hit" if hits == {True} else "miss" if hits == {False} else "partial")
+    if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
+        encoder.resize_token_embeddings(len(tokenizer))
+    if cfg.trainer.compile:
+        encoder.compile(dynamic=True)  # in place: parameter names (and checkpoints) stay the same
+    head = make_head(ft, datamodule.encoder, encoder.config.hidden_size)
+    alum = Alum(**ft.alum) if ft.adversarial else None
+    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum)
+    checkpoints = ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="dev/score",
+                                  mode="max", save_top_k=1, save_last=True)
+    trainer = pl.Trainer(
+        max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
+        precision=cfg.trainer.precision,
+        logger=tracking[0].lightning_logger(tracking[1]) if tracking is not None else False,
+        callbacks=[checkpoints, *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
+        enable_model_summary=False, num_sanity_val_steps=0,
+        log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run_dir,
+        # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,
+        # length bucketing): Lightning must not wrap them in a DistributedSampler
+        use_distributed_sampler=False,
+    )
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
+    best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
+    trainer.test(module, datamodule=datamodule, ckpt_path=checkpoints.best_model_path or None, verbose=False)
+    return module, datamodule, best_epoch
 
 
 def _log_artifacts(tracker: Tracker, run_id: str, run_dir: Path, cfg: DictConfig,

@@ -12,8 +12,8 @@ One encoder per problem formulation of the paper's Table 4:
                      entity-start featurizers), document classification (multi-label), sentence
                      similarity (regression), QA ("[CLS] Q [SEP] T [SEP]").
 
-Encoders hold no model state; the LightningModule calls `collect` with its raw per-batch predictions and
-the datamodule calls `decode` and `score`.
+Encoders hold no model state; the LightningModule calls `gather` on each batch's predictions (tensor
+ops) and `unpack` once per evaluation, and the datamodule calls `decode` and `score`.
 """
 
 from __future__ import annotations
@@ -53,9 +53,17 @@ class TaskEncoder(ABC):
     def encode(self, instances: Sequence[Instance]) -> list[Features]:
         """Tokenize a split; each feature has input_ids, attention_mask, token_type_ids, labels."""
 
-    @abstractmethod
-    def collect(self, batch: dict[str, torch.Tensor], predictions: torch.Tensor) -> list[Any]:
-        """One batch of raw predictions -> one plain-Python raw prediction per example, in batch order."""
+    def gather(self, batch: dict[str, torch.Tensor], predictions: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One batch of model predictions -> (values, counts): the rows of `values` that belong to each
+        example, concatenated in batch order, and how many rows each example has. Tensor ops only (it
+        runs in the evaluation loop); `unpack` turns the concatenation over a whole split into Python
+        once per epoch. Default: one row per example."""
+        return predictions, torch.ones(len(predictions), dtype=torch.long, device=predictions.device)
+
+    def unpack(self, values: torch.Tensor, counts: torch.Tensor) -> list[Any]:
+        """Concatenated `gather` outputs -> one plain-Python raw prediction per example."""
+        return values.tolist()
 
     @abstractmethod
     def decode(self, feature: Features, raw: Any) -> Any:
@@ -139,9 +147,16 @@ class TaggingEncoder(TaskEncoder):
                              "tag_mask": tag_mask, "_unit_words": unit_words})
         return features
 
-    def collect(self, batch, predictions):
+    def gather(self, batch, predictions):
         mask = batch["tag_mask"].bool()
-        return [predictions[row][mask[row]].tolist() for row in range(len(predictions))]
+        return predictions[mask], mask.sum(1)
+
+    def unpack(self, values, counts):
+        flat, out, start = values.tolist(), [], 0
+        for count in counts.tolist():
+            out.append(flat[start:start + count])
+            start += count
+        return out
 
     def decode(self, feature: Features, raw: list[int]) -> tuple[Span, ...]:
         """Tag ids of the tagged positions -> word spans (words cut off by truncation predict nothing)."""
@@ -229,9 +244,6 @@ class SequenceEncoder(TaskEncoder):
                 "tail_start": token_at(text.tail_marker) if text.tail_marker is not None else 0,
             })
         return features
-
-    def collect(self, batch, predictions):
-        return predictions.tolist()
 
     def decode(self, feature: Features, raw: Any) -> Any:
         if self.head == "classification":

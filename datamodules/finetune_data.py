@@ -1,25 +1,51 @@
 """The fine-tuning LightningDataModule: registry entry -> reader -> instances -> encoder -> batches.
 
+Three things make it fast without changing what is learned:
+
+- **Tokenization cache.** Each split is encoded once and stored column-wise (`EncodedSplit`: one flat
+  tensor per per-position feature plus offsets) under `<cache_dir>/<fingerprint>/`. The fingerprint
+  covers everything that changes the encoded tensors (`split_fingerprint`), so a changed tokenizer,
+  max_length, tagging scheme, input transform, encoder code or subsample is a new entry, never a stale hit.
+- **Length-bucketed batches** (`BucketBatchSampler`): training examples are sorted by length within large
+  random chunks, cut into batches, and the batches shuffled, so a batch pads to a length close to each of
+  its examples'. Evaluation batches are sorted by length; predictions are keyed by example index, so
+  their order does not matter.
+- **Vectorised dynamic padding**: a batch is gathered from the flat columns with a few tensor ops.
+
+Under DDP the samplers give each rank a disjoint share (training: the same number of batches per rank, so
+no rank waits for gradients that never come; evaluation: every example exactly once, nothing padded or
+repeated into the metrics). The Trainer must run with `use_distributed_sampler=False`.
+
 It also owns scoring, because it holds the instances: the LightningModule hands it raw predictions keyed
 by example index, and it returns the metrics of the split and the instance-level predictions.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
 import random
-from functools import partial
+import shutil
+import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 from transformers import PreTrainedTokenizerBase
 
 from datamodules.encoders import IGNORE_INDEX, Features, TaskEncoder, make_encoder
 from datamodules.errors import BioablateError
+from datamodules.fingerprints import hash_files
 from datamodules.instances import Instance
 from datamodules.registry import SPLITS, DatasetSpec
+
+log = logging.getLogger("bioablate")
+
+CACHE_FORMAT = 1  # bump when EncodedSplit's stored layout changes
 
 
 def subsample(instances: list[Instance], limit: int | None) -> list[Instance]:
@@ -37,69 +63,316 @@ POSITION_PAD = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0, "ta
                 "head_mask": 0, "tail_mask": 0}
 
 
-def collate(features: Sequence[Features], pad_token_id: int, token_labels: bool) -> dict[str, torch.Tensor]:
-    """Pad to the longest example of the batch (dynamic padding). `token_labels`: one label per position
-    (tagging), padded with IGNORE_INDEX; otherwise one label per example."""
-    width = max(len(f["input_ids"]) for f in features)
-    pads = {**POSITION_PAD, "input_ids": pad_token_id, **({"labels": IGNORE_INDEX} if token_labels else {})}
-    batch = {}
-    for key in features[0]:
-        if key.startswith("_"):
-            continue
-        if key in pads:
-            batch[key] = torch.tensor([f[key] + [pads[key]] * (width - len(f[key])) for f in features])
-        else:
-            batch[key] = torch.tensor([f[key] for f in features])
-    return batch
+# ------------------------------------------------------------------------------------- encoded splits
 
+class EncodedSplit:
+    """A split's features stored column-wise.
+
+    - per-position columns (input_ids, masks, token labels): one flat int32 tensor, shared `offsets`;
+    - bookkeeping columns ("_unit_words"): one flat tensor and offsets each (their own lengths);
+    - per-example columns (class ids, regression targets, multi-label vectors, marker positions): one
+      tensor with a row per example.
+    """
+
+    def __init__(self, columns: dict[str, torch.Tensor], position_keys: Sequence[str]):
+        self.columns = columns
+        self.position_keys = tuple(position_keys)
+        self.offsets = columns["offsets"]
+        self.lengths = self.offsets[1:] - self.offsets[:-1]
+
+    @classmethod
+    def from_features(cls, features: Sequence[Features], token_labels: bool) -> "EncodedSplit":
+        if not features:
+            raise ValueError("cannot store an empty split")
+        position_keys = [k for k in features[0] if k in POSITION_PAD or (token_labels and k == "labels")]
+        lengths = torch.tensor([len(f["input_ids"]) for f in features], dtype=torch.long)
+        columns = {"offsets": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])}
+        for key in features[0]:
+            values = [f[key] for f in features]
+            if key in position_keys:
+                columns[key] = torch.tensor([v for row in values for v in row], dtype=torch.int32)
+            elif key.startswith("_"):
+                sizes = torch.tensor([len(v) for v in values], dtype=torch.long)
+                columns[key] = torch.tensor([v for row in values for v in row], dtype=torch.int32)
+                columns[key + ".offsets"] = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
+            else:  # one int, float or fixed-size float vector per example
+                columns[key] = torch.tensor(values)
+        return cls(columns, position_keys)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
+        """The examples `indices`, padded to the longest of them (dynamic padding)."""
+        index = torch.as_tensor(indices, dtype=torch.long)
+        lengths = self.lengths[index]
+        width = int(lengths.max())
+        positions = torch.arange(width)
+        valid = positions[None, :] < lengths[:, None]
+        # gather every row's tokens from the flat columns at once; padding positions read any valid
+        # element and are overwritten
+        flat_index = (self.offsets[index][:, None] + positions[None, :]).clamp_(max=len(self.columns["input_ids"]) - 1)
+        out: dict[str, torch.Tensor] = {}
+        for key in self.position_keys:
+            pad = pad_token_id if key == "input_ids" else (IGNORE_INDEX if key == "labels" else POSITION_PAD[key])
+            out[key] = torch.where(valid, self.columns[key][flat_index].long(), pad)
+        for key, column in self.columns.items():
+            if key in out or key == "offsets" or key.startswith("_"):
+                continue
+            out[key] = column[index]
+        out["index"] = index
+        return out
+
+    def example(self, i: int) -> Features:
+        """The bookkeeping of example `i` as plain Python (what `TaskEncoder.decode` reads)."""
+        out: Features = {"index": i}
+        for key, column in self.columns.items():
+            if key.startswith("_") and not key.endswith(".offsets"):
+                offsets = self.columns[key + ".offsets"]
+                out[key] = column[int(offsets[i]):int(offsets[i + 1])].tolist()
+        return out
+
+    def save(self, directory: Path, meta: dict[str, Any]) -> None:
+        """Atomically: written to a unique temporary folder beside `directory`, then renamed into place
+        (if another process got there first, its identical copy is kept)."""
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.with_name(f".{directory.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.mkdir()
+        try:
+            torch.save(self.columns, tmp / "columns.pt")
+            (tmp / "meta.json").write_text(json.dumps({**meta, "position_keys": list(self.position_keys),
+                                                       "examples": len(self)}, indent=1))
+            os.rename(tmp, directory)
+        except OSError:
+            if not (directory / "meta.json").is_file():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @classmethod
+    def load(cls, directory: Path) -> "EncodedSplit | None":
+        try:
+            meta = json.loads((directory / "meta.json").read_text())
+            columns = torch.load(directory / "columns.pt", weights_only=True)
+        except (OSError, ValueError, RuntimeError):
+            return None
+        return cls(columns, meta["position_keys"])
+
+
+ENCODER_CODE = [Path(__file__).with_name(name) for name in
+                ("encoders.py", "tagging.py", "relation_inputs.py", "instances.py", "finetune_data.py")]
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """Hash of what decides token ids: the fast tokenizer's full definition (vocabulary, added tokens,
+    normalizer incl. lowercasing, pre-tokenizer, post-processor), minus its transient truncation and
+    padding settings, plus the class."""
+    if getattr(tokenizer, "backend_tokenizer", None) is not None:
+        definition = json.loads(tokenizer.backend_tokenizer.to_str())
+        definition.pop("truncation", None)
+        definition.pop("padding", None)
+    else:  # a slow tokenizer: vocabulary, added tokens and casing
+        definition = {"vocab": sorted(tokenizer.get_vocab().items()),
+                      "lowercase": getattr(tokenizer, "do_lower_case", None)}
+    definition["added"] = sorted(tokenizer.get_added_vocab().items())
+    definition["class"] = type(tokenizer).__name__
+    payload = json.dumps(definition, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def split_fingerprint(data_fingerprint: str, split: str, limit: int | None, tokenizer_fp: str,
+                      encoder: TaskEncoder, encoding: dict[str, Any]) -> str:
+    """Everything that changes a split's encoded tensors: the dataset content and reader, the split and
+    its subsample, the tokenizer, max_length and the encoding choices, and the encoding code."""
+    payload = json.dumps({
+        "format": CACHE_FORMAT, "data": data_fingerprint, "split": split, "limit": limit,
+        "tokenizer": tokenizer_fp, "max_length": encoder.max_length, "encoder": type(encoder).__name__,
+        "encoding": encoding, "code": hash_files(ENCODER_CODE),
+    }, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------ samplers
+
+def _shard_rank(rank: int, world_size: int) -> None:
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} outside world size {world_size}")
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Training batches, seeded by (seed, epoch) so every epoch is reproducible and a resumed run sees
+    the batches an uninterrupted one would.
+
+    With `bucketing`: shuffle all examples, sort by length within chunks of `chunk_batches` batches, cut
+    each chunk into batches, shuffle the batches. Without: shuffle and cut. The batch list is then dealt
+    round-robin to the `world_size` ranks, padded with repeats of its first batches to a multiple of the
+    world size so every rank takes the same number of optimizer steps.
+
+    Lightning calls `set_epoch` on a DataLoader's `sampler` at each epoch start (the DataLoader is built
+    with this as its sampler and `batch_size=None`)."""
+
+    def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int, bucketing: bool = True,
+                 chunk_batches: int = 64, rank: int = 0, world_size: int = 1):
+        _shard_rank(rank, world_size)
+        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
+        self.bucketing, self.chunk_batches = bucketing, chunk_batches
+        self.rank, self.world_size, self.epoch = rank, world_size, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def global_batches(self) -> list[list[int]]:
+        """Every rank's batches of this epoch, before dealing them out."""
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        order = torch.randperm(len(self.lengths), generator=generator)
+        if self.bucketing:
+            chunk = self.batch_size * self.chunk_batches
+            pieces = []
+            for start in range(0, len(order), chunk):
+                part = order[start:start + chunk]
+                # stable sort of a random order: equal lengths stay randomly ordered
+                pieces.append(part[torch.argsort(self.lengths[part], stable=True)])
+            order = torch.cat(pieces)
+        batches = list(torch.split(order, self.batch_size))
+        if self.bucketing:  # otherwise already in random order; keep the last (short) batch last
+            batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+        return [b.tolist() for b in batches]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.global_batches()
+        extra = (-len(batches)) % self.world_size
+        batches += batches[:extra]
+        return iter(batches[self.rank::self.world_size])
+
+    def __len__(self) -> int:
+        total = -(-len(self.lengths) // self.batch_size)
+        return -(-total // self.world_size)
+
+
+class SortedBatchSampler(Sampler[list[int]]):
+    """Evaluation batches: this rank's share of the examples (every `world_size`-th one in length order,
+    so each rank gets a similar mix), sorted by length, cut into batches. No example repeats across
+    ranks."""
+
+    def __init__(self, lengths: torch.Tensor, batch_size: int, rank: int = 0, world_size: int = 1):
+        _shard_rank(rank, world_size)
+        order = torch.argsort(lengths, stable=True)[rank::world_size]
+        self.batches = [b.tolist() for b in torch.split(order, batch_size)]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+# ----------------------------------------------------------------------------------------- datamodule
 
 class FinetuneDataModule(pl.LightningDataModule):
     def __init__(self, spec: DatasetSpec, data_dir: Path | None, tokenizer: PreTrainedTokenizerBase,
                  max_length: int, batch_size: int, eval_batch_size: int,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
                  num_workers: int = 0, tagging: str = "bio", subtoken_labels: str = "first",
-                 re_input: str = "dummify"):
+                 re_input: str = "dummify", *, cache_dir: Path | None = None,
+                 data_fingerprint: str | None = None, bucketing: bool = True, seed: int = 0):
+        """`cache_dir`: where encoded splits are cached (None: no cache); `data_fingerprint`: the
+        dataset's `spec.fingerprint(data_dir)` if the caller has it already."""
         super().__init__()
         self.spec, self.data_dir, self.tokenizer = spec, data_dir, tokenizer
         self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
         self.limits = {"train": max_train_examples, "dev": max_eval_examples, "test": max_eval_examples}
+        self.encoding = {"tagging": tagging, "subtoken_labels": subtoken_labels, "re_input": re_input}
         self.encoder: TaskEncoder = make_encoder(spec, tokenizer, max_length, tagging, subtoken_labels, re_input)
+        self.cache_dir, self.data_fingerprint = cache_dir, data_fingerprint
+        self.bucketing, self.seed = bucketing, seed
         self.instances: dict[str, list[Instance]] = {}
-        self.features: dict[str, list[Features]] = {}
+        self.features: dict[str, EncodedSplit] = {}
+        self.from_cache: dict[str, bool] = {}  # split -> read from the tokenization cache (not encoded)
+        self.encode_calls = 0  # how many splits this datamodule tokenized itself
 
     def setup(self, stage: str | None = None) -> None:
         if self.instances:
             return
         splits = self.spec.read(self.data_dir)
+        token_labels = self.encoder.head == "token"
+        tokenizer_fp = tokenizer_fingerprint(self.tokenizer) if self.cache_dir is not None else ""
         for split in SPLITS:
             if not splits.get(split):
                 raise BioablateError(f"dataset '{self.spec.name}' has no {split} split in "
                                      f"{self.spec.base_dir(self.data_dir)}; see docs/data.md")
             self.instances[split] = subsample(splits[split], self.limits[split])
-            features = self.encoder.encode(self.instances[split])
-            for index, feature in enumerate(features):
-                feature["index"] = index
-            self.features[split] = features
+            entry = None
+            if self.cache_dir is not None:
+                if self.data_fingerprint is None:
+                    self.data_fingerprint = self.spec.fingerprint(self.data_dir)
+                key = split_fingerprint(self.data_fingerprint, split, self.limits[split], tokenizer_fp,
+                                        self.encoder, self.encoding)
+                entry = Path(self.cache_dir) / key
+            cached = EncodedSplit.load(entry) if entry is not None and entry.is_dir() else None
+            if cached is not None and len(cached) == len(self.instances[split]):
+                self.features[split], self.from_cache[split] = cached, True
+                continue
+            self.features[split] = EncodedSplit.from_features(self.encoder.encode(self.instances[split]),
+                                                              token_labels)
+            self.encode_calls += 1
+            self.from_cache[split] = False
+            if entry is not None:
+                self.features[split].save(entry, {"task": self.spec.name, "split": split,
+                                                  "limit": self.limits[split], **self.encoding,
+                                                  "max_length": self.encoder.max_length})
+                log.debug("cached %s/%s encoding in %s", self.spec.name, split, entry)
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(self.features[split], batch_size=self.batch_size if shuffle else self.eval_batch_size,
-                          shuffle=shuffle, num_workers=self.num_workers,
-                          collate_fn=partial(collate, pad_token_id=self.tokenizer.pad_token_id,
-                                             token_labels=self.encoder.head == "token"))
+    def _rank(self) -> tuple[int, int]:
+        trainer = self.trainer
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+    def _loader(self, split: str, sampler: Sampler) -> DataLoader:
+        # batch_size=None: the sampler yields whole lists of indices and the dataset pads each list in
+        # one go, so there is no per-example collate step
+        return DataLoader(_Batches(self.features[split], self.tokenizer.pad_token_id), sampler=sampler,
+                          batch_size=None, collate_fn=_identity, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
+
+    def train_sampler(self) -> BucketBatchSampler:
+        rank, world = self._rank()
+        return BucketBatchSampler(self.features["train"].lengths, self.batch_size, self.seed,
+                                  bucketing=self.bucketing, rank=rank, world_size=world)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        return self._loader("train", self.train_sampler())
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        rank, world = self._rank()
+        return self._loader(split, SortedBatchSampler(self.features[split].lengths, self.eval_batch_size,
+                                                      rank, world))
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("dev", shuffle=False)
+        return self._eval_loader("dev")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+        return self._eval_loader("test")
 
     def score(self, split: str, raw: dict[int, Any]) -> tuple[dict[str, float], list[Any]]:
         """Raw predictions by example index -> (metrics, instance-level predictions in split order)."""
         features = self.features[split]
-        if len(raw) != len(features):
+        if len(raw) != len(features) or set(raw) != set(range(len(features))):
             raise RuntimeError(f"{split}: got predictions for {len(raw)} of {len(features)} examples")
-        predictions = [self.encoder.decode(f, raw[f["index"]]) for f in features]
+        predictions = [self.encoder.decode(features.example(i), raw[i]) for i in range(len(features))]
         return self.encoder.score(self.instances[split], predictions), predictions
+
+
+def _identity(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return batch
+
+
+class _Batches(torch.utils.data.Dataset):
+    """Indexing with a list of example indices returns the padded batch."""
+
+    def __init__(self, split: EncodedSplit, pad_token_id: int):
+        self.split, self.pad_token_id = split, pad_token_id
+
+    def __getitem__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
+        return self.split.batch(indices, self.pad_token_id)
+
+    def __len__(self) -> int:
+        return len(self.split)

@@ -5,8 +5,10 @@ One batch, start to finish:
     -> encoder(...).last_hidden_state                                  [B, T, H]
     -> head(hidden, batch)                                             logits
     -> head.loss(logits, batch)                                        training
-    -> head.predict(logits, batch) -> encoder.collect(...)            evaluation: raw predictions per
-       example, keyed by index; at epoch end the datamodule decodes and scores them.
+       (+ alpha x ALUM's adversarial term with `finetune.adversarial`: lightning_modules/algorithms/alum.py)
+    -> head.predict(logits, batch) -> encoder.gather(...)             evaluation: tensors kept per batch
+       (no per-example Python in the loop); at epoch end they are concatenated, gathered from every DDP
+       rank, unpacked by example index, and the datamodule decodes and scores them.
 
 Dev is scored every epoch (`dev/<metric>`, `dev/score` = the primary metric); the best dev epoch is what
 ModelCheckpoint keeps and what the test set is scored with.
@@ -21,47 +23,76 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup
 
 
 class FineTuneModule(pl.LightningModule):
     def __init__(self, encoder: nn.Module, head: nn.Module, lr: float, weight_decay: float,
-                 warmup_ratio: float):
+                 warmup_ratio: float, alum: Alum | None = None):
         super().__init__()
         self.encoder, self.head = encoder, head
         self.lr, self.weight_decay, self.warmup_ratio = lr, weight_decay, warmup_ratio
-        self._raw: dict[int, Any] = {}  # example index -> raw prediction, for the split being evaluated
+        self.alum = alum
+        # evaluation outputs of the split being evaluated: (example indices, gathered values, counts)
+        self._outputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.dev_history: list[dict[str, float]] = []  # metrics of every dev evaluation, in order
         self.test_metrics: dict[str, float] = {}
         self.test_predictions: list[Any] = []
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        hidden = self.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+    def logits(self, batch: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """Head logits; from `inputs_embeds` (word embeddings, e.g. perturbed ones) instead of the ids."""
+        inputs = {"input_ids": batch["input_ids"]} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
+        hidden = self.encoder(**inputs, attention_mask=batch["attention_mask"],
                               token_type_ids=batch["token_type_ids"]).last_hidden_state
         return self.head(hidden, batch)
 
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.logits(batch)
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.head.loss(self(batch), batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["index"]))
+        size = len(batch["index"])
+        if self.alum is None:
+            loss = self.head.loss(self(batch), batch)
+        else:
+            # ALUM perturbs the word embeddings; position and segment embeddings are added inside
+            embeds = self.encoder.get_input_embeddings()(batch["input_ids"])
+            logits = self.logits(batch, embeds)
+            loss = self.head.loss(logits, batch)
+            adversarial = self.alum(lambda e: self.head.adversarial_view(self.logits(batch, e), batch), embeds,
+                                    self.head.adversarial_view(logits, batch))
+            self.log("train/task_loss", loss, batch_size=size)
+            self.log("train/adversarial_loss", adversarial, batch_size=size)
+            loss = loss + adversarial
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
         return loss
 
-    # ---- evaluation: collect raw predictions by example index, score once per epoch ----
+    # ---- evaluation: keep tensors per batch, decode and score once per epoch ----
 
     def _collect(self, batch: dict[str, torch.Tensor]) -> None:
-        predictions = self.head.predict(self(batch), batch).cpu()
-        batch_cpu = {k: v.cpu() for k, v in batch.items()}
-        raw = self.trainer.datamodule.encoder.collect(batch_cpu, predictions)
-        self._raw.update(zip(batch_cpu["index"].tolist(), raw))
+        predictions = self.head.predict(self(batch), batch)
+        values, counts = self.trainer.datamodule.encoder.gather(batch, predictions)
+        self._outputs.append((batch["index"], values, counts))
 
     def _score(self, split: str) -> tuple[dict[str, float], list[Any]]:
-        raw = self._raw
+        encoder = self.trainer.datamodule.encoder
+        if self._outputs:
+            index, values, counts = (torch.cat(parts).cpu() for parts in zip(*self._outputs))
+        else:  # a rank with nothing to evaluate still takes part in the gather below
+            index = counts = torch.zeros(0, dtype=torch.long)
+            values = torch.zeros(0)
+        self._outputs = []
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            # Each rank saw a shard (the sampler may repeat examples to even them out; keying by index
-            # removes the repeats). Every rank gets the full set and computes the same metrics.
-            shards: list[dict[int, Any]] = [{} for _ in range(dist.get_world_size())]
-            dist.all_gather_object(shards, raw)
-            raw = {k: v for shard in shards for k, v in shard.items()}
-        self._raw = {}
+            # Each rank evaluated a disjoint share (datamodules.finetune_data.SortedBatchSampler); every
+            # rank gets the full set and computes the same metrics. Keying by index would also drop
+            # repeats, should a sampler ever pad.
+            shards: list[Any] = [None] * dist.get_world_size()
+            dist.all_gather_object(shards, (index, values, counts))
+            shards = [s for s in shards if len(s[0])]
+            index = torch.cat([s[0] for s in shards])
+            values = torch.cat([s[1] for s in shards])
+            counts = torch.cat([s[2] for s in shards])
+        raw = dict(zip(index.tolist(), encoder.unpack(values, counts)))
         return self.trainer.datamodule.score(split, raw)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:

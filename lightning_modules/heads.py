@@ -112,6 +112,10 @@ class TokenTagger(nn.Module):
         tags, _ = compact(batch["labels"], batch["tag_mask"])
         return self.crf.nll(emissions, tags, mask)
 
+    def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The distributions ALUM compares, one row per tagged position ([N, tags])."""
+        return logits[batch["tag_mask"].bool()]
+
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Tag id per position ([B, T]); only the tagged positions are meaningful."""
         if self.crf is None:
@@ -168,6 +172,15 @@ class SequenceClassifier(nn.Module):
         if self.kind == "multilabel":
             return F.binary_cross_entropy_with_logits(logits, labels.float())
         return F.cross_entropy(logits, labels)
+
+    def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The distributions ALUM compares (softmax over the last dimension): the classes; for multi-label
+        tasks one Bernoulli per label, as logits (0, l) -> sigmoid(l). Regression has no distribution."""
+        if self.kind == "regression":
+            raise ValueError("adversarial training needs a classification head, not regression")
+        if self.kind == "multilabel":
+            return torch.stack([torch.zeros_like(logits), logits], -1)
+        return logits
 
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.kind == "regression":

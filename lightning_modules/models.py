@@ -80,7 +80,7 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
             intermediate_size=model_cfg.intermediate_size,
             max_position_embeddings=model_cfg.max_position_embeddings,
             hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-            pad_token_id=tokenizer.pad_token_id,
+            pad_token_id=tokenizer.pad_token_id, attn_implementation="sdpa",
         )
         return BertModel(config, add_pooling_layer=False), tokenizer
     path = resolve_model_dir(model_cfg.name_or_path)
