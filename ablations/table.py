@@ -596,7 +596,8 @@ def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking
         counts[run.status] = counts.get(run.status, 0) + 1
     run_ids = list(dict.fromkeys(r.run_id for r in runs if r.run_id))
     times = _run_times(tracking_uri, run_ids)
-    status_text = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) or "none"
+    order = (FINISHED, FAILED, RUNNING, NOT_RUN, BLOCKED)
+    status_text = ", ".join(f"{counts[s]} {s.lower().replace('_', ' ')}" for s in order if s in counts) or "none"
     commits = times["commits"]
     return [
         f"experiment: {name}",
@@ -726,3 +727,215 @@ def table8_grid(rows: list, general_vocab: str, domain_vocab: str) -> Grid:
     return Grid("Table 8: average input length in word pieces, general vs in-domain vocabulary",
                 ["dataset", general_vocab, "paper", domain_vocab, "paper", "ratio", "paper ratio"], body, notes,
                 records, figure, "word pieces per input", "l" + "r" * 6)
+
+
+# ---------------------------------------------------------------------------------------------------
+# publishing: files under <work_dir>/tables/<name>/ and one MLflow run per experiment
+
+
+TABLE_FILES = ("table.md", "table.tex", "table.csv", "table.png")
+
+
+@dataclass
+class Published:
+    """What `publish` wrote: the folder, the MLflow table run, and the table in each format."""
+
+    out_dir: Path
+    run_id: str
+    texts: dict[str, str]  # fmt -> rendered table (without the provenance header)
+    header: list[str]
+
+
+def _filter_value(value: str) -> str:
+    return value.replace("'", "\\'")
+
+
+def find_table_run(tracking_uri: str, name: str):
+    """The MLflow run holding experiment `name`'s rendered table, or None."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
+    if experiment is None:
+        return None
+    found = client.search_runs([experiment.experiment_id],
+                               f"tags.kind = '{TABLE_KIND}' and tags.experiment = '{_filter_value(name)}'",
+                               order_by=["attributes.start_time DESC"], max_results=1)
+    return found[0] if found else None
+
+
+def log_table_run(tracking_uri: str, name: str, files: list[Path], tags: dict[str, str],
+                  metrics: dict[str, float], artifact_root: Path | None) -> str:
+    """Log the rendered files to experiment `name`'s table run: created once, updated on every re-render
+    (same run, artifacts overwritten, tags and metrics refreshed)."""
+    from mlflow.entities import RunStatus
+
+    from ablations.tracking import Tracker
+
+    tracker = Tracker(tracking_uri, TABLE_MLFLOW_EXPERIMENT, artifact_root=artifact_root)
+    client = tracker.client
+    all_tags = {"kind": TABLE_KIND, "experiment": name, **tags}
+    previous = find_table_run(tracking_uri, name)
+    if previous is None:
+        run_id = tracker.create(f"table-{name}", all_tags, {})
+    else:
+        run_id = previous.info.run_id
+        client.update_run(run_id, status="RUNNING")
+        for key, value in all_tags.items():
+            client.set_tag(run_id, key, value)
+    try:
+        for path in files:
+            client.log_artifact(run_id, str(path))
+        tracker.log_metrics(run_id, metrics)
+    except BaseException:
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+        raise
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return run_id
+
+
+def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData,
+               ylabel: str | None) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt, text in texts.items():
+        path = out_dir / f"table.{FILE_SUFFIX[fmt]}"
+        path.write_text(_header(header, fmt) + text, encoding="utf-8")
+        paths.append(path)
+    paths.append(plot(figure, out_dir / "table.png", ylabel))
+    return paths
+
+
+def publish(name: str, texts: dict[str, str], figure: TableData, header: list[str], tracking_uri: str,
+            out_dir: Path, artifact_root: Path | None, tags: dict[str, str], metrics: dict[str, float],
+            ylabel: str | None = None) -> Published:
+    """Write table.md / .tex / .csv (with the provenance header; CSV stays plain) and table.png to
+    `out_dir`, and log them to the experiment's MLflow table run."""
+    paths = _write_all(Path(out_dir), texts, header, figure, ylabel)
+    run_id = log_table_run(tracking_uri, name, paths, tags, metrics, artifact_root)
+    return Published(Path(out_dir), run_id, texts, header)
+
+
+def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracking_uri: str, out_dir: Path,
+                 artifact_root: Path | None = None, profile: str | None = None,
+                 tags: dict[str, str] | None = None) -> Published:
+    """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged."""
+    from ablations.tracking import git_commit
+
+    data = summarize(layout, runs)
+    texts = {fmt: render_data(data, fmt) for fmt in FORMATS}
+    header = provenance(name, profile, runs, tracking_uri)
+    counts = {status: sum(r.status == status for r in runs)
+              for status in (FINISHED, FAILED, RUNNING, NOT_RUN, BLOCKED)}
+    cells = [c for _, row_cells in data.body_rows() for c in row_cells]
+    metrics = {"runs_planned": len(runs), **{f"runs_{s.lower()}": n for s, n in counts.items()},
+               "cells": len(cells), "cells_with_values": sum(c.mean is not None for c in cells)}
+    all_tags = {"profile": profile or "", "title": layout.title, "git_commit": git_commit(),
+                "table_kind": "finetune", **(tags or {})}
+    return publish(name, texts, data, header, tracking_uri, out_dir, artifact_root, all_tags, metrics)
+
+
+def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifact_root: Path | None = None,
+                 profile: str | None = None, tags: dict[str, str] | None = None) -> Published:
+    """A vocabulary table (Table 1 or 8): rendered, plotted and logged like a fine-tuning table."""
+    from ablations.tracking import git_commit
+
+    texts = {fmt: render_grid(grid, fmt) for fmt in FORMATS}
+    header = [f"experiment: {name}", f"profile: {profile or 'unknown'} (no runs: computed from the staged "
+              "vocabularies and datasets)", f"machine (rendering host): {machine_line()}",
+              f"code: commit {git_commit()}"]
+    all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
+                **(tags or {})}
+    return publish(name, texts, grid.figure_data, header, tracking_uri, out_dir, artifact_root, all_tags,
+                   {"rows": len(grid.body)}, grid.ylabel)
+
+
+# ---------------------------------------------------------------------------------------------------
+# reading back: what the notebook shows
+
+
+@dataclass
+class StoredTable:
+    """An experiment's table run in a tracking store, with its rendered markdown and plot."""
+
+    experiment: str
+    run_id: str
+    title: str
+    profile: str
+    rendered_at: str  # the run's end time, UTC
+    markdown: str
+    png: bytes | None
+
+
+def stored_tables(tracking_uri: str) -> list[StoredTable]:
+    """Every table run in the store (one per experiment), newest first, with its markdown and PNG read
+    back from the run's artifacts."""
+    import datetime
+    import tempfile
+
+    from mlflow.artifacts import download_artifacts
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
+    if experiment is None:
+        return []
+    out = []
+    for run in client.search_runs([experiment.experiment_id], f"tags.kind = '{TABLE_KIND}'",
+                                  order_by=["attributes.end_time DESC"]):
+        with tempfile.TemporaryDirectory() as tmp:
+            files = {}
+            for name in ("table.md", "table.png"):
+                try:
+                    files[name] = Path(download_artifacts(run_id=run.info.run_id, artifact_path=name,
+                                                          dst_path=tmp, tracking_uri=tracking_uri)).read_bytes()
+                except Exception:  # noqa: BLE001 -- an artifact store without the file: show what exists
+                    files[name] = None
+        end = run.info.end_time or run.info.start_time
+        when = datetime.datetime.fromtimestamp(end / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
+        out.append(StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
+                               run.data.tags.get("profile", ""), when, markdown, files["table.png"]))
+    return out
+
+
+def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
+    """One line per experiment seen in the store: its name, table run (if rendered), parent runs of
+    `bioablate run` invocations, and fine-tuning runs tagged with it."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    summary: dict[str, dict[str, Any]] = {}
+    for exp in client.search_experiments():
+        for run in client.search_runs([exp.experiment_id], "tags.experiment != ''", max_results=5000):
+            name = run.data.tags.get("experiment", "")
+            entry = summary.setdefault(name, {"experiment": name, "table_run": None, "parent_runs": 0,
+                                              "other_runs": 0})
+            if run.data.tags.get("kind") == TABLE_KIND:
+                entry["table_run"] = run.info.run_id
+            elif "mlflow.parentRunId" not in run.data.tags:
+                entry["parent_runs"] += 1
+            else:
+                entry["other_runs"] += 1
+    return sorted(summary.values(), key=lambda e: e["experiment"])
+
+
+def experiments_markdown(tracking_uri: str) -> str:
+    rows = experiments_in_store(tracking_uri)
+    if not rows:
+        return f"No experiments in {tracking_uri} yet: run `bioablate run EXPERIMENT.yaml` first."
+    lines = ["| experiment | table run | parent runs | child runs |", "|---|---|---:|---:|"]
+    lines += [f"| {_md_escape(r['experiment'])} | {r['table_run'] or '(not rendered)'} | {r['parent_runs']} | "
+              f"{r['other_runs']} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def report_tracking_uri(explicit: str | None = None) -> str:
+    """The store the report notebook reads: `explicit`, else $BIOABLATE_TRACKING_URI, else
+    $MLFLOW_TRACKING_URI, else the default work directory's store (<repo>/outputs/mlruns.db)."""
+    import os
+
+    from ablations.config import REPO_ROOT
+
+    return (explicit or os.environ.get("BIOABLATE_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
+            or f"sqlite:///{REPO_ROOT / 'outputs' / 'mlruns.db'}")
