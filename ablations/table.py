@@ -17,9 +17,10 @@ import io
 import math
 import platform
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ablations.results import BLOCKED, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from datamodules.errors import ConfigError, UnknownNameError
@@ -870,33 +871,56 @@ class StoredTable:
 def stored_tables(tracking_uri: str) -> list[StoredTable]:
     """Every table run in the store (one per experiment), newest first, with its markdown and PNG read
     back from the run's artifacts."""
-    import datetime
-    import tempfile
-
-    from mlflow.artifacts import download_artifacts
     from mlflow.tracking import MlflowClient
+
+    from ablations.tracking import preserved_tracking_env
 
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
     if experiment is None:
         return []
-    out = []
-    for run in client.search_runs([experiment.experiment_id], f"tags.kind = '{TABLE_KIND}'",
-                                  order_by=["attributes.end_time DESC"]):
-        with tempfile.TemporaryDirectory() as tmp:
-            files = {}
-            for name in ("table.md", "table.png"):
-                try:
-                    files[name] = Path(download_artifacts(run_id=run.info.run_id, artifact_path=name,
-                                                          dst_path=tmp, tracking_uri=tracking_uri)).read_bytes()
-                except Exception:  # noqa: BLE001 -- an artifact store without the file: show what exists
-                    files[name] = None
-        end = run.info.end_time or run.info.start_time
-        when = datetime.datetime.fromtimestamp(end / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
-        out.append(StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
-                               run.data.tags.get("profile", ""), when, markdown, files["table.png"]))
-    return out
+    runs = client.search_runs([experiment.experiment_id], f"tags.kind = '{TABLE_KIND}'",
+                              order_by=["attributes.end_time DESC"])
+    with _env(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"), preserved_tracking_env():  # no progress bars
+        return [_stored_table(run, tracking_uri) for run in runs]
+
+
+@contextmanager
+def _env(**values: str) -> Iterator[None]:
+    import os
+
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _stored_table(run, tracking_uri: str) -> StoredTable:
+    import datetime
+    import tempfile
+
+    from mlflow.artifacts import download_artifacts
+    from mlflow.exceptions import MlflowException
+
+    files: dict[str, bytes | None] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("table.md", "table.png"):
+            try:
+                files[name] = Path(download_artifacts(run_id=run.info.run_id, artifact_path=name, dst_path=tmp,
+                                                      tracking_uri=tracking_uri)).read_bytes()
+            except (MlflowException, OSError):  # the run lacks the file: show what exists
+                files[name] = None
+    end = run.info.end_time or run.info.start_time
+    when = datetime.datetime.fromtimestamp(end / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
+    return StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
+                       run.data.tags.get("profile", ""), when, markdown, files["table.png"])
 
 
 def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
