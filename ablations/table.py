@@ -963,3 +963,48 @@ def report_tracking_uri(explicit: str | None = None) -> str:
 
     return (explicit or os.environ.get("BIOABLATE_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
             or f"sqlite:///{REPO_ROOT / 'outputs' / 'mlruns.db'}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# an experiment (ablations/experiment.py) end to end
+
+
+def vocab_grid(experiment) -> Grid:
+    """A `kind: vocab` experiment's table, computed from the staged vocabularies (and, for input lengths,
+    the staged datasets) by ablations/vocab_compare.py."""
+    from ablations.config import resolve_data_dir
+    from ablations.vocab_compare import table1, table8
+
+    vocab = experiment.vocab
+    data_dir = resolve_data_dir(experiment.data_dir)
+    if vocab.table == "terms":
+        grid = table1_grid(table1(list(vocab.vocabs), data_dir))
+    else:
+        grid = table8_grid(table8(vocab.general, vocab.domain, data_dir, list(experiment.tasks)), vocab.general,
+                           vocab.domain)
+    if experiment.layout.title and experiment.layout.title != experiment.name:
+        grid.title = experiment.layout.title
+    return grid
+
+
+def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "markdown",
+                      out_dir: Path | str | None = None) -> str:
+    """Collect the experiment's runs from the store (ablations.experiment.collect; nothing is run), render
+    its table, write table.md / .tex / .csv / .png to `out_dir` (default <work_dir>/tables/<name>/), log
+    them to the experiment's MLflow table run, and return the table in `fmt`. A `kind: vocab` experiment
+    is computed from the staged vocabularies instead."""
+    _check_format(fmt)
+    work_dir, store_uri = experiment.store()
+    tracking_uri = tracking_uri or store_uri
+    out = Path(out_dir) if out_dir is not None else work_dir / "tables" / experiment.name
+    tags = {"experiment_file": str(experiment.path)}
+    if experiment.kind == "vocab":
+        published = publish_grid(experiment.name, vocab_grid(experiment), tracking_uri, out,
+                                 work_dir / "mlartifacts", experiment.profile, tags)
+    else:
+        from ablations.experiment import collect
+
+        runs = collect(experiment, tracking_uri)
+        published = publish_runs(experiment.name, experiment.layout, runs, tracking_uri, out,
+                                 work_dir / "mlartifacts", experiment.profile, tags)
+    return published.texts[fmt]
