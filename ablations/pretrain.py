@@ -96,7 +96,10 @@ def init_vocab_file(init_dir: Path, work_dir: Path) -> Path:
                       "to inherit; set pretrain.vocab")
 
 
-def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corpus_fp: str) -> Path:
+def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corpus_fp: str,
+                           train: bool = True) -> Path | None:
+    """The vocabulary file; a `train:SIZE` one is trained into the cache unless `train` is false (then
+    None while it is not there)."""
     p = cfg.pretrain
     spec = parse_vocab(p.vocab, p.lowercase)
     if spec.kind == "init":
@@ -109,6 +112,8 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
                       "lowercase": spec.lowercase}, sort_keys=True)
     out_dir = work_dir / "cache" / "vocab" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if not (out_dir / "vocab.txt").is_file():
+        if not train:
+            return None
         corpus = _load_corpus(cfg, data_dir)
         log.info("training a %d-entry WordPiece vocabulary on %s (%d words)", spec.size, p.corpus,
                  corpus.stats.words)
@@ -138,6 +143,24 @@ def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init
     payload = json.dumps({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path),
                           "init": init_fp}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def identify(cfg: DictConfig) -> tuple[str, Path] | None:
+    """What `run_pretrain(cfg)` would compute or reuse, without running anything: (fingerprint, model
+    directory), computed as run_pretrain does. None while it cannot be known: a `train:SIZE` vocabulary
+    that is not trained yet (the run trains it)."""
+    _check(cfg)
+    p = cfg.pretrain
+    data_dir = resolve_data_dir(cfg.data_dir)
+    work_dir = resolve_work_dir(cfg)
+    corpus_fp = corpus_fingerprint(p.corpus, data_dir)
+    vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp, train=False)
+    if vocab_path is None:
+        return None
+    init_fp = ("scratch" if p.init == "scratch"
+               else model_fingerprint(OmegaConf.create({"name_or_path": p.init}), data_dir))
+    run_fp = pretrain_fingerprint(cfg, corpus_fp, vocab_path, init_fp)
+    return run_fp, work_dir / "models" / run_fp
 
 
 class PretrainData(pl.LightningDataModule):
