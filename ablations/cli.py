@@ -3,6 +3,7 @@
     bioablate finetune --task bc5-chem --model random-bert --profile micro [key=value ...]
     bioablate data stats [--task NAME ...]
     bioablate list tasks|models
+    bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR]
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED.
@@ -115,6 +116,17 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     sw.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     _add_common(sw)
+
+    tb = sub.add_parser("table", help="render an experiment's table from the runs in the tracking store "
+                                      "(markdown / LaTeX / CSV and a plot; runs nothing)")
+    tb.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/table13_tagging.yaml")
+    tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
+    tb.add_argument("--out", help="write table.md/.tex/.csv/.png here (default: <work-dir>/tables/<experiment>/)")
+    tb.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
+    tb.add_argument("--work-dir", help="where the runs went (default: $BIOABLATE_WORK or ./outputs)")
+    tb.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    tb.add_argument("overrides", nargs="*", metavar="key=value", help="overrides the experiment ran with")
+    _add_common(tb)
 
     ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)")
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -290,6 +302,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if summary.complete and not failed_workers else 1
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    from ablations.experiment import load_experiment
+    from ablations.table import FORMATS, render_experiment
+    from datamodules.errors import UnknownNameError
+
+    if args.format not in FORMATS:  # before loading anything
+        raise UnknownNameError("table format", args.format, FORMATS)
+    experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+    work_dir, tracking_uri = experiment.store()
+    out = Path(args.out) if args.out else work_dir / "tables" / experiment.name
+    print(render_experiment(experiment, tracking_uri, args.format, out), end="")
+    print(f"written to {out}/ (table.md, .tex, .csv, .png); MLflow: {tracking_uri}, experiment 'tables'",
+          file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     from ablations.ui import serve
 
@@ -300,7 +329,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
             ("vocab", "compare"): cmd_vocab_compare,
-            "sweep": cmd_sweep, "ui": cmd_ui}
+            "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table}
 
 
 def main(argv: list[str] | None = None) -> int:

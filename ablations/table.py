@@ -640,8 +640,9 @@ class Grid:
 
 
 def _grid_markdown(grid: Grid) -> str:
+    align = grid.align or "l" * len(grid.header)
     lines = [f"**{_md_escape(grid.title)}**", "", "| " + " | ".join(map(_md_escape, grid.header)) + " |",
-             "|---|" + "---|" * (len(grid.header) - 1)]
+             "|" + "".join("---:|" if a == "r" else "---|" for a in align)]
     lines += ["| " + " | ".join(map(_md_escape, row)) + " |" for row in grid.body]
     lines.append("")
     for note in grid.notes:

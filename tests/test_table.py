@@ -214,3 +214,47 @@ def test_plot_has_one_bar_per_cell_with_a_value(tmp_path):
     height, width, _ = imread(path).shape
     assert width > 400 and height > 300
     assert "— (no runs [" in md_cell(render(LAYOUT, runs, "markdown"), "gad", 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# `bioablate table`
+
+
+def test_table_command_user_mistakes_are_one_line_errors(capsys, tmp_path):
+    from ablations.cli import main
+
+    assert main(["table", str(tmp_path / "nowhere.yaml"), "--format", "html"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("bioablate: error: unknown table format 'html'; known: csv")
+    assert main(["table", str(tmp_path / "nowhere.yaml"), "--work-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(tmp_path / "nowhere.yaml") in err
+
+
+def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
+    """Table 1 from the staged vocabularies: printed, written in every format, logged to one MLflow run."""
+    from mlflow.tracking import MlflowClient
+
+    from ablations.cli import main
+    from ablations.table import find_table_run
+
+    spec = tmp_path / "terms.yaml"
+    spec.write_text("name: terms\nkind: vocab\nvocab: {table: terms, vocabs: [bert-base-uncased, "
+                    "pubmedbert-uncased]}\ntable: {title: 'Table 1: term splits'}\n")
+    work = tmp_path / "work"
+    argv = ["table", str(spec), "--work-dir", str(work), "--data-dir", str(data_dir), "--format", "csv"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = {(r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(out))}
+    assert rows[("lymphoma", "bert-base-uncased")]["ours"] == "l-ym-ph-oma"
+    assert rows[("lymphoma", "bert-base-uncased")]["match"] == "true"
+    assert rows[("lymphoma", "pubmedbert-uncased")]["pieces"] == "1"
+    folder = work / "tables" / "terms"
+    assert sorted(p.name for p in folder.iterdir()) == ["table.csv", "table.md", "table.png", "table.tex"]
+    md = (folder / "table.md").read_text()
+    assert "- experiment: terms" in md and "| lymphoma | disease | l-ym-ph-oma | ✓ |" in md
+    assert main(argv) == 0  # re-render: the same MLflow run
+    uri = f"sqlite:///{work / 'mlruns.db'}"
+    run = find_table_run(uri, "terms")
+    runs = MlflowClient(uri).search_runs([run.info.experiment_id])
+    assert [r.info.run_id for r in runs] == [run.info.run_id] and run.data.tags["table_kind"] == "vocab"
