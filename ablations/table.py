@@ -925,23 +925,31 @@ def _stored_table(run, tracking_uri: str) -> StoredTable:
 
 
 def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
-    """One line per experiment seen in the store: its name, table run (if rendered), parent runs of
-    `bioablate run` invocations, and fine-tuning runs tagged with it."""
+    """One entry per experiment seen in the store: its `bioablate run` invocations (parent runs tagged
+    `kind=experiment`), the newest one's profile and status, and its table run if it was rendered."""
     from mlflow.tracking import MlflowClient
 
+    from ablations.experiment import PARENT_KIND
+
     client = MlflowClient(tracking_uri)
+    ids = [e.experiment_id for e in client.search_experiments()]
     summary: dict[str, dict[str, Any]] = {}
-    for exp in client.search_experiments():
-        for run in client.search_runs([exp.experiment_id], "tags.experiment != ''", max_results=5000):
-            name = run.data.tags.get("experiment", "")
-            entry = summary.setdefault(name, {"experiment": name, "table_run": None, "parent_runs": 0,
-                                              "other_runs": 0})
-            if run.data.tags.get("kind") == TABLE_KIND:
-                entry["table_run"] = run.info.run_id
-            elif "mlflow.parentRunId" not in run.data.tags:
-                entry["parent_runs"] += 1
-            else:
-                entry["other_runs"] += 1
+
+    def entry(name: str) -> dict[str, Any]:
+        return summary.setdefault(name, {"experiment": name, "invocations": 0, "last_profile": "",
+                                         "last_status": "", "table_run": None, "table_profile": ""})
+
+    for kind in (PARENT_KIND, TABLE_KIND):
+        runs = client.search_runs(ids, f"tags.kind = '{kind}'", order_by=["attributes.start_time DESC"],
+                                  max_results=5000) if ids else []
+        for run in runs:
+            e = entry(run.data.tags.get("experiment") or run.info.run_name)
+            if kind == TABLE_KIND:
+                e["table_run"], e["table_profile"] = run.info.run_id, run.data.tags.get("profile", "")
+                continue
+            if not e["invocations"]:  # newest first
+                e["last_profile"], e["last_status"] = run.data.tags.get("profile", ""), run.info.status
+            e["invocations"] += 1
     return sorted(summary.values(), key=lambda e: e["experiment"])
 
 
@@ -949,9 +957,12 @@ def experiments_markdown(tracking_uri: str) -> str:
     rows = experiments_in_store(tracking_uri)
     if not rows:
         return f"No experiments in {tracking_uri} yet: run `bioablate run EXPERIMENT.yaml` first."
-    lines = ["| experiment | table run | parent runs | child runs |", "|---|---|---:|---:|"]
-    lines += [f"| {_md_escape(r['experiment'])} | {r['table_run'] or '(not rendered)'} | {r['parent_runs']} | "
-              f"{r['other_runs']} |" for r in rows]
+    lines = ["| experiment | `bioablate run` invocations | newest (profile, status) | table run (profile) |",
+             "|---|---:|---|---|"]
+    for r in rows:
+        newest = f"{r['last_profile']}, {r['last_status']}" if r["invocations"] else ""
+        table = f"`{r['table_run']}` ({r['table_profile']})" if r["table_run"] else "(not rendered)"
+        lines.append(f"| {_md_escape(r['experiment'])} | {r['invocations']} | {newest} | {table} |")
     return "\n".join(lines) + "\n"
 
 
