@@ -117,6 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     _add_common(sw)
 
+    rn = sub.add_parser("run", help="run an experiment YAML (one per paper table): pretraining stages, "
+                                    "fine-tuning runs, then its table; finished runs are reused")
+    rn.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/quickstart.yaml")
+    rn.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
+    rn.add_argument("--devices", type=int, default=1,
+                    help="runs at a time, one per device (GPUs; on CPU the cores are split); with --ddp: "
+                         "devices per run (default 1)")
+    rn.add_argument("--ddp", action="store_true", help="give each run --devices devices (DDP) instead")
+    rn.add_argument("--dry-run", action="store_true", help="print the plan (what would be computed or reused)")
+    rn.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
+    rn.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    rn.add_argument("overrides", nargs="*", metavar="key=value",
+                    help="config overrides for every run, e.g. finetune.epochs=5")
+    _add_common(rn)
+
     tb = sub.add_parser("table", help="render an experiment's table from the runs in the tracking store "
                                       "(markdown / LaTeX / CSV and a plot; runs nothing)")
     tb.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/table13_tagging.yaml")
@@ -302,6 +317,39 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if summary.complete and not failed_workers else 1
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from ablations.experiment import load_experiment
+    from ablations.runner import is_ddp_worker, plan_lines, run_experiment
+    from datamodules.errors import ConfigError
+
+    if args.devices < 1:
+        raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
+    overrides = list(args.overrides)
+    if args.ddp:
+        overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
+    experiment = load_experiment(args.experiment, profile=args.profile, overrides=overrides,
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+    if args.dry_run:
+        print("\n".join(plan_lines(experiment)))
+        return 0
+    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp)
+    if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
+        return 0
+    print("\n".join(summary.lines()))
+    print()
+    print(render_table(experiment, summary.tracking_uri), end="")
+    print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
+          f"parent run {summary.parent_run_id}")
+    return 0 if summary.ok else 1
+
+
+def render_table(experiment, tracking_uri: str) -> str:
+    """The experiment's table as markdown (also written to <work-dir>/tables/<name>/ and logged)."""
+    from ablations.table import render_experiment
+
+    return render_experiment(experiment, tracking_uri, fmt="markdown")
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment
     from ablations.table import FORMATS, render_experiment
@@ -329,7 +377,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
             ("vocab", "compare"): cmd_vocab_compare,
-            "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table}
+            "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table, "run": cmd_run}
 
 
 def main(argv: list[str] | None = None) -> int:

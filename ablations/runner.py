@@ -1,0 +1,383 @@
+"""`bioablate run EXPERIMENT.yaml`: compute what an experiment plans (ablations/experiment.py) and the
+tracking store does not hold yet.
+
+Pretraining stages run first (a continual stage after the stage it continues from), then the
+fine-tuning runs of each model. Every run is looked up by its fingerprint first: FINISHED runs are
+reused (so a model or cell shared by several tables is computed once per store), and an interrupted
+experiment resumes where it stopped (run_pretrain / run_finetune take over a RUNNING or FAILED run and
+its checkpoints). A run that fails is recorded (MLflow status FAILED, error tag) and the others go on;
+runs that need a failed stage are reported as blocked.
+
+Parallelism: `devices=N` runs N runs at a time in worker processes, one per device (CUDA: each worker
+sees one GPU through CUDA_VISIBLE_DEVICES; CPU: the cores are split between the workers); `ddp=True`
+instead gives every single run N devices (trainer.devices=N, strategy ddp), one run at a time.
+
+MLflow: one parent run per invocation (tags kind=experiment, experiment, experiment_file, profile) in the
+fine-tuning runs' MLflow experiment; runs *created* by the invocation get `mlflow.parentRunId` and
+`experiment` tags (reused runs keep theirs: they are found by fingerprint, not by parent).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablations import results
+from ablations.experiment import (PARENT_KIND, PRETRAIN_EXPERIMENT, Cell, Experiment, StageState, Store,
+                                  cell_run, model_for, run_status, stage_init, stage_states)
+
+COMPUTED, REUSED, FAILED, BLOCKED = "computed", "reused", "failed", "blocked"
+
+
+@dataclass
+class Outcome:
+    kind: str  # pretrain | finetune
+    name: str  # the stage name, or model/task/variant/seed
+    status: str  # computed | reused | failed | blocked
+    run_id: Optional[str] = None
+    fingerprint: Optional[str] = None
+    error: Optional[str] = None
+    seconds: float = 0.0
+
+
+@dataclass
+class RunSummary:
+    experiment: str
+    profile: str
+    tracking_uri: str
+    parent_run_id: Optional[str]
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def ok(self) -> bool:
+        return self.count(FAILED) == 0 and self.count(BLOCKED) == 0
+
+    def lines(self) -> list[str]:
+        stages = sum(o.kind == "pretrain" for o in self.outcomes)
+        out = [f"{self.experiment} (profile {self.profile}): {stages} pretraining, "
+               f"{len(self.outcomes) - stages} fine-tuning runs: {self.count(COMPUTED)} computed, "
+               f"{self.count(REUSED)} reused, {self.count(FAILED)} failed, {self.count(BLOCKED)} blocked"]
+        for o in self.outcomes:
+            if o.status in (FAILED, BLOCKED):
+                out.append(f"  {o.status.upper()} {o.kind} {o.name}: {o.error}")
+        return out
+
+
+def _one_line(error: BaseException | str) -> str:
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())[:500]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Executing one run (in this process, or in a worker)
+
+
+def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str]) -> dict[str, Any]:
+    """Run one pretraining or fine-tuning run; a failure is returned, not raised, so the others go on."""
+    from ablations.finetune import run_finetune
+    from ablations.pretrain import run_pretrain
+
+    cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    start = time.perf_counter()
+    try:
+        if kind == "pretrain":
+            result = run_pretrain(cfg)
+            out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused,
+                   "model_dir": str(result.model_dir)}
+        else:
+            result = run_finetune(cfg, tags=tags)
+            out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
+    except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
+        out = {"error": _one_line(error)}
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
+    from ablations.cli import _quiet_libraries
+
+    device = devices.get()
+    if cuda:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    else:
+        import torch
+
+        torch.set_num_threads(threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _quiet_libraries()
+    _no_progress_bars()
+
+
+class _InProcess:
+    """The executor interface, running each run at once in this process."""
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _pool(devices: int, cuda: bool) -> ProcessPoolExecutor:
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: CUDA_VISIBLE_DEVICES applies
+    queue = context.Queue()
+    for device in range(devices):
+        queue.put(device)
+    threads = max(1, (os.cpu_count() or 1) // devices)
+    return ProcessPoolExecutor(devices, mp_context=context, initializer=_init_worker,
+                               initargs=(queue, cuda, threads))
+
+
+def _uses_cuda(experiment: Experiment) -> bool:
+    accelerator = experiment._build([], {"task": "pretrain"}).trainer.accelerator
+    if accelerator not in ("auto", "gpu", "cuda"):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The experiment
+
+
+def is_ddp_worker() -> bool:
+    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+
+
+class _Parent:
+    """The invocation's parent MLflow run."""
+
+    def __init__(self, experiment: Experiment, tracking_uri: str, work_dir: Path, devices: int, ddp: bool):
+        from ablations.tracking import Tracker, git_commit
+
+        base = experiment._build([(f"{experiment.path}: overrides", experiment.overrides)], {"task": "pretrain"})
+        self.tracker = Tracker(tracking_uri, base.experiment_name, artifact_root=work_dir / "mlartifacts")
+        tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
+                "profile": experiment.profile, "git_commit": git_commit(),
+                "mlflow.note.content": experiment.description}
+        params = {"overrides": " ".join(f"{k}={v}" for k, v in experiment.overrides.items()),
+                  "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp}
+        self.run_id = self.tracker.create(f"experiment-{experiment.name}", tags, params)
+        self.tracker.client.update_run(self.run_id, status="RUNNING")
+        self.child_tags = {"mlflow.parentRunId": self.run_id, "experiment": experiment.name}
+
+    def adopt(self, run_id: str) -> None:
+        for key, value in self.child_tags.items():
+            self.tracker.client.set_tag(run_id, key, value)
+
+    def close(self, summary: RunSummary | None, status: str) -> None:
+        if summary is not None:
+            self.tracker.log_metrics(self.run_id, {
+                "runs_planned": len(summary.outcomes), **{f"runs_{s}": summary.count(s)
+                                                          for s in (COMPUTED, REUSED, FAILED, BLOCKED)}})
+        self.tracker.client.set_terminated(self.run_id, status)
+
+
+def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
+                   echo: Callable[[str], None] = print) -> RunSummary:
+    """Compute every planned run the store does not hold yet; return what happened to each."""
+    work_dir, tracking_uri = experiment.store()
+    _no_progress_bars()
+    child = is_ddp_worker()
+    if child:
+        echo = _silent
+    parent = None if child else _Parent(experiment, tracking_uri, work_dir, devices, ddp)
+    summary = RunSummary(experiment.name, experiment.profile, tracking_uri, parent.run_id if parent else None)
+    if experiment.kind != "finetune":
+        if parent is not None:
+            parent.close(summary, "FINISHED")
+        return summary
+    parallel = devices > 1 and not ddp and not child
+    executor = _pool(devices, _uses_cuda(experiment)) if parallel else _InProcess()
+    try:
+        _Run(experiment, Store(tracking_uri), executor, parent, summary, echo, child).go()
+    except BaseException:
+        if parent is not None:
+            parent.close(summary, "KILLED")
+        raise
+    finally:
+        executor.shutdown()
+    if parent is not None:
+        parent.close(summary, "FINISHED" if summary.ok else "FAILED")
+    return summary
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+def _no_progress_bars() -> None:
+    """transformers' weight loading / saving bars, one pair per run, would bury the progress lines."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+
+class _Run:
+    """One invocation: schedules stages and cells as their dependencies finish."""
+
+    def __init__(self, experiment: Experiment, store: Store, executor: Any, parent: Optional[_Parent],
+                 summary: RunSummary, echo: Callable[[str], None], ddp_worker: bool):
+        self.experiment, self.store, self.executor, self.parent = experiment, store, executor, parent
+        self.summary, self.echo, self.ddp_worker = summary, echo, ddp_worker
+        self.states: dict[str, StageState] = {}
+        self.started_ms = int(time.time() * 1000)
+        self.total = len(experiment.stage_order()) + len(experiment.cells())
+        self.running: dict[Future, tuple] = {}
+
+    def go(self) -> None:
+        stages = list(self.experiment.stage_order())
+        cells = list(self.experiment.cells())
+        while stages or cells or self.running:
+            for name in list(stages):
+                dependency = self.experiment.init_stage(name)
+                if dependency is None or dependency in self.states:
+                    stages.remove(name)
+                    self._stage(name)
+            for cell in list(cells):
+                if not self.experiment.models[cell.model].is_stage or cell.model in self.states:
+                    cells.remove(cell)
+                    self._cell(cell)
+            if self.running:
+                done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._finished(future)
+
+    # -- outcomes
+
+    def _record(self, outcome: Outcome) -> None:
+        self.summary.outcomes.append(outcome)
+        where = f" ({outcome.seconds:.1f} s)" if outcome.status == COMPUTED else ""
+        detail = f": {outcome.error}" if outcome.error else ""
+        self.echo(f"[{len(self.summary.outcomes):>{len(str(self.total))}}/{self.total}] {outcome.status:<8} "
+                  f"{outcome.kind:<8} {outcome.name}{where}{detail}")
+
+    def _tags(self) -> dict[str, str]:
+        return dict(self.parent.child_tags) if self.parent is not None else {}
+
+    # -- pretraining stages
+
+    def _stage(self, name: str) -> None:
+        from ablations.pretrain import identify
+
+        label = f"pretrain {name}"
+        init, blocked = stage_init(self.experiment, name, self.states)
+        if init is None:
+            self.states[name] = StageState(name, results.BLOCKED, blocked)
+            self._record(Outcome("pretrain", name, BLOCKED, error=blocked))
+            return
+        try:
+            cfg = self.experiment.stage_config(name, init)
+            identity = identify(cfg)
+        except Exception as error:  # noqa: BLE001
+            self.states[name] = StageState(name, results.FAILED, _one_line(error))
+            self._record(Outcome("pretrain", name, FAILED, error=_one_line(error)))
+            return
+        if identity is not None:
+            fingerprint, model_dir = identity
+            run = self.store.find(PRETRAIN_EXPERIMENT, fingerprint)
+            if run_status(run)[0] == results.FINISHED and (model_dir / "config.json").is_file():
+                self.states[name] = StageState(name, results.FINISHED, None, fingerprint, model_dir, run.info.run_id)
+                self._record(Outcome("pretrain", name, REUSED, run.info.run_id, fingerprint))
+                return
+        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  {label}")
+        self._submit(("pretrain", name), "pretrain", cfg, {})
+
+    # -- fine-tuning runs
+
+    def _cell(self, cell: Cell) -> None:
+        from ablations.finetune import identify
+
+        model_path, blocked = model_for(self.experiment, cell.model, self.states)
+        if model_path is None:
+            self._record(Outcome("finetune", cell.name, BLOCKED, error=blocked))
+            return
+        try:
+            cfg = self.experiment.finetune_config(cell, model_path)
+            fingerprint = identify(cfg)[3]
+        except Exception as error:  # noqa: BLE001
+            self._record(Outcome("finetune", cell.name, FAILED, error=_one_line(error)))
+            return
+        run = self.store.find(cfg.experiment_name, fingerprint)
+        if run_status(run)[0] == results.FINISHED:
+            if not self.ddp_worker:
+                self._record(Outcome("finetune", cell.name, REUSED, run.info.run_id, fingerprint))
+            return
+        self._submit(("finetune", cell), "finetune", cfg, self._tags())
+
+    def _submit(self, what: tuple, kind: str, cfg: DictConfig, tags: dict[str, str]) -> None:
+        payload = cfg if isinstance(self.executor, _InProcess) else OmegaConf.to_container(cfg, resolve=True)
+        future = self.executor.submit(execute, kind, payload, tags)
+        self.running[future] = what
+        if future.done() and isinstance(self.executor, _InProcess):
+            self._finished(future)
+
+    def _finished(self, future: Future) -> None:
+        kind, subject = self.running.pop(future)
+        try:
+            out = future.result()
+        except Exception as error:  # noqa: BLE001 -- the worker process itself died
+            out = {"error": f"worker process failed: {_one_line(error)}", "seconds": 0.0}
+        name = subject if kind == "pretrain" else subject.name
+        if "error" in out:
+            if kind == "pretrain":
+                self.states[subject] = StageState(subject, results.FAILED, out["error"])
+            self._record(Outcome(kind, name, FAILED, error=out["error"], seconds=out["seconds"]))
+            return
+        if kind == "pretrain":
+            self.states[subject] = StageState(subject, results.FINISHED, None, out["fingerprint"],
+                                              Path(out["model_dir"]), out["run_id"])
+            if self.parent is not None and out["run_id"] and not out["reused"]:
+                run = self.store.client.get_run(out["run_id"])
+                if run.info.start_time >= self.started_ms:  # created by this invocation, not resumed
+                    self.parent.adopt(out["run_id"])
+        status = REUSED if out["reused"] else COMPUTED
+        if not self.ddp_worker:
+            self._record(Outcome(kind, name, status, out["run_id"], out["fingerprint"], seconds=out["seconds"]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The plan, without running anything (--dry-run)
+
+
+def plan_lines(experiment: Experiment) -> list[str]:
+    """One line per planned run: what `bioablate run` would do with it given the store as it is."""
+    work_dir, tracking_uri = experiment.store()
+    if experiment.kind != "finetune":
+        return [f"{experiment.name} (kind {experiment.kind}): no runs; the table is computed from the staged "
+                f"vocabularies and datasets"]
+    store = Store(tracking_uri)
+    states = stage_states(experiment, store)
+    action = {results.FINISHED: "reuse", results.RUNNING: "resume", results.FAILED: "resume",
+              results.NOT_RUN: "compute", results.BLOCKED: "compute later"}
+    counts: dict[str, int] = {}
+    lines = [f"plan for {experiment.name} (profile {experiment.profile}), store {tracking_uri}:"]
+    for name, state in states.items():
+        what = action[state.status]
+        counts[what] = counts.get(what, 0) + 1
+        note = f" (run {state.run_id})" if state.status == results.FINISHED else (
+            f" ({state.reason})" if state.status != results.NOT_RUN and state.reason else "")
+        lines.append(f"  {what:<13} pretrain {name}{note}")
+    for cell in experiment.cells():
+        run = cell_run(experiment, cell, states, store)
+        what = action[run.status]
+        counts[what] = counts.get(what, 0) + 1
+        note = f" (run {run.run_id})" if run.status == results.FINISHED else (
+            f" (after pretraining stage '{cell.model}')" if run.status == results.BLOCKED else
+            f" ({run.reason})" if run.status != results.NOT_RUN and run.reason else "")
+        lines.append(f"  {what:<13} finetune {cell.name}{note}")
+    lines.append("  " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+    return lines
