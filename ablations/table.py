@@ -229,8 +229,13 @@ def summarize(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
             for cell in row_cells:
                 if cell is not base and cell.mean is not None:
                     _paired_test(cell, base)
+    # Bold the best of the alternatives compared: along each row, or down each column when the columns
+    # are tasks (Table 14: variants as rows; numbers of different tasks are not comparable).
+    lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns == "task" and
+             layout.rows != "task" else [row_cells for _, row_cells in data.body_rows()])
+    for line in lines:
         # a BLURB score over fewer tasks is not comparable; a lone number is not "best" of anything
-        comparable = [c for c in row_cells if c.mean is not None and c.partial is None]
+        comparable = [c for c in line if c.mean is not None and c.partial is None]
         shown = [round(c.mean, DIGITS) for c in comparable]
         if len(shown) >= 2:
             for cell in comparable:
@@ -301,7 +306,8 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
     metric = "score (each task's primary metric)" if layout.metric == "score" else f"'{layout.metric}'"
     notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100 "
              "(Pearson for BIOSSES too), n = seeds with a finished run (n=k/m: k of m planned seeds). "
-             "Best mean per row in bold."]
+             + ("Best mean per column (task) in bold." if layout.columns == "task" and layout.rows != "task"
+                else "Best mean per row in bold.")]
     if data.has_paper:
         notes.append("'paper': the number reported by Gu et al. for the same cell.")
     untested = {c.untested for _, cells in data.body_rows() for c in cells if c.untested}

@@ -258,3 +258,13 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     run = find_table_run(uri, "terms")
     runs = MlflowClient(uri).search_runs([run.info.experiment_id])
     assert [r.info.run_id for r in runs] == [run.info.run_id] and run.data.tags["table_kind"] == "vocab"
+
+
+def test_with_tasks_as_columns_the_best_variant_of_each_task_is_bold():
+    layout = TableLayout(title="Relation encodings", rows="encoding", columns="task")
+    runs = [finished(row, task, 0, v, task) for row, task, v in [
+        ("dummify/cls", "chemprot", 0.77), ("dummify/cls", "ddi", 0.82),
+        ("markers/cls", "chemprot", 0.78), ("markers/cls", "ddi", 0.81)]]
+    data = summarize(layout, runs)
+    assert [data.cell(r, c).best for r in data.rows for c in data.columns] == [False, True, True, False]
+    assert "Best mean per column (task) in bold." in render(layout, runs, "markdown")
