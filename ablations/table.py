@@ -4,7 +4,8 @@ from the tracking store (ablations/experiment.py), writes table.md / .tex / .csv
 MLflow run per experiment (tagged `kind=table`).
 
 Every cell is the mean ± sample standard deviation (ddof=1) over seeds of the runs' test metric, ×100 as
-the paper reports it (BIOSSES' Pearson too), with the number of seeds; the best mean of each row is bold;
+the paper reports it (BIOSSES' Pearson too), with the number of seeds; the best mean of each row is bold
+(of each column when the columns are tasks);
 a cell differing from the baseline column at p < 0.05 in a two-sided paired t-test over seeds
 (scipy.stats.ttest_rel) gets a dagger; the paper's number is shown beside ours. A cell or seed without a
 finished run is never dropped: it is shown as missing, with a footnote giving the reason.
@@ -241,9 +242,9 @@ def summarize(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
             for cell in comparable:
                 cell.best = round(cell.mean, DIGITS) == max(shown)
 
-    for row in rows:
-        tasks = {t for c in columns for t in cells[(row, c)].tasks}
-        if len(tasks) > 1:
+    for row in rows:  # several tasks under one row label (not a row of tasks-as-columns)
+        tasks = {t for c in columns if len(cells[(row, c)].tasks) > 1 for t in cells[(row, c)].tasks}
+        if tasks:
             data.notes.append(f"Row '{row}' combines {len(tasks)} tasks ({', '.join(sorted(tasks))}): per seed, "
                               "the mean over them.")
     return data

@@ -267,4 +267,5 @@ def test_with_tasks_as_columns_the_best_variant_of_each_task_is_bold():
         ("markers/cls", "chemprot", 0.78), ("markers/cls", "ddi", 0.81)]]
     data = summarize(layout, runs)
     assert [data.cell(r, c).best for r in data.rows for c in data.columns] == [False, True, True, False]
-    assert "Best mean per column (task) in bold." in render(layout, runs, "markdown")
+    md = render(layout, runs, "markdown")
+    assert "Best mean per column (task) in bold." in md and "combines" not in md
