@@ -845,14 +845,17 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
 
 
 def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifact_root: Path | None = None,
-                 profile: str | None = None, tags: dict[str, str] | None = None) -> Published:
-    """A vocabulary table (Table 1 or 8): rendered, plotted and logged like a fine-tuning table."""
+                 profile: str | None = None, tags: dict[str, str] | None = None,
+                 seconds: float | None = None) -> Published:
+    """A vocabulary table (Table 1 or 8), computed in `seconds`: rendered, plotted and logged like a
+    fine-tuning table."""
     from ablations.tracking import git_commit
 
     texts = {fmt: render_grid(grid, fmt) for fmt in FORMATS}
-    header = [f"experiment: {name}", f"profile: {profile or 'unknown'} (no runs: computed from the staged "
-              "vocabularies and datasets)", f"machine (rendering host): {machine_line()}",
-              f"code: commit {git_commit()}"]
+    header = [f"experiment: {name}",
+              "profile: none applies (no runs: computed from the staged vocabularies and datasets)",
+              *([f"wall time: {_duration(seconds)} to compute"] if seconds is not None else []),
+              f"machine: {machine_line()}", f"code: commit {git_commit()}"]
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}
     return publish(name, texts, grid.figure_data, header, tracking_uri, out_dir, artifact_root, all_tags,
@@ -1018,8 +1021,12 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
     out = Path(out_dir) if out_dir is not None else work_dir / "tables" / experiment.name
     tags = {"experiment_file": str(experiment.path)}
     if experiment.kind == "vocab":
-        published = publish_grid(experiment.name, vocab_grid(experiment), tracking_uri, out,
-                                 work_dir / "mlartifacts", experiment.profile, tags)
+        import time
+
+        start = time.perf_counter()
+        grid = vocab_grid(experiment)
+        published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
+                                 experiment.profile, tags, time.perf_counter() - start)
     else:
         from ablations.experiment import collect
 
