@@ -1,0 +1,219 @@
+"""Fine-tuning throughput: bioablate's training step vs a Hugging Face Trainer baseline, in one process.
+
+    python -m benchmarks.finetune_throughput --data-dir ../shared/data                 # CPU, mini size
+    python -m benchmarks.finetune_throughput --device cuda --size base --rounds 20     # a GPU node
+
+Both sides train the same randomly initialised BERT (mini: 4 layers, 256 wide, 4 heads, intermediate 1024;
+base: BERT-base) on the same real training sentences, tokenized the same way (BLURB task encoders,
+labels on first sub-tokens), with the same batch size:
+
+- **ours**: `FinetuneDataModule` (tokenization cache, length-bucketed batches, dynamic padding) ->
+  `FineTuneModule.training_step` (encoder + task head + loss) under bf16 autocast -> backward -> AdamW
+  (`lightning_modules.optim`: fused where supported) + schedule step.
+- **baseline**: what `run_ner.py` / `run_glue.py` with `--pad_to_max_length` do: inputs padded to the
+  dataset's max length (512 for BC5-chem, 256 for ChemProt; `--baseline-max-length` to change it),
+  `BertForTokenClassification` / `BertForSequenceClassification` in fp32, the HF `Trainer`'s own
+  `training_step` (forward, loss, backward through Accelerate) on batches from the Trainer's own train
+  dataloader, followed by what `Trainer`'s inner loop does after it: gradient clipping at
+  `max_grad_norm`, optimizer step, scheduler step, `zero_grad`. (Running `Trainer.train()` for N steps
+  would include the same work plus logging, but could not be interleaved with ours.)
+
+Steps alternate between the two (benchmarks.common.interleaved), so a busy machine slows both alike and
+the ratio stays fair. Reported: examples/s, real (non-pad) tokens/s, their ratio, and MFU = model FLOPs
+of the real tokens per second / the measured matmul peak of the dtype each side computes in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+import warnings
+from itertools import count, cycle
+from pathlib import Path
+
+import torch
+
+from benchmarks.common import interleaved, machine, matmul_peak, transformer_train_flops_per_token
+
+SIZES = {"mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
+         "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072)}
+
+
+def build_ours(task: str, size: str, batch_size: int, device: torch.device, work_dir: Path, data_dir: Path,
+               precision: str, max_length: int | None):
+    from ablations.config import build_config
+    from datamodules.finetune_data import FinetuneDataModule
+    from datamodules.registry import get_dataset
+    from lightning_modules.finetune import FineTuneModule
+    from lightning_modules.heads import make_head
+    from lightning_modules.models import load_encoder
+    from lightning_modules.optim import adamw_with_linear_warmup
+
+    overrides = [f"model.{k}={v}" for k, v in SIZES[size].items()] + [f"finetune.batch_size={batch_size}"]
+    cfg = build_config("mini", overrides, task=task)
+    spec = get_dataset(task)
+    torch.manual_seed(0)
+    encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
+    length = min(max_length or spec.max_length, encoder.config.max_position_embeddings)
+    dm = FinetuneDataModule(spec, data_dir, tokenizer, length, batch_size, batch_size,
+                            cache_dir=work_dir / "cache" / "tokenized", bucketing=True, seed=0)
+    dm.setup()
+    if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
+        encoder.resize_token_embeddings(len(tokenizer))
+    module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, encoder.config.hidden_size),
+                            cfg.finetune.lr, cfg.finetune.weight_decay, cfg.finetune.warmup_ratio).to(device)
+    module.train()
+    opt = adamw_with_linear_warmup(module, cfg.finetune.lr, cfg.finetune.weight_decay,
+                                   cfg.finetune.warmup_ratio, total_steps=100_000)
+    optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
+    loader = dm.train_dataloader()
+
+    def batches():
+        for epoch in count():  # a new bucketed order each epoch, as in training
+            loader.sampler.set_epoch(epoch)
+            yield from loader
+
+    stream = batches()
+    tokens: list[int] = []
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+
+    def step() -> float:
+        batch = {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = module.training_step(batch, 0)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens.append(int(batch["attention_mask"].sum()))
+        return float(len(batch["index"]))
+
+    return step, tokens, dm, encoder, length
+
+
+def build_baseline(task: str, dm, encoder, batch_size: int, device: torch.device, length: int, tmp: Path):
+    """HF Trainer over the same encoded examples, padded to `length` like `--pad_to_max_length`."""
+    from transformers import (BertConfig, BertForSequenceClassification, BertForTokenClassification,
+                              Trainer, TrainingArguments, default_data_collator)
+
+    token_task = dm.encoder.head == "token"
+    c = encoder.config
+    config = BertConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
+                        num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
+                        max_position_embeddings=c.max_position_embeddings, pad_token_id=c.pad_token_id,
+                        num_labels=dm.encoder.num_labels)
+    torch.manual_seed(0)
+    model_cls = BertForTokenClassification if token_task else BertForSequenceClassification
+    model = model_cls(config)
+    split = dm.features["train"]
+    examples = []
+    for i in range(len(split)):
+        batch = split.batch([i], dm.tokenizer.pad_token_id)
+        width = batch["input_ids"].shape[1]
+        pad = length - width
+        row = {"input_ids": torch.nn.functional.pad(batch["input_ids"][0], (0, pad), value=dm.tokenizer.pad_token_id),
+               "attention_mask": torch.nn.functional.pad(batch["attention_mask"][0], (0, pad)),
+               "token_type_ids": torch.nn.functional.pad(batch["token_type_ids"][0], (0, pad))}
+        row["labels"] = (torch.nn.functional.pad(batch["labels"][0], (0, pad), value=-100) if token_task
+                         else batch["labels"][0])
+        examples.append(row)
+    args = TrainingArguments(output_dir=str(tmp), per_device_train_batch_size=batch_size, learning_rate=1e-4,
+                             weight_decay=0.01, warmup_steps=10_000, max_steps=100_000, report_to=[],
+                             use_cpu=device.type == "cpu", remove_unused_columns=False, save_strategy="no",
+                             logging_strategy="no", disable_tqdm=True, dataloader_drop_last=True)
+    trainer = Trainer(model=model, args=args, train_dataset=examples, data_collator=default_data_collator)
+    trainer.create_optimizer_and_scheduler(num_training_steps=args.max_steps)
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's own loop; no accumulation here
+    model = trainer.model
+    loader = cycle(trainer.get_train_dataloader())
+    tokens: list[int] = []
+
+    def step() -> float:
+        inputs = next(loader)
+        trainer.training_step(model, inputs)
+        trainer._clip_grad_norm(model)
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+        model.zero_grad()
+        tokens.append(int(inputs["attention_mask"].sum()))
+        return float(len(inputs["input_ids"]))
+
+    return step, tokens
+
+
+def benchmark(task: str, args: argparse.Namespace, device: torch.device, peaks: dict[str, float]) -> dict:
+    ours, our_tokens, dm, encoder, length = build_ours(
+        task, args.size, args.batch_size, device, args.work_dir, args.data_dir, args.precision, args.max_length)
+    baseline_length = args.baseline_max_length or length
+    with tempfile.TemporaryDirectory() as tmp:
+        base, base_tokens = build_baseline(task, dm, encoder, args.batch_size, device, baseline_length, Path(tmp))
+        timings = interleaved({"ours": ours, "hf-trainer": base}, rounds=args.rounds, warmup=args.warmup,
+                              device=device)
+    size = SIZES[args.size]
+    out = {"task": task, "size": args.size, "batch_size": args.batch_size, "device": machine(),
+           "max_length": length, "baseline_padded_to": baseline_length}
+    for name, tokens, dtype in (("ours", our_tokens, args.precision), ("hf-trainer", base_tokens, "fp32")):
+        t = timings[name]
+        measured = tokens[-len(t.seconds):]  # the warm-up steps come first
+        per_example = sum(measured) / sum(t.items)  # real tokens per example
+        flops = transformer_train_flops_per_token(size["hidden_size"], size["num_layers"],
+                                                  size["intermediate_size"], int(per_example))
+        tokens_per_s = sum(measured) / sum(t.seconds)
+        out[name] = {"examples_per_s": t.per_second, "tokens_per_s": tokens_per_s, "dtype": dtype,
+                     "mfu": flops * tokens_per_s / peaks[dtype], "step_spread": t.spread,
+                     "steps": len(t.seconds)}
+    out["ratio"] = out["ours"]["examples_per_s"] / out["hf-trainer"]["examples_per_s"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", nargs="+", default=["bc5-chem", "chemprot"])
+    parser.add_argument("--size", choices=sorted(SIZES), default="mini")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=6, help="timed steps per side")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
+    parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="ours")
+    parser.add_argument("--max-length", type=int, help="truncation length (default: the dataset's)")
+    parser.add_argument("--baseline-max-length", type=int, help="baseline padding (default: --max-length)")
+    parser.add_argument("--data-dir", type=Path, help="staged datasets (default: $BIOABLATE_DATA)")
+    parser.add_argument("--work-dir", type=Path, help="for the tokenization cache (default: ./outputs)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+
+    from ablations.config import resolve_data_dir, resolve_work_dir
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
+    args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device visible")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 baseline computes in fp32, as its peak
+    peaks = {"fp32": matmul_peak(torch.float32, device), "bf16": matmul_peak(torch.bfloat16, device)}
+    print(f"machine: {machine()}")
+    print(f"matmul peak: fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s")
+    results = []
+    for task in args.task:
+        r = benchmark(task, args, device, peaks)
+        results.append(r)
+        print(f"\n{task} ({args.size}, batch {args.batch_size}, truncation {r['max_length']}, "
+              f"baseline padded to {r['baseline_padded_to']}):")
+        print(f"  {'':<11}{'examples/s':>11}{'tokens/s':>11}{'MFU':>8}  dtype  step spread")
+        for name in ("ours", "hf-trainer"):
+            x = r[name]
+            print(f"  {name:<11}{x['examples_per_s']:>11.1f}{x['tokens_per_s']:>11.0f}{x['mfu']:>8.1%}  "
+                  f"{x['dtype']:<5}  {x['step_spread']:.0%}")
+        print(f"  ratio (examples/s, ours / baseline): {r['ratio']:.1f}x")
+    if args.json:
+        args.json.write_text(json.dumps({"peaks": peaks, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
