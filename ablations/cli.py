@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--corpus", help="pubmed | pmc | general | pubmed+pmc | general>pubmed")
     pt.add_argument("--vocab", help="staged vocabulary, vocab.txt path, train:SIZE[:cased], or init")
     pt.add_argument("--masking", help="wwm | wordpiece")
-    pt.add_argument("--objective", help="bert | albert")
+    pt.add_argument("--objective", help="bert | albert | electra")
     pt.add_argument("--adversarial", action="store_true", default=None, help="ALUM adversarial pretraining")
     pt.add_argument("--init", help="scratch, or a checkpoint (HF directory / named model) to continue from")
     pt.add_argument("--seed", type=int)
@@ -246,7 +246,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     state = "reused finished run" if result.reused else "finished"
     print(f"pretrain: {state} {result.run_id} (fingerprint {result.fingerprint})")
     if result.losses:
-        print(f"  MLM loss: {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
+        print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
+              f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
     print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
     print(f"  MLflow: {result.tracking_uri}")
     return 0

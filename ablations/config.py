@@ -125,8 +125,10 @@ class PretrainConfig:
     grad_clip: float = 1.0
     embedding_size: int = 128  # albert: factorized embedding size
     share_layers: bool = True  # albert: cross-layer parameter sharing
-    generator_fraction: float = 0.25  # electra: generator width as a fraction of the discriminator's
-    rtd_weight: float = 50.0  # electra: weight of replaced-token detection vs the generator's MLM
+    # electra: generator width, heads and feed-forward size as a fraction of the discriminator's (ELECTRA's
+    # and Bio-ELECTRA's 1/4), and the weight of replaced-token detection vs the generator's MLM loss (50)
+    generator_size: float = 0.25
+    discriminator_weight: float = 50.0
 
 
 @dataclass

@@ -35,8 +35,8 @@ from datamodules.pretrain.vocab import (SPECIAL_TOKENS, file_hash, hf_tokenizer,
                                         resolve_vocab_file, train_wordpiece)
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.models import model_fingerprint, resolve_model_dir
-from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, export_model,
-                                        load_continual, reinit_embeddings)
+from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, check_init,
+                                        export_model, exported_model, load_continual, reinit_embeddings)
 
 log = logging.getLogger("bioablate")
 EXPERIMENT = "pretrain"
@@ -65,6 +65,16 @@ def _check(cfg: DictConfig) -> None:
             raise ConfigError(f"pretrain.{key} must be at least 1 (got {p[key]})")
     if not 0 < p.mask_rate < 1:
         raise ConfigError(f"pretrain.mask_rate must be in (0, 1) (got {p.mask_rate})")
+    if p.objective == "electra":
+        if p.nsp:
+            raise ConfigError("pretrain.nsp=true needs objective=bert (electra has no sentence-pair task)")
+        if p.adversarial:
+            raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
+                              "not electra")
+        if not 0 < p.generator_size <= 1:
+            raise ConfigError(f"pretrain.generator_size must be in (0, 1] (got {p.generator_size})")
+    if p.init != "scratch":
+        check_init(resolve_model_dir(p.init), p.objective)
 
 
 def _corpus_settings(cfg: DictConfig) -> dict:
@@ -124,7 +134,7 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
 
 def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Shards:
     p = cfg.pretrain
-    pairs = "sop" if p.objective == "albert" else ("nsp" if p.nsp else "none")
+    pairs = "sop" if p.objective == "albert" else ("nsp" if p.nsp and p.objective == "bert" else "none")
     settings = {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": pairs,
                 "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
     out_dir = work_dir / "cache" / "shards" / shards_fingerprint(corpus_fp, vocab_path, settings)
@@ -175,14 +185,15 @@ class PretrainData(pl.LightningDataModule):
         world = trainer.world_size
         micro_per_epoch = p.checkpoint_every * p.accumulate
         total_micro = p.max_steps * p.accumulate
-        # keyed by the restored optimizer step, not Lightning's epoch counter (robust to how a resumed
-        # fit loop counts the interrupted epoch)
+        # keyed by the restored optimizer step, not Lightning's epoch counter (a resumed fit loop counts
+        # the interrupted epoch its own way); an epoch ends at the next checkpoint boundary
         first = trainer.global_step * p.accumulate
+        last = min((first // micro_per_epoch + 1) * micro_per_epoch, total_micro)
         plan = BatchPlan(self.shards.stage_sizes, p.batch_size, total_micro * world, self.cfg.seed)
         index = {t: i for i, t in enumerate(self.vocab)}
         special_ids = [index[t] for t in SPECIAL_TOKENS]
         dataset = MicroBatches(
-            self.shards, plan, first, min(first + micro_per_epoch, total_micro), rank=trainer.global_rank,
+            self.shards, plan, first, last, rank=trainer.global_rank,
             world_size=world, accumulate=p.accumulate, max_steps=p.max_steps, seed=self.cfg.seed,
             masking=p.masking, rate=p.mask_rate, schedule=p.mask_schedule, mask_id=index["[MASK]"],
             replace_low=max(special_ids) + 1, special_ids=special_ids)
@@ -237,15 +248,16 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     if init_dir is None:
         model = build_model(p.objective, p.nsp, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len,
-                            p.embedding_size, p.share_layers)
+                            p.embedding_size, p.share_layers, p.generator_size)
     else:
-        model = load_continual(init_dir, p.objective, p.nsp)
+        model = load_continual(init_dir, p.objective, p.nsp, p.generator_size)
         if file_hash(vocab_path) != file_hash(init_vocab_file(init_dir, work_dir)):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
     module = PretrainModule(model, pair_loss=p.objective == "albert" or p.nsp, lr=p.lr,
                             weight_decay=p.weight_decay, warmup_ratio=p.warmup_ratio, total_steps=p.max_steps,
-                            optimizer=p.optimizer, alum=alum, seed=cfg.seed)
+                            optimizer=p.optimizer, alum=alum, seed=cfg.seed,
+                            discriminator_weight=p.discriminator_weight)
     datamodule = PretrainData(shards, cfg, vocab)
     checkpoints = ModelCheckpoint(dirpath=checkpoint_dir, filename="latest", save_top_k=1, save_last=True,
                                   every_n_epochs=1)
@@ -265,7 +277,7 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
         trainer.fit(module, datamodule=datamodule,
                     ckpt_path=str(last_checkpoint) if resume and last_checkpoint.exists() else None)
         if trainer.is_global_zero:
-            export_model(model, tokenizer, model_dir, vocab_path)
+            export_model(exported_model(model), tokenizer, model_dir, vocab_path)
 
     if is_child or run_id is None:
         fit()
@@ -274,7 +286,7 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
         fit()
         tracker.client.set_tag(run_id, "model_dir", str(model_dir))
         if module.history:
-            tracker.log_metrics(run_id, {"final/mlm_loss": module.history[-1]})
+            tracker.log_metrics(run_id, {f"final/{module.history_name}": module.history[-1]})
     if not cfg.keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return PretrainResult(run_id, run_fp, model_dir, False, tracking_uri, module.history)

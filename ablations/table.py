@@ -588,6 +588,30 @@ def _run_times(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:
     return {"total_s": total, "span_s": span, "commits": commits, "timed": len(starts)}
 
 
+CODE_DIRS = ("ablations", "lightning_modules", "datamodules", "experiments")
+
+
+def code_state() -> str:
+    """The commit, and the code files that differ from it (modified or untracked), if any: numbers
+    rendered from a dirty tree are not reproducible from the commit alone."""
+    import subprocess
+
+    from ablations.config import REPO_ROOT
+    from ablations.tracking import git_commit
+
+    commit = git_commit()
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", *CODE_DIRS], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return f"{commit} (working tree state unknown)"
+    changed = [line[3:] for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    if not changed:
+        return commit
+    shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    return f"{commit} plus uncommitted changes to {shown}"
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
@@ -597,8 +621,6 @@ def _duration(seconds: float) -> str:
 
 def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking_uri: str) -> list[str]:
     """Lines saying what produced a table: experiment, profile, runs by status, wall time, machine, commit."""
-    from ablations.tracking import git_commit
-
     counts: dict[str, int] = {}
     for run in runs:
         counts[run.status] = counts.get(run.status, 0) + 1
@@ -614,7 +636,7 @@ def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking
         f"wall time: {_duration(times['total_s'])} summed over {times['timed']} runs "
         f"(first start to last end: {_duration(times['span_s'])}), from MLflow's start/end times",
         f"machine (rendering host): {machine_line()}",
-        f"code: commit {git_commit()} rendered this table; runs logged at commit(s) "
+        f"code: commit {code_state()} rendered this table; runs logged at commit(s) "
         f"{', '.join(c[:12] for c in commits) or 'unknown'}",
         f"tracking store: {tracking_uri}",
     ]
@@ -855,7 +877,7 @@ def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifa
     header = [f"experiment: {name}",
               "profile: none applies (no runs: computed from the staged vocabularies and datasets)",
               *([f"wall time: {_duration(seconds)} to compute"] if seconds is not None else []),
-              f"machine: {machine_line()}", f"code: commit {git_commit()}"]
+              f"machine: {machine_line()}", f"code: commit {code_state()}"]
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}
     return publish(name, texts, grid.figure_data, header, tracking_uri, out_dir, artifact_root, all_tags,

@@ -4,13 +4,20 @@ Objectives (the `pretrain.objective` key), all built from transformers' model cl
 
 - ``bert``: BertForMaskedLM (MLM), or BertForPreTraining (MLM + NSP) when `pretrain.nsp` is set;
 - ``albert``: AlbertForPreTraining (factorized embeddings of `pretrain.embedding_size`, cross-layer
-  sharing, MLM + SOP).
+  sharing, MLM + SOP);
+- ``electra``: replaced-token detection (Clark et al. 2020; Bio-ELECTRA): a small generator
+  (ElectraForMaskedLM, `pretrain.generator_size` x the discriminator's width, heads and feed-forward size)
+  fills the masked positions with samples from its MLM distribution, and the discriminator
+  (ElectraForPreTraining, the model we keep) tells, for every token, whether it was replaced. Both share
+  the token, position and token-type embeddings.
 
-The training step reads top to bottom: encoder -> MLM head on the *masked positions only* (the output
-layer over the vocabulary is the largest matmul in a small model; the other ~85% of positions would be
-thrown away by the loss) -> cross-entropy, + pair loss (NSP/SOP), + ALUM's adversarial term. The
-exported model is a Hugging Face directory (`save_pretrained` + tokenizer) that `bioablate finetune
---model DIR` loads.
+The training step reads top to bottom. BERT/ALBERT: encoder -> MLM head on the *masked positions only*
+(the output layer over the vocabulary is the largest matmul in a small model; the other ~85% of positions
+would be thrown away by the loss) -> cross-entropy, + pair loss (NSP/SOP), + ALUM's adversarial term.
+ELECTRA: generator MLM loss at the masked positions -> sample replacements (no gradient) -> discriminator
+-> binary cross-entropy over the non-padding tokens; loss = MLM + `discriminator_weight` x RTD. The
+exported model is a Hugging Face directory (`save_pretrained` + tokenizer; for ELECTRA the
+discriminator) that `bioablate finetune --model DIR` loads.
 """
 
 from __future__ import annotations
@@ -23,21 +30,23 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import (AlbertConfig, AlbertForPreTraining, BertConfig, BertForMaskedLM,
-                          BertForPreTraining, PreTrainedModel)
+from transformers import (AlbertConfig, AlbertForPreTraining, AutoConfig, BertConfig, BertForMaskedLM,
+                          BertForPreTraining, BertModel, ElectraConfig, ElectraForMaskedLM,
+                          ElectraForPreTraining, PreTrainedModel)
 
 from datamodules.errors import ConfigError, UnknownNameError
+from datamodules.pretrain.data import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup, parameter_groups
 
-OBJECTIVES = ("bert", "albert")
+OBJECTIVES = ("bert", "albert", "electra")
 OPTIMIZERS = ("adamw", "lamb")
 
 
 # ------------------------------------------------------------------------------------------- models
 
 def build_model(objective: str, nsp: bool, vocab_size: int, pad_id: int, model_cfg: Any, seq_len: int,
-                embedding_size: int = 128, share_layers: bool = True) -> PreTrainedModel:
+                embedding_size: int = 128, share_layers: bool = True, generator_size: float = 0.25) -> nn.Module:
     """A freshly initialised pretraining model of the configured size, with SDPA attention."""
     common = dict(vocab_size=vocab_size, hidden_size=model_cfg.hidden_size,
                   num_hidden_layers=model_cfg.num_layers, num_attention_heads=model_cfg.num_heads,
@@ -58,24 +67,113 @@ def build_model(objective: str, nsp: bool, vocab_size: int, pad_id: int, model_c
             raise ConfigError("pretrain.share_layers=false is not supported by transformers' ALBERT "
                               "(num_hidden_groups must divide the layers); use objective=bert")
         return model
+    if objective == "electra":
+        # embeddings as wide as the discriminator (ELECTRA-Base's choice; no factorization to tune)
+        config = ElectraConfig(embedding_size=model_cfg.hidden_size, **common)
+        config._attn_implementation = "sdpa"
+        return Electra(ElectraForPreTraining(config), generator_size)
     raise UnknownNameError("objective", objective, OBJECTIVES)
 
 
-def load_continual(path: Path, objective: str, nsp: bool) -> PreTrainedModel:
+def generator_config(discriminator: ElectraConfig, size: float) -> ElectraConfig:
+    """ELECTRA's generator: the discriminator's depth and embedding size, `size` x its width, attention
+    heads and feed-forward size (Clark et al. 2020 find 1/4-1/2 best; the official code's default for
+    every model size, which Bio-ELECTRA trained with, is 1/4)."""
+    if not 0 < size <= 1:
+        raise ConfigError(f"pretrain.generator_size must be in (0, 1] (got {size})")
+    hidden = max(1, round(discriminator.hidden_size * size))
+    heads = max(1, round(discriminator.num_attention_heads * size))
+    if hidden % heads:
+        raise ConfigError(f"pretrain.generator_size={size}: the generator's width {hidden} is not divisible by "
+                          f"its {heads} attention heads; pick a size that keeps both whole")
+    config = ElectraConfig(**{**discriminator.to_dict(), "hidden_size": hidden, "num_attention_heads": heads,
+                              "intermediate_size": max(1, round(discriminator.intermediate_size * size))})
+    config._attn_implementation = "sdpa"
+    return config
+
+
+class Electra(nn.Module):
+    """ELECTRA's generator and discriminator. The generator uses the discriminator's embedding module
+    (token, position and token-type embeddings + LayerNorm) and its MLM output layer is tied to the shared
+    word embeddings, as in ELECTRA; a projection maps the embeddings to the generator's smaller width."""
+
+    def __init__(self, discriminator: ElectraForPreTraining, generator_size: float):
+        super().__init__()
+        self.discriminator = discriminator
+        self.generator = ElectraForMaskedLM(generator_config(discriminator.config, generator_size))
+        shared = discriminator.electra.embeddings
+        self.generator.electra.embeddings = shared
+        self.generator.generator_lm_head.weight = shared.word_embeddings.weight
+
+
+def exported_model(model: nn.Module) -> PreTrainedModel:
+    """What `bioablate finetune` gets: the model itself, or ELECTRA's discriminator."""
+    return model.discriminator if isinstance(model, Electra) else model
+
+
+# which checkpoint types each objective can continue from
+CONTINUAL_SOURCES = {"bert": ("bert",), "albert": ("albert",), "electra": ("electra", "bert")}
+
+
+def check_init(path: Path, objective: str) -> str:
+    """The checkpoint's model type, if `objective` can continue from it; else a ConfigError."""
+    model_type = AutoConfig.from_pretrained(path).model_type
+    sources = CONTINUAL_SOURCES.get(objective, ())
+    if model_type not in sources:
+        raise ConfigError(f"pretrain.init {path}: a '{model_type}' checkpoint cannot start "
+                          f"objective={objective} (it continues from: {', '.join(sources)}); "
+                          "pick a matching pretrain.objective or checkpoint")
+    return model_type
+
+
+def load_continual(path: Path, objective: str, nsp: bool, generator_size: float = 0.25) -> nn.Module:
     """A pretrained checkpoint with a pretraining head; a head the checkpoint lacks (e.g. MiniLM, saved as
-    a bare BertModel) is created fresh by from_pretrained."""
-    if objective != "bert":
-        raise ConfigError(f"pretrain.init: continual pretraining is implemented for objective=bert, "
-                          f"not '{objective}'")
-    cls = BertForPreTraining if nsp else BertForMaskedLM
-    model = cls.from_pretrained(path, attn_implementation="sdpa")
-    model.train()
+    a bare BertModel) is created fresh by from_pretrained. ELECTRA keeps the checkpoint's encoder as the
+    discriminator (from an ELECTRA or a BERT checkpoint: same layers, same parameter names) and adds a
+    fresh generator."""
+    model_type = check_init(path, objective)
+    if objective == "bert":
+        model = (BertForPreTraining if nsp else BertForMaskedLM).from_pretrained(path, attn_implementation="sdpa")
+    elif objective == "albert":
+        model = AlbertForPreTraining.from_pretrained(path, attn_implementation="sdpa")
+    elif model_type == "electra":
+        model = Electra(ElectraForPreTraining.from_pretrained(path, attn_implementation="sdpa"), generator_size)
+    else:
+        model = Electra(bert_as_discriminator(BertModel.from_pretrained(path, add_pooling_layer=False)),
+                        generator_size)
+    model.train()  # from_pretrained returns eval mode
     return model
 
 
-def reinit_embeddings(model: PreTrainedModel, vocab_size: int) -> None:
+def bert_as_discriminator(bert: BertModel) -> ElectraForPreTraining:
+    """An ELECTRA discriminator with a BERT encoder's weights (same embeddings and layers, parameter for
+    parameter); the replaced-token head starts fresh."""
+    c = bert.config
+    config = ElectraConfig(vocab_size=c.vocab_size, embedding_size=c.hidden_size, hidden_size=c.hidden_size,
+                           num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+                           intermediate_size=c.intermediate_size, hidden_act=c.hidden_act,
+                           max_position_embeddings=c.max_position_embeddings, type_vocab_size=c.type_vocab_size,
+                           layer_norm_eps=c.layer_norm_eps, pad_token_id=c.pad_token_id)
+    config._attn_implementation = "sdpa"
+    discriminator = ElectraForPreTraining(config)
+    missing, unexpected = discriminator.electra.load_state_dict(bert.state_dict(), strict=False)
+    if missing or unexpected:
+        raise ConfigError(f"pretrain.init: BERT checkpoint does not map onto ELECTRA (missing {missing[:3]}, "
+                          f"unexpected {unexpected[:3]})")
+    return discriminator
+
+
+def reinit_embeddings(model: nn.Module, vocab_size: int) -> None:
     """New vocabulary on a pretrained model: word embeddings (and the tied MLM decoder and its bias)
     resized and re-initialised; everything else kept (the paper's Table 9, second column)."""
+    if isinstance(model, Electra):
+        reinit_embeddings(model.discriminator, vocab_size)
+        generator = model.generator  # shares the (now resized) embeddings; its tied output layer follows
+        generator.config.vocab_size = vocab_size
+        generator.generator_lm_head = nn.Linear(generator.config.embedding_size, vocab_size)
+        generator.generator_lm_head.weight = model.discriminator.electra.embeddings.word_embeddings.weight
+        nn.init.zeros_(generator.generator_lm_head.bias)
+        return
     model.resize_token_embeddings(vocab_size)
     embeddings = model.get_input_embeddings()
     nn.init.normal_(embeddings.weight, mean=0.0, std=model.config.initializer_range)
@@ -86,7 +184,7 @@ def reinit_embeddings(model: PreTrainedModel, vocab_size: int) -> None:
 
 
 class Parts:
-    """Uniform access to an HF pretraining model: encoder, word embeddings, MLM head, pair head."""
+    """Uniform access to an HF MLM pretraining model: encoder, word embeddings, MLM head, pair head."""
 
     def __init__(self, model: PreTrainedModel):
         if isinstance(model, (BertForMaskedLM, BertForPreTraining)):
@@ -144,27 +242,40 @@ class Lamb(torch.optim.Optimizer):
 # ------------------------------------------------------------------------------------------- module
 
 class PretrainModule(pl.LightningModule):
-    def __init__(self, model: PreTrainedModel, *, pair_loss: bool, lr: float, weight_decay: float,
+    def __init__(self, model: nn.Module, *, pair_loss: bool, lr: float, weight_decay: float,
                  warmup_ratio: float, total_steps: int, optimizer: str = "adamw",
-                 alum: Alum | None = None, seed: int = 0):
+                 alum: Alum | None = None, seed: int = 0, discriminator_weight: float = 50.0):
         super().__init__()
         if optimizer not in OPTIMIZERS:
             raise UnknownNameError("optimizer", optimizer, OPTIMIZERS)
         self.model = model
-        self.parts = Parts(model)
-        self.pair_loss = pair_loss and self.parts.pair_head is not None
+        self.electra = isinstance(model, Electra)
+        if self.electra and alum is not None:
+            raise ConfigError("pretrain.adversarial (ALUM) is implemented for the MLM objectives bert and "
+                              "albert, not electra")
+        self.parts = None if self.electra else Parts(model)
+        self.pair_loss = pair_loss and self.parts is not None and self.parts.pair_head is not None
         self.lr, self.weight_decay, self.warmup_ratio = lr, weight_decay, warmup_ratio
         self.total_steps, self.optimizer_name, self.alum, self.seed = total_steps, optimizer, alum, seed
-        self.history: list[float] = []  # training loss per micro-batch (this process)
+        self.discriminator_weight = discriminator_weight
+        # the objective's loss per micro-batch (this process): MLM for bert/albert, MLM + w x RTD for electra
+        self.history: list[float] = []
         self._tick: float | None = None
+
+    @property
+    def history_name(self) -> str:
+        return "loss" if self.electra else "mlm_loss"
 
     def on_train_epoch_start(self) -> None:
         self._tick = time.perf_counter()
 
     def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
-        # dropout draws depend only on (seed, step, micro-batch): a run resumed from a checkpoint
-        # continues with exactly the random numbers an uninterrupted run would use
-        torch.manual_seed(self.seed * 1_000_003 + self.global_step * 1_009 + batch_idx)
+        # Dropout (and ELECTRA's sampling) draw from a stream seeded by (seed, global micro-batch), which
+        # the batch carries: a resumed run continues with exactly the random numbers an uninterrupted
+        # one uses. (Not batch_idx: Lightning restarts or continues it depending on where it resumes.)
+        torch.manual_seed(batch_seed(self.seed, batch["micro_batch"], 1))
+
+    # ---- BERT / ALBERT: masked language model (+ NSP/SOP, + ALUM)
 
     def mlm_logits(self, inputs_embeds: torch.Tensor, batch: dict, selected: torch.Tensor):
         out = self.parts.encoder(inputs_embeds=inputs_embeds, attention_mask=batch["attention_mask"],
@@ -172,32 +283,58 @@ class PretrainModule(pl.LightningModule):
         hidden = out.last_hidden_state
         return self.parts.mlm_head(hidden[selected]), out
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+    def mlm_losses(self, batch: dict) -> dict[str, torch.Tensor]:
         selected = batch["labels"] != -100
         embeds = self.parts.embeddings(batch["input_ids"])
         logits, out = self.mlm_logits(embeds, batch, selected)
         mlm_loss = F.cross_entropy(logits.float(), batch["labels"][selected])
-        loss = mlm_loss
+        losses = {"loss": mlm_loss, "mlm_loss": mlm_loss}
         if self.pair_loss:
-            pooled = out.pooler_output
-            pair_loss = F.cross_entropy(self.parts.pair_head(pooled).float(), batch["pair_labels"])
-            loss = loss + pair_loss
-            self.log("train/pair_loss", pair_loss, on_step=True)
+            losses["pair_loss"] = F.cross_entropy(self.parts.pair_head(out.pooler_output).float(),
+                                                  batch["pair_labels"])
+            losses["loss"] = losses["loss"] + losses["pair_loss"]
         if self.alum is not None:
-            adversarial = self.alum(lambda e: self.mlm_logits(e, batch, selected)[0], embeds, logits)
-            loss = loss + adversarial
-            self.log("train/adversarial_loss", adversarial, on_step=True)
+            losses["adversarial_loss"] = self.alum(lambda e: self.mlm_logits(e, batch, selected)[0], embeds, logits)
+            losses["loss"] = losses["loss"] + losses["adversarial_loss"]
+        return losses
+
+    # ---- ELECTRA: generator MLM -> sampled replacements -> replaced-token detection
+
+    def electra_losses(self, batch: dict) -> dict[str, torch.Tensor]:
+        generator, discriminator = self.model.generator, self.model.discriminator
+        inputs = dict(attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"])
+        selected = batch["labels"] != -100
+        hidden = generator.electra(input_ids=batch["input_ids"], **inputs).last_hidden_state
+        gen_logits = generator.generator_lm_head(generator.generator_predictions(hidden[selected]))
+        gen_loss = F.cross_entropy(gen_logits.float(), batch["labels"][selected])
+
+        with torch.no_grad():  # sampled from the stream seeded in on_train_batch_start
+            sampled = torch.multinomial(F.softmax(gen_logits.float(), dim=-1), 1).squeeze(-1)
+        original = torch.where(selected, batch["labels"], batch["input_ids"])
+        corrupted = original.masked_scatter(selected, sampled)
+        replaced = (corrupted != original).float()  # a correct sample counts as original, as in ELECTRA
+
+        rtd_logits = discriminator(input_ids=corrupted, **inputs).logits.float()
+        real = batch["attention_mask"].bool()
+        rtd_loss = F.binary_cross_entropy_with_logits(rtd_logits[real], replaced[real])
+        with torch.no_grad():
+            rtd_accuracy = ((rtd_logits[real] > 0).float() == replaced[real]).float().mean()
+        return {"loss": gen_loss + self.discriminator_weight * rtd_loss, "gen_loss": gen_loss,
+                "rtd_loss": rtd_loss, "rtd_accuracy": rtd_accuracy, "replaced_rate": replaced[real].mean()}
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        losses = self.electra_losses(batch) if self.electra else self.mlm_losses(batch)
 
         now = time.perf_counter()
         if self._tick is not None:
             tokens = float(batch["attention_mask"].sum()) * self.trainer.world_size
             self.log("train/tokens_per_s", tokens / max(now - self._tick, 1e-9), on_step=True, prog_bar=True)
         self._tick = now
-        self.log("train/loss", loss, on_step=True, prog_bar=True)
-        self.log("train/mlm_loss", mlm_loss, on_step=True)
+        for name, value in losses.items():
+            self.log(f"train/{name}", value, on_step=True, prog_bar=name == "loss")
         self.log("train/mask_rate", batch["mask_rate"], on_step=True, prog_bar=True)
-        self.history.append(float(mlm_loss.detach()))
-        return loss
+        self.history.append(float(losses[self.history_name].detach()))
+        return losses["loss"]
 
     def configure_optimizers(self):
         if self.optimizer_name == "adamw":
