@@ -143,3 +143,24 @@ def test_a_run_leaves_the_tracking_environment_alone(data_dir, tmp_path, monkeyp
     second = run_finetune(micro_config("biosses", data_dir, tmp_path / "b", "seed=11"))
     assert "MLFLOW_TRACKING_URI" not in os.environ
     assert first.tracking_uri != second.tracking_uri and not second.reused
+
+
+@pytest.mark.parametrize("task", ["bc5-chem", "hoc"])  # a token task; a (multi-label) sequence task
+def test_adversarial_finetuning_adds_a_positive_alum_term(task, data_dir, tmp_path):
+    result = run_finetune(micro_config(task, data_dir, tmp_path, "finetune.adversarial=true", "finetune.epochs=1",
+                                       "finetune.max_train_examples=32", "trainer.log_every_n_steps=1"))
+    client = MlflowClient(result.tracking_uri)
+    assert client.get_run(result.run_id).info.status == "FINISHED"
+    adversarial = [m.value for m in client.get_metric_history(result.run_id, "train/adversarial_loss")]
+    task_loss = [m.value for m in client.get_metric_history(result.run_id, "train/task_loss")]
+    total = [m.value for m in client.get_metric_history(result.run_id, "train/loss")]
+    assert len(adversarial) == 2 and all(a > 0 for a in adversarial)
+    assert total == pytest.approx([t + a for t, a in zip(task_loss, adversarial)], rel=1e-5)
+
+
+def test_adversarial_finetuning_refuses_regression(data_dir, tmp_path):
+    from ablations.finetune import identify
+    from datamodules.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="finetune.adversarial=true does not apply to biosses"):
+        identify(micro_config("biosses", data_dir, tmp_path, "finetune.adversarial=true"))
