@@ -680,7 +680,8 @@ def _grid_markdown(grid: Grid) -> str:
 
 
 def _grid_latex(grid: Grid) -> str:
-    needs = ["% \\checkmark needs \\usepackage{amssymb}"] if any("✓" in c for row in grid.body for c in row) else []
+    checks = any("✓" in cell for row in grid.body for cell in row)
+    needs = ["% \\checkmark needs \\usepackage{amssymb}"] if checks else []
     lines = [*needs, r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(grid.title)}}}",
              rf"\begin{{tabular}}{{{grid.align or 'l' * len(grid.header)}}}", r"\hline",
              " & ".join(map(latex_escape, grid.header)) + r" \\", r"\hline"]
