@@ -36,6 +36,7 @@ PRETRAIN_EXPERIMENT = "pretrain"  # MLflow experiment of pretraining runs (as `b
 PARENT_KIND = "experiment"  # `kind` tag of the parent run of a `bioablate run` invocation
 AXES_BUILTIN = ("task", "model")
 RANDOM_BERT = "random-bert"
+BLURB_ROW = "BLURB score"  # the paper's numbers for the BLURB score row: table.paper["BLURB score"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -46,12 +47,13 @@ RANDOM_BERT = "random-bert"
 class ModelSchema:
     """One model of an experiment: an existing model, or a pretraining stage."""
 
+    # Values may be per-profile ({micro: ..., default: ...}) except `use`.
     use: Optional[str] = None  # a shared definition: experiments/models/<use>.yaml (this file's keys win)
-    name_or_path: Optional[str] = None  # an existing model: general-minilm | random-bert | an HF directory
+    name_or_path: Any = None  # an existing model: general-minilm | random-bert | an HF directory
     pretrain: Optional[Dict[str, Any]] = None  # a pretraining stage: pretrain.* keys (corpus, vocab, ...)
-    init: Optional[str] = None  # stage only: continue from another model of this experiment (or a named model)
-    label: Optional[str] = None  # column header (default: the model's name)
-    finetune: bool = True  # false: only pretrained, as the `init` of other stages (no table column)
+    init: Any = None  # stage only: continue from another model of this experiment (or a named model)
+    label: Any = None  # column header (default: the model's name)
+    finetune: Any = True  # false: only pretrained, as the `init` of other stages (no table column)
     overrides: Dict[str, Any] = field(default_factory=dict)  # config keys for this model's runs (model.*, ...)
     description: str = ""
 
@@ -303,16 +305,27 @@ class Experiment:
     # -- configs: schema <- profile <- overrides <- task_overrides <- model <- vary <- command line
 
     def _build(self, layers: list[tuple[str, dict[str, Any]]], flags: dict[str, Any]) -> DictConfig:
-        cfg = OmegaConf.structured(RunConfig)
-        cfg = _merge(cfg, profile_config(self.profile), f"profile '{self.profile}'")
-        for source, dotted in layers:
-            cfg = _merge(cfg, _layer(dotted), source)
-        cfg = _merge(cfg, _layer({"trainer.progress_bar": False}), "runner defaults")
-        cfg = _merge(cfg, parse_overrides(self.cli_overrides), "command-line overrides")
         flags = {"data_dir": self.data_dir, "work_dir": self.work_dir, "tracking_uri": self.tracking_uri, **flags}
-        cfg = _merge(cfg, _layer({k: v for k, v in flags.items() if v is not None}), "command-line options")
+        named = [*[(source, _layer(dotted)) for source, dotted in layers],
+                 ("runner defaults", _layer({"trainer.progress_bar": False})),
+                 ("command-line overrides", parse_overrides(self.cli_overrides)),
+                 ("command-line options", _layer({k: v for k, v in flags.items() if v is not None}))]
+        base = self._base()
+        try:  # one merge (an experiment builds hundreds of configs); layer by layer only to name a bad one
+            cfg = OmegaConf.merge(base, *[layer for _, layer in named])
+        except OmegaConfBaseException:
+            cfg = base
+            for source, layer in named:
+                cfg = _merge(cfg, layer, source)
         cfg.profile = self.profile
         return cfg
+
+    def _base(self) -> DictConfig:
+        """Schema defaults and the profile (cached: every config starts from it)."""
+        if getattr(self, "_base_cfg", None) is None:
+            cfg = OmegaConf.structured(RunConfig)
+            self._base_cfg = _merge(cfg, profile_config(self.profile), f"profile '{self.profile}'")
+        return self._base_cfg
 
     def stage_config(self, name: str, init: str = "scratch") -> DictConfig:
         """The `bioablate pretrain` config of stage `name`, continuing from `init` (a model directory or
@@ -590,9 +603,10 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
         for value in table[key]:
             if value not in valid:
                 raise ConfigError(f"{path}: table.{key}: '{value}' is not one of {', '.join(valid)}")
+    paper_rows = [*rows, BLURB_ROW] if table["blurb_row"] else rows
     for row, by_column in table["paper"].items():
-        if row not in rows:
-            raise ConfigError(f"{path}: table.paper: '{row}' is not a row ({', '.join(rows)})")
+        if row not in paper_rows:
+            raise ConfigError(f"{path}: table.paper: '{row}' is not a row ({', '.join(paper_rows)})")
         for column in by_column:
             if column not in columns:
                 raise ConfigError(f"{path}: table.paper.{row}: '{column}' is not a column ({', '.join(columns)})")
@@ -630,11 +644,12 @@ def _check_configs(experiment: Experiment) -> None:
             raise ConfigError(f"{experiment.models[name].source}: models.{name}: {e}") from None
     seen: set[tuple] = set()
     for cell in experiment.cells():
-        key = (cell.model, cell.task, cell.overrides)
+        # variants depend on the task and the finetune.* keys, not on the model's weights
+        key = (tuple(experiment.models[cell.model].overrides.items()), cell.task, cell.overrides)
         if key in seen:
             continue
         seen.add(key)
-        cfg = experiment.finetune_config(cell, experiment.models[cell.model].name_or_path or RANDOM_BERT)
+        cfg = experiment.finetune_config(cell, RANDOM_BERT)
         try:
             check_variants(cfg.finetune, get_dataset(cell.task))
         except BioablateError as e:

@@ -1,0 +1,255 @@
+"""Experiment YAMLs and `bioablate run`: every file validates and runs end to end under the micro profile
+(pretraining stages included) into one store, shared runs are computed once, an interrupted experiment
+computes only what is missing, and a failing run is reported while the others finish."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
+
+from ablations import results
+from ablations.cli import main
+from ablations.config import REPO_ROOT
+from ablations.experiment import collect, experiment_files, load_experiment
+from ablations.runner import run_experiment
+from datamodules.errors import ConfigError
+
+EXPERIMENTS = experiment_files()
+# Cheap stages for the behaviour tests below (the micro profile's 30 steps are for the real YAMLs).
+TINY_PRETRAIN = "{corpus: pubmed, vocab: pubmedbert-uncased, max_steps: 4, checkpoint_every: 2, max_words: 4000}"
+
+
+def runs_in_store(tracking_uri: str, kind: str) -> list:
+    client = MlflowClient(tracking_uri)
+    out = []
+    for experiment in client.search_experiments():
+        out += client.search_runs([experiment.experiment_id], f"tags.kind = '{kind}'", max_results=5000)
+    return out
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ---- every experiment YAML, under the micro profile, end to end into one store ----
+
+
+@pytest.fixture(scope="module")
+def shared_work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("experiments")
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
+def test_experiment_runs_end_to_end_under_micro_and_renders_its_table(path, shared_work, data_dir, capsys):
+    code = main(["run", str(path), "--profile", "micro", "--work-dir", str(shared_work), "--data-dir", str(data_dir)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    experiment = load_experiment(path, profile="micro", data_dir=str(data_dir), work_dir=str(shared_work))
+    _, tracking_uri = experiment.store()
+    assert experiment.layout.title in out and f"MLflow: {tracking_uri}" in out
+    assert (shared_work / "tables" / experiment.name / "table.md").is_file()
+    if experiment.kind == "finetune":
+        cells = collect(experiment)
+        assert cells and all(c.status == results.FINISHED and c.value is not None for c in cells), \
+            [(c.row, c.column, c.status, c.reason) for c in cells if c.status != results.FINISHED]
+        assert len(cells) == len(experiment.cells())
+    # shared models and cells are computed once across all the experiments run into this store so far
+    for kind in ("pretrain", "finetune"):
+        fingerprints = Counter(r.data.tags["fingerprint"] for r in runs_in_store(tracking_uri, kind))
+        assert not [fp for fp, n in fingerprints.items() if n > 1], kind
+
+
+# ---- the YAMLs validate under every profile; mistakes are one-line errors ----
+
+
+@pytest.mark.parametrize("profile", ["micro", "mini", "base"])
+def test_every_experiment_yaml_validates_under_every_profile(profile):
+    for path in EXPERIMENTS:
+        experiment = load_experiment(path, profile=profile)
+        assert experiment.profile == profile
+        if experiment.kind == "finetune":
+            assert experiment.cells() and set(experiment.layout.column_order) == {c.column for c in experiment.cells()}
+
+
+def test_seeds_follow_the_profile_and_the_per_task_rule():
+    table6 = REPO_ROOT / "experiments" / "table6_blurb.yaml"
+    assert load_experiment(table6, profile="micro").seeds_by_task["biosses"] == [1]
+    base = load_experiment(table6, profile="base").seeds_by_task
+    assert len(base["biosses"]) == len(base["bioasq"]) == len(base["pubmedqa"]) == 10 and len(base["hoc"]) == 5
+
+
+def test_the_standard_model_is_one_pretraining_run_for_every_table():
+    """Tables 6, 7, 9-14 name the same standard model: one stage config, hence one fingerprint."""
+    configs = set()
+    for name in ("table6_blurb", "table7_vocab_wwm", "table9_corpora_time", "table10_pmc", "table11_adversarial",
+                 "table12_heads", "table13_tagging", "table14_relation"):
+        experiment = load_experiment(REPO_ROOT / "experiments" / f"{name}.yaml", profile="mini")
+        configs.add(OmegaConf.to_yaml(experiment.stage_config("pubmedbert")))
+    assert len(configs) == 1
+
+
+GOOD = """
+name: t
+models:
+  std: {pretrain: {corpus: pubmed}}
+tasks: [gad]
+vary:
+  head: {key: finetune.head, values: [linear, bilstm]}
+table: {rows: task, columns: head}
+"""
+
+
+@pytest.mark.parametrize("replace,fragments", [
+    (("tasks:", "taks:"), ["unknown key 'taks'", "did you mean 'tasks'", "valid keys at the top level:", "models"]),
+    (("pretrain: {corpus", "pretrian: {corpus"), ["unknown key 'models.std.pretrian'", "valid keys under 'models.std'",
+                                                 "name_or_path", "pretrain"]),
+    (("columns: head", "colums: head"), ["unknown key 'table.colums'", "rows, columns"]),
+    (("key: finetune.head", "kye: finetune.head"), ["unknown key 'vary.head.kye'", "key, values"]),
+    (("{corpus: pubmed}", "{corpus: pubmed, max_step: 3}"), ["unknown config key 'pretrain.max_step'", "max_steps"]),
+    (("bilstm]", "bilstm, crf]"), ["unknown finetune.head 'crf' for gad", "linear, bilstm"]),
+    (("columns: head", "columns: heads"), ["table.columns: unknown axis 'heads'", "task, model, head"]),
+    (("[gad]", "[gadd]"), ["tasks:", "gadd"]),
+])
+def test_a_mistake_in_an_experiment_yaml_is_a_one_line_error_naming_file_and_key(tmp_path, capsys, replace, fragments):
+    path = write(tmp_path / "bad.yaml", GOOD.replace(*replace))
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path)
+    message = str(error.value)
+    assert str(path) in message and "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    assert main(["run", str(path), "--dry-run", "--work-dir", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err.strip() == f"bioablate: error: {message}"
+
+
+def test_good_yaml_loads(tmp_path):
+    experiment = load_experiment(write(tmp_path / "good.yaml", GOOD))
+    assert [c.column for c in experiment.cells()] == ["linear", "bilstm"]
+
+
+# ---- dedup across experiments, rerun, kill + resume, failures ----
+
+
+def two_experiments(folder: Path) -> tuple[Path, Path]:
+    write(folder / "models" / "tiny.yaml", f"pretrain: {TINY_PRETRAIN}\n")
+    first = write(folder / "first.yaml", """
+name: first
+models:
+  tiny: {use: tiny}
+tasks: [gad, biosses]
+table: {rows: task, columns: model}
+""")
+    second = write(folder / "second.yaml", """
+name: second
+models:
+  tiny: {use: tiny}
+  random: {name_or_path: random-bert}
+tasks: [biosses]
+table: {rows: task, columns: model}
+""")
+    return first, second
+
+
+def test_shared_stage_and_cells_are_computed_once_and_a_rerun_computes_nothing(tmp_path, data_dir):
+    first, second = two_experiments(tmp_path)
+    load = dict(profile="micro", data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    a = run_experiment(load_experiment(first, **load), echo=lambda _: None)
+    assert (a.count("computed"), a.count("reused")) == (3, 0) and a.ok
+    b = run_experiment(load_experiment(second, **load), echo=lambda _: None)
+    assert (b.count("computed"), b.count("reused")) == (1, 2) and b.ok  # tiny stage + tiny/biosses reused
+    uri = a.tracking_uri
+    assert len(runs_in_store(uri, "pretrain")) == 1 and len(runs_in_store(uri, "finetune")) == 3
+    again = run_experiment(load_experiment(first, **load), echo=lambda _: None)
+    assert (again.count("computed"), again.count("reused")) == (0, 3)
+    assert len(runs_in_store(uri, "finetune")) == 3
+    # each invocation is a parent run; only the runs it created are its children
+    parents = runs_in_store(uri, "experiment")
+    assert len(parents) == 3
+    children = Counter(r.data.tags.get("mlflow.parentRunId") for r in runs_in_store(uri, "finetune"))
+    assert children == {a.parent_run_id: 2, b.parent_run_id: 1}
+
+
+def test_a_killed_experiment_computes_only_the_missing_runs_when_rerun(tmp_path, data_dir):
+    path = write(tmp_path / "killed.yaml", """
+name: killed
+models:
+  random: {name_or_path: random-bert}
+tasks: [biosses, gad, hoc]
+seeds: 3
+table: {rows: task, columns: model}
+""")
+    work = tmp_path / "work"
+    uri = f"sqlite:///{work / 'mlruns.db'}"
+    process = subprocess.Popen([sys.executable, "-m", "ablations.cli", "run", str(path), "--work-dir", str(work),
+                                "--data-dir", str(data_dir)], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if (work / "mlruns.db").exists() and sum(
+                r.info.status == "FINISHED" for r in runs_in_store(uri, "finetune")) >= 2:
+            break
+        assert process.poll() is None, "the experiment ended before it could be killed"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = sum(r.info.status == "FINISHED" for r in runs_in_store(uri, "finetune"))
+    assert 2 <= finished < 9
+
+    summary = run_experiment(load_experiment(path, data_dir=str(data_dir), work_dir=str(work)), echo=lambda _: None)
+    assert summary.ok and (summary.count("reused"), summary.count("computed")) == (finished, 9 - finished)
+    stored = runs_in_store(uri, "finetune")
+    assert len(stored) == 9 and all(r.info.status == "FINISHED" for r in stored)  # the killed run was taken over
+
+
+def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, data_dir, capsys):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, '
+                                        '"num_attention_heads": 2, "intermediate_size": 256, "vocab_size": 100}')
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    (broken / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    path = write(tmp_path / "failing.yaml", f"""
+name: failing
+models:
+  random: {{name_or_path: random-bert}}
+  broken: {{name_or_path: {broken}}}
+tasks: [biosses, gad]
+table: {{rows: task, columns: model}}
+""")
+    work = tmp_path / "work"
+    code = main(["run", str(path), "--work-dir", str(work), "--data-dir", str(data_dir)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "2 computed, 0 reused, 2 failed, 0 blocked" in out
+    failures = [line for line in out.splitlines() if line.startswith("  FAILED finetune broken/")]
+    assert len(failures) == 2, out
+    experiment = load_experiment(path, data_dir=str(data_dir), work_dir=str(work))
+    by_model = {(c.column, c.task): c for c in collect(experiment)}
+    assert by_model[("random", "gad")].status == results.FINISHED
+    failed = by_model[("broken", "gad")]
+    line = next(line for line in failures if "broken/gad/" in line)
+    assert failed.status == results.FAILED and failed.reason and failed.reason[:80] in line
+    stored = {r.data.tags["model"]: r for r in runs_in_store(experiment.store()[1], "finetune")
+              if r.data.tags["task"] == "gad"}
+    assert stored[str(broken)].info.status == "FAILED" and stored[str(broken)].data.tags["error"]
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, data_dir, capsys):
+    first, _ = two_experiments(tmp_path)
+    work = tmp_path / "work"
+    assert main(["run", str(first), "--dry-run", "--work-dir", str(work), "--data-dir", str(data_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "compute       pretrain tiny" in out and "after pretraining stage 'tiny'" in out
+    assert "1 compute, 2 compute later" in out
+    assert not runs_in_store(f"sqlite:///{work / 'mlruns.db'}", "finetune")
