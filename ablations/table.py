@@ -619,25 +619,36 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking_uri: str) -> list[str]:
-    """Lines saying what produced a table: experiment, profile, runs by status, wall time, machine, commit."""
+def _status_counts(statuses: Iterable[str]) -> str:
     counts: dict[str, int] = {}
-    for run in runs:
-        counts[run.status] = counts.get(run.status, 0) + 1
-    run_ids = list(dict.fromkeys(r.run_id for r in runs if r.run_id))
-    times = _run_times(tracking_uri, run_ids)
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
     order = (FINISHED, FAILED, RUNNING, NOT_RUN, BLOCKED)
-    status_text = ", ".join(f"{counts[s]} {s.lower().replace('_', ' ')}" for s in order if s in counts) or "none"
-    commits = times["commits"]
+    return ", ".join(f"{counts[s]} {s.lower().replace('_', ' ')}" for s in order if s in counts) or "none"
+
+
+def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking_uri: str,
+               stages: Sequence[tuple[str, str, str | None]] = ()) -> list[str]:
+    """Lines saying what produced a table: experiment, profile, runs by status (fine-tuning runs, and the
+    pretraining stages as (name, status, MLflow run id)), wall time, machine, code."""
+    finetune_ids = list(dict.fromkeys(r.run_id for r in runs if r.run_id))
+    stage_ids = list(dict.fromkeys(run_id for _, _, run_id in stages if run_id))
+    finetune, pretrain = _run_times(tracking_uri, finetune_ids), _run_times(tracking_uri, stage_ids)
+    both = _run_times(tracking_uri, finetune_ids + stage_ids)
+    counts = f"{len(runs)} fine-tuning runs planned ({_status_counts(r.status for r in runs)})"
+    if stages:
+        counts += f"; {len(stages)} pretraining stage(s) ({_status_counts(status for _, status, _ in stages)})"
+    split = (f" (pretraining {_duration(pretrain['total_s'])}, fine-tuning {_duration(finetune['total_s'])})"
+             if stages else "")
     return [
         f"experiment: {name}",
         f"profile: {profile or 'unknown'}",
-        f"runs: {len(runs)} planned ({status_text})",
-        f"wall time: {_duration(times['total_s'])} summed over {times['timed']} runs "
-        f"(first start to last end: {_duration(times['span_s'])}), from MLflow's start/end times",
+        f"runs: {counts}",
+        f"wall time: {_duration(both['total_s'])} summed over {both['timed']} runs{split}; first start to last "
+        f"end {_duration(both['span_s'])} (MLflow's start/end times)",
         f"machine (rendering host): {machine_line()}",
-        f"code: commit {code_state()} rendered this table; runs logged at commit(s) "
-        f"{', '.join(c[:12] for c in commits) or 'unknown'}",
+        f"code: rendered at commit {code_state()}; runs logged at commit(s) "
+        f"{', '.join(c[:12] for c in both['commits']) or 'unknown'}",
         f"tracking store: {tracking_uri}",
     ]
 
@@ -851,13 +862,15 @@ def publish(name: str, texts: dict[str, str], figure: TableData, header: list[st
 
 def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracking_uri: str, out_dir: Path,
                  artifact_root: Path | None = None, profile: str | None = None,
-                 tags: dict[str, str] | None = None) -> Published:
-    """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged."""
+                 tags: dict[str, str] | None = None,
+                 stages: Sequence[tuple[str, str, str | None]] = ()) -> Published:
+    """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged.
+    `stages` (name, status, MLflow run id) are its pretraining stages, for the header."""
     from ablations.tracking import git_commit
 
     data = summarize(layout, runs)
     texts = {fmt: render_data(data, fmt) for fmt in FORMATS}
-    header = provenance(name, profile, runs, tracking_uri)
+    header = provenance(name, profile, runs, tracking_uri, stages)
     counts = {status: sum(r.status == status for r in runs)
               for status in (FINISHED, FAILED, RUNNING, NOT_RUN, BLOCKED)}
     cells = [c for _, row_cells in data.body_rows() for c in row_cells]
@@ -1052,9 +1065,10 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, time.perf_counter() - start)
     else:
-        from ablations.experiment import collect
+        from ablations.experiment import Store, collect, stage_states
 
         runs = collect(experiment, tracking_uri)
+        stages = [(s.name, s.status, s.run_id) for s in stage_states(experiment, Store(tracking_uri)).values()]
         published = publish_runs(experiment.name, experiment.layout, runs, tracking_uri, out,
-                                 work_dir / "mlartifacts", experiment.profile, tags)
+                                 work_dir / "mlartifacts", experiment.profile, tags, stages)
     return published.texts[fmt]

@@ -71,8 +71,11 @@ def test_rerendering_updates_the_one_table_run(store):
     gad = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr-gad")
     assert gad.data.metrics["runs_finished"] == 4 and gad.data.metrics["runs_not_run"] == 4
     md = (work / "tables" / "micro-lr-gad" / "table.md").read_text()
-    assert md.startswith("- experiment: micro-lr-gad\n- profile: micro\n- runs: 8 planned (4 finished, 4 not run)")
-    assert "wall time:" in md and "machine (rendering host):" in md and "commit" in md
+    header = md.split("\n\n")[0].splitlines()
+    assert header[:3] == ["- experiment: micro-lr-gad", "- profile: micro",
+                          "- runs: 8 fine-tuning runs planned (4 finished, 4 not run)"]
+    assert header[3].startswith("- wall time: ") and "summed over 4 runs" in header[3]
+    assert header[4].startswith("- machine (rendering host): ") and "- code: rendered at commit " in md
     rows = list(csv.DictReader(io.StringIO((work / "tables" / "micro-lr-gad" / "table.csv").read_text())))
     biosses_high = next(r for r in rows if r["row"] == "biosses" and r["column"] == "high")
     assert [r.status for r in runs].count(FINISHED) == 4
