@@ -523,8 +523,9 @@ def bar_figure(data: TableData, ylabel: str | None = None):
             xs.append(x)
             heights.append(cell.mean)
             errors.append(cell.std or 0.0)
-        ax.bar(xs, heights, width, yerr=errors if any(errors) else None, capsize=2, color=f"C{j}",
-               label=data.column_label(column))
+        bars = ax.bar(xs, heights, width, yerr=errors if any(errors) else None, capsize=2, color=f"C{j}",
+                      label=data.column_label(column))
+        ax.bar_label(bars, fmt="%.1f", fontsize=6, rotation=90, padding=2)  # a 0.0 bar is not a missing one
         if missing_xs:
             ax.plot(missing_xs, [0.0] * len(missing_xs), "x", color=f"C{j}", markersize=8, clip_on=False,
                     label=None if labelled["missing"] else "missing (see table)")
