@@ -281,7 +281,8 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
 
     if is_child or run_id is None:
         fit()
-        return PretrainResult(run_id, run_fp, model_dir, False, tracking_uri, module.history)
+        # a DDP worker process (run_id None) neither owns nor reports the MLflow run: rank 0 does
+        return PretrainResult(None if is_child else run_id, run_fp, model_dir, False, tracking_uri, module.history)
     with tracker.tracked_run(run_id):
         fit()
         tracker.client.set_tag(run_id, "model_dir", str(model_dir))

@@ -324,17 +324,18 @@ class PretrainModule(pl.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         losses = self.electra_losses(batch) if self.electra else self.mlm_losses(batch)
-
-        now = time.perf_counter()
-        if self._tick is not None:
-            tokens = float(batch["attention_mask"].sum()) * self.trainer.world_size
-            self.log("train/tokens_per_s", tokens / max(now - self._tick, 1e-9), on_step=True, prog_bar=True)
-        self._tick = now
         for name, value in losses.items():
             self.log(f"train/{name}", value, on_step=True, prog_bar=name == "loss")
         self.log("train/mask_rate", batch["mask_rate"], on_step=True, prog_bar=True)
         self.history.append(float(losses[self.history_name].detach()))
         return losses["loss"]
+
+    def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
+        now = time.perf_counter()
+        if self._tick is not None:
+            tokens = float(batch["attention_mask"].sum()) * self.trainer.world_size
+            self.log("train/tokens_per_s", tokens / max(now - self._tick, 1e-9), on_step=True, prog_bar=True)
+        self._tick = now
 
     def configure_optimizers(self):
         if self.optimizer_name == "adamw":

@@ -1,0 +1,202 @@
+"""Pretraining throughput: bioablate's MLM training step vs a plain Hugging Face baseline, in one process.
+
+    python -m benchmarks.pretrain_throughput --data-dir ../shared/data          # CPU, mini size
+    python -m benchmarks.pretrain_throughput --device cuda --size base --batch-size 64 --rounds 20
+
+Both sides train the same randomly initialised BERT (mini: 4 layers, 256 wide, 4 heads, intermediate 1024;
+base: BERT-base) with the staged PubMedBERT vocabulary (30,522 entries) on the same packed PubMed
+sequences of 128 tokens (the same rows of the same shards, in the same order), same batch size, AdamW,
+linear warm-up/decay, gradient clipping at 1.0:
+
+- **ours**: `MicroBatches` (memory-mapped shards, masking as tensor ops, whole-word masking by default)
+  -> `PretrainModule.training_step` (SDPA attention, the MLM output layer only at the masked positions)
+  under bf16 autocast (where the device supports it; `--precision fp32` to turn it off) -> backward ->
+  gradient clipping, AdamW (`lightning_modules.optim`: fused where supported), schedule step: what
+  Lightning's loop does with `precision=bf16-mixed`, `gradient_clip_val=1`.
+- **baseline**: what `run_mlm.py` does: `DataCollatorForLanguageModeling` (15% wordpiece masking,
+  80/10/10, dynamic padding) over the same token ids -> `BertForMaskedLM(input_ids, attention_mask,
+  labels)` in fp32 (logits at every position, loss with ignore_index) -> backward -> clipping,
+  `torch.optim.AdamW`, schedule step.
+
+Steps alternate (benchmarks.common.interleaved), so a busy machine slows both alike and the ratio stays
+fair. Reported: real (non-pad) tokens/s of each, the ratio, and MFU = encoder model FLOPs of the real
+tokens per second / the measured matmul peak of bf16 and of fp32 (the MLM output layer is not counted:
+a baseline computing it at every position gets no credit for the positions the loss ignores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import torch
+
+from benchmarks.common import interleaved, machine, matmul_peak, transformer_train_flops_per_token
+
+SIZES = {"mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
+         "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072)}
+
+
+def prepare(args: argparse.Namespace):
+    """Config, vocabulary and shards (built once, cached under the work directory)."""
+    from ablations.config import build_config
+    from ablations.pretrain import prepare_shards, resolve_pretrain_vocab
+    from datamodules.pretrain.corpora import corpus_fingerprint
+
+    overrides = [f"model.{k}={v}" for k, v in SIZES[args.size].items()] + [
+        f"pretrain.vocab={args.vocab}", f"pretrain.seq_len={args.seq_len}", f"pretrain.batch_size={args.batch_size}",
+        f"pretrain.max_words={args.max_words}", f"pretrain.masking={args.masking}", "pretrain.accumulate=1"]
+    cfg = build_config("mini", overrides, task="pretrain", data_dir=str(args.data_dir), work_dir=str(args.work_dir))
+    corpus_fp = corpus_fingerprint(cfg.pretrain.corpus, args.data_dir)
+    vocab_path = resolve_pretrain_vocab(cfg, args.data_dir, args.work_dir, corpus_fp)
+    shards = prepare_shards(cfg, args.data_dir, args.work_dir, vocab_path, corpus_fp)
+    return cfg, vocab_path, shards
+
+
+def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: str, total_steps: int):
+    from datamodules.pretrain.data import MicroBatches
+    from datamodules.pretrain.shards import BatchPlan
+    from datamodules.pretrain.vocab import SPECIAL_TOKENS, read_vocab
+    from lightning_modules.pretrain import PretrainModule, build_model
+
+    p = cfg.pretrain
+    vocab = read_vocab(vocab_path)
+    index = {t: i for i, t in enumerate(vocab)}
+    special = [index[t] for t in SPECIAL_TOKENS]
+    torch.manual_seed(0)
+    model = build_model("bert", False, len(vocab), index["[PAD]"], cfg.model, p.seq_len)
+    module = PretrainModule(model, pair_loss=False, lr=p.lr, weight_decay=p.weight_decay,
+                            warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
+    module.train()
+    opt = module.configure_optimizers()
+    optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
+    plan = BatchPlan(shards.stage_sizes, p.batch_size, total_steps, seed=0)
+    data = MicroBatches(shards, plan, 0, total_steps, rank=0, world_size=1, accumulate=1, max_steps=total_steps,
+                        seed=0, masking=p.masking, rate=p.mask_rate, schedule=p.mask_schedule,
+                        mask_id=index["[MASK]"], replace_low=max(special) + 1, special_ids=special)
+    batches = iter(data)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    tokens: list[int] = []
+
+    def step() -> float:
+        batch = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in next(batches).items()}
+        module.on_train_batch_start(batch, 0)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = module.training_step(batch, 0)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        n = int(batch["attention_mask"].sum())
+        tokens.append(n)
+        return float(n)
+
+    return step, plan, model.config, tokens
+
+
+def build_baseline(cfg, vocab_path: Path, shards, plan, our_config, device: torch.device, total_steps: int):
+    from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling
+    from transformers import get_linear_schedule_with_warmup
+
+    from datamodules.pretrain.vocab import hf_tokenizer
+
+    p = cfg.pretrain
+    tokenizer = hf_tokenizer(vocab_path, True)
+    config = BertConfig(**{k: getattr(our_config, k) for k in (
+        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+        "max_position_embeddings", "pad_token_id")})
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).to(device)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(p.warmup_ratio * total_steps), total_steps)
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=p.mask_rate)
+    micro = iter(range(total_steps))
+
+    def step() -> float:
+        rows = sorted(plan.indices(next(micro)))  # the rows ours trains on, in the same order
+        examples = [{"input_ids": shards.input_ids[r, :shards.lengths[r]].tolist()} for r in rows]
+        batch = {k: v.to(device, non_blocking=True) for k, v in collator(examples).items()}
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(batch["attention_mask"].sum())
+
+    return step, model.config._attn_implementation
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="mini")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=8, help="timed steps per side")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
+    parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="ours")
+    parser.add_argument("--masking", choices=["wwm", "wordpiece"], default="wwm", help="ours")
+    parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
+    parser.add_argument("--max-words", type=int, default=300_000, help="PubMed words to tokenize")
+    parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
+    parser.add_argument("--work-dir", type=Path, help="for the shard cache (default: ./outputs)")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from ablations.config import resolve_data_dir, resolve_work_dir
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
+    args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir.resolve()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device visible")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 baseline computes in fp32, as its peak
+
+    cfg, vocab_path, shards = prepare(args)
+    total = args.warmup + args.rounds + 1
+    ours, plan, config, our_tokens = build_ours(cfg, vocab_path, shards, device, args.precision, total)
+    baseline, baseline_attention = build_baseline(cfg, vocab_path, shards, plan, config, device, total)
+    peaks = {"fp32": matmul_peak(torch.float32, device), "bf16": matmul_peak(torch.bfloat16, device)}
+    timings = interleaved({"ours": ours, "hf-baseline": baseline}, rounds=args.rounds, warmup=args.warmup,
+                          device=device)
+    size = SIZES[args.size]
+    flops = transformer_train_flops_per_token(size["hidden_size"], size["num_layers"], size["intermediate_size"],
+                                              args.seq_len)
+    out = {"device": machine(), "size": args.size, "batch_size": args.batch_size, "seq_len": args.seq_len,
+           "vocab_size": config.vocab_size, "peaks": peaks, "baseline_attention": baseline_attention}
+    out["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "unset")
+    print(f"machine: {machine()}, OMP_WAIT_POLICY={out['omp_wait_policy']}")
+    print(f"matmul peak: fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s")
+    print(f"\nMLM pretraining, {args.size} ({size['num_layers']} layers, {size['hidden_size']} wide), vocabulary "
+          f"{config.vocab_size}, batch {args.batch_size} x {args.seq_len} tokens, {args.rounds} interleaved steps each:")
+    print(f"  {'':<12}{'tokens/s':>10}{'MFU bf16':>10}{'MFU fp32':>10}  dtype  step spread")
+    for name, dtype in (("ours", args.precision), ("hf-baseline", "fp32")):
+        t = timings[name]
+        rate = t.per_second
+        out[name] = {"tokens_per_s": rate, "dtype": dtype, "mfu_bf16": flops * rate / peaks["bf16"],
+                     "mfu_fp32": flops * rate / peaks["fp32"], "step_spread": t.spread, "steps": len(t.seconds)}
+        x = out[name]
+        print(f"  {name:<12}{rate:>10.0f}{x['mfu_bf16']:>10.1%}{x['mfu_fp32']:>10.1%}  {dtype:<5}  {t.spread:.0%}")
+    out["ratio"] = out["ours"]["tokens_per_s"] / out["hf-baseline"]["tokens_per_s"]
+    assert our_tokens[-args.rounds:] == timings["hf-baseline"].items, "the two sides saw different batches"
+    print(f"  ratio (tokens/s, ours / baseline): {out['ratio']:.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
