@@ -338,6 +338,9 @@ class _Run:
             self._record(Outcome(kind, name, FAILED, error=out["error"], seconds=out["seconds"]))
             return
         if kind == "pretrain":
+            if self.ddp_worker and not self._wait_for_rank_zero(out["fingerprint"]):
+                self.states[subject] = StageState(subject, results.FAILED, "rank 0 did not finish the stage")
+                return
             self.states[subject] = StageState(subject, results.FINISHED, None, out["fingerprint"],
                                               Path(out["model_dir"]), out["run_id"])
             if self.parent is not None and out["run_id"] and not out["reused"]:
@@ -347,6 +350,21 @@ class _Run:
         status = REUSED if out["reused"] else COMPUTED
         if not self.ddp_worker:
             self._record(Outcome(kind, name, status, out["run_id"], out["fingerprint"], seconds=out["seconds"]))
+
+
+    def _wait_for_rank_zero(self, fingerprint: str, timeout_s: float = 3600) -> bool:
+        """A DDP worker leaves fit() while rank 0 still exports the model and marks the run FINISHED: wait
+        for that before fine-tuning from the model directory (else the ranks would load different files)."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            self.store.forget(PRETRAIN_EXPERIMENT)
+            status = run_status(self.store.find(PRETRAIN_EXPERIMENT, fingerprint))[0]
+            if status == results.FINISHED:
+                return True
+            if status == results.FAILED:
+                return False
+            time.sleep(1)
+        return False
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -4,11 +4,9 @@ computes only what is missing, and a failing run is reported while the others fi
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -191,18 +189,19 @@ table: {rows: task, columns: model}
 """)
     work = tmp_path / "work"
     uri = f"sqlite:///{work / 'mlruns.db'}"
-    process = subprocess.Popen([sys.executable, "-m", "ablations.cli", "run", str(path), "--work-dir", str(work),
-                                "--data-dir", str(data_dir)], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if (work / "mlruns.db").exists() and sum(
-                r.info.status == "FINISHED" for r in runs_in_store(uri, "finetune")) >= 2:
+    # the runner prints a line per finished run: kill it after two (reading the store instead would race
+    # with its creation of the database)
+    process = subprocess.Popen([sys.executable, "-u", "-m", "ablations.cli", "run", str(path), "--work-dir",
+                                str(work), "--data-dir", str(data_dir)], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    done = 0
+    for line in process.stdout:
+        done += " computed " in line
+        if done == 2:
             break
-        assert process.poll() is None, "the experiment ended before it could be killed"
-        time.sleep(0.2)
     process.send_signal(signal.SIGKILL)
     process.wait()
+    assert done == 2, "the experiment ended before it could be killed"
     finished = sum(r.info.status == "FINISHED" for r in runs_in_store(uri, "finetune"))
     assert 2 <= finished < 9
 
