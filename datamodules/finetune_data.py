@@ -194,7 +194,7 @@ def split_fingerprint(data_fingerprint: str, split: str, limit: int | None, toke
 
 # ------------------------------------------------------------------------------------------ samplers
 
-def _shard_rank(rank: int, world_size: int) -> None:
+def _check_rank(rank: int, world_size: int) -> None:
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} outside world size {world_size}")
 
@@ -213,7 +213,7 @@ class BucketBatchSampler(Sampler[list[int]]):
 
     def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int, bucketing: bool = True,
                  chunk_batches: int = 64, rank: int = 0, world_size: int = 1):
-        _shard_rank(rank, world_size)
+        _check_rank(rank, world_size)
         self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
         self.bucketing, self.chunk_batches = bucketing, chunk_batches
         self.rank, self.world_size, self.epoch = rank, world_size, 0
@@ -255,7 +255,7 @@ class SortedBatchSampler(Sampler[list[int]]):
     ranks."""
 
     def __init__(self, lengths: torch.Tensor, batch_size: int, rank: int = 0, world_size: int = 1):
-        _shard_rank(rank, world_size)
+        _check_rank(rank, world_size)
         order = torch.argsort(lengths, stable=True)[rank::world_size]
         self.batches = [b.tolist() for b in torch.split(order, batch_size)]
 
@@ -308,10 +308,12 @@ class FinetuneDataModule(pl.LightningDataModule):
                 key = split_fingerprint(self.data_fingerprint, split, self.limits[split], tokenizer_fp,
                                         self.encoder, self.encoding)
                 entry = Path(self.cache_dir) / key
-            cached = EncodedSplit.load(entry) if entry is not None and entry.is_dir() else None
-            if cached is not None and len(cached) == len(self.instances[split]):
-                self.features[split], self.from_cache[split] = cached, True
-                continue
+            if entry is not None and entry.is_dir():
+                cached = EncodedSplit.load(entry)
+                if cached is not None and len(cached) == len(self.instances[split]):
+                    self.features[split], self.from_cache[split] = cached, True
+                    continue
+                shutil.rmtree(entry, ignore_errors=True)  # unreadable (e.g. a disk filled up): redo it
             self.features[split] = EncodedSplit.from_features(self.encoder.encode(self.instances[split]),
                                                               token_labels)
             self.encode_calls += 1

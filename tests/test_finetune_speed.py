@@ -109,6 +109,28 @@ def test_bucketed_batches_are_seeded_by_seed_and_epoch_and_cover_every_example(d
     assert list(BucketBatchSampler(lengths, 16, seed=4, chunk_batches=8)) != epoch0
 
 
+def test_lightning_reshuffles_each_epoch_through_set_epoch(data_dir):
+    """The Trainer calls the sampler's set_epoch at every epoch start (also after a resume, with the
+    restored epoch), so each epoch gets its own (seed, epoch) batch order."""
+    dm = datamodule(data_dir, None, limit=48)
+    cfg = build_config("micro", [], task="bc5-chem")
+    encoder, _ = load_encoder(cfg.model, data_dir, 0.1)
+    module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, 64), 1e-3, 0.01, 0.1)
+    seen: list[tuple[int, int, tuple[int, ...]]] = []
+
+    class Record(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append((trainer.current_epoch, trainer.train_dataloader.sampler.epoch,
+                         tuple(batch["index"].tolist())))
+
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         use_distributed_sampler=False, limit_val_batches=0, callbacks=[Record()])
+    trainer.fit(module, datamodule=dm)
+    assert [(e, s) for e, s, _ in seen] == [(0, 0)] * 3 + [(1, 1)] * 3
+    assert [b for e, _, b in seen if e == 0] != [b for e, _, b in seen if e == 1]
+
+
 def padding(batches: list[list[int]], lengths: torch.Tensor) -> int:
     return sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in batches)
 
