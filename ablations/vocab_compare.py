@@ -3,7 +3,8 @@
 
 Table 1's splits are printed as the paper does: word pieces joined by '-', without '##'; a term that is
 one vocabulary entry is a check mark. Table 8 counts the model input the fine-tuning encoder builds for
-every instance of every split (special tokens included, relation entities dummified, no truncation).
+every instance of every split (special tokens included, relation entities dummified, no truncation), and
+for HoC also its single sentences, which is what the paper's HoC numbers measure.
 """
 
 from __future__ import annotations
@@ -37,11 +38,14 @@ TABLE1 = {
 }
 TABLE1_COLUMNS = {"bert-base-uncased": 1, "scibert-scivocab-uncased": 2, "pubmedbert-uncased": 3}
 
-# Table 8: dataset -> (Wiki + Books vocabulary, PubMed vocabulary).
+# Table 8: dataset -> (Wiki + Books vocabulary, PubMed vocabulary). The paper's HoC numbers (40.6, 31.0) are
+# those of single sentences, HoC's annotation unit, though its HoC task (and ours) classifies whole
+# abstracts (~360 word pieces): `table8` compares them with a sentence-level row, HOC_SENTENCES.
+HOC_SENTENCES = "hoc-sentences"
 TABLE8 = {
     "bc5-chem": (35.9, 28.0), "bc5-disease": (35.9, 28.0), "ncbi-disease": (34.2, 27.4),
     "bc2gm": (38.5, 30.5), "jnlpba": (33.7, 26.0), "ebm-pico": (30.7, 25.1), "chemprot": (75.4, 55.5),
-    "ddi": (106.0, 75.9), "gad": (47.0, 35.7), "biosses": (80.7, 61.6), "hoc": (40.6, 31.0),
+    "ddi": (106.0, 75.9), "gad": (47.0, 35.7), "biosses": (80.7, 61.6), HOC_SENTENCES: (40.6, 31.0),
     "pubmedqa": (343.1, 293.0), "bioasq": (702.4, 541.4),
 }
 
@@ -91,6 +95,17 @@ def average_input_lengths(vocab: str, data_dir: Path, datasets: list[str]) -> di
     return out
 
 
+def hoc_sentence_lengths(vocab: str, data_dir: Path) -> float:
+    """Mean word pieces (with [CLS]/[SEP]) of the sentences of every HoC abstract (all splits)."""
+    from datamodules.pretrain.corpora import split_sentences
+    from datamodules.registry import get_dataset
+
+    tokenizer = hf_tokenizer(resolve_vocab_file(vocab, data_dir), lowercase=True)
+    sentences = [s for split in get_dataset("hoc").read(data_dir).values() for x in split
+                 for s in split_sentences(x.text)]
+    return sum(len(ids) for ids in tokenizer(sentences)["input_ids"]) / len(sentences)
+
+
 @dataclass
 class Table8Row:
     dataset: str
@@ -111,7 +126,13 @@ class Table8Row:
 def table8(general_vocab: str, domain_vocab: str, data_dir: Path, datasets: list[str]) -> list[Table8Row]:
     general = average_input_lengths(general_vocab, data_dir, datasets)
     domain = average_input_lengths(domain_vocab, data_dir, datasets)
-    return [Table8Row(d, general[d], domain[d], *TABLE8.get(d, (None, None))) for d in datasets]
+    rows = []
+    for d in datasets:
+        rows.append(Table8Row(d, general[d], domain[d], *TABLE8.get(d, (None, None))))
+        if d == "hoc":
+            rows.append(Table8Row(HOC_SENTENCES, hoc_sentence_lengths(general_vocab, data_dir),
+                                  hoc_sentence_lengths(domain_vocab, data_dir), *TABLE8[HOC_SENTENCES]))
+    return rows
 
 
 def _dev(ours: float, paper: float | None) -> str:

@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}, OMP_WAIT_POLICY={out['omp_wait_policy']}")
     print(f"matmul peak: fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s")
     print(f"\nMLM pretraining, {args.size} ({size['num_layers']} layers, {size['hidden_size']} wide), vocabulary "
-          f"{config.vocab_size}, batch {args.batch_size} x {args.seq_len} tokens, {args.rounds} interleaved steps each:")
+          f"{config.vocab_size}, batch {args.batch_size} x {args.seq_len} tokens, "
+          f"{args.rounds} interleaved steps each:")
     print(f"  {'':<12}{'tokens/s':>10}{'MFU bf16':>10}{'MFU fp32':>10}  dtype  step spread")
     for name, dtype in (("ours", args.precision), ("hf-baseline", "fp32")):
         t = timings[name]
