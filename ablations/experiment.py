@@ -396,7 +396,7 @@ def _model_def(name: str, entry: dict[str, Any], source: Path, path: Path, profi
         if "pretrain.init" in pretrain:
             raise ConfigError(f"{where}.pretrain: set `init` beside `pretrain`, not inside it")
     return ModelDef(name, entry.get("label") or name, entry.get("name_or_path"), pretrain, entry.get("init"),
-                    bool(entry.get("finetune", True)), _dotted(entry.get("overrides") or {}, profile), str(source))
+                    entry.get("finetune") is not False, _dotted(entry.get("overrides") or {}, profile), str(source))
 
 
 def _model(name: str, written: dict[str, Any], path: Path, profile: str) -> ModelDef:

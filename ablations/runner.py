@@ -53,6 +53,7 @@ class RunSummary:
     profile: str
     tracking_uri: str
     parent_run_id: Optional[str]
+    kind: str = "finetune"
     outcomes: list[Outcome] = field(default_factory=list)
 
     def count(self, status: str) -> int:
@@ -63,6 +64,9 @@ class RunSummary:
         return self.count(FAILED) == 0 and self.count(BLOCKED) == 0
 
     def lines(self) -> list[str]:
+        if self.kind != "finetune":
+            return [f"{self.experiment} (kind {self.kind}): no runs; computed from the staged vocabularies "
+                    "and datasets"]
         stages = sum(o.kind == "pretrain" for o in self.outcomes)
         out = [f"{self.experiment} (profile {self.profile}): {stages} pretraining, "
                f"{len(self.outcomes) - stages} fine-tuning runs: {self.count(COMPUTED)} computed, "
@@ -195,7 +199,8 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
     if child:
         echo = _silent
     parent = None if child else _Parent(experiment, tracking_uri, work_dir, devices, ddp)
-    summary = RunSummary(experiment.name, experiment.profile, tracking_uri, parent.run_id if parent else None)
+    summary = RunSummary(experiment.name, experiment.profile, tracking_uri, parent.run_id if parent else None,
+                         experiment.kind)
     if experiment.kind != "finetune":
         if parent is not None:
             parent.close(summary, "FINISHED")
@@ -277,7 +282,8 @@ class _Run:
         init, blocked = stage_init(self.experiment, name, self.states)
         if init is None:
             self.states[name] = StageState(name, results.BLOCKED, blocked)
-            self._record(Outcome("pretrain", name, BLOCKED, error=blocked))
+            self._record(Outcome("pretrain", name, BLOCKED, error=f"continues from pretraining stage "
+                                 f"'{self.experiment.init_stage(name)}', which did not finish"))
             return
         try:
             cfg = self.experiment.stage_config(name, init)
@@ -301,9 +307,11 @@ class _Run:
     def _cell(self, cell: Cell) -> None:
         from ablations.finetune import identify
 
-        model_path, blocked = model_for(self.experiment, cell.model, self.states)
+        model_path, _ = model_for(self.experiment, cell.model, self.states)
         if model_path is None:
-            self._record(Outcome("finetune", cell.name, BLOCKED, error=blocked))
+            why = "failed" if self.states[cell.model].status == results.FAILED else "is blocked"
+            self._record(Outcome("finetune", cell.name, BLOCKED,
+                                 error=f"needs pretraining stage '{cell.model}', which {why}"))
             return
         try:
             cfg = self.experiment.finetune_config(cell, model_path)
