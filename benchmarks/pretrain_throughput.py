@@ -12,7 +12,8 @@ linear warm-up/decay, gradient clipping at 1.0:
   -> `PretrainModule.training_step` (SDPA attention, the MLM output layer only at the masked positions)
   under bf16 autocast (where the device supports it; `--precision fp32` to turn it off) -> backward ->
   gradient clipping, AdamW (`lightning_modules.optim`: fused where supported), schedule step: what
-  Lightning's loop does with `precision=bf16-mixed`, `gradient_clip_val=1`.
+  Lightning's loop does with `precision=bf16-mixed` (autocast without its weight cache, as Lightning's),
+  `gradient_clip_val=1`.
 - **baseline**: what `run_mlm.py` does: `DataCollatorForLanguageModeling` (15% wordpiece masking,
   80/10/10, dynamic padding) over the same token ids -> `BertForMaskedLM(input_ids, attention_mask,
   labels)` in fp32 (logits at every position, loss with ignore_index) -> backward -> clipping,
@@ -85,7 +86,7 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
     def step() -> float:
         batch = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in next(batches).items()}
         module.on_train_batch_start(batch, 0)
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32, cache_enabled=False):
             loss = module.training_step(batch, 0)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)

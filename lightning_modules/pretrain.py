@@ -337,6 +337,15 @@ class PretrainModule(pl.LightningModule):
             self.log("train/tokens_per_s", tokens / max(now - self._tick, 1e-9), on_step=True, prog_bar=True)
         self._tick = now
 
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        # Lightning's mixed-precision plugin refuses to clip for an optimizer that unscales gradients in its
+        # step (fused AdamW): a GradScaler (fp16) concern. bf16 and fp32 gradients are never scaled, so they
+        # are clipped here directly, as Lightning's plain-precision path would.
+        if gradient_clip_val and self.trainer.precision != "16-mixed":
+            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+        else:
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
     def configure_optimizers(self):
         if self.optimizer_name == "adamw":
             return adamw_with_linear_warmup(self.model, self.lr, self.weight_decay, self.warmup_ratio,

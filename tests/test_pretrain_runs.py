@@ -34,6 +34,7 @@ VARIANTS = {
     "adversarial": ["pretrain.adversarial=true"],
     "albert-sop": ["pretrain.objective=albert", "pretrain.embedding_size=32"],
     "lamb": ["pretrain.optimizer=lamb", "pretrain.lr=1e-2"],
+    "bf16-mixed": ["trainer.precision=bf16-mixed"],  # with gradient clipping and fused AdamW
     "trained-vocab": ["pretrain.vocab=train:2000"],
     "pmc": ["pretrain.corpus=pmc"],
     "pubmed+pmc": ["pretrain.corpus=pubmed+pmc"],
