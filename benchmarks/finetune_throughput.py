@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "1 is steadier on a CPU that other jobs share)")
     parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="ours")
     parser.add_argument("--max-length", type=int, help="truncation length (default: the dataset's)")
-    parser.add_argument("--baseline-max-length", type=int, help="baseline padding (default: --max-length)")
+    parser.add_argument("--baseline-max-length", type=int, help="baseline padding (default: --max-length); "
+                        "shorter than an example truncates it, as run_ner.py's --max_seq_length does")
     parser.add_argument("--data-dir", type=Path, help="staged datasets (default: $BIOABLATE_DATA)")
     parser.add_argument("--work-dir", type=Path, help="for the tokenization cache (default: ./outputs)")
     parser.add_argument("--json", type=Path, help="also write the results here")
