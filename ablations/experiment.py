@@ -100,7 +100,7 @@ class ExperimentSchema:
     kind: str = "finetune"  # finetune | vocab
     profile: str = "micro"  # default profile (`--profile` overrides)
     models: Dict[str, ModelSchema] = field(default_factory=dict)
-    tasks: Any = "blurb"  # a list of dataset names, or `blurb` (all 13)
+    tasks: Any = "blurb"  # a list of dataset names, or `blurb` (all 13); may be per-profile
     vary: Dict[str, AxisSchema] = field(default_factory=dict)
     seeds: Any = 1  # count | list | per-profile {micro: 1, mini: 3, base: {default: 5, biosses: 10}}
     overrides: Dict[str, Any] = field(default_factory=dict)  # config keys for every run (stages too)
@@ -482,6 +482,8 @@ def _seeds(raw: Any, profile: str, tasks: list[str], path: Path) -> dict[str, li
 def _tasks(raw: Any, path: Path) -> list[str]:
     from datamodules.registry import dataset_names, get_dataset
 
+    if raw is _UNSET:
+        raise ConfigError(f"{path}: tasks: no value for this profile (add it, or a `default`)")
     if raw == "blurb":
         return list(dataset_names())
     if not isinstance(raw, list) or not raw:
@@ -509,7 +511,7 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
     if spec["kind"] not in KINDS:
         raise ConfigError(f"{path}: kind: unknown kind '{spec['kind']}'; known: {', '.join(KINDS)}")
     name, table = str(spec["name"]), spec["table"]
-    tasks = _tasks(spec["tasks"], path)
+    tasks = _tasks(per_profile(spec["tasks"], profile), path)
     overrides_dotted = _dotted(spec["overrides"], profile)
     task_overrides = {}
     for task, layer in (spec["task_overrides"] or {}).items():
@@ -603,7 +605,12 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
         for value in table[key]:
             if value not in valid:
                 raise ConfigError(f"{path}: table.{key}: '{value}' is not one of {', '.join(valid)}")
-    paper_rows = [*rows, BLURB_ROW] if table["blurb_row"] else rows
+    paper_rows = [*rows, BLURB_ROW] if table["blurb_row"] else list(rows)
+    if row_axis == "task":  # a task this profile does not plan (e.g. micro's subset) is left out
+        from datamodules.registry import dataset_names
+
+        table = {**table, "paper": {r: v for r, v in table["paper"].items()
+                                    if r in paper_rows or r not in dataset_names()}}
     for row, by_column in table["paper"].items():
         if row not in paper_rows:
             raise ConfigError(f"{path}: table.paper: '{row}' is not a row ({', '.join(paper_rows)})")

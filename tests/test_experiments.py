@@ -48,6 +48,18 @@ def shared_work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("experiments")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Micro models are too small to gain from intra-op threads, and a second thread spinning on a shared
+    CI core costs more than it gives: ~220 runs in this module run single-threaded."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
 def test_experiment_runs_end_to_end_under_micro_and_renders_its_table(path, shared_work, data_dir, capsys):
     code = main(["run", str(path), "--profile", "micro", "--work-dir", str(shared_work), "--data-dir", str(data_dir)])
