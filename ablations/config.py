@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
@@ -252,9 +252,11 @@ def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def fingerprint(cfg: DictConfig, data_fingerprint: str) -> str:
-    """Hash of everything that affects a run's result: the config (minus bookkeeping keys) and data."""
-    items = {k: v for k, v in flatten(cfg).items() if k not in NON_RESULT_KEYS}
+def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:
+    """Hash of everything that affects a run's result: the config (minus bookkeeping keys and `exclude`,
+    keys whose content the caller has put into `data_fingerprint` instead) and data."""
+    skip = NON_RESULT_KEYS | set(exclude)
+    items = {k: v for k, v in flatten(cfg).items() if k not in skip}
     payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

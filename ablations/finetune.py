@@ -36,7 +36,7 @@ from datamodules.registry import DatasetSpec, get_dataset
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
-from lightning_modules.models import load_encoder, model_fingerprint
+from lightning_modules.models import RANDOM_BERT, load_encoder, model_fingerprint
 
 log = logging.getLogger("bioablate")
 
@@ -71,7 +71,12 @@ def identify(cfg: DictConfig) -> tuple[DatasetSpec, Path, str, str]:
         raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
                           "distributions and a regression task has none; drop the override")
     data_fp = spec.fingerprint(data_dir)
-    return spec, data_dir, data_fp, fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir))
+    # A model directory or named model counts by its files' content, not by where it lies, so the same
+    # pretrained model finds the same runs from any work directory; a random BERT has no files to hash
+    # beyond its vocabulary, so its name stays in.
+    by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
+    run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir), exclude=by_content)
+    return spec, data_dir, data_fp, run_fp
 
 
 def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),

@@ -149,7 +149,9 @@ def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: 
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items()
              if (k.startswith("pretrain.") or k.startswith("model.") or k in ("seed", "trainer.precision"))
-             and k not in ("model.name_or_path", "model.vocab", "model.lowercase")}
+             and k not in ("model.name_or_path", "model.vocab", "model.lowercase")
+             # a continual run's starting model counts by content (init_fp), not by its path
+             and not (k == "pretrain.init" and init_fp != "scratch")}
     payload = json.dumps({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path),
                           "init": init_fp}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

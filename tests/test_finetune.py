@@ -164,3 +164,46 @@ def test_adversarial_finetuning_refuses_regression(data_dir, tmp_path):
 
     with pytest.raises(ConfigError, match="finetune.adversarial=true does not apply to biosses"):
         identify(micro_config("biosses", data_dir, tmp_path, "finetune.adversarial=true"))
+
+
+def test_model_directory_counts_by_content_not_by_path(data_dir, tmp_path):
+    """The same pretrained model copied to another work directory finds the same runs (fingerprint);
+    a model directory with other weights does not."""
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    from ablations.finetune import identify
+    from lightning_modules.models import resolve_vocab
+
+    vocab = resolve_vocab("bert-base-uncased", data_dir)
+    config = BertConfig(vocab_size=sum(1 for _ in vocab.open()), hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)
+
+    def save(path: Path, seed: int) -> Path:
+        torch.manual_seed(seed)
+        BertModel(config).save_pretrained(path)
+        BertTokenizer(vocab=str(vocab)).save_pretrained(path)
+        return path
+
+    def run_fingerprint(model_dir: Path) -> str:
+        return identify(micro_config("biosses", data_dir, tmp_path / "work", f"model.name_or_path={model_dir}"))[3]
+
+    original = save(tmp_path / "a" / "model", seed=0)
+    copy = Path(shutil.copytree(original, tmp_path / "b" / "elsewhere"))
+    other = save(tmp_path / "c" / "model", seed=1)
+    assert run_fingerprint(original) == run_fingerprint(copy)
+    assert run_fingerprint(other) != run_fingerprint(original)
+    random = identify(micro_config("biosses", data_dir, tmp_path / "work"))[3]  # random-bert keeps its name
+    assert random not in {run_fingerprint(original), run_fingerprint(other)}
+
+    # the same for continual pretraining from a model directory
+    from ablations import pretrain
+
+    def stage_fingerprint(init: Path) -> str:
+        cfg = build_config("micro", [f"pretrain.init={init}", "pretrain.vocab=init"], task="pretrain",
+                           data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+        return pretrain.identify(cfg)[0]
+
+    assert stage_fingerprint(original) == stage_fingerprint(copy) != stage_fingerprint(other)
