@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import platform
 import statistics
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -557,13 +556,10 @@ def plot(data: TableData, path: Path, ylabel: str | None = None) -> Path:
 
 
 def machine_line() -> str:
-    """The machine this process runs on, as benchmarks.common.machine() names it (platform otherwise)."""
-    try:
-        from benchmarks.common import machine
+    """The machine this process runs on (ablations.hardware.machine)."""
+    from ablations.hardware import machine
 
-        return machine()
-    except ImportError:  # benchmarks/ is not installed with the package
-        return f"{platform.processor() or platform.machine()}, {platform.system()} {platform.release()}"
+    return machine()
 
 
 def _run_times(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:

@@ -10,8 +10,6 @@ credit for the positions the loss throws away.
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass
@@ -19,18 +17,7 @@ from typing import Callable
 
 import torch
 
-
-def machine() -> str:
-    """One line naming the device the numbers were measured on."""
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name()} (torch {torch.__version__}, CUDA {torch.version.cuda})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads of {os.cpu_count()} cores (torch {torch.__version__})"
+from ablations.hardware import machine  # noqa: F401  (re-exported for the benchmarks)
 
 
 def _sync(device: torch.device) -> None:
