@@ -327,8 +327,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
     overrides = list(args.overrides)
     if args.ddp:
-        # find_unused_parameters: a pretrained checkpoint loads with a pooler that fine-tuning never uses
-        overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp_find_unused_parameters_true"]
+        overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
     experiment = load_experiment(args.experiment, profile=args.profile, overrides=overrides,
                                  data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
     if args.dry_run:

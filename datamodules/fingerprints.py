@@ -4,16 +4,27 @@ applies (datasets, corpora, model directories)."""
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Iterable
+
+# One process asks for the same hashes again and again (an experiment plans and collects hundreds of runs
+# over a few datasets and models). A file counts as unchanged while its path, size and modification time
+# are; the hash itself is the same as without the memo.
+_MEMO: dict[tuple, str] = {}
 
 
 def hash_files(paths: Iterable[Path], seed: bytes = b"") -> str:
     """16 hex digits of SHA-256 over `seed` and each file's name and content, streamed in 1 MiB chunks."""
+    paths = list(paths)
+    key = (seed, *((os.path.abspath(p), s.st_size, s.st_mtime_ns) for p in paths for s in [os.stat(p)]))
+    if key in _MEMO:
+        return _MEMO[key]
     h = hashlib.sha256(seed)
     for path in paths:
         h.update(path.name.encode())
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
-    return h.hexdigest()[:16]
+    _MEMO[key] = h.hexdigest()[:16]
+    return _MEMO[key]

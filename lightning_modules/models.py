@@ -88,7 +88,10 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
     for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
         if hasattr(config, key):
             setattr(config, key, dropout)
-    encoder = AutoModel.from_pretrained(path, config=config, attn_implementation="sdpa")
+    # No pooler: fine-tuning heads read the hidden states, and a pooler whose parameters get no gradient
+    # would make DDP stop with "parameters that were not used in producing loss".
+    no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert") else {}
+    encoder = AutoModel.from_pretrained(path, config=config, attn_implementation="sdpa", **no_pooler)
     # from_pretrained returns the model in eval mode, and Lightning keeps a submodule's mode as it finds
     # it: without this, dropout would be off during fine-tuning.
     encoder.train()

@@ -1,5 +1,6 @@
 """A micro fine-tuning run with 2 DDP processes on the CPU (gloo), through the real `bioablate finetune`
-command: rank 0 alone owns the MLflow run; dev and test are scored over every example, each exactly once."""
+command, from a saved pretrained model: rank 0 alone owns the MLflow run; dev and test are scored over every
+example, each exactly once."""
 
 from __future__ import annotations
 
@@ -18,12 +19,31 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 EVAL = 45  # dev and test examples: odd, so two ranks get uneven shares (a padding sampler would repeat one)
 
 
+def save_pretrained_bert(path: Path, data_dir: Path) -> Path:
+    """A small BERT saved as a pretrained checkpoint is, pooler included (which fine-tuning leaves out: DDP
+    stops on parameters without a gradient)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    from lightning_modules.models import resolve_vocab
+
+    vocab = resolve_vocab("bert-base-uncased", data_dir)
+    tokenizer = BertTokenizer(vocab=str(vocab))
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=256)).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def test_two_process_ddp_finetune_through_the_cli(data_dir, tmp_path):
     work_dir = tmp_path / "work"
+    model_dir = save_pretrained_bert(tmp_path / "model", data_dir)
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_PORT")}
     env.update(BIOABLATE_DATA=str(data_dir), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     command = [sys.executable, "-m", "ablations.cli", "finetune", "--task", "bc5-chem", "--work-dir", str(work_dir),
+               "--model", str(model_dir),
                "finetune.max_train_examples=64", f"finetune.max_eval_examples={EVAL}", "finetune.epochs=2",
                "finetune.max_length=64", "trainer.progress_bar=false",
                "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp"]
