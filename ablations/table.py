@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from ablations.hardware import machine
 from ablations.results import BLOCKED, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from datamodules.errors import ConfigError, UnknownNameError
 
@@ -555,13 +556,6 @@ def plot(data: TableData, path: Path, ylabel: str | None = None) -> Path:
 # provenance: the header block of a rendered results file
 
 
-def machine_line() -> str:
-    """The machine this process runs on (ablations.hardware.machine)."""
-    from ablations.hardware import machine
-
-    return machine()
-
-
 def _run_times(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:
     """Total and span of the runs' wall times, from MLflow's start/end times; their code commits."""
     from mlflow.exceptions import MlflowException
@@ -643,7 +637,7 @@ def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking
         f"runs: {counts}",
         f"wall time: {_duration(both['total_s'])} summed over {both['timed']} runs{split}; first start to last "
         f"end {_duration(both['span_s'])} (MLflow's start/end times)",
-        f"machine (rendering host): {machine_line()}",
+        f"machine (rendering host): {machine()}",
         f"code: rendered at commit {code_state()}; runs logged at commit(s) "
         f"{', '.join(c[:12] for c in both['commits']) or 'unknown'}",
         f"tracking store: {tracking_uri}",
@@ -889,7 +883,7 @@ def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifa
     header = [f"experiment: {name}",
               "profile: none applies (no runs: computed from the staged vocabularies and datasets)",
               *([f"wall time: {_duration(seconds)} to compute"] if seconds is not None else []),
-              f"machine: {machine_line()}", f"code: commit {code_state()}"]
+              f"machine: {machine()}", f"code: commit {code_state()}"]
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}
     return publish(name, texts, grid.figure_data, header, tracking_uri, out_dir, artifact_root, all_tags,
