@@ -752,9 +752,17 @@ def stage_init(experiment: Experiment, name: str, states: dict[str, StageState])
         return experiment.models[init].name_or_path, None
     state = states.get(init)
     if state is None or state.status != results.FINISHED:
-        why = state.reason if state is not None and state.reason else "not run"
-        return None, f"continues from pretraining stage '{init}', which has not finished ({why})"
+        return None, f"continues from pretraining stage '{init}', which {_unfinished(state)}"
     return str(state.model_dir), None
+
+
+def _unfinished(state: Optional[StageState]) -> str:
+    """How a stage that others wait for stands, for their BLOCKED reason (its own error is on its own row)."""
+    if state is not None and state.status == results.FAILED:
+        return "failed"
+    if state is not None and state.status == results.BLOCKED:
+        return "is blocked"
+    return "has not finished"
 
 
 def stage_state(experiment: Experiment, name: str, states: dict[str, StageState], store: Store) -> StageState:
@@ -792,7 +800,7 @@ def model_for(experiment: Experiment, model: str, states: dict[str, StageState])
         return definition.name_or_path, None
     state = states[model]
     if state.status != results.FINISHED:
-        return None, state.reason or f"pretraining stage '{model}' has not finished"
+        return None, f"needs pretraining stage '{model}', which {_unfinished(state)}"
     return str(state.model_dir), None
 
 

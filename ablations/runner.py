@@ -282,8 +282,7 @@ class _Run:
         init, blocked = stage_init(self.experiment, name, self.states)
         if init is None:
             self.states[name] = StageState(name, results.BLOCKED, blocked)
-            self._record(Outcome("pretrain", name, BLOCKED, error=f"continues from pretraining stage "
-                                 f"'{self.experiment.init_stage(name)}', which did not finish"))
+            self._record(Outcome("pretrain", name, BLOCKED, error=blocked))
             return
         try:
             cfg = self.experiment.stage_config(name, init)
@@ -307,11 +306,9 @@ class _Run:
     def _cell(self, cell: Cell) -> None:
         from ablations.finetune import identify
 
-        model_path, _ = model_for(self.experiment, cell.model, self.states)
+        model_path, blocked = model_for(self.experiment, cell.model, self.states)
         if model_path is None:
-            why = "failed" if self.states[cell.model].status == results.FAILED else "is blocked"
-            self._record(Outcome("finetune", cell.name, BLOCKED,
-                                 error=f"needs pretraining stage '{cell.model}', which {why}"))
+            self._record(Outcome("finetune", cell.name, BLOCKED, error=blocked))
             return
         try:
             cfg = self.experiment.finetune_config(cell, model_path)
