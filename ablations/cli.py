@@ -18,7 +18,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from datamodules.errors import BioablateError
+from core.console import quiet_libraries
+from core.errors import BioablateError
 
 EXIT_USER_ERROR = 2
 
@@ -154,20 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries() -> None:
-    """Keep the terminal for our progress and results: Lightning's banner lines and library warnings
-    are noise for a user running experiments (`-v` brings them back). The libraries set their own
-    levels when imported, so import them first."""
-    import mlflow  # noqa: F401
-    import pytorch_lightning  # noqa: F401
-
-    for name in ("pytorch_lightning", "lightning", "lightning.pytorch", "lightning_fabric", "mlflow",
-                 "alembic", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
 def cmd_finetune(args: argparse.Namespace) -> int:
     from ablations.config import build_config
     from ablations.finetune import run_finetune
@@ -288,7 +275,7 @@ def cmd_vocab_compare(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablations.config import resolve_work_dir
     from ablations.sweep import STORAGE_ENV, SweepPaths, best_config, default_storage, load_sweep, run_sweep
-    from datamodules.errors import ConfigError
+    from core.errors import ConfigError
 
     if args.target == "best":
         if len(args.rest) != 1:
@@ -320,8 +307,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment
-    from ablations.runner import is_ddp_worker, plan_lines, run_experiment
-    from datamodules.errors import ConfigError
+    from ablations.runner import plan_lines, run_experiment
+    from core.distributed import is_ddp_worker
+    from core.errors import ConfigError
 
     if args.devices < 1:
         raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
@@ -354,7 +342,7 @@ def render_table(experiment, tracking_uri: str) -> str:
 def cmd_table(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment
     from ablations.table import FORMATS, render_experiment
-    from datamodules.errors import UnknownNameError
+    from core.errors import UnknownNameError
 
     if args.format not in FORMATS:  # before loading anything
         raise UnknownNameError("table format", args.format, FORMATS)
@@ -386,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not args.verbose:
-        _quiet_libraries()
+        quiet_libraries()
     key = (args.command, args.data_command) if args.command == "data" else args.command
     if args.command == "vocab":
         key = ("vocab", args.vocab_command)

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from datamodules.errors import ConfigError
+from core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"

@@ -27,7 +27,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 from ablations import results
 from ablations.config import (EXPERIMENTS_DIR, PROFILES, RunConfig, _merge, load_yaml, parse_overrides,
                               profile_config, resolve_tracking_uri, resolve_work_dir)
-from datamodules.errors import BioablateError, ConfigError
+from core.errors import BioablateError, ConfigError
 
 KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)

@@ -29,8 +29,9 @@ from ablations.config import (fingerprint, flatten, resolve_data_dir, resolve_tr
                               resolve_work_dir)
 from ablations.tracking import Tracker, git_commit
 from ablations.variants import check_variants
+from core.distributed import is_ddp_worker
 from datamodules.custom import register_from_yaml
-from datamodules.errors import ConfigError, MissingDataError
+from core.errors import ConfigError, MissingDataError
 from datamodules.finetune_data import FinetuneDataModule
 from datamodules.registry import DatasetSpec, get_dataset
 from lightning_modules.algorithms.alum import Alum
@@ -133,11 +134,6 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     if not cfg.keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return FinetuneResult(run_id, run_fp, False, tracking_uri, best_dev, module.test_metrics)
-
-
-def is_ddp_worker() -> bool:
-    """A process Lightning started for another DDP rank (it reruns the command with these set)."""
-    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
 
 
 def _fit_and_test(cfg: DictConfig, spec: DatasetSpec, data_dir: Path, data_fp: str, run_dir: Path,

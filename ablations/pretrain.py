@@ -26,7 +26,8 @@ from torch.utils.data import DataLoader
 
 from ablations.config import flatten, resolve_data_dir, resolve_tracking_uri, resolve_work_dir
 from ablations.tracking import Tracker, git_commit
-from datamodules.errors import ConfigError, UnknownNameError
+from core.distributed import is_ddp_worker
+from core.errors import ConfigError, UnknownNameError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
 from datamodules.pretrain.data import MicroBatches
 from datamodules.pretrain.masking import check_masking
@@ -208,7 +209,7 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
     data_dir = resolve_data_dir(cfg.data_dir)
     work_dir = resolve_work_dir(cfg)
     tracking_uri = resolve_tracking_uri(cfg, work_dir)
-    is_child = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+    is_child = is_ddp_worker()
 
     corpus_fp = corpus_fingerprint(p.corpus, data_dir)
     vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp)

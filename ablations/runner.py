@@ -30,6 +30,8 @@ from typing import Any, Callable, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ablations import results
+from core.console import quiet_libraries
+from core.distributed import is_ddp_worker
 from ablations.experiment import (PARENT_KIND, PRETRAIN_EXPERIMENT, Cell, Experiment, StageState, Store,
                                   cell_run, model_for, run_status, stage_init, stage_states)
 
@@ -108,7 +110,6 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str]) -> dict[str
 
 
 def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
-    from ablations.cli import _quiet_libraries
 
     device = devices.get()
     if cuda:
@@ -118,7 +119,7 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
 
         torch.set_num_threads(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _quiet_libraries()
+    quiet_libraries()
     _no_progress_bars()
 
 
@@ -155,10 +156,6 @@ def _uses_cuda(experiment: Experiment) -> bool:
 
 # ---------------------------------------------------------------------------------------------------
 # The experiment
-
-
-def is_ddp_worker() -> bool:
-    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
 
 
 class _Parent:

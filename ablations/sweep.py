@@ -52,7 +52,7 @@ from ablations.config import (NON_RESULT_KEYS, REPO_ROOT, build_config, flatten,
                               parse_overrides, resolve_tracking_uri, resolve_work_dir)
 from ablations.finetune import run_finetune
 from ablations.tracking import Tracker
-from datamodules.errors import ConfigError, UnknownNameError
+from core.errors import ConfigError, UnknownNameError
 
 log = logging.getLogger("bioablate")
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ablations.hardware import machine
 from ablations.results import BLOCKED, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
-from datamodules.errors import ConfigError, UnknownNameError
+from core.errors import ConfigError, UnknownNameError
 
 FORMATS = ("markdown", "latex", "csv")
 FILE_SUFFIX = {"markdown": "md", "latex": "tex", "csv": "csv"}

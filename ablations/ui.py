@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
 from ablations.sweep import STORAGE_ENV, default_storage, redact
-from datamodules.errors import ConfigError
+from core.errors import ConfigError
 
 
 def is_loopback(host: str) -> bool:

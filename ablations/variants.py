@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from datamodules.encoders import SUBTOKEN_LABELS
-from datamodules.errors import ConfigError
+from core.errors import ConfigError
 from datamodules.registry import DatasetSpec
 from datamodules.relation_inputs import RE_INPUTS
 from datamodules.tagging import SCHEMES

@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from datamodules.errors import ConfigError, DataFormatError
+from core.errors import ConfigError, DataFormatError
 from datamodules.instances import TextInstance
 from datamodules.readers.ner import read_conll_file
 from datamodules.registry import SPLITS, DatasetSpec, Splits, register

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from datamodules.errors import UnknownNameError
+from core.errors import UnknownNameError
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
 from datamodules.registry import DatasetSpec
 from datamodules.relation_inputs import MARKERS, get_transform

@@ -38,8 +38,8 @@ from torch.utils.data import DataLoader, Sampler
 from transformers import PreTrainedTokenizerBase
 
 from datamodules.encoders import IGNORE_INDEX, Features, TaskEncoder, make_encoder
-from datamodules.errors import BioablateError
-from datamodules.fingerprints import hash_files
+from core.errors import BioablateError
+from core.fingerprints import hash_files
 from datamodules.instances import Instance
 from datamodules.registry import SPLITS, DatasetSpec
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from datamodules.errors import MissingDataError, UnknownNameError
-from datamodules.fingerprints import hash_files
+from core.errors import MissingDataError, UnknownNameError
+from core.fingerprints import hash_files
 from datamodules.instances import Instance
 
 SPLITS = ("train", "dev", "test")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from datamodules.errors import UnknownNameError
+from core.errors import UnknownNameError
 from datamodules.instances import RelationInstance
 
 MARKERS = ("[E1]", "[/E1]", "[E2]", "[/E2]")

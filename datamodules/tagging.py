@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from datamodules.errors import UnknownNameError
+from core.errors import UnknownNameError
 from datamodules.instances import Span, iob_to_spans
 
 

@@ -19,8 +19,8 @@ from typing import Any
 from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer,
                           PreTrainedModel, PreTrainedTokenizerBase)
 
-from datamodules.errors import ConfigError
-from datamodules.fingerprints import hash_files
+from core.errors import ConfigError
+from core.fingerprints import hash_files
 
 RANDOM_BERT = "random-bert"
 

@@ -34,7 +34,7 @@ from transformers import (AlbertConfig, AlbertForPreTraining, AutoConfig, BertCo
                           BertForPreTraining, BertModel, ElectraConfig, ElectraForMaskedLM,
                           ElectraForPreTraining, PreTrainedModel)
 
-from datamodules.errors import ConfigError, UnknownNameError
+from core.errors import ConfigError, UnknownNameError
 from datamodules.pretrain.data import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup, parameter_groups

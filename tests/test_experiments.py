@@ -19,7 +19,7 @@ from ablations.cli import main
 from ablations.config import REPO_ROOT
 from ablations.experiment import collect, experiment_files, load_experiment
 from ablations.runner import run_experiment
-from datamodules.errors import ConfigError
+from core.errors import ConfigError
 
 EXPERIMENTS = experiment_files()
 # Cheap stages for the behaviour tests below (the micro profile's 30 steps are for the real YAMLs).

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ablations.vocab_compare import HOC_SENTENCES, TABLE8, table1, table8
-from datamodules.errors import UnknownNameError
+from core.errors import UnknownNameError
 from datamodules.pretrain import corpora
 from datamodules.pretrain.corpora import evaluation_pmids, load_corpus, parse_corpus, split_sentences
 from datamodules.pretrain.masking import corrupt, mask_batch, masking_rate, select_positions

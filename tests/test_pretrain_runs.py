@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from ablations.config import REPO_ROOT, build_config
 from ablations.finetune import run_finetune
 from ablations.pretrain import run_pretrain
-from datamodules.errors import ConfigError
+from core.errors import ConfigError
 from lightning_modules.pretrain import build_model
 
 FAST = ["trainer.progress_bar=false"]

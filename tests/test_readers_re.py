@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.readers.chemprot import (
     chemprot_files,

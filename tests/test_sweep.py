@@ -30,7 +30,7 @@ from optuna.trial import TrialState
 from ablations.cli import main
 from ablations.config import REPO_ROOT, build_config, flatten
 from ablations.sweep import (STORAGE_ENV, SweepPaths, load_sweep, run_sweep, sqlite_single_process)
-from datamodules.errors import ConfigError
+from core.errors import ConfigError
 
 MICRO = REPO_ROOT / "experiments" / "sweeps" / "micro.yaml"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)

@@ -12,7 +12,7 @@ import pytest
 
 from ablations.results import BLOCKED, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.table import bar_figure, plot, render, summarize
-from datamodules.errors import ConfigError, UnknownNameError
+from core.errors import ConfigError, UnknownNameError
 from lightning_modules.metrics import blurb_score
 
 LAYOUT = TableLayout(

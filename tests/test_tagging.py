@@ -10,7 +10,7 @@ import pytest
 from datamodules.instances import Span
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.tagging import SCHEMES, get_scheme, io_merges
-from datamodules.errors import UnknownNameError
+from core.errors import UnknownNameError
 
 TAGGED = dataset_names("ner") + dataset_names("pico")
 

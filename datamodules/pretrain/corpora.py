@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from datamodules.fingerprints import hash_files
-from datamodules.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
+from core.fingerprints import hash_files
+from core.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
 
 PRETRAIN_DIR = "pretrain"
 

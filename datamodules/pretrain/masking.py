@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from datamodules.errors import UnknownNameError
+from core.errors import UnknownNameError
 
 IGNORE_INDEX = -100
 MASKING_MODES = ("wordpiece", "wwm")

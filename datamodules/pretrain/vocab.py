@@ -19,7 +19,7 @@ from typing import Iterable
 from tokenizers import BertWordPieceTokenizer, Tokenizer
 from transformers import BertTokenizer
 
-from datamodules.errors import ConfigError
+from core.errors import ConfigError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.registry import SPLITS, Splits
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.registry import Splits
 

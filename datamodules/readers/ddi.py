@@ -28,7 +28,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.registry import Splits
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.registry import Splits
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 
 
 def load_json_object(path: Path, expected: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import re
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance, iob_to_spans
 from datamodules.registry import Reader, Splits
 

@@ -12,7 +12,7 @@ import random
 import re
 from pathlib import Path
 
-from datamodules.errors import DataFormatError
+from core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.registry import Splits
 

@@ -4,13 +4,15 @@ Everything a user can cause (a typo in a task name, a missing data folder, a mal
 file, an unknown config key) raises a subclass of `BioablateError`. The CLI prints such an error as one
 line and exits with status 2; anything else is a bug and keeps its traceback.
 
-This module lives in `datamodules` because it is the lowest layer: `lightning_modules` and `ablations`
-import it, never the other way round.
+This module lives in `core`, the lowest layer: `datamodules`, `lightning_modules` and `ablations` import
+it, never the other way round.
 """
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
+from typing import Iterable
 
 
 class BioablateError(Exception):
@@ -18,11 +20,13 @@ class BioablateError(Exception):
 
 
 class UnknownNameError(BioablateError):
-    """A name looked up in a registry (dataset, head, ...) does not exist."""
+    """A name looked up in a registry (dataset, head, ...) does not exist; suggests the nearest one."""
 
-    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]):
+    def __init__(self, kind: str, name: str, known: Iterable[str]):
         self.kind, self.name, self.known = kind, name, sorted(known)
-        super().__init__(f"unknown {kind} '{name}'; known: {', '.join(self.known)}")
+        close = difflib.get_close_matches(str(name), self.known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        super().__init__(f"unknown {kind} '{name}'; known: {', '.join(self.known)}{hint}")
 
 
 class MissingDataError(BioablateError):

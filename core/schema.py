@@ -1,0 +1,117 @@
+"""The one way a YAML file is read and checked: against a dataclass schema, through OmegaConf.
+
+Every config file of the toolkit (run configs and profiles, experiments, sweep spaces, user datasets,
+corpora) goes through `load_yaml` and `validate`, so every mistake reads the same way, as one line:
+
+    exp.yaml: unknown key 'vary.tagging.valeus' (did you mean 'values'?); valid keys under 'vary.tagging': ...
+    exp.yaml: bad value for 'seeds': ...
+
+Nested dataclasses, and `Dict[str, Dataclass]` fields (a mapping of named entries), are followed to name
+the valid keys at any depth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from core.errors import ConfigError
+
+
+def load_yaml(path: Path | str) -> DictConfig:
+    """A YAML file whose top level is a mapping; a missing file or a parse error is one ConfigError."""
+    path = Path(path)
+    try:
+        cfg = OmegaConf.load(path)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, expected a YAML file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
+    except Exception as e:  # yaml.YAMLError and friends: show where the parser stopped
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level")
+    return cfg
+
+
+def _field_types(schema: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(schema)
+    return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(schema)}
+
+
+def _as_schema(annotation: Any) -> type | None:
+    """The dataclass an annotation names directly, or through Optional[...]; None otherwise."""
+    if dataclasses.is_dataclass(annotation):
+        return annotation
+    if typing.get_origin(annotation) is typing.Union:
+        for arg in typing.get_args(annotation):
+            if dataclasses.is_dataclass(arg):
+                return arg
+    return None
+
+
+def schema_at(schema: type, parts: list[str]) -> type | None:
+    """The dataclass whose keys are valid at the key path `parts` (following nested dataclasses and
+    `Dict[str, Dataclass]` entries), or None where the path leaves the schema."""
+    node: type | None = schema
+    i = 0
+    while node is not None and i < len(parts):
+        annotation = _field_types(node).get(parts[i])
+        if annotation is None:
+            return None
+        nested = _as_schema(annotation)
+        if nested is not None:
+            node, i = nested, i + 1
+            continue
+        origin = typing.get_origin(annotation)
+        args = typing.get_args(annotation)
+        if origin in (dict, typing.Dict) and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+            if i + 1 >= len(parts):
+                return None  # the mapping itself: any entry name is valid
+            node, i = args[1], i + 2
+            continue
+        return None
+    return node
+
+
+def unknown_key(source: str | Path, schema: type, full_key: str) -> ConfigError:
+    parts = full_key.split(".")
+    node = schema_at(schema, parts[:-1])
+    valid = [f.name for f in dataclasses.fields(node)] if node is not None else []
+    where = f"under '{'.'.join(parts[:-1])}'" if len(parts) > 1 else "at the top level"
+    close = difflib.get_close_matches(parts[-1], valid, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    listing = f"; valid keys {where}: {', '.join(valid)}" if valid else ""
+    return ConfigError(f"{source}: unknown key '{full_key}'{hint}{listing}")
+
+
+def merge(schema: type, source: str | Path, *layers: Any, base: DictConfig | None = None) -> DictConfig:
+    """`base` (else the schema's defaults) with `layers` merged on top, validated against `schema`;
+    an unknown key or a value of the wrong type is one ConfigError naming `source` and the key."""
+    cfg = base if base is not None else OmegaConf.structured(schema)
+    try:
+        return OmegaConf.merge(cfg, *layers)
+    except ConfigKeyError as e:
+        raise unknown_key(source, schema, e.full_key) from None
+    except ValidationError as e:
+        raise ConfigError(f"{source}: bad value for '{e.full_key}': {e.msg.splitlines()[0]}") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{source}: {str(e).splitlines()[0]}") from None
+
+
+def validate(source: str | Path, raw: Any, schema: type) -> DictConfig:
+    """`raw` (a mapping or DictConfig, e.g. from `load_yaml`) checked against `schema`'s keys and types."""
+    return merge(schema, source, raw)
+
+
+def load(path: Path | str, schema: type) -> DictConfig:
+    """Read and validate a YAML file in one step."""
+    return validate(path, load_yaml(path), schema)

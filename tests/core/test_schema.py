@@ -1,0 +1,70 @@
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import pytest
+
+from core.errors import ConfigError
+from core.schema import load, load_yaml, schema_at
+
+
+@dataclass
+class Axis:
+    key: str = ""
+    values: list = field(default_factory=list)
+
+
+@dataclass
+class Table:
+    rows: str = "task"
+    columns: str = "variant"
+
+
+@dataclass
+class Experiment:
+    name: str = ""
+    seeds: int = 1
+    table: Table = field(default_factory=Table)
+    vary: Dict[str, Axis] = field(default_factory=dict)
+    baseline: Optional[Table] = None
+
+
+def test_schema_at_follows_nested_dataclasses_and_named_entries():
+    assert schema_at(Experiment, []) is Experiment
+    assert schema_at(Experiment, ["table"]) is Table
+    assert schema_at(Experiment, ["vary", "tagging"]) is Axis
+    assert schema_at(Experiment, ["baseline"]) is Table
+    assert schema_at(Experiment, ["vary"]) is None
+    assert schema_at(Experiment, ["name"]) is None
+
+
+def test_valid_file_loads_with_defaults(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: x\nvary:\n  tagging: {key: finetune.tagging, values: [bio, io]}\n")
+    cfg = load(path, Experiment)
+    assert cfg.name == "x" and cfg.seeds == 1 and cfg.vary.tagging["values"] == ["bio", "io"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nmae: x\n", "unknown key 'nmae' (did you mean 'name'?); valid keys at the top level: name, seeds, table"),
+    ("table: {rosw: task}\n", "unknown key 'table.rosw' (did you mean 'rows'?); valid keys under 'table': rows"),
+    ("vary: {t: {key: a, valeus: [1]}}\n", "unknown key 'vary.t.valeus' (did you mean 'values'?); valid keys under 'vary.t': key, values"),
+    ("seeds: many\n", "bad value for 'seeds'"),
+    ("- a\n- b\n", "expected a mapping of keys at the top level"),
+    ("a: [1\n", "not valid YAML"),
+])
+def test_every_mistake_is_one_line_naming_the_file_and_key(tmp_path, text, message):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load(path, Experiment)
+    assert message in str(error.value) and str(error.value).startswith(str(path)) and "\n" not in str(error.value)
+
+
+def test_missing_undecodable_and_directory_files_are_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_yaml(tmp_path / "nope.yaml")
+    (tmp_path / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_yaml(tmp_path / "latin1.yaml")
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_yaml(tmp_path)
