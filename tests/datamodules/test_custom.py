@@ -9,7 +9,17 @@ import pytest
 
 from core.errors import ConfigError, DataFormatError
 from datamodules.custom import register_from_yaml
-from datamodules.registry import dataset_names, get_dataset
+from datamodules.registry import DATASETS, dataset_names, get_dataset
+
+@pytest.fixture(autouse=True)
+def forget_user_datasets():
+    """Unregister what a test registers: other tests in this process read every registered dataset
+    (e.g. pretraining's evaluation_pmids), and some of these are broken on purpose."""
+    before = set(DATASETS)
+    yield
+    for name in set(DATASETS) - before:
+        DATASETS.unregister(name)
+
 
 GOOD = "format: tsv\npath: data\nfiles: {train: train.tsv, dev: dev.tsv, test: test.tsv}\nlabels: [pos, neg]\n"
 
