@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from datamodules.encoders import SUBTOKEN_LABELS
 from core.errors import ConfigError
-from datamodules.registry import DatasetSpec
+from core.registry import Registry
+from datamodules.encoders import SUBTOKEN_LABELS
 from datamodules.relation_inputs import RE_INPUTS
+from datamodules.spec import DatasetSpec
 from datamodules.tagging import SCHEMES
 from lightning_modules.heads import CLASSIFIERS, RE_FEATURES, SEQUENCE_HEADS, TOKEN_HEADS
 
@@ -25,26 +26,28 @@ class Variant:
     default: str
     task_types: tuple[str, ...]
     description: str
+    registry: Registry  # the choices (for `head`, those of token tasks; SEQUENCE_HEADS for the others)
 
 
-VARIANTS = {
-    "tagging": Variant("tagging", "bio", TOKEN_TASKS, "tagging scheme (Table 13)"),
-    "head": Variant("head", "linear", ("ner", "pico", "re", "similarity", "classification", "qa"),
-                    "layer over the encoder (Table 12); crf / bilstm-crf for NER and PICO only"),
-    "subtoken_labels": Variant("subtoken_labels", "first", TOKEN_TASKS,
-                               "which sub-tokens carry a word's tag (evaluation is per word either way)"),
-    "re_input": Variant("re_input", "dummify", ("re",), "relation input transform (Table 14)"),
-    "re_feature": Variant("re_feature", "cls", ("re",), "relation featurizer (Table 14)"),
-    "classifier": Variant("classifier", "linear", ("re", "similarity", "classification", "qa"),
-                          "classification layer on the sequence feature"),
-}
+VARIANTS: Registry[Variant] = Registry("finetune variant")  # the `finetune.*` keys, in `list` order
+for _variant in (
+    Variant("tagging", "bio", TOKEN_TASKS, "tagging scheme (Table 13)", SCHEMES),
+    Variant("head", "linear", ("ner", "pico", "re", "similarity", "classification", "qa"),
+            "layer over the encoder (Table 12); crf / bilstm-crf for NER and PICO only", TOKEN_HEADS),
+    Variant("subtoken_labels", "first", TOKEN_TASKS,
+            "which sub-tokens carry a word's tag (evaluation is per word either way)", SUBTOKEN_LABELS),
+    Variant("re_input", "dummify", ("re",), "relation input transform (Table 14)", RE_INPUTS),
+    Variant("re_feature", "cls", ("re",), "relation featurizer (Table 14)", RE_FEATURES),
+    Variant("classifier", "linear", ("re", "similarity", "classification", "qa"),
+            "classification layer on the sequence feature", CLASSIFIERS),
+):
+    VARIANTS.register(_variant.key, _variant)
 
 
 def choices(key: str, task_type: str | None = None) -> tuple[str, ...]:
-    if key == "head":
-        return TOKEN_HEADS if task_type in TOKEN_TASKS or task_type is None else SEQUENCE_HEADS
-    return {"tagging": tuple(SCHEMES), "subtoken_labels": SUBTOKEN_LABELS, "re_input": tuple(RE_INPUTS),
-            "re_feature": RE_FEATURES, "classifier": CLASSIFIERS}[key]
+    if key == "head" and task_type is not None and task_type not in TOKEN_TASKS:
+        return tuple(SEQUENCE_HEADS)
+    return tuple(VARIANTS.get(key).registry)
 
 
 def check_variants(finetune_cfg, spec: DatasetSpec) -> None:

@@ -24,14 +24,21 @@ from typing import Any, Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from core.errors import UnknownNameError
+from core.registry import Registry
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
-from datamodules.registry import DatasetSpec
+from datamodules.metrics import METRICS
 from datamodules.relation_inputs import MARKERS, get_transform
+from datamodules.spec import DatasetSpec
 from datamodules.tagging import get_scheme
 
-IGNORE_INDEX = -100  # label of positions the loss skips (untagged sub-tokens, specials, padding)
-SUBTOKEN_LABELS = ("first", "all")
+# The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
+# the one definition, used by the fine-tuning heads and by pretraining's masking too.
+IGNORE_INDEX = -100
+
+# finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).
+SUBTOKEN_LABELS: Registry[str] = Registry("sub-token labelling")
+SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)")
+SUBTOKEN_LABELS.register("all", "every sub-token of the word")
 
 Features = dict[str, Any]
 
@@ -39,10 +46,18 @@ Features = dict[str, Any]
 class TaskEncoder(ABC):
     """The interface the datamodule and the LightningModule rely on."""
 
-    head: str  # "token", "classification", "multilabel" or "regression": picks the model's head
+    # What the model predicts per example: "token" (a tag per tagged position), "classification",
+    # "multilabel" or "regression"; picks the head's kind and loss. (Not `finetune.head`, the layer choice.)
+    output_kind: str
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
         self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
+
+    @property
+    def head(self) -> str:
+        """The old name of `output_kind`, still read by datamodules/finetune_data.py and
+        benchmarks/finetune_throughput.py; delete once they read `output_kind`."""
+        return self.output_kind
 
     @property
     @abstractmethod
@@ -74,10 +89,8 @@ class TaskEncoder(ABC):
         """The instance-level gold answer, in the same form as `decode`'s output."""
 
     def score(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> dict[str, float]:
-        from lightning_modules.metrics import METRICS  # metrics live with the models they score
-
         golds = [self.gold(x) for x in instances]
-        return METRICS[self.spec.metric](golds, list(predictions), **self._metric_args(instances))
+        return METRICS.get(self.spec.metric)(golds, list(predictions), **self._metric_args(instances))
 
     def _metric_args(self, instances: Sequence[Instance]) -> dict[str, Any]:
         return dict(self.spec.metric_args)
@@ -90,13 +103,12 @@ class TaskEncoder(ABC):
 class TaggingEncoder(TaskEncoder):
     """Tags on the tagged positions; `subtoken_labels` picks which positions those are."""
 
-    head = "token"
+    output_kind = "token"
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
                  scheme: str = "bio", subtoken_labels: str = "first"):
         super().__init__(spec, tokenizer, max_length)
-        if subtoken_labels not in SUBTOKEN_LABELS:
-            raise UnknownNameError("sub-token labelling", subtoken_labels, list(SUBTOKEN_LABELS))
+        SUBTOKEN_LABELS.get(subtoken_labels)  # an unknown choice fails here
         self.scheme, self.subtoken_labels = get_scheme(scheme), subtoken_labels
         self.tags = self.scheme.tags(spec.labels)
         self.tag_ids = {t: i for i, t in enumerate(self.tags)}
@@ -186,11 +198,11 @@ class SequenceEncoder(TaskEncoder):
         self.labels = list(spec.labels)
         self.label_ids = {label: i for i, label in enumerate(self.labels)}
         if spec.task_type == "similarity":
-            self.head = "regression"
+            self.output_kind = "regression"
         elif spec.multi_label:
-            self.head = "multilabel"
+            self.output_kind = "multilabel"
         else:
-            self.head = "classification"
+            self.output_kind = "classification"
         self.relation = spec.task_type == "re"
         self.transform = get_transform(re_input)
         if self.relation and re_input == "markers":
@@ -199,13 +211,13 @@ class SequenceEncoder(TaskEncoder):
 
     @property
     def num_labels(self) -> int:
-        return 1 if self.head == "regression" else len(self.labels)
+        return 1 if self.output_kind == "regression" else len(self.labels)
 
     def label(self, instance: Instance) -> Any:
         gold = self.gold(instance)
-        if self.head == "regression":
+        if self.output_kind == "regression":
             return gold
-        if self.head == "multilabel":
+        if self.output_kind == "multilabel":
             return [1.0 if label in gold else 0.0 for label in self.labels]
         return self.label_ids[gold]
 
@@ -246,16 +258,16 @@ class SequenceEncoder(TaskEncoder):
         return features
 
     def decode(self, feature: Features, raw: Any) -> Any:
-        if self.head == "classification":
+        if self.output_kind == "classification":
             return self.labels[raw]
-        if self.head == "multilabel":
+        if self.output_kind == "multilabel":
             return tuple(label for label, on in zip(self.labels, raw) if on)
         return raw
 
     def gold(self, instance: Instance) -> Any:
         if isinstance(instance, TextInstance):  # documents carry a tuple of labels, even single-label ones
-            return tuple(instance.labels) if self.head == "multilabel" else instance.labels[0]
-        return float(instance.label) if self.head == "regression" else instance.label
+            return tuple(instance.labels) if self.output_kind == "multilabel" else instance.labels[0]
+        return float(instance.label) if self.output_kind == "regression" else instance.label
 
 
 def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,

@@ -1,111 +1,39 @@
 """The dataset registry: the names users write in YAML (`task: bc5-chem`) mapped to everything needed to
-read, encode and score that dataset.
+read, encode and score that dataset (a `DatasetSpec`, datamodules/spec.py).
 
-The 13 BLURB datasets are registered in `datamodules/blurb.py`; users add their own from YAML
-(`register_from_yaml`, see `datamodules/custom.py`) without writing Python.
+The 13 BLURB datasets (`datamodules/blurb.py`) are registered when this module is imported; users add
+their own from YAML (`register_from_yaml`, see `datamodules/custom.py`) without writing Python.
 """
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from core.errors import MissingDataError, UnknownNameError
-from core.fingerprints import hash_files
-from datamodules.instances import Instance
+from core.errors import MissingDataError
+from core.registry import Registry
+from datamodules.blurb import BLURB_DATASETS
+from datamodules.metrics import METRICS
+# SPLITS and DatasetSpec are defined in spec.py; datamodules/finetune_data.py and ablations/finetune.py
+# still import them from here.
+from datamodules.spec import SPLITS, TASK_TYPES, DatasetSpec  # noqa: F401
 
-SPLITS = ("train", "dev", "test")
-
-# The six BLURB task types; the BLURB score averages within each, then over them.
-TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
-
-Splits = dict[str, list[Instance]]
-Reader = Callable[[Path], Splits]
+DATASETS: Registry[DatasetSpec] = Registry("task")
 
 
-@dataclass(frozen=True)
-class DatasetSpec:
-    """One dataset. `files` are relative to `root` (the data directory for staged datasets)."""
-
-    name: str
-    task_type: str
-    reader: Reader
-    files: tuple[str, ...]
-    labels: tuple[str, ...]  # span types (ner/pico), classes (re/qa/classification); () for regression
-    metric: str  # a key of lightning_modules.metrics.METRICS
-    max_length: int
-    count_unit: str = "instances"  # what Table 3 counts: mentions, pairs, questions, ...
-    paper_counts: dict[str, int] = field(default_factory=dict)
-    metric_args: dict = field(default_factory=dict)  # e.g. {"negative": "false"} for RE micro F1
-    multi_label: bool = False
-    notes: str = ""  # how our data differs from the paper's, shown by `bioablate data stats`
-    root: Path | None = None  # None: resolved against the data directory
-    package_files: tuple[Path, ...] = ()  # files shipped with bioablate that shape the data (frozen splits)
-
-    def base_dir(self, data_dir: Path | None) -> Path:
-        return self.root if self.root is not None else Path(data_dir)
-
-    def missing_files(self, data_dir: Path | None) -> list[str]:
-        base = self.base_dir(data_dir)
-        return [f for f in self.files if not (base / f).exists()]
-
-    def read(self, data_dir: Path | None) -> Splits:
-        """Read all splits; raises MissingDataError naming the missing files first.
-
-        The last few datasets read are kept in memory, keyed by their content fingerprint: an experiment
-        fine-tunes many runs on one dataset in one process, and parsing it (ChemProt: ~2 s) each time
-        added up. Instances are frozen, and each call gets its own lists."""
-        missing = self.missing_files(data_dir)
-        if missing:
-            raise MissingDataError(self.base_dir(data_dir), {self.name: missing})
-        key = (self.name, self.fingerprint(data_dir))
-        splits = _READ_CACHE.pop(key, None)
-        if splits is None:
-            splits = self.reader(self.base_dir(data_dir))
-        _READ_CACHE[key] = splits  # most recent last
-        while len(_READ_CACHE) > _READ_CACHE_SIZE:
-            del _READ_CACHE[next(iter(_READ_CACHE))]
-        return {split: list(instances) for split, instances in splits.items()}
-
-    def fingerprint(self, data_dir: Path | None) -> str:
-        """Content hash of everything that decides the instances: the data files, the reader's source
-        (a changed sentence splitter means different instances) and shipped split files."""
-        base = self.base_dir(data_dir)
-        sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
-        for rel in self.files:
-            path = base / rel
-            sources += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        return hash_files(sources, seed=self.name.encode())
-
-
-_REGISTRY: dict[str, DatasetSpec] = {}
-_READ_CACHE: dict[tuple[str, str], Splits] = {}  # (name, fingerprint) -> splits, least recent first
-_READ_CACHE_SIZE = 4
-
-
-def register(spec: DatasetSpec) -> DatasetSpec:
+def register(spec: DatasetSpec, *, replace: bool = False) -> DatasetSpec:
+    """Add a dataset; a name already taken is a ConfigError unless `replace` (re-reading its own file)."""
     if spec.task_type not in TASK_TYPES:
         raise ValueError(f"dataset {spec.name}: task type {spec.task_type!r} not in {TASK_TYPES}")
-    _REGISTRY[spec.name] = spec
-    return spec
-
-
-def _ensure_builtins() -> None:
-    import datamodules.blurb  # noqa: F401  (registers the 13 BLURB datasets)
+    METRICS.get(spec.metric)  # a dataset scored by an unknown metric fails here, not after training
+    return DATASETS.register(spec.name, spec, replace=replace)
 
 
 def get_dataset(name: str) -> DatasetSpec:
-    _ensure_builtins()
-    if name not in _REGISTRY:
-        raise UnknownNameError("task", name, list(_REGISTRY))
-    return _REGISTRY[name]
+    return DATASETS.get(name)
 
 
 def dataset_names(task_type: str | None = None) -> list[str]:
-    _ensure_builtins()
-    return [n for n, s in _REGISTRY.items() if task_type is None or s.task_type == task_type]
+    return DATASETS.names(None if task_type is None else lambda spec: spec.task_type == task_type)
 
 
 def check_data_dir(data_dir: Path, names: list[str] | None = None) -> None:
@@ -117,3 +45,7 @@ def check_data_dir(data_dir: Path, names: list[str] | None = None) -> None:
             missing[name] = spec.missing_files(data_dir)
     if missing:
         raise MissingDataError(Path(data_dir), missing)
+
+
+for _spec in BLURB_DATASETS:
+    register(_spec)

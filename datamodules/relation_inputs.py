@@ -17,8 +17,9 @@ first and its closing marker last.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from core.errors import UnknownNameError
+from core.registry import Registry
 from datamodules.instances import RelationInstance
 
 MARKERS = ("[E1]", "[/E1]", "[E2]", "[/E2]")
@@ -86,10 +87,12 @@ def markers(instance: RelationInstance) -> RelationText:
     return RelationText(text, head_span, tail_span, positions["[E1]"], positions["[E2]"])
 
 
-RE_INPUTS = {"dummify": dummify, "markers": markers, "original": original}
+Transform = Callable[[RelationInstance], RelationText]
+RE_INPUTS: Registry[Transform] = Registry("relation input transform")  # finetune.re_input, standard first
+RE_INPUTS.register("dummify", dummify)
+RE_INPUTS.register("markers", markers)
+RE_INPUTS.register("original", original)
 
 
-def get_transform(name: str):
-    if name not in RE_INPUTS:
-        raise UnknownNameError("relation input transform", name, list(RE_INPUTS))
-    return RE_INPUTS[name]
+def get_transform(name: str) -> Transform:
+    return RE_INPUTS.get(name)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datamodules.instances import Instance, TaggingInstance
-from datamodules.registry import SPLITS, DatasetSpec
+from datamodules.spec import SPLITS, DatasetSpec
 from datamodules.tagging import io_merges
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.errors import UnknownNameError
+from core.registry import Registry
 from datamodules.instances import Span, iob_to_spans
 
 
@@ -94,17 +94,17 @@ class TaggingScheme:
         return starts, pairs, ends
 
 
-SCHEMES = {
-    "bio": TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)"),
-    "bioul": TaggingScheme("bioul", ("B", "I", "L", "U"), "BIO plus L-X (last word) and U-X (one-word mention)"),
-    "io": TaggingScheme("io", ("I",), "inside/outside only; adjacent mentions of one type merge"),
-}
+SCHEMES: Registry[TaggingScheme] = Registry("tagging scheme")  # finetune.tagging, standard first
+for _scheme in (
+    TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)"),
+    TaggingScheme("bioul", ("B", "I", "L", "U"), "BIO plus L-X (last word) and U-X (one-word mention)"),
+    TaggingScheme("io", ("I",), "inside/outside only; adjacent mentions of one type merge"),
+):
+    SCHEMES.register(_scheme.name, _scheme)
 
 
 def get_scheme(name: str) -> TaggingScheme:
-    if name not in SCHEMES:
-        raise UnknownNameError("tagging scheme", name, list(SCHEMES))
-    return SCHEMES[name]
+    return SCHEMES.get(name)
 
 
 def io_merges(spans: Sequence[Span]) -> int:

@@ -1,14 +1,17 @@
 """Task heads (the paper's Featurizer + Predict modules, Sec. 2.4; Tables 12 and 14) with their losses.
 
-Token tasks (NER, PICO) — `finetune.head`:
+Token tasks (NER, PICO) — `finetune.head` (`TOKEN_HEADS`):
     linear       a linear layer over each tagged position (standard)
     bilstm       a BiLSTM over the encoder output, then the linear layer
     crf          linear emissions + a CRF (pytorch-crf) over the tagged positions, Viterbi decoding,
                  transitions constrained so decoding never emits a sequence the scheme calls invalid
     bilstm-crf   both
-Sequence tasks (relation extraction, classification, similarity, QA) — `finetune.head` linear | bilstm,
-then `finetune.re_feature` (cls | mention | entity-start, relation extraction only) and
-`finetune.classifier` (linear | mlp).
+Sequence tasks (relation extraction, classification, similarity, QA) — `finetune.head` linear | bilstm
+(`SEQUENCE_HEADS`), then `finetune.re_feature` (`RE_FEATURES`: cls | mention | entity-start, relation
+extraction only) and `finetune.classifier` (`CLASSIFIERS`: linear | mlp).
+
+`finetune.head` names the layers between the encoder and the output layer; what the model predicts per
+example (a tag per position, classes, labels or a number) is the task encoder's `output_kind`.
 
 Every head maps hidden states to logits, logits to a loss, and logits to raw predictions. Token heads
 work on the "tagged positions" of a batch (`tag_mask`: each word's first sub-token, or every sub-token),
@@ -17,18 +20,37 @@ compacted into one dense sequence per example so a CRF sees consecutive tags.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torchcrf import CRF
 
-IGNORE_INDEX = -100
+from core.registry import Registry
+from datamodules.encoders import IGNORE_INDEX
+
 NEG_INF = -1e4  # score of a forbidden CRF transition: never chosen, yet finite for the log-sum-exp
 
-TOKEN_HEADS = ("linear", "bilstm", "crf", "bilstm-crf")
-SEQUENCE_HEADS = ("linear", "bilstm")
-RE_FEATURES = ("cls", "mention", "entity-start")
-CLASSIFIERS = ("linear", "mlp")
+
+@dataclass(frozen=True)
+class HeadLayers:
+    """What a `finetune.head` choice puts around the output layer."""
+
+    bilstm: bool  # a BiLSTM between the encoder and the output layer
+    crf: bool  # a CRF over the output layer's emissions (token tasks only)
+
+
+TOKEN_HEADS: Registry[HeadLayers] = Registry("finetune.head")
+TOKEN_HEADS.register("linear", HeadLayers(bilstm=False, crf=False))
+TOKEN_HEADS.register("bilstm", HeadLayers(bilstm=True, crf=False))
+TOKEN_HEADS.register("crf", HeadLayers(bilstm=False, crf=True))
+TOKEN_HEADS.register("bilstm-crf", HeadLayers(bilstm=True, crf=True))
+# A CRF needs a sequence of tags: sequence tasks take the heads without one.
+SEQUENCE_HEADS: Registry[HeadLayers] = Registry("finetune.head")
+for _name in TOKEN_HEADS.names(lambda layers: not layers.crf):
+    SEQUENCE_HEADS.register(_name, TOKEN_HEADS.get(_name))
 
 
 class BiLSTM(nn.Module):
@@ -90,15 +112,16 @@ class ConstrainedCRF(CRF):
 
 
 class TokenTagger(nn.Module):
-    """Token classification over the tagged positions: linear | bilstm | crf | bilstm-crf."""
+    """Token classification over the tagged positions; `head` is a `TOKEN_HEADS` name."""
 
-    def __init__(self, name: str, hidden_size: int, num_tags: int, dropout: float,
+    def __init__(self, head: str, hidden_size: int, num_tags: int, dropout: float,
                  allowed: tuple[set[int], set[tuple[int, int]], set[int]]):
         super().__init__()
-        self.lstm = BiLSTM(hidden_size) if name.startswith("bilstm") else None
+        layers = TOKEN_HEADS.get(head)
+        self.lstm = BiLSTM(hidden_size) if layers.bilstm else None
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(self.lstm.out_size if self.lstm else hidden_size, num_tags)
-        self.crf = ConstrainedCRF(num_tags, allowed) if name.endswith("crf") else None
+        self.crf = ConstrainedCRF(num_tags, allowed) if layers.crf else None
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.lstm is not None:
@@ -128,37 +151,65 @@ class TokenTagger(nn.Module):
         return out
 
 
+def _max_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Max over the mention's tokens; a mention cut off by truncation falls back to [CLS]."""
+    pooled = hidden.masked_fill(~mask.bool()[..., None], torch.finfo(hidden.dtype).min).amax(1)
+    return torch.where(mask.any(1, keepdim=True), pooled, hidden[:, 0])
+
+
+def _cls_vector(hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return hidden[:, 0]
+
+
+def _mention_pools(hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([_max_pool(hidden, batch["head_mask"]), _max_pool(hidden, batch["tail_mask"])], -1)
+
+
+def _entity_starts(hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    return torch.cat([hidden[rows, batch["head_start"]], hidden[rows, batch["tail_start"]]], -1)
+
+
+@dataclass(frozen=True)
+class Featurizer:
+    """A `finetune.re_feature`: the vector one sequence is classified from, out of hidden states [B, T, H]."""
+
+    vectors: int  # how many hidden vectors it concatenates: the feature is vectors x H wide
+    build: Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
+
+
+RE_FEATURES: Registry[Featurizer] = Registry("finetune.re_feature")
+RE_FEATURES.register("cls", Featurizer(1, _cls_vector))  # [CLS]; every non-RE sequence task uses it
+RE_FEATURES.register("mention", Featurizer(2, _mention_pools))  # each entity's tokens max-pooled
+RE_FEATURES.register("entity-start", Featurizer(2, _entity_starts))  # the [E1] and [E2] marker tokens
+
+# A `finetune.classifier`: (feature width, hidden size, labels, dropout) -> the output layer.
+CLASSIFIERS: Registry[Callable[[int, int, int, float], nn.Module]] = Registry("finetune.classifier")
+CLASSIFIERS.register("linear", lambda width, hidden_size, num_labels, dropout: nn.Linear(width, num_labels))
+CLASSIFIERS.register("mlp", lambda width, hidden_size, num_labels, dropout: nn.Sequential(
+    nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)))
+
+OUTPUT_KINDS = ("classification", "multilabel", "regression")  # a sequence task encoder's output_kind
+
+
 class SequenceClassifier(nn.Module):
-    """[CLS]- or mention-based prediction for a whole sequence; `kind` picks loss and decision rule."""
+    """One prediction for a whole sequence: `head` (SEQUENCE_HEADS), `feature` (RE_FEATURES) and
+    `classifier` (CLASSIFIERS) build it; `output_kind` picks the loss and decision rule."""
 
     def __init__(self, head: str, feature: str, classifier: str, hidden_size: int, num_labels: int,
-                 dropout: float, kind: str):
+                 dropout: float, output_kind: str):
         super().__init__()
-        if kind not in ("classification", "multilabel", "regression"):
-            raise ValueError(f"unknown sequence head kind {kind!r}")
-        self.kind, self.feature = kind, feature
-        self.lstm = BiLSTM(hidden_size) if head == "bilstm" else None
-        width = (self.lstm.out_size if self.lstm else hidden_size) * (1 if feature == "cls" else 2)
+        if output_kind not in OUTPUT_KINDS:
+            raise ValueError(f"unknown sequence output kind {output_kind!r}; known: {', '.join(OUTPUT_KINDS)}")
+        self.output_kind, self.feature = output_kind, feature
+        self.featurizer = RE_FEATURES.get(feature)
+        self.lstm = BiLSTM(hidden_size) if SEQUENCE_HEADS.get(head).bilstm else None
+        width = (self.lstm.out_size if self.lstm else hidden_size) * self.featurizer.vectors
         self.dropout = nn.Dropout(dropout)
-        if classifier == "mlp":
-            self.out = nn.Sequential(nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout),
-                                     nn.Linear(hidden_size, num_labels))
-        else:
-            self.out = nn.Linear(width, num_labels)
+        self.out = CLASSIFIERS.get(classifier)(width, hidden_size, num_labels, dropout)
 
     def featurize(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.feature == "cls":
-            return hidden[:, 0]
-        if self.feature == "entity-start":
-            rows = torch.arange(hidden.shape[0], device=hidden.device)
-            return torch.cat([hidden[rows, batch["head_start"]], hidden[rows, batch["tail_start"]]], -1)
-        return torch.cat([self._max_pool(hidden, batch["head_mask"]), self._max_pool(hidden, batch["tail_mask"])], -1)
-
-    @staticmethod
-    def _max_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Max over the mention's tokens; a mention cut off by truncation falls back to [CLS]."""
-        pooled = hidden.masked_fill(~mask.bool()[..., None], torch.finfo(hidden.dtype).min).amax(1)
-        return torch.where(mask.any(1, keepdim=True), pooled, hidden[:, 0])
+        return self.featurizer.build(hidden, batch)
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.lstm is not None:
@@ -167,25 +218,25 @@ class SequenceClassifier(nn.Module):
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         labels = batch["labels"]
-        if self.kind == "regression":
+        if self.output_kind == "regression":
             return F.mse_loss(logits.squeeze(-1), labels.float())
-        if self.kind == "multilabel":
+        if self.output_kind == "multilabel":
             return F.binary_cross_entropy_with_logits(logits, labels.float())
         return F.cross_entropy(logits, labels)
 
     def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The distributions ALUM compares (softmax over the last dimension): the classes; for multi-label
         tasks one Bernoulli per label, as logits (0, l) -> sigmoid(l). Regression has no distribution."""
-        if self.kind == "regression":
+        if self.output_kind == "regression":
             raise ValueError("adversarial training needs a classification head, not regression")
-        if self.kind == "multilabel":
+        if self.output_kind == "multilabel":
             return torch.stack([torch.zeros_like(logits), logits], -1)
         return logits
 
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.kind == "regression":
+        if self.output_kind == "regression":
             return logits.squeeze(-1)
-        if self.kind == "multilabel":
+        if self.output_kind == "multilabel":
             return (logits > 0).long()  # sigmoid(logit) > 0.5
         return logits.argmax(-1)
 
@@ -193,9 +244,9 @@ class SequenceClassifier(nn.Module):
 def make_head(finetune_cfg, task_encoder, hidden_size: int) -> nn.Module:
     """The head for a task encoder and the `finetune.*` choices (validated by ablations.variants)."""
     ft = finetune_cfg
-    if task_encoder.head == "token":
+    if task_encoder.output_kind == "token":
         allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
         return TokenTagger(ft.head, hidden_size, task_encoder.num_labels, ft.dropout, allowed)
     feature = ft.re_feature if task_encoder.spec.task_type == "re" else "cls"
     return SequenceClassifier(ft.head, feature, ft.classifier, hidden_size, task_encoder.num_labels,
-                              ft.dropout, task_encoder.head)
+                              ft.dropout, task_encoder.output_kind)

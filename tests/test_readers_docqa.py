@@ -16,7 +16,7 @@ from datamodules.readers.bioasq import TRAIN_FILES, bioasq_notes, read_bioasq
 from datamodules.readers.biosses import read_biosses
 from datamodules.readers.hoc import HOC_LABELS, HOC_SPLIT_FILE, read_hoc
 from datamodules.readers.pubmedqa import read_pubmedqa
-from datamodules.registry import SPLITS
+from datamodules.spec import SPLITS
 
 
 def sizes(splits: dict) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from datamodules import registry
+from datamodules import spec as dataset_spec
 from datamodules.custom import register_from_yaml
 from datamodules.registry import get_dataset
 
@@ -29,4 +29,4 @@ def test_read_cache_follows_file_content(tmp_path: Path):
 
     (tmp_path / "data" / "train.tsv").write_text("an edited sentence\tneg\n")
     assert [(i.text, i.labels) for i in spec.read(None)["train"]] == [("an edited sentence", ("neg",))]
-    assert sum(name == "cache-demo" for name, _ in registry._READ_CACHE) == 2  # old content, new content
+    assert sum(name == "cache-demo" for name, _ in dataset_spec._READ_CACHE) == 2  # old content, new content

@@ -13,42 +13,57 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
-from core.errors import UnknownNameError
+from core.registry import Registry
+from datamodules.encoders import IGNORE_INDEX
 
-IGNORE_INDEX = -100
-MASKING_MODES = ("wordpiece", "wwm")
-SCHEDULES = ("constant", "ramp")
+# pretrain.masking: a uniform draw per token [B, L] from (word_start, generator); a token is selected when
+# its draw is below the rate, so tokens that share a draw are selected together.
+Draw = Callable[[torch.Tensor, "torch.Generator | None"], torch.Tensor]
+MASKING_MODES: Registry[Draw] = Registry("masking")
+# pretrain.mask_schedule: the rate at a training progress (0 at the first step, 1 at the end).
+SCHEDULES: Registry[Callable[[float, float], float]] = Registry("mask_schedule")
+
+
+@MASKING_MODES.register("wordpiece")
+def _draw_per_token(word_start: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    return torch.rand(word_start.shape, generator=generator)
+
+
+@MASKING_MODES.register("wwm")
+def _draw_per_word(word_start: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    word_index = torch.cumsum(word_start.long(), dim=1)  # tokens of one word share an index
+    word_draw = torch.rand((word_start.shape[0], word_start.shape[1] + 1), generator=generator)
+    return torch.gather(word_draw, 1, word_index)
+
+
+@SCHEDULES.register("constant")
+def _constant_rate(progress: float, rate: float) -> float:
+    return rate
+
+
+@SCHEDULES.register("ramp")
+def _ramp_rate(progress: float, rate: float) -> float:
+    return 0.05 + 0.05 * min(4, int(max(progress, 0.0) / 0.2))
 
 
 def check_masking(mode: str, schedule: str) -> None:
-    if mode not in MASKING_MODES:
-        raise UnknownNameError("masking", mode, MASKING_MODES)
-    if schedule not in SCHEDULES:
-        raise UnknownNameError("mask_schedule", schedule, SCHEDULES)
+    MASKING_MODES.get(mode)
+    SCHEDULES.get(schedule)
 
 
 def masking_rate(progress: float, schedule: str = "constant", rate: float = 0.15) -> float:
     """The masking rate at `progress` (0 at the first step, 1 at the end) of training."""
-    if schedule == "constant":
-        return rate
-    if schedule == "ramp":
-        return 0.05 + 0.05 * min(4, int(max(progress, 0.0) / 0.2))
-    raise UnknownNameError("mask_schedule", schedule, SCHEDULES)
+    return SCHEDULES.get(schedule)(progress, rate)
 
 
 def select_positions(word_start: torch.Tensor, maskable: torch.Tensor, rate: float, mode: str,
                      generator: torch.Generator | None = None) -> torch.Tensor:
     """Boolean [B, L]: the prediction targets. `word_start`/`maskable` are bool [B, L]."""
-    if mode == "wordpiece":
-        draw = torch.rand(maskable.shape, generator=generator)
-    elif mode == "wwm":
-        word_index = torch.cumsum(word_start.long(), dim=1)  # tokens of one word share an index
-        word_draw = torch.rand((maskable.shape[0], maskable.shape[1] + 1), generator=generator)
-        draw = torch.gather(word_draw, 1, word_index)
-    else:
-        raise UnknownNameError("masking", mode, MASKING_MODES)
+    draw = MASKING_MODES.get(mode)(word_start, generator)
     return (draw < rate) & maskable
 
 

@@ -85,7 +85,7 @@ def file_hash(path: Path) -> str:
 
 
 def resolve_vocab_file(value: str, data_dir: Path | None) -> Path:
-    from lightning_modules.models import resolve_vocab
+    from datamodules.vocabs import resolve_vocab
 
     try:
         return resolve_vocab(value, data_dir)

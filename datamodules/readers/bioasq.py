@@ -29,7 +29,7 @@ from typing import Any
 from core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.readers.jsonfile import load_json_object
-from datamodules.registry import SPLITS, Splits
+from datamodules.spec import SPLITS, Splits
 
 TEST_FILE = "BioASQ/golden/7B_golden.json"
 TRAIN_FILES = tuple(f"BioASQ/golden/{task}B{batch}_golden.json" for task in (4, 5, 6) for batch in range(1, 6))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.instances import PairInstance
-from datamodules.registry import SPLITS, Splits
+from datamodules.spec import SPLITS, Splits
 
 PAIRS_FILE = "BIOSSES/annotation_pairs_scores.tsv"
 SPLIT_FILE = "BIOSSES/blurb_split.tsv"

@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 
 from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
-from datamodules.registry import Splits
+from datamodules.spec import Splits
 
 # Only these CPR groups are evaluated (ChemProt guidelines, BLURB); everything else is `false`.
 EVALUATED_GROUPS = ("CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
-from datamodules.registry import Splits
+from datamodules.spec import Splits
 
 TRAIN_DIR = "DDI/Train"
 TEST_DIR = "DDI/Test/Test for DDI Extraction task"

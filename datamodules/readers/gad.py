@@ -20,7 +20,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
-from datamodules.registry import Splits
+from datamodules.spec import Splits
 
 TRAIN_FILE = "GAD/train.tsv"
 TEST_FILE = "GAD/test.tsv"

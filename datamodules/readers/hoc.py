@@ -23,7 +23,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.instances import TextInstance
-from datamodules.registry import SPLITS, Splits
+from datamodules.spec import SPLITS, Splits
 
 TEXT_DIR = "HoC/text"
 LABELS_DIR = "HoC/labels"

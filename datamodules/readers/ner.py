@@ -18,7 +18,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance, iob_to_spans
-from datamodules.registry import Reader, Splits
+from datamodules.spec import Reader, Splits
 
 # Crichton file name per split; "devel" is their name for the development set.
 CRICHTON_FILES = {"train": "train.tsv", "dev": "devel.tsv", "test": "test.tsv"}

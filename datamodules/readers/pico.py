@@ -14,7 +14,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
-from datamodules.registry import Splits
+from datamodules.spec import Splits
 
 PICO_DIR = "EBM-PICO"
 PICO_TYPES = ("PAR", "INT", "OUT")

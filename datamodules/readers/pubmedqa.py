@@ -24,7 +24,7 @@ from typing import Any
 from core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.readers.jsonfile import load_json_object
-from datamodules.registry import SPLITS, Splits
+from datamodules.spec import SPLITS, Splits
 
 QUESTIONS_FILE = "PubMedQA/ori_pqal.json"
 TEST_FILE = "PubMedQA/test_ground_truth.json"

@@ -1,0 +1,270 @@
+"""Every BLURB metric, as plain functions over instance-level golds and predictions.
+
+The conventions follow Gu et al., *Domain-Specific Language Model Pretraining for Biomedical NLP*
+(Sec. 2.3-2.5, Table 3) and `docs/DESIGN.md`, "Evaluation contract":
+
+- NER: entity-level exact-match micro F1 (conlleval / seqeval default mode)        -> `entity_f1`
+- PICO: word-level F1 per element (P, I, O), macro-averaged                          -> `pico_word_macro_f1`
+- ChemProt, DDI: micro F1 over the positive relation classes, negative class excluded -> `relation_micro_f1`
+- GAD: F1 of the positive class                                                      -> `positive_class_f1`
+- BIOSSES: Pearson correlation                                                       -> `pearson`
+- HoC: micro F1 over (document, hallmark) decisions                                  -> `multilabel_micro_f1`
+- PubMedQA, BioASQ: accuracy                                                         -> `accuracy`
+- BLURB score: mean within each task type, then mean over the task types            -> `blurb_score`
+
+Metrics score instance-level answers and know nothing of models, so they live in the data layer, where
+a dataset names its metric (`DatasetSpec.metric`, a name in `METRICS`) and the task encoder scores with it.
+
+Every metric returns a dict of floats whose key "score" is the primary number, plus detail keys
+(precision, recall, per-class f1 as "f1_<label>", counts). Inputs are Python sequences; all metrics are
+linear in the size of their input. Empty inputs and zero denominators give 0.0, never an exception;
+gold and prediction lists of different lengths raise `ValueError`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from core.registry import Registry
+from datamodules.instances import Span
+from datamodules.spec import TASK_TYPES
+
+Metric = Callable[..., dict[str, float]]
+METRICS: Registry[Metric] = Registry("metric")
+
+
+def _check_lengths(gold: Sequence, pred: Sequence, what: str = "pred") -> None:
+    if len(gold) != len(pred):
+        raise ValueError(f"gold has {len(gold)} instances but {what} has {len(pred)}")
+
+
+def _key(label: str) -> str:
+    """A label as part of a metric name that MLflow and Lightning's logger both keep unchanged
+    (`CPR:3` -> `CPR3`): only letters, digits and `_ / . -` and spaces survive."""
+    return re.sub(r"[^a-zA-Z0-9_/. -]+", "", label)
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    """Precision, recall and F1 from counts; 0.0 wherever a denominator is zero."""
+    precision = _ratio(tp, tp + fp)
+    recall = _ratio(tp, tp + fn)
+    return precision, recall, _ratio(2 * precision * recall, precision + recall)
+
+
+def _counts_result(tp: int, fp: int, fn: int) -> dict[str, float]:
+    precision, recall, f1 = _prf(tp, fp, fn)
+    return {
+        "score": f1,
+        "precision": precision,
+        "recall": recall,
+        "tp": float(tp),
+        "fp": float(fp),
+        "fn": float(fn),
+        "support": float(tp + fn),
+    }
+
+
+@METRICS.register("entity_f1")
+def entity_f1(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> dict[str, float]:
+    """Entity-level exact-match micro P/R/F1 (BLURB NER; conlleval, = `seqeval.metrics.f1_score`).
+
+    A mention counts as correct only if (instance, start, end, label) all match, so a partial overlap is
+    both a false positive and a false negative. Besides the micro numbers, each non-empty mention type
+    gets "f1_<type>" (BLURB collapses types, so usually there is none).
+    """
+    _check_lengths(gold, pred)
+    gold_set = {(i, s.start, s.end, s.label) for i, spans in enumerate(gold) for s in spans}
+    pred_set = {(i, s.start, s.end, s.label) for i, spans in enumerate(pred) for s in spans}
+    hits = gold_set & pred_set
+    result = _counts_result(len(hits), len(pred_set) - len(hits), len(gold_set) - len(hits))
+
+    gold_per_type = Counter(m[3] for m in gold_set)
+    pred_per_type = Counter(m[3] for m in pred_set)
+    hits_per_type = Counter(m[3] for m in hits)
+    for label in sorted((gold_per_type | pred_per_type).keys() - {""}):
+        tp = hits_per_type[label]
+        result[f"f1_{_key(label)}"] = _prf(tp, pred_per_type[label] - tp, gold_per_type[label] - tp)[2]
+    return result
+
+
+@METRICS.register("pico_word_macro_f1")
+def pico_word_macro_f1(
+    gold: Sequence[Sequence[Span]],
+    pred: Sequence[Sequence[Span]],
+    lengths: Sequence[int],
+    labels: Sequence[str],
+) -> dict[str, float]:
+    """Word-level F1 per PICO element, macro-averaged over `labels` (BLURB EBM-PICO).
+
+    A word is positive for an element when it lies inside a span of that element; elements are scored
+    independently, so one word may be positive for several. "score" is the unweighted mean of the
+    per-element F1s ("f1_<label>"); an element absent from both gold and prediction has F1 0.0.
+    `lengths` (words per instance) bounds the spans: a span outside its instance, or with a label not
+    in `labels`, raises `ValueError`.
+    """
+    _check_lengths(gold, pred)
+    _check_lengths(gold, lengths, "lengths")
+    if not labels:
+        raise ValueError("labels must name at least one PICO element")
+
+    def positive_words(instances: Sequence[Sequence[Span]]) -> dict[str, set[tuple[int, int]]]:
+        words: dict[str, set[tuple[int, int]]] = {label: set() for label in labels}
+        for i, spans in enumerate(instances):
+            for span in spans:
+                if span.label not in words:
+                    raise ValueError(f"span label {span.label!r} of instance {i} not in labels {list(labels)}")
+                if not 0 <= span.start <= span.end <= lengths[i]:
+                    raise ValueError(f"span {span} of instance {i} outside its {lengths[i]} words")
+                words[span.label].update((i, w) for w in range(span.start, span.end))
+        return words
+
+    gold_words, pred_words = positive_words(gold), positive_words(pred)
+    result: dict[str, float] = {}
+    for label in labels:
+        tp = len(gold_words[label] & pred_words[label])
+        precision, recall, f1 = _prf(tp, len(pred_words[label]) - tp, len(gold_words[label]) - tp)
+        result[f"f1_{_key(label)}"] = f1
+        result[f"precision_{_key(label)}"] = precision
+        result[f"recall_{_key(label)}"] = recall
+        result[f"support_{_key(label)}"] = float(len(gold_words[label]))
+    result["score"] = sum(result[f"f1_{_key(label)}"] for label in labels) / len(labels)
+    return result
+
+
+@METRICS.register("relation_micro_f1")
+def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str,
+                      labels: Sequence[str] = ()) -> dict[str, float]:
+    """Micro P/R/F1 over the positive relation classes, the `negative` class excluded (ChemProt, DDI).
+
+    TP: pred == gold != negative; FP: pred != negative and pred != gold; FN: gold != negative and
+    pred != gold. Predicting the negative class for a positive pair is therefore only a FN, and a wrong
+    positive class is both a FP and a FN. This equals sklearn's `f1_score(average="micro",
+    labels=<positive classes>)`. Each positive class also gets "f1_<class>": every class seen in gold or
+    pred, and every one of `labels` (so a run's metric names do not depend on the sample).
+    """
+    _check_lengths(gold, pred)
+    tp: Counter[str] = Counter()
+    fp: Counter[str] = Counter()
+    fn: Counter[str] = Counter()
+    for g, p in zip(gold, pred):
+        if g == p:
+            if g != negative:
+                tp[g] += 1
+            continue
+        if p != negative:
+            fp[p] += 1
+        if g != negative:
+            fn[g] += 1
+    result = _counts_result(sum(tp.values()), sum(fp.values()), sum(fn.values()))
+    for label in sorted(set(tp | fp | fn) | set(labels) - {negative}):
+        result[f"f1_{_key(label)}"] = _prf(tp[label], fp[label], fn[label])[2]
+    return result
+
+
+@METRICS.register("positive_class_f1")
+def positive_class_f1(gold: Sequence[str], pred: Sequence[str], positive: str) -> dict[str, float]:
+    """Binary F1 of the `positive` class (BLURB GAD); every other label counts as negative."""
+    _check_lengths(gold, pred)
+    tp = fp = fn = 0
+    for g, p in zip(gold, pred):
+        if p == positive:
+            if g == positive:
+                tp += 1
+            else:
+                fp += 1
+        elif g == positive:
+            fn += 1
+    return _counts_result(tp, fp, fn)
+
+
+@METRICS.register("pearson")
+def pearson(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
+    """Pearson correlation r between gold and predicted similarity scores (BLURB BIOSSES).
+
+    r is undefined when either side has no variance; the score is then 0.0 (not NaN), and
+    "constant_prediction" is 1.0 when the predictions are the constant ones (0.0 otherwise).
+    Fewer than two pairs also give 0.0.
+    """
+    _check_lengths(gold, pred)
+    g = np.asarray(gold, dtype=np.float64)
+    p = np.asarray(pred, dtype=np.float64)
+    constant_pred = len(p) < 2 or bool(p.max() == p.min())
+    constant_gold = len(g) < 2 or bool(g.max() == g.min())
+    if constant_pred or constant_gold:
+        r = 0.0
+    else:
+        gc, pc = g - g.mean(), p - p.mean()
+        r = float(np.clip(gc @ pc / np.sqrt((gc @ gc) * (pc @ pc)), -1.0, 1.0))
+    return {"score": r, "constant_prediction": float(constant_pred), "n": float(len(g))}
+
+
+@METRICS.register("multilabel_micro_f1")
+def multilabel_micro_f1(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], labels: Sequence[str]
+) -> dict[str, float]:
+    """Micro F1 over all (instance, label) decisions (BLURB HoC, 10 hallmarks), plus "f1_<label>".
+
+    Each instance's gold and predicted label collections are read as sets; a label outside `labels`
+    raises `ValueError`.
+    """
+    _check_lengths(gold, pred)
+    known = set(labels)
+    tp = dict.fromkeys(labels, 0)
+    fp = dict.fromkeys(labels, 0)
+    fn = dict.fromkeys(labels, 0)
+    for i, (g_labels, p_labels) in enumerate(zip(gold, pred)):
+        g, p = set(g_labels), set(p_labels)
+        unknown = (g | p) - known
+        if unknown:
+            raise ValueError(f"instance {i} has labels {sorted(unknown)} not in {list(labels)}")
+        for label in g & p:
+            tp[label] += 1
+        for label in p - g:
+            fp[label] += 1
+        for label in g - p:
+            fn[label] += 1
+    result = _counts_result(sum(tp.values()), sum(fp.values()), sum(fn.values()))
+    for label in labels:
+        result[f"f1_{_key(label)}"] = _prf(tp[label], fp[label], fn[label])[2]
+        result[f"support_{_key(label)}"] = float(tp[label] + fn[label])
+    return result
+
+
+@METRICS.register("accuracy")
+def accuracy(gold: Sequence, pred: Sequence) -> dict[str, float]:
+    """Fraction of instances whose prediction equals the gold label (BLURB PubMedQA, BioASQ)."""
+    _check_lengths(gold, pred)
+    correct = sum(g == p for g, p in zip(gold, pred))
+    return {"score": _ratio(correct, len(gold)), "correct": float(correct), "total": float(len(gold))}
+
+
+def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> dict:
+    """The BLURB score: average the datasets within each task type, then average over the task types.
+
+    `scores` maps dataset name to its primary score, `task_types` maps dataset name to one of
+    `TASK_TYPES` (ner, pico, re, similarity, classification, qa). Only the types present in `scores`
+    are averaged, so with all 13 BLURB datasets each of the six types weighs 1/6 (Gu et al., Sec. 2.5).
+    Returns {"score": float, "per_type": {type: mean}}; the scale (0-1 or 0-100) is that of `scores`.
+    """
+    if not scores:
+        raise ValueError("no scores to aggregate")
+    untyped = sorted(name for name in scores if name not in task_types)
+    if untyped:
+        raise ValueError(f"no task type for dataset(s): {', '.join(untyped)}")
+    unknown = sorted({task_types[name] for name in scores} - set(TASK_TYPES))
+    if unknown:
+        raise ValueError(f"unknown task type(s) {', '.join(unknown)}; known: {', '.join(TASK_TYPES)}")
+    by_type: dict[str, list[float]] = {}
+    for name, value in scores.items():
+        by_type.setdefault(task_types[name], []).append(float(value))
+    per_type = {t: sum(by_type[t]) / len(by_type[t]) for t in TASK_TYPES if t in by_type}
+    return {"score": sum(per_type.values()) / len(per_type), "per_type": per_type}

@@ -1,0 +1,82 @@
+"""What a dataset is: `DatasetSpec` (where its files are, how to read, encode and score them) and the
+types readers return. Readers, `blurb.py` and the registry all import from here, so none of them needs
+another (the registry imports `blurb.py`, which imports the readers, which import only this module).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from core.errors import MissingDataError
+from core.fingerprints import hash_files
+from datamodules.instances import Instance
+
+SPLITS = ("train", "dev", "test")
+
+# The six BLURB task types; the BLURB score averages within each, then over them.
+TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
+
+Splits = dict[str, list[Instance]]
+Reader = Callable[[Path], Splits]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset. `files` are relative to `root` (the data directory for staged datasets)."""
+
+    name: str
+    task_type: str
+    reader: Reader
+    files: tuple[str, ...]
+    labels: tuple[str, ...]  # span types (ner/pico), classes (re/qa/classification); () for regression
+    metric: str  # a name in datamodules.metrics.METRICS
+    max_length: int
+    count_unit: str = "instances"  # what Table 3 counts: mentions, pairs, questions, ...
+    paper_counts: dict[str, int] = field(default_factory=dict)
+    metric_args: dict = field(default_factory=dict)  # e.g. {"negative": "false"} for RE micro F1
+    multi_label: bool = False
+    notes: str = ""  # how our data differs from the paper's, shown by `bioablate data stats`
+    root: Path | None = None  # None: resolved against the data directory
+    package_files: tuple[Path, ...] = ()  # files shipped with bioablate that shape the data (frozen splits)
+
+    def base_dir(self, data_dir: Path | None) -> Path:
+        return self.root if self.root is not None else Path(data_dir)
+
+    def missing_files(self, data_dir: Path | None) -> list[str]:
+        base = self.base_dir(data_dir)
+        return [f for f in self.files if not (base / f).exists()]
+
+    def read(self, data_dir: Path | None) -> Splits:
+        """Read all splits; raises MissingDataError naming the missing files first.
+
+        The last few datasets read are kept in memory, keyed by their content fingerprint: an experiment
+        fine-tunes many runs on one dataset in one process, and parsing it (ChemProt: ~2 s) each time
+        added up. Instances are frozen, and each call gets its own lists."""
+        missing = self.missing_files(data_dir)
+        if missing:
+            raise MissingDataError(self.base_dir(data_dir), {self.name: missing})
+        key = (self.name, self.fingerprint(data_dir))
+        splits = _READ_CACHE.pop(key, None)
+        if splits is None:
+            splits = self.reader(self.base_dir(data_dir))
+        _READ_CACHE[key] = splits  # most recent last
+        while len(_READ_CACHE) > _READ_CACHE_SIZE:
+            del _READ_CACHE[next(iter(_READ_CACHE))]
+        return {split: list(instances) for split, instances in splits.items()}
+
+    def fingerprint(self, data_dir: Path | None) -> str:
+        """Content hash of everything that decides the instances: the data files, the reader's source
+        (a changed sentence splitter means different instances) and shipped split files."""
+        base = self.base_dir(data_dir)
+        sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
+        for rel in self.files:
+            path = base / rel
+            sources += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        return hash_files(sources, seed=self.name.encode())
+
+
+_READ_CACHE: dict[tuple[str, str], Splits] = {}  # (name, fingerprint) -> splits, least recent first
+_READ_CACHE_SIZE = 4
