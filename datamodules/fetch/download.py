@@ -145,10 +145,12 @@ def download(http: urllib3.PoolManager, url: str, part: Path, expected_size: int
         if on_total is not None and response.headers.get("Content-Length"):
             on_total(offset + int(response.headers["Content-Length"]))
         write_chunks(response.stream(CHUNK), part, "ab" if offset else "wb", progress, needed, stop)
-    except urllib3.exceptions.HTTPError as error:
+        response.release_conn()  # read to the end: the connection serves the next file
+    except BaseException as error:
+        if response is not None:
+            response.close()  # a body left unread would garble the connection's next response
+        if not isinstance(error, urllib3.exceptions.HTTPError):
+            raise
         # MaxRetryError repeats the URL; what the user needs is why (name resolution, refused, ...)
         reason = error.reason if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason else error
         raise DownloadError(url, one_line(reason, 200)) from error
-    finally:
-        if response is not None:
-            response.release_conn()

@@ -136,14 +136,14 @@ class _Fetcher:
                         write_chunks(iter(lambda: f.read(1 << 16), b""), parts[-1][0], "wb",
                                      lambda n: None, self.needed, self.stop)
                     self._verify(parts[-1][0], entry, f"{url} ({member})")
-        except zipfile.BadZipFile as error:
-            zip_part.unlink(missing_ok=True)
-            raise FetchError(f"{url} is not a readable zip file ({error}); it was removed, run again") from error
         except BaseException as error:
             for part, _ in parts:
                 part.unlink(missing_ok=True)
             if not isinstance(error, (Stopped, KeyboardInterrupt)):  # a bad zip is not worth resuming
                 zip_part.unlink(missing_ok=True)
+            if isinstance(error, zipfile.BadZipFile):  # also a member whose CRC-32 does not match
+                raise FetchError(f"{url} is not a readable zip file ({error}); nothing of it was kept, "
+                                 "run again, or use another --mirror") from error
             raise
         for part, dest in parts:
             os.replace(part, dest)
@@ -248,16 +248,13 @@ def _run_all(fetcher: _Fetcher, jobs_list: list, workers: int) -> None:
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fetch") as pool:
         futures = [pool.submit(fetcher.guarded, fn, *args) for fn, args in jobs_list]
         try:
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        except BaseException:  # Ctrl-C: let running downloads stop at their next chunk
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:  # an error, or Ctrl-C here: running downloads stop at their next chunk
             fetcher.stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        errors = [f.exception() for f in done if f.exception() is not None]
-        if errors:
-            fetcher.stop.set()
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise next((e for e in errors if not isinstance(e, Stopped)), errors[0])
+    errors = [f.exception() for f in futures if f.done() and not f.cancelled() and f.exception()]
+    if errors:  # the failure itself, not the jobs it stopped
+        raise next((e for e in errors if not isinstance(e, Stopped)), errors[0])
 
 
 def _write_marker(to: Path, groups: list[str], manifest: Path) -> None:

@@ -99,8 +99,9 @@ def select(sources: list[Source], only: list[str] | None) -> list[Source]:
 
 
 def default_data_dir() -> Path:
-    """Where `bioablate data fetch` puts the data unless told `--to`: the user data folder
-    (platformdirs' `user_data_dir("bioablate")`, which honours XDG_DATA_HOME on Linux), `/data`."""
+    """Where `bioablate data fetch` puts the data unless told `--to`: `data/` in the user data folder,
+    platformdirs' `user_data_dir("bioablate")` (which honours XDG_DATA_HOME on Linux), or without
+    platformdirs `$XDG_DATA_HOME/bioablate/data`, else `~/.local/share/bioablate/data`."""
     try:
         from platformdirs import user_data_dir
     except ImportError:

@@ -26,7 +26,7 @@ import pytest
 
 from ablations.cli import main
 from datamodules.fetch import (
-    MARKER_FILE, ChecksumError, DiskFullError, DownloadError, default_data_dir, fetch_data, fetched_data_dir,
+    MARKER_FILE, DiskFullError, DownloadError, FetchError, default_data_dir, fetch_data, fetched_data_dir,
     load_manifest,
 )
 from datamodules.fetch.manifest import DERIVED_DIR
@@ -203,12 +203,27 @@ def test_a_flipped_byte_is_a_checksum_error_that_keeps_nothing(capsys, server, t
     server.flip.add(origin_path(source, entry))
     flipped = bytearray((server.root / origin_path(source, entry)).read_bytes())
     flipped[len(flipped) // 2] ^= 0xFF
-    code, out, err = run_cli(capsys, "data", "fetch", "--mirror", server.url, "--to", str(tmp_path), "--only", "biosses")
+    code, out, err = run_cli(capsys, "data", "fetch", "--mirror", server.url, "--to", str(tmp_path),
+                             "--only", "biosses")
     message = err.strip()
     assert code == 2 and len(message.splitlines()) == 1, err
     assert entry.dest in message and entry.sha256 in message and sha256(bytes(flipped)) in message
     assert not (tmp_path / entry.dest).exists() and not (tmp_path / (entry.dest + ".part")).exists()
     assert out == ""
+
+
+def test_a_corrupted_archive_keeps_nothing_of_it(server, tmp_path):
+    ddi = next(s for s in load_manifest() if s.kind == "archive")
+    server.flip.add(f"{ddi.repo}/{ddi.commit}/{ddi.archive}")
+    with pytest.raises(FetchError) as bad:
+        fetch_data(tmp_path, only=["ddi"], mirror=server.url, show_progress=False)
+    assert ddi.archive in str(bad.value) and "nothing of it was kept" in str(bad.value)
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()] in ([], ["DDI/README"])
+
+    server.flip.clear()  # the origin's zip again: unpacked as staged, the zip removed
+    result = fetch_data(tmp_path, only=["ddi"], mirror=server.url, show_progress=False)
+    assert result.fetched_files + result.complete_files == 1018
+    assert not list(tmp_path.rglob("*.zip*")) and (tmp_path / "DDI/Train/DrugBank").is_dir()
 
 
 def test_a_cut_download_resumes_with_range_on_the_rerun(server, tmp_path):
