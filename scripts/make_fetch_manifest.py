@@ -1,6 +1,6 @@
 """Write `datamodules/fetch/manifest.json`: where each file of the staged data folder comes from.
 
-    python scripts/make_fetch_manifest.py [--data-dir ../shared/data]
+    python scripts/make_fetch_manifest.py [--data-dir ../shared/data] [--check-origins CLONES]
 
 The staged folder (`../shared/data`, described by its MANIFEST.md) holds the pinned origins' bytes, so
 each file's size and sha256 are computed from it; the origin of each file is given by SOURCES below, one
@@ -15,15 +15,22 @@ or the script fails). Three kinds of source:
   the fetch step copies them. This script copies them there from the staged folder.
 
 The pretraining corpora (`pretrain/`) are not part of the manifest: no BLURB reader uses them.
+
+`--check-origins CLONES` also checks the manifest against git clones of the origin repositories
+(`CLONES/<owner>/<repo>`, holding the pinned commits): every raw file, and every member of every
+archive, must have the manifest's size and sha256 at its pinned commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import shutil
+import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,11 +186,61 @@ def dumps(manifest: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def git_blobs(clone: Path, specs: list[str]) -> list[bytes | None]:
+    """The contents of `<commit>:<path>` specs from one clone (None where missing), in one git call."""
+    out = subprocess.run(["git", "-C", str(clone), "cat-file", "--batch"], input="\n".join(specs).encode() + b"\n",
+                         capture_output=True, check=True).stdout
+    blobs, pos = [], 0
+    for _ in specs:
+        end = out.index(b"\n", pos)
+        header, pos = out[pos:end].split(), end + 1
+        if header[-1] == b"missing":
+            blobs.append(None)
+            continue
+        size = int(header[2])
+        blobs.append(out[pos:pos + size])
+        pos += size + 1
+    return blobs
+
+
+def check_origins(manifest: dict, clones: Path) -> list[str]:
+    """Problems found comparing the manifest with the pinned origin commits (empty: all match)."""
+    problems, checked = [], 0
+    for source in manifest["sources"]:
+        if source["kind"] == "packaged":
+            continue
+        clone = clones / source["repo"]
+        join = lambda *parts: "/".join(p for p in parts if p)  # noqa: E731
+        if source["kind"] == "raw":
+            specs = [f"{source['commit']}:{join(source['origin_dir'], f['origin'])}" for f in source["files"]]
+            blobs = git_blobs(clone, specs)
+        else:
+            [archive] = git_blobs(clone, [f"{source['commit']}:{source['archive']}"])
+            members = zipfile.ZipFile(io.BytesIO(archive or b"")) if archive else None
+            names = set(members.namelist()) if members else set()
+            specs = [f"{source['archive']}!{join(source['origin_dir'], f['origin'])}" for f in source["files"]]
+            blobs = [members.read(spec.split("!")[1]) if spec.split("!")[1] in names else None for spec in specs]
+        for spec, blob, f in zip(specs, blobs, source["files"]):
+            checked += 1
+            if blob is None:
+                problems.append(f"{source['repo']} {spec}: missing")
+            elif (len(blob), hashlib.sha256(blob).hexdigest()) != (f["size"], f["sha256"]):
+                problems.append(f"{source['repo']} {spec}: differs from {source['dest_dir']}/{f['dest']}")
+    print(f"checked {checked} files against their pinned origins: {len(problems)} problems")
+    return problems
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=REPO_ROOT.parent / "shared" / "data")
+    parser.add_argument("--check-origins", type=Path, metavar="CLONES",
+                        help="also compare with git clones of the origins, CLONES/<owner>/<repo>")
     args = parser.parse_args()
     manifest = build(args.data_dir)
+    if args.check_origins:
+        problems = check_origins(manifest, args.check_origins)
+        if problems:
+            raise SystemExit("\n".join(problems))
     MANIFEST_FILE.write_text(dumps(manifest), encoding="utf-8")
     count = sum(len(s["files"]) for s in manifest["sources"])
     print(f"{MANIFEST_FILE}: {len(manifest['sources'])} sources, {count} files")
