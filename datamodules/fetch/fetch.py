@@ -213,7 +213,11 @@ def fetch_data(to: Path | None = None, only: list[str] | None = None, mirror: st
         raise FetchError(f"--jobs must be at least 1, got {jobs}")
     to = Path(to).expanduser() if to is not None else default_data_dir()
     sources = select(load_manifest(manifest), only)
-    to.mkdir(parents=True, exist_ok=True)
+    try:
+        to.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise FetchError(f"{to}: cannot create the data folder ({error.strerror}); choose another with "
+                         "--to DIR") from error
     todo, result = _plan(sources, to)
     for dest in result.replaced:
         log.info(f"{to / dest}: does not match the manifest, fetching it again")

@@ -260,9 +260,12 @@ def test_an_unreachable_url_names_it_and_the_mirror_option(capsys, server, tmp_p
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
-def test_an_unknown_only_name_is_a_user_error(capsys, tmp_path):
+def test_an_unknown_only_name_or_an_unusable_folder_is_a_user_error(capsys, tmp_path):
     code, _, err = run_cli(capsys, "data", "fetch", "--to", str(tmp_path), "--only", "bc5chem")
     assert code == 2 and "did you mean 'bc5-chem'" in err
+    (tmp_path / "a-file").write_text("")
+    code, _, err = run_cli(capsys, "data", "fetch", "--to", str(tmp_path / "a-file" / "data"))
+    assert code == 2 and f"{tmp_path / 'a-file' / 'data'}: cannot create the data folder" in err
 
 
 def test_without_to_the_data_goes_to_the_user_data_dir(server, tmp_path, monkeypatch):
