@@ -2,6 +2,7 @@
 
     bioablate finetune --task bc5-chem --model random-bert --profile micro [key=value ...]
     bioablate data stats [--task NAME ...]
+    bioablate data fetch [--to DIR] [--only NAME ...] [--mirror URL] [--jobs N]
     bioablate list tasks|models
     bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR]
 
@@ -60,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--tagging", choices=["bio", "bioul", "io"],
                        help="io: also count the gold mentions IO tagging would merge with a neighbour")
     _add_common(stats)
+    fetch = data_sub.add_parser("fetch", help="download the BLURB datasets and vocabularies from their pinned "
+                                "public origins, verify them, then print `data stats` of the folder")
+    fetch.add_argument("--to", metavar="DIR", help="folder to fill (default: the user data folder, "
+                       "~/.local/share/bioablate/data on Linux, which --data-dir/BIOABLATE_DATA default to)")
+    fetch.add_argument("--only", action="append", metavar="NAME",
+                       help="only this dataset, or 'vocab' (repeatable; default: everything)")
+    fetch.add_argument("--mirror", metavar="URL", help="fetch from URL instead of https://raw.githubusercontent.com "
+                       "(same <owner>/<repo>/<commit>/<path> layout below it)")
+    fetch.add_argument("--jobs", type=int, default=8, help="parallel downloads (default: 8)")
 
     pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT/ALBERT) into a Hugging Face directory")
     pt.add_argument("--corpus", help="pubmed | pmc | general | pubmed+pmc | general>pubmed")
@@ -178,20 +188,39 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
     from ablations.config import resolve_data_dir
-    from datamodules.registry import check_data_dir, dataset_names, get_dataset
-    from datamodules.stats import dataset_stats, render
+    from datamodules.registry import dataset_names, get_dataset
 
     data_dir = resolve_data_dir(args.data_dir)
     names = args.task or dataset_names()
     for name in names:
         get_dataset(name)  # an unknown name fails before any reading
+    _print_stats(data_dir, names, args.tagging)
+    return 0
+
+
+def _print_stats(data_dir: Path, names: list[str], tagging: str | None) -> None:
+    from datamodules.registry import check_data_dir, get_dataset
+    from datamodules.stats import dataset_stats, render
+
     check_data_dir(data_dir, names)
     rows, notes = [], {}
     for name in names:
         spec = get_dataset(name)
-        rows += dataset_stats(spec, data_dir, args.tagging)
+        rows += dataset_stats(spec, data_dir, tagging)
         notes[name] = spec.notes
     print(render(rows, notes))
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    """Stats go to stdout, progress and the summary to stderr: stdout equals `data stats` of the folder."""
+    from datamodules.fetch import fetch_data, summary
+
+    result = fetch_data(Path(args.to) if args.to else None, args.only, args.mirror, args.jobs,
+                        show_progress=sys.stderr.isatty())
+    print(summary(result), file=sys.stderr)
+    names = [name for name in result.groups if name != "vocab"]
+    if names:
+        _print_stats(result.data_dir, names, None)
     return 0
 
 
@@ -364,6 +393,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
+            ("data", "fetch"): cmd_data_fetch,
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
             ("vocab", "compare"): cmd_vocab_compare,
             "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table, "run": cmd_run}
