@@ -157,8 +157,14 @@ def stage_states(experiment: Experiment, store: Store) -> dict[str, PlannedRun]:
 
 @dataclass(frozen=True)
 class Plan:
+    """Every planned run of an experiment, resolved once (`resolve`)."""
+
     stages: dict[str, PlannedRun]  # by name, in the order they run
     cells: list[PlannedRun]  # in `experiment.cells()` order
+
+    def cell_runs(self, metric: str) -> list[results.CellRun]:
+        """The cells as the tables see them (`cell_result`)."""
+        return [cell_result(planned, metric) for planned in self.cells]
 
 
 def resolve(experiment: Experiment, store: Store) -> Plan:
@@ -191,8 +197,7 @@ def collect(experiment: Experiment, tracking_uri: Optional[str] = None) -> list[
     pretraining stage has not finished."""
     if experiment.kind != "finetune":
         raise ConfigError(f"{experiment.path}: kind {experiment.kind} has no runs to collect")
-    plan = resolve(experiment, Store(tracking_uri or experiment.store()[1]))
-    return [cell_result(planned, experiment.layout.metric) for planned in plan.cells]
+    return resolve(experiment, Store(tracking_uri or experiment.store()[1])).cell_runs(experiment.layout.metric)
 
 
 # what `bioablate run` does with a planned run of each status
