@@ -1,4 +1,4 @@
-"""The run configuration: one structured schema, validated by OmegaConf.
+"""The run configuration: one structured schema, each layer merged and validated through core.schema.
 
 A fine-tuning run's config is built in layers, later ones winning:
 

@@ -30,8 +30,7 @@ from typing import Any, Callable, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
-                                  RunIdentity, Store, run_status)
-from ablations.experiment.plan import resolve_cell, resolve_stage
+                                  RunIdentity, Store, resolve_cell, resolve_stage, run_status)
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, REUSED
 from core.console import one_line, quiet_libraries
 from core.distributed import is_ddp_worker

@@ -20,10 +20,11 @@ store is found again. The full annotated spec is in docs/experiments.md.
 from ablations.experiment.definition import (PRETRAIN_EXPERIMENT, Axis, Experiment, ModelDef, PlannedCell,
                                              VocabDef)
 from ablations.experiment.plan import (FINETUNE, PRETRAIN, Plan, PlannedRun, RunIdentity, collect, plan_lines,
-                                       resolve, stage_states)
+                                       resolve, resolve_cell, resolve_stage, stage_states)
 from ablations.experiment.spec import experiment_files, load_experiment
 from ablations.experiment.store import PARENT_KIND, Store, run_status
 
 __all__ = ["FINETUNE", "PARENT_KIND", "PRETRAIN", "PRETRAIN_EXPERIMENT", "Axis", "Experiment", "ModelDef", "Plan",
            "PlannedCell", "PlannedRun", "RunIdentity", "Store", "VocabDef", "collect", "experiment_files",
-           "load_experiment", "plan_lines", "resolve", "run_status", "stage_states"]
+           "load_experiment", "plan_lines", "resolve", "resolve_cell", "resolve_stage", "run_status",
+           "stage_states"]
