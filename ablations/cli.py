@@ -335,8 +335,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ablations.experiment import load_experiment
-    from ablations.runner import plan_lines, run_experiment
+    from ablations.experiment import load_experiment, plan_lines
+    from ablations.runner import run_experiment
     from core.distributed import is_ddp_worker
     from core.errors import ConfigError
 

@@ -1,4 +1,4 @@
-"""The run configuration: one structured schema, validated by OmegaConf.
+"""The run configuration: one structured schema, each layer merged and validated through core.schema.
 
 A fine-tuning run's config is built in layers, later ones winning:
 
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from core.errors import ConfigError
+from core.schema import load_yaml, merge  # noqa: F401 -- load_yaml: ablations.sweep reads it here
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
@@ -172,41 +172,14 @@ def _dataclass_keys(cls: type, prefix: str) -> set[str]:
 NON_RESULT_KEYS |= _dataclass_keys(PretrainConfig, "pretrain.")
 
 
-def _valid_keys(full_key: str) -> tuple[str, list[str]]:
-    """The deepest existing parent of `full_key` in the schema, and the valid keys there."""
-    schema = OmegaConf.structured(RunConfig)
-    parts = full_key.split(".")[:-1]
-    while parts and not isinstance(OmegaConf.select(schema, ".".join(parts)), DictConfig):
-        parts.pop()
-    node = OmegaConf.select(schema, ".".join(parts)) if parts else schema
-    return ".".join(parts), list(node.keys())
-
-
-def _merge(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
+def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
+    """`layer` (from `source`, named in messages) merged onto a run config, validated against RunConfig
+    by `core.schema.merge`."""
     try:
-        return OmegaConf.merge(base, layer)
-    except ConfigKeyError as e:
-        parent, names = _valid_keys(e.full_key)
-        where = f"under '{parent}'" if parent else "at the top level"
-        raise ConfigError(
-            f"{source}: unknown config key '{e.full_key}'; valid keys {where}: {', '.join(names)}"
-        ) from None
-    except ValidationError as e:
-        raise ConfigError(f"{source}: bad value for '{e.full_key}': {e.msg.splitlines()[0]}") from None
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"{source}: {str(e).splitlines()[0]}") from None
-
-
-def load_yaml(path: Path) -> DictConfig:
-    try:
-        cfg = OmegaConf.load(path)
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except Exception as e:  # yaml.YAMLError and friends: show where the parser stopped
-        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(cfg, DictConfig):
-        raise ConfigError(f"{path}: expected a mapping of config keys at the top level")
-    return cfg
+        return merge(RunConfig, source, layer, base=base)
+    except ConfigError as error:
+        # the CLI has always called these "config keys" (they are `key=value` overrides); same message
+        raise ConfigError(str(error).replace(": unknown key '", ": unknown config key '", 1)) from None
 
 
 def profile_config(profile: str) -> DictConfig:
@@ -228,10 +201,10 @@ def parse_overrides(overrides: list[str]) -> DictConfig:
 def build_config(profile: str = "micro", overrides: list[str] | None = None, **flags: Any) -> DictConfig:
     """Schema defaults, then the profile, then `key=value` overrides, then explicit flags (not None)."""
     cfg = OmegaConf.structured(RunConfig)
-    cfg = _merge(cfg, profile_config(profile), f"profile '{profile}'")
-    cfg = _merge(cfg, parse_overrides(list(overrides or [])), "overrides")
+    cfg = merge_layer(cfg, profile_config(profile), f"profile '{profile}'")
+    cfg = merge_layer(cfg, parse_overrides(list(overrides or [])), "overrides")
     set_flags = OmegaConf.from_dotlist([f"{k}={v}" for k, v in flags.items() if v is not None])
-    cfg = _merge(cfg, set_flags, "command-line options")
+    cfg = merge_layer(cfg, set_flags, "command-line options")
     cfg.profile = profile
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:

@@ -1,4 +1,4 @@
-"""The contract between the experiment runner (ablations/experiment.py), which knows which runs make up
+"""The contract between the experiment planner (ablations/experiment/), which knows which runs make up
 each table cell, and the table renderer (ablations/table.py), which turns them into the paper's layout.
 
 `ablations.experiment.collect(experiment, tracking_uri)` returns one `CellRun` per planned (row, column,
@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# CellRun.status values
+# The status of a planned run (CellRun.status, and ablations.experiment's PlannedRun.status)
 FINISHED = "FINISHED"  # value is the run's test metric
 FAILED = "FAILED"      # the run raised; reason holds the error
 RUNNING = "RUNNING"    # started and not finished (in progress, or killed: rerun the experiment)
 NOT_RUN = "NOT_RUN"    # never started: run the experiment
 BLOCKED = "BLOCKED"    # cannot be identified yet, e.g. its pretraining stage has not finished
+# What one `bioablate run` did with a planned run (ablations/runner.py): computed it, reused a FINISHED
+# one, or it ended FAILED / BLOCKED
+COMPUTED = "COMPUTED"
+REUSED = "REUSED"
+
+BLURB_ROW = "BLURB score"  # the BLURB score row of a table; also its key in the paper's numbers (table.paper)
 
 
 @dataclass(frozen=True)

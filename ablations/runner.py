@@ -1,5 +1,5 @@
-"""`bioablate run EXPERIMENT.yaml`: compute what an experiment plans (ablations/experiment.py) and the
-tracking store does not hold yet.
+"""`bioablate run EXPERIMENT.yaml`: execute the planned runs of an experiment (ablations/experiment/, which
+resolves each against the tracking store) that the store does not hold yet.
 
 Pretraining stages run first (a continual stage after the stage it continues from), then the
 fine-tuning runs of each model. Every run is looked up by its fingerprint first: FINISHED runs are
@@ -23,26 +23,26 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablations import results
-from core.console import quiet_libraries
+from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
+                                  RunIdentity, Store, resolve_cell, resolve_stage, run_status)
+from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, REUSED
+from core.console import one_line, quiet_libraries
 from core.distributed import is_ddp_worker
-from ablations.experiment import (PARENT_KIND, PRETRAIN_EXPERIMENT, Cell, Experiment, StageState, Store,
-                                  cell_run, model_for, run_status, stage_init, stage_states)
 
-COMPUTED, REUSED, FAILED, BLOCKED = "computed", "reused", "failed", "blocked"
+OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED)
 
 
 @dataclass
 class Outcome:
     kind: str  # pretrain | finetune
     name: str  # the stage name, or model/task/variant/seed
-    status: str  # computed | reused | failed | blocked
+    status: str  # one of OUTCOMES
     run_id: Optional[str] = None
     fingerprint: Optional[str] = None
     error: Optional[str] = None
@@ -70,18 +70,13 @@ class RunSummary:
             return [f"{self.experiment} (kind {self.kind}): no runs; computed from the staged vocabularies "
                     "and datasets"]
         stages = sum(o.kind == "pretrain" for o in self.outcomes)
+        counts = ", ".join(f"{self.count(status)} {status.lower()}" for status in OUTCOMES)
         out = [f"{self.experiment} (profile {self.profile}): {stages} pretraining, "
-               f"{len(self.outcomes) - stages} fine-tuning runs: {self.count(COMPUTED)} computed, "
-               f"{self.count(REUSED)} reused, {self.count(FAILED)} failed, {self.count(BLOCKED)} blocked"]
+               f"{len(self.outcomes) - stages} fine-tuning runs: {counts}"]
         for o in self.outcomes:
             if o.status in (FAILED, BLOCKED):
-                out.append(f"  {o.status.upper()} {o.kind} {o.name}: {o.error}")
+                out.append(f"  {o.status} {o.kind} {o.name}: {o.error}")
         return out
-
-
-def _one_line(error: BaseException | str) -> str:
-    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return " ".join(text.split())[:500]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -104,7 +99,7 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str]) -> dict[str
             result = run_finetune(cfg, tags=tags)
             out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
     except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
-        out = {"error": _one_line(error)}
+        out = {"error": one_line(error)}
     out["seconds"] = time.perf_counter() - start
     return out
 
@@ -146,7 +141,7 @@ def _pool(devices: int, cuda: bool) -> ProcessPoolExecutor:
 
 
 def _uses_cuda(experiment: Experiment) -> bool:
-    accelerator = experiment._build([], {"task": "pretrain"}).trainer.accelerator
+    accelerator = experiment.shared_config().trainer.accelerator
     if accelerator not in ("auto", "gpu", "cuda"):
         return False
     import torch
@@ -164,8 +159,7 @@ class _Parent:
     def __init__(self, experiment: Experiment, tracking_uri: str, work_dir: Path, devices: int, ddp: bool):
         from ablations.tracking import Tracker, git_commit
 
-        base = experiment._build([(f"{experiment.path}: overrides", experiment.overrides)], {"task": "pretrain"})
-        self.tracker = Tracker(tracking_uri, base.experiment_name, artifact_root=work_dir / "mlartifacts")
+        self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name, artifact_root=work_dir / "mlartifacts")
         tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
                 "profile": experiment.profile, "git_commit": git_commit(),
                 "mlflow.note.content": experiment.description}
@@ -182,8 +176,7 @@ class _Parent:
     def close(self, summary: RunSummary | None, status: str) -> None:
         if summary is not None:
             self.tracker.log_metrics(self.run_id, {
-                "runs_planned": len(summary.outcomes), **{f"runs_{s}": summary.count(s)
-                                                          for s in (COMPUTED, REUSED, FAILED, BLOCKED)}})
+                "runs_planned": len(summary.outcomes), **{f"runs_{s.lower()}": summary.count(s) for s in OUTCOMES}})
         self.tracker.client.set_terminated(self.run_id, status)
 
 
@@ -229,16 +222,17 @@ def _no_progress_bars() -> None:
 
 
 class _Run:
-    """One invocation: schedules stages and cells as their dependencies finish."""
+    """One invocation: executes the planned stages and cells as their dependencies finish. Each is
+    resolved against the store (ablations.experiment.plan) only once the stages it needs are settled."""
 
     def __init__(self, experiment: Experiment, store: Store, executor: Any, parent: Optional[_Parent],
                  summary: RunSummary, echo: Callable[[str], None], ddp_worker: bool):
         self.experiment, self.store, self.executor, self.parent = experiment, store, executor, parent
         self.summary, self.echo, self.ddp_worker = summary, echo, ddp_worker
-        self.states: dict[str, StageState] = {}
+        self.stages: dict[str, PlannedRun] = {}  # settled stages: FINISHED, FAILED or BLOCKED
         self.started_ms = int(time.time() * 1000)
         self.total = len(experiment.stage_order()) + len(experiment.cells())
-        self.running: dict[Future, tuple] = {}
+        self.running: dict[Future, PlannedRun] = {}
 
     def go(self) -> None:
         stages = list(self.experiment.stage_order())
@@ -246,11 +240,11 @@ class _Run:
         while stages or cells or self.running:
             for name in list(stages):
                 dependency = self.experiment.init_stage(name)
-                if dependency is None or dependency in self.states:
+                if dependency is None or dependency in self.stages:
                     stages.remove(name)
                     self._stage(name)
             for cell in list(cells):
-                if not self.experiment.models[cell.model].is_stage or cell.model in self.states:
+                if not self.experiment.models[cell.model].is_stage or cell.model in self.stages:
                     cells.remove(cell)
                     self._cell(cell)
             if self.running:
@@ -264,140 +258,89 @@ class _Run:
         self.summary.outcomes.append(outcome)
         where = f" ({outcome.seconds:.1f} s)" if outcome.status == COMPUTED else ""
         detail = f": {outcome.error}" if outcome.error else ""
-        self.echo(f"[{len(self.summary.outcomes):>{len(str(self.total))}}/{self.total}] {outcome.status:<8} "
-                  f"{outcome.kind:<8} {outcome.name}{where}{detail}")
+        self.echo(f"[{len(self.summary.outcomes):>{len(str(self.total))}}/{self.total}] "
+                  f"{outcome.status.lower():<8} {outcome.kind:<8} {outcome.name}{where}{detail}")
 
     def _tags(self) -> dict[str, str]:
         return dict(self.parent.child_tags) if self.parent is not None else {}
 
-    # -- pretraining stages
+    # -- planned runs
 
     def _stage(self, name: str) -> None:
-        from ablations.pretrain import identify
-
-        label = f"pretrain {name}"
-        init, blocked = stage_init(self.experiment, name, self.states)
-        if init is None:
-            self.states[name] = StageState(name, results.BLOCKED, blocked)
-            self._record(Outcome("pretrain", name, BLOCKED, error=blocked))
-            return
         try:
-            cfg = self.experiment.stage_config(name, init)
-            identity = identify(cfg)
-        except Exception as error:  # noqa: BLE001
-            self.states[name] = StageState(name, results.FAILED, _one_line(error))
-            self._record(Outcome("pretrain", name, FAILED, error=_one_line(error)))
+            planned = resolve_stage(self.experiment, name, self.stages, self.store)
+        except Exception as error:  # noqa: BLE001 -- e.g. its data is missing: recorded, the others go on
+            self.stages[name] = PlannedRun(PRETRAIN, name, FAILED, one_line(error))
+            self._record(Outcome(PRETRAIN, name, FAILED, error=one_line(error)))
             return
-        if identity is not None:
-            fingerprint, model_dir = identity
-            run = self.store.find(PRETRAIN_EXPERIMENT, fingerprint)
-            if run_status(run)[0] == results.FINISHED and (model_dir / "config.json").is_file():
-                self.states[name] = StageState(name, results.FINISHED, None, fingerprint, model_dir, run.info.run_id)
-                self._record(Outcome("pretrain", name, REUSED, run.info.run_id, fingerprint))
-                return
-        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  {label}")
-        self._submit(("pretrain", name), "pretrain", cfg, {})
-
-    # -- fine-tuning runs
-
-    def _cell(self, cell: Cell) -> None:
-        from ablations.finetune import identify
-
-        model_path, blocked = model_for(self.experiment, cell.model, self.states)
-        if model_path is None:
-            self._record(Outcome("finetune", cell.name, BLOCKED, error=blocked))
+        if planned.status in (FINISHED, BLOCKED):
+            self.stages[name] = planned
+            self._record(Outcome(PRETRAIN, name, REUSED if planned.status == FINISHED else BLOCKED,
+                                 planned.run_id, planned.fingerprint, error=planned.reason))
             return
+        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  pretrain {name}")
+        self._submit(planned, {})
+
+    def _cell(self, cell: PlannedCell) -> None:
         try:
-            cfg = self.experiment.finetune_config(cell, model_path)
-            fingerprint = identify(cfg)[3]
+            planned = resolve_cell(self.experiment, cell, self.stages, self.store)
         except Exception as error:  # noqa: BLE001
-            self._record(Outcome("finetune", cell.name, FAILED, error=_one_line(error)))
+            self._record(Outcome(FINETUNE, cell.name, FAILED, error=one_line(error)))
             return
-        run = self.store.find(cfg.experiment_name, fingerprint)
-        if run_status(run)[0] == results.FINISHED:
+        if planned.status == BLOCKED:
+            self._record(Outcome(FINETUNE, cell.name, BLOCKED, error=planned.reason))
+        elif planned.status == FINISHED:
             if not self.ddp_worker:
-                self._record(Outcome("finetune", cell.name, REUSED, run.info.run_id, fingerprint))
-            return
-        self._submit(("finetune", cell), "finetune", cfg, self._tags())
+                self._record(Outcome(FINETUNE, cell.name, REUSED, planned.run_id, planned.fingerprint))
+        else:
+            self._submit(planned, self._tags())
 
-    def _submit(self, what: tuple, kind: str, cfg: DictConfig, tags: dict[str, str]) -> None:
+    def _submit(self, planned: PlannedRun, tags: dict[str, str]) -> None:
+        cfg = planned.config
         payload = cfg if isinstance(self.executor, _InProcess) else OmegaConf.to_container(cfg, resolve=True)
-        future = self.executor.submit(execute, kind, payload, tags)
-        self.running[future] = what
+        future = self.executor.submit(execute, planned.kind, payload, tags)
+        self.running[future] = planned
         if future.done() and isinstance(self.executor, _InProcess):
             self._finished(future)
 
     def _finished(self, future: Future) -> None:
-        kind, subject = self.running.pop(future)
+        planned = self.running.pop(future)
         try:
             out = future.result()
         except Exception as error:  # noqa: BLE001 -- the worker process itself died
-            out = {"error": f"worker process failed: {_one_line(error)}", "seconds": 0.0}
-        name = subject if kind == "pretrain" else subject.name
+            out = {"error": f"worker process failed: {one_line(error)}", "seconds": 0.0}
         if "error" in out:
-            if kind == "pretrain":
-                self.states[subject] = StageState(subject, results.FAILED, out["error"])
-            self._record(Outcome(kind, name, FAILED, error=out["error"], seconds=out["seconds"]))
+            if planned.kind == PRETRAIN:
+                self.stages[planned.name] = replace(planned, status=FAILED, reason=out["error"])
+            self._record(Outcome(planned.kind, planned.name, FAILED, error=out["error"], seconds=out["seconds"]))
             return
-        if kind == "pretrain":
-            if self.ddp_worker and not self._wait_for_rank_zero(out["fingerprint"]):
-                self.states[subject] = StageState(subject, results.FAILED, "rank 0 did not finish the stage")
+        if planned.kind == PRETRAIN:
+            identity = RunIdentity(PRETRAIN, planned.config.experiment_name, out["fingerprint"],
+                                   Path(out["model_dir"]))
+            if self.ddp_worker and not self._wait_for_rank_zero(identity):
+                self.stages[planned.name] = replace(planned, status=FAILED, reason="rank 0 did not finish the stage")
                 return
-            self.states[subject] = StageState(subject, results.FINISHED, None, out["fingerprint"],
-                                              Path(out["model_dir"]), out["run_id"])
+            self.stages[planned.name] = replace(planned, status=FINISHED, reason=None, identity=identity, run=None,
+                                                run_id=out["run_id"])
             if self.parent is not None and out["run_id"] and not out["reused"]:
                 run = self.store.client.get_run(out["run_id"])
                 if run.info.start_time >= self.started_ms:  # created by this invocation, not resumed
                     self.parent.adopt(out["run_id"])
         status = REUSED if out["reused"] else COMPUTED
         if not self.ddp_worker:
-            self._record(Outcome(kind, name, status, out["run_id"], out["fingerprint"], seconds=out["seconds"]))
+            self._record(Outcome(planned.kind, planned.name, status, out["run_id"], out["fingerprint"],
+                                 seconds=out["seconds"]))
 
-
-    def _wait_for_rank_zero(self, fingerprint: str, timeout_s: float = 3600) -> bool:
+    def _wait_for_rank_zero(self, identity: RunIdentity, timeout_s: float = 3600) -> bool:
         """A DDP worker leaves fit() while rank 0 still exports the model and marks the run FINISHED: wait
         for that before fine-tuning from the model directory (else the ranks would load different files)."""
         deadline = time.time() + timeout_s
         while time.time() < deadline:
-            self.store.forget(PRETRAIN_EXPERIMENT)
-            status = run_status(self.store.find(PRETRAIN_EXPERIMENT, fingerprint))[0]
-            if status == results.FINISHED:
+            self.store.forget(identity.experiment_name)
+            status = run_status(self.store.find(identity.experiment_name, identity.fingerprint))[0]
+            if status == FINISHED:
                 return True
-            if status == results.FAILED:
+            if status == FAILED:
                 return False
             time.sleep(1)
         return False
-
-
-# ---------------------------------------------------------------------------------------------------
-# The plan, without running anything (--dry-run)
-
-
-def plan_lines(experiment: Experiment) -> list[str]:
-    """One line per planned run: what `bioablate run` would do with it given the store as it is."""
-    work_dir, tracking_uri = experiment.store()
-    if experiment.kind != "finetune":
-        return [f"{experiment.name} (kind {experiment.kind}): no runs; the table is computed from the staged "
-                f"vocabularies and datasets"]
-    store = Store(tracking_uri)
-    states = stage_states(experiment, store)
-    action = {results.FINISHED: "reuse", results.RUNNING: "resume", results.FAILED: "resume",
-              results.NOT_RUN: "compute", results.BLOCKED: "compute later"}
-    counts: dict[str, int] = {}
-    lines = [f"plan for {experiment.name} (profile {experiment.profile}), store {tracking_uri}:"]
-    for name, state in states.items():
-        what = action[state.status]
-        counts[what] = counts.get(what, 0) + 1
-        note = f" (run {state.run_id})" if state.status == results.FINISHED else (
-            f" ({state.reason})" if state.status != results.NOT_RUN and state.reason else "")
-        lines.append(f"  {what:<13} pretrain {name}{note}")
-    for cell in experiment.cells():
-        run = cell_run(experiment, cell, states, store)
-        what = action[run.status]
-        counts[what] = counts.get(what, 0) + 1
-        note = f" (run {run.run_id})" if run.status == results.FINISHED else (
-            f" (after pretraining stage '{cell.model}')" if run.status == results.BLOCKED else
-            f" ({run.reason})" if run.status != results.NOT_RUN and run.reason else "")
-        lines.append(f"  {what:<13} finetune {cell.name}{note}")
-    lines.append("  " + ", ".join(f"{n} {what}" for what, n in counts.items()))
-    return lines

@@ -175,13 +175,13 @@ def test_shared_stage_and_cells_are_computed_once_and_a_rerun_computes_nothing(t
     first, second = two_experiments(tmp_path)
     load = dict(profile="micro", data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
     a = run_experiment(load_experiment(first, **load), echo=lambda _: None)
-    assert (a.count("computed"), a.count("reused")) == (3, 0) and a.ok
+    assert (a.count(results.COMPUTED), a.count(results.REUSED)) == (3, 0) and a.ok
     b = run_experiment(load_experiment(second, **load), echo=lambda _: None)
-    assert (b.count("computed"), b.count("reused")) == (1, 2) and b.ok  # tiny stage + tiny/biosses reused
+    assert (b.count(results.COMPUTED), b.count(results.REUSED)) == (1, 2) and b.ok  # tiny stage + tiny/biosses reused
     uri = a.tracking_uri
     assert len(runs_in_store(uri, "pretrain")) == 1 and len(runs_in_store(uri, "finetune")) == 3
     again = run_experiment(load_experiment(first, **load), echo=lambda _: None)
-    assert (again.count("computed"), again.count("reused")) == (0, 3)
+    assert (again.count(results.COMPUTED), again.count(results.REUSED)) == (0, 3)
     assert len(runs_in_store(uri, "finetune")) == 3
     # each invocation is a parent run; only the runs it created are its children
     parents = runs_in_store(uri, "experiment")
@@ -218,7 +218,7 @@ table: {rows: task, columns: model}
     assert 2 <= finished < 9
 
     summary = run_experiment(load_experiment(path, data_dir=str(data_dir), work_dir=str(work)), echo=lambda _: None)
-    assert summary.ok and (summary.count("reused"), summary.count("computed")) == (finished, 9 - finished)
+    assert summary.ok and (summary.count(results.REUSED), summary.count(results.COMPUTED)) == (finished, 9 - finished)
     stored = runs_in_store(uri, "finetune")
     assert len(stored) == 9 and all(r.info.status == "FINISHED" for r in stored)  # the killed run was taken over
 

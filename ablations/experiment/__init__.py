@@ -1,0 +1,30 @@
+"""Experiments: one YAML per paper table (experiments/*.yaml), what they plan, and what the tracking
+store holds for them.
+
+An experiment names the models it compares (existing ones, or pretraining stages, possibly continuing
+from one another), the tasks, the fine-tuning variants to `vary`, the seeds and the table layout. It
+expands into pretraining stages and fine-tuning cells (model x task x variant x seed), each identified by
+the fingerprint `bioablate pretrain` / `bioablate finetune` would give it, so whatever is FINISHED in the
+store is found again. The full annotated spec is in docs/experiments.md.
+
+- `spec`: the YAML schema and `load_experiment`;
+- `definition`: the loaded `Experiment`, its stages and `PlannedCell`s, and the config of each run;
+- `store`: the tracking store read in bulk (`Store`, `run_status`);
+- `plan`: each stage and cell resolved against the store into a `PlannedRun` (config, identity, status,
+  reason), shared by the runner (ablations/runner.py), `plan_lines`, `collect` and the tables.
+
+    experiment = load_experiment("experiments/table13_tagging.yaml", profile="micro")
+    runs = collect(experiment)              # list[results.CellRun], nothing is run
+"""
+
+from ablations.experiment.definition import (PRETRAIN_EXPERIMENT, Axis, Experiment, ModelDef, PlannedCell,
+                                             VocabDef)
+from ablations.experiment.plan import (FINETUNE, PRETRAIN, Plan, PlannedRun, RunIdentity, collect, plan_lines,
+                                       resolve, resolve_cell, resolve_stage, stage_states)
+from ablations.experiment.spec import experiment_files, load_experiment
+from ablations.experiment.store import PARENT_KIND, Store, run_status
+
+__all__ = ["FINETUNE", "PARENT_KIND", "PRETRAIN", "PRETRAIN_EXPERIMENT", "Axis", "Experiment", "ModelDef", "Plan",
+           "PlannedCell", "PlannedRun", "RunIdentity", "Store", "VocabDef", "collect", "experiment_files",
+           "load_experiment", "plan_lines", "resolve", "resolve_cell", "resolve_stage", "run_status",
+           "stage_states"]

@@ -1,0 +1,207 @@
+"""A loaded experiment: the models, tasks, variants and seeds it names (`spec.load_experiment` builds
+it from the YAML), the pretraining stages and fine-tuning cells they expand into, and the run config of
+each, built in layers:
+
+    schema <- profile <- overrides <- task_overrides <- model <- vary <- command line
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ablations import results
+from ablations.config import (RunConfig, merge_layer, parse_overrides, profile_config, resolve_tracking_uri,
+                              resolve_work_dir)
+from lightning_modules.models import RANDOM_BERT
+
+PRETRAIN_EXPERIMENT = "pretrain"  # MLflow experiment of pretraining runs (as `bioablate pretrain`)
+
+
+def _layer(dotted: dict[str, Any]) -> DictConfig:
+    cfg = OmegaConf.create({})
+    for key, value in dotted.items():
+        OmegaConf.update(cfg, key, value, force_add=True)
+    return cfg
+
+
+
+@dataclass(frozen=True)
+class ModelDef:
+    name: str
+    label: str
+    name_or_path: Optional[str]  # an existing model
+    pretrain: Optional[dict[str, Any]]  # a stage: dotted `pretrain.*` keys with this profile's values
+    init: Optional[str]  # a stage continuing from: a model of this experiment, or a named model / dir
+    finetune: bool
+    overrides: dict[str, Any]  # dotted config keys
+    source: str  # the file that defines it (for messages)
+
+    @property
+    def is_stage(self) -> bool:
+        return self.pretrain is not None
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    values: dict[str, dict[str, Any]]  # label -> dotted config keys
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """One planned fine-tuning run: a model on a task with a variant and a seed, at (row, column) of the
+    experiment's table."""
+
+    row: str
+    column: str
+    model: str
+    task: str
+    seed: int
+    variant: tuple[tuple[str, str], ...]  # (axis, label) for every vary axis
+    overrides: tuple[tuple[str, Any], ...]  # the variant's dotted config keys
+
+    @property
+    def name(self) -> str:
+        parts = [self.model, self.task, *[label for _, label in self.variant], f"s{self.seed}"]
+        return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class VocabDef:
+    table: str
+    vocabs: tuple[str, ...]
+    general: str
+    domain: str
+
+
+@dataclass
+class Experiment:
+    name: str
+    description: str
+    kind: str
+    path: Path
+    profile: str
+    models: dict[str, ModelDef]
+    tasks: list[str]
+    axes: list[Axis]
+    seeds_by_task: dict[str, list[int]]
+    overrides: dict[str, Any]  # dotted keys: the YAML's `overrides` with this profile's values
+    task_overrides: dict[str, dict[str, Any]]  # task -> dotted keys
+    cli_overrides: list[str]  # `key=value` from the command line: win over the YAML's
+    layout: results.TableLayout
+    vocab: Optional[VocabDef]
+    data_dir: Optional[str] = None
+    work_dir: Optional[str] = None
+    tracking_uri: Optional[str] = None
+
+    # -- what it plans
+
+    def init_stage(self, name: str) -> Optional[str]:
+        """The stage of this experiment that stage `name` continues from, if any."""
+        init = self.models[name].init
+        return init if init in self.models and self.models[init].is_stage else None
+
+    def stage_order(self) -> list[str]:
+        """The pretraining stages to run, each after the stage it continues from. A stage that is not
+        fine-tuned and that no other stage continues from is not planned."""
+        order: list[str] = []
+
+        def visit(name: str) -> None:
+            if name in order:
+                return
+            if self.init_stage(name):
+                visit(self.init_stage(name))
+            order.append(name)
+
+        for name, model in self.models.items():
+            if model.is_stage and model.finetune:
+                visit(name)
+        return order
+
+    def finetuned_models(self) -> list[str]:
+        return [name for name, model in self.models.items() if model.finetune]
+
+    def cells(self) -> list[PlannedCell]:
+        """Every planned fine-tuning run, grouped by model."""
+        out = []
+        for model in self.finetuned_models():
+            for task in self.tasks:
+                for combo in itertools.product(*[list(axis.values.items()) for axis in self.axes]):
+                    labels = {axis.name: label for axis, (label, _) in zip(self.axes, combo)}
+                    overrides = tuple((k, v) for _, values in combo for k, v in values.items())
+                    coords = {"task": task, "model": model, **labels}
+                    for seed in self.seeds_by_task[task]:
+                        out.append(PlannedCell(coords[self.layout.rows], coords[self.layout.columns], model,
+                                               task, seed, tuple(labels.items()), overrides))
+        return out
+
+    # -- configs: schema <- profile <- overrides <- task_overrides <- model <- vary <- command line
+
+    def _build(self, layers: list[tuple[str, dict[str, Any]]], flags: dict[str, Any]) -> DictConfig:
+        flags = {"data_dir": self.data_dir, "work_dir": self.work_dir, "tracking_uri": self.tracking_uri, **flags}
+        named = [*[(source, _layer(dotted)) for source, dotted in layers],
+                 ("runner defaults", _layer({"trainer.progress_bar": False})),
+                 ("command-line overrides", parse_overrides(self.cli_overrides)),
+                 ("command-line options", _layer({k: v for k, v in flags.items() if v is not None}))]
+        base = self._base()
+        try:  # one merge (an experiment builds hundreds of configs); layer by layer only to name a bad one
+            cfg = OmegaConf.merge(base, *[layer for _, layer in named])
+        except OmegaConfBaseException:
+            cfg = base
+            for source, layer in named:
+                cfg = merge_layer(cfg, layer, source)
+        cfg.profile = self.profile
+        return cfg
+
+    def _base(self) -> DictConfig:
+        """Schema defaults and the profile (cached: every config starts from it)."""
+        if getattr(self, "_base_cfg", None) is None:
+            cfg = OmegaConf.structured(RunConfig)
+            self._base_cfg = merge_layer(cfg, profile_config(self.profile), f"profile '{self.profile}'")
+        return self._base_cfg
+
+    def shared_config(self) -> DictConfig:
+        """What every run of this experiment shares: the YAML's `overrides` and the command line, on the
+        profile (its MLflow experiment, trainer and model defaults), as a pretraining config."""
+        return self._build([(f"{self.path}: overrides", self.overrides)], {"task": "pretrain"})
+
+    def stage_config(self, name: str, init: str = "scratch") -> DictConfig:
+        """The `bioablate pretrain` config of stage `name`, continuing from `init` (a model directory or
+        a named model). Continuing from `random-bert` is pretraining from scratch with its vocabulary."""
+        model = self.models[name]
+        pretrain = dict(model.pretrain or {})
+        if init == RANDOM_BERT:
+            init = "scratch"
+            if pretrain.get("pretrain.vocab") == "init":
+                source = next((m for m in self.models.values() if m.name_or_path == RANDOM_BERT), None)
+                vocab = (source.overrides if source else {}).get("model.vocab")
+                pretrain["pretrain.vocab"] = vocab or self.shared_config().model.vocab
+        return self._build(
+            [(f"{self.path}: overrides", self.overrides),
+             (f"{model.source}: models.{name}.overrides", model.overrides),
+             (f"{model.source}: models.{name}.pretrain", pretrain)],
+            {"task": "pretrain", "experiment_name": PRETRAIN_EXPERIMENT, "pretrain.init": init})
+
+    def finetune_config(self, cell: PlannedCell, model_path: str) -> DictConfig:
+        """The `bioablate finetune` config of `cell`, with the model at `model_path` (name or directory)."""
+        model = self.models[cell.model]
+        return self._build(
+            [(f"{self.path}: overrides", self.overrides),
+             (f"{self.path}: task_overrides.{cell.task}", self.task_overrides.get(cell.task, {})),
+             (f"{model.source}: models.{cell.model}.overrides", model.overrides),
+             ("model", {"model.name_or_path": model_path}),
+             (f"{self.path}: vary", dict(cell.overrides))],
+            {"task": cell.task, "seed": cell.seed})
+
+    def store(self) -> tuple[Path, str]:
+        """(work directory, tracking URI) the runs go to."""
+        probe = OmegaConf.create({"work_dir": self.work_dir, "tracking_uri": self.tracking_uri})
+        work_dir = resolve_work_dir(probe)
+        return work_dir, resolve_tracking_uri(probe, work_dir)
+

@@ -1,0 +1,232 @@
+"""Planned runs: an experiment's pretraining stages and fine-tuning cells, each resolved against the
+tracking store in one place (`resolve_stage`, `resolve_cell`) into a `PlannedRun`: its config, its
+identity (the fingerprint `bioablate pretrain` / `bioablate finetune` gives it, which finds it in the
+store), its status and the reason it is not FINISHED. Nothing here runs anything:
+
+- the runner (ablations/runner.py) executes the planned runs that are not FINISHED (or BLOCKED);
+- `plan_lines` prints what the runner would do with each (`bioablate run --dry-run`);
+- `collect` hands the tables one `results.CellRun` per planned cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Optional
+
+from omegaconf import DictConfig
+
+from ablations import results
+from ablations.experiment.definition import Experiment, PlannedCell
+from ablations.experiment.store import Store, run_status
+from core.errors import ConfigError
+
+PRETRAIN, FINETUNE = "pretrain", "finetune"  # PlannedRun.kind: a pretraining stage, a fine-tuning cell
+
+
+class RunIdentity(NamedTuple):
+    """What finds a run in the tracking store."""
+
+    kind: str  # PRETRAIN | FINETUNE
+    experiment_name: str  # the MLflow experiment its run goes to
+    fingerprint: str  # the run's `fingerprint` tag
+    model_dir: Optional[Path] = None  # PRETRAIN: the directory the pretrained model is exported to
+
+
+def identify(kind: str, cfg: DictConfig) -> Optional[RunIdentity]:
+    """The identity `bioablate pretrain` / `bioablate finetune` would give the run of `cfg` (the one place
+    that reads their `identify` tuples). None for a stage whose vocabulary the run itself trains."""
+    if kind == PRETRAIN:
+        from ablations.pretrain import identify as identify_pretrain
+
+        found = identify_pretrain(cfg)
+        if found is None:
+            return None
+        fingerprint, model_dir = found
+        return RunIdentity(PRETRAIN, cfg.experiment_name, fingerprint, model_dir)
+    from ablations.finetune import identify as identify_finetune
+
+    _spec, _data_dir, _data_fingerprint, fingerprint = identify_finetune(cfg)
+    return RunIdentity(FINETUNE, cfg.experiment_name, fingerprint)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A pretraining stage or a fine-tuning cell of an experiment, as the tracking store has it."""
+
+    kind: str  # PRETRAIN | FINETUNE
+    name: str  # the stage's name, or the cell's model/task/variant.../seed
+    status: str  # results.FINISHED | FAILED | RUNNING | NOT_RUN | BLOCKED
+    reason: Optional[str] = None  # why it is not FINISHED
+    config: Optional[DictConfig] = None  # the run's config; None while BLOCKED
+    identity: Optional[RunIdentity] = None  # None while BLOCKED, or while a stage's vocabulary is untrained
+    cell: Optional[PlannedCell] = None  # FINETUNE: where it goes in the table
+    run: Any = None  # the stored MLflow run its fingerprint found, if any
+    run_id: Optional[str] = None  # that run's id (or, once the runner computed it, the new run's)
+
+    @property
+    def fingerprint(self) -> Optional[str]:
+        return self.identity.fingerprint if self.identity is not None else None
+
+    @property
+    def model_dir(self) -> Optional[Path]:
+        return self.identity.model_dir if self.identity is not None else None
+
+
+def _found(kind: str, name: str, cfg: DictConfig, identity: RunIdentity, store: Store,
+           cell: Optional[PlannedCell] = None) -> PlannedRun:
+    run = store.find(identity.experiment_name, identity.fingerprint)
+    status, reason = run_status(run)
+    if kind == PRETRAIN and status == results.FINISHED and not (identity.model_dir / "config.json").is_file():
+        status, reason = results.NOT_RUN, f"model directory {identity.model_dir} is missing: rerun the experiment"
+    if kind == PRETRAIN and status != results.FINISHED:
+        reason = f"pretraining stage '{name}': {reason}"
+    return PlannedRun(kind, name, status, reason, cfg, identity, cell, run,
+                      run.info.run_id if run is not None else None)
+
+
+def _unfinished(stage: Optional[PlannedRun]) -> str:
+    """How a stage that others wait for stands, for their BLOCKED reason (its own error is on its own row)."""
+    if stage is not None and stage.status == results.FAILED:
+        return "failed"
+    if stage is not None and stage.status == results.BLOCKED:
+        return "is blocked"
+    return "has not finished"
+
+
+def stage_init(experiment: Experiment, name: str,
+               stages: dict[str, PlannedRun]) -> tuple[Optional[str], Optional[str]]:
+    """(what stage `name` continues from: a directory, a named model or `scratch`; None with the reason
+    when that is a stage of this experiment that has not finished)."""
+    init = experiment.models[name].init
+    if init is None:
+        return "scratch", None
+    if init not in experiment.models:
+        return init, None
+    if not experiment.models[init].is_stage:
+        return experiment.models[init].name_or_path, None
+    stage = stages.get(init)
+    if stage is None or stage.status != results.FINISHED:
+        return None, f"continues from pretraining stage '{init}', which {_unfinished(stage)}"
+    return str(stage.model_dir), None
+
+
+def model_for(experiment: Experiment, model: str,
+              stages: dict[str, PlannedRun]) -> tuple[Optional[str], Optional[str]]:
+    """(the model a cell fine-tunes: a name or directory; None with the reason while its stage has not
+    finished)."""
+    definition = experiment.models[model]
+    if not definition.is_stage:
+        return definition.name_or_path, None
+    stage = stages[model]
+    if stage.status != results.FINISHED:
+        return None, f"needs pretraining stage '{model}', which {_unfinished(stage)}"
+    return str(stage.model_dir), None
+
+
+def resolve_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRun], store: Store) -> PlannedRun:
+    """Pretraining stage `name`, given the stages it may continue from (`stages`, by name)."""
+    init, blocked = stage_init(experiment, name, stages)
+    if init is None:
+        return PlannedRun(PRETRAIN, name, results.BLOCKED, blocked)
+    cfg = experiment.stage_config(name, init)
+    identity = identify(PRETRAIN, cfg)
+    if identity is None:
+        return PlannedRun(PRETRAIN, name, results.NOT_RUN, f"pretraining stage '{name}' not run yet (its "
+                                                             "vocabulary is trained by the run)", cfg)
+    return _found(PRETRAIN, name, cfg, identity, store)
+
+
+def resolve_cell(experiment: Experiment, cell: PlannedCell, stages: dict[str, PlannedRun],
+                 store: Store) -> PlannedRun:
+    """Fine-tuning cell `cell`, given the pretraining stages (`stages`, by name) it may fine-tune."""
+    model_path, blocked = model_for(experiment, cell.model, stages)
+    if model_path is None:
+        return PlannedRun(FINETUNE, cell.name, results.BLOCKED, blocked, cell=cell)
+    cfg = experiment.finetune_config(cell, model_path)
+    return _found(FINETUNE, cell.name, cfg, identify(FINETUNE, cfg), store, cell)
+
+
+def stage_states(experiment: Experiment, store: Store) -> dict[str, PlannedRun]:
+    """Every planned pretraining stage by name, each after the stage it continues from."""
+    stages: dict[str, PlannedRun] = {}
+    for name in experiment.stage_order():
+        stages[name] = resolve_stage(experiment, name, stages, store)
+    return stages
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every planned run of an experiment, resolved once (`resolve`)."""
+
+    stages: dict[str, PlannedRun]  # by name, in the order they run
+    cells: list[PlannedRun]  # in `experiment.cells()` order
+
+    def cell_runs(self, metric: str) -> list[results.CellRun]:
+        """The cells as the tables see them (`cell_result`)."""
+        return [cell_result(planned, metric) for planned in self.cells]
+
+
+def resolve(experiment: Experiment, store: Store) -> Plan:
+    """Every planned run of a `kind: finetune` experiment as the store has it."""
+    stages = stage_states(experiment, store)
+    return Plan(stages, [resolve_cell(experiment, cell, stages, store) for cell in experiment.cells()])
+
+
+def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
+    """A planned cell as the tables see it: a FINISHED run with its test `metric` (a finished run without
+    it counts as FAILED), else its status and reason."""
+    cell = planned.cell
+    status, reason, value, wall = planned.status, planned.reason, None, None
+    run = planned.run
+    if run is not None:
+        if status == results.FINISHED:
+            value = run.data.metrics.get(f"test/{metric}")
+            if value is None:
+                status, reason = results.FAILED, f"finished run has no test/{metric} metric"
+        if run.info.end_time and run.info.start_time:
+            wall = (run.info.end_time - run.info.start_time) / 1000
+    return results.CellRun(row=cell.row, column=cell.column, task=cell.task, seed=cell.seed, status=status,
+                           value=value, reason=reason, run_id=planned.run_id, fingerprint=planned.fingerprint,
+                           wall_time_s=wall)
+
+
+def collect(experiment: Experiment, tracking_uri: Optional[str] = None) -> list[results.CellRun]:
+    """One CellRun per planned fine-tuning run, found in the store by fingerprint (nothing is run):
+    FINISHED with its test metric, FAILED with its error, RUNNING, NOT_RUN, or BLOCKED while its
+    pretraining stage has not finished."""
+    if experiment.kind != "finetune":
+        raise ConfigError(f"{experiment.path}: kind {experiment.kind} has no runs to collect")
+    return resolve(experiment, Store(tracking_uri or experiment.store()[1])).cell_runs(experiment.layout.metric)
+
+
+# what `bioablate run` does with a planned run of each status
+ACTIONS = {results.FINISHED: "reuse", results.RUNNING: "resume", results.FAILED: "resume",
+           results.NOT_RUN: "compute", results.BLOCKED: "compute later"}
+
+
+def _note(planned: PlannedRun) -> str:
+    if planned.status == results.FINISHED:
+        return f" (run {planned.run_id})"
+    if planned.status == results.BLOCKED and planned.kind == FINETUNE:
+        return f" (after pretraining stage '{planned.cell.model}')"
+    if planned.status != results.NOT_RUN and planned.reason:
+        return f" ({planned.reason})"
+    return ""
+
+
+def plan_lines(experiment: Experiment) -> list[str]:
+    """One line per planned run: what `bioablate run` would do with it given the store as it is."""
+    _, tracking_uri = experiment.store()
+    if experiment.kind != "finetune":
+        return [f"{experiment.name} (kind {experiment.kind}): no runs; the table is computed from the staged "
+                f"vocabularies and datasets"]
+    plan = resolve(experiment, Store(tracking_uri))
+    counts: dict[str, int] = {}
+    lines = [f"plan for {experiment.name} (profile {experiment.profile}), store {tracking_uri}:"]
+    for planned in [*plan.stages.values(), *plan.cells]:
+        what = ACTIONS[planned.status]
+        counts[what] = counts.get(what, 0) + 1
+        lines.append(f"  {what:<13} {planned.kind} {planned.name}{_note(planned)}")
+    lines.append("  " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+    return lines

@@ -1,0 +1,69 @@
+"""The runner (ablations/runner.py) executes the planned runs as ablations.experiment.plan resolves them:
+a cell FINISHED in the store is reused without computing anything, and a stage that fails when run
+blocks the stage continuing from it and every cell that needs either."""
+
+from __future__ import annotations
+
+from mlflow.tracking import MlflowClient
+
+from ablations import results
+from ablations.experiment import Store, load_experiment, resolve
+from ablations.runner import run_experiment
+
+TINY_PRETRAIN = "{corpus: pubmed, vocab: pubmedbert-uncased, max_steps: 4, checkpoint_every: 2, max_words: 4000}"
+
+
+def finetune_runs(tracking_uri: str) -> list:
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name("finetune")
+    return client.search_runs([found.experiment_id], "tags.fingerprint != ''") if found else []
+
+
+def test_a_cell_finished_in_the_store_is_reused_and_nothing_is_computed(tmp_path, data_dir):
+    path = tmp_path / "reuse.yaml"
+    path.write_text("name: reuse\nmodels:\n  random: {name_or_path: random-bert}\ntasks: [biosses]\n"
+                    "table: {rows: task, columns: model}\n")
+    experiment = load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    uri = experiment.store()[1]
+    [planned] = resolve(experiment, Store(uri)).cells
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment(planned.identity.experiment_name),
+                               tags={"fingerprint": planned.fingerprint}).info.run_id
+    client.log_metric(run_id, "test/score", 0.5)
+    client.set_terminated(run_id, "FINISHED")
+
+    lines: list[str] = []
+    summary = run_experiment(experiment, echo=lines.append)
+    [outcome] = summary.outcomes
+    assert (outcome.status, outcome.run_id, outcome.fingerprint) == (results.REUSED, run_id, planned.fingerprint)
+    assert summary.ok and summary.count(results.COMPUTED) == 0
+    assert lines == ["[1/1] reused   finetune random/biosses/s1"]
+    assert [r.info.run_id for r in finetune_runs(uri)] == [run_id]
+
+
+def test_a_stage_that_fails_blocks_the_stage_continuing_from_it_and_their_cells(tmp_path, data_dir):
+    broken = tmp_path / "broken-model"  # a BERT directory without its weights
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "bert"}')
+    path = tmp_path / "blocked.yaml"
+    path.write_text(f"""
+name: blocked
+models:
+  base: {{pretrain: {TINY_PRETRAIN}, init: {broken}}}
+  continued: {{pretrain: {TINY_PRETRAIN}, init: base}}
+tasks: [biosses]
+table: {{rows: task, columns: model}}
+""")
+    experiment = load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    summary = run_experiment(experiment, echo=lambda _: None)
+    outcomes = {o.name: o for o in summary.outcomes}
+    assert list(outcomes) == ["base", "continued", "base/biosses/s1", "continued/biosses/s1"]
+    assert outcomes["base"].status == results.FAILED and "no file named model.safetensors" in outcomes["base"].error
+    assert (outcomes["continued"].status, outcomes["continued"].error) == (
+        results.BLOCKED, "continues from pretraining stage 'base', which failed")
+    assert (outcomes["base/biosses/s1"].status, outcomes["base/biosses/s1"].error) == (
+        results.BLOCKED, "needs pretraining stage 'base', which failed")
+    assert (outcomes["continued/biosses/s1"].status, outcomes["continued/biosses/s1"].error) == (
+        results.BLOCKED, "needs pretraining stage 'continued', which is blocked")
+    assert not summary.ok and summary.lines()[0].endswith("0 computed, 0 reused, 1 failed, 3 blocked")
+    assert not finetune_runs(experiment.store()[1])
