@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.errors import ConfigError
+from datamodules.fetch import fetched_data_dir
 from core.schema import load_yaml, merge  # noqa: F401 -- load_yaml: ablations.sweep reads it here
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -235,12 +236,16 @@ def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] =
 
 
 def resolve_data_dir(data_dir: str | None) -> Path:
-    """`--data-dir` / the `data_dir` config key, else $BIOABLATE_DATA."""
+    """`--data-dir` / the `data_dir` config key, else $BIOABLATE_DATA, else the user data folder once
+    `bioablate data fetch` has completed there."""
     raw = data_dir or os.environ.get("BIOABLATE_DATA")
     if not raw:
+        fetched = fetched_data_dir()
+        if fetched is not None:
+            return fetched
         raise ConfigError(
-            "no data directory: pass --data-dir DIR or set BIOABLATE_DATA to the folder with the staged "
-            "datasets (see README, 'Data')"
+            "no data directory: pass --data-dir DIR, set BIOABLATE_DATA, or run `bioablate data fetch` "
+            "(see docs/data.md, 'Getting the data')"
         )
     path = Path(raw).expanduser()
     if not path.is_dir():

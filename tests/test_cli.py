@@ -42,8 +42,9 @@ def test_incomplete_data_folder_lists_missing_files_per_dataset(capsys, data_dir
                           "bc5-chem: BC5CDR-chem-IOB/train.tsv", "--data-dir")
 
 
-def test_no_data_dir_at_all(capsys, monkeypatch):
+def test_no_data_dir_at_all(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("BIOABLATE_DATA", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))  # no fetched data either
     code, _, err = run_cli(capsys, "data", "stats")
     assert_one_line_error(code, err, "no data directory", "--data-dir", "BIOABLATE_DATA")
 

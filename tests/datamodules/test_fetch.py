@@ -25,6 +25,7 @@ from urllib.parse import unquote
 import pytest
 
 from ablations.cli import main
+from ablations.config import resolve_data_dir
 from datamodules.fetch import (
     MARKER_FILE, DiskFullError, DownloadError, FetchError, default_data_dir, fetch_data, fetched_data_dir,
     load_manifest,
@@ -276,6 +277,9 @@ def test_without_to_the_data_goes_to_the_user_data_dir(server, tmp_path, monkeyp
     assert result.data_dir == default_data_dir() and fetched_data_dir() == default_data_dir()
     assert (default_data_dir() / "BIOSSES" / "blurb_split.tsv").is_file()  # the packaged [derived] file
     assert (default_data_dir() / "vocab" / "pubmedbert-uncased" / "vocab.txt").is_file()
+    # and every command finds it with neither --data-dir nor BIOABLATE_DATA
+    monkeypatch.delenv("BIOABLATE_DATA", raising=False)
+    assert resolve_data_dir(None) == default_data_dir()
 
 
 @pytest.fixture
