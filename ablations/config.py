@@ -225,10 +225,16 @@ def parse_overrides(overrides: list[str]) -> DictConfig:
         raise ConfigError(f"could not parse overrides {overrides}: {str(e).splitlines()[0]}") from None
 
 
-def build_config(profile: str = "micro", overrides: list[str] | None = None, **flags: Any) -> DictConfig:
-    """Schema defaults, then the profile, then `key=value` overrides, then explicit flags (not None)."""
+def build_config(profile: str = "micro", overrides: list[str] | None = None,
+                 config_files: Iterable[Path | str] = (), **flags: Any) -> DictConfig:
+    """Schema defaults, then the profile, then `config_files` (YAML layers of config keys, e.g. the one
+    `bioablate sweep best` writes), then `key=value` overrides, then explicit flags (not None)."""
+    from core import schema
+
     cfg = OmegaConf.structured(RunConfig)
     cfg = _merge(cfg, profile_config(profile), f"profile '{profile}'")
+    for path in config_files:
+        cfg = schema.merge(RunConfig, path, schema.load_yaml(path), base=cfg)
     cfg = _merge(cfg, parse_overrides(list(overrides or [])), "overrides")
     set_flags = OmegaConf.from_dotlist([f"{k}={v}" for k, v in flags.items() if v is not None])
     cfg = _merge(cfg, set_flags, "command-line options")
