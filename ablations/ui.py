@@ -3,7 +3,7 @@
 The MLflow server has no authentication: anyone who can reach the port can read and delete runs. So it
 listens on 127.0.0.1 by default and a non-loopback host needs `--allow-remote`.
 
-MLflow 3's UI opens in its GenAI mode (traces, an assistant pane) unless told otherwise; the mode is
+MLflow 3's UI opens in its GenAI mode (traces, evaluations) unless told otherwise; the mode is
 the page's `workflowType` (its URL parameter wins over the browser's remembered choice), so the printed
 address asks for `machine_learning`: the classic view of experiments, runs, params and metric curves.
 The server runs with telemetry off (`MLFLOW_DISABLE_TELEMETRY`, `DO_NOT_TRACK`), for itself and the UI
