@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -29,7 +30,8 @@ from optuna.trial import TrialState
 
 from ablations.cli import main
 from ablations.config import REPO_ROOT, build_config
-from ablations.sweep import (STORAGE_ENV, SweepPaths, load_sweep, run_sweep, sqlite_single_process)
+from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, load_sweep, run_sweep,
+                             sqlite_single_process)
 from core.errors import ConfigError
 
 MICRO = REPO_ROOT / "experiments" / "sweeps" / "micro.yaml"
@@ -86,6 +88,16 @@ def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(post
     assert len(trials) == spec.n_trials == 4
     assert len({params_key(t) for t in trials}) == 4  # every grid point once
     assert summary.complete and summary.best_value == max(t.value for t in trials if t.value is not None)
+    # The `sweep best` command printed after such a sweep names the server storage: pasted, it finds the study.
+    export = best_command(spec.study, Place(str(tmp_path), postgres_url, str(data_dir)))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != STORAGE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-m", "ablations.cli", *shlex.split(export)[1:]], cwd=elsewhere,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"of study '{spec.study}'" in done.stdout and (tmp_path / "sweeps" / f"{spec.study}.yaml").is_file()
 
 
 def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_a_rerun_retries(postgres_url, data_dir,
