@@ -46,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ft = sub.add_parser("finetune", help="fine-tune an encoder on one BLURB dataset, logged to MLflow")
-    ft.add_argument("--task", required=True, help="dataset name, e.g. bc5-chem (see `bioablate list tasks`)")
+    ft.add_argument("--task", help="dataset name, e.g. bc5-chem (see `bioablate list tasks`); required unless "
+                                   "a --config file sets `task`")
+    ft.add_argument("--config", action="append", default=[], metavar="YAML",
+                    help="a YAML layer of config keys, applied after the profile and before key=value "
+                         "overrides (repeatable; e.g. the file `bioablate sweep best` writes)")
     ft.add_argument("--model", help="Hugging Face-format directory, or a named model (see `bioablate list models`)")
     ft.add_argument("--seed", type=int)
     ft.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
@@ -169,7 +173,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from ablations.config import build_config
     from ablations.finetune import run_finetune
 
-    cfg = build_config(args.profile, args.overrides, task=args.task, seed=args.seed,
+    from core.errors import ConfigError
+
+    if args.task is None and not args.config:
+        raise ConfigError("--task is required (or a --config file that sets `task`)")
+    cfg = build_config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
                        data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                        **{"model.name_or_path": args.model,
                           "datasets": f"[{','.join(args.datasets)}]" if args.datasets else None})
@@ -303,20 +311,23 @@ def cmd_vocab_compare(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablations.config import resolve_work_dir
-    from ablations.sweep import STORAGE_ENV, SweepPaths, best_config, default_storage, load_sweep, run_sweep
+    from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, best_config, default_storage,
+                                 finetune_command, load_sweep, run_sweep, ui_command)
     from core.errors import ConfigError
 
     if args.target == "best":
-        if len(args.rest) != 1:
-            raise ConfigError("usage: bioablate sweep best STUDY [--storage URL] [--output FILE]")
         work_dir = resolve_work_dir() if args.work_dir is None else Path(args.work_dir).expanduser().resolve()
+        place = Place(str(work_dir), args.storage, args.data_dir, args.tracking_uri)
+        if len(args.rest) != 1:
+            raise ConfigError("usage: bioablate sweep best STUDY [--work-dir DIR] [--storage URL] [--output FILE]")
         storage = args.storage or os.environ.get(STORAGE_ENV) or default_storage(work_dir)
-        text, _ = best_config(args.rest[0], storage)
-        out = Path(args.output) if args.output else work_dir / "sweeps" / f"{args.rest[0]}.yaml"
+        best = best_config(args.rest[0], storage)
+        out = Path(args.output).resolve() if args.output else work_dir / "sweeps" / f"{args.rest[0]}.yaml"
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-        print(text, end="")
+        out.write_text(best.text)
+        print(best.text, end="")
         print(f"# written to {out}")
+        print(f"# rerun it: {finetune_command(out, best.profile, best.seeds[0], place)}")
         return 0
     spec = load_sweep(args.target, task=args.task, overrides=args.rest, n_trials=args.n_trials,
                       study=args.study)
@@ -328,8 +339,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if summary.best_value is not None:
         print(f"  best {spec.metric}: {summary.best_value:.4f} with "
               + ", ".join(f"{k}={v}" for k, v in summary.best_params.items()))
-    print(f"  MLflow parent run {summary.parent_run_id} in {summary.tracking_uri} (browse: bioablate ui)")
-    print(f"  export the best: bioablate sweep best {summary.study}")
+    place = Place(summary.work_dir, args.storage, args.data_dir, args.tracking_uri)
+    print(f"  MLflow parent run {summary.parent_run_id} in {summary.tracking_uri}")
+    print(f"  browse: {ui_command(place)}")
+    print(f"  export the best: {best_command(summary.study, place)}")
     failed_workers = [code for code in summary.worker_exit_codes if code != 0]
     return 0 if summary.complete and not failed_workers else 1
 

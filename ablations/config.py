@@ -21,7 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.errors import ConfigError
 from datamodules.fetch import fetched_data_dir
-from core.schema import load_yaml, merge  # noqa: F401 -- load_yaml: ablations.sweep reads it here
+from core.schema import load_yaml, merge
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
@@ -199,10 +199,14 @@ def parse_overrides(overrides: list[str]) -> DictConfig:
         raise ConfigError(f"could not parse overrides {overrides}: {str(e).splitlines()[0]}") from None
 
 
-def build_config(profile: str = "micro", overrides: list[str] | None = None, **flags: Any) -> DictConfig:
-    """Schema defaults, then the profile, then `key=value` overrides, then explicit flags (not None)."""
+def build_config(profile: str = "micro", overrides: list[str] | None = None,
+                 config_files: Iterable[Path | str] = (), **flags: Any) -> DictConfig:
+    """Schema defaults, then the profile, then `config_files` (YAML layers of config keys, e.g. the one
+    `bioablate sweep best` writes), then `key=value` overrides, then explicit flags (not None)."""
     cfg = OmegaConf.structured(RunConfig)
     cfg = merge_layer(cfg, profile_config(profile), f"profile '{profile}'")
+    for path in config_files:
+        cfg = merge_layer(cfg, load_yaml(path), str(path))
     cfg = merge_layer(cfg, parse_overrides(list(overrides or [])), "overrides")
     set_flags = OmegaConf.from_dotlist([f"{k}={v}" for k, v in flags.items() if v is not None])
     cfg = merge_layer(cfg, set_flags, "command-line options")

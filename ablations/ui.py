@@ -1,8 +1,14 @@
 """`bioablate ui`: the MLflow UI over the work directory's store, on loopback unless asked otherwise.
 
 The MLflow server has no authentication: anyone who can reach the port can read and delete runs. So it
-listens on 127.0.0.1 by default and a non-loopback host needs `--allow-remote`. The Optuna dashboard is
-a separate program over the study storage; this command prints how to start it.
+listens on 127.0.0.1 by default and a non-loopback host needs `--allow-remote`.
+
+MLflow 3's UI opens in its GenAI mode (traces, evaluations) unless told otherwise; the mode is
+the page's `workflowType` (its URL parameter wins over the browser's remembered choice), so the printed
+address asks for `machine_learning`: the classic view of experiments, runs, params and metric curves.
+The server runs with telemetry off (`MLFLOW_DISABLE_TELEMETRY`, `DO_NOT_TRACK`), for itself and the UI
+it serves. The Optuna dashboard is a separate program over the study storage; this command prints how
+to start it.
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ import sys
 from pathlib import Path
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
-from ablations.sweep import STORAGE_ENV, default_storage, redact
+from ablations.sweep.storage import STORAGE_ENV, default_storage, redact
 from core.errors import ConfigError
+
+CLASSIC_VIEW = "#/experiments?workflowType=machine_learning"
+NO_TELEMETRY = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 
 
 def is_loopback(host: str) -> bool:
@@ -44,7 +53,7 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
                "--artifacts-destination", str(work / "mlartifacts"), "--host", host, "--port", str(port),
                "--workers", "1"]
     shown = f"[{host}]" if ":" in host else host
-    notes = (f"MLflow UI for {store}: http://{shown}:{port}  (Ctrl-C stops it)\n"
+    notes = (f"MLflow UI for {store}: http://{shown}:{port}/{CLASSIC_VIEW}  (Ctrl-C stops it)\n"
              f"Optuna dashboard for the studies: optuna-dashboard '{redact(study_storage)}' --host 127.0.0.1 "
              "--port 8080  (put the password back into the URL if it has one)")
     return command, notes
@@ -55,4 +64,4 @@ def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracki
     """Replace this process with the MLflow server: it runs in the foreground, signals go to it."""
     command, notes = server_command(host, port, allow_remote, work_dir, tracking_uri, storage)
     print(notes, flush=True)
-    os.execv(command[0], command)
+    os.execve(command[0], command, {**os.environ, **NO_TELEMETRY})
