@@ -36,6 +36,10 @@ _DEFAULT_REASONS = {
 }
 
 
+def _reason(run: CellRun) -> str:
+    """Why a run has no value, as footnotes and the CSV give it: its status and reason, on one line."""
+    return f"{run.status}: {one_line(run.reason or _DEFAULT_REASONS[run.status], REASON_LIMIT)}"
+
 
 class _Footnotes:
     """Numbered footnotes, one per distinct text, in order of first use."""
@@ -55,8 +59,7 @@ def _missing_marks(cell: Cell, notes: _Footnotes) -> list[tuple[str, int]]:
         return [("no runs", notes.mark("No run of this cell is in the experiment's plan."))]
     out = []
     for run in cell.missing:
-        reason = one_line(run.reason or _DEFAULT_REASONS[run.status], REASON_LIMIT)
-        entry = (_STATUS_WORDS[run.status], notes.mark(f"{run.status}: {reason}"))
+        entry = (_STATUS_WORDS[run.status], notes.mark(_reason(run)))
         if entry not in out:
             out.append(entry)
     return out
@@ -260,8 +263,7 @@ def _missing_text(cell: Cell) -> str:
     """The CSV's `missing`: the seeds without a value, grouped by reason, and what a BLURB score leaves out."""
     seeds_by_reason: dict[str, list[str]] = {}
     for r in cell.missing:
-        reason = f"{r.status}: {one_line(r.reason or _DEFAULT_REASONS[r.status], REASON_LIMIT)}"
-        seeds_by_reason.setdefault(reason, []).append(f"{r.seed}" + (f" ({r.task})" if len(cell.tasks) > 1 else ""))
+        seeds_by_reason.setdefault(_reason(r), []).append(f"{r.seed}" + (f" ({r.task})" if len(cell.tasks) > 1 else ""))
     missing = "; ".join(f"seed(s) {', '.join(seeds)} {reason}" for reason, seeds in seeds_by_reason.items())
     if cell.partial:
         missing = "; ".join(filter(None, [missing, f"BLURB over {cell.partial}"]))

@@ -18,7 +18,7 @@ from ablations.vocab_compare import Table8Row
 
 LAYOUT = TableLayout(title="Tagging schemes", rows="task", columns="tagging", baseline="bio",
                      column_order=("bio", "io"), paper={"bc5-chem": {"bio": 93.33}})
-RUNS = ([CellRun("bc5-chem", "bio", "bc5-chem", s, FINISHED, v, run_id=None) for s, v in enumerate([0.90, 0.91, 0.92])]
+RUNS = ([CellRun("bc5-chem", "bio", "bc5-chem", s, FINISHED, v) for s, v in enumerate([0.90, 0.91, 0.92])]
         + [CellRun("bc5-chem", "io", "bc5-chem", s, FINISHED, v) for s, v in enumerate([0.93, 0.935, 0.945])]
         + [CellRun("gad", "bio", "gad", 0, FINISHED, 0.8), CellRun("gad", "io", "gad", 0, FAILED, reason="OOM")])
 
