@@ -39,19 +39,19 @@ def cells(table) -> list[dict[str, str]]:
 
 
 def load_table(uri: str, run_id: str):
-    """`load_table` finds the runs through the fluent API's store: point it at this one, then put it back."""
+    """`load_table` finds the runs through the fluent API's store: point it at this one, then unset it
+    (None: no store set, as before the test; `store` removed $MLFLOW_TRACKING_URI, restored after)."""
     client = MlflowClient(uri)
-    before = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:
         return client.load_table(client.get_run(run_id).info.experiment_id, TABLE_ARTIFACT, run_ids=[run_id])
     finally:
-        mlflow.set_tracking_uri(before)
+        mlflow.set_tracking_uri(None)
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # set_tracking_uri also sets it: undone after
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path
 
 
