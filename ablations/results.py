@@ -23,8 +23,6 @@ REUSED = "REUSED"
 
 BLURB_ROW = "BLURB score"  # the BLURB score row of a table; also its key in the paper's numbers (table.paper)
 
-BLURB_ROW = "BLURB score"  # label of a table's BLURB score row (TableLayout.blurb_row), also its key in `paper`
-
 
 @dataclass(frozen=True)
 class TableLayout:

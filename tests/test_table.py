@@ -15,7 +15,7 @@ from ablations.tables.plot import bar_figure, plot
 from ablations.tables.render import render
 from ablations.tables.stats import table_data
 from core.errors import ConfigError, UnknownNameError
-from lightning_modules.metrics import blurb_score
+from datamodules.metrics import blurb_score
 
 LAYOUT = TableLayout(
     title="Tagging schemes", rows="task", columns="tagging", baseline="bio",

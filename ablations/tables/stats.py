@@ -135,10 +135,10 @@ def _paired_test(cell: Cell, base: Cell) -> None:
 
 def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -> dict[str, Cell]:
     """The BLURB score per column: the mean within each task type of the per-task means over seeds, then
-    the mean over types (lightning_modules.metrics.blurb_score). Its ± and significance use the per-seed
+    the mean over types (datamodules.metrics.blurb_score). Its ± and significance use the per-seed
     BLURB score over the seeds on which every task of the column finished."""
     from datamodules.registry import get_dataset
-    from lightning_modules.metrics import blurb_score
+    from datamodules.metrics import blurb_score
 
     out = {}
     for column in columns:
