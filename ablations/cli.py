@@ -4,7 +4,7 @@
     bioablate data stats [--task NAME ...]
     bioablate data fetch [--to DIR] [--only NAME ...] [--mirror URL] [--jobs N]
     bioablate list tasks|models
-    bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR]
+    bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR] [--zero-based]
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED.
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     vc.add_argument("--domain", default="pubmedbert-uncased", help="in-domain vocabulary for Table 8")
     vc.add_argument("--task", action="append", help="Table 8 for this dataset only (repeatable)")
     vc.add_argument("--no-table8", action="store_true", help="only Table 1")
+    vc.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     _add_common(vc)
 
     lst = sub.add_parser("list", help="list registered names")
@@ -151,7 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(markdown / LaTeX / CSV and a plot; runs nothing)")
     tb.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/table13_tagging.yaml")
     tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
-    tb.add_argument("--out", help="write table.md/.tex/.csv/.png here (default: <work-dir>/tables/<experiment>/)")
+    tb.add_argument("--out", help="write table.md/.tex/.csv and the figure (.png/.svg/.pdf) here "
+                                  "(default: <work-dir>/tables/<experiment>/)")
+    tb.add_argument("--zero-based", action="store_true",
+                    help="start the figure's y axis at 0 (default: it spans the data, min to max)")
     tb.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
     tb.add_argument("--work-dir", help="where the runs went (default: $BIOABLATE_WORK or ./outputs)")
     tb.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
@@ -294,18 +298,23 @@ def cmd_vocab_train(args: argparse.Namespace) -> int:
 
 def cmd_vocab_compare(args: argparse.Namespace) -> int:
     from ablations.config import resolve_data_dir
-    from ablations.vocab_compare import render_table1, render_table8, table1, table8
+    from ablations.tables import FORMATS, render_grid, table1_grid, table8_grid
+    from ablations.vocab_compare import table1, table8
+    from core.errors import UnknownNameError
     from datamodules.registry import dataset_names, get_dataset
 
+    if args.format not in FORMATS:  # before computing anything
+        raise UnknownNameError("table format", args.format, FORMATS)
     data_dir = resolve_data_dir(args.data_dir)
     vocabs = args.vocab or ["bert-base-uncased", "scibert-scivocab-uncased", "pubmedbert-uncased"]
-    print(render_table1(table1(vocabs, data_dir)))
+    print(render_grid(table1_grid(table1(vocabs, data_dir)), args.format), end="")
     if not args.no_table8:
         names = args.task or dataset_names()
         for name in names:
             get_dataset(name)
         print()
-        print(render_table8(table8(args.general, args.domain, data_dir, names), args.general, args.domain))
+        print(render_grid(table8_grid(table8(args.general, args.domain, data_dir, names), args.general, args.domain),
+                          args.format), end="")
     return 0
 
 
@@ -376,14 +385,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def render_table(experiment, tracking_uri: str) -> str:
     """The experiment's table as markdown (also written to <work-dir>/tables/<name>/ and logged)."""
-    from ablations.table import render_experiment
+    from ablations.tables import render_experiment
 
     return render_experiment(experiment, tracking_uri, fmt="markdown")
 
 
 def cmd_table(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment
-    from ablations.table import FORMATS, render_experiment
+    from ablations.tables import FORMATS, render_experiment
     from core.errors import UnknownNameError
 
     if args.format not in FORMATS:  # before loading anything
@@ -392,8 +401,9 @@ def cmd_table(args: argparse.Namespace) -> int:
                                  data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
     work_dir, tracking_uri = experiment.store()
     out = Path(args.out) if args.out else work_dir / "tables" / experiment.name
-    print(render_experiment(experiment, tracking_uri, args.format, out), end="")
-    print(f"written to {out}/ (table.md, .tex, .csv, .png); MLflow: {tracking_uri}, experiment 'tables'",
+    print(render_experiment(experiment, tracking_uri, args.format, out, zero_based=args.zero_based), end="")
+    print(f"written to {out}/ (table.md, .tex, .csv; figure .png, .svg, .pdf); MLflow: {tracking_uri}, "
+          "experiment 'tables'",
           file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
     return 0
 

@@ -1,7 +1,9 @@
-"""`bioablate vocab compare`: the paper's Table 1 (how vocabularies split biomedical terms) and Table 8
-(average input length in word pieces per BLURB dataset, general vs in-domain vocabulary).
+"""The rows of the paper's Table 1 (how vocabularies split biomedical terms) and Table 8 (average input
+length in word pieces per BLURB dataset, general vs in-domain vocabulary), computed from the staged
+vocabularies and datasets. ablations/tables/render.py lays them out (`table1_grid`, `table8_grid`) for
+`bioablate vocab compare` and `bioablate table`.
 
-Table 1's splits are printed as the paper does: word pieces joined by '-', without '##'; a term that is
+Table 1's splits are written as the paper does: word pieces joined by '-', without '##'; a term that is
 one vocabulary entry is a check mark. Table 8 counts the model input the fine-tuning encoder builds for
 every instance of every split (special tokens included, relation entities dummified, no truncation), and
 for HoC also its single sentences, which is what the paper's HoC numbers measure.
@@ -55,8 +57,9 @@ def split_term(tokenizer, term: str) -> str:
     return CHECK if len(pieces) == 1 else "-".join(p[2:] if p.startswith("##") else p for p in pieces)
 
 
-def _same(ours: str, paper: str) -> bool:
-    # the paper prints original casing ("Rec-A"); an uncased vocabulary gives "rec-a"
+def same_split(ours: str, paper: str) -> bool:
+    """Whether our split of a term is the paper's: the paper prints original casing ("Rec-A"), an uncased
+    vocabulary gives "rec-a"."""
     return ours.lower() == paper.lower()
 
 
@@ -68,7 +71,7 @@ class Table1Row:
     paper: dict[str, str]  # vocabulary -> the paper's split (staged vocabularies of Table 1 only)
 
     def mismatches(self) -> list[str]:
-        return [v for v in self.paper if not _same(self.splits[v], self.paper[v])]
+        return [v for v in self.paper if not same_split(self.splits[v], self.paper[v])]
 
 
 def table1(vocabs: list[str], data_dir: Path | None) -> list[Table1Row]:
@@ -133,38 +136,3 @@ def table8(general_vocab: str, domain_vocab: str, data_dir: Path, datasets: list
             rows.append(Table8Row(HOC_SENTENCES, hoc_sentence_lengths(general_vocab, data_dir),
                                   hoc_sentence_lengths(domain_vocab, data_dir), *TABLE8[HOC_SENTENCES]))
     return rows
-
-
-def _dev(ours: float, paper: float | None) -> str:
-    return "" if paper is None else f"{100 * (ours - paper) / paper:+.1f}%"
-
-
-def render_table1(rows: list[Table1Row]) -> str:
-    vocabs = list(rows[0].splits)
-    lines = ["Table 1: splits of biomedical terms ('-' between word pieces; paper value in [] where ours differs)",
-             "term".ljust(18) + "category".ljust(9) + "".join(v.ljust(34) for v in vocabs)]
-    for row in rows:
-        cells = []
-        for v in vocabs:
-            cell = row.splits[v]
-            if v in row.paper and not _same(cell, row.paper[v]):
-                cell += f" [{row.paper[v]}]"
-            cells.append(cell.ljust(34))
-        lines.append(row.term.ljust(18) + row.category.ljust(9) + "".join(cells))
-    total = sum(len(r.paper) for r in rows)
-    same = total - sum(len(r.mismatches()) for r in rows)
-    lines.append(f"matches the paper: {same}/{total} cells")
-    return "\n".join(lines)
-
-
-def render_table8(rows: list[Table8Row], general_vocab: str, domain_vocab: str) -> str:
-    lines = ["Table 8: average input length in word pieces (all splits; paper value and deviation)",
-             f"{'dataset':<13}{general_vocab:>20}{'paper':>8}{'dev':>8}{domain_vocab:>20}{'paper':>8}{'dev':>8}"
-             f"{'ratio':>8}{'paper':>8}"]
-    for r in rows:
-        pg = f"{r.paper_general:.1f}" if r.paper_general is not None else "-"
-        pd = f"{r.paper_domain:.1f}" if r.paper_domain is not None else "-"
-        pr = f"{r.paper_ratio:.3f}" if r.paper_ratio is not None else "-"
-        lines.append(f"{r.dataset:<13}{r.general:>20.1f}{pg:>8}{_dev(r.general, r.paper_general):>8}"
-                     f"{r.domain:>20.1f}{pd:>8}{_dev(r.domain, r.paper_domain):>8}{r.ratio:>8.3f}{pr:>8}")
-    return "\n".join(lines)

@@ -16,7 +16,7 @@ from ablations.config import REPO_ROOT
 from ablations.experiment import collect, load_experiment
 from ablations.results import FINISHED
 from ablations.runner import run_experiment
-from ablations.table import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, find_table_run, render_experiment
+from ablations.tables import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, find_table_run, render_experiment
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "ablation_report.ipynb"
 EXPERIMENT = """
@@ -67,7 +67,8 @@ def test_rerendering_updates_the_one_table_run(store):
     run = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr")
     assert run.info.run_id == first and run.info.status == "FINISHED"
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"table.md", "table.tex", "table.csv",
-                                                                        "table.png"}
+                                                                        "table.png", "table.svg", "table.pdf",
+                                                                        "table.json"}
     gad = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr-gad")
     assert gad.data.metrics["runs_finished"] == 4 and gad.data.metrics["runs_not_run"] == 4
     md = (work / "tables" / "micro-lr-gad" / "table.md").read_text()

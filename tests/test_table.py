@@ -11,9 +11,11 @@ import re
 import pytest
 
 from ablations.results import BLOCKED, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
-from ablations.table import bar_figure, plot, render, summarize
+from ablations.tables.plot import bar_figure, plot
+from ablations.tables.render import render
+from ablations.tables.stats import table_data
 from core.errors import ConfigError, UnknownNameError
-from lightning_modules.metrics import blurb_score
+from datamodules.metrics import blurb_score
 
 LAYOUT = TableLayout(
     title="Tagging schemes", rows="task", columns="tagging", baseline="bio",
@@ -62,7 +64,7 @@ def test_best_per_row_bold_ties_both_bold():
     assert r"\textbf{93.67 $\pm$ 0.76}" in render(LAYOUT, RUNS, "latex")
     tie = [finished("t", c, s, 0.5 + 0.01 * s) for c in ("bio", "io") for s in range(2)]
     layout = TableLayout(title="tie", rows="task", columns="x", column_order=("bio", "io"))
-    cells = summarize(layout, [CellRun(r.row, r.column, "bc5-chem", r.seed, r.status, r.value) for r in tie])
+    cells = table_data(layout, [CellRun(r.row, r.column, "bc5-chem", r.seed, r.status, r.value) for r in tie])
     assert cells.cell("t", "bio").best and cells.cell("t", "io").best
 
 
@@ -87,7 +89,7 @@ def test_no_mark_above_threshold_and_no_test_below_two_paired_seeds():
     # io - bio: 1, -2, 2 -> mean 0.333, sd sqrt(8.667 / 2) = 2.082, t = 0.333 / (2.082 / sqrt 3) = 0.2774
     runs += [finished("gad", "io", s, v) for s, v in enumerate([0.81, 0.80, 0.83])]
     runs += [finished("gad", "bioul", 0, 0.99), CellRun("gad", "bioul", "gad", 1, NOT_RUN)]
-    data = summarize(LAYOUT, runs)
+    data = table_data(LAYOUT, runs)
     t = (1 / 3) / (math.sqrt(26 / 3 / 2) / math.sqrt(3))
     assert data.cell("gad", "io").p_value == pytest.approx(1 - t / math.sqrt(t * t + 2), abs=1e-6)
     assert not data.cell("gad", "io").significant
@@ -120,7 +122,7 @@ def test_blurb_row_equals_blurb_score_of_the_per_task_means():
     assert float(table[("BLURB score", "a")]["std"]) == pytest.approx(abs(74 - 68.3333) / math.sqrt(2), abs=1e-3)
     assert "**BLURB score**" in render(layout, runs, "markdown")
     with pytest.raises(ConfigError, match="blurb_row needs `rows: task`"):
-        summarize(TableLayout(title="x", rows="model", columns="task", blurb_row=True), runs)
+        table_data(TableLayout(title="x", rows="model", columns="task", blurb_row=True), runs)
 
 
 def test_missing_cells_are_shown_with_their_reasons():
@@ -154,7 +156,7 @@ def test_tasks_sharing_a_row_label_are_averaged_per_seed():
     layout = TableLayout(title="NER", rows="task", columns="head", column_order=("linear",))
     runs = [finished("NER", "linear", 0, 0.8, "bc5-chem"), finished("NER", "linear", 0, 0.6, "ncbi-disease"),
             finished("NER", "linear", 1, 0.9, "bc5-chem"), CellRun("NER", "linear", "ncbi-disease", 1, NOT_RUN)]
-    data = summarize(layout, runs)
+    data = table_data(layout, runs)
     cell = data.cell("NER", "linear")
     assert cell.values == {0: pytest.approx(70.0)} and cell.n_planned == 2  # seed 1 lacks ncbi-disease
     md = render(layout, runs, "markdown")
@@ -204,13 +206,13 @@ def test_plot_has_one_bar_per_cell_with_a_value(tmp_path):
     from matplotlib.image import imread
 
     runs = RUNS + [CellRun("gad", "io", "gad", 0, NOT_RUN), finished("gad", "bio", 0, 0.8)]
-    data = summarize(LAYOUT, runs)
+    data = table_data(LAYOUT, runs)
     ax = bar_figure(data).axes[0]
     heights = sorted(round(p.get_height(), 4) for p in ax.patches)
     assert heights == sorted([91.0, round(86.3333333, 4), round(93.6666667, 4), 80.0])  # gad: bio only
     assert [t.get_text() for t in ax.get_xticklabels()] == ["bc5-chem", "gad"]
-    path = plot(data, tmp_path / "t.png")
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    path = plot(data, tmp_path / "t.png")[0]
+    assert path.name == "t.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     height, width, _ = imread(path).shape
     assert width > 400 and height > 300
     assert "— (no runs [" in md_cell(render(LAYOUT, runs, "markdown"), "gad", 1)
@@ -236,7 +238,7 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     from mlflow.tracking import MlflowClient
 
     from ablations.cli import main
-    from ablations.table import find_table_run
+    from ablations.tables import find_table_run
 
     spec = tmp_path / "terms.yaml"
     spec.write_text("name: terms\nkind: vocab\nvocab: {table: terms, vocabs: [bert-base-uncased, "
@@ -250,10 +252,14 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     assert rows[("lymphoma", "bert-base-uncased")]["match"] == "true"
     assert rows[("lymphoma", "pubmedbert-uncased")]["pieces"] == "1"
     folder = work / "tables" / "terms"
-    assert sorted(p.name for p in folder.iterdir()) == ["table.csv", "table.md", "table.png", "table.tex"]
+    assert sorted(p.name for p in folder.iterdir()) == ["table.csv", "table.md", "table.pdf", "table.png",
+                                                       "table.svg", "table.tex"]
     md = (folder / "table.md").read_text()
     assert "- experiment: terms" in md and "| lymphoma | disease | l-ym-ph-oma | ✓ |" in md
-    assert main(argv) == 0  # re-render: the same MLflow run
+    ticks = re.findall(r"<!-- (\d+) -->", (folder / "table.svg").read_text())  # y tick labels, as drawn
+    assert ticks[0] == "1"  # the axis spans the data: 1 to 7 word pieces
+    assert main(argv + ["--zero-based"]) == 0  # re-render: the same MLflow run
+    assert re.findall(r"<!-- (\d+) -->", (folder / "table.svg").read_text())[0] == "0"
     uri = f"sqlite:///{work / 'mlruns.db'}"
     run = find_table_run(uri, "terms")
     runs = MlflowClient(uri).search_runs([run.info.experiment_id])
@@ -265,7 +271,7 @@ def test_with_tasks_as_columns_the_best_variant_of_each_task_is_bold():
     runs = [finished(row, task, 0, v, task) for row, task, v in [
         ("dummify/cls", "chemprot", 0.77), ("dummify/cls", "ddi", 0.82),
         ("markers/cls", "chemprot", 0.78), ("markers/cls", "ddi", 0.81)]]
-    data = summarize(layout, runs)
+    data = table_data(layout, runs)
     assert [data.cell(r, c).best for r in data.rows for c in data.columns] == [False, True, True, False]
     md = render(layout, runs, "markdown")
     assert "Best mean per column (task) in bold." in md and "combines" not in md

@@ -1,0 +1,115 @@
+"""What produced a table, as the header block of its files: the experiment, profile, runs by status, their
+wall time (MLflow's start/end times), the machine that rendered it and the code's git state."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from ablations.hardware import machine
+from ablations.results import CellRun
+from ablations.tables.stats import STATUSES
+
+
+def _run_times(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:
+    """Total and span of the runs' wall times, from MLflow's start/end times; their code commits."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    total, starts, ends, commits = 0.0, [], [], []
+    for run_id in run_ids:
+        try:
+            run = client.get_run(run_id)
+        except MlflowException:
+            continue
+        if run.info.start_time and run.info.end_time:
+            total += (run.info.end_time - run.info.start_time) / 1000
+            starts.append(run.info.start_time)
+            ends.append(run.info.end_time)
+        commit = run.data.tags.get("git_commit")
+        if commit and commit not in commits:
+            commits.append(commit)
+    span = (max(ends) - min(starts)) / 1000 if starts else 0.0
+    return {"total_s": total, "span_s": span, "commits": commits, "timed": len(starts)}
+
+
+CODE_DIRS = ("ablations", "lightning_modules", "datamodules", "experiments")
+
+
+def code_state() -> str:
+    """The commit, and the code files that differ from it (modified or untracked), if any: numbers
+    rendered from a dirty tree are not reproducible from the commit alone."""
+    import subprocess
+
+    from ablations.config import REPO_ROOT
+    from ablations.tracking import git_commit
+
+    commit = git_commit()
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", *CODE_DIRS], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return f"{commit} (working tree state unknown)"
+    changed = [line[3:] for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    if not changed:
+        return commit
+    shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    return f"{commit} plus uncommitted changes to {shown}"
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _status_counts(statuses: Iterable[str]) -> str:
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return ", ".join(f"{counts[s]} {s.lower().replace('_', ' ')}" for s in STATUSES if s in counts) or "none"
+
+
+def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking_uri: str,
+               stages: Sequence[tuple[str, str, str | None]] = ()) -> list[str]:
+    """Lines saying what produced a table: experiment, profile, runs by status (fine-tuning runs, and the
+    pretraining stages as (name, status, MLflow run id)), wall time, machine, code."""
+    finetune_ids = list(dict.fromkeys(r.run_id for r in runs if r.run_id))
+    stage_ids = list(dict.fromkeys(run_id for _, _, run_id in stages if run_id))
+    finetune, pretrain = _run_times(tracking_uri, finetune_ids), _run_times(tracking_uri, stage_ids)
+    both = _run_times(tracking_uri, finetune_ids + stage_ids)
+    counts = f"{len(runs)} fine-tuning runs planned ({_status_counts(r.status for r in runs)})"
+    if stages:
+        counts += f"; {len(stages)} pretraining stage(s) ({_status_counts(status for _, status, _ in stages)})"
+    split = (f" (pretraining {duration(pretrain['total_s'])}, fine-tuning {duration(finetune['total_s'])})"
+             if stages else "")
+    return [
+        f"experiment: {name}",
+        f"profile: {profile or 'unknown'}",
+        f"runs: {counts}",
+        f"wall time: {duration(both['total_s'])} summed over {both['timed']} runs{split}; first start to last "
+        f"end {duration(both['span_s'])} (MLflow's start/end times)",
+        f"machine (rendering host): {machine()}",
+        f"code: rendered at commit {code_state()}; runs logged at commit(s) "
+        f"{', '.join(c[:12] for c in both['commits']) or 'unknown'}",
+        f"tracking store: {tracking_uri}",
+    ]
+
+
+def vocab_provenance(name: str, seconds: float | None) -> list[str]:
+    """The header of a vocabulary table (Table 1 or 8): no runs, computed in `seconds`."""
+    return [f"experiment: {name}",
+            "profile: none applies (no runs: computed from the staged vocabularies and datasets)",
+            *([f"wall time: {duration(seconds)} to compute"] if seconds is not None else []),
+            f"machine: {machine()}", f"code: commit {code_state()}"]
+
+
+def file_header(lines: list[str], fmt: str) -> str:
+    """The provenance lines as the head of a table file in `fmt`: a markdown list, LaTeX comments, nothing
+    in a CSV (it stays plain CSV)."""
+    if fmt == "markdown":
+        return "\n".join(f"- {line}" for line in lines) + "\n\n"
+    if fmt == "latex":
+        return "\n".join(f"% {line}" for line in lines) + "\n"
+    return ""  # csv stays plain csv

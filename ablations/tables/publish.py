@@ -1,0 +1,154 @@
+"""Publishing a table: its files (table.md / .tex / .csv with the provenance header, and the figure as
+.png / .svg / .pdf) written to a folder, and logged to one MLflow run per experiment (experiment `tables`,
+tagged `kind=table`), which also holds the table's cells as an MLflow table (table.json: `mlflow.load_table`
+reads it back). A re-render updates the same run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ablations.results import CellRun, TableLayout
+from ablations.tables.plot import FIGURE_FORMATS, plot
+from ablations.tables.provenance import file_header, provenance, vocab_provenance
+from ablations.tables.render import FILE_SUFFIX, FORMATS, Grid, records, render_data, render_grid
+from ablations.tables.stats import STATUSES, TableData, table_data
+
+TABLE_KIND = "table"  # `kind` tag of the MLflow run holding an experiment's rendered table
+TABLE_MLFLOW_EXPERIMENT = "tables"
+TABLE_FILES = (*(f"table.{FILE_SUFFIX[fmt]}" for fmt in FORMATS), *(f"table.{s}" for s in FIGURE_FORMATS))
+TABLE_ARTIFACT = "table.json"  # the cells as an MLflow table artifact (the CSV's fields and records)
+
+
+@dataclass
+class Published:
+    """What `publish` wrote: the folder, the MLflow table run, and the table in each format."""
+
+    out_dir: Path
+    run_id: str
+    texts: dict[str, str]  # fmt -> rendered table (without the provenance header)
+    header: list[str]
+
+
+def _filter_value(value: str) -> str:
+    return value.replace("'", "\\'")
+
+
+def find_table_run(tracking_uri: str, name: str):
+    """The MLflow run holding experiment `name`'s rendered table, or None."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
+    if experiment is None:
+        return None
+    found = client.search_runs([experiment.experiment_id],
+                               f"tags.kind = '{TABLE_KIND}' and tags.experiment = '{_filter_value(name)}'",
+                               order_by=["attributes.start_time DESC"], max_results=1)
+    return found[0] if found else None
+
+
+def _replace_table(client, run_id: str, table: TableData | Grid) -> None:
+    """Log the table's cells as the run's MLflow table artifact. `log_table` appends to an existing one
+    (a re-render would hold the cells twice): delete it first."""
+    import pandas as pd
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    if any(a.path == TABLE_ARTIFACT for a in client.list_artifacts(run_id)):
+        get_artifact_repository(client.get_run(run_id).info.artifact_uri).delete_artifacts(TABLE_ARTIFACT)
+        if any(a.path == TABLE_ARTIFACT for a in client.list_artifacts(run_id)):
+            raise RuntimeError(f"cannot replace {TABLE_ARTIFACT} of MLflow run {run_id}: its artifact store "
+                               "does not delete files")
+    fields, cells = records(table)
+    client.log_table(run_id, pd.DataFrame(cells, columns=fields), TABLE_ARTIFACT)
+
+
+def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableData | Grid, tags: dict[str, str],
+                  metrics: dict[str, float], artifact_root: Path | None) -> str:
+    """Log the rendered files and the table's cells (TABLE_ARTIFACT) to experiment `name`'s table run:
+    created once, updated on every re-render (same run, artifacts overwritten, tags and metrics refreshed)."""
+    from mlflow.entities import RunStatus
+
+    from ablations.tracking import Tracker
+
+    tracker = Tracker(tracking_uri, TABLE_MLFLOW_EXPERIMENT, artifact_root=artifact_root)
+    client = tracker.client
+    all_tags = {"kind": TABLE_KIND, "experiment": name, **tags}
+    previous = find_table_run(tracking_uri, name)
+    if previous is None:
+        run_id = tracker.create(f"table-{name}", all_tags, {})
+    else:
+        run_id = previous.info.run_id
+        client.update_run(run_id, status="RUNNING")
+        for key, value in all_tags.items():
+            client.set_tag(run_id, key, value)
+    try:
+        for path in files:
+            client.log_artifact(run_id, str(path))
+        _replace_table(client, run_id, table)
+        tracker.log_metrics(run_id, metrics)
+    except BaseException:
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+        raise
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return run_id
+
+
+def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData,
+               ylabel: str | None, zero_based: bool) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt, text in texts.items():
+        path = out_dir / f"table.{FILE_SUFFIX[fmt]}"
+        path.write_text(file_header(header, fmt) + text, encoding="utf-8")
+        paths.append(path)
+    return paths + plot(figure, out_dir / "table", ylabel, zero_based)
+
+
+def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri: str, out_dir: Path,
+            artifact_root: Path | None, tags: dict[str, str], metrics: dict[str, float],
+            zero_based: bool = False) -> Published:
+    """Write table.md / .tex / .csv (with the provenance header; CSV stays plain) and the figure (.png,
+    .svg, .pdf) to `out_dir`, and log them and the table's cells to the experiment's MLflow table run."""
+    if isinstance(table, Grid):
+        texts = {fmt: render_grid(table, fmt) for fmt in FORMATS}
+        figure, ylabel = table.figure_data, table.ylabel
+    else:
+        texts = {fmt: render_data(table, fmt) for fmt in FORMATS}
+        figure, ylabel = table, None
+    paths = _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based)
+    run_id = log_table_run(tracking_uri, name, paths, table, tags, metrics, artifact_root)
+    return Published(Path(out_dir), run_id, texts, header)
+
+
+def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracking_uri: str, out_dir: Path,
+                 artifact_root: Path | None = None, profile: str | None = None,
+                 tags: dict[str, str] | None = None,
+                 stages: Sequence[tuple[str, str, str | None]] = (), zero_based: bool = False) -> Published:
+    """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged.
+    `stages` (name, status, MLflow run id) are its pretraining stages, for the header."""
+    from ablations.tracking import git_commit
+
+    data = table_data(layout, runs)
+    header = provenance(name, profile, runs, tracking_uri, stages)
+    counts = {status: sum(r.status == status for r in runs) for status in STATUSES}
+    cells = [c for _, row_cells in data.body_rows() for c in row_cells]
+    metrics = {"runs_planned": len(runs), **{f"runs_{s.lower()}": n for s, n in counts.items()},
+               "cells": len(cells), "cells_with_values": sum(c.mean is not None for c in cells)}
+    all_tags = {"profile": profile or "", "title": layout.title, "git_commit": git_commit(),
+                "table_kind": "finetune", **(tags or {})}
+    return publish(name, data, header, tracking_uri, out_dir, artifact_root, all_tags, metrics, zero_based)
+
+
+def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifact_root: Path | None = None,
+                 profile: str | None = None, tags: dict[str, str] | None = None,
+                 seconds: float | None = None, zero_based: bool = False) -> Published:
+    """A vocabulary table (Table 1 or 8), computed in `seconds`: rendered, plotted and logged like a
+    fine-tuning table."""
+    from ablations.tracking import git_commit
+
+    all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
+                **(tags or {})}
+    return publish(name, grid, vocab_provenance(name, seconds), tracking_uri, out_dir, artifact_root, all_tags,
+                   {"rows": len(grid.body)}, zero_based)

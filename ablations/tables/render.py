@@ -1,0 +1,402 @@
+"""Tables as text: markdown, LaTeX or CSV, of a fine-tuning experiment's numbers (`render_data` of a
+stats.TableData, `render` straight from cell runs) and of a grid of text cells (`render_grid`: the vocabulary
+tables, Tables 1 and 8, built from ablations/vocab_compare.py's rows by `table1_grid` / `table8_grid`). This
+is the one renderer of every table: `bioablate table`, `bioablate run` and `bioablate vocab compare` print
+what it writes.
+
+A missing cell or seed is shown as missing, with a numbered footnote giving the reason; the paper's number
+is shown beside ours; the CSV carries the exact numbers (p values included).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
+from ablations.tables.stats import ALPHA, DIGITS, Cell, TableData, table_data
+from core.console import one_line
+from core.errors import UnknownNameError
+
+FORMATS = ("markdown", "latex", "csv")
+FILE_SUFFIX = {"markdown": "md", "latex": "tex", "csv": "csv"}
+DAGGER = "†"
+REASON_LIMIT = 300  # characters of a missing run's reason shown in a footnote or CSV cell
+
+_STATUS_WORDS = {FAILED: "failed", NOT_RUN: "not run", RUNNING: "running", BLOCKED: "blocked",
+                 FINISHED: "no value"}
+_DEFAULT_REASONS = {
+    FAILED: "the run raised an error (none recorded)",
+    NOT_RUN: "never started: run the experiment",
+    RUNNING: "started but not finished (still running, or killed: rerun the experiment)",
+    BLOCKED: "cannot be identified yet (an earlier stage, e.g. pretraining, has not finished)",
+    FINISHED: "finished without the table's test metric",
+}
+
+
+def _reason(run: CellRun) -> str:
+    """Why a run has no value, as footnotes and the CSV give it: its status and reason, on one line."""
+    return f"{run.status}: {one_line(run.reason or _DEFAULT_REASONS[run.status], REASON_LIMIT)}"
+
+
+class _Footnotes:
+    """Numbered footnotes, one per distinct text, in order of first use."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def mark(self, text: str) -> int:
+        if text not in self.texts:
+            self.texts.append(text)
+        return self.texts.index(text) + 1
+
+
+def _missing_marks(cell: Cell, notes: _Footnotes) -> list[tuple[str, int]]:
+    """(status word, footnote number) per distinct reason of the cell's missing runs."""
+    if not cell.planned_seeds and cell.mean is None:
+        return [("no runs", notes.mark("No run of this cell is in the experiment's plan."))]
+    out = []
+    for run in cell.missing:
+        entry = (_STATUS_WORDS[run.status], notes.mark(_reason(run)))
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+@dataclass
+class _Shown:
+    """A cell's parts as text, shared by the markdown and LaTeX writers."""
+
+    mean: str | None
+    std: str | None
+    dagger: bool
+    best: bool
+    count: str | None  # "n=5", "n=1/2"
+    missing: list[tuple[str, int]]  # (status word, footnote)
+    marks: list[int]  # other footnotes (untested, partial BLURB)
+    paper: str | None
+
+
+def _fmt(value: float | None) -> str | None:
+    return None if value is None else f"{value:.{DIGITS}f}"
+
+
+def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], dict[tuple[str, str], _Shown]]:
+    layout = data.layout
+    metric = "score (each task's primary metric)" if layout.metric == "score" else f"'{layout.metric}'"
+    notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100 "
+             "(Pearson for BIOSSES too), n = seeds with a finished run (n=k/m: k of m planned seeds). "
+             + ("Best mean per column (task) in bold." if layout.columns == "task" and layout.rows != "task"
+                else "Best mean per row in bold.")]
+    if data.has_paper:
+        notes.append("'paper': the number reported by Gu et al. for the same cell.")
+    untested = {c.untested for _, cells in data.body_rows() for c in cells if c.untested}
+    per_cell_untested = len(untested) > 1 or any(
+        c.p_value is not None for _, cells in data.body_rows() for c in cells)
+    if layout.baseline is not None:
+        notes.append(f"{DAGGER} p < {ALPHA} against the baseline column "
+                     f"'{data.column_label(layout.baseline)}': two-sided paired t-test over the seeds finished "
+                     "in both cells (scipy.stats.ttest_rel); p values are in the CSV.")
+        if untested and not per_cell_untested:
+            notes.append(f"No cell was tested against the baseline: {untested.pop()}.")
+    if data.blurb is not None:
+        notes.append(f"{BLURB_ROW}: mean over task types of the mean over each type's tasks of the per-task "
+                     "means (lightning_modules.metrics.blurb_score); its ± and test use the per-seed BLURB "
+                     "score over the seeds on which every task of the column finished.")
+    notes += data.notes
+
+    shown = {}
+    for row, cells in data.body_rows():
+        for cell in cells:
+            marks = []
+            if cell.untested and per_cell_untested:
+                marks.append(footnotes.mark(f"No significance test: {cell.untested}."))
+            if cell.partial:
+                marks.append(footnotes.mark(f"BLURB score over {cell.partial}."))
+            count = None
+            if cell.mean is not None and cell.mean_override is None:
+                count = f"n={cell.n}" if cell.n == cell.n_planned else f"n={cell.n}/{cell.n_planned}"
+            elif cell.mean_override is not None:
+                count = f"n={cell.n}" if cell.n else None
+            shown[(row, cell.column)] = _Shown(_fmt(cell.mean), _fmt(cell.std), cell.significant, cell.best,
+                                               count, _missing_marks(cell, footnotes), marks, _fmt(cell.paper))
+    return notes, shown
+
+
+def md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _md_close(lines: list[str], notes: list[str]) -> str:
+    """The table's lines, then one paragraph per note: consecutive markdown lines would be joined into one."""
+    lines = [*lines, ""]
+    for note in notes:
+        lines += [md_escape(note), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _markdown(data: TableData) -> str:
+    footnotes = _Footnotes()
+    notes, shown = _general_notes(data, footnotes)
+    layout = data.layout
+    lines = [f"**{md_escape(layout.title)}**", ""]
+    if layout.caption:
+        lines += [md_escape(one_line(layout.caption, 2000)), ""]
+    header = [layout.rows] + [md_escape(data.column_label(c)) for c in data.columns]
+    lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(data.columns)]
+    for row, cells in data.body_rows():
+        texts = []
+        for cell in cells:
+            s = shown[(row, cell.column)]
+            extras = [s.count] if s.count else []
+            if s.mean is None:
+                text = "—"
+                extras = [", ".join(f"{word} [{n}]" for word, n in s.missing)] if s.missing else []
+            else:
+                text = s.mean + (f" ± {s.std}" if s.std else "")
+                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "")
+            if s.paper is not None:
+                extras.append(f"paper {s.paper}")
+            text += f" ({'; '.join(extras)})" if extras else ""
+            marks = ([n for _, n in s.missing] if s.mean is not None else []) + s.marks
+            text += "".join(f" [{n}]" for n in marks)
+            texts.append(md_escape(text))
+        label = f"**{BLURB_ROW}**" if row == BLURB_ROW else md_escape(row)
+        lines.append("| " + " | ".join([label] + texts) + " |")
+    return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)])
+
+
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                   "±": r"$\pm$", "†": r"$^\dagger$", "—": "---", "…": r"\ldots{}", "×": r"$\times$",
+                   "≥": r"$\geq$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in str(text))
+
+
+def _latex_open(caption: str, spec: str) -> list[str]:
+    return [r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}", rf"\begin{{tabular}}{{{spec}}}", r"\hline"]
+
+
+def _latex_close(lines: list[str], note_lines: list[str]) -> str:
+    """The tabular's end, then the notes (already LaTeX) in a footnote-size block under it."""
+    lines = [*lines, r"\hline", r"\end{tabular}", r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
+             *note_lines, r"\end{minipage}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def _latex(data: TableData) -> str:
+    footnotes = _Footnotes()
+    notes, shown = _general_notes(data, footnotes)
+    layout = data.layout
+    paper = data.has_paper
+    per_col = 2 if paper else 1
+    spec = "l" + ("rr" if paper else "r") * len(data.columns)
+    caption = latex_escape(layout.title) + (f". {latex_escape(one_line(layout.caption, 2000))}"
+                                            if layout.caption else "")
+    lines = _latex_open(caption, spec)
+    heads = [rf"\multicolumn{{{per_col}}}{{c}}{{{latex_escape(data.column_label(c))}}}" if paper
+             else latex_escape(data.column_label(c)) for c in data.columns]
+    lines.append(" & ".join([latex_escape(layout.rows)] + heads) + r" \\")
+    if paper:
+        lines.append(" & ".join([""] + ["ours & paper"] * len(data.columns)) + r" \\")
+    lines.append(r"\hline")
+
+    def sup(numbers: list[int]) -> str:
+        return rf"\textsuperscript{{{','.join(map(str, numbers))}}}" if numbers else ""
+
+    for row, cells in data.body_rows():
+        if row == BLURB_ROW:
+            lines.append(r"\hline")
+        parts = [latex_escape(row)]
+        for cell in cells:
+            s = shown[(row, cell.column)]
+            if s.mean is None:
+                text = "---"
+                if s.missing:
+                    text += " {\\scriptsize " + ", ".join(latex_escape(w) for w, _ in s.missing) + "}"
+                text += sup([n for _, n in s.missing] + s.marks)
+            else:
+                number = s.mean + (rf" $\pm$ {s.std}" if s.std else "")
+                text = (rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
+                if s.count:
+                    text += rf" {{\scriptsize {s.count}}}"
+                text += sup([n for _, n in s.missing] + s.marks)
+            parts.append(text)
+            if paper:
+                parts.append(s.paper or "")
+        lines.append(" & ".join(parts) + r" \\")
+    return _latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
+                        + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)])
+
+
+CSV_FIELDS = ("row", "column", "tasks", "metric", "mean", "std", "n", "n_planned", "p_value", "significant",
+              "best", "paper", "missing")
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(round(float(value), 6))
+
+
+def _csv_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return _number(value)
+    return "" if value is None else str(value)
+
+
+def _csv_text(fields: Sequence[str], records: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fields, lineterminator="\n")
+    writer.writeheader()
+    for record in records:
+        writer.writerow({k: _csv_value(v) for k, v in record.items()})
+    return out.getvalue()
+
+
+def _missing_text(cell: Cell) -> str:
+    """The CSV's `missing`: the seeds without a value, grouped by reason, and what a BLURB score leaves out."""
+    seeds_by_reason: dict[str, list[str]] = {}
+    for r in cell.missing:
+        seeds_by_reason.setdefault(_reason(r), []).append(f"{r.seed}" + (f" ({r.task})" if len(cell.tasks) > 1 else ""))
+    missing = "; ".join(f"seed(s) {', '.join(seeds)} {reason}" for reason, seeds in seeds_by_reason.items())
+    if cell.partial:
+        missing = "; ".join(filter(None, [missing, f"BLURB over {cell.partial}"]))
+    return missing
+
+
+def _cell_records(data: TableData) -> list[dict[str, Any]]:
+    metric = f"{data.layout.metric} x100"
+    return [{"row": row, "column": cell.column, "tasks": " ".join(cell.tasks), "metric": metric, "mean": cell.mean,
+             "std": cell.std, "n": cell.n, "n_planned": cell.n_planned, "p_value": cell.p_value,
+             "significant": None if cell.p_value is None else cell.significant, "best": cell.best,
+             "paper": cell.paper, "missing": _missing_text(cell)}
+            for row, cells in data.body_rows() for cell in cells]
+
+
+def check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UnknownNameError("table format", fmt, FORMATS)
+
+
+def render_data(data: TableData, fmt: str = "markdown") -> str:
+    check_format(fmt)
+    if fmt == "csv":
+        return _csv_text(*records(data))
+    return {"markdown": _markdown, "latex": _latex}[fmt](data)
+
+
+def render(layout: TableLayout, runs: Sequence[CellRun], fmt: str = "markdown") -> str:
+    """The table of `runs` laid out by `layout`, as markdown, latex or csv."""
+    check_format(fmt)
+    return render_data(table_data(layout, runs), fmt)
+
+
+# ---------------------------------------------------------------------------------------------------
+# vocabulary tables (Tables 1 and 8): text cells computed from the staged vocabularies, not from runs
+
+
+@dataclass
+class Grid:
+    """A table of text cells (no seeds, no tests): the vocabulary tables. `records` is its CSV form."""
+
+    title: str
+    header: list[str]
+    body: list[list[str]]
+    notes: list[str]
+    records: list[dict[str, Any]]
+    figure_data: TableData | None = None  # numbers to plot
+    ylabel: str = ""
+    align: str = ""  # LaTeX column spec; all left-aligned when empty
+
+
+def _grid_markdown(grid: Grid) -> str:
+    align = grid.align or "l" * len(grid.header)
+    lines = [f"**{md_escape(grid.title)}**", "", "| " + " | ".join(map(md_escape, grid.header)) + " |",
+             "|" + "".join("---:|" if a == "r" else "---|" for a in align)]
+    lines += ["| " + " | ".join(map(md_escape, row)) + " |" for row in grid.body]
+    return _md_close(lines, grid.notes)
+
+
+def _grid_latex(grid: Grid) -> str:
+    checks = any("✓" in cell for row in grid.body for cell in row)
+    needs = ["% \\checkmark needs \\usepackage{amssymb}"] if checks else []
+    lines = [*needs, *_latex_open(latex_escape(grid.title), grid.align or "l" * len(grid.header)),
+             " & ".join(map(latex_escape, grid.header)) + r" \\", r"\hline"]
+    lines += [" & ".join(map(latex_escape, row)) + r" \\" for row in grid.body]
+    return _latex_close(lines, [latex_escape(n) + r"\\" for n in grid.notes])
+
+
+def records(table: TableData | Grid) -> tuple[list[str], list[dict[str, Any]]]:
+    """A table's CSV form, as (fields, one record per cell) with the values unrounded: what table.csv
+    holds, and the MLflow table artifact."""
+    if isinstance(table, Grid):
+        return list(dict.fromkeys(k for record in table.records for k in record)), table.records
+    return list(CSV_FIELDS), _cell_records(table)
+
+
+def render_grid(grid: Grid, fmt: str = "markdown") -> str:
+    check_format(fmt)
+    if fmt == "csv":
+        return _csv_text(*records(grid))
+    return {"markdown": _grid_markdown, "latex": _grid_latex}[fmt](grid)
+
+
+def table1_grid(rows: list) -> Grid:
+    """Table 1 (ablations.vocab_compare.table1): each term's word pieces per vocabulary, with the paper's
+    split beside ours where they differ; the plot counts the pieces."""
+    from ablations.vocab_compare import CHECK, same_split
+
+    vocabs = list(rows[0].splits) if rows else []
+    body, records = [], []
+    figure = TableData(TableLayout(title="Table 1: word pieces per term", rows="term", columns="vocabulary"),
+                       [r.term for r in rows], vocabs, {})
+    for row in rows:
+        cells = [row.term, row.category]
+        for v in vocabs:
+            ours, paper = row.splits[v], row.paper.get(v)
+            same = None if paper is None else same_split(ours, paper)
+            cells.append(ours if same in (None, True) else f"{ours} (paper: {paper})")
+            pieces = 1 if ours == CHECK else ours.count("-") + 1
+            records.append({"row": row.term, "column": v, "category": row.category, "ours": ours,
+                            "paper": paper, "match": "" if same is None else str(same).lower(),
+                            "pieces": pieces})
+            figure.cells[(row.term, v)] = Cell(row.term, v, values={0: float(pieces)}, planned_seeds=(0,))
+        body.append(cells)
+    compared = [r for r in records if r["match"]]
+    notes = ["Word pieces joined by '-' ('##' dropped); ✓: the term is one vocabulary entry. The paper prints "
+             "original casing; uncased vocabularies are compared case-insensitively."]
+    if compared:
+        notes.append(f"Matches the paper: {sum(r['match'] == 'true' for r in compared)}/{len(compared)} cells.")
+    return Grid("Table 1: how vocabularies split biomedical terms", ["term", "category", *vocabs], body, notes,
+                records, figure, "word pieces")
+
+
+def table8_grid(rows: list, general_vocab: str, domain_vocab: str) -> Grid:
+    """Table 8 (ablations.vocab_compare.table8): average input length in word pieces per dataset."""
+    def f1(x: float | None) -> str:
+        return "" if x is None else f"{x:.1f}"
+
+    body, records = [], []
+    figure = TableData(TableLayout(title="Table 8: average input length", rows="task", columns="vocabulary"),
+                       [r.dataset for r in rows], [general_vocab, domain_vocab], {})
+    for r in rows:
+        body.append([r.dataset, f1(r.general), f1(r.paper_general), f1(r.domain), f1(r.paper_domain),
+                     f"{r.ratio:.3f}", "" if r.paper_ratio is None else f"{r.paper_ratio:.3f}"])
+        for vocab, ours, paper in ((general_vocab, r.general, r.paper_general),
+                                   (domain_vocab, r.domain, r.paper_domain)):
+            records.append({"row": r.dataset, "column": vocab, "mean": ours, "paper": paper,
+                            "deviation_pct": None if paper is None else 100 * (ours - paper) / paper})
+            figure.cells[(r.dataset, vocab)] = Cell(r.dataset, vocab, values={0: ours}, planned_seeds=(0,),
+                                                    paper=paper)
+    notes = ["Mean number of word pieces of the fine-tuning input (special tokens included, relation entities "
+             "dummified, no truncation) over all splits; 'paper': Gu et al., Table 8."]
+    return Grid("Table 8: average input length in word pieces, general vs in-domain vocabulary",
+                ["dataset", general_vocab, "paper", domain_vocab, "paper", "ratio", "paper ratio"], body, notes,
+                records, figure, "word pieces per input", "l" + "r" * 6)
+

@@ -1,0 +1,188 @@
+"""An experiment's table end to end, and what the report notebook shows.
+
+`render_experiment` collects an experiment's runs from the tracking store (`ablations.experiment.collect`;
+nothing is run) -- or, for a `kind: vocab` experiment, computes Table 1 or 8 from the staged vocabularies --
+and publishes its table (publish.py). This is the one module of ablations/tables that reads an experiment or
+its plan: every import of `ablations.experiment` is here.
+
+`stored_tables` and `experiments_markdown` read the tables back from the store for
+notebooks/ablation_report.ipynb.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
+from ablations.tables.render import Grid, check_format, md_escape, table1_grid, table8_grid
+
+
+@dataclass
+class StoredTable:
+    """An experiment's table run in a tracking store, with its rendered markdown and plot."""
+
+    experiment: str
+    run_id: str
+    title: str
+    profile: str
+    rendered_at: str  # the run's end time, UTC
+    markdown: str
+    png: bytes | None
+
+
+def stored_tables(tracking_uri: str) -> list[StoredTable]:
+    """Every table run in the store (one per experiment), newest first, with its markdown and PNG read
+    back from the run's artifacts."""
+    from mlflow.tracking import MlflowClient
+
+    from ablations.tracking import preserved_tracking_env
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
+    if experiment is None:
+        return []
+    runs = client.search_runs([experiment.experiment_id], f"tags.kind = '{TABLE_KIND}'",
+                              order_by=["attributes.end_time DESC"])
+    with _env(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"), preserved_tracking_env():  # no progress bars
+        return [_stored_table(run, tracking_uri) for run in runs]
+
+
+@contextmanager
+def _env(**values: str) -> Iterator[None]:
+    import os
+
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _stored_table(run, tracking_uri: str) -> StoredTable:
+    import datetime
+    import tempfile
+
+    from mlflow.artifacts import download_artifacts
+    from mlflow.exceptions import MlflowException
+
+    files: dict[str, bytes | None] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("table.md", "table.png"):
+            try:
+                files[name] = Path(download_artifacts(run_id=run.info.run_id, artifact_path=name, dst_path=tmp,
+                                                      tracking_uri=tracking_uri)).read_bytes()
+            except (MlflowException, OSError):  # the run lacks the file: show what exists
+                files[name] = None
+    end = run.info.end_time or run.info.start_time
+    when = datetime.datetime.fromtimestamp(end / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
+    return StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
+                       run.data.tags.get("profile", ""), when, markdown, files["table.png"])
+
+
+def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
+    """One entry per experiment seen in the store: its `bioablate run` invocations (parent runs tagged
+    `kind=experiment`), the newest one's profile and status, and its table run if it was rendered."""
+    from mlflow.tracking import MlflowClient
+
+    from ablations.experiment import PARENT_KIND
+
+    client = MlflowClient(tracking_uri)
+    ids = [e.experiment_id for e in client.search_experiments()]
+    summary: dict[str, dict[str, Any]] = {}
+
+    def entry(name: str) -> dict[str, Any]:
+        return summary.setdefault(name, {"experiment": name, "invocations": 0, "last_profile": "",
+                                         "last_status": "", "table_run": None, "table_profile": ""})
+
+    for kind in (PARENT_KIND, TABLE_KIND):
+        runs = client.search_runs(ids, f"tags.kind = '{kind}'", order_by=["attributes.start_time DESC"],
+                                  max_results=5000) if ids else []
+        for run in runs:
+            e = entry(run.data.tags.get("experiment") or run.info.run_name)
+            if kind == TABLE_KIND:
+                e["table_run"], e["table_profile"] = run.info.run_id, run.data.tags.get("profile", "")
+                continue
+            if not e["invocations"]:  # newest first
+                e["last_profile"], e["last_status"] = run.data.tags.get("profile", ""), run.info.status
+            e["invocations"] += 1
+    return sorted(summary.values(), key=lambda e: e["experiment"])
+
+
+def experiments_markdown(tracking_uri: str) -> str:
+    rows = experiments_in_store(tracking_uri)
+    if not rows:
+        return f"No experiments in {tracking_uri} yet: run `bioablate run EXPERIMENT.yaml` first."
+    lines = ["| experiment | `bioablate run` invocations | newest (profile, status) | table run (profile) |",
+             "|---|---:|---|---|"]
+    for r in rows:
+        newest = f"{r['last_profile']}, {r['last_status']}" if r["invocations"] else ""
+        table = f"`{r['table_run']}` ({r['table_profile']})" if r["table_run"] else "(not rendered)"
+        lines.append(f"| {md_escape(r['experiment'])} | {r['invocations']} | {newest} | {table} |")
+    return "\n".join(lines) + "\n"
+
+
+def report_tracking_uri(explicit: str | None = None) -> str:
+    """The store the report notebook reads: `explicit`, else $BIOABLATE_TRACKING_URI, else
+    $MLFLOW_TRACKING_URI, else the default work directory's store (<repo>/outputs/mlruns.db)."""
+    import os
+
+    from ablations.config import REPO_ROOT
+
+    return (explicit or os.environ.get("BIOABLATE_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
+            or f"sqlite:///{REPO_ROOT / 'outputs' / 'mlruns.db'}")
+
+
+def vocab_grid(experiment) -> Grid:
+    """A `kind: vocab` experiment's table, computed from the staged vocabularies (and, for input lengths,
+    the staged datasets) by ablations/vocab_compare.py."""
+    from ablations.config import resolve_data_dir
+    from ablations.vocab_compare import table1, table8
+
+    vocab = experiment.vocab
+    data_dir = resolve_data_dir(experiment.data_dir)
+    if vocab.table == "terms":
+        grid = table1_grid(table1(list(vocab.vocabs), data_dir))
+    else:
+        grid = table8_grid(table8(vocab.general, vocab.domain, data_dir, list(experiment.tasks)), vocab.general,
+                           vocab.domain)
+    if experiment.layout.title and experiment.layout.title != experiment.name:
+        grid.title = experiment.layout.title
+    return grid
+
+
+def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "markdown",
+                      out_dir: Path | str | None = None, zero_based: bool = False) -> str:
+    """Collect the experiment's runs from the store (ablations.experiment.collect; nothing is run), render
+    its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis from 0 when
+    `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the experiment's MLflow table
+    run, and return the table in `fmt`. A `kind: vocab` experiment is computed from the staged vocabularies
+    instead."""
+    check_format(fmt)
+    work_dir, store_uri = experiment.store()
+    tracking_uri = tracking_uri or store_uri
+    out = Path(out_dir) if out_dir is not None else work_dir / "tables" / experiment.name
+    tags = {"experiment_file": str(experiment.path)}
+    if experiment.kind == "vocab":
+        import time
+
+        start = time.perf_counter()
+        grid = vocab_grid(experiment)
+        published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
+                                 experiment.profile, tags, time.perf_counter() - start, zero_based)
+    else:
+        from ablations.experiment import Store, collect, stage_states
+
+        runs = collect(experiment, tracking_uri)
+        stages = [(s.name, s.status, s.run_id) for s in stage_states(experiment, Store(tracking_uri)).values()]
+        published = publish_runs(experiment.name, experiment.layout, runs, tracking_uri, out,
+                                 work_dir / "mlartifacts", experiment.profile, tags, stages, zero_based)
+    return published.texts[fmt]

@@ -1,0 +1,221 @@
+"""The numbers of an experiment's table: `table_data(layout, cell_runs)` turns the cell runs
+(ablations/results.py) into cells of mean ± sample standard deviation (ddof=1) over seeds, ×100 as the paper
+reports every metric (BIOSSES' Pearson too), the best mean of each row (of each column when the columns are
+tasks), a two-sided paired t-test over seeds against the baseline column (scipy.stats.ttest_rel), and the
+BLURB score row. A cell or seed without a finished run is never dropped: it keeps its missing runs, with
+their reasons, for the renderer's footnotes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
+from core.errors import ConfigError
+
+SCALE = 100.0  # the paper reports every metric, Pearson included, as a percentage
+ALPHA = 0.05  # significance threshold of the paired t-test
+DIGITS = 2  # decimals shown, as in the paper's tables
+STATUSES = (FINISHED, FAILED, RUNNING, NOT_RUN, BLOCKED)  # every CellRun.status, in the order tables count them
+
+
+@dataclass
+class Cell:
+    """One table cell: per-seed values (×100) and everything shown beside them."""
+
+    row: str
+    column: str
+    tasks: tuple[str, ...] = ()
+    values: dict[int, float] = field(default_factory=dict)  # seed -> value ×100 (mean over the cell's tasks)
+    planned_seeds: tuple[int, ...] = ()
+    missing: list[CellRun] = field(default_factory=list)  # runs without a value, with their reasons
+    paper: float | None = None
+    p_value: float | None = None
+    untested: str | None = None  # why no significance test was made (None: tested, or the baseline)
+    best: bool = False
+    mean_override: float | None = None  # the BLURB row: score of the per-task means, not a mean of seeds
+    partial: str | None = None  # the BLURB row: which planned tasks it leaves out
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def n_planned(self) -> int:
+        return len(self.planned_seeds)
+
+    @property
+    def mean(self) -> float | None:
+        if self.mean_override is not None:
+            return self.mean_override
+        return statistics.fmean(self.values.values()) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values.values()) if self.n >= 2 else None
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value is not None and self.p_value < ALPHA
+
+
+@dataclass
+class TableData:
+    layout: TableLayout
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], Cell]
+    blurb: dict[str, Cell] | None = None  # column -> BLURB score cell
+    notes: list[str] = field(default_factory=list)  # general notes (no marker)
+
+    def cell(self, row: str, column: str) -> Cell:
+        return self.cells[(row, column)]
+
+    def body_rows(self) -> list[tuple[str, list[Cell]]]:
+        out = [(row, [self.cells[(row, c)] for c in self.columns]) for row in self.rows]
+        if self.blurb is not None:
+            out.append((BLURB_ROW, [self.blurb[c] for c in self.columns]))
+        return out
+
+    @property
+    def has_paper(self) -> bool:
+        return any(cell.paper is not None for _, cells in self.body_rows() for cell in cells)
+
+    def column_label(self, column: str) -> str:
+        return self.layout.column_labels.get(column, column)
+
+
+def _ordered(preferred: Sequence[str], seen: Iterable[str]) -> list[str]:
+    """The layout's order first; anything the runs have beyond it after, in order of appearance."""
+    out = list(dict.fromkeys(preferred))
+    return out + [v for v in dict.fromkeys(seen) if v not in out]
+
+
+def _paper(layout: TableLayout, row: str, column: str) -> float | None:
+    value = layout.paper.get(row, {}).get(column)
+    return None if value is None else float(value)
+
+
+def _fill(cell: Cell, runs: list[CellRun]) -> None:
+    """Per seed, the mean over the cell's tasks (one task for a task row) when all of them finished."""
+    cell.tasks = tuple(dict.fromkeys(r.task for r in runs))
+    by_seed: dict[int, list[CellRun]] = {}
+    for run in runs:
+        by_seed.setdefault(run.seed, []).append(run)
+    cell.planned_seeds = tuple(sorted(by_seed))
+    for seed in cell.planned_seeds:
+        seed_runs = by_seed[seed]
+        done = [r for r in seed_runs if r.status == FINISHED and r.value is not None]
+        cell.missing += [r for r in seed_runs if not (r.status == FINISHED and r.value is not None)]
+        if done and {r.task for r in done} == set(cell.tasks):
+            cell.values[seed] = SCALE * statistics.fmean(r.value for r in done)
+
+
+def _paired_test(cell: Cell, base: Cell) -> None:
+    from scipy.stats import ttest_rel
+
+    seeds = sorted(set(cell.values) & set(base.values))
+    if len(seeds) < 2:
+        cell.untested = "fewer than 2 seeds finished in both this cell and the baseline"
+        return
+    ours, theirs = [cell.values[s] for s in seeds], [base.values[s] for s in seeds]
+    differences = [a - b for a, b in zip(ours, theirs)]
+    if max(differences) == min(differences):  # t is undefined (0/0) or infinite: no meaningful p
+        cell.untested = "identical differences to the baseline on every seed"
+        return
+    p = float(ttest_rel(ours, theirs).pvalue)
+    if math.isnan(p):
+        cell.untested = "the paired t-test is undefined for these values"
+    else:
+        cell.p_value = p
+
+
+def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -> dict[str, Cell]:
+    """The BLURB score per column: the mean within each task type of the per-task means over seeds, then
+    the mean over types (datamodules.metrics.blurb_score). Its ± and significance use the per-seed
+    BLURB score over the seeds on which every task of the column finished."""
+    from datamodules.registry import get_dataset
+    from datamodules.metrics import blurb_score
+
+    out = {}
+    for column in columns:
+        col_runs = [r for r in runs if r.column == column]
+        tasks = list(dict.fromkeys(r.task for r in col_runs))
+        types = {t: get_dataset(t).task_type for t in tasks}
+        per_task: dict[str, dict[int, float]] = {t: {} for t in tasks}
+        for r in col_runs:
+            if r.status == FINISHED and r.value is not None:
+                per_task[r.task][r.seed] = SCALE * r.value
+        cell = Cell(BLURB_ROW, column, tuple(tasks), planned_seeds=tuple(sorted({r.seed for r in col_runs})),
+                    paper=_paper(layout, BLURB_ROW, column))
+        means = {t: statistics.fmean(v.values()) for t, v in per_task.items() if v}
+        if means:
+            cell.mean_override = blurb_score(means, types)["score"]
+            left_out = [t for t in tasks if t not in means]
+            if left_out:
+                cell.partial = f"{len(means)}/{len(tasks)} tasks (no finished run: {', '.join(left_out)})"
+        complete_seeds = set(cell.planned_seeds)
+        for values in per_task.values():
+            complete_seeds &= set(values)
+        for seed in sorted(complete_seeds):
+            cell.values[seed] = blurb_score({t: v[seed] for t, v in per_task.items()}, types)["score"]
+        if not means:
+            cell.missing = [r for r in col_runs if r.status != FINISHED or r.value is None]
+        out[column] = cell
+    return out
+
+
+def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
+    """The table's numbers: cells, best per row, paired tests against the baseline, the BLURB row."""
+    runs = list(runs)
+    for run in runs:
+        if run.status not in STATUSES:
+            raise ValueError(f"cell run {run.row}/{run.column} seed {run.seed}: unknown status {run.status!r}")
+    rows = _ordered(layout.row_order, (r.row for r in runs))
+    columns = _ordered(layout.column_order, (r.column for r in runs))
+    if layout.baseline is not None and layout.baseline not in columns:
+        raise ConfigError(f"table baseline '{layout.baseline}' is not one of the table's columns "
+                          f"({', '.join(columns)}); set table.baseline to one of them")
+    grouped: dict[tuple[str, str], list[CellRun]] = {}
+    for run in runs:
+        grouped.setdefault((run.row, run.column), []).append(run)
+    cells = {}
+    for row in rows:
+        for column in columns:
+            cell = Cell(row, column, paper=_paper(layout, row, column))
+            _fill(cell, grouped.get((row, column), []))
+            cells[(row, column)] = cell
+    data = TableData(layout, rows, columns, cells)
+    if layout.blurb_row:
+        if layout.rows != "task":
+            raise ConfigError(f"table.blurb_row needs `rows: task` (this table's rows are '{layout.rows}')")
+        data.blurb = _blurb_cells(layout, runs, columns)
+
+    for row, row_cells in data.body_rows():
+        if layout.baseline is not None:
+            base = row_cells[columns.index(layout.baseline)]
+            for cell in row_cells:
+                if cell is not base and cell.mean is not None:
+                    _paired_test(cell, base)
+    # Bold the best of the alternatives compared: along each row, or down each column when the columns
+    # are tasks (Table 14: variants as rows; numbers of different tasks are not comparable).
+    lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns == "task" and
+             layout.rows != "task" else [row_cells for _, row_cells in data.body_rows()])
+    for line in lines:
+        # a BLURB score over fewer tasks is not comparable; a lone number is not "best" of anything
+        comparable = [c for c in line if c.mean is not None and c.partial is None]
+        shown = [round(c.mean, DIGITS) for c in comparable]
+        if len(shown) >= 2:
+            for cell in comparable:
+                cell.best = round(cell.mean, DIGITS) == max(shown)
+
+    for row in rows:  # several tasks under one row label (not a row of tasks-as-columns)
+        tasks = {t for c in columns if len(cells[(row, c)].tasks) > 1 for t in cells[(row, c)].tasks}
+        if tasks:
+            data.notes.append(f"Row '{row}' combines {len(tasks)} tasks ({', '.join(sorted(tasks))}): per seed, "
+                              "the mean over them.")
+    return data
+

@@ -1,0 +1,86 @@
+"""Publishing a table: every file written and logged to the experiment's one MLflow table run, including
+the cells as an MLflow table artifact that reads back with the CSV's cells, also after a re-render."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ablations.results import FAILED, FINISHED, CellRun, TableLayout
+from ablations.tables.publish import TABLE_ARTIFACT, TABLE_FILES, find_table_run, publish_grid, publish_runs
+from ablations.tables.render import table8_grid
+from ablations.vocab_compare import Table8Row
+
+LAYOUT = TableLayout(title="Tagging schemes", rows="task", columns="tagging", baseline="bio",
+                     column_order=("bio", "io"), paper={"bc5-chem": {"bio": 93.33}})
+RUNS = ([CellRun("bc5-chem", "bio", "bc5-chem", s, FINISHED, v) for s, v in enumerate([0.90, 0.91, 0.92])]
+        + [CellRun("bc5-chem", "io", "bc5-chem", s, FINISHED, v) for s, v in enumerate([0.93, 0.935, 0.945])]
+        + [CellRun("gad", "bio", "gad", 0, FINISHED, 0.8), CellRun("gad", "io", "gad", 0, FAILED, reason="OOM")])
+
+
+def as_csv(field: str, value) -> str:
+    """A value read back from the MLflow table, written as table.csv writes it. JSON has no nullable
+    boolean: pandas reads a true/false/null column back as 1.0/0.0/NaN."""
+    value = value.item() if hasattr(value, "item") else value  # numpy scalars
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool) or field in ("significant", "best"):
+        return str(bool(value)).lower()
+    return repr(round(value, 6)) if isinstance(value, float) else str(value)
+
+
+def cells(table) -> list[dict[str, str]]:
+    return [{k: as_csv(k, v) for k, v in row.items()} for row in table.to_dict("records")]
+
+
+def load_table(uri: str, run_id: str):
+    """`load_table` finds the runs through the fluent API's store: point it at this one, then unset it
+    (None: no store set, as before the test; `store` removed $MLFLOW_TRACKING_URI, restored after)."""
+    client = MlflowClient(uri)
+    mlflow.set_tracking_uri(uri)
+    try:
+        return client.load_table(client.get_run(run_id).info.experiment_id, TABLE_ARTIFACT, run_ids=[run_id])
+    finally:
+        mlflow.set_tracking_uri(None)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path
+
+
+def test_the_table_run_holds_every_file_and_the_cells_as_an_mlflow_table(store):
+    uri, tmp = store
+    out = tmp / "tables" / "tagging"
+    first = publish_runs("tagging", LAYOUT, RUNS, uri, out, tmp / "mlartifacts")
+    again = publish_runs("tagging", LAYOUT, RUNS, uri, out, tmp / "mlartifacts")  # a re-render: the same run
+    assert again.run_id == first.run_id == find_table_run(uri, "tagging").info.run_id
+    assert sorted(p.name for p in out.iterdir()) == sorted(TABLE_FILES)
+    logged = {a.path for a in MlflowClient(uri).list_artifacts(first.run_id)}
+    assert logged == {*TABLE_FILES, TABLE_ARTIFACT}
+
+    expected = list(csv.DictReader(io.StringIO((out / "table.csv").read_text())))
+    table = load_table(uri, first.run_id)
+    assert list(table.columns) == list(expected[0])
+    assert cells(table) == expected  # once
+    io_row = next(r for r in expected if (r["row"], r["column"]) == ("bc5-chem", "io"))
+    assert io_row["p_value"] != "" and io_row["significant"] == "true"  # the test's numbers are in it too
+
+
+def test_a_vocabulary_table_logs_its_records(store):
+    uri, tmp = store
+    rows = [Table8Row("biosses", 78.2, 64.6, 80.7, 61.6), Table8Row("hoc", 360.9, 294.5, None, None)]
+    grid = table8_grid(rows, "bert-base-uncased", "pubmedbert-uncased")
+    published = publish_grid("lengths", grid, uri, tmp / "out", tmp / "mlartifacts", seconds=1.5)
+    table = load_table(uri, published.run_id)
+    expected = list(csv.DictReader(io.StringIO((tmp / "out" / "table.csv").read_text())))
+    assert cells(table) == expected
+    assert [(r["row"], r["column"], r["mean"]) for r in expected][:2] == [
+        ("biosses", "bert-base-uncased", "78.2"), ("biosses", "pubmedbert-uncased", "64.6")]
+    assert (tmp / "out" / "table.md").read_text().startswith("- experiment: lengths\n")
