@@ -103,7 +103,7 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
             notes.append(f"No cell was tested against the baseline: {untested.pop()}.")
     if data.blurb is not None:
         notes.append(f"{BLURB_ROW}: mean over task types of the mean over each type's tasks of the per-task "
-                     "means (lightning_modules.metrics.blurb_score); its ± and test use the per-seed BLURB "
+                     "means (datamodules.metrics.blurb_score); its ± and test use the per-seed BLURB "
                      "score over the seeds on which every task of the column finished.")
     notes += data.notes
 
