@@ -1,5 +1,10 @@
-"""Shared fixtures. Tests read the real staged datasets: `BIOABLATE_DATA`, else `../shared/data` beside
-the repository (where CI puts it)."""
+"""Shared fixtures and the test tiers.
+
+Tests read the real staged datasets: `BIOABLATE_DATA`, else `../shared/data` beside the repository (where
+CI puts it). Markers (see pyproject.toml): `needs_data` is set here on every test that uses the `data_dir`
+fixture, `postgres` on every test that uses a PostgreSQL server (`postgres_url`); `slow` and `ddp` are set
+in the test files. The fast tier is `pytest -m "not slow"`.
+"""
 
 from __future__ import annotations
 
@@ -21,3 +26,24 @@ def data_dir() -> Path:
     path = _data_dir()
     assert (path / "MANIFEST.md").exists(), f"staged data not found at {path}; set BIOABLATE_DATA"
     return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "data_dir" in names:
+            item.add_marker(pytest.mark.needs_data)
+        if "postgres_url" in names:
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(autouse=True)
+def _user_datasets_do_not_outlive_their_test():
+    """A user dataset a test registers (from YAML, directly or through a run) is removed after it, so no
+    test sees another's datasets in the process-wide registry."""
+    from datamodules.registry import DATASETS
+
+    before = set(DATASETS)
+    yield
+    for name in set(DATASETS) - before:
+        DATASETS.unregister(name)

@@ -1,12 +1,17 @@
 """The dataset registry: the 13 BLURB datasets are there as soon as it is imported, looked up by name and
-task type; an unknown name lists the known ones."""
+task type; an unknown name lists the known ones. Its in-memory cache of parsed datasets is keyed by
+content, so an edited file is read again, and every caller gets its own lists."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from core.errors import UnknownNameError
+from datamodules import spec as dataset_spec
 from datamodules.blurb import BLURB_DATASETS
+from datamodules.custom import register_from_yaml
 from datamodules.metrics import METRICS
 from datamodules.registry import DATASETS, dataset_names, get_dataset, register
 from datamodules.spec import TASK_TYPES
@@ -36,3 +41,25 @@ def test_a_spec_with_an_unknown_metric_or_task_type_is_refused():
     with pytest.raises(ValueError, match="task type 'tagging'"):
         register(replace(gad, name="gad-tagging", task_type="tagging"))
     assert "gad-f2" not in DATASETS and "gad-tagging" not in DATASETS
+
+
+def test_read_cache_follows_file_content(tmp_path: Path):
+    (tmp_path / "data").mkdir()
+    for split in ("train", "dev", "test"):
+        (tmp_path / "data" / f"{split}.tsv").write_text(f"a {split} sentence\tpos\nanother one\tneg\n")
+    (tmp_path / "cache-demo.yaml").write_text(
+        "name: cache-demo\nformat: tsv\npath: data\n"
+        "files: {train: train.tsv, dev: dev.tsv, test: test.tsv}\nlabels: [pos, neg]\n")
+    register_from_yaml(tmp_path / "cache-demo.yaml")
+    spec = get_dataset("cache-demo")
+
+    first = spec.read(None)
+    assert [i.text for i in first["train"]] == ["a train sentence", "another one"]
+    first["train"].clear()  # a caller's own list: the cached splits are untouched
+    again = spec.read(None)
+    assert [i.text for i in again["train"]] == ["a train sentence", "another one"]
+    assert again["train"][0] is spec.read(None)["train"][0]  # parsed once, served from memory
+
+    (tmp_path / "data" / "train.tsv").write_text("an edited sentence\tneg\n")
+    assert [(i.text, i.labels) for i in spec.read(None)["train"]] == [("an edited sentence", ("neg",))]
+    assert sum(name == "cache-demo" for name, _ in dataset_spec._READ_CACHE) == 2  # old content, new content

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_process_ddp_pretraining_through_the_cli(data_dir: Path, tmp_path: Path):

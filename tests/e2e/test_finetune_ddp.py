@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from datamodules.finetune_data import subsample
 from datamodules.registry import get_dataset
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 EVAL = 45  # dev and test examples: odd, so two ranks get uneven shares (a padding sampler would repeat one)
 
 
