@@ -1,9 +1,10 @@
 """MLflow tracking: one MLflow run per bioablate run, found again by its fingerprint.
 
-The run's lifecycle is owned here, not by Lightning's logger: `tracked_run` marks a run FINISHED only
+A run's final status is decided here, not by Lightning's logger: `tracked_run` marks a run FINISHED only
 when the body completes, FAILED when it raises (with the error as a tag), KILLED on Ctrl-C. A run killed
 outright (SIGKILL, power loss) stays RUNNING; the next invocation with the same fingerprint takes it over
-and resumes from its checkpoint.
+and resumes from its checkpoint. The whole lifecycle (find, reuse, resume or create, clean up) is
+`ablations.lifecycle.TrackedRun`, built on this.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ SIZES = {"mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_s
 def build_ours(task: str, size: str, batch_size: int, device: torch.device, work_dir: Path, data_dir: Path,
                precision: str, max_length: int | None, steps_per_round: int = 1):
     from ablations.config import build_config
-    from datamodules.finetune_data import FinetuneDataModule
+    from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
     from datamodules.registry import get_dataset
     from lightning_modules.finetune import FineTuneModule
     from lightning_modules.heads import make_head
@@ -58,8 +58,9 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     torch.manual_seed(0)
     encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
     length = min(max_length or spec.max_length, encoder.config.max_position_embeddings)
-    dm = FinetuneDataModule(spec, data_dir, tokenizer, length, batch_size, batch_size,
-                            cache_dir=work_dir / "cache" / "tokenized", bucketing=True, seed=0)
+    options = FinetuneDataOptions(max_length=length, batch_size=batch_size, eval_batch_size=batch_size,
+                                  bucketing=True, seed=0)
+    dm = FinetuneDataModule(spec, data_dir, tokenizer, options, cache_dir=work_dir / "cache" / "tokenized")
     dm.setup()
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
         encoder.resize_token_embeddings(len(tokenizer))

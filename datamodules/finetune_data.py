@@ -29,6 +29,7 @@ import os
 import random
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -268,23 +269,41 @@ class SortedBatchSampler(Sampler[list[int]]):
 
 # ----------------------------------------------------------------------------------------- datamodule
 
+@dataclass(frozen=True)
+class FinetuneDataOptions:
+    """How a fine-tuning dataset is encoded and batched (the `finetune.*` settings it depends on).
+    `max_train_examples` / `max_eval_examples`: a fixed subsample of each split (None: all);
+    `tagging`, `subtoken_labels`, `re_input`: the encoding variants (`bioablate list variants`);
+    `bucketing`: length-bucketed training batches; `seed`: the training batch order."""
+
+    max_length: int
+    batch_size: int
+    eval_batch_size: int
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    num_workers: int = 0
+    tagging: str = "bio"
+    subtoken_labels: str = "first"
+    re_input: str = "dummify"
+    bucketing: bool = True
+    seed: int = 0
+
+
 class FinetuneDataModule(pl.LightningDataModule):
     def __init__(self, spec: DatasetSpec, data_dir: Path | None, tokenizer: PreTrainedTokenizerBase,
-                 max_length: int, batch_size: int, eval_batch_size: int,
-                 max_train_examples: int | None = None, max_eval_examples: int | None = None,
-                 num_workers: int = 0, tagging: str = "bio", subtoken_labels: str = "first",
-                 re_input: str = "dummify", *, cache_dir: Path | None = None,
-                 data_fingerprint: str | None = None, bucketing: bool = True, seed: int = 0):
+                 options: FinetuneDataOptions, *, cache_dir: Path | None = None,
+                 data_fingerprint: str | None = None):
         """`cache_dir`: where encoded splits are cached (None: no cache); `data_fingerprint`: the
         dataset's `spec.fingerprint(data_dir)` if the caller has it already."""
         super().__init__()
-        self.spec, self.data_dir, self.tokenizer = spec, data_dir, tokenizer
-        self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
-        self.limits = {"train": max_train_examples, "dev": max_eval_examples, "test": max_eval_examples}
-        self.encoding = {"tagging": tagging, "subtoken_labels": subtoken_labels, "re_input": re_input}
-        self.encoder: TaskEncoder = make_encoder(spec, tokenizer, max_length, tagging, subtoken_labels, re_input)
+        self.spec, self.data_dir, self.tokenizer, self.options = spec, data_dir, tokenizer, options
+        self.limits = {"train": options.max_train_examples, "dev": options.max_eval_examples,
+                       "test": options.max_eval_examples}
+        self.encoding = {"tagging": options.tagging, "subtoken_labels": options.subtoken_labels,
+                         "re_input": options.re_input}
+        self.encoder: TaskEncoder = make_encoder(spec, tokenizer, options.max_length, options.tagging,
+                                                 options.subtoken_labels, options.re_input)
         self.cache_dir, self.data_fingerprint = cache_dir, data_fingerprint
-        self.bucketing, self.seed = bucketing, seed
         self.instances: dict[str, list[Instance]] = {}
         self.features: dict[str, EncodedSplit] = {}
         self.from_cache: dict[str, bool] = {}  # split -> read from the tokenization cache (not encoded)
@@ -332,20 +351,20 @@ class FinetuneDataModule(pl.LightningDataModule):
         # batch_size=None: the sampler yields whole lists of indices and the dataset pads each list in
         # one go, so there is no per-example collate step
         return DataLoader(_Batches(self.features[split], self.tokenizer.pad_token_id), sampler=sampler,
-                          batch_size=None, collate_fn=_identity, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+                          batch_size=None, collate_fn=_identity, num_workers=self.options.num_workers,
+                          persistent_workers=self.options.num_workers > 0)
 
     def train_sampler(self) -> BucketBatchSampler:
         rank, world = self._rank()
-        return BucketBatchSampler(self.features["train"].lengths, self.batch_size, self.seed,
-                                  bucketing=self.bucketing, rank=rank, world_size=world)
+        return BucketBatchSampler(self.features["train"].lengths, self.options.batch_size, self.options.seed,
+                                  bucketing=self.options.bucketing, rank=rank, world_size=world)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", self.train_sampler())
 
     def _eval_loader(self, split: str) -> DataLoader:
         rank, world = self._rank()
-        return self._loader(split, SortedBatchSampler(self.features[split].lengths, self.eval_batch_size,
+        return self._loader(split, SortedBatchSampler(self.features[split].lengths, self.options.eval_batch_size,
                                                       rank, world))
 
     def val_dataloader(self) -> DataLoader:

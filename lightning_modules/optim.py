@@ -1,6 +1,9 @@
-"""Optimiser and schedule shared by fine-tuning and pretraining: AdamW, no weight decay on biases and
-LayerNorm weights, the paper's "slanted triangular" schedule (linear warm-up over the first
-`warmup_ratio` of steps from zero to the peak rate, then linear decay to zero)."""
+"""Optimisers and schedule shared by fine-tuning and pretraining: AdamW (or LAMB, for pretraining), no
+weight decay on biases and LayerNorm weights, the paper's "slanted triangular" schedule (linear warm-up
+over the first `warmup_ratio` of steps from zero to the peak rate, then linear decay to zero).
+
+`adamw_with_linear_warmup` and `lamb_with_linear_warmup` take the same arguments and return what
+Lightning's `configure_optimizers` returns, so a caller picks one by name."""
 
 from __future__ import annotations
 
@@ -30,10 +33,58 @@ def fused_supported(model: nn.Module) -> bool:
     return devices == {"cuda"} or devices == {"cpu"}
 
 
-def adamw_with_linear_warmup(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float,
-                             total_steps: int) -> dict:
+def _with_linear_warmup(optimizer: torch.optim.Optimizer, warmup_ratio: float, total_steps: int) -> dict:
     """Lightning's `configure_optimizers` return value, the scheduler stepped every optimizer step."""
-    optimizer = torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr,
-                                  fused=True if fused_supported(model) else None)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def adamw_with_linear_warmup(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float,
+                             total_steps: int) -> dict:
+    optimizer = torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr,
+                                  fused=True if fused_supported(model) else None)
+    return _with_linear_warmup(optimizer, warmup_ratio, total_steps)
+
+
+def lamb_with_linear_warmup(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float,
+                            total_steps: int) -> dict:
+    return _with_linear_warmup(Lamb(parameter_groups(model, weight_decay), lr=lr), warmup_ratio, total_steps)
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB (You et al. 2020): Adam moments, decoupled weight decay, per-tensor trust ratio
+    ||w|| / ||update|| (1 where either norm is 0)."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6,
+                 weight_decay: float = 0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["m"] = torch.zeros_like(p)
+                    state["v"] = torch.zeros_like(p)
+                state["step"] += 1
+                m, v = state["m"], state["v"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                m_hat = m / (1 - beta1 ** state["step"])
+                v_hat = v / (1 - beta2 ** state["step"])
+                update = m_hat / (v_hat.sqrt() + group["eps"])
+                if group["weight_decay"]:
+                    update = update.add(p, alpha=group["weight_decay"])
+                w_norm, u_norm = p.norm(), update.norm()
+                trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                p.add_(update, alpha=-group["lr"] * float(trust))
+        return loss

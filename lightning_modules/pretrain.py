@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytorch_lightning as pl
 import torch
@@ -34,13 +34,20 @@ from transformers import (AlbertConfig, AlbertForPreTraining, AutoConfig, BertCo
                           BertForPreTraining, BertModel, ElectraConfig, ElectraForMaskedLM,
                           ElectraForPreTraining, PreTrainedModel)
 
-from core.errors import ConfigError, UnknownNameError
+from core.errors import ConfigError
+from core.registry import Registry
 from datamodules.pretrain.data import batch_seed
 from lightning_modules.algorithms.alum import Alum
-from lightning_modules.optim import adamw_with_linear_warmup, parameter_groups
+from lightning_modules.optim import adamw_with_linear_warmup, lamb_with_linear_warmup
 
-OBJECTIVES = ("bert", "albert", "electra")
-OPTIMIZERS = ("adamw", "lamb")
+# `pretrain.objective` -> builder(common BERT-size settings, nsp, embedding_size, share_layers,
+# generator_size) of a freshly initialised model with SDPA attention
+OBJECTIVES: Registry[Callable[..., nn.Module]] = Registry("objective")
+# `pretrain.optimizer` -> factory(model, lr, weight_decay, warmup_ratio, total_steps) returning what
+# `configure_optimizers` returns
+OPTIMIZERS: Registry[Callable[..., dict]] = Registry("optimizer")
+OPTIMIZERS.register("adamw", adamw_with_linear_warmup)
+OPTIMIZERS.register("lamb", lamb_with_linear_warmup)
 
 
 # ------------------------------------------------------------------------------------------- models
@@ -48,31 +55,40 @@ OPTIMIZERS = ("adamw", "lamb")
 def build_model(objective: str, nsp: bool, vocab_size: int, pad_id: int, model_cfg: Any, seq_len: int,
                 embedding_size: int = 128, share_layers: bool = True, generator_size: float = 0.25) -> nn.Module:
     """A freshly initialised pretraining model of the configured size, with SDPA attention."""
+    builder = OBJECTIVES.get(objective)
     common = dict(vocab_size=vocab_size, hidden_size=model_cfg.hidden_size,
                   num_hidden_layers=model_cfg.num_layers, num_attention_heads=model_cfg.num_heads,
                   intermediate_size=model_cfg.intermediate_size,
                   max_position_embeddings=max(seq_len, model_cfg.max_position_embeddings),
                   pad_token_id=pad_id)
-    if objective == "bert":
-        config = BertConfig(**common)
-        config._attn_implementation = "sdpa"
-        return BertForPreTraining(config) if nsp else BertForMaskedLM(config)
-    if objective == "albert":
-        config = AlbertConfig(embedding_size=embedding_size, num_hidden_groups=1,
-                              inner_group_num=1, hidden_dropout_prob=0.1,
-                              attention_probs_dropout_prob=0.1, **common)
-        config._attn_implementation = "sdpa"
-        model = AlbertForPreTraining(config)
-        if not share_layers:
-            raise ConfigError("pretrain.share_layers=false is not supported by transformers' ALBERT "
-                              "(num_hidden_groups must divide the layers); use objective=bert")
-        return model
-    if objective == "electra":
-        # embeddings as wide as the discriminator (ELECTRA-Base's choice; no factorization to tune)
-        config = ElectraConfig(embedding_size=model_cfg.hidden_size, **common)
-        config._attn_implementation = "sdpa"
-        return Electra(ElectraForPreTraining(config), generator_size)
-    raise UnknownNameError("objective", objective, OBJECTIVES)
+    return builder(common, nsp, embedding_size, share_layers, generator_size)
+
+
+@OBJECTIVES.register("bert")
+def _bert(common: dict, nsp: bool, embedding_size: int, share_layers: bool, generator_size: float) -> nn.Module:
+    config = BertConfig(**common)
+    config._attn_implementation = "sdpa"
+    return BertForPreTraining(config) if nsp else BertForMaskedLM(config)
+
+
+@OBJECTIVES.register("albert")
+def _albert(common: dict, nsp: bool, embedding_size: int, share_layers: bool, generator_size: float) -> nn.Module:
+    config = AlbertConfig(embedding_size=embedding_size, num_hidden_groups=1, inner_group_num=1,
+                          hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, **common)
+    config._attn_implementation = "sdpa"
+    model = AlbertForPreTraining(config)
+    if not share_layers:
+        raise ConfigError("pretrain.share_layers=false is not supported by transformers' ALBERT "
+                          "(num_hidden_groups must divide the layers); use objective=bert")
+    return model
+
+
+@OBJECTIVES.register("electra")
+def _electra(common: dict, nsp: bool, embedding_size: int, share_layers: bool, generator_size: float) -> nn.Module:
+    # embeddings as wide as the discriminator (ELECTRA-Base's choice; no factorization to tune)
+    config = ElectraConfig(embedding_size=common["hidden_size"], **common)
+    config._attn_implementation = "sdpa"
+    return Electra(ElectraForPreTraining(config), generator_size)
 
 
 def generator_config(discriminator: ElectraConfig, size: float) -> ElectraConfig:
@@ -198,47 +214,6 @@ class Parts:
         self.embeddings = self.encoder.get_input_embeddings()
 
 
-# --------------------------------------------------------------------------------------------- LAMB
-
-class Lamb(torch.optim.Optimizer):
-    """LAMB (You et al. 2020): Adam moments, decoupled weight decay, per-tensor trust ratio
-    ||w|| / ||update|| (1 where either norm is 0)."""
-
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.0):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["m"] = torch.zeros_like(p)
-                    state["v"] = torch.zeros_like(p)
-                state["step"] += 1
-                m, v = state["m"], state["v"]
-                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                m_hat = m / (1 - beta1 ** state["step"])
-                v_hat = v / (1 - beta2 ** state["step"])
-                update = m_hat / (v_hat.sqrt() + group["eps"])
-                if group["weight_decay"]:
-                    update = update.add(p, alpha=group["weight_decay"])
-                w_norm, u_norm = p.norm(), update.norm()
-                trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-                p.add_(update, alpha=-group["lr"] * float(trust))
-        return loss
-
-
 # ------------------------------------------------------------------------------------------- module
 
 class PretrainModule(pl.LightningModule):
@@ -246,8 +221,7 @@ class PretrainModule(pl.LightningModule):
                  warmup_ratio: float, total_steps: int, optimizer: str = "adamw",
                  alum: Alum | None = None, seed: int = 0, discriminator_weight: float = 50.0):
         super().__init__()
-        if optimizer not in OPTIMIZERS:
-            raise UnknownNameError("optimizer", optimizer, OPTIMIZERS)
+        self.optimizer_factory = OPTIMIZERS.get(optimizer)
         self.model = model
         self.electra = isinstance(model, Electra)
         if self.electra and alum is not None:
@@ -256,7 +230,7 @@ class PretrainModule(pl.LightningModule):
         self.parts = None if self.electra else Parts(model)
         self.pair_loss = pair_loss and self.parts is not None and self.parts.pair_head is not None
         self.lr, self.weight_decay, self.warmup_ratio = lr, weight_decay, warmup_ratio
-        self.total_steps, self.optimizer_name, self.alum, self.seed = total_steps, optimizer, alum, seed
+        self.total_steps, self.alum, self.seed = total_steps, alum, seed
         self.discriminator_weight = discriminator_weight
         # the objective's loss per micro-batch (this process): MLM for bert/albert, MLM + w x RTD for electra
         self.history: list[float] = []
@@ -347,15 +321,7 @@ class PretrainModule(pl.LightningModule):
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def configure_optimizers(self):
-        if self.optimizer_name == "adamw":
-            return adamw_with_linear_warmup(self.model, self.lr, self.weight_decay, self.warmup_ratio,
-                                            self.total_steps)
-        from transformers import get_linear_schedule_with_warmup
-
-        optimizer = Lamb(parameter_groups(self.model, self.weight_decay), lr=self.lr)
-        scheduler = get_linear_schedule_with_warmup(optimizer, int(self.warmup_ratio * self.total_steps),
-                                                    self.total_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return self.optimizer_factory(self.model, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)
 
 
 def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: Path) -> Path:

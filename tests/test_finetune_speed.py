@@ -15,7 +15,8 @@ from mlflow.tracking import MlflowClient
 from ablations.config import build_config
 from ablations.finetune import run_finetune
 from datamodules.encoders import TaggingEncoder
-from datamodules.finetune_data import BucketBatchSampler, FinetuneDataModule, SortedBatchSampler
+from datamodules.finetune_data import (BucketBatchSampler, FinetuneDataModule, FinetuneDataOptions,
+                                      SortedBatchSampler)
 from datamodules.registry import get_dataset
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
@@ -30,8 +31,9 @@ def datamodule(data_dir: Path, cache_dir: Path | None, *overrides: str, task: st
     cfg = build_config("micro", list(overrides), task=task)
     _, tokenizer = load_encoder(cfg.model, data_dir, 0.1)
     ft = cfg.finetune
-    dm = FinetuneDataModule(get_dataset(task), data_dir, tokenizer, max_length, 16, 32, limit, limit,
-                            tagging=ft.tagging, cache_dir=cache_dir, **kwargs)
+    options = FinetuneDataOptions(max_length=max_length, batch_size=16, eval_batch_size=32, max_train_examples=limit,
+                                  max_eval_examples=limit, tagging=ft.tagging, **kwargs)
+    dm = FinetuneDataModule(get_dataset(task), data_dir, tokenizer, options, cache_dir=cache_dir)
     dm.setup()
     return dm
 
@@ -188,8 +190,9 @@ def dev_f1(data_dir: Path, cache: Path, seed: int, bucketing: bool) -> float:
     cfg = build_config("micro", ["finetune.lr=2e-3"], task="bc5-chem")
     pl.seed_everything(seed, verbose=False)
     encoder, tokenizer = load_encoder(cfg.model, data_dir, 0.1)
-    dm = FinetuneDataModule(get_dataset("bc5-chem"), data_dir, tokenizer, 64, 16, 128, 1000, 400,
-                            cache_dir=cache, bucketing=bucketing, seed=seed)
+    options = FinetuneDataOptions(max_length=64, batch_size=16, eval_batch_size=128, max_train_examples=1000,
+                                  max_eval_examples=400, bucketing=bucketing, seed=seed)
+    dm = FinetuneDataModule(get_dataset("bc5-chem"), data_dir, tokenizer, options, cache_dir=cache)
     module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, 64), 2e-3, 0.01, 0.1)
     trainer = pl.Trainer(max_epochs=3, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
