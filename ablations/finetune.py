@@ -28,7 +28,8 @@ from ablations.variants import check_variants
 from core.errors import ConfigError, MissingDataError
 from datamodules.custom import register_from_yaml
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
-from datamodules.registry import DatasetSpec, get_dataset
+from datamodules.registry import get_dataset
+from datamodules.spec import DatasetSpec
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head

@@ -59,7 +59,7 @@ class PretrainIdentity(NamedTuple):
     model_dir: Path  # where the finished run's model is exported
 
 
-def _check(cfg: DictConfig) -> None:
+def check_config(cfg: DictConfig) -> None:
     p = cfg.pretrain
     parse_corpus(p.corpus)
     check_masking(p.masking, p.mask_schedule)
@@ -196,14 +196,14 @@ def identify(cfg: DictConfig) -> PretrainIdentity | None:
     """What `run_pretrain(cfg)` would compute or reuse, without running anything, computed as
     run_pretrain does. None while it cannot be known: a `train:SIZE` vocabulary that is not trained yet
     (the run trains it)."""
-    _check(cfg)
+    check_config(cfg)
     inputs = resolve_inputs(cfg, train_vocab=False)
     return None if inputs is None else inputs.identity
 
 
 def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
     """Run (or reuse, or resume) one pretraining run and export its model."""
-    _check(cfg)
+    check_config(cfg)
     inputs = resolve_inputs(cfg)
     run_fp, model_dir = inputs.identity
     run = TrackedRun.open(cfg, run_fp, force)

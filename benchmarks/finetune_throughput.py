@@ -106,7 +106,7 @@ def build_baseline(task: str, dm, encoder, batch_size: int, device: torch.device
     from transformers import (BertConfig, BertForSequenceClassification, BertForTokenClassification,
                               Trainer, TrainingArguments, default_data_collator)
 
-    token_task = dm.encoder.head == "token"
+    token_task = dm.encoder.output_kind == "token"
     c = encoder.config
     config = BertConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
                         num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,

@@ -54,12 +54,6 @@ class TaskEncoder(ABC):
         self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
 
     @property
-    def head(self) -> str:
-        """The old name of `output_kind`, still read by datamodules/finetune_data.py and
-        benchmarks/finetune_throughput.py; delete once they read `output_kind`."""
-        return self.output_kind
-
-    @property
     @abstractmethod
     def num_labels(self) -> int:
         """Width of the model's output layer."""

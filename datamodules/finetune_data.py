@@ -42,7 +42,7 @@ from datamodules.encoders import IGNORE_INDEX, Features, TaskEncoder, make_encod
 from core.errors import BioablateError
 from core.fingerprints import hash_files
 from datamodules.instances import Instance
-from datamodules.registry import SPLITS, DatasetSpec
+from datamodules.spec import SPLITS, DatasetSpec
 
 log = logging.getLogger("bioablate")
 
@@ -313,7 +313,7 @@ class FinetuneDataModule(pl.LightningDataModule):
         if self.instances:
             return
         splits = self.spec.read(self.data_dir)
-        token_labels = self.encoder.head == "token"
+        token_labels = self.encoder.output_kind == "token"
         tokenizer_fp = tokenizer_fingerprint(self.tokenizer) if self.cache_dir is not None else ""
         for split in SPLITS:
             if not splits.get(split):

@@ -13,9 +13,7 @@ from core.errors import MissingDataError
 from core.registry import Registry
 from datamodules.blurb import BLURB_DATASETS
 from datamodules.metrics import METRICS
-# SPLITS and DatasetSpec are defined in spec.py; datamodules/finetune_data.py and ablations/finetune.py
-# still import them from here.
-from datamodules.spec import SPLITS, TASK_TYPES, DatasetSpec  # noqa: F401
+from datamodules.spec import TASK_TYPES, DatasetSpec
 
 DATASETS: Registry[DatasetSpec] = Registry("task")
 

@@ -18,9 +18,10 @@ from omegaconf.errors import OmegaConfBaseException
 from ablations import results
 from ablations.config import (RunConfig, merge_layer, parse_overrides, profile_config, resolve_tracking_uri,
                               resolve_work_dir)
+# the MLflow experiment of pretraining runs, the same as `bioablate pretrain`'s
+from ablations.pretrain import EXPERIMENT as PRETRAIN_EXPERIMENT
 from lightning_modules.models import RANDOM_BERT
 
-PRETRAIN_EXPERIMENT = "pretrain"  # MLflow experiment of pretraining runs (as `bioablate pretrain`)
 
 
 def _layer(dotted: dict[str, Any]) -> DictConfig:

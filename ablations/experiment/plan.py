@@ -35,19 +35,17 @@ class RunIdentity(NamedTuple):
 
 def identify(kind: str, cfg: DictConfig) -> Optional[RunIdentity]:
     """The identity `bioablate pretrain` / `bioablate finetune` would give the run of `cfg` (the one place
-    that reads their `identify` tuples). None for a stage whose vocabulary the run itself trains."""
+    that turns their identities into a RunIdentity). None for a stage whose vocabulary the run itself trains."""
     if kind == PRETRAIN:
         from ablations.pretrain import identify as identify_pretrain
 
-        found = identify_pretrain(cfg)
-        if found is None:
+        stage = identify_pretrain(cfg)
+        if stage is None:
             return None
-        fingerprint, model_dir = found
-        return RunIdentity(PRETRAIN, cfg.experiment_name, fingerprint, model_dir)
+        return RunIdentity(PRETRAIN, cfg.experiment_name, stage.fingerprint, stage.model_dir)
     from ablations.finetune import identify as identify_finetune
 
-    _spec, _data_dir, _data_fingerprint, fingerprint = identify_finetune(cfg)
-    return RunIdentity(FINETUNE, cfg.experiment_name, fingerprint)
+    return RunIdentity(FINETUNE, cfg.experiment_name, identify_finetune(cfg).fingerprint)
 
 
 @dataclass(frozen=True)

@@ -404,7 +404,7 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
 
 def _check_configs(experiment: Experiment) -> None:
     """Build every config once: a bad key or an invalid variant fails here, naming the file."""
-    from ablations.pretrain import _check as check_pretrain  # private there: see ablations/pretrain.py
+    from ablations.pretrain import check_config as check_pretrain
     from ablations.variants import check_variants
     from datamodules.registry import get_dataset
 

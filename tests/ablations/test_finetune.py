@@ -175,7 +175,7 @@ def test_model_directory_counts_by_content_not_by_path(data_dir, tmp_path):
     from transformers import BertConfig, BertModel, BertTokenizer
 
     from ablations.finetune import identify
-    from lightning_modules.models import resolve_vocab
+    from datamodules.vocabs import resolve_vocab
 
     vocab = resolve_vocab("bert-base-uncased", data_dir)
     config = BertConfig(vocab_size=sum(1 for _ in vocab.open()), hidden_size=32, num_hidden_layers=1,
@@ -188,14 +188,14 @@ def test_model_directory_counts_by_content_not_by_path(data_dir, tmp_path):
         return path
 
     def run_fingerprint(model_dir: Path) -> str:
-        return identify(micro_config("biosses", data_dir, tmp_path / "work", f"model.name_or_path={model_dir}"))[3]
+        return identify(micro_config("biosses", data_dir, tmp_path / "work", f"model.name_or_path={model_dir}")).fingerprint
 
     original = save(tmp_path / "a" / "model", seed=0)
     copy = Path(shutil.copytree(original, tmp_path / "b" / "elsewhere"))
     other = save(tmp_path / "c" / "model", seed=1)
     assert run_fingerprint(original) == run_fingerprint(copy)
     assert run_fingerprint(other) != run_fingerprint(original)
-    random = identify(micro_config("biosses", data_dir, tmp_path / "work"))[3]  # random-bert keeps its name
+    random = identify(micro_config("biosses", data_dir, tmp_path / "work")).fingerprint  # random-bert keeps its name
     assert random not in {run_fingerprint(original), run_fingerprint(other)}
 
     # the same for continual pretraining from a model directory
@@ -204,6 +204,6 @@ def test_model_directory_counts_by_content_not_by_path(data_dir, tmp_path):
     def stage_fingerprint(init: Path) -> str:
         cfg = build_config("micro", [f"pretrain.init={init}", "pretrain.vocab=init"], task="pretrain",
                            data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
-        return pretrain.identify(cfg)[0]
+        return pretrain.identify(cfg).fingerprint
 
     assert stage_fingerprint(original) == stage_fingerprint(copy) != stage_fingerprint(other)

@@ -25,7 +25,7 @@ def save_pretrained_bert(path: Path, data_dir: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel, BertTokenizer
 
-    from lightning_modules.models import resolve_vocab
+    from datamodules.vocabs import resolve_vocab
 
     vocab = resolve_vocab("bert-base-uncased", data_dir)
     tokenizer = BertTokenizer(vocab=str(vocab))
