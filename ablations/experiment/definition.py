@@ -23,7 +23,6 @@ from ablations.pretrain import EXPERIMENT as PRETRAIN_EXPERIMENT
 from lightning_modules.models import RANDOM_BERT
 
 
-
 def _layer(dotted: dict[str, Any]) -> DictConfig:
     cfg = OmegaConf.create({})
     for key, value in dotted.items():
