@@ -20,6 +20,7 @@ from ablations.config import REPO_ROOT, build_config
 from ablations.finetune import run_finetune
 from ablations.pretrain import run_pretrain
 from core.errors import ConfigError
+from lightning_modules.models import load_encoder
 from lightning_modules.pretrain import build_model
 
 FAST = ["trainer.progress_bar=false"]
@@ -74,9 +75,18 @@ def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir:
             ["ElectraForPreTraining"]  # the discriminator is what fine-tuning gets
     assert (result.model_dir / "config.json").is_file() and (result.model_dir / "vocab.txt").is_file()
 
-    ft = run_finetune(build_config("micro", FINETUNE, task="gad", data_dir=str(data_dir),
-                                   work_dir=str(work_dir), **{"model.name_or_path": str(result.model_dir)}))
-    assert 0.0 <= ft.test["score"] <= 1.0
+    ft_cfg = build_config("micro", FINETUNE, task="gad", data_dir=str(data_dir), work_dir=str(work_dir),
+                          **{"model.name_or_path": str(result.model_dir)})
+    ft = run_finetune(ft_cfg)
+    ft_run = MlflowClient(ft.tracking_uri).get_run(ft.run_id)
+    assert ft_run.info.status == "FINISHED" and "test/score" in ft_run.data.metrics
+    # fine-tuning starts from the pretrained encoder: every encoder weight it loads is the exported one
+    exported = load_file(result.model_dir / "model.safetensors")
+    encoder, _ = load_encoder(ft_cfg.model, data_dir, 0.0)
+    weights = encoder.state_dict()
+    for name, tensor in weights.items():
+        stored = [key for key in exported if key == name or key.endswith("." + name)]
+        assert len(stored) == 1 and torch.equal(exported[stored[0]], tensor), name
     again = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
     assert again.reused and again.run_id == result.run_id
 
