@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -52,21 +51,16 @@ class Format:
 FORMATS: Registry[Format] = Registry("corpus format")
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(1-based number, line) of a UTF-8 text file, gzipped or not; decoding errors name the line."""
-    n = 0
-    try:
-        with _open_text(path) as f:
-            for n, line in enumerate(f, 1):
-                yield n, line
-    except UnicodeDecodeError as e:
-        raise DataFormatError(path, n + 1, f"not UTF-8 text ({e.reason}); convert the file to UTF-8") from None
+    """(1-based number, line) of a UTF-8 text file, gzipped or not; a decoding error names its line."""
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataFormatError(path, n, f"not UTF-8 text ({e.reason} at byte {e.start} of the line); "
+                                               "convert the file to UTF-8") from None
+            yield n, line
 
 
 def read_lines(path: Path) -> Iterator[Document]:
@@ -97,12 +91,12 @@ def read_medline_xml(path: Path) -> Iterator[Document]:
 
 
 def _fields(path: Path, n: int, row: dict, text: Sequence[str], pmid: str | None) -> tuple[str, str | None]:
-    missing = [k for k in [*text, *([pmid] if pmid else [])] if k not in row]
+    missing = [k for k in text if k not in row]  # a record without the PMID field simply has no PMID
     if missing:
         raise DataFormatError(path, n, f"no field {', '.join(repr(k) for k in missing)} (fields: "
                                        f"{', '.join(map(str, row))}); set the part's `text`/`pmid` keys")
     body = " ".join(str(row[k]).strip() for k in text if row[k] is not None and str(row[k]).strip())
-    value = str(row[pmid]).strip() if pmid and row[pmid] is not None else ""
+    value = str(row[pmid]).strip() if pmid and row.get(pmid) is not None else ""
     return body, value or None
 
 

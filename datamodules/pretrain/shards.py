@@ -43,7 +43,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -313,10 +313,12 @@ DOCS_PER_BATCH = 256
 
 
 def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int,
-                 out_dir: Path, *, workers: int | None = None, docs_per_batch: int = DOCS_PER_BATCH) -> Shards:
+                 out_dir: Path, *, workers: int | None = None, docs_per_batch: int = DOCS_PER_BATCH,
+                 progress: Callable[[dict], None] | None = None) -> Shards:
     """Tokenize and pack `corpus` into `out_dir`, streaming (see the module doc): built in
     ``<out_dir>.tmp``, resumed there after a kill, renamed when done. The result does not depend on
-    `workers` (default: `default_workers()`)."""
+    `workers` (default: `default_workers()`). `progress` is called after each batch is written with the
+    build's state (batches, rows, tokens, stage_rows so far)."""
     out_dir = Path(out_dir)
     if (out_dir / "meta.json").is_file():
         return load_shards(out_dir)
@@ -334,6 +336,8 @@ def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int
         todo = (batch for batch in _document_batches(corpus, docs_per_batch) if batch[0] >= done)
         for arrays in _packed(todo, workers or default_workers(), packer_args):
             writer.append(arrays)
+            if progress is not None:
+                progress(dict(writer.state))
     except BaseException:
         writer.close()
         raise
