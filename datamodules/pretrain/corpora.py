@@ -264,10 +264,12 @@ def split_sentences(text: str) -> list[str]:
     for paragraph in text.split("\n"):
         start = 0
         for match in _SENTENCE_END.finditer(paragraph):
-            before = paragraph[start:match.start()].rsplit(" ", 1)[-1].lstrip("([\"'")
+            end = match.start()
+            space = paragraph.rfind(" ", start, end)  # the word before the end (no copy of the sentence)
+            before = paragraph[space + 1 if space >= 0 else start:end].lstrip("([\"'")
             if _ABBREVIATION.fullmatch(before):
                 continue
-            sentences.append(paragraph[start:match.start() + 1].strip())
+            sentences.append(paragraph[start:end + 1].strip())
             start = match.end()
         tail = paragraph[start:].strip()
         if tail:
@@ -275,9 +277,10 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in sentences if s]
 
 
-def document_hash(text: str) -> int:
-    """64 bits of BLAKE2b over the lower-cased, whitespace-normalised text (exact de-duplication)."""
-    return int.from_bytes(hashlib.blake2b(" ".join(text.lower().split()).encode(), digest_size=8).digest(), "little")
+def words_hash(words: list[str]) -> int:
+    """64 bits of BLAKE2b over a document's words, lower-cased and joined by single spaces (exact
+    de-duplication up to case and whitespace)."""
+    return int.from_bytes(hashlib.blake2b(" ".join(words).lower().encode(), digest_size=8).digest(), "little")
 
 
 class SeenHashes:
@@ -389,7 +392,9 @@ class Corpus:
         own_cap = f.max_words if cap is None else min(cap, f.max_words or cap)
         return _Reader(spec, docs, max(self.min_words, f.min_words, 1), exclude, own_cap)
 
-    def documents(self) -> Iterator[tuple[int, str, list[str]]]:
+    def documents(self, split: bool = True) -> Iterator[tuple[int, str, list[str] | str]]:
+        """(stage, corpus name, sentences) of each kept document; with `split=False` a document that no
+        cap cuts comes as its text, for the caller to split (the shard builder does it in its workers)."""
         stats, seen = CorpusStats(), SeenHashes()
         cap = None if self.max_words is None else max(1, self.max_words // len(self.specs))
         for s, (stage_specs, stage_files) in enumerate(zip(self.specs, self.files)):
@@ -404,24 +409,28 @@ class Corpus:
                 if doc is None:
                     reader.done = True
                     continue
-                words = len(doc.text.split())
+                tokens = doc.text.split()
+                words = len(tokens)
                 if words < reader.min_words:
                     stats.dropped_short += 1
                     continue
                 if reader.exclude and doc.pmid in reader.exclude:
                     stats.dropped_eval_pmid += 1
                     continue
-                if (self.dedup or reader.spec.filters.dedup) and not seen.add(document_hash(doc.text)):
+                if (self.dedup or reader.spec.filters.dedup) and not seen.add(words_hash(tokens)):
                     stats.dropped_duplicate += 1
                     continue
                 limit = min(x for x in (cap and cap - stage_words, reader.cap and reader.cap - reader.words,
                                         words) if x is not None)
-                sentences, n = [], 0
-                for sentence in split_sentences(doc.text):
-                    if n >= limit:
-                        break  # the document crossing a cap is cut at a sentence boundary
-                    sentences.append(sentence)
-                    n += len(sentence.split())
+                if limit >= words:
+                    body, n = split_sentences(doc.text) if split else doc.text, words
+                else:
+                    body, n = [], 0
+                    for sentence in split_sentences(doc.text):
+                        if n >= limit:
+                            break  # the document crossing a cap is cut at a sentence boundary
+                        body.append(sentence)
+                        n += len(sentence.split())
                 reader.words += n
                 stage_words += n
                 if reader.cap is not None and reader.words >= reader.cap:
@@ -429,7 +438,7 @@ class Corpus:
                 stats.documents += 1
                 stats.words += n
                 stats.by_part[reader.spec.name] = stats.by_part.get(reader.spec.name, 0) + 1
-                yield s, reader.spec.name, sentences
+                yield s, reader.spec.name, body
         if stats.documents == 0:
             raise ConfigError(f"pretrain.corpus '{self.name}': no document is left after filtering "
                               f"(min_words={self.min_words}, max_words={self.max_words})")

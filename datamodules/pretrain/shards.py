@@ -48,7 +48,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from core.errors import ConfigError
-from datamodules.pretrain.corpora import Corpus
+from datamodules.pretrain.corpora import Corpus, split_sentences
 from datamodules.pretrain.vocab import fast_tokenizer, file_hash, read_vocab
 
 PAIR_MODES = ("none", "nsp", "sop")
@@ -143,8 +143,9 @@ class Packer:
         self.tokenizer = fast_tokenizer(vocab_path, lowercase)
         self.seq_len, self.pairs, self.seed = seq_len, pairs, seed
 
-    def __call__(self, batch: tuple[int, int, list[list[str]]]) -> dict[str, np.ndarray]:
+    def __call__(self, batch: tuple[int, int, list[list[str] | str]]) -> dict[str, np.ndarray]:
         number, stage, docs = batch
+        docs = [split_sentences(doc) if isinstance(doc, str) else doc for doc in docs]
         encodings = self.tokenizer.encode_batch([s for doc in docs for s in doc], add_special_tokens=False)
         ids = iter([e.ids for e in encodings])
         tokenized = [[next(ids) for _ in doc] for doc in docs]
@@ -187,10 +188,10 @@ def _pack_in_worker(batch):
     return _WORKER_PACKER(batch)
 
 
-def _document_batches(corpus: Corpus, size: int) -> Iterator[tuple[int, int, list[list[str]]]]:
-    """(number, stage, documents as sentences): batches of `size` documents, never across a stage."""
+def _document_batches(corpus: Corpus, size: int) -> Iterator[tuple[int, int, list[list[str] | str]]]:
+    """(number, stage, documents as texts or sentences): batches of `size` documents, never across a stage."""
     number, stage, docs = 0, 0, []
-    for s, _, sentences in corpus.documents():
+    for s, _, sentences in corpus.documents(split=False):  # the workers split sentences
         if docs and (s != stage or len(docs) == size):
             yield number, stage, docs
             number, docs = number + 1, []

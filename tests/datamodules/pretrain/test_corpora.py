@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -19,37 +18,10 @@ from datamodules.pretrain.formats import read_documents
 MEDLINE = "pretrain/pubmed-abstracts/medline16n0902.xml.gz"
 
 
-def write_baseline(data_dir: Path, folder: Path, files: int = 3) -> list[Path]:
-    """The staged MEDLINE file cut into `files` files laid out as the real baseline:
-    pubmed26nNNNN.xml.gz, each a PubmedArticleSet of PubmedArticle/MedlineCitation records."""
-    text = gzip.open(data_dir / MEDLINE, "rt", encoding="utf-8").read()
-    citations = re.findall(r"<MedlineCitation .*?</MedlineCitation>", text, flags=re.S)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i in range(files):
-        body = "".join(f"<PubmedArticle>{c}</PubmedArticle>\n" for c in citations[i::files])
-        path = folder / f"pubmed26n{i + 1:04d}.xml.gz"
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<PubmedArticleSet>\n{body}</PubmedArticleSet>\n')
-        paths.append(path)
-    return paths
-
-
 def write_yaml(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
-
-
-BASELINE_YAML = """\
-name: my-pubmed
-description: the PubMed baseline
-parts:
-  - files: [baseline/pubmed26n*.xml.gz]
-    format: medline-xml
-filters:
-  min_words: 50
-"""
 
 
 def test_builtin_corpora_are_yaml_files_listed_by_name(data_dir: Path):
@@ -61,11 +33,11 @@ def test_builtin_corpora_are_yaml_files_listed_by_name(data_dir: Path):
         load_corpus("pubmed", data_dir / "nowhere")
 
 
-def test_a_baseline_layout_yaml_reads_every_file_and_filters(data_dir: Path, tmp_path: Path):
-    files = write_baseline(data_dir, tmp_path / "baseline")
-    yaml = write_yaml(tmp_path / "my-pubmed.yaml", BASELINE_YAML)  # globs relative to the YAML
+def test_a_baseline_layout_yaml_reads_every_file_and_filters(data_dir: Path, tmp_path: Path, baseline_yaml):
+    yaml = baseline_yaml(3)  # globs relative to the YAML
     corpus = load_corpus(str(yaml), data_dir)
-    assert [p for p, _ in corpus.files[0][0]] == files
+    assert [p.name for p, _ in corpus.files[0][0]] == ["pubmed26n0001.xml.gz", "pubmed26n0002.xml.gz",
+                                                        "pubmed26n0003.xml.gz"]
     single = load_corpus("pubmed", data_dir)  # the same citations, read from the staged file
     staged = [d for d in read_documents(data_dir / MEDLINE, "medline-xml")]
     ours = [sentences for _, name, sentences in corpus.documents()]
@@ -75,7 +47,7 @@ def test_a_baseline_layout_yaml_reads_every_file_and_filters(data_dir: Path, tmp
     # the same YAML anywhere else: its glob is found under the data dir
     (data_dir_copy := tmp_path / "data").mkdir()
     (data_dir_copy / "baseline").symlink_to(tmp_path / "baseline")
-    moved = write_yaml(tmp_path / "elsewhere" / "c.yaml", BASELINE_YAML)
+    moved = write_yaml(tmp_path / "elsewhere" / "c.yaml", yaml.read_text())
     assert load_corpus(str(moved), data_dir_copy).stats.documents == len(ours)
     # mixtures and sequences take YAML paths beside names
     assert parse_corpus(f"general>{yaml}+pmc") == [["general"], [str(yaml), "pmc"]]
@@ -175,12 +147,11 @@ def test_seen_hashes_match_a_set_in_eight_bytes_a_hash():
     assert all((np.diff(run.astype(np.float64)) >= 0).all() and run.dtype == np.uint64 for run in seen.runs)
 
 
-def test_a_baseline_yaml_pretrains_a_micro_model(data_dir: Path, tmp_path: Path):
+def test_a_baseline_yaml_pretrains_a_micro_model(data_dir: Path, tmp_path: Path, baseline_yaml):
     from ablations.config import build_config
     from ablations.pretrain import run_pretrain
 
-    write_baseline(data_dir, tmp_path / "baseline", files=4)
-    yaml = write_yaml(tmp_path / "my-pubmed.yaml", BASELINE_YAML)
+    yaml = baseline_yaml(4)
     cfg = build_config("micro", ["trainer.progress_bar=false", f"pretrain.corpus={yaml}", "pretrain.max_steps=8",
                                  "pretrain.checkpoint_every=4"],
                        task="pretrain", experiment_name="pretrain", data_dir=str(data_dir),
@@ -188,3 +159,12 @@ def test_a_baseline_yaml_pretrains_a_micro_model(data_dir: Path, tmp_path: Path)
     result = run_pretrain(cfg)
     assert (result.model_dir / "config.json").is_file() and len(result.losses) == 8
     assert result.losses[-1] < result.losses[0]
+
+
+def test_cli_lists_the_builtin_corpora(capsys):
+    from ablations.cli import main
+
+    assert main(["list", "corpora"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()[:3]] == ["general", "pmc", "pubmed"]
+    assert "experiments/corpora/pubmed.yaml" in out
