@@ -36,182 +36,31 @@ import hashlib
 import os
 import random
 import re
+from collections import deque
 from dataclasses import dataclass, field
-from glob import glob
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Iterable, Iterator
 
 import numpy as np
-from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from core.errors import ConfigError, MissingDataError, UnknownNameError
+from core.errors import BioablateError, ConfigError
 from core.fingerprints import hash_files
-from core.registry import Registry
-from core.schema import load_yaml, validate
-from datamodules.pretrain.formats import FORMATS, Document, read_documents
+from datamodules.pretrain.corpus_specs import (CORPORA, CorpusSpec, Part, corpus_names, parse_corpus,  # noqa: F401
+                                               read_corpus_yaml, resolve_corpus, spec_files)
+from datamodules.pretrain.formats import Document, read_documents
 
 PRETRAIN_DIR = "pretrain"
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "experiments" / "corpora"
 
-__all__ = ["Document", "Corpus", "CorpusSpec", "CorpusStats", "CORPORA", "load_corpus", "parse_corpus",
-           "resolve_corpus", "corpus_fingerprint", "evaluation_pmids", "split_sentences"]
-
-
-# ------------------------------------------------------------------------------------------- schema
-
-@dataclass
-class PartSchema:
-    files: List[str] = MISSING
-    format: str = MISSING
-    text: List[str] = field(default_factory=list)
-    pmid: Optional[str] = None
-
-
-@dataclass
-class FiltersSchema:
-    min_words: int = 0
-    dedup: bool = False
-    exclude_eval_pmids: bool = False
-    max_words: Optional[int] = None
-
-
-@dataclass
-class CorpusSchema:
-    name: str = MISSING
-    description: str = ""
-    parts: List[Any] = MISSING  # each checked against PartSchema, so errors name parts[i]
-    filters: FiltersSchema = field(default_factory=FiltersSchema)
-
-
-@dataclass(frozen=True)
-class Part:
-    files: tuple[str, ...]
-    format: str
-    text: tuple[str, ...] = ()
-    pmid: str | None = None
-
-
-@dataclass(frozen=True)
-class CorpusSpec:
-    name: str
-    path: Path  # the YAML it was read from
-    parts: tuple[Part, ...]
-    filters: FiltersSchema
-    description: str = ""
-
-
-def _missing(source: str, cfg: DictConfig) -> None:
-    missing = sorted(OmegaConf.missing_keys(cfg))
-    if missing:
-        raise ConfigError(f"{source}: missing key '{missing[0]}' (see docs/pretraining.md, 'Corpora')")
-
-
-def read_corpus_yaml(path: Path | str) -> CorpusSpec:
-    """A corpus YAML, validated: unknown keys, wrong types, unknown formats and format options are one
-    ConfigError naming the file and key."""
-    path = Path(path)
-    raw = load_yaml(path)
-    cfg = validate(path, raw, CorpusSchema)
-    _missing(str(path), cfg)
-    if not isinstance(cfg.parts, ListConfig) or not cfg.parts:
-        raise ConfigError(f"{path}: 'parts' must be a non-empty list of {{files, format}} entries")
-    parts = []
-    for i, entry in enumerate(cfg.parts):
-        where = f"{path}: parts[{i}]"
-        if not isinstance(entry, DictConfig):
-            raise ConfigError(f"{where}: expected a mapping with 'files' and 'format', got {entry!r}")
-        if isinstance(entry.get("files"), str):  # a single glob
-            entry = OmegaConf.merge(entry, {"files": [entry.files]})
-        part = validate(where, entry, PartSchema)
-        _missing(where, part)
-        if part.format not in FORMATS:
-            raise UnknownNameError("corpus format", part.format, FORMATS.names())
-        fmt = FORMATS.get(part.format)
-        if not fmt.fields and (part.text or part.pmid):
-            raise ConfigError(f"{where}: format '{part.format}' has no fields; 'text' and 'pmid' are for jsonl and csv")
-        if not part.files:
-            raise ConfigError(f"{where}: 'files' is empty; give one or more globs")
-        parts.append(Part(tuple(part.files), part.format, tuple(part.text), part.pmid))
-    filters = FiltersSchema(**OmegaConf.to_container(cfg.filters))
-    if filters.min_words < 0 or (filters.max_words is not None and filters.max_words < 1):
-        raise ConfigError(f"{path}: filters.min_words must be >= 0 and filters.max_words >= 1 (or null)")
-    return CorpusSpec(cfg.name, path, tuple(parts), filters, cfg.description)
-
-
-# --------------------------------------------------------------------------------- named corpora
-
-CORPORA: Registry[CorpusSpec] = Registry("corpus")
-
-
-def _register_builtins() -> None:
-    if not len(CORPORA):
-        for path in sorted(BUILTIN_DIR.glob("*.yaml")):
-            spec = read_corpus_yaml(path)
-            CORPORA.register(spec.name, spec)
-
-
-def corpus_names() -> list[str]:
-    _register_builtins()
-    return CORPORA.names()
-
-
-def _looks_like_path(ref: str) -> bool:
-    return ref.endswith((".yaml", ".yml")) or os.sep in ref
-
-
-def resolve_corpus(ref: str) -> CorpusSpec:
-    """A built-in corpus name, or the path of a corpus YAML."""
-    _register_builtins()
-    if ref in CORPORA:
-        return CORPORA.get(ref)
-    if _looks_like_path(ref):
-        if not Path(ref).is_file():
-            raise ConfigError(f"corpus file not found: {ref} (a corpus is a name from `bioablate list corpora` "
-                              "or the path of a corpus YAML)")
-        return read_corpus_yaml(ref)
-    raise UnknownNameError("corpus", ref, CORPORA.names())
-
-
-def parse_corpus(name: str) -> list[list[str]]:
-    """'general>pubmed+pmc' -> [['general'], ['pubmed', 'pmc']] (stages of mixtures of corpora); every
-    name or YAML path is checked."""
-    stages = [[p.strip() for p in stage.split("+")] for stage in name.split(">")]
-    for stage in stages:
-        for ref in stage:
-            if not ref:
-                raise ConfigError(f"pretrain.corpus '{name}': an empty name around '+' or '>'")
-            resolve_corpus(ref)
-    return stages
-
-
-def part_files(spec: CorpusSpec, index: int, data_dir: Path | None) -> list[Path]:
-    """Files of one part: each glob absolute, or relative to the YAML's folder, else under the data dir."""
-    part, files = spec.parts[index], []
-    for pattern in part.files:
-        bases = [Path("/")] if os.path.isabs(pattern) else [spec.path.parent, *([Path(data_dir)] if data_dir else [])]
-        matched: list[Path] = []
-        for base in bases:
-            matched = sorted(Path(p) for p in glob(str(base / pattern), recursive=True) if os.path.isfile(p))
-            if matched:
-                break
-        if not matched:
-            if spec.path.parent == BUILTIN_DIR:  # staged data: the data dir is what is missing
-                raise MissingDataError(Path(data_dir or "."), {f"corpus {spec.name}": [pattern]})
-            looked = " or ".join(str(b) for b in bases)
-            raise ConfigError(f"{spec.path}: parts[{index}] glob '{pattern}' matches no file (looked under "
-                              f"{looked}); fix the glob or point --data-dir / BIOABLATE_DATA at the data")
-        files += matched
-    return files
-
-
-def spec_files(spec: CorpusSpec, data_dir: Path | None) -> list[tuple[Path, Part]]:
-    return [(path, part) for i, part in enumerate(spec.parts) for path in part_files(spec, i, data_dir)]
+__all__ = ["Document", "Corpus", "CorpusSpec", "CorpusStats", "CORPORA", "corpus_names", "load_corpus",
+           "parse_corpus", "read_corpus_yaml", "resolve_corpus", "corpus_fingerprint", "evaluation_pmids",
+           "split_sentences"]
 
 
 def files_fingerprint(paths, seed: bytes = b"") -> str:
     """Content hash of the given files plus the readers' and this module's source (a changed reader = a
     new corpus)."""
-    code = Path(__file__).read_bytes() + Path(read_documents.__code__.co_filename).read_bytes()
+    code = b"".join(Path(m).read_bytes() for m in (__file__, read_documents.__code__.co_filename,
+                                                      read_corpus_yaml.__code__.co_filename))
     return hash_files(paths, seed=code + seed)
 
 
@@ -327,12 +176,58 @@ class CorpusStats:
     by_part: dict[str, int] = field(default_factory=dict)  # documents kept per corpus name
 
 
+Record = tuple  # (text, pmid or None, words, de-duplication hash) of one document
+
+
+def _records(files: Iterable[tuple[Path, Part]]) -> Iterator[Record]:
+    for path, part in files:
+        for doc in read_documents(path, part.format, part.text, part.pmid):
+            words = doc.text.split()
+            yield doc.text, doc.pmid, len(words), words_hash(words)
+
+
+@dataclass
+class _Failure:
+    """A user error raised in a pool worker, carried back whole (its class and one-line message)."""
+
+    kind: type
+    message: str
+
+    def error(self) -> BioablateError:
+        error = self.kind.__new__(self.kind)
+        Exception.__init__(error, self.message)
+        return error
+
+
+def file_records(path: Path, part: Part) -> list[Record] | _Failure:
+    """One file's records, read in a pool worker (parsing is as costly as tokenizing for MEDLINE XML)."""
+    try:
+        return list(_records([(path, part)]))
+    except BioablateError as e:
+        return _Failure(type(e), str(e))
+
+
+def _pooled_records(pool, files: list[tuple[Path, Part]], ahead: int) -> Iterator[Record]:
+    """Records of `files` in order, read by `pool`, at most `ahead` files in flight."""
+    pending: deque = deque()
+    queue = iter(files)
+    while True:
+        while len(pending) < ahead and (item := next(queue, None)) is not None:
+            pending.append(pool.apply_async(file_records, item))
+        if not pending:
+            return
+        result = pending.popleft().get()
+        if isinstance(result, _Failure):
+            raise result.error()
+        yield from result
+
+
 @dataclass
 class _Reader:
-    """One corpus of a stage: its documents after its own min-words / PMID filters."""
+    """One corpus of a stage: its records, its own filters and cap, and the words it has given."""
 
     spec: CorpusSpec
-    docs: Iterator[Document]
+    records: Iterator[Record]
     min_words: int
     exclude: frozenset[str] | set[str] | None
     cap: int | None
@@ -380,7 +275,7 @@ class Corpus:
         for _, _, sentences in self.documents():
             yield from sentences
 
-    def _reader(self, spec: CorpusSpec, files: list, cap: int | None) -> _Reader:
+    def _reader(self, spec: CorpusSpec, files: list, cap: int | None, pool, ahead: int) -> _Reader:
         f = spec.filters
         exclude = self.exclude_pmids
         if f.exclude_eval_pmids and self.data_dir is not None:
@@ -388,45 +283,46 @@ class Corpus:
         if cap is not None:  # a capped corpus samples its files
             files = list(files)
             random.Random(self.seed).shuffle(files)
-        docs = (doc for path, part in files for doc in read_documents(path, part.format, part.text, part.pmid))
+        records = _records(files) if pool is None else _pooled_records(pool, files, ahead)
         own_cap = f.max_words if cap is None else min(cap, f.max_words or cap)
-        return _Reader(spec, docs, max(self.min_words, f.min_words, 1), exclude, own_cap)
+        return _Reader(spec, records, max(self.min_words, f.min_words, 1), exclude, own_cap)
 
-    def documents(self, split: bool = True) -> Iterator[tuple[int, str, list[str] | str]]:
+    def documents(self, split: bool = True, pool=None, ahead: int = 2) -> Iterator[tuple[int, str, list[str] | str]]:
         """(stage, corpus name, sentences) of each kept document; with `split=False` a document that no
-        cap cuts comes as its text, for the caller to split (the shard builder does it in its workers)."""
+        cap cuts comes as its text, for the caller to split (the shard builder does it in its workers).
+        With a multiprocessing `pool`, files are read and parsed there, `ahead` files at a time per
+        corpus; the documents and their order are the same."""
         stats, seen = CorpusStats(), SeenHashes()
         cap = None if self.max_words is None else max(1, self.max_words // len(self.specs))
         for s, (stage_specs, stage_files) in enumerate(zip(self.specs, self.files)):
-            readers = [self._reader(spec, files, cap) for spec, files in zip(stage_specs, stage_files)]
+            readers = [self._reader(spec, files, cap, pool, ahead) for spec, files in zip(stage_specs, stage_files)]
             stage_words = 0
             while cap is None or stage_words < cap:
                 live = [r for r in readers if not r.done]
                 if not live:
                     break
                 reader = min(live, key=lambda r: r.words)  # the corpus that has given the fewest words
-                doc = next(reader.docs, None)
-                if doc is None:
+                record = next(reader.records, None)
+                if record is None:
                     reader.done = True
                     continue
-                tokens = doc.text.split()
-                words = len(tokens)
+                text, pmid, words, key = record
                 if words < reader.min_words:
                     stats.dropped_short += 1
                     continue
-                if reader.exclude and doc.pmid in reader.exclude:
+                if reader.exclude and pmid in reader.exclude:
                     stats.dropped_eval_pmid += 1
                     continue
-                if (self.dedup or reader.spec.filters.dedup) and not seen.add(words_hash(tokens)):
+                if (self.dedup or reader.spec.filters.dedup) and not seen.add(key):
                     stats.dropped_duplicate += 1
                     continue
                 limit = min(x for x in (cap and cap - stage_words, reader.cap and reader.cap - reader.words,
                                         words) if x is not None)
                 if limit >= words:
-                    body, n = split_sentences(doc.text) if split else doc.text, words
+                    body, n = split_sentences(text) if split else text, words
                 else:
                     body, n = [], 0
-                    for sentence in split_sentences(doc.text):
+                    for sentence in split_sentences(text):
                         if n >= limit:
                             break  # the document crossing a cap is cut at a sentence boundary
                         body.append(sentence)

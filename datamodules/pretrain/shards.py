@@ -41,6 +41,7 @@ import random
 import shutil
 import struct
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -188,10 +189,11 @@ def _pack_in_worker(batch):
     return _WORKER_PACKER(batch)
 
 
-def _document_batches(corpus: Corpus, size: int) -> Iterator[tuple[int, int, list[list[str] | str]]]:
+def _document_batches(corpus: Corpus, size: int, pool, ahead: int
+                      ) -> Iterator[tuple[int, int, list[list[str] | str]]]:
     """(number, stage, documents as texts or sentences): batches of `size` documents, never across a stage."""
     number, stage, docs = 0, 0, []
-    for s, _, sentences in corpus.documents(split=False):  # the workers split sentences
+    for s, _, sentences in corpus.documents(split=False, pool=pool, ahead=ahead):  # workers split sentences
         if docs and (s != stage or len(docs) == size):
             yield number, stage, docs
             number, docs = number + 1, []
@@ -201,12 +203,11 @@ def _document_batches(corpus: Corpus, size: int) -> Iterator[tuple[int, int, lis
         yield number, stage, docs
 
 
-def _packed(batches: Iterable, workers: int, packer_args: tuple) -> Iterator[dict[str, np.ndarray]]:
-    """Packed batches in input order; with `workers` > 1 a process pool packs them, at most two batches
-    a worker in flight (so memory does not grow with the corpus)."""
+@contextmanager
+def _worker_pool(workers: int, packer_args: tuple):
+    """A pool of `workers` processes that read files and pack batches; None (work in this process) for one."""
     if workers <= 1:
-        packer = Packer(*packer_args)
-        yield from map(packer, batches)
+        yield None
         return
     # each worker tokenizes serially: the pool is the parallelism (and a fork after the Rust thread pool
     # started would have `tokenizers` warn and disable it anyway)
@@ -220,13 +221,23 @@ def _packed(batches: Iterable, workers: int, packer_args: tuple) -> Iterator[dic
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = previous
     with pool:
-        pending: deque = deque()
-        for batch in batches:
-            pending.append(pool.apply_async(_pack_in_worker, (batch,)))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().get()
-        while pending:
+        yield pool
+
+
+def _packed(batches: Iterable, pool, workers: int, packer_args: tuple) -> Iterator[dict[str, np.ndarray]]:
+    """Packed batches in input order; with a pool, at most two batches a worker in flight (so memory
+    does not grow with the corpus)."""
+    if pool is None:
+        packer = Packer(*packer_args)
+        yield from map(packer, batches)
+        return
+    pending: deque = deque()
+    for batch in batches:
+        pending.append(pool.apply_async(_pack_in_worker, (batch,)))
+        if len(pending) >= 2 * workers:
             yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
 
 
 # ------------------------------------------------------------------------------------------ writing
@@ -332,13 +343,16 @@ def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int
            "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()}
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     writer = ShardWriter(tmp, key, seq_len, len(corpus.specs))
+    workers = workers or default_workers()
     try:
         done = writer.state["batches"]
-        todo = (batch for batch in _document_batches(corpus, docs_per_batch) if batch[0] >= done)
-        for arrays in _packed(todo, workers or default_workers(), packer_args):
-            writer.append(arrays)
-            if progress is not None:
-                progress(dict(writer.state))
+        with _worker_pool(workers, packer_args) as pool:
+            batches = _document_batches(corpus, docs_per_batch, pool, ahead=max(2, workers // 2))
+            todo = (batch for batch in batches if batch[0] >= done)
+            for arrays in _packed(todo, pool, workers, packer_args):
+                writer.append(arrays)
+                if progress is not None:
+                    progress(dict(writer.state))
     except BaseException:
         writer.close()
         raise

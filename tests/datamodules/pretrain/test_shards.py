@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.errors import DataFormatError
 from datamodules.pretrain.corpora import load_corpus
 from datamodules.pretrain.shards import ARRAYS, build_shards, load_shards
 
@@ -81,3 +82,13 @@ def test_a_killed_build_resumes_from_its_recorded_batches(data_dir: Path, tmp_pa
     assert resumed.meta["sequences"] == total
     same_files(resumed.path, reference.path)
     assert load_shards(out).meta == reference.meta
+
+
+def test_a_malformed_file_read_by_a_worker_is_the_same_one_line_error(data_dir: Path, tmp_path: Path):
+    (tmp_path / "a.jsonl").write_text('{"text": "' + "word " * 200 + '"}\n')
+    (tmp_path / "b.jsonl").write_text('{"text": "fine"}\n{"text": \n')
+    (tmp_path / "c.yaml").write_text("name: c\nparts:\n  - {files: ['*.jsonl'], format: jsonl}\n")
+    for workers in (1, 2):
+        with pytest.raises(DataFormatError, match=rf"^{tmp_path / 'b.jsonl'}:2: not valid JSON"):
+            build_shards(load_corpus(str(tmp_path / "c.yaml"), data_dir), vocab(data_dir), pairs="none",
+                         out_dir=tmp_path / f"s{workers}", workers=workers, **SETTINGS)
