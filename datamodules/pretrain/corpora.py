@@ -47,7 +47,7 @@ from core.errors import BioablateError, ConfigError
 from core.fingerprints import hash_files
 from datamodules.pretrain.corpus_specs import (CORPORA, CorpusSpec, Part, corpus_names, parse_corpus,  # noqa: F401
                                                read_corpus_yaml, resolve_corpus, spec_files)
-from datamodules.pretrain.formats import Document, read_documents
+from datamodules.pretrain.formats import FORMATS, Document, read_documents
 
 PRETRAIN_DIR = "pretrain"
 
@@ -283,15 +283,18 @@ class Corpus:
         if cap is not None:  # a capped corpus samples its files
             files = list(files)
             random.Random(self.seed).shuffle(files)
-        records = _records(files) if pool is None else _pooled_records(pool, files, ahead)
+        # XML is parsed in the pool; line formats are read here, where reading costs less than sending
+        # the text to a worker and back
+        costly = all(FORMATS.get(part.format).costly for _, part in files)
+        records = _pooled_records(pool, files, ahead) if pool is not None and costly else _records(files)
         own_cap = f.max_words if cap is None else min(cap, f.max_words or cap)
         return _Reader(spec, records, max(self.min_words, f.min_words, 1), exclude, own_cap)
 
     def documents(self, split: bool = True, pool=None, ahead: int = 2) -> Iterator[tuple[int, str, list[str] | str]]:
         """(stage, corpus name, sentences) of each kept document; with `split=False` a document that no
         cap cuts comes as its text, for the caller to split (the shard builder does it in its workers).
-        With a multiprocessing `pool`, files are read and parsed there, `ahead` files at a time per
-        corpus; the documents and their order are the same."""
+        With a multiprocessing `pool`, a corpus whose files are all XML is parsed there, `ahead` files at
+        a time; the documents and their order are the same."""
         stats, seen = CorpusStats(), SeenHashes()
         cap = None if self.max_words is None else max(1, self.max_words // len(self.specs))
         for s, (stage_specs, stage_files) in enumerate(zip(self.specs, self.files)):

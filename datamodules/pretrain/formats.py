@@ -45,7 +45,7 @@ class Document:
 class Format:
     reader: Callable[..., Iterable[Document]]
     fields: bool = False  # takes `text` and `pmid` field names
-    text_required: bool = False
+    costly: bool = False  # parsing costs about as much as tokenizing (XML): worth a pool worker's time
 
 
 FORMATS: Registry[Format] = Registry("corpus format")
@@ -255,8 +255,8 @@ def read_book(path: Path) -> Iterator[Document]:
     yield Document(f"book:{path.stem}", "\n".join(p for p in paragraphs if p))
 
 
-FORMATS.register("medline-xml", Format(read_medline_xml))
-FORMATS.register("jats-xml", Format(read_jats_xml))
+FORMATS.register("medline-xml", Format(read_medline_xml, costly=True))
+FORMATS.register("jats-xml", Format(read_jats_xml, costly=True))
 FORMATS.register("lines", Format(read_lines))
 FORMATS.register("text-file", Format(read_text_file))
 FORMATS.register("jsonl", Format(read_jsonl, fields=True))

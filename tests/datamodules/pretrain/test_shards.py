@@ -36,7 +36,7 @@ def same_files(a: Path, b: Path) -> None:
 
 
 @pytest.mark.parametrize("pairs", ["nsp", "none"])
-def test_one_and_two_workers_give_identical_shards(data_dir: Path, tmp_path: Path, pairs: str):
+def test_one_and_two_workers_give_identical_shards(data_dir: Path, tmp_path: Path, pairs: str, baseline_yaml):
     one = build_shards(corpus(data_dir), vocab(data_dir), pairs=pairs, out_dir=tmp_path / "one", workers=1,
                        docs_per_batch=32, **SETTINGS)
     two = build_shards(corpus(data_dir), vocab(data_dir), pairs=pairs, out_dir=tmp_path / "two", workers=2,
@@ -45,6 +45,11 @@ def test_one_and_two_workers_give_identical_shards(data_dir: Path, tmp_path: Pat
     assert isinstance(two.input_ids, np.memmap) and two.input_ids.shape == (len(two), 64)
     assert two.meta["stage_sizes"] == [len(two)] and two.meta["tokens"] == int(two.lengths.sum())
     assert not (tmp_path / "two.tmp").exists()
+    xml = load_corpus(str(baseline_yaml(4)), data_dir)  # all XML: parsed by the pool's workers
+    one = build_shards(xml, vocab(data_dir), pairs=pairs, out_dir=tmp_path / "xml1", workers=1, docs_per_batch=32,
+                       **SETTINGS)
+    same_files(one.path, build_shards(xml, vocab(data_dir), pairs=pairs, out_dir=tmp_path / "xml2", workers=2,
+                                      docs_per_batch=32, **SETTINGS).path)
     if pairs == "nsp":
         assert set(np.unique(two.pair_labels)) == {0, 1}
         types = np.asarray(two.token_type_ids)
@@ -85,10 +90,11 @@ def test_a_killed_build_resumes_from_its_recorded_batches(data_dir: Path, tmp_pa
 
 
 def test_a_malformed_file_read_by_a_worker_is_the_same_one_line_error(data_dir: Path, tmp_path: Path):
-    (tmp_path / "a.jsonl").write_text('{"text": "' + "word " * 200 + '"}\n')
-    (tmp_path / "b.jsonl").write_text('{"text": "fine"}\n{"text": \n')
-    (tmp_path / "c.yaml").write_text("name: c\nparts:\n  - {files: ['*.jsonl'], format: jsonl}\n")
-    for workers in (1, 2):
-        with pytest.raises(DataFormatError, match=rf"^{tmp_path / 'b.jsonl'}:2: not valid JSON"):
+    medline = (data_dir / "pretrain/pubmed-abstracts/medline16n0902.xml.gz").read_bytes()
+    (tmp_path / "a.xml.gz").write_bytes(medline)
+    (tmp_path / "b.xml").write_text("<MedlineCitationSet>\n<MedlineCitation>\n</Medline>\n")
+    (tmp_path / "c.yaml").write_text("name: c\nparts:\n  - {files: ['*.xml*'], format: medline-xml}\n")
+    for workers in (1, 2):  # XML is parsed in the pool: the error comes back from a worker
+        with pytest.raises(DataFormatError, match=rf"^{tmp_path / 'b.xml'}:3: not valid MEDLINE XML"):
             build_shards(load_corpus(str(tmp_path / "c.yaml"), data_dir), vocab(data_dir), pairs="none",
                          out_dir=tmp_path / f"s{workers}", workers=workers, **SETTINGS)
