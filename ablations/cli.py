@@ -3,7 +3,7 @@
     bioablate finetune --task bc5-chem --model random-bert --profile micro [key=value ...]
     bioablate data stats [--task NAME ...]
     bioablate data fetch [--to DIR] [--only NAME ...] [--mirror URL] [--jobs N]
-    bioablate list tasks|models
+    bioablate list tasks|models|variants|corpora
     bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR] [--zero-based]
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     voc = sub.add_parser("vocab", help="vocabulary utilities")
     voc_sub = voc.add_subparsers(dest="vocab_command", required=True, metavar="SUBCOMMAND")
     vt = voc_sub.add_parser("train", help="train a WordPiece vocabulary on a pretraining corpus")
-    vt.add_argument("--corpus", default="pubmed")
+    vt.add_argument("--corpus", default="pubmed", help="a corpus name (`bioablate list corpora`) or YAML path")
     vt.add_argument("--size", type=int, default=30000)
     vt.add_argument("--cased", action="store_true")
     vt.add_argument("--max-words", type=int)
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(vc)
 
     lst = sub.add_parser("list", help="list registered names")
-    lst.add_argument("what", choices=["tasks", "models", "variants"])
+    lst.add_argument("what", choices=["tasks", "models", "variants", "corpora"])
     _add_common(lst)
 
     sw = sub.add_parser(
@@ -247,6 +247,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         from ablations.variants import describe
 
         print(describe())
+    elif args.what == "corpora":
+        from datamodules.pretrain.corpora import corpus_names, resolve_corpus
+
+        for name in corpus_names():
+            spec = resolve_corpus(name)
+            formats = ", ".join(dict.fromkeys(part.format for part in spec.parts))
+            print(f"{name:<10} {spec.description}  [{formats}]  {spec.path}")
+        print("(or the path of a corpus YAML; mixtures a+b, sequences a>b; see docs/pretraining.md)")
     else:
         from lightning_modules.models import known_models
 
@@ -289,8 +297,7 @@ def cmd_vocab_train(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     corpus = load_corpus(args.corpus, data_dir, max_words=args.max_words, min_words=args.min_words,
                          exclude_pmids=evaluation_pmids(data_dir))
-    sentences = (s for stage in corpus.stages for doc in stage for s in doc)
-    path = train_wordpiece(sentences, args.size, not args.cased, Path(args.out))
+    path = train_wordpiece(corpus.sentences(), args.size, not args.cased, Path(args.out))  # one streamed pass
     print(f"{path}: {sum(1 for _ in open(path, encoding='utf-8'))} entries from {corpus.stats.words} words "
           f"of {args.corpus}")
     return 0

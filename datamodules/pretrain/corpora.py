@@ -1,263 +1,78 @@
-"""Pretraining corpora: readers for the staged text (``<data_dir>/pretrain``), filters, named corpora.
+"""Pretraining corpora: defined in YAML, streamed document by document, filtered in bounded memory.
 
-Every reader yields `Document`s (an id, the PMID where the source has one, the text). `load_corpus`
-applies the filters (minimum words, exact de-duplication, BLURB evaluation PMIDs) and a word cap, and
-splits documents into sentences.
+A corpus YAML (the built-in ones are `experiments/corpora/*.yaml`; `bioablate list corpora` shows them):
 
-Corpus names (the `pretrain.corpus` key):
+    name: my-pubmed
+    description: the PubMed baseline
+    parts:                                   # each: file globs and their format (datamodules/pretrain/formats.py)
+      - files: [baseline/pubmed*n*.xml.gz]   # absolute, relative to this YAML, or under the data dir
+        format: medline-xml
+      - files: [extra/*.jsonl]
+        format: jsonl
+        text: [title, abstract]              # jsonl / csv: the fields joined as the document's text
+        pmid: pmid                           # jsonl / csv: the PMID field (for exclude_eval_pmids)
+    filters:                                 # the corpus's own; pretrain.* filters add to them
+      min_words: 0                           # drop documents of fewer words
+      dedup: false                           # drop exact duplicates (64-bit hashes of normalised text)
+      exclude_eval_pmids: false              # drop documents whose PMID is in a BLURB dataset
+      max_words: null                        # keep at most this many words of this corpus
 
-- a part: ``pubmed`` (PubMed abstracts), ``pmc`` (PMC full text), ``general`` (Wikipedia + books +
-  WikiText, the stand-in for Wikipedia + BookCorpus);
-- a mixture: parts joined by ``+`` (``pubmed+pmc``), documents pooled and shuffled together;
-- a sequence for continual pretraining: mixtures joined by ``>`` (``general>pubmed``), trained in order.
+`pretrain.corpus` is a corpus expression over names or YAML paths: one corpus (``pubmed``,
+``my-pubmed.yaml``); a mixture, corpora joined by ``+`` (``pubmed+pmc``), documents interleaved; a
+sequence for continual pretraining, mixtures joined by ``>`` (``general>pubmed``), trained in order.
+
+`load_corpus` returns a `Corpus` that streams: nothing is read until it is iterated, and each pass reads
+the files again, holding one document at a time plus the de-duplication hashes (8 bytes a document).
+Documents come stage by stage; inside a stage the mixture's corpora are interleaved so that each has
+given about as many words as the others (until it runs out), each corpus's files in sorted order (in a
+seeded order under a word cap, so a capped corpus samples its files).
 """
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import functools
-import gzip
 import hashlib
-import json
+import os
 import random
 import re
-import xml.etree.ElementTree as ET
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
+import numpy as np
+
+from core.errors import BioablateError, ConfigError
 from core.fingerprints import hash_files
-from core.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
+from datamodules.pretrain.corpus_specs import (CORPORA, CorpusSpec, Part, corpus_names, parse_corpus,  # noqa: F401
+                                               read_corpus_yaml, resolve_corpus, spec_files)
+from datamodules.pretrain.formats import FORMATS, Document, read_documents
 
 PRETRAIN_DIR = "pretrain"
 
-
-@dataclass(frozen=True)
-class Document:
-    id: str
-    text: str
-    pmid: str | None = None
+__all__ = ["Document", "Corpus", "CorpusSpec", "CorpusStats", "CORPORA", "corpus_names", "load_corpus",
+           "parse_corpus", "read_corpus_yaml", "resolve_corpus", "corpus_fingerprint", "evaluation_pmids",
+           "split_sentences"]
 
 
-# --------------------------------------------------------------------------------------------- readers
-
-def read_lines(path: Path) -> Iterator[Document]:
-    """One document per non-empty line (PubMedAbstract_1MB.txt)."""
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if line.strip():
-                yield Document(f"{path.name}:{i + 1}", line.strip())
+def files_fingerprint(paths, seed: bytes = b"") -> str:
+    """Content hash of the given files plus the readers' and this module's source (a changed reader = a
+    new corpus)."""
+    code = b"".join(Path(m).read_bytes() for m in (__file__, read_documents.__code__.co_filename,
+                                                      read_corpus_yaml.__code__.co_filename))
+    return hash_files(paths, seed=code + seed)
 
 
-def read_medline_xml(path: Path) -> Iterator[Document]:
-    """MEDLINE citation XML (optionally gzipped): title + abstract of each citation with an abstract."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as f:
-            for _, elem in ET.iterparse(f, events=("end",)):
-                if elem.tag != "MedlineCitation":
-                    continue
-                pmid = elem.findtext("PMID")
-                title = "".join(elem.find(".//ArticleTitle").itertext()) if elem.find(".//ArticleTitle") is not None else ""
-                parts = ["".join(a.itertext()) for a in elem.iterfind(".//Abstract/AbstractText")]
-                if parts:
-                    yield Document(f"pmid:{pmid}", " ".join(p.strip() for p in [title, *parts] if p.strip()),
-                                   pmid)
-                elem.clear()
-    except ET.ParseError as e:
-        raise DataFormatError(path, e.position[0], f"not valid MEDLINE XML: {e}") from None
-
-
-def read_csv(path: Path) -> Iterator[Document]:
-    """CSV abstracts: columns PMID/Title/Abstract (processed_data.csv) or medical_abstract."""
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        fields = set(reader.fieldnames or [])
-        if "Abstract" in fields:
-            for i, row in enumerate(reader):
-                text = " ".join(t.strip() for t in (row.get("Title") or "", row["Abstract"] or "") if t.strip())
-                pmid = (row.get("PMID") or "").strip() or None
-                yield Document(f"pmid:{pmid}" if pmid else f"{path.name}:{i + 2}", text, pmid)
-        elif "medical_abstract" in fields:
-            for i, row in enumerate(reader):
-                yield Document(f"{path.name}:{i + 2}", row["medical_abstract"].strip())
-        else:
-            raise DataFormatError(path, 1, f"CSV header {sorted(fields)} has neither an 'Abstract' nor a "
-                                           "'medical_abstract' column")
-
-
-def read_kd_dti_json(path: Path) -> Iterator[Document]:
-    """KD-DTI JSON: PMID -> {title, abstract}."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise DataFormatError(path, e.lineno, f"not valid JSON: {e.msg}") from None
-    for pmid, item in data.items():
-        text = " ".join(t.strip() for t in (item.get("title", ""), item.get("abstract", "")) if t.strip())
-        yield Document(f"pmid:{pmid}", text, str(pmid))
-
-
-def read_text_file(path: Path) -> Iterator[Document]:
-    """A whole plain-text article (CRAFT: <PMID>.txt); paragraphs joined by newlines."""
-    pmid = path.stem if path.stem.isdigit() else None
-    yield Document(f"pmid:{pmid}" if pmid else path.name, path.read_text(encoding="utf-8", errors="replace"),
-                   pmid)
-
-
-_JATS_SKIP = {"ref-list", "table-wrap", "fig", "disp-formula", "inline-formula", "xref", "sub-article",
-              "ack", "supplementary-material", "table"}
-
-
-def _jats_paragraphs(elem: ET.Element, out: list[str]) -> None:
-    tag = elem.tag.rsplit("}", 1)[-1]
-    if tag in _JATS_SKIP:
-        return
-    if tag in ("p", "title", "article-title"):
-        text = " ".join("".join(_jats_text(elem)).split())
-        if text:
-            out.append(text)
-        return
-    for child in elem:
-        _jats_paragraphs(child, out)
-
-
-def _jats_text(elem: ET.Element) -> Iterator[str]:
-    """Text of an element, skipping floats and cross-references' bodies (kept: inline text)."""
-    if elem.text:
-        yield elem.text
-    for child in elem:
-        if child.tag.rsplit("}", 1)[-1] not in _JATS_SKIP - {"xref"}:
-            yield from _jats_text(child)
-        if child.tail:
-            yield child.tail
-
-
-def read_jats_xml(path: Path) -> Iterator[Document]:
-    """JATS (PMC) XML: article title, abstract and body paragraphs; references, figures, tables and
-    decision letters (sub-articles) are left out."""
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as e:
-        raise DataFormatError(path, e.position[0], f"not valid JATS XML: {e}") from None
-    pmid = root.findtext(".//article-meta/article-id[@pub-id-type='pmid']")
-    paragraphs: list[str] = []
-    meta = root.find("./front/article-meta")
-    if meta is not None:
-        for part in (meta.find("./title-group/article-title"), *meta.findall("./abstract")):
-            if part is not None:
-                _jats_paragraphs(part, paragraphs)
-    body = root.find("./body")
-    if body is not None:
-        _jats_paragraphs(body, paragraphs)
-    yield Document(f"pmid:{pmid}" if pmid else path.stem, "\n".join(paragraphs), pmid)
-
-
-_DOC_OPEN = re.compile(r'<doc id="([^"]*)"[^>]*>')
-
-
-def read_wikiextractor(path: Path) -> Iterator[Document]:
-    """WikiExtractor shard: <doc id=.. url=.. title=..> title line, text </doc> blocks."""
-    doc_id, lines = None, []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            opened = _DOC_OPEN.match(line)
-            if opened:
-                doc_id, lines = opened.group(1), []
-            elif line.startswith("</doc>"):
-                if doc_id is None:
-                    raise DataFormatError(path, n, "</doc> without a matching <doc ...>")
-                yield Document(f"wiki:{doc_id}", "\n".join(lines[1:]).strip())  # line 0 is the title
-                doc_id = None
-            elif doc_id is not None:
-                lines.append(line.rstrip("\n"))
-
-
-_WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
-
-
-def read_wikitext(path: Path) -> Iterator[Document]:
-    """WikiText (tokenised, one paragraph a line): a document per ' = Title = ' article."""
-    title, lines = None, []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if _WIKITEXT_TITLE.match(line):
-                if title is not None:
-                    yield Document(f"wikitext:{title}", "\n".join(lines))
-                title, lines = line.strip(" ="), []
-            elif line.strip() and not line.strip().startswith("="):
-                lines.append(line.strip())
-    if title is not None:
-        yield Document(f"wikitext:{title}", "\n".join(lines))
-
-
-def read_book(path: Path) -> Iterator[Document]:
-    """A Project Gutenberg book (hard-wrapped lines): one document, paragraphs unwrapped."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.replace("\r\n", "\n"))]
-    yield Document(f"book:{path.stem}", "\n".join(p for p in paragraphs if p))
-
-
-# ------------------------------------------------------------------------------------------ sources
-
-@dataclass(frozen=True)
-class Source:
-    """Files (a glob under <data_dir>/pretrain) and the reader for each."""
-
-    pattern: str
-    reader: Callable[[Path], Iterable[Document]]
-
-
-PARTS: dict[str, tuple[Source, ...]] = {
-    "pubmed": (
-        Source("pubmed-abstracts/PubMedAbstract_1MB.txt", read_lines),
-        Source("pubmed-abstracts/medline16n0902.xml.gz", read_medline_xml),
-        Source("pubmed-abstracts/processed_data.csv", read_csv),
-        Source("pubmed-abstracts/kd-dti/*.json", read_kd_dti_json),
-        Source("pubmed-abstracts/medical-abstracts-tc/medical_tc_test.csv", read_csv),
-    ),
-    "pmc": (
-        Source("pmc-fulltext/craft-txt/*.txt", read_text_file),
-        Source("pmc-fulltext/elife-xml/*.xml", read_jats_xml),
-    ),
-    "general": (
-        Source("general/wikipedia-2015-wikiextractor/wiki_*", read_wikiextractor),
-        Source("general/gutenberg-nltk/*.txt", read_book),
-        Source("general/wikitext-2/*.txt", read_wikitext),
-    ),
-}
-
-
-def parse_corpus(name: str) -> list[list[str]]:
-    """'general>pubmed+pmc' -> [['general'], ['pubmed', 'pmc']] (stages of mixtures of parts)."""
-    stages = [[p.strip() for p in stage.split("+")] for stage in name.split(">")]
-    for stage in stages:
-        for part in stage:
-            if part not in PARTS:
-                raise UnknownNameError("corpus", part or name, list(PARTS))
-    return stages
-
-
-def corpus_files(part: str, data_dir: Path) -> list[tuple[Path, Source]]:
-    base = Path(data_dir) / PRETRAIN_DIR
-    files, missing = [], []
-    for source in PARTS[part]:
-        matched = sorted(p for p in base.glob(source.pattern) if p.is_file())
-        if not matched:
-            missing.append(f"{PRETRAIN_DIR}/{source.pattern}")
-        files += [(p, source) for p in matched]
-    if missing:
-        raise MissingDataError(Path(data_dir), {f"corpus {part}": missing})
-    return files
-
-
-def files_fingerprint(paths: Iterable[Path]) -> str:
-    """Content hash of the given files plus this module's source (a changed reader = a new corpus)."""
-    return hash_files(paths, seed=Path(__file__).read_bytes())
+def corpus_fingerprint(name: str, data_dir: Path) -> str:
+    """Hash of the expression's corpus definitions (formats, fields, filters) and their files' contents."""
+    paths, definitions = [], []
+    for stage in parse_corpus(name):
+        for ref in stage:
+            spec = resolve_corpus(ref)
+            definitions.append(repr((spec.name, spec.parts, dataclasses.astuple(spec.filters))))
+            paths += [p for p, _ in spec_files(spec, data_dir)]
+    return files_fingerprint(paths, "\n".join(definitions).encode())
 
 
 # ------------------------------------------------------------------------------------------ filters
@@ -288,6 +103,7 @@ def evaluation_pmids(data_dir: Path) -> frozenset[str]:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_ABBREVIATION = re.compile(r"(?:[A-Z]|[A-Z][a-z]{0,2}|al|vs|et|i\.e|e\.g|approx|Fig|Figs|Eq|No|cf)\.")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -297,16 +113,58 @@ def split_sentences(text: str) -> list[str]:
     for paragraph in text.split("\n"):
         start = 0
         for match in _SENTENCE_END.finditer(paragraph):
-            before = paragraph[start:match.start()].rsplit(" ", 1)[-1].lstrip("([\"'")
-            if re.fullmatch(r"(?:[A-Z]|[A-Z][a-z]{0,2}|al|vs|et|i\.e|e\.g|approx|Fig|Figs|Eq|No|cf)\.", before):
+            end = match.start()
+            space = paragraph.rfind(" ", start, end)  # the word before the end (no copy of the sentence)
+            before = paragraph[space + 1 if space >= 0 else start:end].lstrip("([\"'")
+            if _ABBREVIATION.fullmatch(before):
                 continue
-            sentences.append(paragraph[start:match.start() + 1].strip())
+            sentences.append(paragraph[start:end + 1].strip())
             start = match.end()
         tail = paragraph[start:].strip()
         if tail:
             sentences.append(tail)
     return [s for s in sentences if s]
 
+
+def words_hash(words: list[str]) -> int:
+    """64 bits of BLAKE2b over a document's words, lower-cased and joined by single spaces (exact
+    de-duplication up to case and whitespace)."""
+    return int.from_bytes(hashlib.blake2b(" ".join(words).lower().encode(), digest_size=8).digest(), "little")
+
+
+class SeenHashes:
+    """The set of document hashes seen so far, in bounded memory: 8 bytes a document (14M PubMed
+    abstracts: 112 MB) rather than a Python set's ~70. The newest hashes sit in a small set; every
+    `fold_at` of them are sorted into a numpy run, and runs of similar size are merged (as a log-structured
+    merge tree does), so a lookup is one set probe plus a binary search in each of O(log n) runs."""
+
+    def __init__(self, fold_at: int = 1 << 16):
+        self.fold_at, self.recent, self.runs = fold_at, set(), []
+
+    def add(self, h: int) -> bool:
+        """True when `h` is new (and now recorded), False for a duplicate."""
+        if h in self.recent:
+            return False
+        key = np.uint64(h)
+        for run in self.runs:
+            i = run.searchsorted(key)
+            if i < len(run) and run[i] == key:
+                return False
+        self.recent.add(h)
+        if len(self.recent) >= self.fold_at:
+            run = np.fromiter(self.recent, dtype=np.uint64, count=len(self.recent))
+            run.sort()
+            self.recent = set()
+            while self.runs and len(self.runs[-1]) <= 2 * len(run):
+                run = np.sort(np.concatenate([self.runs.pop(), run]), kind="mergesort")
+            self.runs.append(run)
+        return True
+
+    def __len__(self) -> int:
+        return len(self.recent) + sum(len(r) for r in self.runs)
+
+
+# ------------------------------------------------------------------------------------------ corpus
 
 @dataclass
 class CorpusStats:
@@ -315,82 +173,195 @@ class CorpusStats:
     dropped_short: int = 0
     dropped_duplicate: int = 0
     dropped_eval_pmid: int = 0
-    dropped_cap: int = 0
-    by_part: dict[str, int] = field(default_factory=dict)
+    by_part: dict[str, int] = field(default_factory=dict)  # documents kept per corpus name
+
+
+Record = tuple  # (text, pmid or None, words, de-duplication hash) of one document
+
+
+def _records(files: Iterable[tuple[Path, Part]]) -> Iterator[Record]:
+    for path, part in files:
+        for doc in read_documents(path, part.format, part.text, part.pmid):
+            words = doc.text.split()
+            yield doc.text, doc.pmid, len(words), words_hash(words)
 
 
 @dataclass
-class Corpus:
-    """Stages (one for a plain corpus or mixture, several for a sequence) of documents as sentences."""
+class _Failure:
+    """A user error raised in a pool worker, carried back whole (its class and one-line message)."""
 
-    name: str
-    stages: list[list[list[str]]]  # stage -> document -> sentences
-    stats: CorpusStats
+    kind: type
+    message: str
+
+    def error(self) -> BioablateError:
+        error = self.kind.__new__(self.kind)
+        Exception.__init__(error, self.message)
+        return error
+
+
+def file_records(path: Path, part: Part) -> list[Record] | _Failure:
+    """One file's records, read in a pool worker (parsing is as costly as tokenizing for MEDLINE XML)."""
+    try:
+        return list(_records([(path, part)]))
+    except BioablateError as e:
+        return _Failure(type(e), str(e))
+
+
+def _pooled_records(pool, files: list[tuple[Path, Part]], ahead: int) -> Iterator[Record]:
+    """Records of `files` in order, read by `pool`, at most `ahead` files in flight."""
+    pending: deque = deque()
+    queue = iter(files)
+    while True:
+        while len(pending) < ahead and (item := next(queue, None)) is not None:
+            pending.append(pool.apply_async(file_records, item))
+        if not pending:
+            return
+        result = pending.popleft().get()
+        if isinstance(result, _Failure):
+            raise result.error()
+        yield from result
+
+
+@dataclass
+class _Reader:
+    """One corpus of a stage: its records, its own filters and cap, and the words it has given."""
+
+    spec: CorpusSpec
+    records: Iterator[Record]
+    min_words: int
+    exclude: frozenset[str] | set[str] | None
+    cap: int | None
+    words: int = 0
+    done: bool = False
+
+
+class Corpus:
+    """A corpus expression, streamed (see the module doc). `documents()` yields ``(stage, corpus name,
+    sentences)`` of each kept document; `stages[s]` iterates stage s's documents as sentence lists;
+    `stats` holds the counts of the last complete pass (and makes one if there was none)."""
+
+    def __init__(self, name: str, specs: list[list[CorpusSpec]], data_dir: Path | None, *, max_words: int | None,
+                 min_words: int, dedup: bool, exclude_pmids, seed: int):
+        self.name, self.specs, self.data_dir = name, specs, data_dir
+        self.max_words, self.min_words, self.dedup, self.seed = max_words, min_words, dedup, seed
+        self.exclude_pmids = exclude_pmids
+        self._stats: CorpusStats | None = None
+        self.files = [[spec_files(spec, data_dir) for spec in stage] for stage in specs]  # globs checked now
+
+    @property
+    def stats(self) -> CorpusStats:
+        if self._stats is None:
+            for _ in self.documents():
+                pass
+        return self._stats
+
+    @property
+    def stages(self) -> list["StageView"]:
+        return [StageView(self, s) for s in range(len(self.specs))]
+
+    def identity(self) -> dict:
+        """What decides this corpus's documents, cheaply (names, filters, files with size and mtime): the
+        key under which an interrupted shard build may be resumed."""
+        files = [[[str(p), os.stat(p).st_size, os.stat(p).st_mtime_ns] for spec_list in stage for p, _ in spec_list]
+                 for stage in self.files]
+        return {"name": self.name, "definitions": [[repr((s.parts, dataclasses.astuple(s.filters))) for s in stage]
+                                                   for stage in self.specs],
+                "files": files, "max_words": self.max_words, "min_words": self.min_words, "dedup": self.dedup,
+                "exclude_pmids": hashlib.sha256("\n".join(sorted(self.exclude_pmids or ())).encode()).hexdigest(),
+                "seed": self.seed}
+
+    def sentences(self) -> Iterator[str]:
+        """Every sentence of the corpus, in one pass (what a vocabulary is trained on)."""
+        for _, _, sentences in self.documents():
+            yield from sentences
+
+    def _reader(self, spec: CorpusSpec, files: list, cap: int | None, pool, ahead: int) -> _Reader:
+        f = spec.filters
+        exclude = self.exclude_pmids
+        if f.exclude_eval_pmids and self.data_dir is not None:
+            exclude = evaluation_pmids(Path(self.data_dir)) | (exclude or frozenset())
+        if cap is not None:  # a capped corpus samples its files
+            files = list(files)
+            random.Random(self.seed).shuffle(files)
+        # XML is parsed in the pool; line formats are read here, where reading costs less than sending
+        # the text to a worker and back
+        costly = all(FORMATS.get(part.format).costly for _, part in files)
+        records = _pooled_records(pool, files, ahead) if pool is not None and costly else _records(files)
+        own_cap = f.max_words if cap is None else min(cap, f.max_words or cap)
+        return _Reader(spec, records, max(self.min_words, f.min_words, 1), exclude, own_cap)
+
+    def documents(self, split: bool = True, pool=None, ahead: int = 2) -> Iterator[tuple[int, str, list[str] | str]]:
+        """(stage, corpus name, sentences) of each kept document; with `split=False` a document that no
+        cap cuts comes as its text, for the caller to split (the shard builder does it in its workers).
+        With a multiprocessing `pool`, a corpus whose files are all XML is parsed there, `ahead` files at
+        a time; the documents and their order are the same."""
+        stats, seen = CorpusStats(), SeenHashes()
+        cap = None if self.max_words is None else max(1, self.max_words // len(self.specs))
+        for s, (stage_specs, stage_files) in enumerate(zip(self.specs, self.files)):
+            readers = [self._reader(spec, files, cap, pool, ahead) for spec, files in zip(stage_specs, stage_files)]
+            stage_words = 0
+            while cap is None or stage_words < cap:
+                live = [r for r in readers if not r.done]
+                if not live:
+                    break
+                reader = min(live, key=lambda r: r.words)  # the corpus that has given the fewest words
+                record = next(reader.records, None)
+                if record is None:
+                    reader.done = True
+                    continue
+                text, pmid, words, key = record
+                if words < reader.min_words:
+                    stats.dropped_short += 1
+                    continue
+                if reader.exclude and pmid in reader.exclude:
+                    stats.dropped_eval_pmid += 1
+                    continue
+                if (self.dedup or reader.spec.filters.dedup) and not seen.add(key):
+                    stats.dropped_duplicate += 1
+                    continue
+                limit = min(x for x in (cap and cap - stage_words, reader.cap and reader.cap - reader.words,
+                                        words) if x is not None)
+                if limit >= words:
+                    body, n = split_sentences(text) if split else text, words
+                else:
+                    body, n = [], 0
+                    for sentence in split_sentences(text):
+                        if n >= limit:
+                            break  # the document crossing a cap is cut at a sentence boundary
+                        body.append(sentence)
+                        n += len(sentence.split())
+                reader.words += n
+                stage_words += n
+                if reader.cap is not None and reader.words >= reader.cap:
+                    reader.done = True
+                stats.documents += 1
+                stats.words += n
+                stats.by_part[reader.spec.name] = stats.by_part.get(reader.spec.name, 0) + 1
+                yield s, reader.spec.name, body
+        if stats.documents == 0:
+            raise ConfigError(f"pretrain.corpus '{self.name}': no document is left after filtering "
+                              f"(min_words={self.min_words}, max_words={self.max_words})")
+        self._stats = stats
+
+
+class StageView:
+    """Stage `s` of a corpus, iterable (again and again) as documents of sentences."""
+
+    def __init__(self, corpus: Corpus, stage: int):
+        self.corpus, self.stage = corpus, stage
+
+    def __iter__(self) -> Iterator[list[str]]:
+        for s, _, sentences in self.corpus.documents():
+            if s == self.stage:
+                yield sentences
+            elif s > self.stage:
+                return
 
 
 def load_corpus(name: str, data_dir: Path, *, max_words: int | None = None, min_words: int = 0,
                 dedup: bool = True, exclude_pmids: frozenset[str] | set[str] | None = None, seed: int = 0) -> Corpus:
-    """Read, filter, cap and sentence-split a named corpus.
-
-    Within a stage, documents of all its parts are shuffled (seeded) and the stage keeps documents
-    until it holds `max_words / number of stages` words (the document that crosses the cap is cut at a
-    sentence boundary). With a cap, each part's files are read in a seeded order and reading
-    stops once the part has twice the cap in words (so a 20k-word corpus does not read 17M words)."""
-    stages_spec = parse_corpus(name)
-    stats = CorpusStats()
-    seen: set[str] = set()
-    stages = []
-    cap = None if max_words is None else max(1, max_words // len(stages_spec))
-    for stage_parts in stages_spec:
-        docs: list[tuple[str, Document]] = []
-        for part in stage_parts:
-            files = corpus_files(part, data_dir)
-            if cap is not None:  # a capped corpus reads files in a seeded order, only as many as needed
-                random.Random(seed).shuffle(files)
-            part_words = 0
-            for path, source in files:
-                if cap is not None and part_words >= 2 * cap:
-                    break
-                for doc in source.reader(path):
-                    words = len(doc.text.split())
-                    if words < max(min_words, 1):
-                        stats.dropped_short += 1
-                        continue
-                    if exclude_pmids and doc.pmid in exclude_pmids:
-                        stats.dropped_eval_pmid += 1
-                        continue
-                    if dedup:
-                        key = hashlib.md5(" ".join(doc.text.lower().split()).encode()).hexdigest()
-                        if key in seen:
-                            stats.dropped_duplicate += 1
-                            continue
-                        seen.add(key)
-                    docs.append((part, doc))
-                    part_words += words
-        random.Random(seed).shuffle(docs)
-        stage, words_in_stage = [], 0
-        for part, doc in docs:
-            if cap is not None and words_in_stage >= cap:
-                stats.dropped_cap += 1
-                continue
-            sentences, n = [], 0
-            for sentence in split_sentences(doc.text):
-                if cap is not None and words_in_stage + n >= cap:
-                    break  # the document crossing the cap is cut at a sentence boundary
-                sentences.append(sentence)
-                n += len(sentence.split())
-            stage.append(sentences)
-            words_in_stage += n
-            stats.by_part[part] = stats.by_part.get(part, 0) + 1
-        stats.documents += len(stage)
-        stats.words += words_in_stage
-        stages.append(stage)
-    if not any(stages):
-        raise ConfigError(f"pretrain.corpus '{name}': no document is left after filtering "
-                          f"(min_words={min_words}, max_words={max_words})")
-    return Corpus(name, stages, stats)
-
-
-def corpus_fingerprint(name: str, data_dir: Path) -> str:
-    return files_fingerprint(p for stage in parse_corpus(name) for part in stage
-                             for p, _ in corpus_files(part, data_dir))
+    """The corpus expression `name`, ready to stream. The call's filters add to each corpus YAML's own
+    (the stricter wins); `max_words` caps each stage at `max_words / stages` words."""
+    specs = [[resolve_corpus(ref) for ref in stage] for stage in parse_corpus(name)]
+    return Corpus(name, specs, data_dir, max_words=max_words, min_words=min_words, dedup=dedup,
+                  exclude_pmids=exclude_pmids, seed=seed)

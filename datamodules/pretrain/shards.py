@@ -1,13 +1,23 @@
 """Tokenized, packed, memory-mapped pretraining sequences, and the deterministic batch plan over them.
 
-`build_shards` tokenizes a corpus once (the Rust `tokenizers` WordPiece, batched) and packs each
-document's sentences into sequences of exactly `seq_len` slots:
+`build_shards` streams a corpus through WordPiece tokenization (the Rust `tokenizers`, batched) and packs
+each document's sentences into sequences of exactly `seq_len` slots:
 
 - ``pairs="none"``: ``[CLS] sentences ... [SEP]``, as many whole sentences of one document as fit;
 - ``pairs="nsp"``: ``[CLS] A [SEP] B [SEP]``; B follows A in the document, or (50%) comes from another
-  random document (label 1), as in BERT's create_pretraining_data;
+  random document of the same batch of documents (label 1), as in BERT's create_pretraining_data and
+  NVIDIA's LDDL (which samples within a partition);
 - ``pairs="sop"``: the same two consecutive segments, swapped in 50% of sequences (label 1), ALBERT's
   sentence-order prediction.
+
+Streaming and parallel, in memory independent of the corpus size: the main process reads, filters,
+de-duplicates (in order: the first copy is kept) and sentence-splits documents and cuts them into
+batches of `DOCS_PER_BATCH`; a process pool tokenizes and packs batches (a batch's sequences depend only
+on its documents, the seed and its number, never on the worker that ran it); the main process appends
+the results, in batch order, to the arrays and records each batch in ``index.jsonl``. At most two
+batches a worker are in flight. So the shards are byte-identical whatever the number of workers, and a
+killed build started again re-reads the corpus (cheap next to tokenizing) and tokenizes only the
+batches after the last one recorded.
 
 The arrays (``input_ids`` int32, ``token_type_ids``/``word_start`` uint8 [N, seq_len], ``lengths``
 int32, ``pair_labels`` int8, ``stages`` int8 [N]) are .npy files under
@@ -25,15 +35,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import os
 import random
 import shutil
+import struct
+from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from datamodules.pretrain.corpora import Corpus
-from datamodules.pretrain.vocab import fast_tokenizer, read_vocab
+from core.errors import ConfigError
+from datamodules.pretrain.corpora import Corpus, split_sentences
+from datamodules.pretrain.vocab import fast_tokenizer, file_hash, read_vocab
 
 PAIR_MODES = ("none", "nsp", "sop")
 ARRAYS = ("input_ids", "token_type_ids", "word_start", "lengths", "pair_labels", "stages")
@@ -71,33 +88,26 @@ def load_shards(path: Path) -> Shards:
     return Shards(path, meta=json.loads((path / "meta.json").read_text()), **arrays)
 
 
-def _tokenize(corpus: Corpus, vocab_path: Path, lowercase: bool) -> list[list[list[np.ndarray]]]:
-    """stage -> document -> sentence token ids (int32)."""
-    tokenizer = fast_tokenizer(vocab_path, lowercase)
-    flat = [s for stage in corpus.stages for doc in stage for s in doc]
-    encodings = tokenizer.encode_batch(flat, add_special_tokens=False)
-    ids = iter(np.asarray(e.ids, dtype=np.int32) for e in encodings)
-    return [[[next(ids) for _ in doc] for doc in stage] for stage in corpus.stages]
+# ------------------------------------------------------------------------------------------ packing
 
-
-def _pack_plain(doc: list[np.ndarray], body: int) -> list[tuple[list[np.ndarray], list[np.ndarray], int]]:
-    out, chunk, n = [], [], 0
+def _pack_plain(doc: list[list[int]], body: int) -> list[list[int]]:
+    """Whole sentences of one document per sequence; a sentence longer than a sequence is cut."""
+    out, chunk = [], []
     for sentence in doc:
-        for start in range(0, max(len(sentence), 1), body):  # a sentence longer than a sequence is cut
+        for start in range(0, max(len(sentence), 1), body):
             piece = sentence[start:start + body]
-            if n + len(piece) > body and chunk:
-                out.append((chunk, [], 0))
-                chunk, n = [], 0
-            chunk.append(piece)
-            n += len(piece)
-    if chunk and n:
-        out.append((chunk, [], 0))
+            if len(chunk) + len(piece) > body and chunk:
+                out.append(chunk)
+                chunk = []
+            chunk += piece
+    if chunk:
+        out.append(chunk)
     return out
 
 
-def _pack_pairs(stage: list[list[np.ndarray]], d: int, body: int, mode: str, rng: random.Random):
+def _pack_pairs(docs: list[list[list[int]]], d: int, body: int, mode: str, rng: random.Random):
     """BERT's create_instances_from_document: fill a chunk of sentences, split it into A and B."""
-    doc = stage[d]
+    doc = docs[d]
     out, chunk, n = [], [], 0
     for i, sentence in enumerate(doc):
         chunk.append(sentence[:body])
@@ -109,83 +119,251 @@ def _pack_pairs(stage: list[list[np.ndarray]], d: int, body: int, mode: str, rng
             cut = rng.randint(1, len(chunk) - 1)
             a, b = chunk[:cut], chunk[cut:]
             label = 0
-            if mode == "nsp" and len(stage) > 1 and rng.random() < 0.5:
-                other = rng.choice([j for j in range(len(stage)) if j != d]) if len(stage) < 64 else d
+            if mode == "nsp" and len(docs) > 1 and rng.random() < 0.5:
+                other = d
                 while other == d:
-                    other = rng.randrange(len(stage))
-                start = rng.randrange(max(1, len(stage[other])))
-                b = stage[other][start:start + len(b) + 1] or [np.zeros(0, np.int32)]
+                    other = rng.randrange(len(docs))
+                start = rng.randrange(max(1, len(docs[other])))
+                b = docs[other][start:start + len(b) + 1] or [[]]
                 label = 1
             elif mode == "sop" and rng.random() < 0.5:
                 a, b, label = b, a, 1
-            out.append((a, b, label))
+            out.append(([t for s in a for t in s], [t for s in b for t in s], label))
             chunk, n = [], 0
     return out
 
 
+class Packer:
+    """Tokenizes and packs one batch of documents into the rows of every array."""
+
+    def __init__(self, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int):
+        vocab = read_vocab(Path(vocab_path))
+        index = {t: i for i, t in enumerate(vocab)}
+        self.cls, self.sep, self.pad = index["[CLS]"], index["[SEP]"], index["[PAD]"]
+        self.continuation = np.array([t.startswith("##") for t in vocab], dtype=bool)
+        self.tokenizer = fast_tokenizer(vocab_path, lowercase)
+        self.seq_len, self.pairs, self.seed = seq_len, pairs, seed
+
+    def __call__(self, batch: tuple[int, int, list[list[str] | str]]) -> dict[str, np.ndarray]:
+        number, stage, docs = batch
+        docs = [split_sentences(doc) if isinstance(doc, str) else doc for doc in docs]
+        encodings = self.tokenizer.encode_batch([s for doc in docs for s in doc], add_special_tokens=False)
+        ids = iter([e.ids for e in encodings])
+        tokenized = [[next(ids) for _ in doc] for doc in docs]
+        rng = random.Random(f"{self.seed}:{number}")  # a batch's randomness depends on nothing else
+        rows: list[tuple[list[int], int]] = []  # ids, length of the type-0 part
+        labels = []
+        for d, doc in enumerate(tokenized):
+            if self.pairs == "none":
+                for chunk in _pack_plain(doc, self.seq_len - 2):
+                    rows.append(([self.cls, *chunk, self.sep], self.seq_len))
+                    labels.append(0)
+                continue
+            for a, b, label in _pack_pairs(tokenized, d, self.seq_len - 3, self.pairs, rng):
+                while len(a) + len(b) > self.seq_len - 3:  # truncate the longer segment
+                    (a if len(a) > len(b) else b).pop()
+                rows.append(([self.cls, *a, self.sep, *b, self.sep], len(a) + 2))
+                labels.append(label)
+        n = len(rows)
+        input_ids = np.full((n, self.seq_len), self.pad, dtype=np.int32)
+        token_types = np.zeros((n, self.seq_len), dtype=np.uint8)
+        lengths = np.empty(n, dtype=np.int32)
+        for i, (row, first) in enumerate(rows):
+            input_ids[i, :len(row)] = row
+            token_types[i, first:len(row)] = 1
+            lengths[i] = len(row)
+        return {"input_ids": input_ids, "token_type_ids": token_types,
+                "word_start": (~self.continuation[input_ids]).astype(np.uint8), "lengths": lengths,
+                "pair_labels": np.array(labels, dtype=np.int8), "stages": np.full(n, stage, dtype=np.int8)}
+
+
+_WORKER_PACKER: Packer | None = None
+
+
+def _start_worker(*args) -> None:
+    global _WORKER_PACKER
+    _WORKER_PACKER = Packer(*args)
+
+
+def _pack_in_worker(batch):
+    return _WORKER_PACKER(batch)
+
+
+def _document_batches(corpus: Corpus, size: int, pool, ahead: int
+                      ) -> Iterator[tuple[int, int, list[list[str] | str]]]:
+    """(number, stage, documents as texts or sentences): batches of `size` documents, never across a stage."""
+    number, stage, docs = 0, 0, []
+    for s, _, sentences in corpus.documents(split=False, pool=pool, ahead=ahead):  # workers split sentences
+        if docs and (s != stage or len(docs) == size):
+            yield number, stage, docs
+            number, docs = number + 1, []
+        stage = s
+        docs.append(sentences)
+    if docs:
+        yield number, stage, docs
+
+
+@contextmanager
+def _worker_pool(workers: int, packer_args: tuple):
+    """A pool of `workers` processes that read files and pack batches; None (work in this process) for one."""
+    if workers <= 1:
+        yield None
+        return
+    # each worker tokenizes serially: the pool is the parallelism (and a fork after the Rust thread pool
+    # started would have `tokenizers` warn and disable it anyway)
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        pool = multiprocessing.get_context("fork").Pool(workers, _start_worker, packer_args)
+    finally:
+        if previous is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
+    with pool:
+        yield pool
+
+
+def _packed(batches: Iterable, pool, workers: int, packer_args: tuple) -> Iterator[dict[str, np.ndarray]]:
+    """Packed batches in input order; with a pool, at most two batches a worker in flight (so memory
+    does not grow with the corpus)."""
+    if pool is None:
+        packer = Packer(*packer_args)
+        yield from map(packer, batches)
+        return
+    pending: deque = deque()
+    for batch in batches:
+        pending.append(pool.apply_async(_pack_in_worker, (batch,)))
+        if len(pending) >= 2 * workers:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+HEADER_BYTES = 128  # a fixed-size .npy header, rewritten with the final shape when the build ends
+DTYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "word_start": np.uint8, "lengths": np.int32,
+          "pair_labels": np.int8, "stages": np.int8}
+
+
+def _npy_header(dtype, shape: tuple[int, ...]) -> bytes:
+    header = repr({"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+                   "shape": tuple(shape)})
+    body = header.ljust(HEADER_BYTES - 10 - 1) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(body)) + body.encode("latin1")
+
+
+class ShardWriter:
+    """Appends packed batches to the .npy arrays of an unfinished build, recording each in index.jsonl;
+    reopening a folder built under the same key resumes after its last recorded batch."""
+
+    def __init__(self, folder: Path, key: dict, seq_len: int, stages: int):
+        self.folder, self.seq_len = folder, seq_len
+        self.state = {"batches": 0, "rows": 0, "tokens": 0, "stage_rows": [0] * stages}
+        build, index = folder / "build.json", folder / "index.jsonl"
+        if build.is_file() and json.loads(build.read_text()) == key and index.is_file():
+            for line in index.read_text().splitlines():
+                try:
+                    self.state = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by the kill: that batch was not recorded
+                    break
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            build.write_text(json.dumps(key))
+            index.touch()
+        self.files = {}
+        for name, dtype in DTYPES.items():
+            path = folder / f"{name}.npy"
+            f = open(path, "r+b" if path.exists() else "w+b")
+            f.truncate(HEADER_BYTES + self.state["rows"] * self._row_bytes(name))  # drop unrecorded rows
+            f.seek(0)
+            f.write(_npy_header(dtype, self._shape(name, self.state["rows"])))
+            f.seek(0, os.SEEK_END)
+            self.files[name] = f
+        self.index = open(index, "a")
+
+    def _shape(self, name: str, rows: int) -> tuple[int, ...]:
+        return (rows, self.seq_len) if name in ("input_ids", "token_type_ids", "word_start") else (rows,)
+
+    def _row_bytes(self, name: str) -> int:
+        return int(np.prod(self._shape(name, 1))) * np.dtype(DTYPES[name]).itemsize
+
+    def append(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, f in self.files.items():
+            f.write(np.ascontiguousarray(arrays[name], dtype=DTYPES[name]).tobytes())
+            f.flush()  # the rows reach the OS before the index says they exist
+        s = self.state
+        s["batches"] += 1
+        s["rows"] += len(arrays["lengths"])
+        s["tokens"] += int(arrays["lengths"].sum())
+        for stage in np.unique(arrays["stages"]):
+            s["stage_rows"][int(stage)] += int((arrays["stages"] == stage).sum())
+        self.index.write(json.dumps(s) + "\n")
+        self.index.flush()
+
+    def finish(self) -> None:
+        for name, f in self.files.items():
+            f.seek(0)
+            f.write(_npy_header(DTYPES[name], self._shape(name, self.state["rows"])))
+            f.close()
+        self.index.close()
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.index.close()
+
+
+def default_workers() -> int:
+    """Processes that pack shards: $BIOABLATE_SHARD_WORKERS, else every core this process may use."""
+    return int(os.environ.get("BIOABLATE_SHARD_WORKERS") or len(os.sched_getaffinity(0)))
+
+
+DOCS_PER_BATCH = 256
+
+
 def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int,
-                 out_dir: Path) -> Shards:
-    """Tokenize and pack `corpus` into `out_dir` (written to a temporary folder, then renamed)."""
+                 out_dir: Path, *, workers: int | None = None, docs_per_batch: int = DOCS_PER_BATCH,
+                 progress: Callable[[dict], None] | None = None) -> Shards:
+    """Tokenize and pack `corpus` into `out_dir`, streaming (see the module doc): built in
+    ``<out_dir>.tmp``, resumed there after a kill, renamed when done. The result does not depend on
+    `workers` (default: `default_workers()`). `progress` is called after each batch is written with the
+    build's state (batches, rows, tokens, stage_rows so far)."""
+    out_dir = Path(out_dir)
     if (out_dir / "meta.json").is_file():
         return load_shards(out_dir)
-    vocab = read_vocab(Path(vocab_path))
-    index = {t: i for i, t in enumerate(vocab)}
-    cls_id, sep_id, pad_id = index["[CLS]"], index["[SEP]"], index["[PAD]"]
-    continuation = np.array([t.startswith("##") for t in vocab], dtype=bool)
-    rng = random.Random(seed)
-    tokenized = _tokenize(corpus, vocab_path, lowercase)
-
-    rows_ids, rows_types, labels, stages = [], [], [], []
-    for s, stage in enumerate(tokenized):
-        for d, doc in enumerate(stage):
-            if pairs == "none":
-                packed = _pack_plain(doc, seq_len - 2)
-            else:
-                packed = _pack_pairs(stage, d, seq_len - 3, pairs, rng)
-            for a, b, label in packed:
-                a_ids = np.concatenate(a) if a else np.zeros(0, np.int32)
-                if pairs == "none":
-                    ids = np.concatenate([[cls_id], a_ids, [sep_id]])
-                    types = np.zeros(len(ids), np.uint8)
-                else:
-                    b_ids = np.concatenate(b) if b else np.zeros(0, np.int32)
-                    while len(a_ids) + len(b_ids) > seq_len - 3:  # truncate the longer segment
-                        if len(a_ids) > len(b_ids):
-                            a_ids = a_ids[:-1]
-                        else:
-                            b_ids = b_ids[:-1]
-                    ids = np.concatenate([[cls_id], a_ids, [sep_id], b_ids, [sep_id]])
-                    types = np.concatenate([np.zeros(len(a_ids) + 2, np.uint8), np.ones(len(b_ids) + 1, np.uint8)])
-                rows_ids.append(ids.astype(np.int32))
-                rows_types.append(types)
-                labels.append(label)
-                stages.append(s)
-
-    n = len(rows_ids)
+    if pairs not in PAIR_MODES:
+        raise ConfigError(f"pairs '{pairs}': expected one of {', '.join(PAIR_MODES)}")
+    vocab_size = len(read_vocab(Path(vocab_path)))
+    packer_args = (Path(vocab_path), lowercase, seq_len, pairs, seed)
+    key = {"corpus": corpus.identity(), "vocab": file_hash(vocab_path), "lowercase": lowercase,
+           "seq_len": seq_len, "pairs": pairs, "seed": seed, "docs_per_batch": docs_per_batch,
+           "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()}
     tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    input_ids = np.lib.format.open_memmap(tmp / "input_ids.npy", "w+", np.int32, (n, seq_len))
-    token_types = np.lib.format.open_memmap(tmp / "token_type_ids.npy", "w+", np.uint8, (n, seq_len))
-    input_ids[:] = pad_id
-    token_types[:] = 0
-    lengths = np.array([len(r) for r in rows_ids], dtype=np.int32)
-    for i, (ids, types) in enumerate(zip(rows_ids, rows_types)):
-        input_ids[i, :len(ids)] = ids
-        token_types[i, :len(types)] = types
-    word_start = ~continuation[input_ids]
-    np.save(tmp / "word_start.npy", word_start.astype(np.uint8))
-    np.save(tmp / "lengths.npy", lengths)
-    np.save(tmp / "pair_labels.npy", np.array(labels, dtype=np.int8))
-    np.save(tmp / "stages.npy", np.array(stages, dtype=np.int8))
-    input_ids.flush()
-    token_types.flush()
-    del input_ids, token_types
-    stage_sizes = [int(np.sum(np.array(stages) == s)) for s in range(len(tokenized))]
-    meta = {"sequences": n, "seq_len": seq_len, "pairs": pairs, "tokens": int(lengths.sum()),
-            "stage_sizes": stage_sizes, "corpus": corpus.name, "documents": corpus.stats.documents,
-            "words": corpus.stats.words, "vocab_size": len(vocab)}
+    writer = ShardWriter(tmp, key, seq_len, len(corpus.specs))
+    workers = workers or default_workers()
+    try:
+        done = writer.state["batches"]
+        with _worker_pool(workers, packer_args) as pool:
+            batches = _document_batches(corpus, docs_per_batch, pool, ahead=max(2, workers // 2))
+            todo = (batch for batch in batches if batch[0] >= done)
+            for arrays in _packed(todo, pool, workers, packer_args):
+                writer.append(arrays)
+                if progress is not None:
+                    progress(dict(writer.state))
+    except BaseException:
+        writer.close()
+        raise
+    writer.finish()
+    state = writer.state
+    meta = {"sequences": state["rows"], "seq_len": seq_len, "pairs": pairs, "tokens": state["tokens"],
+            "stage_sizes": state["stage_rows"], "corpus": corpus.name, "documents": corpus.stats.documents,
+            "words": corpus.stats.words, "vocab_size": vocab_size}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    (tmp / "index.jsonl").unlink()
+    (tmp / "build.json").unlink()
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return load_shards(out_dir)
