@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--jobs", type=int, default=8, help="parallel downloads (default: 8)")
 
     pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT/ALBERT) into a Hugging Face directory")
-    pt.add_argument("--corpus", help="pubmed | pmc | general | pubmed+pmc | general>pubmed")
+    pt.add_argument("--corpus", help="a corpus name (bioablate list corpora) or a corpus YAML; a+b mixes, "
+                                     "a>b continues (e.g. general>pubmed)")
     pt.add_argument("--vocab", help="staged vocabulary, vocab.txt path, train:SIZE[:cased], or init")
     pt.add_argument("--masking", help="wwm | wordpiece")
     pt.add_argument("--objective", help="bert | albert | electra")
@@ -87,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--num-nodes", type=int)
     pt.add_argument("--strategy", help="Lightning strategy (e.g. ddp)")
     pt.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
+    pt.add_argument("--dry-run", action="store_true",
+                    help="print the corpus size, steps, tokens seen and passes over the corpus; build nothing")
     _add_run_options(pt)
 
     voc = sub.add_parser("vocab", help="vocabulary utilities")
@@ -264,7 +267,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from ablations.config import build_config
-    from ablations.pretrain import EXPERIMENT, run_pretrain
+    from ablations.pretrain import EXPERIMENT, dry_run, run_pretrain
 
     overrides = list(args.overrides)
     if not any(o.startswith("experiment_name=") for o in overrides):
@@ -276,6 +279,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
                           "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
                           "trainer.devices": args.devices, "trainer.num_nodes": args.num_nodes,
                           "trainer.strategy": args.strategy})
+    if args.dry_run:
+        print("\n".join(dry_run(cfg)))
+        return 0
     result = run_pretrain(cfg, force=args.force)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0

@@ -30,6 +30,7 @@ from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, l
 from datamodules.pretrain.datamodule import PretrainData
 from datamodules.pretrain.masking import check_masking
 from datamodules.pretrain.shards import Shards, build_shards, load_shards, shards_fingerprint
+from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
                                         train_wordpiece)
 from lightning_modules.algorithms.alum import Alum
@@ -129,26 +130,53 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
     if not (out_dir / "vocab.txt").is_file():
         if not train:
             return None
-        corpus = _load_corpus(cfg, data_dir)
-        log.info("training a %d-entry WordPiece vocabulary on %s (%d words)", spec.size, p.corpus,
-                 corpus.stats.words)
-        sentences = (s for stage in corpus.stages for doc in stage for s in doc)
-        train_wordpiece(sentences, spec.size, spec.lowercase, out_dir)
+        log.info("training a %d-entry WordPiece vocabulary on %s", spec.size, p.corpus)
+        train_wordpiece(_load_corpus(cfg, data_dir).sentences(), spec.size, spec.lowercase, out_dir)
     return out_dir / "vocab.txt"
 
 
-def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Shards:
+def _shard_settings(cfg: DictConfig) -> dict:
     p = cfg.pretrain
     pairs = "sop" if p.objective == "albert" else ("nsp" if p.nsp and p.objective == "bert" else "none")
-    settings = {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": pairs,
-                "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
-    out_dir = work_dir / "cache" / "shards" / shards_fingerprint(corpus_fp, vocab_path, settings)
+    return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": pairs,
+            "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
+
+
+def _shards_dir(cfg: DictConfig, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Path:
+    return work_dir / "cache" / "shards" / shards_fingerprint(corpus_fp, vocab_path, _shard_settings(cfg))
+
+
+def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Shards:
+    p, settings = cfg.pretrain, _shard_settings(cfg)
+    out_dir = _shards_dir(cfg, work_dir, vocab_path, corpus_fp)
     if (out_dir / "meta.json").is_file():
         return load_shards(out_dir)
-    corpus = _load_corpus(cfg, data_dir)
-    log.info("tokenizing %s: %d documents, %d words -> %s", p.corpus, corpus.stats.documents,
-             corpus.stats.words, out_dir)
-    return build_shards(corpus, vocab_path, settings["lowercase"], p.seq_len, pairs, cfg.seed, out_dir)
+    shards = build_shards(_load_corpus(cfg, data_dir), vocab_path, settings["lowercase"], p.seq_len,
+                          settings["pairs"], cfg.seed, out_dir)
+    log.info("tokenized %s: %d documents, %d words, %d sequences -> %s", p.corpus, shards.meta["documents"],
+             shards.meta["words"], len(shards), out_dir)
+    return shards
+
+
+def dry_run(cfg: DictConfig) -> list[str]:
+    """What `run_pretrain(cfg)` would train on, and how often it would see it, without building or
+    training anything: the corpus size (exact once its shards exist, else estimated from samples), the
+    steps, tokens seen and passes over the corpus, with a warning past ~10 passes."""
+    check_config(cfg)
+    p = cfg.pretrain
+    data_dir, work_dir = resolve_data_dir(cfg.data_dir), resolve_work_dir(cfg)
+    corpus_fp = corpus_fingerprint(p.corpus, data_dir)
+    vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp, train=False)
+    meta = None
+    if vocab_path is not None:
+        meta_file = _shards_dir(cfg, work_dir, vocab_path, corpus_fp) / "meta.json"
+        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
+    devices = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) and cfg.trainer.devices > 0 else 1
+    settings = _shard_settings(cfg)
+    return corpus_summary(_load_corpus(cfg, data_dir), seq_len=p.seq_len, batch_size=p.batch_size,
+                          accumulate=p.accumulate, max_steps=p.max_steps,
+                          world_size=devices * cfg.trainer.num_nodes, pairs=settings["pairs"],
+                          vocab_path=vocab_path, lowercase=settings["lowercase"], shards_meta=meta).lines()
 
 
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:

@@ -121,3 +121,15 @@ def test_user_dataset_yaml_with_unknown_key(capsys, data_dir, tmp_path):
 def test_list(capsys, what, expected):
     code, out, _ = run_cli(capsys, "list", what)
     assert code == 0 and expected in out
+
+
+def test_pretrain_dry_run_prints_the_corpus_and_passes_and_builds_nothing(capsys, data_dir, tmp_path):
+    work = tmp_path / "work"
+    code, out, _ = run_cli(capsys, "pretrain", "--profile", "base", "--dry-run", "--data-dir", str(data_dir),
+                           "--work-dir", str(work), "--corpus", "pubmed")
+    assert code == 0
+    corpus, training, warning = out.strip().splitlines()
+    assert corpus.startswith("corpus pubmed: ") and "words" in corpus and "estimated" in corpus
+    assert "62,500 steps" in training and "passes over the corpus" in training
+    assert warning.startswith("warning: ") and "more than 10" in warning
+    assert not (work / "mlruns.db").exists() and not (work / "cache" / "shards").exists()

@@ -9,6 +9,8 @@ from typing import Callable
 
 import pytest
 
+from datamodules.pretrain.corpora import load_corpus
+
 MEDLINE = "pretrain/pubmed-abstracts/medline16n0902.xml.gz"
 BASELINE_YAML = """\
 name: my-pubmed
@@ -50,3 +52,8 @@ def baseline_yaml(data_dir: Path, tmp_path: Path) -> Callable[[int], Path]:
         write_baseline(data_dir, tmp_path / "baseline", files)
         return write_yaml(tmp_path / "my-pubmed.yaml", BASELINE_YAML)
     return make
+
+
+@pytest.fixture(scope="module")
+def small_pubmed(data_dir):
+    return load_corpus("pubmed", data_dir, max_words=20000, min_words=128, seed=1)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from core.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
-from datamodules.pretrain.corpora import (SeenHashes, corpus_fingerprint, corpus_names, load_corpus, parse_corpus,
-                                          read_corpus_yaml, resolve_corpus)
+from datamodules.pretrain.corpora import (SeenHashes, corpus_fingerprint, corpus_names, evaluation_pmids,
+                                          load_corpus, parse_corpus, read_corpus_yaml, resolve_corpus,
+                                          split_sentences)
 from datamodules.pretrain.formats import read_documents
 
 MEDLINE = "pretrain/pubmed-abstracts/medline16n0902.xml.gz"
@@ -168,3 +169,34 @@ def test_cli_lists_the_builtin_corpora(capsys):
     out = capsys.readouterr().out
     assert [line.split()[0] for line in out.splitlines()[:3]] == ["general", "pmc", "pubmed"]
     assert "experiments/corpora/pubmed.yaml" in out
+
+
+def test_filters_min_words_dedup_and_evaluation_pmids(data_dir: Path):
+    pmids = evaluation_pmids(data_dir)
+    assert "16357751" in pmids and len(pmids) > 5000  # a ChemProt abstract; BC5CDR list included
+    full = load_corpus("pubmed", data_dir, min_words=128, exclude_pmids=pmids)
+    s = full.stats
+    assert s.dropped_short > 0 and s.dropped_duplicate > 0 and s.dropped_eval_pmid > 100  # KD-DTI vs ChemProt
+    kept = [len(" ".join(doc).split()) for doc in full.stages[0]]
+    assert min(kept) >= 128
+    loose = load_corpus("pubmed", data_dir, min_words=0, dedup=False)
+    assert loose.stats.documents == s.documents + s.dropped_short + s.dropped_duplicate + s.dropped_eval_pmid
+
+
+def test_named_corpora_mixtures_sequences_and_caps(data_dir: Path):
+    assert parse_corpus("general>pubmed+pmc") == [["general"], ["pubmed", "pmc"]]
+    with pytest.raises(UnknownNameError, match="unknown corpus 'pubmedd'; known: general, pmc, pubmed"):
+        parse_corpus("pubmedd")
+    for name in ("pubmed", "pmc", "general"):
+        c = load_corpus(name, data_dir, max_words=5000)
+        assert 5000 <= c.stats.words < 5000 + 200 and c.stats.by_part == {name: c.stats.documents}
+    mix = load_corpus("pubmed+pmc", data_dir, max_words=200000)
+    assert set(mix.stats.by_part) == {"pubmed", "pmc"} and len(mix.stages) == 1
+    seq = load_corpus("general>pubmed", data_dir, max_words=20000)
+    assert len(seq.stages) == 2 and set(seq.stats.by_part) == {"general", "pubmed"}
+
+
+def test_sentence_splitter():
+    text = "E. coli grew at 37 C. Growth was measured (Fig. 2). Smith et al. found more! Is it? Yes."
+    assert split_sentences(text) == ["E. coli grew at 37 C. Growth was measured (Fig. 2).",
+                                     "Smith et al. found more!", "Is it?", "Yes."]

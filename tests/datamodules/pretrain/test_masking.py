@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from core.errors import UnknownNameError
-from datamodules.pretrain.masking import MASKING_MODES, SCHEDULES, check_masking, masking_rate, select_positions
+from datamodules.pretrain.masking import (MASKING_MODES, SCHEDULES, check_masking, corrupt, mask_batch,
+                                          masking_rate, select_positions)
+from datamodules.pretrain.shards import build_shards
+from datamodules.pretrain.vocab import resolve_vocab_file
 
 
 def test_known_names():
@@ -25,3 +29,85 @@ def test_unknown_names_list_the_known_ones(call, message):
     with pytest.raises(UnknownNameError) as error:
         call()
     assert str(error.value).startswith(message)
+
+
+@pytest.fixture(scope="module")
+def real_batch(small_pubmed, data_dir, tmp_path_factory):
+    bert = resolve_vocab_file("bert-base-uncased", data_dir)
+    shards = build_shards(small_pubmed, bert, True, 128, "none", 0, tmp_path_factory.mktemp("s") / "x")
+    ids = torch.from_numpy(np.asarray(shards.input_ids, dtype=np.int64))
+    word_start = torch.from_numpy(np.asarray(shards.word_start)).bool()
+    attention = torch.arange(128)[None] < torch.from_numpy(np.asarray(shards.lengths))[:, None]
+    special = (ids < 999) | ~attention  # [PAD], [unused*], [UNK], [CLS], [SEP], [MASK]
+    return ids, word_start, special
+
+
+def _word_index(word_start, special):
+    return torch.cumsum((word_start | special).long(), dim=1)
+
+
+def test_whole_word_masking_never_splits_a_word(real_batch):
+    ids, word_start, special = real_batch
+    g = torch.Generator().manual_seed(0)
+    inputs, labels = mask_batch(ids, word_start, special, 0.15, "wwm", 103, 999, 30522, g)
+    targets = labels != -100
+    words = _word_index(word_start, special)
+    multi_piece = 0
+    for row in range(ids.shape[0]):
+        for w in torch.unique(words[row][targets[row]]):
+            in_word = (words[row] == w) & ~special[row]
+            assert targets[row][in_word].all()  # every piece of a selected word is a target
+            multi_piece += int(in_word.sum() > 1)
+    assert multi_piece > 50  # the property is exercised on words of several pieces
+    rate = targets.sum() / (~special).sum()
+    assert abs(float(rate) - 0.15) < 0.01
+    # 80/10/10 over the targets
+    masked = (inputs == 103) & targets
+    kept = (inputs == ids) & targets
+    assert abs(float(masked.sum() / targets.sum()) - 0.8) < 0.02
+    assert abs(float(kept.sum() / targets.sum()) - 0.1) < 0.02
+    assert (inputs[~targets] == ids[~targets]).all() and (labels[targets] == ids[targets]).all()
+
+
+def test_wordpiece_masking_splits_words_and_hits_the_rate(real_batch):
+    ids, word_start, special = real_batch
+    for rate in (0.05, 0.15, 0.25):
+        selected = select_positions(word_start | special, ~special, rate, "wordpiece",
+                                    torch.Generator().manual_seed(1))
+        assert abs(float(selected.sum() / (~special).sum()) - rate) < 0.01
+        wwm = select_positions(word_start | special, ~special, rate, "wwm", torch.Generator().manual_seed(1))
+        assert abs(float(wwm.sum() / (~special).sum()) - rate) < 0.01
+    words = _word_index(word_start, special)
+    partial = 0
+    for row in range(ids.shape[0]):
+        for w in torch.unique(words[row][selected[row]]):
+            in_word = (words[row] == w) & ~special[row]
+            partial += int(not selected[row][in_word].all())
+    assert partial > 10  # wordpiece masking does split words
+    assert not selected[special].any()
+
+
+def test_masks_are_seeded_and_fresh(real_batch):
+    ids, word_start, special = real_batch
+    a = mask_batch(ids, word_start, special, 0.15, "wwm", 103, 999, 30522, torch.Generator().manual_seed(5))
+    b = mask_batch(ids, word_start, special, 0.15, "wwm", 103, 999, 30522, torch.Generator().manual_seed(5))
+    c = mask_batch(ids, word_start, special, 0.15, "wwm", 103, 999, 30522, torch.Generator().manual_seed(6))
+    assert torch.equal(a[1], b[1]) and not torch.equal(a[1], c[1])
+
+
+def test_masking_rate_schedule():
+    assert [masking_rate(p, "ramp") for p in (0, 0.19, 0.2, 0.5, 0.79, 0.8, 0.99)] == \
+        pytest.approx([0.05, 0.05, 0.10, 0.15, 0.20, 0.25, 0.25])
+    assert masking_rate(0.7, "constant", 0.15) == 0.15
+    with pytest.raises(UnknownNameError, match="unknown mask_schedule 'linear'"):
+        masking_rate(0.1, "linear")
+
+
+def test_corrupt_only_touches_selected_positions():
+    ids = torch.arange(1000, 1000 + 4000).reshape(40, 100)
+    selected = torch.zeros_like(ids, dtype=torch.bool)
+    selected[:, ::3] = True
+    inputs, labels = corrupt(ids, selected, 103, 999, 30522, torch.Generator().manual_seed(0))
+    assert torch.equal(inputs[~selected], ids[~selected]) and (labels[~selected] == -100).all()
+    replaced = selected & (inputs != ids) & (inputs != 103)
+    assert 0.07 < float(replaced.sum() / selected.sum()) < 0.13 and (inputs[replaced] >= 999).all()

@@ -16,7 +16,8 @@ import pytest
 
 from core.errors import DataFormatError
 from datamodules.pretrain.corpora import load_corpus
-from datamodules.pretrain.shards import ARRAYS, build_shards, load_shards
+from datamodules.pretrain.shards import ARRAYS, BatchPlan, build_shards, load_shards
+from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file, train_wordpiece
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = dict(lowercase=True, seq_len=64, seed=0)
@@ -98,3 +99,33 @@ def test_a_malformed_file_read_by_a_worker_is_the_same_one_line_error(data_dir: 
         with pytest.raises(DataFormatError, match=rf"^{tmp_path / 'b.xml'}:3: not valid MEDLINE XML"):
             build_shards(load_corpus(str(tmp_path / "c.yaml"), data_dir), vocab(data_dir), pairs="none",
                          out_dir=tmp_path / f"s{workers}", workers=workers, **SETTINGS)
+
+
+def test_trained_vocabulary_and_tokenized_shards(tmp_path: Path, small_pubmed, data_dir: Path):
+    sentences = [s for doc in small_pubmed.stages[0] for s in doc]
+    vocab_path = train_wordpiece(sentences, 800, True, tmp_path / "vocab")
+    vocab = read_vocab(vocab_path)
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and 700 <= len(vocab) <= 800
+
+    bert = resolve_vocab_file("bert-base-uncased", data_dir)
+    shards = build_shards(small_pubmed, bert, True, 64, "nsp", 0, tmp_path / "shards")
+    assert shards.input_ids.shape == (len(shards), 64) and isinstance(shards.input_ids, np.memmap)
+    tokens = read_vocab(bert)
+    ids = np.asarray(shards.input_ids[0, :shards.lengths[0]])
+    assert tokens[ids[0]] == "[CLS]" and tokens[ids[-1]] == "[SEP]" and (ids == 102).sum() == 2
+    continuation = np.array([t.startswith("##") for t in tokens])
+    assert (shards.word_start.astype(bool) == ~continuation[np.asarray(shards.input_ids)]).all()
+    assert set(np.unique(shards.pair_labels)) == {0, 1}  # NSP: continuations and random segments
+    assert shards.meta["tokens"] == int(shards.lengths.sum()) and shards.lengths.max() <= 64
+    again = build_shards(small_pubmed, bert, True, 64, "nsp", 0, tmp_path / "shards")  # cached
+    assert again.path == shards.path and (tmp_path / "shards" / "meta.json").stat().st_mtime == \
+        (shards.path / "meta.json").stat().st_mtime
+
+
+def test_batch_plan_is_deterministic_and_follows_stages():
+    plan = BatchPlan([10, 30], batch_size=4, total_micro_batches=20, seed=3)
+    first = [plan.indices(m) for m in range(20)]
+    assert all((a == b).all() for a, b in zip(first, [BatchPlan([10, 30], 4, 20, 3).indices(m) for m in range(20)]))
+    flat = np.concatenate(first)
+    assert (flat[:20] < 10).all() and (flat[20:] >= 10).all()  # stage 1 first, then stage 2
+    assert sorted(flat[:10]) == list(range(10))  # one permutation per pass
