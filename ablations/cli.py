@@ -16,7 +16,6 @@ import argparse
 import logging
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from core.console import quiet_libraries
@@ -30,7 +29,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """What every command that trains takes: profile, seed, where things go, --force, overrides."""
     _add_common(parser)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
     parser.add_argument("--profile", default="micro", help="micro | mini | base (default: micro)")
     parser.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     parser.add_argument("--tracking-uri",
@@ -39,12 +41,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="config overrides, e.g. finetune.lr=3e-5 finetune.epochs=5")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bioablate", description="Ablation studies of biomedical language models (BLURB).")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs and warnings")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _finetune_command(sub) -> None:
     ft = sub.add_parser("finetune", help="fine-tune an encoder on one BLURB dataset, logged to MLflow")
     ft.add_argument("--task", help="dataset name, e.g. bc5-chem (see `bioablate list tasks`); required unless "
                                    "a --config file sets `task`")
@@ -52,14 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a YAML layer of config keys, applied after the profile and before key=value "
                          "overrides (repeatable; e.g. the file `bioablate sweep best` writes)")
     ft.add_argument("--model", help="Hugging Face-format directory, or a named model (see `bioablate list models`)")
-    ft.add_argument("--seed", type=int)
-    ft.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
     ft.add_argument("--datasets", action="append", metavar="YAML",
                     help="register a user dataset from YAML (repeatable; see datamodules/custom.py)")
     _add_run_options(ft)
 
-    data = sub.add_parser("data", help="dataset utilities")
-    data_sub = data.add_subparsers(dest="data_command", required=True, metavar="SUBCOMMAND")
+
+def _command_group(sub, name: str, help: str):
+    """A command with subcommands of its own (`bioablate data stats`): their parsers are added to this."""
+    group = sub.add_parser(name, help=help)
+    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="SUBCOMMAND")
+
+
+def _data_command(sub) -> None:
+    data_sub = _command_group(sub, "data", "dataset utilities")
     stats = data_sub.add_parser("stats", help="counts per dataset and split beside the paper's Table 3")
     stats.add_argument("--task", action="append", help="only this dataset (repeatable)")
     stats.add_argument("--tagging", choices=["bio", "bioul", "io"],
@@ -75,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(same <owner>/<repo>/<commit>/<path> layout below it)")
     fetch.add_argument("--jobs", type=int, default=8, help="parallel downloads (default: 8)")
 
-    pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT/ALBERT) into a Hugging Face directory")
+
+def _pretrain_command(sub) -> None:
+    pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT / ALBERT / ELECTRA) into a Hugging Face directory")
     pt.add_argument("--corpus", help="a corpus name (bioablate list corpora) or a corpus YAML; a+b mixes, "
                                      "a>b continues (e.g. general>pubmed)")
     pt.add_argument("--vocab", help="staged vocabulary, vocab.txt path, train:SIZE[:cased], or init")
@@ -83,17 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--objective", help="bert | albert | electra")
     pt.add_argument("--adversarial", action="store_true", default=None, help="ALUM adversarial pretraining")
     pt.add_argument("--init", help="scratch, or a checkpoint (HF directory / named model) to continue from")
-    pt.add_argument("--seed", type=int)
     pt.add_argument("--devices", help="Lightning devices (e.g. 2)")
     pt.add_argument("--num-nodes", type=int)
     pt.add_argument("--strategy", help="Lightning strategy (e.g. ddp)")
-    pt.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
     pt.add_argument("--dry-run", action="store_true",
                     help="print the corpus size, steps, tokens seen and passes over the corpus; build nothing")
     _add_run_options(pt)
 
-    voc = sub.add_parser("vocab", help="vocabulary utilities")
-    voc_sub = voc.add_subparsers(dest="vocab_command", required=True, metavar="SUBCOMMAND")
+
+def _vocab_command(sub) -> None:
+    voc_sub = _command_group(sub, "vocab", "vocabulary utilities")
     vt = voc_sub.add_parser("train", help="train a WordPiece vocabulary on a pretraining corpus")
     vt.add_argument("--corpus", default="pubmed", help="a corpus name (`bioablate list corpora`) or YAML path")
     vt.add_argument("--size", type=int, default=30000)
@@ -112,10 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
     vc.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     _add_common(vc)
 
+
+def _list_command(sub) -> None:
     lst = sub.add_parser("list", help="list registered names")
     lst.add_argument("what", choices=["tasks", "models", "variants", "corpora"])
     _add_common(lst)
 
+
+def _sweep_command(sub) -> None:
     sw = sub.add_parser(
         "sweep", help="Optuna hyperparameter sweep from a YAML (see docs/sweeps.md); `sweep best STUDY` "
                       "exports the best configuration")
@@ -136,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     _add_common(sw)
 
+
+def _run_command(sub) -> None:
     rn = sub.add_parser("run", help="run an experiment YAML (one per paper table): pretraining stages, "
                                     "fine-tuning runs, then its table; finished runs are reused")
     rn.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/quickstart.yaml")
@@ -151,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="config overrides for every run, e.g. finetune.epochs=5")
     _add_common(rn)
 
+
+def _table_command(sub) -> None:
     tb = sub.add_parser("table", help="render an experiment's table from the runs in the tracking store "
                                       "(markdown / LaTeX / CSV and a plot; runs nothing)")
     tb.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/table13_tagging.yaml")
@@ -165,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("overrides", nargs="*", metavar="key=value", help="overrides the experiment ran with")
     _add_common(tb)
 
+
+def _ui_command(sub) -> None:
     ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)")
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
@@ -173,6 +186,22 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--work-dir", help="work directory whose store to show (default: $BIOABLATE_WORK or ./outputs)")
     ui.add_argument("--tracking-uri", help="MLflow store to show (default: sqlite:///<work-dir>/mlruns.db)")
     ui.add_argument("--storage", help="Optuna storage, for the optuna-dashboard hint")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bioablate", description="Ablation studies of biomedical language models (BLURB).")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs and warnings")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _finetune_command(sub)
+    _data_command(sub)
+    _pretrain_command(sub)
+    _vocab_command(sub)
+    _list_command(sub)
+    _sweep_command(sub)
+    _run_command(sub)
+    _table_command(sub)
+    _ui_command(sub)
     return parser
 
 

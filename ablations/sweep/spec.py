@@ -10,6 +10,7 @@ file and the key, raised before any trial starts.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,16 +67,8 @@ class CategoricalSchema:
 
 
 @dataclass
-class IntRangeSchema:
-    type: str = "int"
-    low: Optional[int] = None
-    high: Optional[int] = None
-    step: Optional[int] = None
-    log: bool = False
-
-
-@dataclass
-class FloatRangeSchema:
+class RangeSchema:
+    """An int or float range (`type` says which; an int range's bounds and step are checked to be whole)."""
     type: str = "float"
     low: Optional[float] = None
     high: Optional[float] = None
@@ -85,8 +78,8 @@ class FloatRangeSchema:
 
 DISTRIBUTIONS: Registry[type] = Registry("distribution type")
 DISTRIBUTIONS.register("categorical", CategoricalSchema)
-DISTRIBUTIONS.register("int", IntRangeSchema)
-DISTRIBUTIONS.register("float", FloatRangeSchema)
+DISTRIBUTIONS.register("int", RangeSchema)
+DISTRIBUTIONS.register("float", RangeSchema)
 
 
 @dataclass(frozen=True)
@@ -99,56 +92,42 @@ class Method:
     options: type
 
 
-@dataclass
-class SeedOnly:
-    type: str = ""
-    seed: Optional[int] = None
+_PLAIN = {"int": int, "float": float, "bool": bool, "str": str}
 
 
-@dataclass
-class TPEOptions:
-    type: str = "tpe"
-    seed: Optional[int] = None
-    n_startup_trials: Optional[int] = None
-    n_ei_candidates: Optional[int] = None
-    multivariate: Optional[bool] = None
-    group: Optional[bool] = None
-    constant_liar: Optional[bool] = None
-    consider_endpoints: Optional[bool] = None
+def _plain_type(annotation: Any) -> type | None:
+    """int / float / bool / str for an annotation that is one of them, or Optional of one (Optuna writes
+    them as strings, e.g. "int | None"); None for anything else."""
+    text = getattr(annotation, "__name__", None) or str(annotation)
+    text = text.replace("Optional[", "").replace("typing.", "").rstrip("]")
+    parts = [part.strip() for part in text.split("|") if part.strip() != "None"]
+    return _PLAIN.get(parts[0]) if len(parts) == 1 else None
 
 
-@dataclass
-class MedianOptions:
-    type: str = "median"
-    n_startup_trials: Optional[int] = None
-    n_warmup_steps: Optional[int] = None
-    interval_steps: Optional[int] = None
-    n_min_trials: Optional[int] = None
-
-
-@dataclass
-class HyperbandOptions:
-    type: str = "hyperband"
-    min_resource: Optional[int] = None
-    max_resource: Any = None  # an int, or "auto"
-    reduction_factor: Optional[int] = None
-    bootstrap_count: Optional[int] = None
-
-
-@dataclass
-class NoOptions:
-    type: str = "none"
+def options_schema(name: str, optuna_class: type, given: Sequence[str] = ()) -> type:
+    """The options `optuna_class` takes, read from the installed Optuna's own signature (so the schema
+    never drifts from the library): every keyword parameter but those bioablate passes itself (`given`),
+    typed where Optuna annotates a plain type (int, float, bool, str, or Optional of one), else Any."""
+    fields: list[tuple[str, Any, Any]] = [("type", str, field(default=name))]
+    for param in inspect.signature(optuna_class).parameters.values():
+        if param.name in given or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        plain = _plain_type(param.annotation)
+        fields.append((param.name, Optional[plain] if plain else Any, field(default=None)))
+    return dataclasses.make_dataclass(f"{optuna_class.__name__}Options", fields)
 
 
 SAMPLERS: Registry[Method] = Registry("sampler")
 SAMPLERS.register("grid", Method(lambda spec, **options: optuna.samplers.GridSampler(grid(spec), **options),
-                                 SeedOnly))
-SAMPLERS.register("tpe", Method(lambda spec, **options: optuna.samplers.TPESampler(**options), TPEOptions))
-SAMPLERS.register("random", Method(lambda spec, **options: optuna.samplers.RandomSampler(**options), SeedOnly))
+                                 options_schema("grid", optuna.samplers.GridSampler, given=["search_space"])))
+SAMPLERS.register("tpe", Method(lambda spec, **options: optuna.samplers.TPESampler(**options),
+                                options_schema("tpe", optuna.samplers.TPESampler)))
+SAMPLERS.register("random", Method(lambda spec, **options: optuna.samplers.RandomSampler(**options),
+                                   options_schema("random", optuna.samplers.RandomSampler)))
 PRUNERS: Registry[Method] = Registry("pruner")
-PRUNERS.register("median", Method(optuna.pruners.MedianPruner, MedianOptions))
-PRUNERS.register("hyperband", Method(optuna.pruners.HyperbandPruner, HyperbandOptions))
-PRUNERS.register("none", Method(optuna.pruners.NopPruner, NoOptions))
+for _name, _pruner in (("median", optuna.pruners.MedianPruner), ("hyperband", optuna.pruners.HyperbandPruner),
+                       ("none", optuna.pruners.NopPruner)):
+    PRUNERS.register(_name, Method(_pruner, options_schema(_name, _pruner)))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -239,6 +218,11 @@ def _dimension(key: str, raw: Any, source: Path) -> Dimension:
         if values[name] is None:
             raise ConfigError(f"{source}: missing required key '{where}.{name}'")
     low, high, step, log_scale = values["low"], values["high"], values["step"], values["log"]
+    if kind == "int":
+        for name in ("low", "high", "step"):
+            if values[name] is not None and not float(values[name]).is_integer():
+                raise ConfigError(f"{source}: {where}.{name}: an int range needs a whole number, got {values[name]}")
+        low, high, step = int(low), int(high), None if step is None else int(step)
     if low > high:
         raise ConfigError(f"{source}: {where}: low ({low}) is greater than high ({high})")
     if log_scale and (low <= 0 or step not in (None, 1)):
