@@ -1,9 +1,9 @@
 """The contract between the experiment planner (ablations/experiment/), which knows which runs make up
-each table cell, and the table renderer (ablations/table.py), which turns them into the paper's layout.
+each table cell, and the table renderer (ablations/tables/), which turns them into the paper's layout.
 
 `ablations.experiment.collect(experiment, tracking_uri)` returns one `CellRun` per planned (row, column,
 task, seed) run -- found in the tracking store by fingerprint, or marked missing with the reason -- and
-`ablations.table.render(layout, cell_runs, fmt)` renders them. Neither side needs the other's internals.
+`ablations.tables.render(layout, cell_runs, fmt)` renders them. Neither side needs the other's internals.
 """
 
 from __future__ import annotations
