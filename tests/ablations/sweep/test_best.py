@@ -93,7 +93,7 @@ def test_a_config_layer_with_an_unknown_key_is_one_line_naming_the_file(tmp_path
     code = main(["finetune", "--config", str(layer), "--work-dir", str(tmp_path)])
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, lines
-    assert lines[0].startswith(f"bioablate: error: {layer}: unknown key 'finetune.lrr'") and "'lr'" in lines[0]
+    assert lines[0].startswith(f"bioablate: error: {layer}: unknown config key 'finetune.lrr'") and "'lr'" in lines[0]
 
 
 def test_config_layers_come_after_the_profile_and_before_overrides(tmp_path):
