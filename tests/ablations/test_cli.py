@@ -123,6 +123,7 @@ def test_list(capsys, what, expected):
     assert code == 0 and expected in out
 
 
+@pytest.mark.slow
 def test_pretrain_dry_run_prints_the_corpus_and_passes_and_builds_nothing(capsys, data_dir, tmp_path):
     work = tmp_path / "work"
     code, out, _ = run_cli(capsys, "pretrain", "--profile", "base", "--dry-run", "--data-dir", str(data_dir),

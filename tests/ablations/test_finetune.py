@@ -42,6 +42,7 @@ def micro_config(task: str, data_dir: Path, work_dir: Path, *extra: str, **flags
                         **flags)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", dataset_names())
 def test_micro_finetune_logs_dev_and_test_metrics(task: str, data_dir: Path, work_dir: Path):
     spec = get_dataset(task)
@@ -80,6 +81,7 @@ def test_rerun_reuses_the_finished_run(data_dir: Path, work_dir: Path):
     assert len(runs) == 1
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss(data_dir: Path, work_dir: Path):
     cfg = micro_config("bc5-chem", data_dir, work_dir, "finetune.max_train_examples=256",
                        "finetune.epochs=3", "trainer.log_every_n_steps=1")
@@ -119,6 +121,7 @@ def test_crash_marks_run_failed_keeps_checkpoint_and_rerun_resumes(data_dir, wor
     assert not last.exists()  # a finished run cleans up its checkpoints
 
 
+@pytest.mark.slow
 def test_finetune_from_a_hugging_face_directory_and_named_model(data_dir, work_dir, tmp_path):
     from lightning_modules.models import load_encoder
 
@@ -136,6 +139,7 @@ def test_finetune_from_a_hugging_face_directory_and_named_model(data_dir, work_d
     assert client.get_run(named.run_id).info.status == "FINISHED"
 
 
+@pytest.mark.slow
 def test_a_run_leaves_the_tracking_environment_alone(data_dir, tmp_path, monkeypatch):
     """Two runs in one process with different work directories log to their own stores."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -145,6 +149,7 @@ def test_a_run_leaves_the_tracking_environment_alone(data_dir, tmp_path, monkeyp
     assert first.tracking_uri != second.tracking_uri and not second.reused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["bc5-chem", "hoc"])  # a token task; a (multi-label) sequence task
 def test_adversarial_finetuning_adds_a_positive_alum_term(task, data_dir, tmp_path):
     result = run_finetune(micro_config(task, data_dir, tmp_path, "finetune.adversarial=true", "finetune.epochs=1",

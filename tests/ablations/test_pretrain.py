@@ -60,6 +60,7 @@ def pretrain_config(data_dir: Path, work_dir: Path, *overrides: str):
                         data_dir=str(data_dir), work_dir=str(work_dir))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir: Path, work_dir: Path):
     result = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
@@ -91,6 +92,7 @@ def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir:
     assert again.reused and again.run_id == result.run_id
 
 
+@pytest.mark.slow
 def test_mask_schedule_reaches_25_percent(data_dir: Path, work_dir: Path):
     result = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS["mask-schedule"],
                                           "trainer.log_every_n_steps=1"), force=True)
@@ -130,6 +132,7 @@ def _pretrain_command(data_dir: Path, work: Path, *overrides: str) -> list[str]:
             "trainer.progress_bar=false", *overrides]
 
 
+@pytest.mark.slow
 def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Path, tmp_path: Path):
     # accumulation and two loader workers: the resumed run must re-enter both at the right micro-step
     overrides = ["pretrain.max_steps=20", "pretrain.checkpoint_every=5", "pretrain.accumulate=2",

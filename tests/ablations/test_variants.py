@@ -167,6 +167,7 @@ def test_sequence_head_and_classifier_build_their_layers(data_dir, head, classif
     assert predictions.shape == (len(instances), len(task_encoder.labels))  # multi-label: one bit per label
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head,subtokens", [("crf", "first"), ("bilstm-crf", "all")])
 def test_crf_training_lowers_the_loss(data_dir, work_dir, head, subtokens):
     result, run = finetune(data_dir, work_dir, "ncbi-disease", f"finetune.head={head}",

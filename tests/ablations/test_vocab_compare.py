@@ -17,6 +17,7 @@ def test_table1_splits_match_the_paper(data_dir: Path):
                                "pubmedbert-uncased": "✓"}
 
 
+@pytest.mark.slow
 def test_table8_average_input_lengths(data_dir: Path):
     names = ["bc5-chem", "ncbi-disease", "bc2gm", "biosses", "pubmedqa", "hoc"]
     rows = {r.dataset: r for r in table8("bert-base-uncased", "pubmedbert-uncased", data_dir, names)}

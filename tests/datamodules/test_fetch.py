@@ -178,6 +178,7 @@ def test_manifest_covers_every_file_the_readers_and_vocabularies_use(data_dir):
                 assert DERIVED_DIR in source.packaged_path(entry).parents
 
 
+@pytest.mark.slow
 def test_fetch_from_a_loopback_mirror_gives_the_staged_data_stats(capsys, server, data_dir, tmp_path):
     fetched = tmp_path / "data"
     code, out, err = run_cli(capsys, "data", "fetch", "--mirror", server.url, "--to", str(fetched), "--jobs", "8")

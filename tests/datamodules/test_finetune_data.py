@@ -211,6 +211,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_bucketing_matches_unbucketed_dev_f1_within_seed_noise(data_dir, tmp_path, one_thread):
     seeds = (1, 2, 3)
     bucketed = [dev_f1(data_dir, tmp_path, s, True) for s in seeds]

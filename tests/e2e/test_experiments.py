@@ -60,6 +60,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
 def test_experiment_runs_end_to_end_under_micro_and_renders_its_table(path, shared_work, data_dir, capsys):
     code = main(["run", str(path), "--profile", "micro", "--work-dir", str(shared_work), "--data-dir", str(data_dir)])
@@ -171,6 +172,7 @@ table: {rows: task, columns: model}
     return first, second
 
 
+@pytest.mark.slow
 def test_shared_stage_and_cells_are_computed_once_and_a_rerun_computes_nothing(tmp_path, data_dir):
     first, second = two_experiments(tmp_path)
     load = dict(profile="micro", data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
@@ -190,6 +192,7 @@ def test_shared_stage_and_cells_are_computed_once_and_a_rerun_computes_nothing(t
     assert children == {a.parent_run_id: 2, b.parent_run_id: 1}
 
 
+@pytest.mark.slow
 def test_a_killed_experiment_computes_only_the_missing_runs_when_rerun(tmp_path, data_dir):
     path = write(tmp_path / "killed.yaml", """
 name: killed
@@ -223,6 +226,7 @@ table: {rows: task, columns: model}
     assert len(stored) == 9 and all(r.info.status == "FINISHED" for r in stored)  # the killed run was taken over
 
 
+@pytest.mark.slow
 def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, data_dir, capsys):
     broken = tmp_path / "broken-model"
     broken.mkdir()

@@ -4,6 +4,8 @@ example, each exactly once."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -14,6 +16,8 @@ from mlflow.tracking import MlflowClient
 
 from datamodules.finetune_data import subsample
 from datamodules.registry import get_dataset
+
+pytestmark = [pytest.mark.slow, pytest.mark.ddp]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EVAL = 45  # dev and test examples: odd, so two ranks get uneven shares (a padding sampler would repeat one)

@@ -18,6 +18,8 @@ from ablations.results import FINISHED
 from ablations.runner import run_experiment
 from ablations.tables import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, find_table_run, render_experiment
 
+pytestmark = [pytest.mark.slow]
+
 NOTEBOOK = REPO_ROOT / "notebooks" / "ablation_report.ipynb"
 EXPERIMENT = """
 name: {name}

@@ -3,12 +3,16 @@ command: rank 0 alone owns the MLflow run and exports the model; the loss falls.
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.ddp]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

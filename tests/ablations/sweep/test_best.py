@@ -23,6 +23,8 @@ from omegaconf import OmegaConf
 from ablations.cli import main
 from ablations.config import REPO_ROOT, build_config, flatten
 
+pytestmark = [pytest.mark.slow]
+
 MICRO = REPO_ROOT / "experiments" / "sweeps" / "micro.yaml"
 
 

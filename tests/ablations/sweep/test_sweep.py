@@ -78,6 +78,7 @@ def free_port() -> int:
 # ---- several workers on PostgreSQL ----
 
 
+@pytest.mark.slow
 def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(postgres_url, data_dir, tmp_path):
     spec = load_sweep(MICRO, study=unique("two-workers"))  # the 4-point grid: n_trials = 4
     summary = run_sweep(spec, postgres_url, workers=2, paths=SweepPaths(str(data_dir), str(tmp_path)))
@@ -100,6 +101,7 @@ def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(post
     assert f"of study '{spec.study}'" in done.stdout and (tmp_path / "sweeps" / f"{spec.study}.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_a_rerun_retries(postgres_url, data_dir,
                                                                               tmp_path):
     study = unique("killed")
@@ -151,6 +153,7 @@ def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_a_rerun_retries(po
 # ---- pruning ----
 
 
+@pytest.mark.slow
 def test_a_trial_with_a_bad_learning_rate_is_pruned_before_its_last_epoch(data_dir, tmp_path):
     sweep = tmp_path / "prune.yaml"
     sweep.write_text("""
@@ -202,6 +205,7 @@ def _http(url: str, body: dict | None = None) -> dict:
         return json.loads(response.read() or b"{}")
 
 
+@pytest.mark.slow
 def test_ui_serves_the_sweep_parent_and_child_runs_over_rest_on_loopback(micro_sweep):
     work_dir, study = micro_sweep
     port = free_port()
@@ -318,6 +322,7 @@ def test_bad_sweep_yaml_is_a_one_line_error_naming_file_and_key(text, fragments,
         assert fragment in lines[0], (fragment, lines[0])
 
 
+@pytest.mark.slow
 def test_ui_serves_the_classic_view_with_telemetry_off(tmp_path):
     """The server is told to keep telemetry off (the UI asks it whether to send events); pytest's and CI's
     variables are taken away, since MLflow turns telemetry off by itself when it sees them."""

@@ -10,6 +10,7 @@ from ablations.cli import main
 VOCABS = ["bert-base-uncased", "pubmedbert-uncased"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["markdown", "latex", "csv"])
 def test_vocab_compare_prints_the_table_command_s_table(fmt, capsys, tmp_path, data_dir):
     spec = tmp_path / "terms.yaml"

@@ -233,6 +233,7 @@ def test_table_command_user_mistakes_are_one_line_errors(capsys, tmp_path):
     assert "\n" not in err and str(tmp_path / "nowhere.yaml") in err
 
 
+@pytest.mark.slow
 def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     """Table 1 from the staged vocabularies: printed, written in every format, logged to one MLflow run."""
     from mlflow.tracking import MlflowClient
