@@ -18,7 +18,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def _data_dir() -> Path:
     env = os.environ.get("BIOABLATE_DATA")
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    return (Path(env) if env else REPO_ROOT.parent / "shared" / "data").resolve()
+
+
+# Absolute for every process the tests start: several run the CLI from another working directory (pasted
+# hints, servers), where CI's relative `../shared/data` would name nothing.
+if os.environ.get("BIOABLATE_DATA"):
+    os.environ["BIOABLATE_DATA"] = str(_data_dir())
 
 
 @pytest.fixture(scope="session")
