@@ -112,6 +112,7 @@ def test_a_ddp_worker_never_touches_the_tracking_store(tmp_path, monkeypatch):
     assert checkpoint.exists()  # clean-up is rank 0's
 
 
+@pytest.mark.slow
 def test_finetune_force_reruns_a_finished_run_as_a_new_one(data_dir, tmp_path):
     cfg = build_config("micro", ["finetune.max_train_examples=16", "finetune.max_eval_examples=16",
                                  "finetune.epochs=1", "finetune.max_length=32", "trainer.progress_bar=false"],

@@ -4,6 +4,8 @@ blocks the stage continuing from it and every cell that needs either."""
 
 from __future__ import annotations
 
+import pytest
+
 from mlflow.tracking import MlflowClient
 
 from ablations import results
@@ -41,6 +43,7 @@ def test_a_cell_finished_in_the_store_is_reused_and_nothing_is_computed(tmp_path
     assert [r.info.run_id for r in finetune_runs(uri)] == [run_id]
 
 
+@pytest.mark.slow
 def test_a_stage_that_fails_blocks_the_stage_continuing_from_it_and_their_cells(tmp_path, data_dir):
     broken = tmp_path / "broken-model"  # a BERT directory without its weights
     broken.mkdir()

@@ -40,6 +40,7 @@ def datamodule(data_dir: Path, cache_dir: Path | None, *overrides: str, task: st
 
 # ---------------------------------------------------------------------------------- tokenization cache
 
+@pytest.mark.slow
 def test_second_run_reads_the_tokenization_cache(data_dir, tmp_path, monkeypatch):
     calls = []
     original = TaggingEncoder.encode

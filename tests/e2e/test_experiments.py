@@ -84,6 +84,7 @@ def test_experiment_runs_end_to_end_under_micro_and_renders_its_table(path, shar
 # ---- the YAMLs validate under every profile; mistakes are one-line errors ----
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["micro", "mini", "base"])
 def test_every_experiment_yaml_validates_under_every_profile(profile):
     for path in EXPERIMENTS:

@@ -55,6 +55,7 @@ def store(tmp_path, monkeypatch):
     return f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path
 
 
+@pytest.mark.slow
 def test_the_table_run_holds_every_file_and_the_cells_as_an_mlflow_table(store):
     uri, tmp = store
     out = tmp / "tables" / "tagging"
@@ -73,6 +74,7 @@ def test_the_table_run_holds_every_file_and_the_cells_as_an_mlflow_table(store):
     assert io_row["p_value"] != "" and io_row["significant"] == "true"  # the test's numbers are in it too
 
 
+@pytest.mark.slow
 def test_a_vocabulary_table_logs_its_records(store):
     uri, tmp = store
     rows = [Table8Row("biosses", 78.2, 64.6, 80.7, 61.6), Table8Row("hoc", 360.9, 294.5, None, None)]

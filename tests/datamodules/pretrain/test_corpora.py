@@ -148,6 +148,7 @@ def test_seen_hashes_match_a_set_in_eight_bytes_a_hash():
     assert all((np.diff(run.astype(np.float64)) >= 0).all() and run.dtype == np.uint64 for run in seen.runs)
 
 
+@pytest.mark.slow
 def test_a_baseline_yaml_pretrains_a_micro_model(data_dir: Path, tmp_path: Path, baseline_yaml):
     from ablations.config import build_config
     from ablations.pretrain import run_pretrain
