@@ -37,6 +37,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from datamodules.fetch.download import file_sha256  # noqa: E402
 from datamodules.fetch.manifest import DERIVED_DIR, MANIFEST_FILE, VOCAB_GROUP  # noqa: E402
 from datamodules.registry import dataset_names, get_dataset  # noqa: E402
 
@@ -105,14 +106,6 @@ SOURCES = (
 )
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def group_of_folder() -> dict[str, str]:
     """Top-level staged folder -> the dataset that reads it (each BLURB dataset has its own folder)."""
     groups = {VOCAB_GROUP: VOCAB_GROUP}
@@ -155,7 +148,7 @@ def build(data_dir: Path) -> dict:
             claimed[dest] = rule
             path = data_dir / dest
             files.append({"origin": origin_name, "dest": dest_name, "size": path.stat().st_size,
-                          "sha256": sha256(path)})
+                          "sha256": file_sha256(path)})
             if rule.kind == "packaged":
                 (DERIVED_DIR / rule.dest_dir).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, DERIVED_DIR / rule.dest_dir / dest_name)

@@ -206,6 +206,16 @@ def _http(url: str, body: dict | None = None) -> dict:
 
 
 @pytest.mark.slow
+def _stop(server: subprocess.Popen) -> str:
+    """End a server started in its own process group (SIGTERM, then SIGKILL); what it printed."""
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        return server.communicate(timeout=30)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        return server.communicate()[0]
+
+
 def test_ui_serves_the_sweep_parent_and_child_runs_over_rest_on_loopback(micro_sweep):
     work_dir, study = micro_sweep
     port = free_port()
@@ -240,12 +250,7 @@ def test_ui_serves_the_sweep_parent_and_child_runs_over_rest_on_loopback(micro_s
         parent_metrics = {m["key"]: m["value"] for m in parent["data"]["metrics"]}
         assert parent["info"]["status"] == "FINISHED" and "sweep.best_value" in parent_metrics
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            out, _ = server.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            out, _ = server.communicate()
+        out = _stop(server)
     assert f"http://127.0.0.1:{port}" in out and "optuna-dashboard 'sqlite:///" in out
 
 
@@ -344,12 +349,7 @@ def test_ui_serves_the_classic_view_with_telemetry_off(tmp_path):
         assert _http(f"{base}/ajax-api/3.0/mlflow/ui-telemetry", {"records": []}) == {"status": "disabled"}
         assert _http(f"{base}/ajax-api/3.0/mlflow/ui-telemetry")["disable_ui_telemetry"] is True
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            out, _ = server.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            out, _ = server.communicate()
+        out = _stop(server)
     assert f"{base}/#/experiments?workflowType=machine_learning" in out  # not MLflow 3's default GenAI view
 
 
