@@ -41,6 +41,16 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="config overrides, e.g. finetune.lr=3e-5 finetune.epochs=5")
 
 
+def _add_launcher_options(parser: argparse.ArgumentParser) -> None:
+    """`--launcher slurm`: submit the work as SLURM jobs (docs/cluster.md) instead of running it here."""
+    parser.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                        help="local: run here (default); slurm: submit SLURM jobs (see docs/cluster.md)")
+    parser.add_argument("--launcher-config", metavar="YAML",
+                        help="a YAML with a `launcher:` block (partition, account, time, gpus_per_run, ...)")
+    parser.add_argument("--wait", action="store_true", help="with --launcher slurm: follow the jobs until they "
+                                                            "end, then report (default: print job ids and return)")
+
+
 def _finetune_command(sub) -> None:
     ft = sub.add_parser("finetune", help="fine-tune an encoder on one BLURB dataset, logged to MLflow")
     ft.add_argument("--task", help="dataset name, e.g. bc5-chem (see `bioablate list tasks`); required unless "
@@ -92,6 +102,11 @@ def _pretrain_command(sub) -> None:
     pt.add_argument("--strategy", help="Lightning strategy (e.g. ddp)")
     pt.add_argument("--dry-run", action="store_true",
                     help="print the corpus size, steps, tokens seen and passes over the corpus; build nothing")
+    pt.add_argument("--nodes", type=int, help="with --launcher slurm: nodes of the one DDP job (default: "
+                                              "launcher.nodes)")
+    pt.add_argument("--gpus-per-node", type=int, help="with --launcher slurm: DDP ranks per node (default: "
+                                                      "launcher.gpus_per_node, else launcher.gpus_per_run)")
+    _add_launcher_options(pt)
     _add_run_options(pt)
 
 
@@ -141,6 +156,7 @@ def _sweep_command(sub) -> None:
     sw.add_argument("--output", help="`best` only: write the YAML here (default: <work-dir>/sweeps/<study>.yaml)")
     sw.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     sw.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    _add_launcher_options(sw)
     _add_common(sw)
 
 
@@ -158,7 +174,33 @@ def _run_command(sub) -> None:
     rn.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     rn.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run, e.g. finetune.epochs=5")
+    _add_launcher_options(rn)
     _add_common(rn)
+
+
+def _status_command(sub) -> None:
+    st = sub.add_parser("status", help="each planned run of an experiment as MLflow and SLURM see it "
+                                       "(after `run --launcher slurm`)")
+    st.add_argument("experiment", metavar="EXPERIMENT.yaml")
+    st.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
+    st.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
+    st.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    st.add_argument("overrides", nargs="*", metavar="key=value", help="the overrides the run was given")
+    _add_common(st)
+
+
+def _server_command(sub) -> None:
+    sv = sub.add_parser("server", help="a shared MLflow tracking server for many jobs: PostgreSQL backend, "
+                                       "artifacts on a shared filesystem (docs/cluster.md)")
+    sv.add_argument("--backend-store-uri", required=True,
+                    help="the database runs are stored in, e.g. postgresql://user@dbhost/mlflow")
+    sv.add_argument("--artifacts", required=True, metavar="DIR",
+                    help="artifact root on a filesystem every job can reach")
+    sv.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=5000)
+    sv.add_argument("--workers", type=int, default=4, help="server worker processes (default 4)")
+    sv.add_argument("--allow-remote", action="store_true",
+                    help="listen on a non-loopback address (the server has no authentication)")
 
 
 def _table_command(sub) -> None:
@@ -200,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     _list_command(sub)
     _sweep_command(sub)
     _run_command(sub)
+    _status_command(sub)
+    _server_command(sub)
     _table_command(sub)
     _ui_command(sub)
     return parser
@@ -311,6 +355,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(dry_run(cfg)))
         return 0
+    if args.launcher == "slurm":
+        return _pretrain_on_slurm(args, cfg)
     result = run_pretrain(cfg, force=args.force)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
@@ -321,6 +367,53 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
               f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
     print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
     print(f"  MLflow: {result.tracking_uri}")
+    return 0
+
+
+def _launcher_layer(cfg, args: argparse.Namespace):
+    """`cfg` with the --launcher-config file's `launcher:` block merged on."""
+    from ablations.config import merge_layer
+    from core.errors import ConfigError
+    from core.schema import load_yaml
+
+    if not args.launcher_config:
+        return cfg
+    layer = load_yaml(args.launcher_config)
+    if set(layer.keys()) != {"launcher"}:
+        raise ConfigError(f"{args.launcher_config}: expected one top-level key, `launcher:` (found "
+                          f"{', '.join(map(str, layer.keys())) or 'none'})")
+    return merge_layer(cfg, layer, args.launcher_config)
+
+
+def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
+    from ablations.config import resolve_work_dir
+    from ablations.launch import submit_pretraining, wait_for
+    from core.errors import ConfigError
+
+    cfg = _launcher_layer(cfg, args)
+    launcher = cfg.launcher
+    nodes = args.nodes or launcher.nodes
+    tasks = args.gpus_per_node or launcher.gpus_per_node or max(1, launcher.gpus_per_run)
+    if nodes < 1 or tasks < 1:
+        raise ConfigError(f"--nodes and --gpus-per-node must be at least 1 (got {nodes}, {tasks})")
+    cfg.trainer.num_nodes, cfg.trainer.devices = nodes, tasks
+    if nodes * tasks > 1:
+        cfg.trainer.strategy = "ddp"
+    if not launcher.gpus_per_run:
+        cfg.trainer.accelerator = "cpu"
+    if args.force:
+        raise ConfigError("--force is not supported with --launcher slurm; remove the run's MLflow run instead")
+    folder = resolve_work_dir(cfg) / "slurm" / "pretrain"
+    job = submit_pretraining(cfg, folder, nodes, tasks)
+    print(f"submitted pretraining job {job}: {nodes} node(s) x {tasks} rank(s); logs: {folder / 'logs'}")
+    if args.wait:
+        wait_for([job])
+        from ablations.launch.slurm import result_of
+
+        outcome = result_of(folder / "logs", job)
+        print(f"job {job}: {outcome.state if outcome else 'ended without a result'}"
+              + (f": {outcome.reason}" if outcome and outcome.reason else ""))
+        return 0 if outcome is not None and outcome.state == "ENDED" else 1
     return 0
 
 
@@ -382,6 +475,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     spec = load_sweep(args.target, task=args.task, overrides=args.rest, n_trials=args.n_trials,
                       study=args.study)
+    if args.launcher == "slurm":
+        return _sweep_on_slurm(args, spec)
     summary = run_sweep(spec, args.storage, args.workers, args.worker_index,
                         SweepPaths(args.data_dir, args.work_dir, args.tracking_uri), verbose=args.verbose)
     counts = ", ".join(f"{n} {state.lower()}" for state, n in sorted(summary.counts.items()))
@@ -396,6 +491,44 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"  export the best: {best_command(summary.study, place)}")
     failed_workers = [code for code in summary.worker_exit_codes if code != 0]
     return 0 if summary.complete and not failed_workers else 1
+
+
+def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
+    """K worker jobs on the study's server database (`--workers K`), each `sweep --workers 1`."""
+    import optuna
+
+    from ablations.config import build_config, resolve_tracking_uri, resolve_work_dir
+    from ablations.launch import check_shared_store, submit_sweep_workers, wait_for
+    from ablations.sweep import STORAGE_ENV, SweepPaths
+    from ablations.sweep.storage import redact
+    from ablations.sweep.worker import worker_argv
+    from core.errors import ConfigError
+
+    url = args.storage or os.environ.get(STORAGE_ENV)
+    if not url or url.startswith("sqlite"):
+        raise ConfigError("--launcher slurm: worker jobs share the study through a server database; pass "
+                          "--storage postgresql+psycopg2://user:password@host/db (or set BIOABLATE_SWEEP_STORAGE)")
+    redact(url)
+    cfg = _launcher_layer(build_config("micro", [o for o in spec.cli_overrides if o.startswith("launcher.")],
+                                       task="sweep", work_dir=args.work_dir, tracking_uri=args.tracking_uri), args)
+    work_dir = resolve_work_dir(cfg)
+    tracking_uri = resolve_tracking_uri(cfg, work_dir)
+    check_shared_store(tracking_uri)
+    os.environ[STORAGE_ENV] = url  # the jobs inherit it (sbatch exports the environment): no password in argv
+    paths = SweepPaths(args.data_dir, str(work_dir), tracking_uri)
+    argvs = [worker_argv(spec, paths, args.worker_index + i, args.verbose) for i in range(args.workers)]
+    folder = work_dir / "slurm" / f"sweep-{spec.study}"
+    jobs = submit_sweep_workers(argvs, cfg.launcher, folder, f"sweep:{spec.study}")
+    print(f"study '{spec.study}' ({redact(url)}): submitted {len(jobs)} worker job(s) {', '.join(jobs)}; "
+          f"logs: {folder / 'logs'}")
+    if not args.wait:
+        return 0
+    wait_for(jobs)
+    study = optuna.load_study(study_name=spec.study, storage=url)
+    states = [t.state.name for t in study.get_trials(deepcopy=False)]
+    counts = ", ".join(f"{states.count(s)} {s.lower()}" for s in sorted(set(states)))
+    print(f"study '{spec.study}': {counts or 'no trials'}; target {spec.n_trials} finished")
+    return 0 if states.count("COMPLETE") + states.count("PRUNED") >= spec.n_trials else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -414,6 +547,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(plan_lines(experiment)))
         return 0
+    if args.launcher == "slurm":
+        return _run_on_slurm(args, experiment)
     summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
         return 0
@@ -423,6 +558,50 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
           f"parent run {summary.parent_run_id}")
     return 0 if summary.ok else 1
+
+
+def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
+    from ablations.launch import status_lines, submit_experiment, wait_for
+    from ablations.results import FINISHED
+    from core.errors import ConfigError
+
+    if args.ddp or args.devices != 1:
+        raise ConfigError("--devices/--ddp do not apply with --launcher slurm: set launcher.gpus_per_run")
+    launcher = _launcher_layer(experiment.shared_config(), args).launcher
+    submission = submit_experiment(experiment, launcher)
+    print("\n".join(submission.lines()))
+    if not args.wait:
+        print(f"follow with: bioablate status {experiment.path} --profile {experiment.profile}"
+              + (f" --work-dir {args.work_dir}" if args.work_dir else "")
+              + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
+        return 0
+    wait_for(submission.job_ids())
+    lines = status_lines(experiment)
+    print("\n".join(lines))
+    _, tracking_uri = experiment.store()
+    print()
+    print(render_table(experiment, tracking_uri), end="")
+    from ablations.experiment import Store, resolve
+
+    plan = resolve(experiment, Store(tracking_uri))
+    return 0 if all(p.status == FINISHED for p in [*plan.stages.values(), *plan.cells]) else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ablations.experiment import load_experiment
+    from ablations.launch import status_lines
+
+    experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+    print("\n".join(status_lines(experiment)))
+    return 0
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    from ablations.ui import serve_shared
+
+    serve_shared(args.backend_store_uri, args.artifacts, args.host, args.port, args.workers, args.allow_remote)
+    return 0
 
 
 def render_table(experiment, tracking_uri: str) -> str:
@@ -461,7 +640,8 @@ COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_d
             ("data", "fetch"): cmd_data_fetch,
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
             ("vocab", "compare"): cmd_vocab_compare,
-            "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table, "run": cmd_run}
+            "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table, "run": cmd_run, "status": cmd_status,
+            "server": cmd_server}
 
 
 def main(argv: list[str] | None = None) -> int:

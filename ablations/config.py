@@ -133,6 +133,26 @@ class PretrainConfig:
 
 
 @dataclass
+class LauncherConfig:
+    """Where `--launcher slurm` sends runs (ablations/launch/, docs/cluster.md). Never part of a run's
+    fingerprint: the same run computed on a laptop or a cluster is the same run."""
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    time: str = "4:00:00"  # per job: minutes, H:MM:SS or D-HH:MM:SS
+    gpus_per_run: int = 1  # 0 on CPU-only partitions
+    cpus_per_run: int = 8  # per task (per GPU under multi-node pretraining)
+    mem_gb: Optional[int] = None  # per node; None: the partition's default
+    nodes: int = 1  # pretraining: nodes per job (`bioablate pretrain --nodes`)
+    gpus_per_node: Optional[int] = None  # pretraining: tasks (ranks) per node; None: gpus_per_run
+    array_parallelism: int = 64  # fine-tuning arrays: runs at a time
+    max_requeues: int = 3  # preemptions / time limits survived by requeueing
+    signal_delay_s: int = 120  # SIGUSR2 this long before the time limit: checkpoint and requeue
+    sbatch: dict = field(default_factory=dict)  # any further sbatch option, e.g. {constraint: a100}
+    setup: list = field(default_factory=list)  # shell lines before the job's srun (module loads, ...)
+
+
+@dataclass
 class RunConfig:
     task: str = MISSING
     seed: int = 42
@@ -147,6 +167,7 @@ class RunConfig:
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
 # Keys that do not change a run's result: excluded from its fingerprint, so e.g. moving the work
@@ -171,6 +192,7 @@ def _dataclass_keys(cls: type, prefix: str) -> set[str]:
 # `pretrain.*` never changes a fine-tuning run (a pretrained model enters one through model.name_or_path,
 # whose files are fingerprinted); `bioablate pretrain` fingerprints its own keys (ablations/pretrain.py).
 NON_RESULT_KEYS |= _dataclass_keys(PretrainConfig, "pretrain.")
+NON_RESULT_KEYS |= _dataclass_keys(LauncherConfig, "launcher.")
 
 
 def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
@@ -230,11 +252,23 @@ def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _under(key: str, names: Iterable[str]) -> bool:
+    """`key` is one of `names` or inside one (`launcher.sbatch.constraint` is inside `launcher.sbatch`)."""
+    return any(key == name or key.startswith(name + ".") for name in names)
+
+
+def run_params(cfg: DictConfig) -> dict[str, Any]:
+    """A run's MLflow params: its flattened config without `launcher.*`, which says where it ran, not what
+    it computed (and may differ when a run started here is resumed on a cluster: MLflow params are
+    write-once)."""
+    return {k: v for k, v in flatten(cfg).items() if not _under(k, ("launcher",))}
+
+
 def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:
     """Hash of everything that affects a run's result: the config (minus bookkeeping keys and `exclude`,
     keys whose content the caller has put into `data_fingerprint` instead) and data."""
     skip = NON_RESULT_KEYS | set(exclude)
-    items = {k: v for k, v in flatten(cfg).items() if k not in skip}
+    items = {k: v for k, v in flatten(cfg).items() if not _under(k, skip)}
     payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

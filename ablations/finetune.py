@@ -22,7 +22,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ablations.config import fingerprint, flatten, resolve_data_dir, resolve_work_dir
+from ablations.config import fingerprint, resolve_data_dir, resolve_work_dir, run_params
 from ablations.lifecycle import TrackedRun
 from ablations.variants import check_variants
 from core.errors import ConfigError, MissingDataError
@@ -96,7 +96,7 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     if done is not None:
         return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
                               _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"))
-    run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **(tags or {})}, flatten(cfg))
+    run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **(tags or {})}, run_params(cfg))
     with run.tracked(stop_exceptions):
         module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, callbacks)
         best_dev = module.dev_history[best_epoch]
@@ -147,7 +147,7 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints, *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
+        callbacks=[checkpoints, *run.callbacks(), *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,

@@ -32,11 +32,13 @@ from typing import Any, Callable, Iterator
 
 from mlflow.entities import Run
 from omegaconf import DictConfig
+import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
 from ablations.tracking import Tracker, git_commit
 from core.distributed import is_ddp_worker
+from lightning_modules.preemption import CheckpointOnSignal, Preempted
 
 log = logging.getLogger("bioablate")
 
@@ -108,15 +110,20 @@ class TrackedRun:
             return self.last_checkpoint
         return None
 
+    def callbacks(self) -> list[pl.Callback]:
+        """Trainer callbacks every tracked run has: on the scheduler's warning signal (SLURM's SIGUSR2
+        before a time limit or preemption), checkpoint to `last.ckpt` at the next step and stop."""
+        return [CheckpointOnSignal(self.last_checkpoint)]
+
     @contextmanager
     def tracked(self, stop_exceptions: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
-        """Run the body inside the MLflow run (see `Tracker.tracked_run`; `stop_exceptions` end it as
-        KILLED). On success the checkpoints go unless `keep_checkpoints`; on failure they stay for the
-        resume."""
+        """Run the body inside the MLflow run (see `Tracker.tracked_run`; `stop_exceptions` and
+        `Preempted` end it as KILLED). On success the checkpoints go unless `keep_checkpoints`; on failure
+        they stay for the resume."""
         if self.is_worker:
             yield
             return
-        with self.tracker.tracked_run(self.run_id, stop_exceptions):
+        with self.tracker.tracked_run(self.run_id, (Preempted, *stop_exceptions)):
             yield
         if not self.keep_checkpoints:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)

@@ -23,7 +23,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ablations.config import flatten, resolve_data_dir, resolve_work_dir
+from ablations.config import flatten, resolve_data_dir, resolve_work_dir, run_params
 from ablations.lifecycle import TrackedRun
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
@@ -240,7 +240,7 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
         return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri)
     shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
     run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
-              _run_tags(cfg, model_dir, shards), flatten(cfg))
+              _run_tags(cfg, model_dir, shards), run_params(cfg))
     with run.tracked():
         module = _fit_and_export(cfg, inputs, shards, run)
         run.set_tag("model_dir", str(model_dir))
@@ -293,7 +293,7 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints], enable_progress_bar=cfg.trainer.progress_bar,
+        callbacks=[checkpoints, *run.callbacks()], enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False,

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from mlflow.exceptions import MlflowException
 from mlflow.entities import Param, RunStatus
 from mlflow.tracking import MlflowClient
 from pytorch_lightning.loggers import MLFlowLogger
@@ -40,12 +41,23 @@ class Tracker:
     def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None):
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
-        experiment = self.client.get_experiment_by_name(experiment_name)
-        if experiment is None:
-            location = artifact_root.resolve().as_uri() if artifact_root is not None else None
-            self.experiment_id = self.client.create_experiment(experiment_name, artifact_location=location)
-        else:
-            self.experiment_id = experiment.experiment_id
+        self.experiment_id = self._experiment_id(experiment_name, artifact_root)
+
+    def _experiment_id(self, name: str, artifact_root: Path | None) -> str:
+        """The MLflow experiment `name`, created if missing. Jobs on a cluster may create it at the same
+        moment: whoever loses the race reads the winner's. A tracking server keeps the artifacts itself
+        (its --artifacts-destination); a local store puts them under the work directory."""
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
+        served = self.tracking_uri.startswith(("http://", "https://"))
+        location = artifact_root.resolve().as_uri() if artifact_root is not None and not served else None
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self.client.get_experiment_by_name(name).experiment_id
 
     def find(self, fingerprint: str) -> Any | None:
         """The newest run with this fingerprint, or None."""

@@ -65,3 +65,36 @@ def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracki
     command, notes = server_command(host, port, allow_remote, work_dir, tracking_uri, storage)
     print(notes, flush=True)
     os.execve(command[0], command, {**os.environ, **NO_TELEMETRY})
+
+
+def shared_server_command(backend_store_uri: str, artifacts: str, host: str, port: int, workers: int,
+                          allow_remote: bool) -> tuple[list[str], str]:
+    """`bioablate server`: the tracking server every job of an experiment logs to. A server database
+    (PostgreSQL, MySQL) as the backend store, since many jobs write at once; artifacts served from a folder
+    on the shared filesystem (`--artifacts-destination`), so jobs need no direct access to it."""
+    if backend_store_uri.startswith("sqlite") or "://" not in backend_store_uri:
+        raise ConfigError(f"--backend-store-uri {backend_store_uri}: many jobs write at once; use a server "
+                          "database, e.g. postgresql://user:password@dbhost/mlflow (see docs/cluster.md)")
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigError(f"refusing to listen on {host}: the MLflow server has no authentication; keep "
+                          "127.0.0.1 and reach it through an SSH tunnel, or pass --allow-remote on a trusted "
+                          "cluster network")
+    if not 0 < port < 65536 or workers < 1:
+        raise ConfigError(f"--port must be between 1 and 65535 and --workers at least 1 (got {port}, {workers})")
+    root = Path(artifacts).expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri,
+               "--artifacts-destination", str(root), "--host", host, "--port", str(port),
+               "--workers", str(workers)]
+    shown = f"[{host}]" if ":" in host else host
+    notes = (f"MLflow tracking server for {redact(backend_store_uri)}, artifacts in {root}\n"
+             f"  jobs log with: --tracking-uri http://{shown}:{port}  (or MLFLOW_TRACKING_URI)\n"
+             f"  browse: http://{shown}:{port}/{CLASSIC_VIEW}  (Ctrl-C stops it)")
+    return command, notes
+
+
+def serve_shared(backend_store_uri: str, artifacts: str, host: str, port: int, workers: int,
+                 allow_remote: bool) -> None:
+    command, notes = shared_server_command(backend_store_uri, artifacts, host, port, workers, allow_remote)
+    print(notes, flush=True)
+    os.execve(command[0], command, {**os.environ, **NO_TELEMETRY})

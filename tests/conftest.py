@@ -34,6 +34,18 @@ def data_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The PostgreSQL server CI starts (an SQLAlchemy URL in BIOABLATE_TEST_POSTGRES)."""
+    url = os.environ.get("BIOABLATE_TEST_POSTGRES")
+    if not url:
+        pytest.skip("BIOABLATE_TEST_POSTGRES is not set: this test needs a PostgreSQL server. Run the "
+                    "tests through .ci/run (it installs PostgreSQL and starts it on 127.0.0.1), or start one "
+                    "yourself and export BIOABLATE_TEST_POSTGRES=postgresql+psycopg2://user:password@"
+                    "127.0.0.1:5432/db")
+    return url
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())

@@ -233,17 +233,23 @@ def run_sweep(spec: SweepSpec, storage_url: str | None = None, workers: int = 1,
     return summary
 
 
+def worker_argv(spec: SweepSpec, paths: SweepPaths, worker_index: int, verbose: bool = False) -> list[str]:
+    """The `bioablate` arguments of one worker: the same sweep with `--workers 1`, exactly what another
+    machine (or a SLURM job) runs to share the study. The storage URL goes in $BIOABLATE_SWEEP_STORAGE."""
+    return [*(["-v"] if verbose else []), "sweep", str(spec.path), "--task", spec.task, "--study", spec.study,
+            "--n-trials", str(spec.n_trials), "--workers", "1", "--work-dir", str(paths.work_dir),
+            "--tracking-uri", str(paths.tracking_uri), *(["--data-dir", paths.data_dir] if paths.data_dir else []),
+            "--worker-index", str(worker_index), *spec.cli_overrides]
+
+
 def _spawn_workers(spec: SweepSpec, url: str, workers: int, first_index: int, paths: SweepPaths,
                    verbose: bool) -> list[int]:
     """K copies of the same command with --workers 1: exactly what another machine would run. The
     storage URL travels in the environment, not on a command line other users can read."""
-    argv = [sys.executable, "-m", "ablations.cli", *(["-v"] if verbose else []), "sweep", str(spec.path),
-            "--task", spec.task, "--study", spec.study, "--n-trials", str(spec.n_trials), "--workers", "1",
-            "--work-dir", str(paths.work_dir), "--tracking-uri", str(paths.tracking_uri),
-            *(["--data-dir", paths.data_dir] if paths.data_dir else []), *spec.cli_overrides]
     env = {**os.environ, STORAGE_ENV: url,
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    processes = [subprocess.Popen([*argv, "--worker-index", str(first_index + i)], env=env)
+    processes = [subprocess.Popen([sys.executable, "-m", "ablations.cli",
+                                   *worker_argv(spec, paths, first_index + i, verbose)], env=env)
                  for i in range(workers)]
     log.info("started %d workers (pids %s)", workers, ", ".join(str(p.pid) for p in processes))
     try:

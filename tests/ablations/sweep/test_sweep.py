@@ -45,17 +45,6 @@ def no_leaked_tracking_uri(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    url = os.environ.get("BIOABLATE_TEST_POSTGRES")
-    if not url:
-        pytest.skip("BIOABLATE_TEST_POSTGRES is not set: the sweep tests need a PostgreSQL server. Run the "
-                    "tests through .ci/run (it installs PostgreSQL and starts it on 127.0.0.1), or start one "
-                    "yourself and export BIOABLATE_TEST_POSTGRES=postgresql+psycopg2://user:password@"
-                    "127.0.0.1:5432/db")
-    return url
-
-
 def unique(prefix: str) -> str:
     """A study name no earlier test run used: the CI database outlives a test session."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

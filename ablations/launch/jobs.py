@@ -1,0 +1,152 @@
+"""What a SLURM job runs: callables submitit pickles on the login node and calls on a compute node.
+
+- `PlannedRunJob`: one pretraining stage or fine-tuning cell of an experiment. The experiment is loaded
+  and the run resolved against the tracking store when the job *starts*, not when it was submitted: a
+  cell's stage has finished by then (the job depends on it, `afterok`), and a run that some other job
+  finished meanwhile is reused, not recomputed.
+- `CommandJob`: a `bioablate` command line (a sweep worker; a multi-node pretraining run, one per task).
+
+Both requeue themselves when the scheduler warns that it will stop the job: either during training
+(the run's `CheckpointOnSignal` saved `last.ckpt` and raised `Preempted`) or at any other moment
+(submitit's handler calls `checkpoint`). The requeued job reruns the same call, and the run's lifecycle
+takes the KILLED run over from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from lightning_modules.preemption import Preempted
+
+
+class JobFailed(RuntimeError):
+    """The run failed (its MLflow run says why): the job must fail too, so that SLURM cancels the jobs
+    that depend on it."""
+
+
+def _requeue_and_exit(reason: str, limit: int) -> None:
+    """Put this job back into the queue (`scontrol requeue`, as submitit's own handler does) and leave
+    without a result file, so nobody takes the job for finished."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    job_id = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job else os.environ.get("SLURM_JOB_ID")
+    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+    if job_id is None or restarts >= limit:
+        raise JobFailed(f"{reason}; not requeued ({restarts} requeues so far, launcher.max_requeues={limit}): "
+                        "rerun the command to resume")
+    print(f"{reason}: requeueing job {job_id}", file=sys.stderr, flush=True)
+    subprocess.run(["scontrol", "requeue", job_id], check=False)
+    sys.exit(-1)  # SystemExit: submitit writes no result for it
+
+
+@dataclass
+class ExperimentSource:
+    """How the submitting command loaded the experiment, to load it again in the job."""
+
+    path: str
+    profile: str
+    overrides: list[str] = field(default_factory=list)
+    data_dir: Optional[str] = None
+    work_dir: Optional[str] = None
+    tracking_uri: Optional[str] = None
+
+    def load(self) -> Any:
+        from ablations.experiment import load_experiment
+
+        return load_experiment(self.path, profile=self.profile, overrides=self.overrides, data_dir=self.data_dir,
+                               work_dir=self.work_dir, tracking_uri=self.tracking_uri)
+
+
+@dataclass
+class PlannedRunJob:
+    source: ExperimentSource
+    kind: str  # PRETRAIN | FINETUNE
+    name: str  # the stage's name, or the cell's model/task/variant/seed
+    max_requeues: int = 3
+
+    def __call__(self) -> dict[str, Any]:
+        from ablations.experiment import PRETRAIN, Store, resolve_cell, stage_states
+        from ablations.results import BLOCKED, FINISHED
+        from ablations.runner import execute
+
+        experiment = self.source.load()
+        store = Store(experiment.store()[1])
+        stages = stage_states(experiment, store)
+        if self.kind == PRETRAIN:
+            planned = stages[self.name]
+        else:
+            cell = next((c for c in experiment.cells() if c.name == self.name), None)
+            if cell is None:
+                raise JobFailed(f"{experiment.path}: no planned run '{self.name}' any more (the experiment "
+                                "file changed since the job was submitted)")
+            planned = resolve_cell(experiment, cell, stages, store)
+        if planned.status == FINISHED:
+            return {"run_id": planned.run_id, "fingerprint": planned.fingerprint, "reused": True}
+        if planned.status == BLOCKED:
+            raise JobFailed(planned.reason)
+        tags = {"experiment": experiment.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
+        try:
+            out = execute(planned.kind, planned.config, tags)
+        except Preempted as stop:
+            _requeue_and_exit(str(stop), self.max_requeues)
+        if "error" in out:
+            raise JobFailed(out["error"])
+        return out
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """submitit: the job is being preempted or timed out outside training: rerun the same call."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self)
+
+
+@dataclass
+class ConfigRunJob:
+    """One `bioablate pretrain` / `finetune` run of a resolved config (under srun: one per DDP rank)."""
+
+    kind: str  # pretrain | finetune
+    config: dict  # the run config, as a plain container
+    max_requeues: int = 3
+
+    def __call__(self) -> dict[str, Any]:
+        from omegaconf import OmegaConf
+
+        from ablations.runner import execute
+
+        try:
+            out = execute(self.kind, OmegaConf.create(self.config), {"slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})
+        except Preempted as stop:
+            _requeue_and_exit(str(stop), self.max_requeues)
+        if "error" in out:
+            raise JobFailed(out["error"])
+        return out
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self)
+
+
+@dataclass
+class CommandJob:
+    argv: list[str]  # `bioablate` arguments
+    max_requeues: int = 3
+
+    def __call__(self) -> int:
+        from ablations.cli import main
+
+        try:
+            code = main(self.argv)
+        except Preempted as stop:
+            _requeue_and_exit(str(stop), self.max_requeues)
+        if code:
+            raise JobFailed(f"bioablate {' '.join(self.argv)} exited with {code}")
+        return code
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self)
