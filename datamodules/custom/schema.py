@@ -147,6 +147,8 @@ def check(path: Path, cfg: DictConfig) -> Definition:
         raise fail(f"format conll holds tagged tokens (task_type ner or pico), not {kind_name}; use jsonl or tsv")
     if cfg.format == "tsv" and kind_name in TAGGING:
         raise fail(f"task_type {kind_name} is read from format conll or jsonl, not tsv")
+    if cfg.header and cfg.format != "tsv":
+        raise fail(f"header applies to format tsv; a {cfg.format} file has none")
     if cfg.multi_label and kind_name != "classification":
         raise fail("multi_label applies to task_type classification only")
     if cfg.entity_types is not None and (kind_name != "re" or len(cfg.entity_types) != 2):

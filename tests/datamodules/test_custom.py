@@ -238,6 +238,7 @@ def test_sentence_pairs_classify_and_documents_keep_single_labels(tmp_path):
      ["negative_label 'none' is not in labels ['pos', 'neg']"]),
     (GOOD + "metric: pearson\n", ["metric 'pearson' cannot score task_type classification", "accuracy"]),
     (GOOD + "multi_label: true\ntask_type: qa\n", ["multi_label applies to task_type classification"]),
+    (GOOD.replace("format: tsv", "format: jsonl") + "task_type: qa\nheader: true\n", ["header applies to format tsv"]),
     (GOOD.replace("format: tsv", "format: conll") + "task_type: classification\n",
      ["format conll holds tagged tokens"]),
     (GOOD.replace("[pos, neg]", "[yes, no]"), ["labels: YAML reads yes/no", "quote them"]),
