@@ -372,3 +372,15 @@ def test_a_micro_run_on_the_user_file_scores_as_the_built_in(conversion, data_di
     assert results[0].fingerprint != results[1].fingerprint and not results[1].reused
     assert results[1].test == pytest.approx(results[0].test) and results[1].test
     assert results[1].best_dev == pytest.approx(results[0].best_dev)
+
+
+def test_a_user_dataset_does_not_change_what_pretraining_leaves_out(data_dir, tmp_path):
+    """Pretraining drops the PMIDs of BLURB's evaluation documents; a user dataset registered beside them
+    (an experiment's `datasets:`) is not in a pretraining run's fingerprint, so it must not count."""
+    from datamodules.pretrain.corpora import evaluation_pmids
+
+    spec = register_from_yaml(write_dataset(tmp_path, "custom-pmids", GOOD + "columns: {id: 0, text: 0, label: 1}\n"))
+    for split in SPLITS:
+        (tmp_path / "data" / f"{split}.tsv").write_text("99999999\tpos\n")
+    assert spec.read(None)["train"][0].id == "99999999"
+    assert "99999999" not in evaluation_pmids(data_dir)
