@@ -198,7 +198,7 @@ def test_every_relation_input_encodes_the_jsonl_form_as_the_built_in(re_input, d
     assert any(f["head_start"] > 0 for f in features[1]) == (re_input == "markers")
 
 
-def test_sentence_pairs_classify_and_documents_keep_single_labels(tmp_path):
+def test_sentence_pairs_classify_and_documents_keep_single_labels(data_dir, tmp_path):
     (tmp_path / "data").mkdir()
     for split in SPLITS:
         (tmp_path / "data" / f"{split}.jsonl").write_text(
@@ -212,6 +212,9 @@ def test_sentence_pairs_classify_and_documents_keep_single_labels(tmp_path):
     assert (spec.task_type, spec.metric, spec.count_unit) == ("classification", "accuracy", "pairs")
     assert spec.read(None)["dev"][1] == PairInstance("dev-1", "a second pair", "of sentences", "neutral")
     assert "user-nli" in dataset_names("classification")
+    tokenizer = BertTokenizer(vocab=str(data_dir / "vocab" / "pubmedbert-uncased" / "vocab.txt"))
+    encoded = make_encoder(spec, tokenizer, 64).encode(spec.read(None)["dev"])
+    assert [f["labels"] for f in encoded] == [0, 1] and all(1 in f["token_type_ids"] for f in encoded)
 
     spec = register_from_yaml(write_dataset(tmp_path, "user-docs", GOOD.replace("tsv\n", "tsv\nmetric: accuracy\n", 1)))
     assert spec.read(None)["test"][0] == TextInstance("test-0", "a test sentence", ("pos",))
