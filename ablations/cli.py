@@ -60,7 +60,7 @@ def _finetune_command(sub) -> None:
                          "overrides (repeatable; e.g. the file `bioablate sweep best` writes)")
     ft.add_argument("--model", help="Hugging Face-format directory, or a named model (see `bioablate list models`)")
     ft.add_argument("--datasets", action="append", metavar="YAML",
-                    help="register a user dataset from YAML (repeatable; see datamodules/custom.py)")
+                    help="register a user dataset from YAML (repeatable; README, 'Your own dataset, no Python')")
     _add_run_options(ft)
 
 

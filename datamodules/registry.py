@@ -2,7 +2,7 @@
 read, encode and score that dataset (a `DatasetSpec`, datamodules/spec.py).
 
 The 13 BLURB datasets (`datamodules/blurb.py`) are registered when this module is imported; users add
-their own from YAML (`register_from_yaml`, see `datamodules/custom.py`) without writing Python.
+their own from YAML (`register_from_yaml`, see `datamodules/custom/`) without writing Python.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ class DatasetSpec:
     notes: str = ""  # how our data differs from the paper's, shown by `bioablate data stats`
     root: Path | None = None  # None: resolved against the data directory
     package_files: tuple[Path, ...] = ()  # files shipped with bioablate that shape the data (frozen splits)
+    definition: str = ""  # a user dataset's YAML, normalized: its labels, format, max_length... shape the run
 
     def base_dir(self, data_dir: Path | None) -> Path:
         return self.root if self.root is not None else Path(data_dir)
@@ -68,14 +69,15 @@ class DatasetSpec:
         return {split: list(instances) for split, instances in splits.items()}
 
     def fingerprint(self, data_dir: Path | None) -> str:
-        """Content hash of everything that decides the instances: the data files, the reader's source
-        (a changed sentence splitter means different instances) and shipped split files."""
+        """Content hash of everything that decides the instances and how they are scored: the data files,
+        the reader's source (a changed sentence splitter means different instances), shipped split files
+        and, for a user dataset, its YAML definition."""
         base = self.base_dir(data_dir)
         sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
         for rel in self.files:
             path = base / rel
             sources += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        return hash_files(sources, seed=self.name.encode())
+        return hash_files(sources, seed=(self.name + self.definition).encode())
 
 
 _READ_CACHE: dict[tuple[str, str], Splits] = {}  # (name, fingerprint) -> splits, least recent first

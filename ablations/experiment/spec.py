@@ -87,7 +87,8 @@ class ExperimentSchema:
     kind: str = "finetune"  # finetune | vocab
     profile: str = "micro"  # default profile (`--profile` overrides)
     models: Dict[str, ModelSchema] = field(default_factory=dict)
-    tasks: Any = "blurb"  # a list of dataset names, or `blurb` (all 13); may be per-profile
+    datasets: List[str] = field(default_factory=list)  # user dataset YAML files (relative to this file)
+    tasks: Any = "blurb"  # a list of dataset names (BLURB's or `datasets`'), or `blurb` (all 13); may be per-profile
     vary: Dict[str, AxisSchema] = field(default_factory=dict)
     seeds: Any = 1  # count | list | per-profile {micro: 1, mini: 3, base: {default: 5, biosses: 10}}
     overrides: Dict[str, Any] = field(default_factory=dict)  # config keys for every run (stages too)
@@ -248,13 +249,30 @@ def _seeds(raw: Any, profile: str, tasks: list[str], path: Path) -> dict[str, li
     return {t: seeds for t in tasks}
 
 
+def _register_datasets(files: list[str], path: Path) -> list[str]:
+    """Register the experiment's user datasets (paths relative to the experiment file); returns their
+    absolute paths, which every run's `datasets` config key gets, so a run registers them itself."""
+    from datamodules.custom import register_from_yaml
+
+    absolute = []
+    for i, file in enumerate(files):
+        dataset_file = (path.parent / Path(file).expanduser()).resolve()
+        try:
+            register_from_yaml(dataset_file)
+        except BioablateError as e:
+            raise ConfigError(f"{path}: datasets[{i}]: {e}") from None
+        absolute.append(str(dataset_file))
+    return absolute
+
+
 def _tasks(raw: Any, path: Path) -> list[str]:
-    from datamodules.registry import dataset_names, get_dataset
+    from datamodules.blurb import BLURB_DATASETS
+    from datamodules.registry import get_dataset
 
     if raw is _UNSET:
         raise ConfigError(f"{path}: tasks: no value for this profile (add it, or a `default`)")
-    if raw == "blurb":
-        return list(dataset_names())
+    if raw == "blurb":  # not the user datasets registered beside them
+        return [spec.name for spec in BLURB_DATASETS]
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{path}: tasks: expected a list of dataset names or `blurb` (all 13)")
     for name in raw:
@@ -280,8 +298,11 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
     if spec["kind"] not in KINDS:
         raise ConfigError(f"{path}: kind: unknown kind '{spec['kind']}'; known: {', '.join(KINDS)}")
     name, table = str(spec["name"]), spec["table"]
+    dataset_files = _register_datasets(spec["datasets"], path)
     tasks = _tasks(per_profile(spec["tasks"], profile), path)
     overrides_dotted = _dotted(spec["overrides"], profile)
+    if dataset_files:
+        overrides_dotted["datasets"] = [*overrides_dotted.get("datasets", []), *dataset_files]
     task_overrides = {}
     for task, layer in (spec["task_overrides"] or {}).items():
         if task not in tasks:

@@ -83,12 +83,13 @@ _PMID_ID = re.compile(r"^(\d{7,9})(?:[.\-]|$)")
 @functools.lru_cache(maxsize=4)
 def evaluation_pmids(data_dir: Path) -> frozenset[str]:
     """PMIDs of every BLURB document where the staged data carry them: instance ids of JNLPBA,
-    EBM-PICO, ChemProt, HoC and PubMedQA, plus the derived BC5CDR list."""
-    from datamodules.registry import dataset_names, get_dataset
+    EBM-PICO, ChemProt, HoC and PubMedQA, plus the derived BC5CDR list. Only the BLURB datasets: the
+    user datasets an experiment registers beside them must not change what a pretraining run reads
+    (they are not in its fingerprint)."""
+    from datamodules.blurb import BLURB_DATASETS
 
     pmids: set[str] = set()
-    for name in dataset_names():
-        spec = get_dataset(name)
+    for spec in BLURB_DATASETS:
         if spec.missing_files(data_dir):
             continue
         for instances in spec.read(data_dir).values():

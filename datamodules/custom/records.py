@@ -1,0 +1,202 @@
+"""JSONL and TSV user files: each line a record of named fields, turned into the instance of its task type.
+
+- JSONL: one JSON object a line; `fields:` maps each field (`text`, `label`, `head`, ...) to the key the
+  lines use (default: the field's own name).
+- TSV: TAB-separated columns; `columns:` maps each field to its 0-based column (-1: the last), `header:
+  true` skips each file's first line. Multi-label lines join their labels with `label_separator`.
+
+Fields by task type (schema.KINDS): ner/pico `tokens` + `tags` (lists, JSONL only); re `text`, `label`
+and `head` / `tail` mentions (`{"start": 0, "end": 5, "type": "GENE"}` or `[0, 5, "GENE"]`, character
+offsets, end exclusive), or, with `entity_types: [HEAD, TAIL]`, the text holding `@HEAD$` and `@TAIL$`
+(BLURB's GAD and BLUE's files); similarity and pair-classification `text_a`, `text_b`, `label`;
+classification `text`, `label` (a list with multi_label); qa `question`, `context` (a string or a list
+of passages, joined by spaces), `label`. Every kind takes an optional `id` (default `<file stem>-<n>`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from core.errors import DataFormatError
+from datamodules.custom.schema import TAGGING, Definition
+from datamodules.custom.tagged import TagRules
+from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
+                                   TextInstance, iob_to_spans)
+
+Record = dict[str, Any]  # field -> value (absent fields are missing)
+
+
+def read_records(definition: Definition, path: Path) -> list[Instance]:
+    """Every instance of one JSONL or TSV file."""
+    lines = _jsonl(definition, path) if definition.format == "jsonl" else _tsv(definition, path)
+    build = _Builder(definition, path)
+    return [build(index, number, record) for index, (number, record) in enumerate(lines)]
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based number, text) of the non-blank lines, split on newlines only: a stray carriage return or
+    U+2028 inside a sentence is text."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from err
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if line.strip():
+            yield number, line
+
+
+def _jsonl(definition: Definition, path: Path) -> Iterator[tuple[int, Record]]:
+    for number, line in _lines(path):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataFormatError(path, number, f"not a JSON object ({err.msg}); a jsonl file has one a line")
+        if not isinstance(data, dict):
+            raise DataFormatError(path, number, f"expected a JSON object, got {type(data).__name__}")
+        yield number, {field: data[key] for field, key in definition.fields.items() if key in data}
+
+
+def _tsv(definition: Definition, path: Path) -> Iterator[tuple[int, Record]]:
+    columns = definition.columns
+    required = [f for f in columns if f != "id"]
+    width = max(c + 1 if c >= 0 else -c for c in columns.values())
+    lines = _lines(path)
+    if definition.header:
+        next(lines, None)
+    for number, line in lines:
+        parts = line.split("\t")
+        if len(parts) < width:
+            where = ", ".join(f"{f} {columns[f]}" for f in required)
+            raise DataFormatError(path, number, f"expected at least {width} TAB-separated columns ({where}: the "
+                                                f"key 'columns' of {definition.source}), got {len(parts)}")
+        record: Record = {field: parts[column] for field, column in columns.items()}
+        if definition.multi_label:
+            record["label"] = [x.strip() for x in record["label"].split(definition.label_separator) if x.strip()]
+        yield number, record
+
+
+class _Builder:
+    """Record -> instance for one file of one dataset; every problem names the file, line and key."""
+
+    def __init__(self, definition: Definition, path: Path):
+        self.d, self.path = definition, path
+        self.tag_rules = TagRules(definition) if definition.kind_name in TAGGING else None
+        self.labels = set(definition.labels)
+
+    def __call__(self, index: int, number: int, record: Record) -> Instance:
+        self.number, self.record = number, record
+        ident = str(record["id"]) if record.get("id") is not None else f"{self.path.stem}-{index}"
+        kind = self.d.kind_name
+        if kind in TAGGING:
+            tokens, tags = self.strings("tokens"), self.strings("tags")
+            if len(tokens) != len(tags):
+                raise self.error(f"{len(tokens)} tokens but {len(tags)} tags ({self.key('tokens')}, "
+                                 f"{self.key('tags')})")
+            tags = [self.tag_rules.normalize(tag, self.path, number) for tag in tags]
+            return TaggingInstance(ident, tuple(tokens), iob_to_spans(tags))
+        if kind == "re":
+            text = self.text("text")
+            head, tail = self.placeholders(text) if self.d.entity_types else (self.mention("head", text),
+                                                                               self.mention("tail", text))
+            return RelationInstance(ident, text, head, tail, self.label())
+        if kind == "similarity":
+            return PairInstance(ident, self.text("text_a"), self.text("text_b"), self.score())
+        if kind == "pair-classification":
+            return PairInstance(ident, self.text("text_a"), self.text("text_b"), self.label())
+        if kind == "qa":
+            context = self.need("context")
+            if isinstance(context, list) and all(isinstance(x, str) for x in context):
+                context = " ".join(context)
+            elif not isinstance(context, str):
+                raise self.error(f"{self.key('context')}: expected a string or a list of strings")
+            return PairInstance(ident, self.text("question"), context, self.label())
+        labels = tuple(self.labels_list()) if self.d.multi_label else (self.label(),)
+        return TextInstance(ident, self.text("text"), labels)
+
+    # -- fields
+
+    def key(self, field: str) -> str:
+        """How the YAML names the place of `field` in a line, for messages."""
+        if self.d.format == "jsonl":
+            return f"field '{self.d.fields[field]}' (fields.{field})"
+        return f"column {self.d.columns[field]} (columns.{field})"
+
+    def error(self, message: str) -> DataFormatError:
+        return DataFormatError(self.path, self.number, f"{message}; see {self.d.source}")
+
+    def need(self, field: str) -> Any:
+        if field not in self.record:
+            raise self.error(f"missing {self.key(field)}")
+        return self.record[field]
+
+    def text(self, field: str) -> str:
+        value = self.need(field)
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"{self.key(field)}: expected non-empty text, got {value!r}")
+        return value
+
+    def strings(self, field: str) -> list[str]:
+        value = self.need(field)
+        if not isinstance(value, list) or not value or not all(isinstance(x, str) and x for x in value):
+            raise self.error(f"{self.key(field)}: expected a non-empty list of non-empty strings")
+        return value
+
+    def label(self, value: Any = None) -> str:
+        value = self.need("label") if value is None else value
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # 0 / 1 in JSON are the classes "0" / "1"
+        if not isinstance(value, str):
+            raise self.error(f"{self.key('label')}: expected a class name, got {value!r}")
+        value = value.strip()
+        if value not in self.labels:
+            raise self.error(f"label {value!r} ({self.key('label')}) is not in labels {list(self.d.labels)}; "
+                             "add it there")
+        return value
+
+    def labels_list(self) -> list[str]:
+        value = self.need("label")
+        if isinstance(value, str):
+            value = [x for x in value.split(self.d.label_separator) if x.strip()]
+        if not isinstance(value, list):
+            raise self.error(f"{self.key('label')}: expected a list of class names (multi_label)")
+        return sorted({self.label(x) for x in value})
+
+    def score(self) -> float:
+        value = self.need("label")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise self.error(f"{self.key('label')}: expected a number (similarity score), got {value!r}") from None
+
+    def mention(self, field: str, text: str) -> Mention:
+        value = self.need(field)
+        if isinstance(value, dict):
+            value = [value.get("start"), value.get("end"), value.get("type")]
+        if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) for v in value[:2])
+                and isinstance(value[2], str) and value[2]):
+            raise self.error(f"{self.key(field)}: expected {{\"start\": <int>, \"end\": <int>, \"type\": <name>}} "
+                             f"or [start, end, type], got {value!r}")
+        start, end, typ = value
+        if not 0 <= start < end <= len(text):
+            raise self.error(f"{self.key(field)}: characters {start}-{end} are not inside the text "
+                             f"({len(text)} characters; offsets are 0-based, end exclusive)")
+        return Mention(start, end, typ)
+
+    def placeholders(self, text: str) -> tuple[Mention, Mention]:
+        """Head and tail at the `@TYPE$` placeholders of `entity_types` (the same type twice: the first
+        occurrence is the head)."""
+        head_type, tail_type = self.d.entity_types
+        tags = (f"@{head_type}$", f"@{tail_type}$")
+        starts = []
+        for tag in dict.fromkeys(tags):
+            expected = tags.count(tag)
+            found = [i for i in range(len(text)) if text.startswith(tag, i)]
+            if len(found) != expected:
+                raise self.error(f"expected {expected} {tag} in {self.key('text')} (entity_types), found "
+                                 f"{len(found)}")
+            starts += found
+        return (Mention(starts[0], starts[0] + len(tags[0]), head_type),
+                Mention(starts[1], starts[1] + len(tags[1]), tail_type))

@@ -1,0 +1,252 @@
+"""The keys of a user dataset YAML file (`UserDatasetFile`, checked by core.schema) and what each task
+type needs from it (`KINDS`): the instance fields, the default TSV columns, the metrics that fit.
+
+`check` turns a validated file into a `Definition`, refusing every mistake that does not need the data
+(a missing or unknown key, a label key not among `labels`, a metric that cannot score the task type) as
+one ConfigError line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+
+from core.errors import ConfigError, UnknownNameError
+from core.registry import Registry
+from core.schema import load_yaml, validate
+
+FORMATS = ("conll", "jsonl", "tsv")
+
+
+@dataclass
+class SplitFiles:
+    train: str = MISSING
+    dev: str = MISSING
+    test: str = MISSING
+
+
+@dataclass
+class UserDatasetFile:
+    """The keys of a user dataset YAML file (README, "Your own dataset, no Python", shows each type)."""
+
+    name: str = MISSING
+    format: str = MISSING  # conll | jsonl | tsv
+    task_type: Optional[str] = None  # a name in KINDS; default: ner for conll, classification for tsv
+    path: str = MISSING  # data folder, relative to the YAML file
+    files: SplitFiles = field(default_factory=SplitFiles)
+    labels: Optional[List[str]] = None  # entity types or classes; ner: default [entity_type]
+    multi_label: bool = False  # classification: each instance has a list of labels
+    metric: Optional[str] = None  # default: the task type's first metric (see KINDS)
+    negative_label: Optional[str] = None  # re: the no-relation class, left out of micro F1 (ChemProt, DDI)
+    positive_label: Optional[str] = None  # re / classification: score the F1 of this class only (GAD)
+    entity_type: Optional[str] = None  # ner/pico: the type of untyped tags (B, I)
+    collapse_type: Optional[str] = None  # ner/pico: rename every entity type to this one, as BLURB does
+    columns: Dict[str, int] = field(default_factory=dict)  # conll/tsv: field -> 0-based column (-1: last)
+    header: bool = False  # tsv: the first line of each file is a header
+    fields: Dict[str, str] = field(default_factory=dict)  # jsonl: field -> the key in each line
+    entity_types: Optional[List[str]] = None  # re without offsets: [head, tail] types, as @TYPE$ in text
+    label_separator: str = ","  # multi-label tsv: between the labels of one line
+    max_length: int = 512
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A `task_type:` of the YAML file. `fields`: what each instance is read from (required ones
+    first; see `optional`); `columns`: the default TSV / CoNLL columns of those fields."""
+
+    task_type: str  # DatasetSpec.task_type
+    fields: tuple[str, ...]
+    optional: tuple[str, ...]
+    columns: dict[str, int]
+    metrics: tuple[str, ...]  # that can score it, the default first
+    count_unit: str
+
+
+KINDS: Registry[Kind] = Registry("task_type")
+_CLASS_METRICS = ("accuracy", "relation_micro_f1", "positive_class_f1")
+KINDS.register("ner", Kind("ner", ("tokens", "tags"), ("id",), {"token": 0, "tag": -1},
+                           ("entity_f1",), "mentions"))
+KINDS.register("pico", Kind("pico", ("tokens", "tags"), ("id",), {"token": 0, "tag": -1},
+                            ("pico_word_macro_f1", "entity_f1"), "PICO spans"))
+KINDS.register("re", Kind("re", ("text", "label", "head", "tail"), ("id",), {"text": 0, "label": 1},
+                          ("relation_micro_f1", "positive_class_f1", "accuracy"), "pairs"))
+KINDS.register("similarity", Kind("similarity", ("text_a", "text_b", "label"), ("id",),
+                                  {"text_a": 0, "text_b": 1, "label": 2}, ("pearson",), "pairs"))
+KINDS.register("classification", Kind("classification", ("text", "label"), ("id",), {"text": 0, "label": 1},
+                                      _CLASS_METRICS, "instances"))
+KINDS.register("pair-classification", Kind("classification", ("text_a", "text_b", "label"), ("id",),
+                                           {"text_a": 0, "text_b": 1, "label": 2}, _CLASS_METRICS, "pairs"))
+KINDS.register("qa", Kind("qa", ("question", "context", "label"), ("id",),
+                          {"question": 0, "context": 1, "label": 2}, _CLASS_METRICS, "questions"))
+
+DEFAULT_KIND = {"conll": "ner", "tsv": "classification"}  # jsonl names its task_type
+TAGGING = ("ner", "pico")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A checked user dataset file: everything the readers and the DatasetSpec need."""
+
+    source: Path  # the YAML file
+    name: str
+    format: str
+    kind_name: str
+    kind: Kind
+    root: Path
+    files: dict[str, str]  # split -> file, relative to root
+    labels: tuple[str, ...]
+    multi_label: bool
+    metric: str
+    metric_args: dict[str, Any]
+    entity_type: Optional[str]
+    collapse_type: Optional[str]
+    columns: dict[str, int]  # conll/tsv: field -> column
+    header: bool
+    fields: dict[str, str]  # jsonl: field -> key in the line
+    entity_types: Optional[tuple[str, str]]
+    label_separator: str
+    max_length: int
+    normalized: str  # the file's keys with defaults filled in, as sorted JSON: part of the fingerprint
+
+
+def load_definition(path: Path) -> Definition:
+    """Read and check a user dataset YAML file (one ConfigError line naming the file and the key)."""
+    if not path.is_file():
+        raise ConfigError(f"dataset file not found: {path}")
+    raw = load_yaml(path)
+    for key in ("labels", "negative_label", "positive_label", "entity_type", "collapse_type", "entity_types"):
+        value = raw.get(key)
+        if any(isinstance(v, bool) for v in (value if isinstance(value, ListConfig) else [value])):
+            raise ConfigError(f"{path}: {key}: YAML reads yes/no/true/false/on/off as booleans, not as labels; "
+                              "quote them, e.g. ['yes', 'no']")
+    return check(path, validate(path, raw, UserDatasetFile))
+
+
+def check(path: Path, cfg: DictConfig) -> Definition:
+    """A validated UserDatasetFile -> Definition, or one ConfigError line naming `path` and the key."""
+    def fail(message: str) -> ConfigError:
+        return ConfigError(f"{path}: {message}")
+
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise fail(f"missing key '{missing[0]}' (README, 'Your own dataset, no Python', shows every key)")
+    if cfg.format not in FORMATS:
+        raise fail(str(UnknownNameError("format", cfg.format, FORMATS)))
+    kind_name = cfg.task_type or DEFAULT_KIND.get(cfg.format)
+    if kind_name is None:
+        raise fail(f"missing key 'task_type' (format {cfg.format} needs one of: {', '.join(KINDS.names())})")
+    try:
+        kind = KINDS.get(kind_name)
+    except UnknownNameError as e:
+        raise fail(str(e)) from None
+    if cfg.format == "conll" and kind_name not in TAGGING:
+        raise fail(f"format conll holds tagged tokens (task_type ner or pico), not {kind_name}; use jsonl or tsv")
+    if cfg.format == "tsv" and kind_name in TAGGING:
+        raise fail(f"task_type {kind_name} is read from format conll or jsonl, not tsv")
+    if cfg.header and cfg.format != "tsv":
+        raise fail(f"header applies to format tsv; a {cfg.format} file has none")
+    if cfg.multi_label and kind_name != "classification":
+        raise fail("multi_label applies to task_type classification only")
+    if cfg.entity_types is not None and (kind_name != "re" or len(cfg.entity_types) != 2):
+        raise fail("entity_types: give [head type, tail type] for task_type re without offsets "
+                   "(the text holds @HEAD$ and @TAIL$)")
+
+    labels = _labels(cfg, kind_name, fail)
+    columns, fields = _field_maps(cfg, kind, kind_name, fail)
+    metric, metric_args = _metric(cfg, kind, kind_name, labels, fail)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    return Definition(
+        source=path, name=cfg.name, format=cfg.format, kind_name=kind_name, kind=kind,
+        root=(path.parent / cfg.path).resolve(), files=dict(container["files"]), labels=labels,
+        multi_label=cfg.multi_label, metric=metric, metric_args=metric_args, entity_type=cfg.entity_type,
+        collapse_type=cfg.collapse_type, columns=columns, header=cfg.header, fields=fields,
+        entity_types=tuple(cfg.entity_types) if cfg.entity_types is not None else None,
+        label_separator=cfg.label_separator, max_length=cfg.max_length,
+        normalized=json.dumps(container, sort_keys=True))
+
+
+def _labels(cfg: DictConfig, kind_name: str, fail) -> tuple[str, ...]:
+    if kind_name in TAGGING:
+        if cfg.collapse_type:
+            return (cfg.collapse_type,)
+        if cfg.labels is None and cfg.entity_type:
+            return (cfg.entity_type,)
+    if kind_name == "similarity":
+        if cfg.labels:
+            raise fail("labels: a similarity dataset has scores, not classes; remove the key")
+        return ()
+    if not cfg.labels:
+        raise fail("missing key 'labels' (the entity types or classes the data uses)")
+    if len(set(cfg.labels)) != len(cfg.labels):
+        raise fail(f"labels: {list(cfg.labels)} names a label twice")
+    if kind_name in TAGGING and cfg.entity_type and cfg.entity_type not in cfg.labels:
+        raise fail(f"entity_type '{cfg.entity_type}' is not in labels {list(cfg.labels)}")
+    return tuple(str(label) for label in cfg.labels)
+
+
+def _field_maps(cfg: DictConfig, kind: Kind, kind_name: str, fail) -> tuple[dict[str, int], dict[str, str]]:
+    valid = kind.fields + kind.optional
+    if cfg.format == "jsonl":
+        if cfg.columns:
+            raise fail("columns applies to formats conll and tsv; a jsonl file maps its keys with fields")
+        for key in cfg.fields:
+            if key not in valid:
+                raise fail(f"unknown key 'fields.{key}'; valid keys under 'fields' for task_type {kind_name}: "
+                           f"{', '.join(valid)}")
+        return {}, {name: str(cfg.fields.get(name, name)) for name in valid}
+    if cfg.fields:
+        raise fail(f"fields applies to format jsonl; a {cfg.format} file maps its columns with columns")
+    columns = dict(kind.columns)
+    if cfg.format == "tsv":
+        columns.pop("head", None)
+        columns.pop("tail", None)
+    for key, column in cfg.columns.items():
+        if key not in columns and not (key == "id" and cfg.format == "tsv"):
+            raise fail(f"unknown key 'columns.{key}'; valid keys under 'columns' for format {cfg.format}, "
+                       f"task_type {kind_name}: {', '.join([*columns, 'id'] if cfg.format == 'tsv' else columns)}")
+        columns[key] = int(column)
+    if kind_name == "re" and cfg.format == "tsv" and cfg.entity_types is None:
+        raise fail("missing key 'entity_types': a tsv relation file has its entities replaced by @TYPE$ "
+                   "placeholders; name them, e.g. entity_types: [GENE, DISEASE]")
+    return columns, {}
+
+
+def _metric(cfg: DictConfig, kind: Kind, kind_name: str, labels: tuple[str, ...], fail
+            ) -> tuple[str, dict[str, Any]]:
+    metrics = ("multilabel_micro_f1",) if cfg.multi_label else kind.metrics
+    for key in ("negative_label", "positive_label"):
+        value = cfg[key]
+        if value is not None and value not in labels:
+            raise fail(f"{key} '{value}' is not in labels {list(labels)}")
+    metric = cfg.metric
+    if metric is None:
+        if kind_name == "re":  # BLURB scores relations without their no-relation class: which one is it?
+            if cfg.negative_label is None and cfg.positive_label is None:
+                raise fail("missing key 'negative_label' (the no-relation class, left out of micro F1, as "
+                           "ChemProt's 'false') or 'positive_label' (score one class's F1, as GAD's '1')")
+            metric = "relation_micro_f1" if cfg.negative_label is not None else "positive_class_f1"
+        elif cfg.positive_label is not None:
+            metric = "positive_class_f1"
+        elif cfg.negative_label is not None:
+            metric = "relation_micro_f1"
+        else:
+            metric = metrics[0]
+    if metric not in metrics:
+        raise fail(f"metric '{metric}' cannot score task_type {kind_name}"
+                   f"{' with multi_label' if cfg.multi_label else ''}; choose one of: {', '.join(metrics)}")
+    args: dict[str, Any] = {}
+    if metric == "relation_micro_f1":
+        if cfg.negative_label is None:
+            raise fail("missing key 'negative_label': metric relation_micro_f1 leaves that class out")
+        args = {"negative": cfg.negative_label, "labels": labels}
+    elif metric == "positive_class_f1":
+        if cfg.positive_label is None:
+            raise fail("missing key 'positive_label': metric positive_class_f1 scores that class")
+        args = {"positive": cfg.positive_label}
+    elif metric in ("pico_word_macro_f1", "multilabel_micro_f1"):
+        args = {"labels": labels}
+    return metric, args

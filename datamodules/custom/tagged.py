@@ -1,0 +1,98 @@
+"""Tagged tokens (task types ner and pico): CoNLL column files, and the tag rules JSONL shares with them.
+
+A CoNLL line holds a token and its tag in the columns the YAML's `columns:` names (default: the first
+and the last; any other column is ignored), TAB-separated or, on lines without a TAB, separated by
+spaces. A blank line ends a sentence. `-DOCSTART-` lines end a document; one written as
+`-DOCSTART- (<id>)` (EBM-PICO) names it, and its sentences get the ids `<id>-<k>`, as the built-in
+PICO reader gives them; elsewhere ids are `<file stem>-<n>`, as the built-in NER reader gives them.
+
+Tags are IOB2 or IO, typed (`B-Chemical`, `I-PAR`) or untyped (`B`, `I`: their type is `entity_type`).
+`collapse_type` renames every type before spans are built (BLURB scores NER with one type).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from core.errors import DataFormatError
+from datamodules.custom.schema import Definition
+from datamodules.instances import TaggingInstance, iob_to_spans
+
+_TAG = re.compile(r"O|[BI](?:-\S+)?")
+_DOCSTART = re.compile(r"-DOCSTART-(?:\s+\((\S+)\))?")
+
+
+class TagRules:
+    """Checks and normalizes the tags of one dataset: every tag becomes `O` or `B-<type>` / `I-<type>`
+    with a type among the YAML's `labels`."""
+
+    def __init__(self, definition: Definition):
+        self.definition = definition
+        self._known: dict[str, str] = {"O": "O"}  # tag as written -> normalized (most files use few tags)
+
+    def normalize(self, tag: str, path: Path, line: int) -> str:
+        known = self._known.get(tag)
+        if known is not None:
+            return known
+        d = self.definition
+        if not _TAG.fullmatch(tag):
+            raise DataFormatError(path, line, f"tag {tag!r} is not O, B, I, B-<type> or I-<type> (IOB2 or IO "
+                                              "tags)")
+        prefix, _, typ = tag.partition("-")
+        if not typ:
+            if d.entity_type is None and d.collapse_type is None:
+                raise DataFormatError(path, line, f"untyped tag {tag!r}: set the key 'entity_type' in {d.source} "
+                                                  "to name the type of B/I tags")
+            typ = d.entity_type or d.collapse_type
+        typ = d.collapse_type or typ
+        if typ not in d.labels:
+            raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not in labels "
+                                              f"{list(d.labels)} of {d.source}; add it there or set collapse_type")
+        self._known[tag] = f"{prefix}-{typ}"
+        return self._known[tag]
+
+
+def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
+    token_column, tag_column = definition.columns["token"], definition.columns["tag"]
+    width = max(c + 1 if c >= 0 else -c for c in (token_column, tag_column))
+    rules = TagRules(definition)
+    instances: list[TaggingInstance] = []
+    tokens: list[str] = []
+    tags: list[str] = []
+    document: str | None = None  # the id of the current -DOCSTART- (<id>) document
+    in_document = 0  # sentences so far in that document
+
+    def flush() -> None:
+        nonlocal in_document
+        if tokens:
+            ident = f"{document}-{in_document}" if document is not None else f"{path.stem}-{len(instances)}"
+            instances.append(TaggingInstance(ident, tuple(tokens), iob_to_spans(tags)))
+            in_document += 1
+            tokens.clear()
+            tags.clear()
+
+    with open(path, encoding="utf-8") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.strip()
+            if not line:
+                flush()
+                continue
+            if line.startswith("-DOCSTART-"):
+                flush()
+                match = _DOCSTART.match(line)
+                if match and match.group(1):
+                    document, in_document = match.group(1), 0
+                continue
+            parts = line.split("\t") if "\t" in line else line.split()
+            if len(parts) < width:
+                raise DataFormatError(path, number, f"expected at least {width} columns (token in column "
+                                                    f"{token_column}, tag in column {tag_column}: the key "
+                                                    f"'columns' of {definition.source}), got {len(parts)}")
+            token = parts[token_column].strip()
+            if not token:
+                raise DataFormatError(path, number, f"empty token in column {token_column}")
+            tokens.append(token)
+            tags.append(rules.normalize(parts[tag_column].strip(), path, number))
+    flush()
+    return instances
