@@ -171,3 +171,27 @@ def test_list_models_names_each_alias_with_its_hub_id_and_cache_state(two_commit
         assert name in out and (entry.hub_id or entry.package) in out
     assert "allenai/scibert_scivocab_uncased  (cached)" in out
     assert "dmis-lab/biobert-v1.1  (not cached)" in out and "hf download" in out
+
+
+def test_roberta_loads_without_pooler_and_splits_pre_split_words_as_in_running_text(hub_cache, tmp_path):
+    """Byte-level BPE marks a word after a space (Ġ): NER words given one by one must get that mark, as
+    every word but the first had in pretraining."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["aspirin reduces fever in patients with the gene BRCA1"] * 10, vocab_size=300,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(str(tmp_path))
+    tokenizer = RobertaTokenizer(vocab=str(tmp_path / "vocab.json"), merges=str(tmp_path / "merges.txt"))
+    tiny = tmp_path / "roberta"
+    tokenizer.save_pretrained(tiny)
+    RobertaModel(RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, pad_token_id=tokenizer.pad_token_id)).save_pretrained(tiny)
+    add_snapshot(hub_cache, NAMED_MODELS.get("roberta-base").hub_id, C1, tiny)
+
+    encoder, loaded = load_encoder(OmegaConf.create({"name_or_path": "roberta-base"}), None, 0.1)
+    assert encoder.pooler is None
+    words = loaded(["aspirin", "reduces", "fever"], is_split_into_words=True, add_special_tokens=False)
+    running = loaded(" aspirin reduces fever", add_special_tokens=False)
+    assert words.input_ids == running.input_ids
