@@ -211,9 +211,10 @@ def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optio
             folder = _ONLINE_SNAPSHOTS[online_key] = Path(
                 snapshot_download(hub_id, revision=revision, allow_patterns=patterns))
     except LocalEntryNotFoundError:
-        why = "HF_HUB_OFFLINE is set" if is_offline_mode() else "the Hub cannot be reached"
-        raise ConfigError(f"{where} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}; "
-                          f"download it with `{download}` (or unset HF_HUB_OFFLINE)") from None
+        why = ("HF_HUB_OFFLINE is set; download it with `{}` (or unset HF_HUB_OFFLINE)" if is_offline_mode()
+               else "the Hub cannot be reached; download it with `{}` where it can").format(download)
+        cache = constants.HF_HUB_CACHE
+        raise ConfigError(f"{where} is not in the Hugging Face cache ({cache}) and {why}") from None
     except GatedRepoError:
         raise ConfigError(f"{where} is gated: accept its terms at https://huggingface.co/{hub_id} and set "
                           "HF_TOKEN (or run `hf auth login`)") from None
@@ -227,7 +228,7 @@ def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optio
         raise ConfigError(f"{where}: {first_line}") from None
     if not (folder / "config.json").is_file():
         raise ConfigError(f"{where}: the snapshot {folder} has no config.json (not a transformers model?)")
-    if not any(folder.glob(pattern) for pattern in SAFETENSORS[:1] + PYTORCH_BIN[:1]):
+    if not any(any(folder.glob(pattern)) for pattern in (SAFETENSORS[0], PYTORCH_BIN[0])):
         raise ConfigError(f"{where}: the cached snapshot {folder} has no weights (*.safetensors or "
                           f"pytorch_model*.bin); fetch them with `{download}`")
     # The snapshot folder is named by the commit the revision resolved to (huggingface_hub's cache layout).

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 
 from ablations.config import REPO_ROOT, build_config
 from ablations.finetune import identify
@@ -63,14 +63,16 @@ def test_finetune_by_hub_id_and_revision_offline(tmp_path, data_dir):
 @pytest.mark.slow
 def test_table6_published_runs_at_micro_with_the_aliases_on_cached_stand_ins(tmp_path, data_dir):
     """Two of its models, by their aliases (not the micro random stand-ins), on the YAML's two micro tasks."""
-    source = yaml.safe_load((REPO_ROOT / "experiments" / "table6_published.yaml").read_text())
+    source = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "experiments" / "table6_published.yaml"))
     keep = {"pubmedbert": "pubmedbert-uncased", "bert-uncased": "bert-base-uncased"}  # model -> stand-in vocab
-    source["models"] = {name: {**source["models"][name], "name_or_path": source["models"][name]["name_or_path"]["default"]}
+    # the alias under every profile, not micro's random stand-in
+    models = source["models"]
+    source["models"] = {name: {**models[name], "name_or_path": models[name]["name_or_path"]["default"]}
                         for name in keep}
     source["table"]["paper"] = {row: {c: v for c, v in cols.items() if c in keep}
                                 for row, cols in source["table"]["paper"].items()}
     path = tmp_path / "table6_published.yaml"
-    path.write_text(yaml.safe_dump(source, sort_keys=False))
+    OmegaConf.save(OmegaConf.create(source), path)
     hf_home, work = tmp_path / "hf-home", tmp_path / "work"
     aliases = {name: source["models"][name]["name_or_path"] for name in keep}
     for name, vocab in keep.items():

@@ -29,7 +29,8 @@ def test_known_models_are_random_bert_and_the_named_ones():
 def test_every_hub_alias_names_a_hub_id():
     hub = {name: entry.hub_id for name, entry in NAMED_MODELS.items() if entry.hub_id}
     assert hub["pubmedbert-abstract"] == "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract"
-    assert hub["biobert-v1.1"] == "dmis-lab/biobert-v1.1" and hub["bert-base-uncased"] == "google-bert/bert-base-uncased"
+    assert hub["biobert-v1.1"] == "dmis-lab/biobert-v1.1"
+    assert hub["bert-base-uncased"] == "google-bert/bert-base-uncased"
     assert all(HUB_ID.fullmatch(hub_id) for hub_id in hub.values())
 
 
@@ -186,8 +187,9 @@ def test_roberta_loads_without_pooler_and_splits_pre_split_words_as_in_running_t
     tokenizer = RobertaTokenizer(vocab=str(tmp_path / "vocab.json"), merges=str(tmp_path / "merges.txt"))
     tiny = tmp_path / "roberta"
     tokenizer.save_pretrained(tiny)
-    RobertaModel(RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64, pad_token_id=tokenizer.pad_token_id)).save_pretrained(tiny)
+    config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=64, pad_token_id=tokenizer.pad_token_id)
+    RobertaModel(config).save_pretrained(tiny)
     add_snapshot(hub_cache, NAMED_MODELS.get("roberta-base").hub_id, C1, tiny)
 
     encoder, loaded = load_encoder(OmegaConf.create({"name_or_path": "roberta-base"}), None, 0.1)
@@ -195,3 +197,13 @@ def test_roberta_loads_without_pooler_and_splits_pre_split_words_as_in_running_t
     words = loaded(["aspirin", "reduces", "fever"], is_split_into_words=True, add_special_tokens=False)
     running = loaded(" aspirin reduces fever", add_special_tokens=False)
     assert words.input_ids == running.input_ids
+
+
+def test_a_cached_snapshot_without_weights_names_the_download(hub_cache, two_commits, tmp_path):
+    config_only = tmp_path / "config-only"
+    config_only.mkdir()
+    (config_only / "config.json").write_text((two_commits[C1] / "config.json").read_text())
+    add_snapshot(hub_cache, "bioablate-test/config-only", C1, config_only)
+    with pytest.raises(ConfigError, match=r"has no weights \(\*\.safetensors or pytorch_model\*\.bin\); fetch them "
+                                          "with `hf download bioablate-test/config-only`"):
+        resolve_model("bioablate-test/config-only")
