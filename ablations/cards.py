@@ -142,3 +142,92 @@ sequences of {f.seq_len}.
 {pooler}
 {provenance.section()}"""
     return _card(data, body)
+
+
+PIPELINES = {"token": "token-classification", "classification": "text-classification",
+             "multilabel": "text-classification", "regression": "text-classification"}
+
+
+def _inputs_text(meta: dict[str, Any]) -> str:
+    """How inputs must be built for the model to see what it saw in training."""
+    kind, task_type = meta["output_kind"], meta["task_type"]
+    cut = f"Tokenize with the saved tokenizer, truncating at {meta['max_length']} tokens."
+    if kind == "token":
+        where = ("each word's first sub-token" if meta["subtoken_labels"] == "first" else "every sub-token")
+        return (f"Split the text into words and tokenize them with `is_split_into_words=True`; {cut[0].lower()}"
+                f"{cut[1:]} The model tags {where}; a word's tag is read there (the rest are ignored). Tags "
+                f"use the `{meta['tagging']}` scheme; decode them into word spans (`bioablate predict` does).")
+    if task_type == "re":
+        transform = {"dummify": "replace the head and the tail mention by their type tags, `@TYPE$` "
+                                "(e.g. `@CHEMICAL$`, `@GENE$`; overlapping mentions become one combined "
+                                "tag such as `@CHEMICAL-GENE$`)",
+                     "markers": "wrap the head mention in `[E1] ... [/E1]` and the tail in `[E2] ... [/E2]` "
+                                "(the four markers are special tokens of the saved tokenizer)",
+                     "original": "keep the sentence as it is"}[meta["re_input"]]
+        feature = {"cls": "The classifier reads [CLS].",
+                   "mention": "The classifier reads each entity's tokens, max-pooled: it needs the token mask "
+                              "of each mention (`bioablate predict` builds it from character offsets).",
+                   "entity-start": "The classifier reads the `[E1]` and `[E2]` marker tokens: it needs their "
+                                   "positions (`bioablate predict` finds them)."}[meta["re_feature"]]
+        return f"Relation extraction: {transform}, then classify the sentence. {cut} {feature}"
+    if task_type == "qa":
+        return f"A pair: question, then the reference text (`tokenizer(question, text)`). {cut} Only the text is cut."
+    if task_type == "similarity":
+        return f"A sentence pair (`tokenizer(a, b)`); the output is one similarity score. {cut}"
+    rule = ("Each label is on where its logit is above 0 (sigmoid > 0.5)." if kind == "multilabel"
+            else "The class is the largest logit.")
+    return f"One text. {cut} {rule}"
+
+
+def _loading_text(meta: dict[str, Any]) -> str:
+    if meta["format"] == "transformers":
+        auto = "AutoModelForTokenClassification" if meta["output_kind"] == "token" else \
+            "AutoModelForSequenceClassification"
+        pooler = ("\n\nThe pooler is linearised (dense = 1e-4 x identity, classifier x 1e4): it passes [CLS] "
+                  "through unchanged to float precision, as the trained head (a linear layer on [CLS]) "
+                  "expects; re-initialise it before fine-tuning this model further."
+                  if meta["architecture"] in ("BertForSequenceClassification", "AlbertForSequenceClassification")
+                  else "")
+        return (f"Plain transformers loads it:\n\n```python\nfrom transformers import {auto}, AutoTokenizer\n"
+                f"model = {auto}.from_pretrained(path)\ntokenizer = AutoTokenizer.from_pretrained(path)\n```"
+                f"{pooler}")
+    return (f"The head (`{meta['head']}`, feature `{meta['re_feature']}`, classifier `{meta['classifier']}`) has "
+            "no transformers class: the encoder is a transformers folder (`AutoModel.from_pretrained(path)`), "
+            "the head's weights are `head.safetensors`, rebuilt by bioablate's own loading code:\n\n"
+            "```python\nfrom ablations.predict import load_model\nmodel = load_model(path)\n```\n\n"
+            "or from the command line: `bioablate predict --model PATH --task "
+            f"{meta['task']} --input FILE`.")
+
+
+def finetune_card(meta: dict[str, Any], test_metrics: dict[str, float], provenance: Provenance) -> str:
+    """The card of a fine-tuned model; `meta` is its bioablate.json (ablations.export)."""
+    standard = meta["format"] == "transformers"
+    data = ModelCardData(language="en", license=LICENSE, library_name="transformers" if standard else None,
+                         pipeline_tag=PIPELINES[meta["output_kind"]],
+                         tags=["bioablate", "biomedical", meta["task"], meta["task_type"]]
+                         + ([] if standard else ["custom-head"]))
+    labels = ", ".join(f"`{label}`" for label in meta["labels"])
+    scores = "\n".join(f"- {k}: {v:.4f}" for k, v in sorted(test_metrics.items())
+                       if isinstance(v, (int, float))) or "- not scored"
+    body = f"""# bioablate {meta['task']} model
+
+Fine-tuned with bioablate on `{meta['task']}` ({meta['task_type']}); the weights of the best dev epoch.
+
+## Labels
+
+{labels}
+
+## Test scores
+
+{scores}
+
+## Loading
+
+{_loading_text(meta)}
+
+## Inputs
+
+{_inputs_text(meta)}
+
+{provenance.section()}"""
+    return _card(data, body)
