@@ -24,12 +24,26 @@ LICENSE = "mit"  # the project's (pyproject.toml); the corpora's and datasets' o
 LOCAL_KEYS = ("data_dir", "work_dir", "tracking_uri", "datasets")
 
 
-def invoked_command() -> str:
-    """The command line of this process, as the user typed it where it was the `bioablate` CLI."""
-    program = Path(sys.argv[0]).name if sys.argv else ""
-    if program in ("bioablate", "cli.py", "__main__.py"):
-        return shlex.join(["bioablate", *sys.argv[1:]])
-    return shlex.join([sys.executable.rsplit("/", 1)[-1], *sys.argv])
+LOCAL_FLAGS = ("--data-dir", "--work-dir", "--tracking-uri")
+
+
+def invoked_command(argv: list[str] | None = None) -> str:
+    """The command line of this process, as the user typed it where it was the `bioablate` CLI, with the
+    values of the machine-local options (LOCAL_FLAGS, LOCAL_KEYS) shown as `<local>`."""
+    argv = list(sys.argv if argv is None else argv)
+    program = Path(argv[0]).name if argv else ""
+    words = ["bioablate"] if program in ("bioablate", "cli.py", "__main__.py") else ["python", program]
+    hide_next = False
+    for word in argv[1:]:
+        flag, eq, _ = word.partition("=")
+        if hide_next:
+            word, hide_next = "<local>", False
+        elif word in LOCAL_FLAGS:
+            hide_next = True
+        elif eq and (flag in LOCAL_FLAGS or flag in LOCAL_KEYS):
+            word = f"{flag}=<local>"
+        words.append(word)
+    return shlex.join(words)
 
 
 def shareable_config(cfg: DictConfig) -> str:
@@ -154,8 +168,9 @@ def _inputs_text(meta: dict[str, Any]) -> str:
     cut = f"Tokenize with the saved tokenizer, truncating at {meta['max_length']} tokens."
     if kind == "token":
         where = ("each word's first sub-token" if meta["subtoken_labels"] == "first" else "every sub-token")
-        return (f"Split the text into words and tokenize them with `is_split_into_words=True`; {cut[0].lower()}"
-                f"{cut[1:]} The model tags {where}; a word's tag is read there (the rest are ignored). Tags "
+        return (f"Split the text into words and tokenize them with the saved tokenizer (`is_split_into_words="
+                f"True`), truncating at {meta['max_length']} tokens. The model tags {where}; a word's tag is "
+                f"read there (the rest are ignored). Tags "
                 f"use the `{meta['tagging']}` scheme; decode them into word spans (`bioablate predict` does).")
     if task_type == "re":
         transform = {"dummify": "replace the head and the tail mention by their type tags, `@TYPE$` "
@@ -207,8 +222,8 @@ def finetune_card(meta: dict[str, Any], test_metrics: dict[str, float], provenan
                          tags=["bioablate", "biomedical", meta["task"], meta["task_type"]]
                          + ([] if standard else ["custom-head"]))
     labels = ", ".join(f"`{label}`" for label in meta["labels"])
-    scores = "\n".join(f"- {k}: {v:.4f}" for k, v in sorted(test_metrics.items())
-                       if isinstance(v, (int, float))) or "- not scored"
+    scores = "\n".join(f"- {k}: {int(v) if float(v).is_integer() and k != 'score' else round(v, 4)}"
+                       for k, v in sorted(test_metrics.items()) if isinstance(v, (int, float))) or "- not scored"
     body = f"""# bioablate {meta['task']} model
 
 Fine-tuned with bioablate on `{meta['task']}` ({meta['task_type']}); the weights of the best dev epoch.

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from safetensors.torch import save_file
 from torch import nn
@@ -155,7 +156,7 @@ def find_finished_run(ref: str, tracking_uri: str):
     if RUN_ID.match(ref):
         try:
             run = client.get_run(ref)
-        except Exception:  # mlflow raises MlflowException for an unknown id
+        except MlflowException:  # no such run id
             run = None
     if run is None:
         experiments = [e.experiment_id for e in client.search_experiments()]
@@ -180,7 +181,7 @@ def export_run(ref: str, to: Path, tracking_uri: str) -> tuple[Path, dict[str, A
     run = find_finished_run(ref, tracking_uri)
     source = Path(run.data.tags.get("model_dir", ""))
     if not run.data.tags.get("model_dir") or not (source / META_FILE).is_file():
-        raise ConfigError(f"run {run.info.run_id} kept no model (it finished before runs stored their best "
+        raise ConfigError(f"run {run.info.run_id} kept no model (keep_model=false, or it finished before runs stored their best "
                           "weights, or its work directory moved); rerun its `bioablate finetune` command "
                           "with --force to train and store one")
     to = to.expanduser().resolve()

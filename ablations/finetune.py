@@ -108,7 +108,8 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
         run.set_tag("best_epoch", str(best_epoch))
         if not run.is_worker:
             _log_artifacts(run, cfg, datamodule, module.test_predictions)
-            _store_model(run, cfg, identity, module, datamodule)
+            if cfg.keep_model:
+                _store_model(run, cfg, identity, module, datamodule)
     return FinetuneResult(run.run_id, identity.fingerprint, False, run.tracking_uri, best_dev,
                           module.test_metrics)
 

@@ -31,6 +31,7 @@ from safetensors.torch import load_file
 from torch import nn
 from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification,
                           AutoModelForTokenClassification, AutoTokenizer)
+from transformers.utils import logging as hf_logging
 
 from ablations.export import HEAD_FILE, META_FILE, TRANSFORMERS, label_names
 from core.errors import ConfigError, DataFormatError
@@ -182,6 +183,7 @@ def write_predictions(out: TextIO, model: ExportedModel, instances: Iterable[Ins
 def predict_file(model_dir: Path, task: str, input_path: Path, output: Path | None) -> int:
     """`bioablate predict`: predictions for every example of `input_path`, as JSONL to `output` (else
     stdout); returns how many."""
+    hf_logging.disable_progress_bar()  # stderr is for errors and the summary line
     model = load_model(model_dir, task)
     instances = read_inputs(input_path, model.task_encoder.spec)
     predictions = predict(model, instances)

@@ -9,21 +9,27 @@ import json
 import os
 import stat
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 import yaml
 from mlflow.tracking import MlflowClient
-from transformers import (AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining,
-                          AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer)
+from transformers import (AlbertConfig, AlbertModel, AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining,
+                          AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer,
+                          BertConfig, BertModel, BertTokenizer, ElectraConfig, ElectraModel)
 
 from ablations.cli import main
 from ablations.config import build_config
-from ablations.export import META_FILE
+from ablations.export import META_FILE, transformers_model
 from ablations.finetune import run_finetune
 from ablations.pretrain import run_pretrain
 from core.files import current_umask
+from datamodules.encoders import make_encoder
 from datamodules.finetune_data import subsample
 from datamodules.registry import get_dataset
+from datamodules.vocabs import resolve_vocab
+from lightning_modules.heads import make_head
 
 FINETUNE = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=2",
             "finetune.max_length=64", "trainer.progress_bar=false"]
@@ -71,7 +77,7 @@ def test_pretrained_folder_loads_cleanly_and_has_its_card(objective: str, data_d
     assert _modes(folder) == {0o644} and stat.S_IMODE(os.stat(folder).st_mode) == 0o755
 
     for auto in LOADERS[objective]:
-        model, info = auto.from_pretrained(folder, output_loading_info=True)
+        _, info = auto.from_pretrained(folder, output_loading_info=True)
         expected_missing = {"classifier.weight", "classifier.bias"} \
             if auto is AutoModelForSequenceClassification else set()
         assert set(info["missing_keys"]) == expected_missing, (auto.__name__, info)
@@ -162,18 +168,11 @@ def test_predict_needs_an_exported_folder(tmp_path: Path, capsys):
 # ------------------------------------------------------------------- the transformers classes, exactly
 
 def _task_encoder(task: str, data_dir: Path):
-    from datamodules.encoders import make_encoder
-    from datamodules.vocabs import resolve_vocab
-    from transformers import BertTokenizer
-
     tokenizer = BertTokenizer(vocab=str(resolve_vocab("bert-base-uncased", data_dir)))
     return make_encoder(get_dataset(task), tokenizer, 64)
 
 
 def _random_encoder(model_type: str):
-    import torch
-    from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel, ElectraConfig, ElectraModel
-
     torch.manual_seed(0)
     size = dict(vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
     if model_type == "bert":
@@ -191,12 +190,6 @@ def _random_encoder(model_type: str):
 def test_transformers_class_computes_the_heads_logits(model_type, task, classifier, head, data_dir: Path):
     """The exported class's logits equal encoder + bioablate head's, to float precision; for BERT/ALBERT
     sequence heads through the linearised pooler."""
-    import torch
-    from types import SimpleNamespace
-
-    from ablations.export import transformers_model
-    from lightning_modules.heads import make_head
-
     task_encoder = _task_encoder(task, data_dir)
     encoder = _random_encoder(model_type)
     ft = SimpleNamespace(head=head, dropout=0.1, re_feature="cls", classifier=classifier)
@@ -217,11 +210,6 @@ def test_transformers_class_computes_the_heads_logits(model_type, task, classifi
 
 @pytest.mark.parametrize("head,feature", [("crf", "cls"), ("bilstm", "cls")])
 def test_heads_transformers_has_no_class_for_stay_bioablate(head, feature, data_dir: Path):
-    from types import SimpleNamespace
-
-    from ablations.export import transformers_model
-    from lightning_modules.heads import make_head
-
     task_encoder = _task_encoder("bc5-chem", data_dir)
     ft = SimpleNamespace(head=head, dropout=0.1, re_feature=feature, classifier="linear")
     assert transformers_model(_random_encoder("bert"), make_head(ft, task_encoder, 32), task_encoder) is None
