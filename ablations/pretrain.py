@@ -220,8 +220,17 @@ def resolve_inputs(cfg: DictConfig, train_vocab: bool = True) -> PretrainInputs 
     init_fp = ("scratch" if init_dir is None
                else model_fingerprint(OmegaConf.create({"name_or_path": p.init}), data_dir))
     run_fp = pretrain_fingerprint(cfg, corpus_fp, vocab_path, init_fp)
-    return PretrainInputs(PretrainIdentity(run_fp, work_dir / "models" / model_dir_name(cfg, run_fp)), data_dir,
-                          work_dir, corpus_fp, vocab_path, init_dir)
+    return PretrainInputs(PretrainIdentity(run_fp, export_dir(cfg, work_dir, run_fp)), data_dir, work_dir,
+                          corpus_fp, vocab_path, init_dir)
+
+
+def export_dir(cfg: DictConfig, work_dir: Path, run_fp: str) -> Path:
+    """Where the run's model is exported: `<work>/models/<model_dir_name>/`; a model exported before
+    folders had readable names (`<work>/models/<fingerprint>/`) stays where it is and is found there, so
+    finished runs of an older work directory are still reused."""
+    legacy = work_dir / "models" / run_fp
+    named = work_dir / "models" / model_dir_name(cfg, run_fp)
+    return legacy if (legacy / "config.json").is_file() and not named.exists() else named
 
 
 def model_dir_name(cfg: DictConfig, run_fp: str) -> str:
