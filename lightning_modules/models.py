@@ -25,6 +25,7 @@ from core.registry import Registry
 from datamodules.vocabs import resolve_vocab
 
 RANDOM_BERT = "random-bert"  # the one definition; the study layer imports it from here
+MODEL_CARD = "README.md"  # a model folder's card (Hugging Face Hub format)
 
 # Named models: a name -> a function giving its model directory (None where its package is missing).
 NAMED_MODELS: Registry[Callable[[], Path | None]] = Registry("model")
@@ -88,10 +89,13 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
 
 def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
     """Content hash of what the model starts from: the weights, config and vocabulary files of a model
-    directory, or the vocabulary of a random BERT (its size is in the run config already)."""
+    directory (not its model card, README.md: documentation, which names the run that wrote the folder,
+    so an identical model re-exported by another run must not look new), or the vocabulary of a random
+    BERT (its size is in the run config already)."""
     if model_cfg.name_or_path == RANDOM_BERT:
         files = [resolve_vocab(model_cfg.vocab, data_dir)]
     else:
         root = resolve_model_dir(model_cfg.name_or_path)
-        files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+        files = sorted(p for p in root.rglob("*")
+                       if p.is_file() and not p.name.startswith(".") and p.name != MODEL_CARD)
     return hash_files(files)
