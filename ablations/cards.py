@@ -130,7 +130,8 @@ def pretrain_card(facts: PretrainFacts, provenance: Provenance) -> str:
     body = f"""# bioablate {f.objective} pretrained on {f.corpus}
 
 A {f.objective.upper()} encoder pretrained with bioablate (a toolkit for ablation studies of biomedical
-language models). Load it with {loads}; fine-tune it with
+language models). Load it with {loads} (nothing is missing; a class without the pretraining heads lists
+their weights as unused, as transformers does for every checkpoint with heads); fine-tune it with
 `bioablate finetune --model <this folder> --task <task>`.
 
 ## Objective
