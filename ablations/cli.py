@@ -5,6 +5,8 @@
     bioablate data fetch [--to DIR] [--only NAME ...] [--mirror URL] [--jobs N]
     bioablate list tasks|models|variants|corpora
     bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR] [--zero-based]
+    bioablate export RUN --to DIR
+    bioablate predict --model DIR --task NAME --input FILE [--output FILE]
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED.
@@ -230,6 +232,23 @@ def _ui_command(sub) -> None:
     ui.add_argument("--storage", help="Optuna storage, for the optuna-dashboard hint")
 
 
+def _export_command(sub) -> None:
+    ex = sub.add_parser("export", help="write a finished fine-tuning run's best model as a Hugging Face folder")
+    ex.add_argument("run", metavar="RUN", help="the run's MLflow run id or fingerprint")
+    ex.add_argument("--to", required=True, metavar="DIR", help="folder to write (new, empty, or an earlier export)")
+    ex.add_argument("--work-dir", help="where the run went (default: $BIOABLATE_WORK or ./outputs)")
+    ex.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+
+
+def _predict_command(sub) -> None:
+    pr = sub.add_parser("predict", help="tag or classify new text with an exported model (JSONL out)")
+    pr.add_argument("--model", required=True, metavar="DIR", help="a folder written by `bioablate export`")
+    pr.add_argument("--task", required=True, help="the task it was fine-tuned on, e.g. bc5-chem")
+    pr.add_argument("--input", required=True, metavar="FILE",
+                    help="one text per line, or JSONL with the task's fields (see ablations/predict.py)")
+    pr.add_argument("--output", metavar="FILE", help="write JSONL here (default: stdout)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bioablate", description="Ablation studies of biomedical language models (BLURB).")
@@ -246,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     _server_command(sub)
     _table_command(sub)
     _ui_command(sub)
+    _export_command(sub)
+    _predict_command(sub)
     return parser
 
 
@@ -639,12 +660,26 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from ablations.export import export_command
+
+    print(export_command(args.run, Path(args.to), args.work_dir, args.tracking_uri))
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from ablations.predict import predict_file
+
+    predict_file(Path(args.model), args.task, Path(args.input), Path(args.output) if args.output else None)
+    return 0
+
+
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
             ("data", "fetch"): cmd_data_fetch,
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
             ("vocab", "compare"): cmd_vocab_compare,
             "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table, "run": cmd_run, "status": cmd_status,
-            "server": cmd_server}
+            "server": cmd_server, "export": cmd_export, "predict": cmd_predict}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -163,6 +163,7 @@ class RunConfig:
     experiment_name: str = "finetune"
     datasets: list[str] = field(default_factory=list)  # YAML files of user datasets to register
     keep_checkpoints: bool = False  # a finished run deletes its checkpoints unless this is set
+    keep_model: bool = True  # a finished fine-tuning run keeps its best weights (`bioablate export`)
     model: ModelConfig = field(default_factory=ModelConfig)
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -174,6 +175,7 @@ class RunConfig:
 # directory or turning off the progress bar does not make a finished run look new.
 NON_RESULT_KEYS = {
     "profile", "data_dir", "datasets", "work_dir", "tracking_uri", "experiment_name", "keep_checkpoints",
+    "keep_model",
     "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
     "trainer.compile", "finetune.cache_tokenized",
 }

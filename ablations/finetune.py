@@ -3,7 +3,8 @@
 A run is identified by its fingerprint (config minus bookkeeping keys, data content, model content) and
 goes through the tracked-run lifecycle of `ablations.lifecycle`: a FINISHED run is reused (unless
 `force`), a FAILED / KILLED / dead RUNNING one is taken over and resumed from
-`<work_dir>/runs/<fingerprint>/checkpoints/last.ckpt`, otherwise a new MLflow run is created.
+`<work_dir>/runs/<fingerprint>/checkpoints/last.ckpt`, otherwise a new MLflow run is created. A finished
+run keeps its best weights in `<work_dir>/runs/<fingerprint>/model/` (`bioablate export`, ablations.export).
 
 Under DDP (`trainer.devices=N trainer.strategy=ddp`) Lightning starts the other ranks by rerunning the
 command; those processes train and evaluate but never touch the tracking store: the MLflow run, its
@@ -22,8 +23,11 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
+from ablations.cards import Provenance
 from ablations.config import fingerprint, resolve_data_dir, resolve_work_dir, run_params
+from ablations.export import save_finetuned
 from ablations.lifecycle import TrackedRun
+from ablations.tracking import git_commit
 from ablations.variants import check_variants
 from core.errors import ConfigError, MissingDataError
 from datamodules.custom import register_from_yaml
@@ -104,6 +108,8 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
         run.set_tag("best_epoch", str(best_epoch))
         if not run.is_worker:
             _log_artifacts(run, cfg, datamodule, module.test_predictions)
+            if cfg.keep_model:
+                _store_model(run, cfg, identity, module, datamodule)
     return FinetuneResult(run.run_id, identity.fingerprint, False, run.tracking_uri, best_dev,
                           module.test_metrics)
 
@@ -186,3 +192,13 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
             f.write(json.dumps({"id": instance.id, "gold": encoder.to_json(encoder.gold(instance)),
                                 "prediction": encoder.to_json(prediction)}) + "\n")
     run.log_artifacts([out / "config.yaml", out / "test_predictions.jsonl"])
+
+
+def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, module: FineTuneModule,
+                 datamodule: FinetuneDataModule) -> None:
+    """Keep the best dev epoch's weights (the module holds them after testing) as a Hugging Face folder,
+    `<run dir>/model/`, for `bioablate export` (ablations.export); MLflow tag `model_dir`."""
+    provenance = Provenance(identity.fingerprint, run.run_id, run.tracking_uri, git_commit(), cfg)
+    model_dir = save_finetuned(run.run_dir / "model", module.encoder, module.head, datamodule.encoder, cfg,
+                               provenance, module.test_metrics)
+    run.set_tag("model_dir", str(model_dir))

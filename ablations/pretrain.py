@@ -7,7 +7,8 @@ reused. Killed (SIGKILL) or failed: the same command takes the MLflow run over a
 `<work>/runs/<fingerprint>/checkpoints/last.ckpt`. Checkpoints are written every
 `pretrain.checkpoint_every` optimizer steps (a Lightning "epoch" is that many steps), and data order,
 masks and dropout depend only on (seed, step), so the resumed run ends with the weights an
-uninterrupted one would have. The model is exported to `<work>/models/<fingerprint>/`.
+uninterrupted one would have. The model is exported, with its model card, to
+`<work>/models/<objective>-<corpus>-<masking>-s<seed>-<fingerprint[:8]>/` (`model_dir_name`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -23,8 +25,10 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
+from ablations.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.config import flatten, resolve_data_dir, resolve_work_dir, run_params
 from ablations.lifecycle import TrackedRun
+from ablations.tracking import git_commit
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
 from datamodules.pretrain.datamodule import PretrainData
@@ -216,8 +220,28 @@ def resolve_inputs(cfg: DictConfig, train_vocab: bool = True) -> PretrainInputs 
     init_fp = ("scratch" if init_dir is None
                else model_fingerprint(OmegaConf.create({"name_or_path": p.init}), data_dir))
     run_fp = pretrain_fingerprint(cfg, corpus_fp, vocab_path, init_fp)
-    return PretrainInputs(PretrainIdentity(run_fp, work_dir / "models" / run_fp), data_dir, work_dir,
+    return PretrainInputs(PretrainIdentity(run_fp, export_dir(cfg, work_dir, run_fp)), data_dir, work_dir,
                           corpus_fp, vocab_path, init_dir)
+
+
+def export_dir(cfg: DictConfig, work_dir: Path, run_fp: str) -> Path:
+    """Where the run's model is exported: `<work>/models/<model_dir_name>/`; a model exported before
+    folders had readable names (`<work>/models/<fingerprint>/`) stays where it is and is found there, so
+    finished runs of an older work directory are still reused."""
+    legacy = work_dir / "models" / run_fp
+    named = work_dir / "models" / model_dir_name(cfg, run_fp)
+    return legacy if (legacy / "config.json").is_file() and not named.exists() else named
+
+
+def model_dir_name(cfg: DictConfig, run_fp: str) -> str:
+    """A folder name a person can read (objective, corpus, masking, seed) plus the fingerprint's first 8
+    characters, which tell apart runs that differ elsewhere (size, steps, vocabulary ...). A corpus given
+    as a YAML file counts by its file name; a continued sequence `a>b` reads `a-then-b`."""
+    p = cfg.pretrain
+    corpus = "+".join(Path(part).stem if part.endswith((".yaml", ".yml")) else part
+                      for part in p.corpus.replace(">", "-then-").split("+"))
+    name = f"{p.objective}-{corpus}-{p.masking}-s{cfg.seed}"
+    return f"{re.sub(r'[^A-Za-z0-9._+-]+', '_', name)}-{run_fp[:8]}"
 
 
 def identify(cfg: DictConfig) -> PretrainIdentity | None:
@@ -301,5 +325,29 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
     resume_from = run.resume_from
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
     if trainer.is_global_zero:
-        export_model(exported_model(module.model), tokenizer, inputs.identity.model_dir, inputs.vocab_path)
+        model = exported_model(module.model)
+        card = _card(cfg, inputs, shards, run, trainer, model, len(vocab))
+        export_model(model, tokenizer, inputs.identity.model_dir, inputs.vocab_path, card)
     return module
+
+
+def _card(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun, trainer: pl.Trainer,
+          model, vocab_size: int) -> str | None:
+    """The exported model's card (None in a process without the MLflow run)."""
+    if run.is_worker:
+        return None
+    p = cfg.pretrain
+    metrics = run.tracker.client.get_run(run.run_id).data.metrics
+    facts = PretrainFacts(
+        objective=p.objective, nsp=bool(p.nsp and p.objective == "bert"), corpus=p.corpus,
+        corpus_documents=shards.meta["documents"], corpus_words=shards.meta["words"],
+        corpus_tokens=shards.meta["tokens"], sequences=len(shards), seq_len=p.seq_len, vocab=p.vocab,
+        vocab_size=vocab_size, lowercase=parse_vocab(p.vocab, p.lowercase).lowercase, init=p.init,
+        masking=p.masking, steps=trainer.global_step,
+        sequences_per_step=p.batch_size * p.accumulate * trainer.world_size,
+        final_losses={k.removeprefix("train/"): v for k, v in metrics.items()
+                      if k.startswith("train/") and k.endswith("loss")},
+        max_position_embeddings=model.config.max_position_embeddings,
+        pooler_untrained=p.objective == "bert" and not p.nsp)
+    provenance = Provenance(inputs.identity.fingerprint, run.run_id, run.tracking_uri, git_commit(), cfg)
+    return pretrain_card(facts, provenance)

@@ -32,6 +32,7 @@ from core.registry import Registry
 from datamodules.vocabs import resolve_vocab
 
 RANDOM_BERT = "random-bert"  # the one definition; the study layer imports it from here
+MODEL_CARD = "README.md"  # a model folder's card (Hugging Face Hub format)
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # ORG/NAME, as the Hub spells repository ids
 
@@ -272,11 +273,13 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
 
 def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
     """Content hash of what the model starts from: the weights, config and vocabulary files of a model
-    directory (for a Hub model also the commit it resolved to), or the vocabulary of a random BERT (its
-    size is in the run config already)."""
+    directory (for a Hub model also the commit it resolved to; not its model card, README.md:
+    documentation, which names the run that wrote the folder, so an identical model re-exported by another
+    run must not look new), or the vocabulary of a random BERT (its size is in the run config already)."""
     if model_cfg.name_or_path == RANDOM_BERT:
         return hash_files([resolve_vocab(model_cfg.vocab, data_dir)])
     model = resolve_model(model_cfg.name_or_path)
     # rglob lists a Hub snapshot's files (links into the cache's blobs/); hashing reads the blobs' content.
-    files = sorted(p for p in model.path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    files = sorted(p for p in model.path.rglob("*")
+                   if p.is_file() and not p.name.startswith(".") and p.name != MODEL_CARD)
     return hash_files(files, seed=model.identity())

@@ -33,8 +33,10 @@ from torch import nn
 from transformers import (AlbertConfig, AlbertForPreTraining, AutoConfig, BertConfig, BertForMaskedLM,
                           BertForPreTraining, BertModel, ElectraConfig, ElectraForMaskedLM,
                           ElectraForPreTraining, PreTrainedModel)
+from transformers.models.bert.modeling_bert import BertPooler
 
 from core.errors import ConfigError
+from core.files import publish_dir
 from core.registry import Registry
 from datamodules.pretrain.data import batch_seed
 from lightning_modules.algorithms.alum import Alum
@@ -324,17 +326,37 @@ class PretrainModule(pl.LightningModule):
         return self.optimizer_factory(self.model, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)
 
 
-def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: Path) -> Path:
+def with_pooler(model: PreTrainedModel) -> PreTrainedModel:
+    """The model as exported: a BERT trained by MLM alone gets a pooler (BERT's [CLS] dense + tanh), at
+    transformers' own initialisation. MLM never trains one (only NSP does), but every consumer of a BERT
+    folder expects one: without it, `AutoModel` / `AutoModelForSequenceClassification` report it missing
+    and initialise it at random on every load. Saving it makes loading silent and deterministic; the
+    model card says it is untrained. (The alternative, a config that tells `AutoModel` to build no
+    pooler, does not exist: `add_pooling_layer` is a constructor argument, not a config key.)"""
+    if isinstance(model, BertForMaskedLM) and model.bert.pooler is None:
+        with torch.random.fork_rng(devices=[]):  # the same pooler for every run, resumed or not
+            torch.manual_seed(0)
+            model.bert.pooler = BertPooler(model.config).to(model.device)
+            model.bert.pooler.apply(model._init_weights)
+    return model
+
+
+def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: Path,
+                 card: str | None = None) -> Path:
     """Write a Hugging Face-format directory (config, safetensors weights with the pretraining heads,
-    tokenizer + vocab.txt); written to a temporary folder, then renamed into place."""
+    tokenizer + vocab.txt, the model card `card` as README.md); written to a temporary folder, then
+    moved into place with plain file modes (core.files)."""
     import shutil
 
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with_pooler(model).save_pretrained(tmp)
+    # the longest input the model takes: unset, transformers writes 1e30 and truncation silently never
+    # happens (inputs past the position embeddings then fail inside the model)
+    tokenizer.model_max_length = model.config.max_position_embeddings
     tokenizer.save_pretrained(tmp)
     shutil.copyfile(vocab_path, tmp / "vocab.txt")
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
-    return out_dir
-
+    if card is not None:
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+    return publish_dir(tmp, out_dir)

@@ -172,3 +172,16 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
     assert ours.keys() == ref.keys()
     worst = max((ours[k] - ref[k]).abs().max().item() for k in ref)
     assert worst == 0.0, f"resumed weights differ from the uninterrupted run's by up to {worst:g}"
+
+
+def test_a_model_exported_under_its_fingerprint_alone_is_still_found(data_dir: Path, tmp_path: Path):
+    """Work directories from before readable folder names keep their finished runs."""
+    from ablations.pretrain import identify
+
+    cfg = pretrain_config(data_dir, tmp_path)
+    named = identify(cfg).model_dir
+    assert named.name.startswith("bert-pubmed-wwm-s42-") and not named.exists()
+    legacy = tmp_path / "models" / identify(cfg).fingerprint
+    legacy.mkdir(parents=True)
+    (legacy / "config.json").write_text("{}")
+    assert identify(cfg).model_dir == legacy

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from ablations.cli import main
 from core.errors import ConfigError
+
 from lightning_modules.models import (NAMED_MODELS, RANDOM_BERT, HUB_ID, known_models, load_encoder,
                                       model_fingerprint, resolve_model, resolve_model_dir)
 from tests.hub_cache import add_snapshot, point_ref, tiny_bert
@@ -207,3 +208,14 @@ def test_a_cached_snapshot_without_weights_names_the_download(hub_cache, two_com
     with pytest.raises(ConfigError, match=r"has no weights \(\*\.safetensors or pytorch_model\*\.bin\); fetch them "
                                           "with `hf download bioablate-test/config-only`"):
         resolve_model("bioablate-test/config-only")
+
+
+def test_a_model_folder_counts_by_its_files_not_its_card(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    cfg = OmegaConf.create({"name_or_path": str(tmp_path)})
+    before = model_fingerprint(cfg, None)
+    (tmp_path / "README.md").write_text("---\nlicense: mit\n---\nMLflow run id: 123\n")
+    assert model_fingerprint(cfg, None) == before
+    (tmp_path / "model.safetensors").write_bytes(b"other weights")
+    assert model_fingerprint(cfg, None) != before

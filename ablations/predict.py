@@ -1,0 +1,196 @@
+"""`bioablate predict`: tag or classify new text with a fine-tuned model folder (`bioablate export`).
+
+The input is encoded by the task's own encoder (`datamodules.encoders`, with the tagging scheme,
+sub-token labelling, relation transform and max_length the model was trained with, from its
+`bioablate.json`), batched as evaluation batches are, run through the model, and decoded as the test set
+was; so a model predicts here exactly what its run's `test_predictions.jsonl` says for the same examples.
+
+Input, one example per line:
+- plain text: NER/PICO and document classification take the text (split into words on spaces and
+  punctuation for tagging); similarity and QA take two texts separated by a tab; relation extraction
+  needs JSONL (the entities' offsets).
+- JSONL (`.jsonl`, or lines starting with `{`): the task's fields (`datamodules.instances`): `tokens`
+  (or `text`) for tagging; `text`, `head` and `tail` ({start, end, type}: character offsets) for relation
+  extraction; `text` for classification; `text_a` and `text_b` for pairs; `id` optional everywhere.
+Output: JSONL, one line per example: `id` and `prediction` in the form of the run's test predictions
+(tagging: [start, end, label] word spans, plus the `tokens` they index).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterable, TextIO
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification,
+                          AutoModelForTokenClassification, AutoTokenizer)
+from transformers.utils import logging as hf_logging
+
+from ablations.export import HEAD_FILE, META_FILE, TRANSFORMERS, label_names
+from core.errors import ConfigError, DataFormatError
+from datamodules.encoders import TaskEncoder, make_encoder
+from datamodules.finetune_data import EncodedSplit, SortedBatchSampler
+from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
+                                   TextInstance)
+from datamodules.registry import get_dataset
+from lightning_modules.heads import make_head
+
+WORDS = re.compile(r"\w+|[^\w\s]")  # plain text -> words for tagging: runs of word characters, punctuation
+
+
+@dataclass
+class ExportedModel:
+    """A fine-tuned model folder, loaded: the network, its task encoder, and the head that turns logits
+    into predictions (in the `transformers` format only its decision rule is used: the logits come from
+    the transformers class)."""
+
+    path: Path
+    meta: dict[str, Any]
+    network: nn.Module  # the transformers task model, or (format `bioablate`) the bare encoder
+    head: nn.Module
+    task_encoder: TaskEncoder
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        if self.meta["format"] == TRANSFORMERS:
+            return self.network(**inputs).logits.float()
+        return self.head(self.network(**inputs).last_hidden_state, batch)
+
+
+def load_model(path: Path | str, task: str | None = None) -> ExportedModel:
+    """Load an exported fine-tuned model folder; `task`, if given, must be the one it was trained on."""
+    path = Path(path).expanduser()
+    if not (path / META_FILE).is_file():
+        raise ConfigError(f"--model {path}: no {META_FILE}; pass a folder written by `bioablate export`")
+    meta = json.loads((path / META_FILE).read_text())
+    if task is not None and task != meta["task"]:
+        raise ConfigError(f"--task {task}: the model in {path} was fine-tuned on '{meta['task']}'; "
+                          f"pass --task {meta['task']}")
+    spec = get_dataset(meta["task"])
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    task_encoder = make_encoder(spec, tokenizer, meta["max_length"], meta["tagging"], meta["subtoken_labels"],
+                                meta["re_input"])
+    if label_names(task_encoder) != meta["labels"]:
+        raise ConfigError(f"--model {path}: its labels ({', '.join(meta['labels'])}) are not those of "
+                          f"dataset '{spec.name}' as registered now; use the bioablate version that made it")
+    config = AutoConfig.from_pretrained(path)
+    head = make_head(SimpleNamespace(head=meta["head"], dropout=meta["dropout"], re_feature=meta["re_feature"],
+                                     classifier=meta["classifier"]), task_encoder, config.hidden_size)
+    if meta["format"] == TRANSFORMERS:
+        auto = AutoModelForTokenClassification if task_encoder.output_kind == "token" else \
+            AutoModelForSequenceClassification
+        network = auto.from_pretrained(path)
+    else:
+        # as lightning_modules.models.load_encoder: the heads read hidden states, no pooler was trained
+        no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert") else {}
+        network = AutoModel.from_pretrained(path, **no_pooler)
+        head.load_state_dict(load_file(str(path / HEAD_FILE)))
+    return ExportedModel(path, meta, network.eval(), head.eval(), task_encoder)
+
+
+def predict(model: ExportedModel, instances: list[Instance], batch_size: int | None = None) -> list[Any]:
+    """Instance-level predictions (as `TaskEncoder.decode` gives them), in input order."""
+    encoder = model.task_encoder
+    split = EncodedSplit.from_features(encoder.encode(instances), encoder.output_kind == "token")
+    raw: dict[int, Any] = {}
+    # the evaluation batches of training (same size, same length order): the same padding, the same numbers
+    sampler = SortedBatchSampler(split.lengths, batch_size or model.meta["eval_batch_size"])
+    with torch.inference_mode():
+        for indices in sampler:
+            batch = split.batch(indices, encoder.tokenizer.pad_token_id)
+            predictions = model.head.predict(model.logits(batch), batch)
+            values, counts = encoder.gather(batch, predictions)
+            raw.update(zip(batch["index"].tolist(), encoder.unpack(values, counts)))
+    return [encoder.decode(split.example(i), raw[i]) for i in range(len(split))]
+
+
+# ----------------------------------------------------------------------------------------------- input
+
+def _placeholder_label(spec) -> Any:
+    """Encoders build a training label from every instance; new text has none, so it gets a dummy one
+    (never read: only the predictions come back)."""
+    return 0.0 if spec.task_type == "similarity" else spec.labels[0]
+
+
+def instance_from_json(record: dict[str, Any], spec, where: tuple[Path, int]) -> Instance:
+    """One JSONL record -> the task's instance (`datamodules.instances`)."""
+    rid = str(record.get("id", where[1]))
+    try:
+        if spec.task_type in ("ner", "pico"):
+            tokens = record["tokens"] if "tokens" in record else WORDS.findall(record["text"])
+            return TaggingInstance(rid, tuple(str(t) for t in tokens), ())
+        if spec.task_type == "re":
+            head, tail = (Mention(int(m["start"]), int(m["end"]), str(m["type"]))
+                          for m in (record["head"], record["tail"]))
+            return RelationInstance(rid, record["text"], head, tail, _placeholder_label(spec))
+        if spec.task_type in ("similarity", "qa"):
+            return PairInstance(rid, record["text_a"], record["text_b"], _placeholder_label(spec))
+        return TextInstance(rid, record["text"], (_placeholder_label(spec),))
+    except (KeyError, TypeError, ValueError) as error:
+        fields = {"ner": "tokens or text", "pico": "tokens or text", "re": "text, head and tail {start, end, type}",
+                  "similarity": "text_a and text_b", "qa": "text_a and text_b"}.get(spec.task_type, "text")
+        raise DataFormatError(where[0], where[1], f"a {spec.name} record needs {fields} "
+                                                  f"({type(error).__name__}: {error})") from None
+
+
+def read_inputs(path: Path, spec) -> list[Instance]:
+    """The examples of an input file (module docstring)."""
+    if not path.is_file():
+        raise ConfigError(f"--input {path}: no such file")
+    lines = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+    if not lines:
+        raise DataFormatError(path, None, "no examples (one per line)")
+    jsonl = path.suffix == ".jsonl" or lines[0][1].lstrip().startswith("{")
+    instances = []
+    for n, line in lines:
+        if jsonl:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DataFormatError(path, n, f"not a JSON object ({error.msg}); write one object per line")
+            if not isinstance(record, dict):
+                raise DataFormatError(path, n, "not a JSON object; write one object per line")
+        elif spec.task_type == "re":
+            raise DataFormatError(path, n, "relation extraction needs JSONL with text, head and tail "
+                                           "(character offsets {start, end, type})")
+        elif spec.task_type in ("similarity", "qa"):
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise DataFormatError(path, n, "a pair task needs two texts separated by one tab")
+            record = {"text_a": parts[0], "text_b": parts[1]}
+        else:
+            record = {"text": line}
+        instances.append(instance_from_json(record, spec, (path, n)))
+    return instances
+
+
+def write_predictions(out: TextIO, model: ExportedModel, instances: Iterable[Instance],
+                      predictions: Iterable[Any]) -> None:
+    for instance, prediction in zip(instances, predictions):
+        record = {"id": instance.id, "prediction": model.task_encoder.to_json(prediction)}
+        if isinstance(instance, TaggingInstance):
+            record["tokens"] = list(instance.tokens)
+        out.write(json.dumps(record) + "\n")
+
+
+def predict_file(model_dir: Path, task: str, input_path: Path, output: Path | None) -> int:
+    """`bioablate predict`: predictions for every example of `input_path`, as JSONL to `output` (else
+    stdout); returns how many."""
+    hf_logging.disable_progress_bar()  # stderr is for errors and the summary line
+    model = load_model(model_dir, task)
+    instances = read_inputs(input_path, model.task_encoder.spec)
+    predictions = predict(model, instances)
+    if output is None:
+        write_predictions(sys.stdout, model, instances, predictions)
+    else:
+        with open(output, "w", encoding="utf-8") as out:
+            write_predictions(out, model, instances, predictions)
+        print(f"{len(predictions)} predictions -> {output}", file=sys.stderr)
+    return len(predictions)
