@@ -1,10 +1,5 @@
-"""The `bioablate` command line.
-
-    bioablate finetune --task bc5-chem --model random-bert --profile micro [key=value ...]
-    bioablate data stats [--task NAME ...]
-    bioablate data fetch [--to DIR] [--only NAME ...] [--mirror URL] [--jobs N]
-    bioablate list tasks|models|variants|corpora
-    bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR] [--zero-based]
+"""The `bioablate` command line: `bioablate --help`, and `bioablate COMMAND --help` for each command,
+whose page ends with examples (ablations/cli_help.py; tests/ablations/test_cli.py parses each of them).
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED.
@@ -18,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from ablations.cli_help import VersionAction, announce, describe_commands, examples
 from core.console import quiet_libraries
 from core.errors import BioablateError
 
@@ -28,7 +24,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder with the staged datasets (default: $BIOABLATE_DATA)")
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
+def _add_run_options(parser: argparse.ArgumentParser, override_example: str) -> None:
     """What every command that trains takes: profile, seed, where things go, --force, overrides."""
     _add_common(parser)
     parser.add_argument("--seed", type=int)
@@ -38,11 +34,13 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri",
                         help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="config overrides, e.g. finetune.lr=3e-5 finetune.epochs=5")
+                        help=f"config overrides (`bioablate list keys`), e.g. {override_example}")
 
 
 def _finetune_command(sub) -> None:
-    ft = sub.add_parser("finetune", help="fine-tune an encoder on one BLURB dataset, logged to MLflow")
+    ft = sub.add_parser("finetune", help="fine-tune an encoder on one BLURB dataset, logged to MLflow", **examples(
+        "bioablate finetune --task bc5-chem --profile micro",
+        "bioablate finetune --task chemprot --model general-minilm --seed 2 finetune.lr=3e-5 finetune.epochs=5"))
     ft.add_argument("--task", help="dataset name, e.g. bc5-chem (see `bioablate list tasks`); required unless "
                                    "a --config file sets `task`")
     ft.add_argument("--config", action="append", default=[], metavar="YAML",
@@ -51,24 +49,27 @@ def _finetune_command(sub) -> None:
     ft.add_argument("--model", help="Hugging Face-format directory, or a named model (see `bioablate list models`)")
     ft.add_argument("--datasets", action="append", metavar="YAML",
                     help="register a user dataset from YAML (repeatable; see datamodules/custom.py)")
-    _add_run_options(ft)
+    _add_run_options(ft, "finetune.lr=3e-5 finetune.epochs=5")
 
 
-def _command_group(sub, name: str, help: str):
+def _command_group(sub, name: str, help: str, examples: dict):
     """A command with subcommands of its own (`bioablate data stats`): their parsers are added to this."""
-    group = sub.add_parser(name, help=help)
+    group = sub.add_parser(name, help=help, **examples)
     return group.add_subparsers(dest=f"{name}_command", required=True, metavar="SUBCOMMAND")
 
 
 def _data_command(sub) -> None:
-    data_sub = _command_group(sub, "data", "dataset utilities")
-    stats = data_sub.add_parser("stats", help="counts per dataset and split beside the paper's Table 3")
+    data_sub = _command_group(sub, "data", "dataset utilities",
+                              examples("bioablate data fetch", "bioablate data stats --task gad"))
+    stats = data_sub.add_parser("stats", help="counts per dataset and split beside the paper's Table 3",
+                                **examples("bioablate data stats", "bioablate data stats --task bc5-chem --tagging io"))
     stats.add_argument("--task", action="append", help="only this dataset (repeatable)")
     stats.add_argument("--tagging", choices=["bio", "bioul", "io"],
                        help="io: also count the gold mentions IO tagging would merge with a neighbour")
     _add_common(stats)
     fetch = data_sub.add_parser("fetch", help="download the BLURB datasets and vocabularies from their pinned "
-                                "public origins, verify them, then print `data stats` of the folder")
+                                "public origins, verify them, then print `data stats` of the folder",
+                                **examples("bioablate data fetch", "bioablate data fetch --to data --only gad --only vocab"))
     fetch.add_argument("--to", metavar="DIR", help="folder to fill (default: the user data folder, "
                        "~/.local/share/bioablate/data on Linux, which --data-dir/BIOABLATE_DATA default to)")
     fetch.add_argument("--only", action="append", metavar="NAME",
@@ -79,7 +80,10 @@ def _data_command(sub) -> None:
 
 
 def _pretrain_command(sub) -> None:
-    pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT / ALBERT / ELECTRA) into a Hugging Face directory")
+    pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT / ALBERT / ELECTRA) into a Hugging Face directory",
+                        **examples("bioablate pretrain --corpus pubmed --profile micro",
+                                    "bioablate pretrain --corpus 'general>pubmed' --objective electra --dry-run "
+                                    "pretrain.max_steps=2000"))
     pt.add_argument("--corpus", help="a corpus name (bioablate list corpora) or a corpus YAML; a+b mixes, "
                                      "a>b continues (e.g. general>pubmed)")
     pt.add_argument("--vocab", help="staged vocabulary, vocab.txt path, train:SIZE[:cased], or init")
@@ -92,12 +96,14 @@ def _pretrain_command(sub) -> None:
     pt.add_argument("--strategy", help="Lightning strategy (e.g. ddp)")
     pt.add_argument("--dry-run", action="store_true",
                     help="print the corpus size, steps, tokens seen and passes over the corpus; build nothing")
-    _add_run_options(pt)
+    _add_run_options(pt, "pretrain.max_steps=2000 pretrain.lr=3e-4")
 
 
 def _vocab_command(sub) -> None:
-    voc_sub = _command_group(sub, "vocab", "vocabulary utilities")
-    vt = voc_sub.add_parser("train", help="train a WordPiece vocabulary on a pretraining corpus")
+    voc_sub = _command_group(sub, "vocab", "vocabulary utilities",
+                             examples("bioablate vocab compare --no-table8", "bioablate vocab train --out my-vocab"))
+    vt = voc_sub.add_parser("train", help="train a WordPiece vocabulary on a pretraining corpus",
+                            **examples("bioablate vocab train --corpus pubmed --size 30000 --out my-vocab"))
     vt.add_argument("--corpus", default="pubmed", help="a corpus name (`bioablate list corpora`) or YAML path")
     vt.add_argument("--size", type=int, default=30000)
     vt.add_argument("--cased", action="store_true")
@@ -105,7 +111,9 @@ def _vocab_command(sub) -> None:
     vt.add_argument("--min-words", type=int, default=128)
     vt.add_argument("--out", required=True, help="output folder (vocab.txt is written there)")
     _add_common(vt)
-    vc = voc_sub.add_parser("compare", help="the paper's Table 1 (term splits) and Table 8 (input lengths)")
+    vc = voc_sub.add_parser("compare", help="the paper's Table 1 (term splits) and Table 8 (input lengths)",
+                            **examples("bioablate vocab compare",
+                                        "bioablate vocab compare --vocab my-vocab/vocab.txt --no-table8 --format csv"))
     vc.add_argument("--vocab", action="append",
                     help="vocabularies for Table 1 (repeatable; default: the three staged ones)")
     vc.add_argument("--general", default="bert-base-uncased", help="general-domain vocabulary for Table 8")
@@ -117,16 +125,24 @@ def _vocab_command(sub) -> None:
 
 
 def _list_command(sub) -> None:
-    lst = sub.add_parser("list", help="list registered names")
-    lst.add_argument("what", choices=["tasks", "models", "variants", "corpora"])
+    lst = sub.add_parser("list", help="list what there is: datasets, models, variants, corpora, the packaged "
+                                      "experiments, profiles and sweeps, every config key",
+                         **examples("bioablate list experiments", "bioablate list keys --profile mini"))
+    lst.add_argument("what", choices=["tasks", "models", "variants", "corpora", "experiments", "profiles",
+                                      "sweeps", "keys"])
+    lst.add_argument("--profile", default="micro", help="keys: show the values under this profile (default: micro)")
     _add_common(lst)
 
 
 def _sweep_command(sub) -> None:
     sw = sub.add_parser(
         "sweep", help="Optuna hyperparameter sweep from a YAML (see docs/sweeps.md); `sweep best STUDY` "
-                      "exports the best configuration")
-    sw.add_argument("target", metavar="SWEEP.yaml|best", help="a sweep YAML, or `best` to export a study's best")
+                      "exports the best configuration",
+        **examples("bioablate sweep micro --n-trials 4", "bioablate sweep ner --task ncbi-disease --profile mini",
+                    "bioablate sweep best micro-pubmedqa"))
+    sw.add_argument("target", metavar="SWEEP|best",
+                    help="a packaged sweep (`bioablate list sweeps`, e.g. ner) or a sweep YAML; or `best` to "
+                         "export a study's best")
     sw.add_argument("rest", nargs="*", metavar="key=value|STUDY",
                     help="config overrides for every trial; after `best`: the study name")
     sw.add_argument("--storage", help="Optuna storage URL (default: $BIOABLATE_SWEEP_STORAGE, else "
@@ -145,9 +161,12 @@ def _sweep_command(sub) -> None:
 
 
 def _run_command(sub) -> None:
-    rn = sub.add_parser("run", help="run an experiment YAML (one per paper table): pretraining stages, "
-                                    "fine-tuning runs, then its table; finished runs are reused")
-    rn.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/quickstart.yaml")
+    rn = sub.add_parser("run", help="run an experiment (one per paper table): pretraining stages, "
+                                    "fine-tuning runs, then its table; finished runs are reused",
+                        **examples("bioablate run quickstart --profile micro",
+                                    "bioablate run table13_tagging --dry-run", "bioablate run my_study.yaml --devices 2"))
+    rn.add_argument("experiment", metavar="EXPERIMENT",
+                    help="a packaged experiment (`bioablate list experiments`, e.g. quickstart) or a YAML path")
     rn.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
     rn.add_argument("--devices", type=int, default=1,
                     help="runs at a time, one per device (GPUs; on CPU the cores are split); with --ddp: "
@@ -163,8 +182,11 @@ def _run_command(sub) -> None:
 
 def _table_command(sub) -> None:
     tb = sub.add_parser("table", help="render an experiment's table from the runs in the tracking store "
-                                      "(markdown / LaTeX / CSV and a plot; runs nothing)")
-    tb.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/table13_tagging.yaml")
+                                      "(markdown / LaTeX / CSV and a plot; runs nothing)",
+                        **examples("bioablate table quickstart --profile micro",
+                                    "bioablate table table13_tagging --format latex --out tables/"))
+    tb.add_argument("experiment", metavar="EXPERIMENT",
+                    help="a packaged experiment (`bioablate list experiments`, e.g. table13_tagging) or a YAML path")
     tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     tb.add_argument("--out", help="write table.md/.tex/.csv and the figure (.png/.svg/.pdf) here "
                                   "(default: <work-dir>/tables/<experiment>/)")
@@ -178,7 +200,8 @@ def _table_command(sub) -> None:
 
 
 def _ui_command(sub) -> None:
-    ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)")
+    ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)",
+                        **examples("bioablate ui", "bioablate ui --work-dir outputs --port 5001"))
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     ui.add_argument("--allow-remote", action="store_true",
@@ -190,8 +213,12 @@ def _ui_command(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bioablate", description="Ablation studies of biomedical language models (BLURB).")
+        prog="bioablate", description="Ablation studies of biomedical language models (BLURB).",
+        **examples("bioablate data fetch", "bioablate finetune --task bc5-chem --profile micro",
+                    "bioablate run quickstart --profile micro", "bioablate list experiments",
+                    "bioablate finetune --help"))
     parser.add_argument("-v", "--verbose", action="store_true", help="show library logs and warnings")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _finetune_command(sub)
     _data_command(sub)
@@ -202,10 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     _run_command(sub)
     _table_command(sub)
     _ui_command(sub)
+    describe_commands(parser)
     return parser
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
+    announce(f"{args.task or ' '.join(args.config)} and {args.model or f'the {args.profile} profile model'}")
     from ablations.config import build_config
     from ablations.finetune import run_finetune
 
@@ -269,32 +298,14 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    if args.what == "tasks":
-        from datamodules.registry import dataset_names, get_dataset
+    from ablations.catalog import listing
 
-        for name in dataset_names():
-            spec = get_dataset(name)
-            print(f"{name:<14} {spec.task_type:<15} {spec.metric:<20} max_length={spec.max_length}")
-    elif args.what == "variants":
-        from ablations.variants import describe
-
-        print(describe())
-    elif args.what == "corpora":
-        from datamodules.pretrain.corpora import corpus_names, resolve_corpus
-
-        for name in corpus_names():
-            spec = resolve_corpus(name)
-            formats = ", ".join(dict.fromkeys(part.format for part in spec.parts))
-            print(f"{name:<10} {spec.description}  [{formats}]  {spec.path}")
-        print("(or the path of a corpus YAML; mixtures a+b, sequences a>b; see docs/pretraining.md)")
-    else:
-        from lightning_modules.models import known_models
-
-        print("\n".join(known_models()) + "\n(or any Hugging Face-format model directory)")
+    print("\n".join(listing(args.what, args.profile)))
     return 0
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
+    announce(f"corpus {args.corpus or f'of the {args.profile} profile'} for pretraining")
     from ablations.config import build_config
     from ablations.pretrain import EXPERIMENT, dry_run, run_pretrain
 
@@ -361,6 +372,7 @@ def cmd_vocab_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    announce(f"sweep {' '.join([args.target, *args.rest[:1]])}")
     from ablations.config import resolve_work_dir
     from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, best_config, default_storage,
                                  finetune_command, load_sweep, run_sweep, ui_command)
@@ -399,8 +411,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    announce(f"experiment {args.experiment}")
     from ablations.experiment import load_experiment, plan_lines
     from ablations.runner import run_experiment
+    from ablations.tables import render_experiment
     from core.distributed import is_ddp_worker
     from core.errors import ConfigError
 
@@ -419,20 +433,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(summary.lines()))
     print()
-    print(render_table(experiment, summary.tracking_uri), end="")
+    print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
     print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
           f"parent run {summary.parent_run_id}")
     return 0 if summary.ok else 1
 
 
-def render_table(experiment, tracking_uri: str) -> str:
-    """The experiment's table as markdown (also written to <work-dir>/tables/<name>/ and logged)."""
-    from ablations.tables import render_experiment
-
-    return render_experiment(experiment, tracking_uri, fmt="markdown")
-
-
 def cmd_table(args: argparse.Namespace) -> int:
+    announce(f"experiment {args.experiment} and its runs")
     from ablations.experiment import load_experiment
     from ablations.tables import FORMATS, render_experiment
     from core.errors import UnknownNameError
