@@ -138,7 +138,7 @@ def _sweep_command(sub) -> None:
     sw = sub.add_parser(
         "sweep", help="Optuna hyperparameter sweep from a YAML (see docs/sweeps.md); `sweep best STUDY` "
                       "exports the best configuration",
-        **examples("bioablate sweep micro --n-trials 4", "bioablate sweep ner --task ncbi-disease --profile mini",
+        **examples("bioablate sweep micro --n-trials 4", "bioablate sweep ner --task ncbi-disease --n-trials 20",
                     "bioablate sweep best micro-pubmedqa"))
     sw.add_argument("target", metavar="SWEEP|best",
                     help="a packaged sweep (`bioablate list sweeps`, e.g. ner) or a sweep YAML; or `best` to "
@@ -234,7 +234,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    announce(f"{args.task or ' '.join(args.config)} and {args.model or f'the {args.profile} profile model'}")
     from ablations.config import build_config
     from ablations.finetune import run_finetune
 
@@ -305,7 +304,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    announce(f"corpus {args.corpus or f'of the {args.profile} profile'} for pretraining")
     from ablations.config import build_config
     from ablations.pretrain import EXPERIMENT, dry_run, run_pretrain
 
@@ -372,7 +370,6 @@ def cmd_vocab_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    announce(f"sweep {' '.join([args.target, *args.rest[:1]])}")
     from ablations.config import resolve_work_dir
     from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, best_config, default_storage,
                                  finetune_command, load_sweep, run_sweep, ui_command)
@@ -411,7 +408,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    announce(f"experiment {args.experiment}")
     from ablations.experiment import load_experiment, plan_lines
     from ablations.runner import run_experiment
     from ablations.tables import render_experiment
@@ -440,7 +436,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    announce(f"experiment {args.experiment} and its runs")
     from ablations.experiment import load_experiment
     from ablations.tables import FORMATS, render_experiment
     from core.errors import UnknownNameError
@@ -465,6 +460,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
+# What a command says it is loading, at once (on a terminal), before the imports that take seconds
+LOADING = {
+    "finetune": lambda a: f"{a.task or ' '.join(a.config)} and {a.model or f'the {a.profile} profile model'}",
+    "pretrain": lambda a: f"corpus {a.corpus or f'of the {a.profile} profile'} for pretraining",
+    "run": lambda a: f"experiment {a.experiment}", "table": lambda a: f"experiment {a.experiment} and its runs",
+    "sweep": lambda a: f"sweep {' '.join([a.target, *a.rest[:1]])}"}
+QUICK = ("list",)  # commands that import neither Lightning nor MLflow: nothing to quiet, nothing to wait for
+
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
             ("data", "fetch"): cmd_data_fetch,
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
@@ -476,11 +479,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if not args.verbose:
+    group = getattr(args, f"{args.command}_command", None)  # `data stats`, `vocab train`: a subcommand
+    key = (args.command, group) if group else args.command
+    if key in LOADING:
+        announce(LOADING[key](args))
+    if not args.verbose and key not in QUICK:
         quiet_libraries()
-    key = (args.command, args.data_command) if args.command == "data" else args.command
-    if args.command == "vocab":
-        key = ("vocab", args.vocab_command)
     try:
         return COMMANDS[key](args)
     except BioablateError as error:
