@@ -29,7 +29,11 @@ SUFFIXES = (".yaml", ".yml")
 
 def packaged_dir(kind: str) -> Path:
     """The folder holding the packaged YAML files of `kind`."""
-    root = resources.files(PACKAGE)
+    try:
+        root = resources.files(PACKAGE)
+    except ModuleNotFoundError:  # an editable install made before experiments/ became a package
+        raise ConfigError(f"the packaged YAML files (the '{PACKAGE}' package) are not importable: reinstall "
+                          "bioablate (`pip install -e .`, or rerun scripts/setup.sh)") from None
     # a regular package installed from a wheel (or a checkout) is a folder on disk; a zipped install would
     # need as_file() for every read, and the toolkit is never installed zipped
     if not isinstance(root, Path):
