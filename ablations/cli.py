@@ -1,12 +1,5 @@
-"""The `bioablate` command line.
-
-    bioablate finetune --task bc5-chem --model random-bert --profile micro [key=value ...]
-    bioablate data stats [--task NAME ...]
-    bioablate data fetch [--to DIR] [--only NAME ...] [--mirror URL] [--jobs N]
-    bioablate list tasks|models|variants|corpora
-    bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR] [--zero-based]
-    bioablate export RUN --to DIR
-    bioablate predict --model DIR --task NAME --input FILE [--output FILE]
+"""The `bioablate` command line: `bioablate --help`, and `bioablate COMMAND --help` for each command,
+whose page ends with examples (ablations/cli_help.py; tests/ablations/test_cli.py parses each of them).
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED.
@@ -20,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from ablations.cli_help import VersionAction, announce, describe_commands, examples
 from core.console import quiet_libraries
 from core.errors import BioablateError
 
@@ -30,7 +24,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder with the staged datasets (default: $BIOABLATE_DATA)")
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
+def _add_run_options(parser: argparse.ArgumentParser, override_example: str) -> None:
     """What every command that trains takes: profile, seed, where things go, --force, overrides."""
     _add_common(parser)
     parser.add_argument("--seed", type=int)
@@ -40,7 +34,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri",
                         help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="config overrides, e.g. finetune.lr=3e-5 finetune.epochs=5")
+                        help=f"config overrides (`bioablate list keys`), e.g. {override_example}")
 
 
 def _add_launcher_options(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +48,9 @@ def _add_launcher_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _finetune_command(sub) -> None:
-    ft = sub.add_parser("finetune", help="fine-tune an encoder on one BLURB dataset, logged to MLflow")
+    ft = sub.add_parser("finetune", help="fine-tune an encoder on one BLURB dataset, logged to MLflow", **examples(
+        "bioablate finetune --task bc5-chem --profile micro",
+        "bioablate finetune --task chemprot --model general-minilm --seed 2 finetune.lr=3e-5 finetune.epochs=5"))
     ft.add_argument("--task", help="dataset name, e.g. bc5-chem (see `bioablate list tasks`); required unless "
                                    "a --config file sets `task`")
     ft.add_argument("--config", action="append", default=[], metavar="YAML",
@@ -63,24 +59,27 @@ def _finetune_command(sub) -> None:
     ft.add_argument("--model", help="Hugging Face-format directory, or a named model (see `bioablate list models`)")
     ft.add_argument("--datasets", action="append", metavar="YAML",
                     help="register a user dataset from YAML (repeatable; README, 'Your own dataset, no Python')")
-    _add_run_options(ft)
+    _add_run_options(ft, "finetune.lr=3e-5 finetune.epochs=5")
 
 
-def _command_group(sub, name: str, help: str):
+def _command_group(sub, name: str, help: str, examples: dict):
     """A command with subcommands of its own (`bioablate data stats`): their parsers are added to this."""
-    group = sub.add_parser(name, help=help)
+    group = sub.add_parser(name, help=help, **examples)
     return group.add_subparsers(dest=f"{name}_command", required=True, metavar="SUBCOMMAND")
 
 
 def _data_command(sub) -> None:
-    data_sub = _command_group(sub, "data", "dataset utilities")
-    stats = data_sub.add_parser("stats", help="counts per dataset and split beside the paper's Table 3")
+    data_sub = _command_group(sub, "data", "dataset utilities",
+                              examples("bioablate data fetch", "bioablate data stats --task gad"))
+    stats = data_sub.add_parser("stats", help="counts per dataset and split beside the paper's Table 3",
+                                **examples("bioablate data stats", "bioablate data stats --task bc5-chem --tagging io"))
     stats.add_argument("--task", action="append", help="only this dataset (repeatable)")
     stats.add_argument("--tagging", choices=["bio", "bioul", "io"],
                        help="io: also count the gold mentions IO tagging would merge with a neighbour")
     _add_common(stats)
     fetch = data_sub.add_parser("fetch", help="download the BLURB datasets and vocabularies from their pinned "
-                                "public origins, verify them, then print `data stats` of the folder")
+                                "public origins, verify them, then print `data stats` of the folder",
+                                **examples("bioablate data fetch", "bioablate data fetch --to data --only gad --only vocab"))
     fetch.add_argument("--to", metavar="DIR", help="folder to fill (default: the user data folder, "
                        "~/.local/share/bioablate/data on Linux, which --data-dir/BIOABLATE_DATA default to)")
     fetch.add_argument("--only", action="append", metavar="NAME",
@@ -91,7 +90,10 @@ def _data_command(sub) -> None:
 
 
 def _pretrain_command(sub) -> None:
-    pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT / ALBERT / ELECTRA) into a Hugging Face directory")
+    pt = sub.add_parser("pretrain", help="pretrain an encoder (BERT / ALBERT / ELECTRA) into a Hugging Face directory",
+                        **examples("bioablate pretrain --corpus pubmed --profile micro",
+                                    "bioablate pretrain --corpus 'general>pubmed' --objective electra --dry-run "
+                                    "pretrain.max_steps=2000"))
     pt.add_argument("--corpus", help="a corpus name (bioablate list corpora) or a corpus YAML; a+b mixes, "
                                      "a>b continues (e.g. general>pubmed)")
     pt.add_argument("--vocab", help="staged vocabulary, vocab.txt path, train:SIZE[:cased], or init")
@@ -109,12 +111,14 @@ def _pretrain_command(sub) -> None:
     pt.add_argument("--gpus-per-node", type=int, help="with --launcher slurm: DDP ranks per node (default: "
                                                       "launcher.gpus_per_node, else launcher.gpus_per_run)")
     _add_launcher_options(pt)
-    _add_run_options(pt)
+    _add_run_options(pt, "pretrain.max_steps=2000 pretrain.lr=3e-4")
 
 
 def _vocab_command(sub) -> None:
-    voc_sub = _command_group(sub, "vocab", "vocabulary utilities")
-    vt = voc_sub.add_parser("train", help="train a WordPiece vocabulary on a pretraining corpus")
+    voc_sub = _command_group(sub, "vocab", "vocabulary utilities",
+                             examples("bioablate vocab compare --no-table8", "bioablate vocab train --out my-vocab"))
+    vt = voc_sub.add_parser("train", help="train a WordPiece vocabulary on a pretraining corpus",
+                            **examples("bioablate vocab train --corpus pubmed --size 30000 --out my-vocab"))
     vt.add_argument("--corpus", default="pubmed", help="a corpus name (`bioablate list corpora`) or YAML path")
     vt.add_argument("--size", type=int, default=30000)
     vt.add_argument("--cased", action="store_true")
@@ -122,7 +126,9 @@ def _vocab_command(sub) -> None:
     vt.add_argument("--min-words", type=int, default=128)
     vt.add_argument("--out", required=True, help="output folder (vocab.txt is written there)")
     _add_common(vt)
-    vc = voc_sub.add_parser("compare", help="the paper's Table 1 (term splits) and Table 8 (input lengths)")
+    vc = voc_sub.add_parser("compare", help="the paper's Table 1 (term splits) and Table 8 (input lengths)",
+                            **examples("bioablate vocab compare",
+                                        "bioablate vocab compare --vocab my-vocab/vocab.txt --no-table8 --format csv"))
     vc.add_argument("--vocab", action="append",
                     help="vocabularies for Table 1 (repeatable; default: the three staged ones)")
     vc.add_argument("--general", default="bert-base-uncased", help="general-domain vocabulary for Table 8")
@@ -134,16 +140,24 @@ def _vocab_command(sub) -> None:
 
 
 def _list_command(sub) -> None:
-    lst = sub.add_parser("list", help="list registered names")
-    lst.add_argument("what", choices=["tasks", "models", "variants", "corpora"])
+    lst = sub.add_parser("list", help="list what there is: datasets, models, variants, corpora, the packaged "
+                                      "experiments, profiles and sweeps, every config key",
+                         **examples("bioablate list experiments", "bioablate list keys --profile mini"))
+    lst.add_argument("what", choices=["tasks", "models", "variants", "corpora", "experiments", "profiles",
+                                      "sweeps", "keys"])
+    lst.add_argument("--profile", default="micro", help="keys: show the values under this profile (default: micro)")
     _add_common(lst)
 
 
 def _sweep_command(sub) -> None:
     sw = sub.add_parser(
         "sweep", help="Optuna hyperparameter sweep from a YAML (see docs/sweeps.md); `sweep best STUDY` "
-                      "exports the best configuration")
-    sw.add_argument("target", metavar="SWEEP.yaml|best", help="a sweep YAML, or `best` to export a study's best")
+                      "exports the best configuration",
+        **examples("bioablate sweep micro --n-trials 4", "bioablate sweep ner --task ncbi-disease --n-trials 20",
+                    "bioablate sweep best micro-pubmedqa"))
+    sw.add_argument("target", metavar="SWEEP|best",
+                    help="a packaged sweep (`bioablate list sweeps`, e.g. ner) or a sweep YAML; or `best` to "
+                         "export a study's best")
     sw.add_argument("rest", nargs="*", metavar="key=value|STUDY",
                     help="config overrides for every trial; after `best`: the study name")
     sw.add_argument("--storage", help="Optuna storage URL (default: $BIOABLATE_SWEEP_STORAGE, else "
@@ -163,9 +177,14 @@ def _sweep_command(sub) -> None:
 
 
 def _run_command(sub) -> None:
-    rn = sub.add_parser("run", help="run an experiment YAML (one per paper table): pretraining stages, "
-                                    "fine-tuning runs, then its table; finished runs are reused")
-    rn.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/quickstart.yaml")
+    rn = sub.add_parser("run", help="run an experiment (one per paper table): pretraining stages, "
+                                    "fine-tuning runs, then its table; finished runs are reused",
+                        **examples("bioablate run quickstart --profile micro",
+                                    "bioablate run table13_tagging --dry-run", "bioablate run my_study.yaml --devices 2",
+                                    "bioablate run table13_tagging --profile base --launcher slurm "
+                                    "--launcher-config cluster.yaml"))
+    rn.add_argument("experiment", metavar="EXPERIMENT",
+                    help="a packaged experiment (`bioablate list experiments`, e.g. quickstart) or a YAML path")
     rn.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
     rn.add_argument("--devices", type=int, default=1,
                     help="runs at a time, one per device (GPUs; on CPU the cores are split); with --ddp: "
@@ -182,7 +201,9 @@ def _run_command(sub) -> None:
 
 def _status_command(sub) -> None:
     st = sub.add_parser("status", help="each planned run of an experiment as MLflow and SLURM see it "
-                                       "(after `run --launcher slurm`)")
+                                       "(after `run --launcher slurm`)",
+                        **examples("bioablate status table13_tagging --profile base",
+                                   "bioablate status my-exp.yaml --tracking-uri http://login1:5000"))
     st.add_argument("experiment", metavar="EXPERIMENT.yaml")
     st.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
     st.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
@@ -193,7 +214,9 @@ def _status_command(sub) -> None:
 
 def _server_command(sub) -> None:
     sv = sub.add_parser("server", help="a shared MLflow tracking server for many jobs: PostgreSQL backend, "
-                                       "artifacts on a shared filesystem (docs/cluster.md)")
+                                       "artifacts on a shared filesystem (docs/cluster.md)",
+                        **examples("bioablate server --backend-store-uri postgresql://mlflow@dbhost/mlflow "
+                                   "--artifacts /shared/mlartifacts"))
     sv.add_argument("--backend-store-uri", required=True,
                     help="the database runs are stored in, e.g. postgresql://user@dbhost/mlflow")
     sv.add_argument("--artifacts", required=True, metavar="DIR",
@@ -207,8 +230,11 @@ def _server_command(sub) -> None:
 
 def _table_command(sub) -> None:
     tb = sub.add_parser("table", help="render an experiment's table from the runs in the tracking store "
-                                      "(markdown / LaTeX / CSV and a plot; runs nothing)")
-    tb.add_argument("experiment", metavar="EXPERIMENT.yaml", help="e.g. experiments/table13_tagging.yaml")
+                                      "(markdown / LaTeX / CSV and a plot; runs nothing)",
+                        **examples("bioablate table quickstart --profile micro",
+                                    "bioablate table table13_tagging --format latex --out tables/"))
+    tb.add_argument("experiment", metavar="EXPERIMENT",
+                    help="a packaged experiment (`bioablate list experiments`, e.g. table13_tagging) or a YAML path")
     tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     tb.add_argument("--out", help="write table.md/.tex/.csv and the figure (.png/.svg/.pdf) here "
                                   "(default: <work-dir>/tables/<experiment>/)")
@@ -222,7 +248,8 @@ def _table_command(sub) -> None:
 
 
 def _ui_command(sub) -> None:
-    ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)")
+    ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)",
+                        **examples("bioablate ui", "bioablate ui --work-dir outputs --port 5001"))
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     ui.add_argument("--allow-remote", action="store_true",
@@ -233,7 +260,8 @@ def _ui_command(sub) -> None:
 
 
 def _export_command(sub) -> None:
-    ex = sub.add_parser("export", help="write a finished fine-tuning run's best model as a Hugging Face folder")
+    ex = sub.add_parser("export", help="write a finished fine-tuning run's best model as a Hugging Face folder",
+                        **examples("bioablate export 3f2a9c0d1e2b4a5f --to models/bc5-chem-tagger"))
     ex.add_argument("run", metavar="RUN", help="the run's MLflow run id or fingerprint")
     ex.add_argument("--to", required=True, metavar="DIR", help="folder to write (new, empty, or an earlier export)")
     ex.add_argument("--work-dir", help="where the run went (default: $BIOABLATE_WORK or ./outputs)")
@@ -241,7 +269,9 @@ def _export_command(sub) -> None:
 
 
 def _predict_command(sub) -> None:
-    pr = sub.add_parser("predict", help="tag or classify new text with an exported model (JSONL out)")
+    pr = sub.add_parser("predict", help="tag or classify new text with an exported model (JSONL out)",
+                        **examples("bioablate predict --model models/bc5-chem-tagger --task bc5-chem "
+                                   "--input sentences.txt --output tags.jsonl"))
     pr.add_argument("--model", required=True, metavar="DIR", help="a folder written by `bioablate export`")
     pr.add_argument("--task", required=True, help="the task it was fine-tuned on, e.g. bc5-chem")
     pr.add_argument("--input", required=True, metavar="FILE",
@@ -251,8 +281,12 @@ def _predict_command(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bioablate", description="Ablation studies of biomedical language models (BLURB).")
+        prog="bioablate", description="Ablation studies of biomedical language models (BLURB).",
+        **examples("bioablate data fetch", "bioablate finetune --task bc5-chem --profile micro",
+                    "bioablate run quickstart --profile micro", "bioablate list experiments",
+                    "bioablate finetune --help"))
     parser.add_argument("-v", "--verbose", action="store_true", help="show library logs and warnings")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _finetune_command(sub)
     _data_command(sub)
@@ -267,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ui_command(sub)
     _export_command(sub)
     _predict_command(sub)
+    describe_commands(parser)
     return parser
 
 
@@ -334,31 +369,9 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    if args.what == "tasks":
-        from datamodules.registry import dataset_names, get_dataset
+    from ablations.catalog import listing
 
-        for name in dataset_names():
-            spec = get_dataset(name)
-            print(f"{name:<14} {spec.task_type:<15} {spec.metric:<20} max_length={spec.max_length}")
-    elif args.what == "variants":
-        from ablations.variants import describe
-
-        print(describe())
-    elif args.what == "corpora":
-        from datamodules.pretrain.corpora import corpus_names, resolve_corpus
-
-        for name in corpus_names():
-            spec = resolve_corpus(name)
-            formats = ", ".join(dict.fromkeys(part.format for part in spec.parts))
-            print(f"{name:<10} {spec.description}  [{formats}]  {spec.path}")
-        print("(or the path of a corpus YAML; mixtures a+b, sequences a>b; see docs/pretraining.md)")
-    else:
-        from lightning_modules.models import describe_models
-
-        print("\n".join(describe_models()))
-        print("(or any Hugging Face-format model directory, or a Hub id ORG/NAME[@REVISION]; Hub models download "
-              "on first use into the Hugging Face cache, or ahead with `hf download HUB_ID`; HF_HUB_OFFLINE=1 uses "
-              "the cache only)")
+    print("\n".join(listing(args.what, args.profile)))
     return 0
 
 
@@ -558,6 +571,7 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment, plan_lines
     from ablations.runner import run_experiment
+    from ablations.tables import render_experiment
     from core.distributed import is_ddp_worker
     from core.errors import ConfigError
 
@@ -578,7 +592,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(summary.lines()))
     print()
-    print(render_table(experiment, summary.tracking_uri), end="")
+    print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
     print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
           f"parent run {summary.parent_run_id}")
     return 0 if summary.ok else 1
@@ -587,6 +601,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     from ablations.launch import status_lines, submit_experiment, wait_for
     from ablations.results import FINISHED
+    from ablations.tables import render_experiment
     from core.errors import ConfigError
 
     if args.ddp or args.devices != 1:
@@ -604,7 +619,7 @@ def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     print("\n".join(lines))
     _, tracking_uri = experiment.store()
     print()
-    print(render_table(experiment, tracking_uri), end="")
+    print(render_experiment(experiment, tracking_uri, fmt="markdown"), end="")  # also saved and logged
     from ablations.experiment import Store, resolve
 
     plan = resolve(experiment, Store(tracking_uri))
@@ -626,13 +641,6 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     serve_shared(args.backend_store_uri, args.artifacts, args.host, args.port, args.workers, args.allow_remote)
     return 0
-
-
-def render_table(experiment, tracking_uri: str) -> str:
-    """The experiment's table as markdown (also written to <work-dir>/tables/<name>/ and logged)."""
-    from ablations.tables import render_experiment
-
-    return render_experiment(experiment, tracking_uri, fmt="markdown")
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -674,6 +682,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+# What a command says it is loading, at once (on a terminal), before the imports that take seconds
+LOADING = {
+    "finetune": lambda a: f"{a.task or ' '.join(a.config)} and {a.model or f'the {a.profile} profile model'}",
+    "pretrain": lambda a: f"corpus {a.corpus or f'of the {a.profile} profile'} for pretraining",
+    "run": lambda a: f"experiment {a.experiment}", "table": lambda a: f"experiment {a.experiment} and its runs",
+    "sweep": lambda a: f"sweep {' '.join([a.target, *a.rest[:1]])}"}
+QUICK = ("list",)  # commands that import neither Lightning nor MLflow: nothing to quiet, nothing to wait for
+
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
             ("data", "fetch"): cmd_data_fetch,
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
@@ -686,11 +702,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if not args.verbose:
+    group = getattr(args, f"{args.command}_command", None)  # `data stats`, `vocab train`: a subcommand
+    key = (args.command, group) if group else args.command
+    if key in LOADING:
+        announce(LOADING[key](args))
+    if not args.verbose and key not in QUICK:
         quiet_libraries()
-    key = (args.command, args.data_command) if args.command == "data" else args.command
-    if args.command == "vocab":
-        key = ("vocab", args.vocab_command)
     try:
         return COMMANDS[key](args)
     except BioablateError as error:

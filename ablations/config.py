@@ -2,7 +2,7 @@
 
 A fine-tuning run's config is built in layers, later ones winning:
 
-    schema defaults  ->  experiments/profiles/<profile>.yaml  ->  `key=value` overrides  ->  CLI flags
+    schema defaults  ->  the packaged profiles/<profile>.yaml  ->  `key=value` overrides  ->  CLI flags
 
 Unknown keys and wrongly typed values are `ConfigError`s that name the key and list the valid ones, so a
 typo never silently falls back to a default.
@@ -21,10 +21,12 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.errors import ConfigError
 from datamodules.fetch import fetched_data_dir
+from core.packaged import resolve_config
 from core.schema import load_yaml, merge
 
+# The folder holding the packages: the checkout, or site-packages once installed. Packaged YAML files are
+# found through core.packaged, never from here.
 REPO_ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 PROFILES = ("micro", "mini", "base")
 
 
@@ -210,7 +212,7 @@ def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
 def profile_config(profile: str) -> DictConfig:
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}'; known: {', '.join(PROFILES)}")
-    return load_yaml(EXPERIMENTS_DIR / "profiles" / f"{profile}.yaml")
+    return load_yaml(resolve_config(profile, "profile"))
 
 
 def parse_overrides(overrides: list[str]) -> DictConfig:

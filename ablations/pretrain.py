@@ -41,6 +41,7 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, check_init,
                                         export_model, exported_model, load_continual, reinit_embeddings)
+from lightning_modules.progress import StepProgressBar
 
 log = logging.getLogger("bioablate")
 EXPERIMENT = "pretrain"
@@ -317,7 +318,8 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints, *run.callbacks()], enable_progress_bar=cfg.trainer.progress_bar,
+        callbacks=[checkpoints, *run.callbacks(), *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
+        enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False,

@@ -12,8 +12,13 @@ the valid keys at any depth.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
+import io
+import textwrap
+import tokenize
 import typing
 from pathlib import Path
 from typing import Any
@@ -115,3 +120,59 @@ def validate(source: str | Path, raw: Any, schema: type) -> DictConfig:
 def load(path: Path | str, schema: type) -> DictConfig:
     """Read and validate a YAML file in one step."""
     return validate(path, load_yaml(path), schema)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Describing a schema (`bioablate list keys`): its keys, types and the comments written beside them
+
+
+def _type_name(annotation: Any) -> str:
+    if annotation is Any:
+        return "any"
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Union:
+        return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
+    if args:
+        return f"{typing.get_origin(annotation).__name__}[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _field_comments(schema: type) -> dict[str, str]:
+    """Field name -> the comment beside it in the schema's source, else the comment lines right above it.
+    The comments are the schema's documentation; nothing is written twice."""
+    try:
+        source = textwrap.dedent(inspect.getsource(schema))
+    except (OSError, TypeError):  # no source shipped: no descriptions
+        return {}
+    comments: dict[int, str] = {}
+    code_lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            comments[token.start[0]] = token.string.lstrip("#").strip()
+        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                                tokenize.ENDMARKER):
+            code_lines.add(token.start[0])
+    described: dict[str, str] = {}
+    for node in ast.parse(source).body[0].body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        beside = [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments]
+        above, line = [], node.lineno - 1
+        while line in comments and line not in code_lines:
+            above.insert(0, comments[line])
+            line -= 1
+        described[node.target.id] = " ".join(beside or above)
+    return described
+
+
+def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, type, description) of every leaf key of `schema`, following nested dataclasses."""
+    rows: list[tuple[str, str, str]] = []
+    comments = _field_comments(schema)
+    for name, annotation in _field_types(schema).items():
+        nested = _as_schema(annotation)
+        if nested is not None:
+            rows += describe(nested, f"{prefix}{name}.")
+        else:
+            rows.append((f"{prefix}{name}", _type_name(annotation), comments.get(name, "")))
+    return rows

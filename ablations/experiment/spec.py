@@ -14,9 +14,10 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING, OmegaConf
 
 from ablations import results
-from ablations.config import EXPERIMENTS_DIR, PROFILES, RunConfig
+from ablations.config import PROFILES, RunConfig
 from ablations.experiment.definition import Axis, Experiment, ModelDef, VocabDef
 from core.errors import BioablateError, ConfigError
+from core.packaged import packaged_dir, resolve_config
 from core.schema import load_yaml, validate
 from lightning_modules.models import RANDOM_BERT
 
@@ -138,11 +139,11 @@ def _dotted(mapping: dict[str, Any], profile: str, prefix: str = "") -> dict[str
 
 
 def _shared_model_file(name: str, experiment_path: Path) -> Path:
-    for folder in (experiment_path.parent / "models", EXPERIMENTS_DIR / "models"):
+    for folder in (experiment_path.parent / "models", packaged_dir("model")):
         candidate = folder / f"{name}.yaml"
         if candidate.is_file():
             return candidate
-    known = sorted({p.stem for folder in (experiment_path.parent / "models", EXPERIMENTS_DIR / "models")
+    known = sorted({p.stem for folder in (experiment_path.parent / "models", packaged_dir("model"))
                     if folder.is_dir() for p in folder.glob("*.yaml")})
     raise ConfigError(f"{experiment_path}: models: unknown shared model '{name}' (no {name}.yaml in "
                       f"experiments/models/); known: {', '.join(known) or 'none'}")
@@ -287,8 +288,9 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
                     data_dir: Optional[str] = None, work_dir: Optional[str] = None,
                     tracking_uri: Optional[str] = None) -> Experiment:
     """Read and validate an experiment YAML for `profile` (default: the YAML's). Every mistake is a
-    one-line ConfigError naming the file and the key, raised before anything runs."""
-    path = Path(path)
+    one-line ConfigError naming the file and the key, raised before anything runs. `path` may also be a
+    packaged experiment's name (`quickstart`)."""
+    path = resolve_config(path, "experiment")
     raw = load_yaml(path)
     spec = OmegaConf.to_container(validate(path, raw, ExperimentSchema), resolve=True)
     written = OmegaConf.to_container(raw, resolve=True)  # as written: without the schema's defaults
@@ -454,5 +456,6 @@ def _check_configs(experiment: Experiment) -> None:
 
 
 def experiment_files() -> list[Path]:
-    return sorted(EXPERIMENTS_DIR.glob("*.yaml"))
+    """The packaged experiment YAMLs (`bioablate list experiments`)."""
+    return sorted(packaged_dir("experiment").glob("*.yaml"))
 

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablations.config import build_config
 from core import schema
 from core.errors import ConfigError, UnknownNameError
+from core.packaged import resolve_config
 from core.registry import Registry
 
 SPEC_ATTR = "bioablate.sweep"  # study user attr: `SweepSpec.to_attr()`, what `sweep best` reads back
@@ -248,8 +249,9 @@ def _method(raw: Any, kind: str, methods: Registry[Method], source: Path) -> dic
 def load_sweep(path: Path | str, task: str | None = None, overrides: Sequence[str] = (),
                n_trials: int | None = None, study: str | None = None) -> SweepSpec:
     """Read and validate a sweep YAML; command-line values win over the file's. Every mistake is a
-    one-line ConfigError naming the file and the key, raised before any trial starts."""
-    source = Path(path)
+    one-line ConfigError naming the file and the key, raised before any trial starts. `path` may also be a
+    packaged sweep's name (`micro`)."""
+    source = resolve_config(path, "sweep")
     raw = OmegaConf.to_container(schema.load(source, SweepSchema), resolve=True)
     if not raw["space"]:
         raise ConfigError(f"{source}: missing required key 'space': it maps config keys to distributions, "

@@ -13,11 +13,12 @@ from typing import Any, List, Optional
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from core.errors import ConfigError, MissingDataError, UnknownNameError
+from core.packaged import packaged_dir
 from core.registry import Registry
 from core.schema import load_yaml, validate
 from datamodules.pretrain.formats import FORMATS
 
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "experiments" / "corpora"
+BUILTIN_DIR = packaged_dir("corpus")
 
 
 # ------------------------------------------------------------------------------------------- schema

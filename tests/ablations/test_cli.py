@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import shlex
 import shutil
+import sys
+from importlib import metadata
 
 import pytest
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 
-from ablations.cli import main
+from ablations.catalog import LISTINGS
+from ablations.cli import build_parser, main
+from ablations.cli_help import subcommands
+from ablations.config import RunConfig, flatten, profile_config
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -134,3 +142,113 @@ def test_pretrain_dry_run_prints_the_corpus_and_passes_and_builds_nothing(capsys
     assert "62,500 steps" in training and "passes over the corpus" in training
     assert warning.startswith("warning: ") and "more than 10" in warning
     assert not (work / "mlruns.db").exists() and not (work / "cache" / "shards").exists()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CLI teaches itself: examples on every help page, listings, --version, packaged names
+
+
+def _pages(parser, path=()):
+    """(command path, parser) for the top-level parser and every subcommand, nested ones too."""
+    yield path, parser
+    for name, child in subcommands(parser).items():
+        yield from _pages(child, (*path, name))
+
+
+def test_every_help_page_ends_with_examples_that_parse():
+    pages = list(_pages(build_parser()))
+    assert {("finetune",), ("data", "fetch"), ("vocab", "compare"), ("run",), ("list",)} <= {p for p, _ in pages}
+    for path, parser in pages:
+        page = parser.format_help()
+        assert "\nExamples:\n" in page, f"`bioablate {' '.join(path)} --help` has no Examples section"
+        if path:
+            assert page.split("\n\n")[1].strip(), f"`bioablate {' '.join(path)} --help` has no description"
+        commands = [line.strip() for line in page.split("\nExamples:\n", 1)[1].splitlines() if line.strip()]
+        assert commands, path
+        for command in commands:
+            argv = shlex.split(command)
+            assert argv[0] == "bioablate" and tuple(argv[1:1 + len(path)]) == path, (path, command)
+            if argv[-1] == "--help":
+                continue
+            try:
+                build_parser().parse_args(argv[1:])
+            except SystemExit:
+                pytest.fail(f"the example `{command}` on `bioablate {' '.join(path)} --help` does not parse")
+
+
+def test_pretrain_help_names_every_objective_and_pretraining_overrides():
+    page = subcommands(build_parser())["pretrain"].format_help()
+    assert "ELECTRA" in page and "pretrain.max_steps=" in page and "finetune.lr" not in page
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and out.startswith(f"bioablate {metadata.version('bioablate')}")
+
+
+@pytest.mark.parametrize("what,expected", [
+    ("experiments", ["quickstart ", "table13_tagging ", "tagging schemes", "bioablate run NAME"]),
+    ("profiles", ["micro ", "mini ", "base "]),
+    ("sweeps", ["micro ", "ner "]),
+    ("corpora", ["pubmed ", "pubmed.yaml"]),
+])
+def test_list_packaged(capsys, what, expected):
+    code, out, _ = run_cli(capsys, "list", what)
+    assert code == 0
+    for fragment in expected:
+        assert fragment in out, (fragment, out)
+
+
+def _key_rows(out: str) -> dict[str, list[str]]:
+    """`list keys` as {key: [type, value, description]}, cut at the header's column starts."""
+    header, *lines = out.splitlines()
+    starts = [header.index(title) for title in ("key", "type", header.split()[2], "description")]
+    cut = [(a, b) for a, b in zip(starts, [*starts[1:], None])]
+    return {line[:starts[1]].strip(): [line[a:b].strip() for a, b in cut[1:]] for line in lines}
+
+
+def test_list_keys_every_config_key_with_type_profile_value_and_comment(capsys):
+    code, out, _ = run_cli(capsys, "list", "keys")
+    assert code == 0
+    rows = _key_rows(out)
+    assert set(rows) == set(flatten(OmegaConf.structured(RunConfig)))
+    assert rows["finetune.lr"][0] == "float" and rows["data_dir"][0] == "str | None"
+    assert rows["finetune.max_train_examples"][1] == str(profile_config("micro").finetune.max_train_examples)
+    assert rows["pretrain.max_steps"][2] == "optimizer steps"  # the comment beside the field
+    assert rows["task"][1] == "(required)"
+    code, out, _ = run_cli(capsys, "list", "keys", "--profile", "mini")
+    assert _key_rows(out)["model.hidden_size"][1] == str(profile_config("mini").model.hidden_size)
+
+
+def test_every_listing_has_a_choice():
+    choices = next(a for a in subcommands(build_parser())["list"]._actions if a.dest == "what").choices
+    assert sorted(choices) == sorted(LISTINGS)
+
+
+def test_run_an_unknown_experiment_name_suggests_the_nearest(capsys):
+    code, _, err = run_cli(capsys, "run", "quickstrat", "--dry-run")
+    assert_one_line_error(code, err, "unknown experiment 'quickstrat'", "did you mean 'quickstart'")
+
+
+def test_run_a_packaged_experiment_by_name_from_anywhere(capsys, monkeypatch, data_dir, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no experiments/ folder here
+    code, out, err = run_cli(capsys, "run", "table13_tagging", "--dry-run", "--data-dir", str(data_dir),
+                             "--work-dir", str(tmp_path / "work"))
+    assert code == 0, err
+    assert "table13_tagging" in out and "compute" in out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_is_told_at_once_what_is_loading(monkeypatch, capsys):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    code = main(["finetune", "--task", "bc5-chemm", "--model", "random-bert", "--data-dir", "nowhere"])
+    lines = terminal.getvalue().splitlines()
+    assert code == 2 and lines[0] == "bioablate: loading bc5-chemm and random-bert ..."
+    assert lines[1].startswith("bioablate: error: unknown task 'bc5-chemm'")

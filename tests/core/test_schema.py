@@ -4,7 +4,7 @@ from typing import Dict, Optional
 import pytest
 
 from core.errors import ConfigError
-from core.schema import load, load_yaml, schema_at
+from core.schema import describe, load, load_yaml, schema_at
 
 
 @dataclass
@@ -68,3 +68,25 @@ def test_missing_undecodable_and_directory_files_are_one_line(tmp_path):
         load_yaml(tmp_path / "latin1.yaml")
     with pytest.raises(ConfigError, match="is a directory"):
         load_yaml(tmp_path)
+
+
+@dataclass
+class _Documented:
+    """A schema whose comments document its keys."""
+
+    # the learning rate (a comment above the field)
+    lr: float = 1e-3
+    steps: int = 10  # optimizer steps (a comment beside it wins over one above)
+    note: Optional[str] = "# not a comment"
+    inner: Table = field(default_factory=Table)
+
+
+def test_describe_gives_every_leaf_key_its_type_and_comment():
+    rows = {key: (kind, text) for key, kind, text in describe(_Documented)}
+    assert rows == {
+        "lr": ("float", "the learning rate (a comment above the field)"),
+        "steps": ("int", "optimizer steps (a comment beside it wins over one above)"),
+        "note": ("str | None", ""),
+        "inner.rows": ("str", ""),
+        "inner.columns": ("str", ""),
+    }

@@ -20,6 +20,7 @@ from ablations.config import REPO_ROOT
 from ablations.experiment import collect, experiment_files, load_experiment
 from ablations.runner import run_experiment
 from core.errors import ConfigError
+from core.packaged import resolve_config
 
 EXPERIMENTS = experiment_files()
 # Cheap stages for the behaviour tests below (the micro profile's 30 steps are for the real YAMLs).
@@ -95,7 +96,7 @@ def test_every_experiment_yaml_validates_under_every_profile(profile):
 
 
 def test_seeds_follow_the_profile_and_the_per_task_rule():
-    table6 = REPO_ROOT / "experiments" / "table6_blurb.yaml"
+    table6 = resolve_config("table6_blurb", "experiment")
     assert load_experiment(table6, profile="micro").seeds_by_task["biosses"] == [1]
     base = load_experiment(table6, profile="base").seeds_by_task
     assert len(base["biosses"]) == len(base["bioasq"]) == len(base["pubmedqa"]) == 10 and len(base["hoc"]) == 5
@@ -106,7 +107,7 @@ def test_the_standard_model_is_one_pretraining_run_for_every_table():
     configs = set()
     for name in ("table6_blurb", "table7_vocab_wwm", "table9_corpora_time", "table10_pmc", "table11_adversarial",
                  "table12_heads", "table13_tagging", "table14_relation"):
-        experiment = load_experiment(REPO_ROOT / "experiments" / f"{name}.yaml", profile="mini")
+        experiment = load_experiment(name, profile="mini")
         configs.add(OmegaConf.to_yaml(experiment.stage_config("pubmedbert")))
     assert len(configs) == 1
 

@@ -22,10 +22,11 @@ from omegaconf import OmegaConf
 
 from ablations.cli import main
 from ablations.config import REPO_ROOT, build_config, flatten
+from core.packaged import resolve_config
 
 pytestmark = [pytest.mark.slow]
 
-MICRO = REPO_ROOT / "experiments" / "sweeps" / "micro.yaml"
+MICRO = resolve_config("micro", "sweep")
 
 
 def pasted(hint: str, cwd: Path) -> subprocess.CompletedProcess:

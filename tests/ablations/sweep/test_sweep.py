@@ -33,8 +33,9 @@ from ablations.config import REPO_ROOT, build_config
 from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, load_sweep, run_sweep,
                              sqlite_single_process)
 from core.errors import ConfigError
+from core.packaged import resolve_config
 
-MICRO = REPO_ROOT / "experiments" / "sweeps" / "micro.yaml"
+MICRO = resolve_config("micro", "sweep")
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
