@@ -183,20 +183,20 @@ NON_RESULT_KEYS = {
 }
 
 
-def _dataclass_keys(cls: type, prefix: str) -> set[str]:
+def dataclass_keys(cls: type, prefix: str) -> set[str]:
     import dataclasses
     keys: set[str] = set()
     for f in dataclasses.fields(cls):
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        keys |= (_dataclass_keys(type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
+        keys |= (dataclass_keys(type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
                  else {f"{prefix}{f.name}"})
     return keys
 
 
 # `pretrain.*` never changes a fine-tuning run (a pretrained model enters one through model.name_or_path,
 # whose files are fingerprinted); `bioablate pretrain` fingerprints its own keys (ablations/pretrain.py).
-NON_RESULT_KEYS |= _dataclass_keys(PretrainConfig, "pretrain.")
-NON_RESULT_KEYS |= _dataclass_keys(LauncherConfig, "launcher.")
+NON_RESULT_KEYS |= dataclass_keys(PretrainConfig, "pretrain.")
+NON_RESULT_KEYS |= dataclass_keys(LauncherConfig, "launcher.")
 
 
 def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
