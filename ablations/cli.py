@@ -216,7 +216,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     cfg = build_config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
                        data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                        **{"model.name_or_path": args.model,
-                          "datasets": f"[{','.join(args.datasets)}]" if args.datasets else None})
+                          "datasets": args.datasets})
     result = run_finetune(cfg, force=args.force)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
@@ -325,10 +325,14 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_vocab_train(args: argparse.Namespace) -> int:
-    from ablations.config import resolve_data_dir
+    from ablations.config import PretrainConfig, resolve_data_dir
+    from core.schema import check_ranges
     from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
-    from datamodules.pretrain.vocab import train_wordpiece
+    from datamodules.pretrain.vocab import check_vocab_size, train_wordpiece
 
+    check_vocab_size(args.size, "--size")  # before reading any corpus
+    check_ranges("--max-words/--min-words", PretrainConfig, {"max_words": args.max_words,
+                                                             "min_words": args.min_words}, "pretrain.")
     data_dir = resolve_data_dir(args.data_dir)
     corpus = load_corpus(args.corpus, data_dir, max_words=args.max_words, min_words=args.min_words,
                          exclude_pmids=evaluation_pmids(data_dir))

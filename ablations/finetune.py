@@ -33,7 +33,7 @@ from datamodules.spec import DatasetSpec
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
-from lightning_modules.models import RANDOM_BERT, load_encoder, model_fingerprint
+from lightning_modules.models import RANDOM_BERT, load_encoder, max_positions, model_fingerprint
 
 log = logging.getLogger("bioablate")
 
@@ -65,6 +65,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
     check_variants(cfg.finetune, spec)
+    check_max_length(cfg)
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
     if missing:
@@ -79,6 +80,16 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
     run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir), exclude=by_content)
     return FinetuneIdentity(spec, data_dir, data_fp, run_fp)
+
+
+def check_max_length(cfg: DictConfig) -> None:
+    """An explicit finetune.max_length the model cannot take is an error (never silently clamped: the
+    logged param would then name a length the run did not use)."""
+    limit = max_positions(cfg.model)
+    if cfg.finetune.max_length is not None and cfg.finetune.max_length > limit:
+        raise ConfigError(f"finetune.max_length = {cfg.finetune.max_length}: above the maximum input length "
+                          f"of model '{cfg.model.name_or_path}' ({limit} positions); set finetune.max_length "
+                          f"<= {limit} (config key finetune.max_length)")
 
 
 def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),
@@ -165,7 +176,7 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
     """The task's data, encoded (or read from the tokenization cache) and ready to batch."""
     ft, spec = cfg.finetune, identity.spec
     options = FinetuneDataOptions(
-        max_length=min(ft.max_length or spec.max_length, max_positions), batch_size=ft.batch_size,
+        max_length=ft.max_length or min(spec.max_length, max_positions),  # check_max_length: not above batch_size=ft.batch_size,
         eval_batch_size=ft.eval_batch_size, max_train_examples=ft.max_train_examples,
         max_eval_examples=ft.max_eval_examples, num_workers=cfg.trainer.num_workers, tagging=ft.tagging,
         subtoken_labels=ft.subtoken_labels, re_input=ft.re_input, bucketing=ft.bucketing, seed=cfg.seed)

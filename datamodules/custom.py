@@ -31,6 +31,7 @@ from datamodules.instances import Instance, TextInstance
 from datamodules.readers.ner import read_conll_file
 from datamodules.registry import register
 from datamodules.spec import SPLITS, DatasetSpec, Splits
+from datamodules.textfiles import open_text
 
 
 @dataclass
@@ -67,7 +68,7 @@ class UserFormat:
 
 def read_tsv_classification(path: Path) -> list[TextInstance]:
     instances = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue

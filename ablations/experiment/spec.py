@@ -405,6 +405,7 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
 def _check_configs(experiment: Experiment) -> None:
     """Build every config once: a bad key or an invalid variant fails here, naming the file."""
     from ablations.pretrain import check_config as check_pretrain
+    from ablations.finetune import check_max_length
     from ablations.variants import check_variants
     from datamodules.registry import get_dataset
 
@@ -424,9 +425,12 @@ def _check_configs(experiment: Experiment) -> None:
         if key in seen:
             continue
         seen.add(key)
-        cfg = experiment.finetune_config(cell, RANDOM_BERT)
+        model = experiment.models[cell.model]
+        cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
         try:
             check_variants(cfg.finetune, get_dataset(cell.task))
+            if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
+                check_max_length(cfg)
         except BioablateError as e:
             raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
                               f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None
