@@ -34,6 +34,7 @@ from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
                                         train_wordpiece)
 from lightning_modules.algorithms.alum import Alum
+from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, check_init,
                                         export_model, exported_model, load_continual, reinit_embeddings)
@@ -290,10 +291,10 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         callbacks=[checkpoints], enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
-        reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False,
+        reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
     )
-    resume_from = run.resume_from
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+    resume_from = usable_checkpoint(run.resume_from, set_aside=not run.is_worker)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
     if trainer.is_global_zero:
         export_model(exported_model(module.model), tokenizer, inputs.identity.model_dir, inputs.vocab_path)
     return module

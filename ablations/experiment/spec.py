@@ -7,6 +7,7 @@ schema, and `load_experiment`, which validates it through `core.schema` and chec
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -24,6 +25,9 @@ KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)
 DEFAULT_ONLY = "default"  # in a per-profile value: the value for profiles not listed
 AXES_BUILTIN = ("task", "model")
+# An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
+# starting with a '.' (no "..", no path separators, no hidden folders).
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -280,6 +284,10 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
     if spec["kind"] not in KINDS:
         raise ConfigError(f"{path}: kind: unknown kind '{spec['kind']}'; known: {', '.join(KINDS)}")
     name, table = str(spec["name"]), spec["table"]
+    if not SAFE_NAME.fullmatch(name):
+        raise ConfigError(f"{path}: name: {name!r} is not a safe folder name (tables are written to "
+                          "<work-dir>/tables/<name>/); use letters, digits, '.', '_' and '-', e.g. "
+                          f"{re.sub(r'[^A-Za-z0-9_-]+', '_', name).strip('_') or 'my_experiment'}")
     tasks = _tasks(per_profile(spec["tasks"], profile), path)
     overrides_dotted = _dotted(spec["overrides"], profile)
     task_overrides = {}
