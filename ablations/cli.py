@@ -13,6 +13,7 @@ MLflow run FAILED.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -22,6 +23,9 @@ from core.console import quiet_libraries
 from core.errors import BioablateError
 
 EXIT_USER_ERROR = 2
+EXIT_RUN_FAILED = 1
+# OSErrors that are the machine's state rather than a bug: one line, no traceback
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -482,6 +486,13 @@ def main(argv: list[str] | None = None) -> int:
     except BioablateError as error:
         print(f"bioablate: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OSError as error:
+        if error.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        # the environment, not a bug: the run (if one had started) is marked FAILED with this reason
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"bioablate: error: {where}{error.strerror or error}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except KeyboardInterrupt:
         print("bioablate: interrupted", file=sys.stderr)
         return 130

@@ -275,9 +275,22 @@ def resolve_data_dir(data_dir: str | None) -> Path:
 
 
 def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
+    """The work directory, created if needed and checked writable (a read-only or full one is a one-line
+    ConfigError here, before any run exists, not a store traceback or a run left RUNNING later)."""
     raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "outputs"
     path = Path(raw).expanduser().resolve()
-    path.mkdir(parents=True, exist_ok=True)
+    probe = path / f".write-probe-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"x" * 4096)
+    except OSError as e:
+        raise ConfigError(f"work directory {path} is not usable: {e.strerror or e} (from --work-dir, work_dir "
+                          "or BIOABLATE_WORK); free space or pick a writable folder") from None
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
     return path
 
 

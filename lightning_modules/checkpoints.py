@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from pathlib import Path
@@ -31,14 +32,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Optional[Any] = None) -> None:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()  # serialised first: a write error is then Python's OSError, not torch's
+        torch.save(checkpoint, buffer)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
+                f.write(buffer.getbuffer())
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+        except OSError as error:  # full disk, file size limit, read-only: name the checkpoint
+            tmp.unlink(missing_ok=True)
+            raise OSError(error.errno, error.strerror, str(path)) from error
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
