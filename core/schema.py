@@ -114,7 +114,7 @@ class Range:
         return None
 
     def describe(self) -> str:
-        parts = [f"{op} {bound:g}" for bound, op in ((self.ge, ">="), (self.gt, ">"), (self.le, "<="),
+        parts = [f"{op} {int(bound) if float(bound).is_integer() else bound}" for bound, op in ((self.ge, ">="), (self.gt, ">"), (self.le, "<="),
                                                      (self.lt, "<")) if bound is not None]
         return " and ".join(parts)
 
