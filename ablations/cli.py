@@ -335,8 +335,7 @@ def cmd_vocab_train(args: argparse.Namespace) -> int:
     from datamodules.pretrain.vocab import check_vocab_size, train_wordpiece
 
     check_vocab_size(args.size, "--size")  # before reading any corpus
-    check_ranges("--max-words/--min-words", PretrainConfig, {"max_words": args.max_words,
-                                                             "min_words": args.min_words}, "pretrain.")
+    check_ranges("--max-words/--min-words", PretrainConfig, vars(args), "pretrain.")  # keys as pretrain's
     data_dir = resolve_data_dir(args.data_dir)
     corpus = load_corpus(args.corpus, data_dir, max_words=args.max_words, min_words=args.min_words,
                          exclude_pmids=evaluation_pmids(data_dir))
@@ -486,12 +485,10 @@ def main(argv: list[str] | None = None) -> int:
     except BioablateError as error:
         print(f"bioablate: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except OSError as error:
+    except OSError as error:  # the machine's state, not a bug: a started run is FAILED with this reason
         if error.errno not in ENVIRONMENT_ERRNOS:
             raise
-        # the environment, not a bug: the run (if one had started) is marked FAILED with this reason
-        where = f"{error.filename}: " if error.filename else ""
-        print(f"bioablate: error: {where}{error.strerror or error}", file=sys.stderr)
+        print(f"bioablate: error: {error.filename or 'I/O'}: {error.strerror or error}", file=sys.stderr)
         return EXIT_RUN_FAILED
     except KeyboardInterrupt:
         print("bioablate: interrupted", file=sys.stderr)
