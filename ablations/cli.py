@@ -8,6 +8,7 @@ MLflow run FAILED.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -18,6 +19,9 @@ from core.console import quiet_libraries
 from core.errors import BioablateError
 
 EXIT_USER_ERROR = 2
+EXIT_RUN_FAILED = 1
+# OSErrors that are the machine's state rather than a bug: one line, no traceback
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -316,7 +320,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     cfg = build_config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
                        data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                        **{"model.name_or_path": args.model,
-                          "datasets": f"[{','.join(args.datasets)}]" if args.datasets else None})
+                          "datasets": args.datasets})
     result = run_finetune(cfg, force=args.force)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
@@ -455,10 +459,13 @@ def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
 
 
 def cmd_vocab_train(args: argparse.Namespace) -> int:
-    from ablations.config import resolve_data_dir
+    from ablations.config import PretrainConfig, resolve_data_dir
+    from core.schema import check_ranges
     from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
-    from datamodules.pretrain.vocab import train_wordpiece
+    from datamodules.pretrain.vocab import check_vocab_size, train_wordpiece
 
+    check_vocab_size(args.size, "--size")  # before reading any corpus
+    check_ranges("--max-words/--min-words", PretrainConfig, vars(args), "pretrain.")  # keys as pretrain's
     data_dir = resolve_data_dir(args.data_dir)
     corpus = load_corpus(args.corpus, data_dir, max_words=args.max_words, min_words=args.min_words,
                          exclude_pmids=evaluation_pmids(data_dir))
@@ -713,6 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     except BioablateError as error:
         print(f"bioablate: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OSError as error:  # the machine's state, not a bug: a started run is FAILED with this reason
+        if error.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        print(f"bioablate: error: {error.filename or 'I/O'}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except KeyboardInterrupt:
         print("bioablate: interrupted", file=sys.stderr)
         return 130

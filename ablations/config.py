@@ -22,12 +22,16 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from core.errors import ConfigError
 from datamodules.fetch import fetched_data_dir
 from core.packaged import resolve_config
-from core.schema import load_yaml, merge
+from core.schema import bounded, load_yaml, merge
 
 # The folder holding the packages: the checkout, or site-packages once installed. Packaged YAML files are
 # found through core.packaged, never from here.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("micro", "mini", "base")
+# Below these, a run trains on nothing meaningful: [CLS] a [SEP] b [SEP] needs a few positions, and a
+# corpus cap under one document's worth of words keeps a single document.
+MIN_SEQUENCE = 8
+MIN_CORPUS_WORDS = 1000
 
 
 @dataclass
@@ -37,27 +41,28 @@ class ModelConfig:
     name_or_path: str = "random-bert"
     vocab: str = "bert-base-uncased"  # random-bert only: a staged vocabulary name or a vocab.txt path
     lowercase: bool = True
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    intermediate_size: int = 256
-    max_position_embeddings: int = 512
+    hidden_size: int = bounded(64, ge=1)
+    num_layers: int = bounded(2, ge=1)
+    num_heads: int = bounded(2, ge=1)
+    intermediate_size: int = bounded(256, ge=1)
+    max_position_embeddings: int = bounded(512, ge=MIN_SEQUENCE)
 
 
 @dataclass
 class FinetuneConfig:
-    lr: float = 5e-5
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    epochs: int = 3
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    dropout: float = 0.1
-    max_length: Optional[int] = None  # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
+    lr: float = bounded(5e-5, gt=0)
+    batch_size: int = bounded(32, ge=1)
+    eval_batch_size: int = bounded(64, ge=1)
+    epochs: int = bounded(3, ge=1)
+    warmup_ratio: float = bounded(0.1, ge=0, le=1)
+    weight_decay: float = bounded(0.01, ge=0)
+    dropout: float = bounded(0.1, ge=0, lt=1)
+    # above the model's position embeddings is an error at run time (ablations/finetune.py)
+    max_length: Optional[int] = bounded(None, ge=MIN_SEQUENCE)  # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
     # Subsampling for quick runs (micro profile); None keeps the whole split. A fixed, seed-independent
     # prefix of a seeded shuffle, so every seed and variant sees the same examples.
-    max_train_examples: Optional[int] = None
-    max_eval_examples: Optional[int] = None
+    max_train_examples: Optional[int] = bounded(None, ge=1)
+    max_eval_examples: Optional[int] = bounded(None, ge=1)
     # Modeling choices of the paper's Sec. 2.4 (Tables 12-14); `bioablate list variants` shows the choices.
     tagging: str = "bio"  # NER/PICO tagging scheme: bio | bioul | io
     head: str = "linear"  # NER/PICO classification layer: linear | bilstm | crf | bilstm-crf
@@ -79,59 +84,59 @@ class FinetuneConfig:
 class TrainerConfig:
     accelerator: str = "auto"
     devices: Any = 1
-    num_nodes: int = 1
+    num_nodes: int = bounded(1, ge=1)
     strategy: str = "auto"
     precision: str = "32-true"
-    num_workers: int = 0
+    num_workers: int = bounded(0, ge=0)
     progress_bar: bool = True
-    log_every_n_steps: int = 10
+    log_every_n_steps: int = bounded(10, ge=1)
     compile: bool = False  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
 
 
 @dataclass
 class AlumConfig:
     """Adversarial pretraining (ALUM, Liu et al. 2020): see lightning_modules/algorithms/alum.py."""
-    alpha: float = 10.0  # weight of the symmetric-KL term added to the MLM loss
-    sigma: float = 1e-5  # std of the initial random perturbation
-    epsilon: float = 1e-5  # radius of the L-inf ball the perturbation is projected onto
-    step_size: float = 1e-3  # ascent step size
-    steps: int = 1  # K ascent steps
+    alpha: float = bounded(10.0, ge=0)  # weight of the symmetric-KL term added to the MLM loss
+    sigma: float = bounded(1e-5, ge=0)  # std of the initial random perturbation
+    epsilon: float = bounded(1e-5, ge=0)  # radius of the L-inf ball the perturbation is projected onto
+    step_size: float = bounded(1e-3, gt=0)  # ascent step size
+    steps: int = bounded(1, ge=1)  # K ascent steps
 
 
 @dataclass
 class PretrainConfig:
     """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
     corpus: str = "pubmed"  # pubmed | pmc | general | pubmed+pmc | general>pubmed (stages in order)
-    max_words: Optional[int] = None  # cap on corpus words (corpus-size curves); split evenly over parts
-    min_words: int = 128  # drop documents with fewer words (the paper: abstracts under 128 words)
+    max_words: Optional[int] = bounded(None, ge=MIN_CORPUS_WORDS)  # cap on corpus words (corpus-size curves); split evenly over parts
+    min_words: int = bounded(128, ge=0)  # drop documents with fewer words (the paper: abstracts under 128 words)
     dedup: bool = True  # drop exact duplicate documents
     exclude_eval_pmids: bool = True  # drop documents whose PMID is in a BLURB dataset
     vocab: str = "bert-base-uncased"  # staged name | vocab.txt path | train:SIZE[:cased] | init
     lowercase: bool = True
-    seq_len: int = 128
+    seq_len: int = bounded(128, ge=MIN_SEQUENCE)
     objective: str = "bert"  # bert | albert | electra
     nsp: bool = False  # bert only: next-sentence prediction (albert always uses SOP)
     masking: str = "wwm"  # wwm | wordpiece
-    mask_rate: float = 0.15
+    mask_rate: float = bounded(0.15, gt=0, lt=1)
     mask_schedule: str = "constant"  # constant | ramp (5% -> 25%, +5% every 20% of training)
     adversarial: bool = False
     alum: AlumConfig = field(default_factory=AlumConfig)
     init: str = "scratch"  # scratch | an HF-format directory | a named model (general-minilm)
     optimizer: str = "adamw"  # adamw | lamb
-    lr: float = 6e-4
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    batch_size: int = 32  # sequences per micro-batch (per device)
-    accumulate: int = 1  # micro-batches per optimizer step
-    max_steps: int = 1000  # optimizer steps
-    checkpoint_every: int = 100  # optimizer steps between checkpoints
-    grad_clip: float = 1.0
-    embedding_size: int = 128  # albert: factorized embedding size
+    lr: float = bounded(6e-4, gt=0)
+    weight_decay: float = bounded(0.01, ge=0)
+    warmup_ratio: float = bounded(0.1, ge=0, le=1)
+    batch_size: int = bounded(32, ge=1)  # sequences per micro-batch (per device)
+    accumulate: int = bounded(1, ge=1)  # micro-batches per optimizer step
+    max_steps: int = bounded(1000, ge=1)  # optimizer steps
+    checkpoint_every: int = bounded(100, ge=1)  # optimizer steps between checkpoints
+    grad_clip: float = bounded(1.0, ge=0)  # 0: no clipping
+    embedding_size: int = bounded(128, ge=1)  # albert: factorized embedding size
     share_layers: bool = True  # albert: cross-layer parameter sharing
     # electra: generator width, heads and feed-forward size as a fraction of the discriminator's (ELECTRA's
     # and Bio-ELECTRA's 1/4), and the weight of replaced-token detection vs the generator's MLM loss (50)
-    generator_size: float = 0.25
-    discriminator_weight: float = 50.0
+    generator_size: float = bounded(0.25, gt=0, le=1)
+    discriminator_weight: float = bounded(50.0, ge=0)
 
 
 @dataclass
@@ -157,7 +162,7 @@ class LauncherConfig:
 @dataclass
 class RunConfig:
     task: str = MISSING
-    seed: int = 42
+    seed: int = bounded(42, ge=0, lt=2**32)  # numpy's seed range
     profile: str = "micro"
     data_dir: Optional[str] = None  # else $BIOABLATE_DATA
     work_dir: Optional[str] = None  # else $BIOABLATE_WORK, else ./outputs
@@ -225,6 +230,15 @@ def parse_overrides(overrides: list[str]) -> DictConfig:
         raise ConfigError(f"could not parse overrides {overrides}: {str(e).splitlines()[0]}") from None
 
 
+def dotted_layer(dotted: dict[str, Any]) -> DictConfig:
+    """`{'finetune.lr': 1e-5, 'work_dir': 'runs: v2'}` as a config layer, each value taken as it is (a
+    command-line path stays a string: never parsed as YAML, as a `key=value` override is)."""
+    cfg = OmegaConf.create({})
+    for key, value in dotted.items():
+        OmegaConf.update(cfg, key, value, force_add=True)
+    return cfg
+
+
 def build_config(profile: str = "micro", overrides: list[str] | None = None,
                  config_files: Iterable[Path | str] = (), **flags: Any) -> DictConfig:
     """Schema defaults, then the profile, then `config_files` (YAML layers of config keys, e.g. the one
@@ -234,7 +248,7 @@ def build_config(profile: str = "micro", overrides: list[str] | None = None,
     for path in config_files:
         cfg = merge_layer(cfg, load_yaml(path), str(path))
     cfg = merge_layer(cfg, parse_overrides(list(overrides or [])), "overrides")
-    set_flags = OmegaConf.from_dotlist([f"{k}={v}" for k, v in flags.items() if v is not None])
+    set_flags = dotted_layer({k: v for k, v in flags.items() if v is not None})
     cfg = merge_layer(cfg, set_flags, "command-line options")
     cfg.profile = profile
     missing = sorted(OmegaConf.missing_keys(cfg))
@@ -290,15 +304,31 @@ def resolve_data_dir(data_dir: str | None) -> Path:
             "(see docs/data.md, 'Getting the data')"
         )
     path = Path(raw).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"data directory {path} is a file, expected the folder of staged datasets (from "
+                          "--data-dir or BIOABLATE_DATA)")
     if not path.is_dir():
         raise ConfigError(f"data directory {path} does not exist (from --data-dir or BIOABLATE_DATA)")
     return path
 
 
 def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
+    """The work directory, created if needed and checked writable (a read-only or full one is a one-line
+    ConfigError here, before any run exists, not a store traceback or a run left RUNNING later)."""
     raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "outputs"
     path = Path(raw).expanduser().resolve()
-    path.mkdir(parents=True, exist_ok=True)
+    probe = path / f".write-probe-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"x" * 4096)
+    except OSError as e:
+        raise ConfigError(f"work directory {path} is not usable: {e.strerror or e} (from --work-dir, work_dir "
+                          "or BIOABLATE_WORK); free space or pick a writable folder") from None
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
     return path
 
 

@@ -35,9 +35,10 @@ from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
 from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
 from lightning_modules.algorithms.alum import Alum
+from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
-from lightning_modules.models import RANDOM_BERT, load_encoder, model_fingerprint
+from lightning_modules.models import RANDOM_BERT, load_encoder, max_positions, model_fingerprint
 
 log = logging.getLogger("bioablate")
 
@@ -69,6 +70,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
     check_variants(cfg.finetune, spec)
+    check_max_length(cfg)
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
     if missing:
@@ -83,6 +85,16 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
     run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir), exclude=by_content)
     return FinetuneIdentity(spec, data_dir, data_fp, run_fp)
+
+
+def check_max_length(cfg: DictConfig) -> None:
+    """An explicit finetune.max_length the model cannot take is an error (never silently clamped: the
+    logged param would then name a length the run did not use)."""
+    limit = max_positions(cfg.model)
+    if cfg.finetune.max_length is not None and cfg.finetune.max_length > limit:
+        raise ConfigError(f"finetune.max_length = {cfg.finetune.max_length}: above the maximum input length "
+                          f"of model '{cfg.model.name_or_path}' ({limit} positions); set finetune.max_length "
+                          f"<= {limit} (config key finetune.max_length)")
 
 
 def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),
@@ -158,12 +170,13 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,
         # length bucketing): Lightning must not wrap them in a DistributedSampler
-        use_distributed_sampler=False,
+        use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
     )
-    resume_from = run.resume_from
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+    resume_from = usable_checkpoint(run.resume_from, set_aside=not run.is_worker)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
     best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
-    trainer.test(module, datamodule=datamodule, ckpt_path=checkpoints.best_model_path or None, verbose=False)
+    trainer.test(module, datamodule=datamodule, ckpt_path=checkpoints.best_model_path or None, verbose=False,
+                 weights_only=True)
     return module, datamodule, best_epoch
 
 
@@ -171,7 +184,8 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
     """The task's data, encoded (or read from the tokenization cache) and ready to batch."""
     ft, spec = cfg.finetune, identity.spec
     options = FinetuneDataOptions(
-        max_length=min(ft.max_length or spec.max_length, max_positions), batch_size=ft.batch_size,
+        # an explicit max_length is within the model's (check_max_length); the dataset's is clamped to it
+        max_length=ft.max_length or min(spec.max_length, max_positions), batch_size=ft.batch_size,
         eval_batch_size=ft.eval_batch_size, max_train_examples=ft.max_train_examples,
         max_eval_examples=ft.max_eval_examples, num_workers=cfg.trainer.num_workers, tagging=ft.tagging,
         subtoken_labels=ft.subtoken_labels, re_input=ft.re_input, bucketing=ft.bucketing, seed=cfg.seed)

@@ -38,6 +38,7 @@ from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
                                         train_wordpiece)
 from lightning_modules.algorithms.alum import Alum
+from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, check_init,
                                         export_model, exported_model, load_continual, reinit_embeddings)
@@ -71,19 +72,13 @@ def check_config(cfg: DictConfig) -> None:
     check_masking(p.masking, p.mask_schedule)
     OBJECTIVES.get(p.objective)  # an unknown name: UnknownNameError listing the known ones
     OPTIMIZERS.get(p.optimizer)
-    for key in ("seq_len", "batch_size", "accumulate", "max_steps", "checkpoint_every"):
-        if p[key] < 1:
-            raise ConfigError(f"pretrain.{key} must be at least 1 (got {p[key]})")
-    if not 0 < p.mask_rate < 1:
-        raise ConfigError(f"pretrain.mask_rate must be in (0, 1) (got {p.mask_rate})")
+    # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
     if p.objective == "electra":
         if p.nsp:
             raise ConfigError("pretrain.nsp=true needs objective=bert (electra has no sentence-pair task)")
         if p.adversarial:
             raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
                               "not electra")
-        if not 0 < p.generator_size <= 1:
-            raise ConfigError(f"pretrain.generator_size must be in (0, 1] (got {p.generator_size})")
     if p.init != "scratch":
         check_init(resolve_model_dir(p.init), p.objective)
 
@@ -322,10 +317,10 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
-        reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False,
+        reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
     )
-    resume_from = run.resume_from
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+    resume_from = usable_checkpoint(run.resume_from, set_aside=not run.is_worker)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
     if trainer.is_global_zero:
         model = exported_model(module.model)
         card = _card(cfg, inputs, shards, run, trainer, model, len(vocab))

@@ -9,11 +9,16 @@ and resumes from its checkpoint. The whole lifecycle (find, reuse, resume or cre
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import subprocess
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlparse
 
 from mlflow.exceptions import MlflowException
 from mlflow.entities import Param, RunStatus
@@ -21,7 +26,10 @@ from mlflow.tracking import MlflowClient
 from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
+from core.errors import ConfigError
 
+PROBE_TIMEOUT_S = 3.0  # an MLflow server that does not answer /health within this is unreachable
+log = logging.getLogger("bioablate")
 MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
 PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 
@@ -35,10 +43,40 @@ def git_commit() -> str:
         return "unknown"
 
 
+@functools.lru_cache(maxsize=None)
+def check_tracking_uri(tracking_uri: str) -> None:
+    """Fail in seconds, as one ConfigError naming the URI, where MLflow would retry for minutes (an HTTP
+    server that is not there) or raise a traceback (an unknown scheme, a store it cannot open). Checked
+    once per URI and process."""
+    scheme = urlparse(tracking_uri).scheme.lower()
+    if scheme in ("http", "https"):
+        url = tracking_uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S):
+                pass
+        except urllib.error.HTTPError as e:  # something answers: an MLflow server behind a proxy may
+            if e.code >= 500:  # not serve /health (404, 401), but a 5xx is a broken server
+                raise ConfigError(f"tracking URI {tracking_uri}: the server answers {url} with HTTP {e.code}; "
+                                  "check the MLflow server's log") from None
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            raise ConfigError(f"tracking URI {tracking_uri}: no MLflow server answers within "
+                              f"{PROBE_TIMEOUT_S:g} s ({reason}); start it (mlflow server) or pass another "
+                              "--tracking-uri (default: sqlite:///<work-dir>/mlruns.db)") from None
+        return
+    try:
+        MlflowClient(tracking_uri).search_experiments(max_results=1)
+    except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
+        raise ConfigError(f"tracking URI {tracking_uri}: cannot open the store ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:300]}); a local store is sqlite:///<path>/mlruns.db in "
+                          "a writable folder") from None
+
+
 class Tracker:
     """A thin wrapper over MlflowClient bound to one tracking URI and one experiment."""
 
     def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None):
+        check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
         self.experiment_id = self._experiment_id(experiment_name, artifact_root)
@@ -90,8 +128,12 @@ class Tracker:
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
             raise
         except BaseException as error:
-            self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
-            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            try:
+                self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
+                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            except Exception as store_error:  # e.g. the store's disk is full too: report the first error
+                log.warning("could not mark MLflow run %s FAILED (%s); the next run with its fingerprint "
+                            "takes it over", run_id, " ".join(str(store_error).split())[:200])
             raise
         else:
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))

@@ -8,6 +8,10 @@ corpora) goes through `load_yaml` and `validate`, so every mistake reads the sam
 
 Nested dataclasses, and `Dict[str, Dataclass]` fields (a mapping of named entries), are followed to name
 the valid keys at any depth.
+
+A numeric key declares its valid range once, beside its default, and `merge` checks it on every result:
+
+    epochs: int = bounded(3, ge=1)   ->   overrides: finetune.epochs = -1: must be >= 1 (config key ...)
 """
 
 from __future__ import annotations
@@ -98,18 +102,79 @@ def unknown_key(source: str | Path, schema: type, full_key: str) -> ConfigError:
     return ConfigError(f"{source}: unknown key '{full_key}'{hint}{listing}")
 
 
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The valid interval of a numeric key; None: unbounded on that side."""
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    def violated(self, value: float) -> str | None:
+        """What `value` breaks ("must be >= 1"), or None when it is inside."""
+        for bound, op, outside in ((self.ge, ">=", lambda b: value < b), (self.gt, ">", lambda b: value <= b),
+                                   (self.le, "<=", lambda b: value > b), (self.lt, "<", lambda b: value >= b)):
+            if bound is not None and outside(bound):
+                return f"must be {self.describe()}"
+        return None
+
+    def describe(self) -> str:
+        parts = [f"{op} {int(bound) if float(bound).is_integer() else bound}" for bound, op in ((self.ge, ">="), (self.gt, ">"), (self.le, "<="),
+                                                     (self.lt, "<")) if bound is not None]
+        return " and ".join(parts)
+
+
+RANGE = "range"  # the dataclass field metadata key `bounded` sets
+
+
+def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+            lt: float | None = None) -> Any:
+    """A dataclass field with `default` whose value must lie in the given range (None always passes:
+    an Optional key left unset)."""
+    return dataclasses.field(default=default, metadata={RANGE: Range(ge, gt, le, lt)})
+
+
+def check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") -> None:
+    """Every `bounded` key of `schema` in `cfg` (nested dataclasses and `Dict[str, Dataclass]` entries
+    followed) inside its range; the first one outside is a ConfigError naming the key and the range."""
+    types = _field_types(schema)
+    for f in dataclasses.fields(schema):
+        if f.name not in cfg or (isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg, f.name)):
+            continue
+        value, key = cfg[f.name], f"{prefix}{f.name}"
+        nested = _as_schema(types[f.name])
+        if nested is not None and value is not None:
+            check_ranges(source, nested, value, key + ".")
+            continue
+        args = typing.get_args(types[f.name])
+        if typing.get_origin(types[f.name]) in (dict, typing.Dict) and len(args) == 2 \
+                and dataclasses.is_dataclass(args[1]) and value is not None:
+            for name in value:
+                check_ranges(source, args[1], value[name], f"{key}.{name}.")
+            continue
+        bound = f.metadata.get(RANGE)
+        if bound is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        problem = bound.violated(value)
+        if problem:
+            raise ConfigError(f"{source}: {key} = {value}: {problem} (config key {key})")
+
+
 def merge(schema: type, source: str | Path, *layers: Any, base: DictConfig | None = None) -> DictConfig:
     """`base` (else the schema's defaults) with `layers` merged on top, validated against `schema`;
-    an unknown key or a value of the wrong type is one ConfigError naming `source` and the key."""
+    an unknown key, a value of the wrong type or out of its range is one ConfigError naming `source`
+    and the key."""
     cfg = base if base is not None else OmegaConf.structured(schema)
     try:
-        return OmegaConf.merge(cfg, *layers)
+        merged = OmegaConf.merge(cfg, *layers)
     except ConfigKeyError as e:
         raise unknown_key(source, schema, e.full_key) from None
     except ValidationError as e:
         raise ConfigError(f"{source}: bad value for '{e.full_key}': {e.msg.splitlines()[0]}") from None
     except OmegaConfBaseException as e:
         raise ConfigError(f"{source}: {str(e).splitlines()[0]}") from None
+    check_ranges(source, schema, merged)
+    return merged
 
 
 def validate(source: str | Path, raw: Any, schema: type) -> DictConfig:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datamodules.readers.bioasq import DEV_IDS_FILE, TEST_FILE, TRAIN_FILES, read_bioasq
 from datamodules.readers.biosses import read_biosses
-from datamodules.readers.chemprot import read_chemprot
+from datamodules.readers.chemprot import chemprot_files, read_chemprot
 from datamodules.readers.ddi import read_ddi
 from datamodules.readers.gad import read_gad
 from datamodules.readers.hoc import HOC_LABELS, HOC_SPLIT_FILE, read_hoc
@@ -67,6 +67,7 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec(
         name="chemprot", task_type="re", reader=read_chemprot,
         files=tuple(f"ChemProt/{d}" for d in ("chemprot_training", "chemprot_development", "chemprot_test_gs")),
+        inner_files=tuple(path for split in ("train", "dev", "test") for path in chemprot_files(split).values()),
         labels=CHEMPROT_LABELS, metric="relation_micro_f1",
         metric_args={"negative": "false", "labels": CHEMPROT_LABELS}, max_length=256, count_unit="pairs",
         paper_counts=_counts(18035, 11268, 15745),

@@ -40,6 +40,9 @@ class DatasetSpec:
     multi_label: bool = False
     notes: str = ""  # how our data differs from the paper's, shown by `bioablate data stats`
     root: Path | None = None  # None: resolved against the data directory
+    # files inside the `files` folders that the reader opens: checked before reading (the folders'
+    # whole content is what the fingerprint hashes)
+    inner_files: tuple[str, ...] = ()
     package_files: tuple[Path, ...] = ()  # files shipped with bioablate that shape the data (frozen splits)
     definition: str = ""  # a user dataset's YAML, normalized: its labels, format, max_length... shape the run
 
@@ -47,8 +50,17 @@ class DatasetSpec:
         return self.root if self.root is not None else Path(data_dir)
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
+        """The `files` and `inner_files` not there, or not a file where one is expected (an entry with
+        a suffix, `train.tsv`), each as the user should read it."""
         base = self.base_dir(data_dir)
-        return [f for f in self.files if not (base / f).exists()]
+        out = []
+        for f in (*self.files, *self.inner_files):
+            path = base / f
+            if not path.exists():
+                out.append(f)
+            elif Path(f).suffix and not path.is_file():
+                out.append(f"{f} (a folder, expected a file)")
+        return out
 
     def read(self, data_dir: Path | None) -> Splits:
         """Read all splits; raises MissingDataError naming the missing files first.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.errors import ConfigError
+from datamodules.textfiles import read_text
 
 
 def staged_vocabs(data_dir: Path | None) -> list[str]:
@@ -25,8 +26,9 @@ def resolve_vocab(vocab: str, data_dir: Path | None) -> Path:
         candidates.insert(0, Path(data_dir) / "vocab" / vocab)
     for path in candidates:
         if path.is_dir() and (path / "vocab.txt").is_file():
-            return path / "vocab.txt"
+            path = path / "vocab.txt"
         if path.is_file():
+            read_text(path)  # a vocabulary that is not UTF-8 text fails here, naming its line
             return path
     raise ConfigError(f"model.vocab '{vocab}' is neither a staged vocabulary "
                       f"({', '.join(staged_vocabs(data_dir)) or 'none found'}) nor a path to a vocab.txt file")

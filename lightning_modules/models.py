@@ -23,8 +23,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from safetensors import SafetensorError
 from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer,
-                          PreTrainedModel, PreTrainedTokenizerBase)
+                          PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase)
 
 from core.errors import ConfigError
 from core.fingerprints import hash_files
@@ -236,6 +237,22 @@ def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optio
     return ResolvedModel(folder, hub_id=hub_id, commit=folder.name, lowercase=lowercase)
 
 
+def model_config(path: Path) -> PretrainedConfig:
+    """The config.json of a model directory; an unreadable or invalid one is a ConfigError naming it."""
+    try:
+        return AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as e:  # JSON errors are ValueErrors; unknown model_type: Key/Value
+        raise ConfigError(f"{path / 'config.json'}: not a valid model config ({' '.join(str(e).split())[:200]}); "
+                          "re-export or re-download the model") from None
+
+
+def max_positions(model_cfg: Any) -> int:
+    """The longest input (in tokens) the model's position embeddings allow."""
+    if model_cfg.name_or_path == RANDOM_BERT:
+        return model_cfg.max_position_embeddings
+    return model_config(resolve_model_dir(model_cfg.name_or_path)).max_position_embeddings
+
+
 def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
                  ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The encoder (without any pretraining head) and its tokenizer, with SDPA attention."""
@@ -252,14 +269,18 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
         )
         return BertModel(config, add_pooling_layer=False), tokenizer
     model = resolve_model(model_cfg.name_or_path)
-    config = AutoConfig.from_pretrained(model.path)
+    config = model_config(model.path)
     for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
         if hasattr(config, key):
             setattr(config, key, dropout)
     # No pooler: fine-tuning heads read the hidden states, and a pooler whose parameters get no gradient
     # would make DDP stop with "parameters that were not used in producing loss".
     no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert", "roberta") else {}
-    encoder = AutoModel.from_pretrained(model.path, config=config, attn_implementation="sdpa", **no_pooler)
+    try:
+        encoder = AutoModel.from_pretrained(model.path, config=config, attn_implementation="sdpa", **no_pooler)
+    except (OSError, SafetensorError) as e:  # a truncated or corrupt weights file
+        raise ConfigError(f"{model.path}: cannot load the model weights ({' '.join(str(e).split())[:200]}); "
+                          "re-export or re-download the model") from None
     # from_pretrained returns the model in eval mode, and Lightning keeps a submodule's mode as it finds
     # it: without this, dropout would be off during fine-tuning.
     encoder.train()

@@ -16,19 +16,13 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ablations import results
-from ablations.config import (RunConfig, merge_layer, parse_overrides, profile_config, resolve_tracking_uri,
-                              resolve_work_dir)
+from ablations.config import (RunConfig, dotted_layer, merge_layer, parse_overrides, profile_config,
+                              resolve_tracking_uri, resolve_work_dir)
 # the MLflow experiment of pretraining runs, the same as `bioablate pretrain`'s
 from ablations.pretrain import EXPERIMENT as PRETRAIN_EXPERIMENT
+from core.errors import ConfigError
+from core.schema import check_ranges
 from lightning_modules.models import RANDOM_BERT
-
-
-def _layer(dotted: dict[str, Any]) -> DictConfig:
-    cfg = OmegaConf.create({})
-    for key, value in dotted.items():
-        OmegaConf.update(cfg, key, value, force_add=True)
-    return cfg
-
 
 
 @dataclass(frozen=True)
@@ -145,14 +139,15 @@ class Experiment:
 
     def _build(self, layers: list[tuple[str, dict[str, Any]]], flags: dict[str, Any]) -> DictConfig:
         flags = {"data_dir": self.data_dir, "work_dir": self.work_dir, "tracking_uri": self.tracking_uri, **flags}
-        named = [*[(source, _layer(dotted)) for source, dotted in layers],
-                 ("runner defaults", _layer({"trainer.progress_bar": False})),
+        named = [*[(source, dotted_layer(dotted)) for source, dotted in layers],
+                 ("runner defaults", dotted_layer({"trainer.progress_bar": False})),
                  ("command-line overrides", parse_overrides(self.cli_overrides)),
-                 ("command-line options", _layer({k: v for k, v in flags.items() if v is not None}))]
+                 ("command-line options", dotted_layer({k: v for k, v in flags.items() if v is not None}))]
         base = self._base()
         try:  # one merge (an experiment builds hundreds of configs); layer by layer only to name a bad one
             cfg = OmegaConf.merge(base, *[layer for _, layer in named])
-        except OmegaConfBaseException:
+            check_ranges("", RunConfig, cfg)
+        except (OmegaConfBaseException, ConfigError):
             cfg = base
             for source, layer in named:
                 cfg = merge_layer(cfg, layer, source)

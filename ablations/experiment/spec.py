@@ -7,6 +7,7 @@ schema, and `load_experiment`, which validates it through `core.schema` and chec
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -25,6 +26,9 @@ KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)
 DEFAULT_ONLY = "default"  # in a per-profile value: the value for profiles not listed
 AXES_BUILTIN = ("task", "model")
+# An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
+# starting with a '.' (no "..", no path separators, no hidden folders).
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -300,6 +304,10 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
     if spec["kind"] not in KINDS:
         raise ConfigError(f"{path}: kind: unknown kind '{spec['kind']}'; known: {', '.join(KINDS)}")
     name, table = str(spec["name"]), spec["table"]
+    if not SAFE_NAME.fullmatch(name):
+        raise ConfigError(f"{path}: name: {name!r} is not a safe folder name (tables are written to "
+                          "<work-dir>/tables/<name>/); use letters, digits, '.', '_' and '-', e.g. "
+                          f"{re.sub(r'[^A-Za-z0-9_-]+', '_', name).strip('_') or 'my_experiment'}")
     dataset_files = _register_datasets(spec["datasets"], path)
     tasks = _tasks(per_profile(spec["tasks"], profile), path)
     overrides_dotted = _dotted(spec["overrides"], profile)
@@ -428,6 +436,7 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
 def _check_configs(experiment: Experiment) -> None:
     """Build every config once: a bad key or an invalid variant fails here, naming the file."""
     from ablations.pretrain import check_config as check_pretrain
+    from ablations.finetune import check_max_length
     from ablations.variants import check_variants
     from datamodules.registry import get_dataset
 
@@ -447,9 +456,12 @@ def _check_configs(experiment: Experiment) -> None:
         if key in seen:
             continue
         seen.add(key)
-        cfg = experiment.finetune_config(cell, RANDOM_BERT)
+        model = experiment.models[cell.model]
+        cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
         try:
             check_variants(cfg.finetune, get_dataset(cell.task))
+            if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
+                check_max_length(cfg)
         except BioablateError as e:
             raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
                               f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None

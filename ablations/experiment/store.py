@@ -20,6 +20,9 @@ class Store:
     def __init__(self, tracking_uri: str):
         from mlflow.tracking import MlflowClient
 
+        from ablations.tracking import check_tracking_uri
+
+        check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
         self._runs: dict[str, dict[str, Any]] = {}

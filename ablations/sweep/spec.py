@@ -167,9 +167,10 @@ class Dimension:
         values = [self.low + i * step for i in range(count)]
         return [int(v) for v in values] if self.kind == "int" else [round(v, 12) for v in values]
 
-    def sample_value(self) -> Any:
-        """A valid value, to check the key against the config schema before any trial runs."""
-        return self.choices[0] if self.kind == "categorical" else self.low
+    def sample_values(self) -> list[Any]:
+        """The values to check against the config schema (key, type, range) before any trial runs: every
+        choice, or both ends of the range."""
+        return list(self.choices) if self.kind == "categorical" else [self.low, self.high]
 
 
 @dataclass(frozen=True)
@@ -281,12 +282,15 @@ def load_sweep(path: Path | str, task: str | None = None, overrides: Sequence[st
     for dimension in space:
         if dimension.key in base_keys:
             raise ConfigError(f"{source}: space.{dimension.key} is also set in 'overrides'; keep it in one place")
-    # Building one config checks every searched key, override and the DDP rule before anything runs.
-    sample = [f"{d.key}={d.sample_value()}" for d in space]
-    try:
-        sample_cfg = build_config(spec.profile, [*spec.overrides, *sample], task=task)
-    except ConfigError as error:
-        raise ConfigError(f"{source}: {error}") from None
+    # Building configs at the ends of the space checks every searched key (and its range), override and
+    # the DDP rule before anything runs.
+    values = [d.sample_values() for d in space]
+    for i in range(max((len(v) for v in values), default=1)):
+        sample = [f"{d.key}={v[min(i, len(v) - 1)]}" for d, v in zip(space, values)]
+        try:
+            sample_cfg = build_config(spec.profile, [*spec.overrides, *sample], task=task)
+        except ConfigError as error:
+            raise ConfigError(f"{source}: {error}") from None
     check_single_process(sample_cfg, source)
     make_sampler(spec)  # sampler and pruner options Optuna rejects fail here, not in a worker
     make_pruner(spec)

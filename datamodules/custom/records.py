@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.errors import DataFormatError
+from datamodules.textfiles import read_text
 from datamodules.custom.schema import TAGGING, Definition
 from datamodules.custom.tagged import TagRules
 from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
@@ -38,10 +39,7 @@ def read_records(definition: Definition, path: Path) -> list[Instance]:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based number, text) of the non-blank lines, split on newlines only: a stray carriage return or
     U+2028 inside a sentence is text."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from err
+    text = read_text(path)  # a missing file, a directory, a bad byte: one line naming the path (and line)
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r")
         if line.strip():

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.custom.schema import Definition
+from datamodules.textfiles import open_text
 from datamodules.instances import TaggingInstance, iob_to_spans
 
 _TAG = re.compile(r"O|[BI](?:-\S+)?")
@@ -72,7 +73,7 @@ def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
             tokens.clear()
             tags.clear()
 
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for number, raw in enumerate(handle, start=1):
             line = raw.strip()
             if not line:

@@ -48,6 +48,7 @@ from core.fingerprints import hash_files
 from datamodules.pretrain.corpus_specs import (CORPORA, CorpusSpec, Part, corpus_names, parse_corpus,  # noqa: F401
                                                read_corpus_yaml, resolve_corpus, spec_files)
 from datamodules.pretrain.formats import FORMATS, Document, read_documents
+from datamodules.textfiles import read_text_lines
 
 PRETRAIN_DIR = "pretrain"
 
@@ -99,7 +100,7 @@ def evaluation_pmids(data_dir: Path) -> frozenset[str]:
                     pmids.add(match.group(1))
     bc5 = Path(data_dir) / PRETRAIN_DIR / "pubmed-abstracts" / "bc5cdr_pmids.derived.txt"
     if bc5.is_file():
-        pmids |= {line.strip() for line in bc5.read_text().splitlines() if line.strip()}
+        pmids |= {line.strip() for line in read_text_lines(bc5) if line.strip()}
     return frozenset(pmids)
 
 

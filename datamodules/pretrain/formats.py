@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from core.errors import DataFormatError
+from datamodules.textfiles import read_text
 from core.registry import Registry
 
 
@@ -142,7 +143,7 @@ def read_jsonl(path: Path, text: Sequence[str] = (), pmid: str | None = None) ->
 def read_kd_dti_json(path: Path) -> Iterator[Document]:
     """KD-DTI JSON: PMID -> {title, abstract}."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise DataFormatError(path, e.lineno, f"not valid JSON: {e.msg}") from None
     if not isinstance(data, dict):

@@ -20,8 +20,12 @@ from tokenizers import BertWordPieceTokenizer, Tokenizer
 from transformers import BertTokenizer
 
 from core.errors import ConfigError
+from datamodules.textfiles import read_text_lines
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# Fewer entries than the special tokens plus a basic alphabet (letters, digits, punctuation) and their
+# ## continuations is a vocabulary that splits nearly every word into characters.
+MIN_VOCAB_SIZE = 100
 
 
 @dataclass(frozen=True)
@@ -41,14 +45,20 @@ def parse_vocab(value: str, lowercase: bool = True) -> VocabSpec:
                                                                    ("cased", "uncased")):
             raise ConfigError(f"pretrain.vocab '{value}': expected train:SIZE or train:SIZE:cased|uncased")
         size = int(parts[1])
-        if size < 100:
-            raise ConfigError(f"pretrain.vocab '{value}': a vocabulary needs at least 100 entries")
+        check_vocab_size(size, f"pretrain.vocab '{value}': size")
         return VocabSpec("train", size, parts[2] == "uncased" if len(parts) == 3 else lowercase, value)
     return VocabSpec("file", lowercase=lowercase, name=value)
 
 
+def check_vocab_size(size: int, source: str) -> None:
+    if size < MIN_VOCAB_SIZE:
+        raise ConfigError(f"{source} {size}: a vocabulary needs at least {MIN_VOCAB_SIZE} entries (the special "
+                          "tokens, an alphabet and its ## continuations)")
+
+
 def train_wordpiece(texts: Iterable[str], size: int, lowercase: bool, out_dir: Path) -> Path:
     """Train a BERT WordPiece vocabulary (BERT's normaliser and pre-tokenizer) and write vocab.txt."""
+    check_vocab_size(size, "vocabulary size")
     tokenizer = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=None if lowercase else False)
     tokenizer.train_from_iterator(texts, vocab_size=size, min_frequency=2, limit_alphabet=1000,
                                   special_tokens=SPECIAL_TOKENS, show_progress=False)
@@ -61,7 +71,7 @@ def train_wordpiece(texts: Iterable[str], size: int, lowercase: bool, out_dir: P
 
 
 def read_vocab(path: Path) -> list[str]:
-    tokens = path.read_text(encoding="utf-8").splitlines()
+    tokens = read_text_lines(path)
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise ConfigError(f"vocabulary {path} lacks the special tokens {', '.join(missing)}")

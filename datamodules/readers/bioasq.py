@@ -30,6 +30,7 @@ from core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Splits
+from datamodules.textfiles import read_text_lines
 
 TEST_FILE = "BioASQ/golden/7B_golden.json"
 TRAIN_FILES = tuple(f"BioASQ/golden/{task}B{batch}_golden.json" for task in (4, 5, 6) for batch in range(1, 6))
@@ -89,7 +90,7 @@ def _read(data_dir: Path) -> tuple[Splits, BioasqCounts]:
 
 
 def _read_dev_ids(path: Path) -> set[str]:
-    return {line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    return {line.strip() for line in read_text_lines(path) if line.strip()}
 
 
 def _yesno_questions(path: Path) -> list[PairInstance]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.spec import SPLITS, Splits
+from datamodules.textfiles import read_text_lines
 
 PAIRS_FILE = "BIOSSES/annotation_pairs_scores.tsv"
 SPLIT_FILE = "BIOSSES/blurb_split.tsv"
@@ -59,10 +60,7 @@ def read_biosses(data_dir: Path) -> Splits:
 
 def _read_rows(path: Path, header: tuple[str, ...]) -> list[tuple[int, list[str]]]:
     """Tab-separated rows after the expected header, as (1-based line number, fields)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from err
+    lines = read_text_lines(path)
     if not lines or tuple(lines[0].split("\t")) != header:
         raise DataFormatError(path, 1, f"expected the header {'<TAB>'.join(header)}")
     rows = []

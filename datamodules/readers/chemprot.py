@@ -28,6 +28,7 @@ from typing import Iterator, Sequence
 from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.spec import Splits
+from datamodules.textfiles import decode_utf8, read_bytes
 
 # Only these CPR groups are evaluated (ChemProt guidelines, BLURB); everything else is `false`.
 EVALUATED_GROUPS = ("CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9")
@@ -165,10 +166,8 @@ class _Entity:
 
 def _rows(path: Path, columns: int, what: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of every non-empty line; exactly `columns` TAB-separated fields each."""
-    try:  # split on "\n" only: a stray "\r" or U+2028 inside an abstract is text, not a line break
-        lines = path.read_bytes().decode("utf-8").split("\n")
-    except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text ({err})") from err
+    # split on "\n" only: a stray "\r" or U+2028 inside an abstract is text, not a line break
+    lines = decode_utf8(path, read_bytes(path)).split("\n")
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         if not line.strip():

@@ -21,6 +21,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.spec import Splits
+from datamodules.textfiles import decode_utf8, read_bytes
 
 TRAIN_FILE = "GAD/train.tsv"
 TEST_FILE = "GAD/test.tsv"
@@ -58,10 +59,8 @@ def _instance(path: Path, line: int, row_id: str, sentence: str, label: str) -> 
 
 def _lines(path: Path) -> list[tuple[int, str]]:
     """(1-based line number, line) of the non-empty lines."""
-    try:  # split on "\n" only: a stray "\r" or U+2028 inside a sentence is text, not a line break
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text ({err})") from err
+    # split on "\n" only: a stray "\r" or U+2028 inside a sentence is text, not a line break
+    text = decode_utf8(path, read_bytes(path))
     return [(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
 
 

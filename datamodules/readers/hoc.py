@@ -24,6 +24,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import TextInstance
 from datamodules.spec import SPLITS, Splits
+from datamodules.textfiles import read_text
 
 TEXT_DIR = "HoC/text"
 LABELS_DIR = "HoC/labels"
@@ -90,7 +91,7 @@ def read_hoc(data_dir: Path, split_file: Path = HOC_SPLIT_FILE) -> Splits:
 
 def read_split_file(path: Path = HOC_SPLIT_FILE) -> dict[str, tuple[int, str]]:
     """PMID -> (1-based line number, split) from a `pmid<TAB>split` file with a header."""
-    lines = _read_text(path).splitlines()
+    lines = read_text(path).splitlines()
     if not lines or tuple(lines[0].split("\t")) != SPLIT_HEADER:
         raise DataFormatError(path, 1, f"expected the header {'<TAB>'.join(SPLIT_HEADER)}")
     rows: dict[str, tuple[int, str]] = {}
@@ -108,8 +109,8 @@ def read_split_file(path: Path = HOC_SPLIT_FILE) -> dict[str, tuple[int, str]]:
 
 
 def _read_abstract(text_path: Path, labels_path: Path) -> TextInstance:
-    sentences = [line.strip() for line in _read_text(text_path).splitlines()]
-    fields = _read_text(labels_path).rstrip("\n").split("<")
+    sentences = [line.strip() for line in read_text(text_path).splitlines()]
+    fields = read_text(labels_path).rstrip("\n").split("<")
     if len(fields) != len(sentences) + 1:
         raise DataFormatError(
             labels_path,
@@ -133,10 +134,3 @@ def _read_abstract(text_path: Path, labels_path: Path) -> TextInstance:
                 )
             labels.add(_CANONICAL[_normalise(top)])
     return TextInstance(id=text_path.stem, text=" ".join(sentences), labels=tuple(sorted(labels)))
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from err

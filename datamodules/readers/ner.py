@@ -19,6 +19,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance, iob_to_spans
 from datamodules.spec import Reader, Splits
+from datamodules.textfiles import open_text, read_text
 
 # Crichton file name per split; "devel" is their name for the development set.
 CRICHTON_FILES = {"train": "train.tsv", "dev": "devel.tsv", "test": "test.tsv"}
@@ -57,7 +58,7 @@ def read_conll_file(path: Path, collapse_type: str | None = None) -> list[Taggin
             tokens.clear()
             tags.clear()
 
-    with path.open(encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             line = raw.rstrip()
             if not line:
@@ -125,7 +126,7 @@ _SENTENCE_END = {".", "?", "!"}
 def _read_brat_entities(path: Path, text: str) -> list[tuple[int, int, str]]:
     """`(start, end, type)` of the `T` lines of a brat `.ann` file, each checked against the text."""
     entities: list[tuple[int, int, str]] = []
-    with path.open(encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             line = raw.rstrip("\n")
             if not line.startswith("T"):
@@ -213,7 +214,7 @@ def read_standoff_document(
     mentions survive). Instance ids are `<document id>-<sentence index>`. Tokens are substrings of the
     text, so quotes stay `"` where GENIA writes `` and ''.
     """
-    text = txt_path.read_text(encoding="utf-8")
+    text = read_text(txt_path)
     entities = _outermost(_read_brat_entities(ann_path, text))
     cuts = sorted({offset for start, end, _ in entities for offset in (start, end)})
     tokens, used_cuts = _tokenize(text, cuts)
@@ -245,7 +246,7 @@ def read_standoff_document(
 def jnlpba_train_document_ids(data_dir: Path) -> list[str]:
     """The 1 800 standoff ids of BLURB's JNLPBA train split: all training abstracts but Crichton's devel."""
     data_dir = Path(data_dir)
-    devel_ids = set((data_dir / JNLPBA_DEVEL_IDS).read_text(encoding="utf-8").split())
+    devel_ids = set(read_text(data_dir / JNLPBA_DEVEL_IDS).split())
     all_ids = sorted(p.stem for p in (data_dir / JNLPBA_STANDOFF_DIR).glob("*.txt"))
     return [doc_id for doc_id in all_ids if doc_id not in devel_ids]
 

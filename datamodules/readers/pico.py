@@ -15,6 +15,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.spec import Splits
+from datamodules.textfiles import open_text
 
 PICO_DIR = "EBM-PICO"
 PICO_TYPES = ("PAR", "INT", "OUT")
@@ -47,7 +48,7 @@ def read_pico_file(path: Path) -> list[Document]:
             tokens.clear()
             labels.clear()
 
-    with path.open(encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             line = raw.strip()
             if not line:

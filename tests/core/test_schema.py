@@ -4,7 +4,7 @@ from typing import Dict, Optional
 import pytest
 
 from core.errors import ConfigError
-from core.schema import describe, load, load_yaml, schema_at
+from core.schema import bounded, check_ranges, describe, load, load_yaml, schema_at, validate
 
 
 @dataclass
@@ -90,3 +90,27 @@ def test_describe_gives_every_leaf_key_its_type_and_comment():
         "inner.rows": ("str", ""),
         "inner.columns": ("str", ""),
     }
+
+
+class Bounded:
+    steps: int = bounded(1, ge=1)
+    rate: float = bounded(0.5, gt=0, lt=1)
+    cap: Optional[int] = bounded(None, ge=10)
+    inner: Dict[str, Table] = field(default_factory=dict)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"steps": 0}, "x.yaml: steps = 0: must be >= 1 (config key steps)"),
+    ({"rate": 1.0}, "x.yaml: rate = 1.0: must be > 0 and < 1 (config key rate)"),
+    ({"cap": 9}, "x.yaml: cap = 9: must be >= 10 (config key cap)"),
+])
+def test_a_bounded_key_outside_its_range_is_one_error(raw, message):
+    with pytest.raises(ConfigError) as error:
+        validate("x.yaml", raw, Bounded)
+    assert str(error.value) == message
+
+
+def test_bounded_keys_inside_their_range_and_unset_optionals_pass():
+    cfg = validate("x.yaml", {"steps": 5, "rate": 0.1, "cap": None}, Bounded)
+    assert cfg.steps == 5 and cfg.cap is None
+    check_ranges("x", Bounded, {"steps": 1, "unrelated": -5})

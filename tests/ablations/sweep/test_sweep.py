@@ -303,6 +303,10 @@ GOOD_SPACE = "space:\n  finetune.lr: {type: categorical, choices: [1.0e-5, 3.0e-
      ["key 'finetune.lrr'", "valid keys under 'finetune'"]),
     ("task: gad\nsampler: grid\nspace:\n  finetune.dropout: {type: float, low: 0.0, high: 0.3}\n",
      ["space.finetune.dropout", "grid sampler needs categorical"]),
+    ("task: gad\nn_trials: 2\nspace:\n  finetune.dropout: {type: float, low: 0.0, high: 1.5}\n",  # the high end
+     ["finetune.dropout = 1.5: must be >= 0 and < 1"]),
+    ("task: gad\nn_trials: 2\nspace:\n  finetune.epochs: {type: categorical, choices: [2, 0, 3]}\n",
+     ["finetune.epochs = 0: must be >= 1"]),
     ("task: gad\nn_trials: 2\noverrides: [trainer.devices=2]\n" + GOOD_SPACE,
      ["trainer.devices=2", "DDP inside a trial is not supported", "--workers"]),
 ])

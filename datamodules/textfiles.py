@@ -1,0 +1,52 @@
+"""Reading a text data file (dataset, vocabulary, id list) with every environment fault as one
+`DataFormatError` naming the file: not found, a directory where a file belongs, unreadable, or bytes that
+are not UTF-8 (with the line they are on, so the user can find them).
+
+    lines = read_text_lines(path)        # str lines, newline characters removed
+    for number, line in enumerate(open_text(path), 1): ...   # lines with their "\n", like a file handle
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from core.errors import DataFormatError
+
+
+def read_bytes(path: Path | str) -> bytes:
+    """The file's bytes; a missing file, a directory or a permission problem is a DataFormatError."""
+    path = Path(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise DataFormatError(path, None, "file not found; check --data-dir / BIOABLATE_DATA") from None
+    except IsADirectoryError:
+        raise DataFormatError(path, None, "is a directory, expected a file") from None
+    except OSError as e:
+        raise DataFormatError(path, None, f"cannot read the file ({e.strerror or e})") from None
+
+
+def decode_utf8(path: Path | str, data: bytes) -> str:
+    """`data` (the bytes of `path`) as text, line breaks as they are; a non-UTF-8 byte names its line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise DataFormatError(path, line, f"not UTF-8 text (byte 0x{data[e.start]:02x}: {e.reason}); "
+                              "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    return text
+
+
+def read_text(path: Path | str) -> str:
+    """The file as text with universal newlines ("\r\n" and "\r" read as "\n"), as `open` reads it."""
+    return decode_utf8(path, read_bytes(path)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_text_lines(path: Path | str) -> list[str]:
+    return read_text(path).splitlines()
+
+
+def open_text(path: Path | str) -> io.StringIO:
+    """The decoded file as an in-memory handle: iterating it yields lines as a text-mode file does."""
+    return io.StringIO(read_text(path))

@@ -1,0 +1,122 @@
+"""The run config (ablations/config.py): every numeric key's range checked when the config is built, before
+any run exists; command-line paths taken as strings; the data and work directories checked."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import pytest
+
+from ablations.cli import main
+from ablations.config import RunConfig, build_config, resolve_data_dir, resolve_work_dir
+from core.errors import ConfigError
+from core.schema import RANGE
+
+# (override, the message it must give): every case the hostile-user pass found, and the range neighbours
+OUT_OF_RANGE = [
+    ("finetune.epochs=-1", "finetune.epochs = -1: must be >= 1 (config key finetune.epochs)"),
+    ("finetune.epochs=0", "finetune.epochs = 0: must be >= 1"),
+    ("finetune.batch_size=0", "finetune.batch_size = 0: must be >= 1"),
+    ("finetune.eval_batch_size=0", "finetune.eval_batch_size = 0: must be >= 1"),
+    ("finetune.lr=-1", "finetune.lr = -1.0: must be > 0"),
+    ("finetune.lr=0", "finetune.lr = 0.0: must be > 0"),
+    ("finetune.dropout=2", "finetune.dropout = 2.0: must be >= 0 and < 1"),
+    ("finetune.warmup_ratio=1.5", "finetune.warmup_ratio = 1.5: must be >= 0 and <= 1"),
+    ("finetune.max_length=2", "finetune.max_length = 2: must be >= 8"),
+    ("finetune.max_train_examples=0", "finetune.max_train_examples = 0: must be >= 1"),
+    ("finetune.alum.steps=0", "finetune.alum.steps = 0: must be >= 1"),
+    ("pretrain.seq_len=2", "pretrain.seq_len = 2: must be >= 8"),
+    ("pretrain.max_words=0", "pretrain.max_words = 0: must be >= 1000"),
+    ("pretrain.mask_rate=1", "pretrain.mask_rate = 1.0: must be > 0 and < 1"),
+    ("pretrain.max_steps=0", "pretrain.max_steps = 0: must be >= 1"),
+    ("pretrain.generator_size=0", "pretrain.generator_size = 0.0: must be > 0 and <= 1"),
+    ("model.num_layers=0", "model.num_layers = 0: must be >= 1"),
+    ("trainer.num_workers=-1", "trainer.num_workers = -1: must be >= 0"),
+    ("seed=-1", "seed = -1: must be >= 0 and < 4294967296"),
+]
+
+
+@pytest.mark.parametrize("override,message", OUT_OF_RANGE, ids=[o for o, _ in OUT_OF_RANGE])
+def test_an_out_of_range_value_is_one_error_naming_key_and_range(override, message):
+    with pytest.raises(ConfigError) as error:
+        build_config("micro", [override], task="gad")
+    assert str(error.value).startswith(f"overrides: {message}")
+
+
+def test_values_at_the_edges_of_their_ranges_are_accepted():
+    cfg = build_config("micro", ["finetune.epochs=1", "finetune.dropout=0", "finetune.warmup_ratio=1",
+                                 "pretrain.generator_size=1", "pretrain.max_words=1000", "seed=0"], task="gad")
+    assert cfg.finetune.epochs == 1 and cfg.pretrain.generator_size == 1
+
+
+def _numeric(annotation) -> bool:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return annotation in (int, float) or (typing.get_origin(annotation) is typing.Union and
+                                          len(args) == 1 and args[0] in (int, float))
+
+
+def _numeric_fields(schema: type, prefix: str = ""):
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from _numeric_fields(hints[f.name], f"{prefix}{f.name}.")
+        elif _numeric(hints[f.name]):
+            yield f"{prefix}{f.name}", f
+
+
+def test_every_numeric_key_declares_its_range():
+    keys = dict(_numeric_fields(RunConfig))
+    assert len(keys) > 40  # the walk reaches the nested sections
+    unbounded = [key for key, f in keys.items() if RANGE not in f.metadata]
+    assert unbounded == []
+
+
+def test_the_command_line_refuses_a_range_before_any_run_exists(capsys, tmp_path, data_dir):
+    code = main(["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
+                 "finetune.epochs=-1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == ("bioablate: error: overrides: finetune.epochs = -1: must be >= 1 "
+                                 "(config key finetune.epochs)")
+    assert not (tmp_path / "mlruns.db").exists()
+
+
+def test_max_length_above_the_models_positions_is_refused_naming_the_maximum(capsys, tmp_path, data_dir):
+    code = main(["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
+                 "finetune.max_length=100000"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "finetune.max_length = 100000: above the maximum input length of model 'random-bert' (512" in err
+    assert not (tmp_path / "mlruns.db").exists()
+
+
+def test_vocab_train_refuses_a_tiny_vocabulary_before_reading_the_corpus(capsys, tmp_path, data_dir):
+    code = main(["vocab", "train", "--size", "0", "--out", str(tmp_path / "v"), "--data-dir", str(data_dir)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == ("bioablate: error: --size 0: a vocabulary needs at least 100 entries (the "
+                                 "special tokens, an alphabet and its ## continuations)")
+    code = main(["vocab", "train", "--max-words", "0", "--out", str(tmp_path / "v"), "--data-dir", str(data_dir)])
+    assert code == 2 and "pretrain.max_words = 0: must be >= 1000" in capsys.readouterr().err
+    assert not (tmp_path / "v").exists()
+
+
+def test_command_line_paths_are_strings_never_yaml():
+    cfg = build_config("micro", [], task="gad", work_dir="runs: v2", data_dir="[a, b]", tracking_uri="x: {y: 1}",
+                       datasets=["my data: 1.yaml"])
+    assert cfg.work_dir == "runs: v2" and cfg.data_dir == "[a, b]" and cfg.tracking_uri == "x: {y: 1}"
+    assert list(cfg.datasets) == ["my data: 1.yaml"]
+
+
+def test_a_data_dir_that_is_a_file_says_so(tmp_path):
+    path = tmp_path / "data.tsv"
+    path.write_text("x")
+    with pytest.raises(ConfigError, match=f"data directory {path} is a file, expected the folder"):
+        resolve_data_dir(str(path))
+
+
+def test_an_unwritable_work_dir_is_one_error_before_anything_runs(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    cfg = build_config("micro", [], task="gad", work_dir=str(blocker / "work"))
+    with pytest.raises(ConfigError, match=f"work directory {blocker / 'work'} is not usable: "):
+        resolve_work_dir(cfg)

@@ -1,0 +1,71 @@
+"""Whole runs meeting a broken environment, in real processes: a file size limit hit while checkpointing
+(the stand-in for a full disk) marks the run FAILED and prints one line; a truncated last.ckpt does not
+trap its run in a crash loop (the rerun sets it aside and finishes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ablations.config import REPO_ROOT
+
+MICRO = ["finetune.max_train_examples=16", "finetune.max_eval_examples=16", "finetune.max_length=32",
+         "trainer.progress_bar=false"]
+
+# The CLI under RLIMIT_FSIZE: the tracking store and caches stay far below the limit, a checkpoint (the
+# BERT-vocabulary embeddings and their Adam moments, ~25 MB) does not. SIGXFSZ ignored: the write fails
+# with EFBIG, the same OSError path a full disk (ENOSPC) takes.
+UNDER_A_FILE_SIZE_LIMIT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 20, 8 << 20))
+from ablations.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def bioablate(*argv: str, prelude: str | None = None) -> subprocess.CompletedProcess:
+    code = prelude or "import sys; from ablations.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
+
+
+def finetune_runs(work_dir: Path) -> list:
+    client = MlflowClient(f"sqlite:///{work_dir / 'mlruns.db'}")
+    return client.search_runs([client.get_experiment_by_name("finetune").experiment_id])
+
+
+@pytest.mark.slow
+def test_a_write_failure_during_a_run_marks_it_failed_with_one_line(tmp_path, data_dir):
+    out = bioablate("finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
+                    *MICRO, prelude=UNDER_A_FILE_SIZE_LIMIT)
+    last = out.stderr.strip().splitlines()[-1]
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert last.startswith(f"bioablate: error: {tmp_path / 'runs'}/") and last.endswith(".ckpt: File too large")
+    [run] = finetune_runs(tmp_path)
+    assert run.info.status == "FAILED" and "File too large" in run.data.tags["error"]
+    assert not [p for p in (tmp_path / "runs").rglob("*.tmp")]  # the partial checkpoint is gone
+
+
+@pytest.mark.slow
+def test_a_truncated_last_checkpoint_is_set_aside_and_the_rerun_finishes(tmp_path, data_dir):
+    args = ["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path), *MICRO,
+            "keep_checkpoints=true"]
+    assert bioablate(*args).returncode == 0
+    [run] = finetune_runs(tmp_path)
+    last = tmp_path / "runs" / run.data.tags["fingerprint"] / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:4096])  # a crash or a full disk cut it short
+    MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").set_terminated(run.info.run_id, "FAILED")
+
+    recovered, reused = bioablate(*args), bioablate(*args)  # not a crash loop: recovered, then reused
+    assert recovered.returncode == 0 and reused.returncode == 0, recovered.stderr + reused.stderr
+    assert f"checkpoint {last} is unreadable" in recovered.stderr and "starts from scratch" in recovered.stderr
+    assert "reused finished run" in reused.stdout
+    [rerun] = finetune_runs(tmp_path)
+    assert rerun.info.run_id == run.info.run_id and rerun.info.status == "FINISHED"
+    assert (last.parent / "last.ckpt.unreadable").exists() and last.exists()  # set aside; a new one written
