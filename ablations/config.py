@@ -147,14 +147,14 @@ class LauncherConfig:
     account: Optional[str] = None
     qos: Optional[str] = None
     time: str = "4:00:00"  # per job: minutes, H:MM:SS or D-HH:MM:SS
-    gpus_per_run: int = 1  # 0 on CPU-only partitions
-    cpus_per_run: int = 8  # per task (per GPU under multi-node pretraining)
-    mem_gb: Optional[int] = None  # per node; None: the partition's default
-    nodes: int = 1  # pretraining: nodes per job (`bioablate pretrain --nodes`)
-    gpus_per_node: Optional[int] = None  # pretraining: tasks (ranks) per node; None: gpus_per_run
-    array_parallelism: int = 64  # fine-tuning arrays: runs at a time
-    max_requeues: int = 3  # preemptions / time limits survived by requeueing
-    signal_delay_s: int = 120  # SIGUSR2 this long before the time limit: checkpoint and requeue
+    gpus_per_run: int = bounded(1, ge=0)  # 0 on CPU-only partitions
+    cpus_per_run: int = bounded(8, ge=1)  # per task (per GPU under multi-node pretraining)
+    mem_gb: Optional[int] = bounded(None, ge=1)  # per node; None: the partition's default
+    nodes: int = bounded(1, ge=1)  # pretraining: nodes per job (`bioablate pretrain --nodes`)
+    gpus_per_node: Optional[int] = bounded(None, ge=1)  # pretraining: tasks (ranks) per node; None: gpus_per_run
+    array_parallelism: int = bounded(64, ge=1)  # fine-tuning arrays: runs at a time
+    max_requeues: int = bounded(3, ge=0)  # preemptions / time limits survived by requeueing
+    signal_delay_s: int = bounded(120, ge=10)  # SIGUSR2 this long before the time limit: checkpoint and requeue
     sbatch: dict = field(default_factory=dict)  # any further sbatch option, e.g. {constraint: a100}
     setup: list = field(default_factory=list)  # shell lines before the job's srun (module loads, ...)
 

@@ -92,6 +92,7 @@ def test_describe_gives_every_leaf_key_its_type_and_comment():
     }
 
 
+@dataclass
 class Bounded:
     steps: int = bounded(1, ge=1)
     rate: float = bounded(0.5, gt=0, lt=1)
