@@ -209,12 +209,14 @@ def _worker_pool(workers: int, packer_args: tuple):
     if workers <= 1:
         yield None
         return
-    # each worker tokenizes serially: the pool is the parallelism (and a fork after the Rust thread pool
-    # started would have `tokenizers` warn and disable it anyway)
+    # each worker tokenizes serially: the pool is the parallelism. Workers are spawned, not forked: a fork
+    # copies whatever lock another thread holds at that moment (the tokenizers' Rust thread pool, an HTTP
+    # client's, logging's) and the child can wait on it forever -- seen in SLURM jobs that log to a
+    # tracking server.
     previous = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
-        pool = multiprocessing.get_context("fork").Pool(workers, _start_worker, packer_args)
+        pool = multiprocessing.get_context("spawn").Pool(workers, _start_worker, packer_args)
     finally:
         if previous is None:
             del os.environ["TOKENIZERS_PARALLELISM"]
