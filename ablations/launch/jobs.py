@@ -23,6 +23,14 @@ from typing import Any, Optional
 from lightning_modules.preemption import Preempted
 
 
+def _job_process() -> None:
+    """What the CLI does for itself before any work (a job starts in submitit's entry point, not ours):
+    library noise off, no tokenizer thread pool to fork with."""
+    from core.console import quiet_libraries
+
+    quiet_libraries()
+
+
 class JobFailed(RuntimeError):
     """The run failed (its MLflow run says why): the job must fail too, so that SLURM cancels the jobs
     that depend on it."""
@@ -72,6 +80,7 @@ class PlannedRunJob:
         from ablations.results import BLOCKED, FINISHED
         from ablations.runner import execute
 
+        _job_process()
         experiment = self.source.load()
         store = Store(experiment.store()[1])
         stages = stage_states(experiment, store)
@@ -116,6 +125,7 @@ class ConfigRunJob:
 
         from ablations.runner import execute
 
+        _job_process()
         try:
             out = execute(self.kind, OmegaConf.create(self.config), {"slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})
         except Preempted as stop:

@@ -98,6 +98,13 @@ def tracking_server(slurm, postgres_url, tmp_path_factory):
     server.wait(30)
 
 
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """One work directory for the module's tests, as a cluster's shared one: the pretraining stage they
+    share is computed once (each test's runs differ by name, overrides or seed)."""
+    return tmp_path_factory.mktemp("work")
+
+
 def bioablate(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ablations.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -131,10 +138,10 @@ def submitted_jobs(stdout: str) -> list[tuple[str, str, str]]:
             if line.startswith("  job ") and len(line.split()) == 4]
 
 
-def test_an_experiment_with_a_stage_runs_as_jobs_and_a_rerun_submits_nothing(tracking_server, data_dir,
-                                                                              tmp_path):
+def test_an_experiment_with_a_stage_runs_as_jobs_and_a_rerun_submits_nothing(tracking_server, data_dir, tmp_path,
+                                                                              work):
     (tmp_path / "tiny.yaml").write_text(TINY.format(name="tiny"))
-    common = ["--profile", "micro", "--launcher", "slurm", "--work-dir", str(tmp_path / "work"),
+    common = ["--profile", "micro", "--launcher", "slurm", "--work-dir", str(work),
               "--tracking-uri", tracking_server]
     first = bioablate("run", "tiny.yaml", *LAUNCHER, *common, "--wait", cwd=tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -151,15 +158,15 @@ def test_an_experiment_with_a_stage_runs_as_jobs_and_a_rerun_submits_nothing(tra
     assert again.returncode == 0, again.stderr[-2000:]
     assert "submitted 0 job(s)" in again.stdout and "3 planned run(s) finished before" in again.stdout
 
-    status = bioablate("status", "tiny.yaml", *LAUNCHER, "--profile", "micro", "--work-dir", str(tmp_path / "work"),
+    status = bioablate("status", "tiny.yaml", *LAUNCHER, "--profile", "micro", "--work-dir", str(work),
                        "--tracking-uri", tracking_server, cwd=tmp_path)
     assert status.returncode == 0 and status.stdout.count("FINISHED  ENDED") == 3, status.stdout
 
 
-def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_dir, tmp_path):
+def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_dir, tmp_path, work):
     (tmp_path / "tiny.yaml").write_text(TINY.format(name="cancel"))
     # another learning rate: new cells (the stage is shared with the other tests: reused or computed once)
-    common = ["--profile", "micro", "--launcher", "slurm", "--work-dir", str(tmp_path / "work"),
+    common = ["--profile", "micro", "--launcher", "slurm", "--work-dir", str(work),
               "--tracking-uri", tracking_server]
     overrides = [*LAUNCHER, "finetune.lr=1e-3", "finetune.epochs=3"]
     first = bioablate("run", "tiny.yaml", *overrides, *common, cwd=tmp_path)
@@ -182,29 +189,32 @@ def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_d
     assert len(finished_runs(tracking_server, "finetune", experiment="cancel")) == 2
 
 
-def _pretrain_args(tmp_path: Path, uri: str, *extra: str) -> list[str]:
-    return ["pretrain", "--profile", "micro", "--launcher", "slurm", "--work-dir", str(tmp_path / "work"),
+def _pretrain_args(work: Path, uri: str, *extra: str) -> list[str]:
+    return ["pretrain", "--profile", "micro", "--launcher", "slurm", "--work-dir", str(work),
             "--tracking-uri", uri, *extra]
 
 
-def test_a_preempted_pretraining_job_requeues_and_ends_finished_as_one_run(tracking_server, data_dir, tmp_path):
+def test_a_preempted_pretraining_job_requeues_and_ends_finished_as_one_run(tracking_server, data_dir, tmp_path,
+                                                                          work):
     # long enough to be signalled mid-training: 400 steps, a checkpoint every 100
-    args = _pretrain_args(tmp_path, tracking_server, "seed=21", "pretrain.max_steps=400",
+    args = _pretrain_args(work, tracking_server, "seed=21", "pretrain.max_steps=400",
                           "pretrain.checkpoint_every=100", *LAUNCHER)
     submitted = bioablate(*args, cwd=tmp_path)
     assert submitted.returncode == 0, submitted.stderr[-2000:]
     job = submitted.stdout.split("submitted pretraining job ")[1].split(":")[0]
-    checkpoints = tmp_path / "work" / "runs"
+    def checkpoints() -> list[Path]:  # this run's: the other tests' finished runs deleted theirs
+        return list((work / "runs").glob("*/checkpoints/*.ckpt"))
+
     deadline = time.time() + 400
-    while time.time() < deadline and not list(checkpoints.glob("*/checkpoints/*.ckpt")):
+    while time.time() < deadline and not checkpoints():
         time.sleep(0.5)
-    assert list(checkpoints.glob("*/checkpoints/*.ckpt")), "training never reached its first checkpoint"
+    assert checkpoints(), "training never reached its first checkpoint"
     subprocess.run(["scancel", "--signal=USR2", job], check=True)  # what SLURM sends before preempting
     deadline = time.time() + 600
     while time.time() < deadline and not finished_runs(tracking_server, "pretrain", seed="21"):
         time.sleep(1)
     wait_until_gone([job])
-    log = (tmp_path / "work" / "slurm" / "pretrain" / "logs" / f"{job}_0_log.err").read_text()
+    log = (work / "slurm" / "pretrain" / "logs" / f"{job}_0_log.err").read_text()
     assert "requeueing job" in log and "stopped at step" in log, log[-3000:]
     client = MlflowClient(tracking_server)
     experiment = client.get_experiment_by_name("pretrain")
@@ -214,13 +224,13 @@ def test_a_preempted_pretraining_job_requeues_and_ends_finished_as_one_run(track
     assert (Path(runs[0].data.tags["model_dir"]) / "config.json").is_file()
 
 
-def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(tracking_server, data_dir, tmp_path):
-    args = _pretrain_args(tmp_path, tracking_server, "--nodes", "1", "--gpus-per-node", "2", "--wait", "seed=22",
+def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(tracking_server, data_dir, tmp_path, work):
+    args = _pretrain_args(work, tracking_server, "--nodes", "1", "--gpus-per-node", "2", "--wait", "seed=22",
                           "pretrain.max_steps=20", "pretrain.checkpoint_every=10", *LAUNCHER)
     done = bioablate(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     job = done.stdout.split("submitted pretraining job ")[1].split(":")[0]
-    logs = tmp_path / "work" / "slurm" / "pretrain" / "logs"
+    logs = work / "slurm" / "pretrain" / "logs"
     assert (logs / f"{job}_0_log.err").exists() and (logs / f"{job}_1_log.err").exists()  # srun ran 2 tasks
     runs = finished_runs(tracking_server, "pretrain", seed="22")
     assert len(runs) == 1, "rank 1 must not create a run of its own"
@@ -230,11 +240,12 @@ def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(trackin
     # both ranks trained: a rank that never joined would have hung the gloo process group, not finished
 
 
-def test_a_sweep_with_two_worker_jobs_finishes_exactly_n_trials(tracking_server, postgres_url, data_dir, tmp_path):
+def test_a_sweep_with_two_worker_jobs_finishes_exactly_n_trials(tracking_server, postgres_url, data_dir, tmp_path,
+                                                                 work):
     study = f"slurm-{uuid.uuid4().hex[:8]}"
     done = bioablate("sweep", str(REPO / "experiments" / "sweeps" / "micro.yaml"), *LAUNCHER, "--study", study,
                      "--storage", postgres_url, "--workers", "2", "--launcher", "slurm", "--wait",
-                     "--work-dir", str(tmp_path / "work"), "--tracking-uri", tracking_server, cwd=tmp_path)
+                     "--work-dir", str(work), "--tracking-uri", tracking_server, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     trials = optuna.load_study(study_name=study, storage=postgres_url).get_trials(deepcopy=False)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
