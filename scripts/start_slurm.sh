@@ -19,6 +19,8 @@ cat >/etc/slurm/slurm.conf <<CONF
 ClusterName=bioablate
 SlurmctldHost=localhost(127.0.0.1)
 AuthType=auth/munge
+# a requeued job waits cred_expire seconds before it may start again (default 120): keep preemption tests short
+AuthInfo=cred_expire=20
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=/var/spool/slurmctld
