@@ -21,6 +21,12 @@ def _data_dir() -> Path:
     return (Path(env) if env else REPO_ROOT.parent / "shared" / "data").resolve()
 
 
+# Under pytest-xdist (`-n 2`, as CI runs), each worker and every process it starts computes on one thread:
+# two workers then share the two cores instead of four threads fighting over them.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 # Absolute for every process the tests start: several run the CLI from another working directory (pasted
 # hints, servers), where CI's relative `../shared/data` would name nothing.
 if os.environ.get("BIOABLATE_DATA"):
