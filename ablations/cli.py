@@ -7,7 +7,10 @@
     bioablate table EXPERIMENT.yaml [--format markdown|latex|csv] [--out DIR] [--zero-based]
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
-MLflow run FAILED.
+MLflow run FAILED. SIGINT (Ctrl-C) and SIGTERM mark the run KILLED and exit 130 and 143 (128 + the
+signal, `core.interrupts`); `bioablate run` stops at the first one. A run another live process is working
+on is waited for (one "waiting for ..." line), then reused; with `--no-wait` the command prints who holds
+it and exits 75 (EX_TEMPFAIL: try again later).
 """
 
 from __future__ import annotations
@@ -18,14 +21,23 @@ import os
 import sys
 from pathlib import Path
 
+from core.claims import ClaimHeld
 from core.console import quiet_libraries
 from core.errors import BioablateError
+from core.interrupts import Interrupted, handling_interrupts
 
 EXIT_USER_ERROR = 2
+EXIT_CLAIM_HELD = 75  # EX_TEMPFAIL: another live process holds the run (--no-wait)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder with the staged datasets (default: $BIOABLATE_DATA)")
+
+
+def _add_no_wait(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-wait", dest="wait", action="store_false",
+                        help="if another live process is running the same run, say who and exit 75 "
+                             "(default: wait for it, then reuse its result)")
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +45,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     _add_common(parser)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
+    _add_no_wait(parser)
     parser.add_argument("--profile", default="micro", help="micro | mini | base (default: micro)")
     parser.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     parser.add_argument("--tracking-uri",
@@ -154,6 +167,7 @@ def _run_command(sub) -> None:
                          "devices per run (default 1)")
     rn.add_argument("--ddp", action="store_true", help="give each run --devices devices (DDP) instead")
     rn.add_argument("--dry-run", action="store_true", help="print the plan (what would be computed or reused)")
+    _add_no_wait(rn)
     rn.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     rn.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     rn.add_argument("overrides", nargs="*", metavar="key=value",
@@ -217,7 +231,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                        data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                        **{"model.name_or_path": args.model,
                           "datasets": f"[{','.join(args.datasets)}]" if args.datasets else None})
-    result = run_finetune(cfg, force=args.force)
+    result = run_finetune(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
     state = "reused finished run" if result.reused else "finished"
@@ -311,7 +325,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(dry_run(cfg)))
         return 0
-    result = run_pretrain(cfg, force=args.force)
+    result = run_pretrain(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
     state = "reused finished run" if result.reused else "finished"
@@ -414,7 +428,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(plan_lines(experiment)))
         return 0
-    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp)
+    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp, wait=args.wait)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
         return 0
     print("\n".join(summary.lines()))
@@ -474,11 +488,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "vocab":
         key = ("vocab", args.vocab_command)
     try:
-        return COMMANDS[key](args)
+        with handling_interrupts():
+            return COMMANDS[key](args)
     except BioablateError as error:
         print(f"bioablate: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
+    except ClaimHeld as held:
+        print(f"bioablate: {held}", file=sys.stderr)
+        return EXIT_CLAIM_HELD
+    except Interrupted as stop:
+        print(f"bioablate: interrupted ({stop})", file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt:  # before the handlers were installed
         print("bioablate: interrupted", file=sys.stderr)
         return 130
 

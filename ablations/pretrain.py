@@ -25,6 +25,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.config import flatten, resolve_data_dir, resolve_work_dir
 from ablations.lifecycle import TrackedRun
+from core.claims import claim
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
 from datamodules.pretrain.datamodule import PretrainData
@@ -130,8 +131,10 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
     if not (out_dir / "vocab.txt").is_file():
         if not train:
             return None
-        log.info("training a %d-entry WordPiece vocabulary on %s", spec.size, p.corpus)
-        train_wordpiece(_load_corpus(cfg, data_dir).sentences(), spec.size, spec.lowercase, out_dir)
+        with claim(out_dir.with_name(out_dir.name + ".lock"), what=f"vocabulary {out_dir}"):  # one trainer
+            if not (out_dir / "vocab.txt").is_file():
+                log.info("training a %d-entry WordPiece vocabulary on %s", spec.size, p.corpus)
+                train_wordpiece(_load_corpus(cfg, data_dir).sentences(), spec.size, spec.lowercase, out_dir)
     return out_dir / "vocab.txt"
 
 
@@ -229,15 +232,26 @@ def identify(cfg: DictConfig) -> PretrainIdentity | None:
     return None if inputs is None else inputs.identity
 
 
-def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
-    """Run (or reuse, or resume) one pretraining run and export its model."""
+def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> PretrainResult:
+    """Run (or reuse, or resume) one pretraining run and export its model. While another live process
+    works on the same fingerprint this waits for it and then reuses its run; with `wait=False` it raises
+    `core.claims.ClaimHeld` instead."""
     check_config(cfg)
     inputs = resolve_inputs(cfg)
     run_fp, model_dir = inputs.identity
     run = TrackedRun.open(cfg, run_fp, force)
-    done = run.finished(usable=lambda _: (model_dir / "config.json").is_file())
-    if done is not None:
-        return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri)
+    usable = lambda _: (model_dir / "config.json").is_file()  # noqa: E731
+    done = run.finished(usable)
+    if done is None:
+        with run.claimed(wait):
+            done = run.finished(usable)  # the holder we waited for may have finished it
+            if done is None:
+                return _train(cfg, inputs, run)
+    return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri)
+
+
+def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> PretrainResult:
+    model_dir = inputs.identity.model_dir
     shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
     run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
               _run_tags(cfg, model_dir, shards), flatten(cfg))
@@ -246,7 +260,8 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
         run.set_tag("model_dir", str(model_dir))
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
-    return PretrainResult(run.run_id, run_fp, model_dir, False, run.tracking_uri, module.history)
+    return PretrainResult(run.run_id, inputs.identity.fingerprint, model_dir, False, run.tracking_uri,
+                          module.history)
 
 
 def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards) -> dict[str, str]:

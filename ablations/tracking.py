@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
+from core.interrupts import Interrupted
 
 MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
 PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
@@ -67,14 +68,15 @@ class Tracker:
     @contextmanager
     def tracked_run(self, run_id: str, stop_exceptions: tuple[type[BaseException], ...] = ()
                     ) -> Iterator[str]:
-        """FINISHED if the body completes; KILLED on Ctrl-C or one of `stop_exceptions` (a deliberate
-        stop, e.g. an Optuna trial being pruned), tagged `stopped`; FAILED, tagged `error`, otherwise."""
+        """FINISHED if the body completes; KILLED on Ctrl-C, SIGTERM (`core.interrupts.Interrupted`) or one
+        of `stop_exceptions` (a deliberate stop, e.g. an Optuna trial being pruned), tagged `stopped` (the
+        exception's name, or the signal's); FAILED, tagged `error`, otherwise."""
         self.client.update_run(run_id, status="RUNNING")
         try:
             with preserved_tracking_env():
                 yield run_id
-        except (KeyboardInterrupt, *stop_exceptions) as stop:
-            self.client.set_tag(run_id, "stopped", type(stop).__name__)
+        except (KeyboardInterrupt, Interrupted, *stop_exceptions) as stop:
+            self.client.set_tag(run_id, "stopped", str(stop) if isinstance(stop, Interrupted) else type(stop).__name__)
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
             raise
         except BaseException as error:
