@@ -152,12 +152,16 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     alum = Alum(**ft.alum) if ft.adversarial else None
     module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
     checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="best", monitor="dev/score",
-                                  mode="max", save_top_k=1, save_last=True)
+                                  mode="max", save_top_k=1)
+    # last.ckpt (what a killed run resumes from) after every epoch: Lightning's own `save_last` writes it
+    # only when the best checkpoint changes, so a resume went back to the best epoch and redid the rest
+    latest = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1,
+                             enable_version_counter=False)
     trainer = pl.Trainer(
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints, *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
+        callbacks=[checkpoints, latest, *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,

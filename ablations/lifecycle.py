@@ -16,7 +16,7 @@ A run is identified by its fingerprint (MLflow tag `fingerprint`); its checkpoin
 - FINISHED (unless `force`): reused, nothing is recomputed.
 - FAILED / KILLED / RUNNING with a dead holder: taken over. With a `last.ckpt`, training resumes from it
   in a *continued* MLflow run: a new run with the same params and tags (minus `error`, `stopped` and the
-  old claim) holding the old run's metric points up to the checkpoint's step, so every metric has one
+  old claim) holding the old run's metric points logged before the checkpoint (steps below its `global_step`), so every metric has one
   point per step (MLflow cannot delete the killed attempt's later points); the old run is deleted
   (MLflow's `deleted` stage; `mlflow gc` purges it) and the new one is tagged `continues` with its id.
   Without a checkpoint there is nothing to keep: the old run is deleted and a new one starts.
@@ -207,13 +207,13 @@ class TrackedRun:
             self._claim_tags()
 
     def _continue(self, previous: Run, step: int) -> str:
-        """A new run continuing `previous`: its params, tags and metric points up to `step`; then
+        """A new run continuing `previous`: its params, tags and metric points below `step`; then
         `previous` is deleted."""
         client, old = self.tracker.client, previous.info.run_id
         tags = {k: v for k, v in previous.data.tags.items() if k not in NOT_CARRIED_OVER}
         run_id = self.tracker.create(previous.info.run_name, {**tags, "continues": old}, previous.data.params)
         points = [Metric(m.key, m.value, m.timestamp, m.step) for key in previous.data.metrics
-                  for m in client.get_metric_history(old, key) if m.step <= step]
+                  for m in client.get_metric_history(old, key) if m.step < step]
         for start in range(0, len(points), METRICS_PER_BATCH):
             client.log_batch(run_id, metrics=points[start:start + METRICS_PER_BATCH])
         client.delete_run(old)
@@ -261,8 +261,9 @@ class TrackedRun:
 
 
 def checkpoint_step(path: Path) -> int:
-    """The optimizer step a Lightning checkpoint was saved at (the step its logged points carry),
-    read without loading the tensors into memory."""
+    """The optimizer steps a Lightning checkpoint had taken (`global_step`), read without loading its
+    tensors into memory. Lightning logs the points of the k-th batch (and the validation after it) at
+    step k - 1 (0-based), so the points logged before the checkpoint are those below this step."""
     return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
 
 

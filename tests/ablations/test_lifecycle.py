@@ -43,14 +43,15 @@ def start(work_dir: Path, force: bool = False, keep_checkpoints: bool = False) -
 
 
 def train(run: TrackedRun, crash: bool = False, steps: range = range(1, 5), checkpoint_at: int = 2) -> None:
-    """What a caller's body does: log a loss per step, write the checkpoint it resumes from at step
-    `checkpoint_at` (a Lightning checkpoint records its `global_step`), then finish or crash."""
+    """What a caller's body does: log a loss per step, write the checkpoint it resumes from after step
+    `checkpoint_at` (as Lightning does: the checkpoint's `global_step` counts the steps taken, one more
+    than the last logged step), then finish or crash."""
     with run.tracked():
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         for step in steps:
             run.tracker.log_metrics(run.run_id, {"loss": float(step)}, step=step)
             if step == checkpoint_at:
-                torch.save({"global_step": step}, run.last_checkpoint)
+                torch.save({"global_step": step + 1}, run.last_checkpoint)
         if crash:
             raise RuntimeError("simulated crash")
 
