@@ -151,35 +151,23 @@ class TrackedRun:
                 raise ClaimHeld(f"run {self.fingerprint}", elsewhere)
             announce(elsewhere)
             time.sleep(min(HEARTBEAT_S, 5.0))
-        with stack, _Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S):
+        with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S):
             yield
         self.holder = None
 
     def _live_holder_elsewhere(self, run: Run | None) -> Holder | None:
         """The live holder of a RUNNING `run` claimed through another lock file (another work directory,
         another machine), or None: not running, not claimed, or its holder is dead. Called holding our
-        lock: a holder through this same lock file is dead."""
-        if run is None or run.info.status != "RUNNING" or "claim.heartbeat" not in run.data.tags:
+        lock: a holder through this same lock file on this host is dead."""
+        if run is None or run.info.status != "RUNNING":
             return None
         tags = run.data.tags
-        try:
-            holder = Holder(tags["claim.host"], int(tags["claim.pid"]), float(tags["claim.since"]))
-            beat = float(tags["claim.heartbeat"])
-        except (KeyError, ValueError):
+        if tags.get("claim.lock") == str(self.claim_file) and tags.get("claim.host") == self.holder.host:
             return None
-        if tags.get("claim.lock") == str(self.claim_file) and holder.host == self.holder.host:
-            return None
-        alive = holder.is_alive_here()
-        if alive is not None:
-            return holder if alive else None
-        return holder if time.time() - beat < STALE_AFTER_S else None
+        return live_holder(tags)
 
     def _claim_tags(self) -> None:
-        holder = self.holder
-        now = f"{time.time():.3f}"
-        tags = {"claim.host": holder.host, "claim.pid": str(holder.pid), "claim.since": f"{holder.since:.3f}",
-                "claim.lock": str(self.claim_file), "claim.heartbeat": now}
-        for key, value in tags.items():
+        for key, value in claim_tags(self.holder, self.claim_file).items():
             self.tracker.client.set_tag(self.run_id, key, value)
 
     # ---- starting: take over, continue, or create
@@ -267,7 +255,30 @@ def checkpoint_step(path: Path) -> int:
     return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
 
 
-class _Heartbeat:
+def claim_tags(holder: Holder, lock: Path | None = None) -> dict[str, str]:
+    """The tags that say who holds a tracked run (see the module doc), heartbeat now."""
+    tags = {"claim.host": holder.host, "claim.pid": str(holder.pid), "claim.since": f"{holder.since:.3f}",
+            "claim.heartbeat": f"{time.time():.3f}"}
+    if lock is not None:
+        tags["claim.lock"] = str(lock)
+    return tags
+
+
+def live_holder(tags: dict[str, str]) -> Holder | None:
+    """The holder named by a RUNNING run's claim tags if it is alive: on this host, its process exists;
+    on another, its heartbeat is younger than STALE_AFTER_S. None: dead, or no claim tags."""
+    try:
+        holder = Holder(tags["claim.host"], int(tags["claim.pid"]), float(tags["claim.since"]))
+        beat = float(tags["claim.heartbeat"])
+    except (KeyError, ValueError):
+        return None
+    alive = holder.is_alive_here()
+    if alive is not None:
+        return holder if alive else None
+    return holder if time.time() - beat < STALE_AFTER_S else None
+
+
+class Heartbeat:
     """Refreshes the run's `claim.heartbeat` tag every `interval` seconds from a daemon thread, once the
     run exists (`run_id()` is not None). A failed refresh (a busy store) is logged and retried."""
 
@@ -286,7 +297,7 @@ class _Heartbeat:
             except Exception as error:  # noqa: BLE001 -- a missed beat is not worth stopping a run for
                 log.debug("heartbeat of %s failed: %s", run_id, error)
 
-    def __enter__(self) -> "_Heartbeat":
+    def __enter__(self) -> "Heartbeat":
         self.thread.start()
         return self
 

@@ -32,7 +32,10 @@ from omegaconf import DictConfig, OmegaConf
 from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
                                   RunIdentity, Store, resolve_cell, resolve_stage, run_status)
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, REUSED
+from ablations import lifecycle
+from ablations.lifecycle import Heartbeat, claim_tags, live_holder
 from core import interrupts
+from core.claims import Holder
 from core.console import one_line, quiet_libraries
 from core.distributed import is_ddp_worker
 
@@ -158,20 +161,33 @@ def _uses_cuda(experiment: Experiment) -> bool:
 
 
 class _Parent:
-    """The invocation's parent MLflow run."""
+    """The invocation's parent MLflow run. It carries its process's claim tags and heartbeat
+    (`ablations.lifecycle`), so that the next invocation of the experiment ends a parent whose process
+    died (SIGKILL, a lost node) as KILLED instead of leaving it RUNNING for ever."""
 
     def __init__(self, experiment: Experiment, tracking_uri: str, work_dir: Path, devices: int, ddp: bool):
         from ablations.tracking import Tracker, git_commit
 
         self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name, artifact_root=work_dir / "mlartifacts")
+        self._end_dead_parents(experiment.name)
         tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
                 "profile": experiment.profile, "git_commit": git_commit(),
-                "mlflow.note.content": experiment.description}
+                "mlflow.note.content": experiment.description, **claim_tags(Holder.me())}
         params = {"overrides": " ".join(f"{k}={v}" for k, v in experiment.overrides.items()),
                   "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp}
         self.run_id = self.tracker.create(f"experiment-{experiment.name}", tags, params)
         self.tracker.client.update_run(self.run_id, status="RUNNING")
         self.child_tags = {"mlflow.parentRunId": self.run_id, "experiment": experiment.name}
+        self.heartbeat = Heartbeat(self.tracker, lambda: self.run_id, lifecycle.HEARTBEAT_S).__enter__()
+
+    def _end_dead_parents(self, name: str) -> None:
+        running = self.tracker.client.search_runs(
+            [self.tracker.experiment_id], f"tags.kind = '{PARENT_KIND}' and tags.experiment = '{name}' and "
+                                          "attributes.status = 'RUNNING'")
+        for run in running:
+            if live_holder(run.data.tags) is None:
+                self.tracker.client.set_tag(run.info.run_id, "stopped", "its process died")
+                self.tracker.client.set_terminated(run.info.run_id, "KILLED")
 
     def adopt(self, run_id: str) -> None:
         for key, value in self.child_tags.items():
@@ -181,6 +197,7 @@ class _Parent:
         if summary is not None:
             self.tracker.log_metrics(self.run_id, {
                 "runs_planned": len(summary.outcomes), **{f"runs_{s.lower()}": summary.count(s) for s in OUTCOMES}})
+        self.heartbeat.__exit__()
         self.tracker.client.set_terminated(self.run_id, status)
 
 
