@@ -151,9 +151,11 @@ class TrackedRun:
                 raise ClaimHeld(f"run {self.fingerprint}", elsewhere)
             announce(elsewhere)
             time.sleep(min(HEARTBEAT_S, 5.0))
-        with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S):
-            yield
-        self.holder = None
+        try:
+            with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S):
+                yield
+        finally:
+            self.holder = None
 
     def _live_holder_elsewhere(self, run: Run | None) -> Holder | None:
         """The live holder of a RUNNING `run` claimed through another lock file (another work directory,

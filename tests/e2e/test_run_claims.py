@@ -36,8 +36,8 @@ SMALL = ["pretrain.max_words=5000", "pretrain.max_steps=4", "pretrain.checkpoint
 def run(tmp_path: Path, *extra: str) -> subprocess.Popen:
     experiment = tmp_path / "tiny.yaml"
     experiment.write_text(EXPERIMENT)
-    return subprocess.Popen([sys.executable, "-m", "ablations.cli", "run", str(experiment), "--work-dir",
-                             str(tmp_path / "work"), *SMALL, *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "ablations.cli", "run", str(experiment), *SMALL, "--work-dir",
+                             str(tmp_path / "work"), *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
 
 
