@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.config import fingerprint, flatten, resolve_data_dir, resolve_work_dir
-from ablations.lifecycle import TrackedRun
+from ablations.lifecycle import InterruptCheck, TrackedRun
 from ablations.variants import check_variants
 from core.errors import ConfigError, MissingDataError
 from datamodules.custom import register_from_yaml
@@ -161,7 +161,7 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints, latest, *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
+        callbacks=[checkpoints, latest, InterruptCheck(), *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,

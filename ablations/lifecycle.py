@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import pytorch_lightning as pl
 import torch
 from mlflow.entities import Metric, Run
 from omegaconf import DictConfig
@@ -57,6 +58,7 @@ from pytorch_lightning.loggers import Logger
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
 from ablations.tracking import Tracker, git_commit
+from core import interrupts
 from core.claims import ClaimHeld, Holder, claim
 from core.distributed import is_ddp_worker
 
@@ -227,6 +229,7 @@ class TrackedRun:
             return
         with self.tracker.tracked_run(self.run_id, stop_exceptions):
             yield
+            interrupts.check()  # a signal whose exception something swallowed: KILLED, not FINISHED
         if not self.keep_checkpoints:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
@@ -248,6 +251,17 @@ class TrackedRun:
         if not self.is_worker:
             for path in paths:
                 self.tracker.client.log_artifact(self.run_id, str(path))
+
+
+class InterruptCheck(pl.Callback):
+    """Stops training at the next batch on a SIGINT / SIGTERM whose exception was swallowed on the way
+    (raised inside a finalizer, or caught by a library): `core.interrupts.check`."""
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        interrupts.check()
+
+    def on_validation_batch_end(self, *args: Any) -> None:
+        interrupts.check()
 
 
 def checkpoint_step(path: Path) -> int:

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.config import flatten, resolve_data_dir, resolve_work_dir
-from ablations.lifecycle import TrackedRun
+from ablations.lifecycle import InterruptCheck, TrackedRun
 from core.claims import claim
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
@@ -308,7 +308,7 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints], enable_progress_bar=cfg.trainer.progress_bar,
+        callbacks=[checkpoints, InterruptCheck()], enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False,

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 
 from mlflow.entities import Param, RunStatus
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
+from core.claims import claim
 from core.interrupts import Interrupted
 
 MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
@@ -41,12 +43,19 @@ class Tracker:
     def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None):
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
-        experiment = self.client.get_experiment_by_name(experiment_name)
-        if experiment is None:
-            location = artifact_root.resolve().as_uri() if artifact_root is not None else None
-            self.experiment_id = self.client.create_experiment(experiment_name, artifact_location=location)
-        else:
-            self.experiment_id = experiment.experiment_id
+        # Two processes starting on a new SQLite store would both create its tables (one fails): one at a time
+        lock = (Path(tracking_uri.removeprefix("sqlite:///") + ".lock") if tracking_uri.startswith("sqlite:///")
+                else None)
+        with claim(lock) if lock is not None else nullcontext():
+            experiment = self.client.get_experiment_by_name(experiment_name)
+            if experiment is None:
+                location = artifact_root.resolve().as_uri() if artifact_root is not None else None
+                try:
+                    self.experiment_id = self.client.create_experiment(experiment_name, artifact_location=location)
+                except MlflowException:  # another process created it meanwhile (a shared server)
+                    self.experiment_id = self.client.get_experiment_by_name(experiment_name).experiment_id
+            else:
+                self.experiment_id = experiment.experiment_id
 
     def find(self, fingerprint: str) -> Any | None:
         """The newest run with this fingerprint, or None."""

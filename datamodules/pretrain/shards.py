@@ -40,6 +40,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import struct
 from collections import deque
 from contextlib import contextmanager
@@ -186,6 +187,10 @@ _WORKER_PACKER: Packer | None = None
 
 def _start_worker(*args) -> None:
     global _WORKER_PACKER
+    # forked with the parent's handlers (core.interrupts): a worker would print a traceback when the pool
+    # terminates it (SIGTERM) at the end of every build. The parent alone handles Ctrl-C and stops the pool.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER_PACKER = Packer(*args)
 
 

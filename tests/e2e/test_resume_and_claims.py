@@ -15,7 +15,9 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from core.claims import holder
+from ablations.config import build_config
+from ablations.finetune import identify
+from core.claims import claim
 
 pytestmark = pytest.mark.slow
 
@@ -111,22 +113,25 @@ def test_sigint_ends_the_run_killed_with_exit_130_and_a_rerun_finishes_it_clean(
 
 
 def test_identical_finetunes_on_one_store_compute_one_run(tmp_path, data_dir):
-    first, second = bioablate(tmp_path, *FINETUNE), bioablate(tmp_path, *FINETUNE)  # started together
-    locks = lambda: [p for p in tmp_path.glob("runs/*/claim.lock") if holder(p) is not None]  # noqa: E731
-    wait_for(locks, what="a claim")
-    [lock] = locks()
-    held = holder(lock)
-    assert held.pid in (first.pid, second.pid)
-    code, out, err = finish(bioablate(tmp_path, *FINETUNE, "--no-wait"))
-    assert code == 75 and f"held by {held.host}:{held.pid} since" in err, (code, err)
-
-    results = [finish(first), finish(second)]
+    cfg = build_config("micro", FINETUNE[3:], task="biosses", data_dir=str(data_dir), work_dir=str(tmp_path))
+    fingerprint = identify(cfg).fingerprint
+    with claim(tmp_path / "runs" / fingerprint / "claim.lock") as me:  # as another live process would
+        code, _, err = finish(bioablate(tmp_path, *FINETUNE, "--no-wait"))
+        assert code == 75 and f"run {fingerprint} is held by {me.host}:{me.pid} since" in err, (code, err)
+        waiter = bioablate(tmp_path, *FINETUNE)
+        deadline, line = time.time() + 240, ""
+        while "waiting for" not in line:
+            assert time.time() < deadline and waiter.poll() is None
+            line = waiter.stderr.readline()
+        assert f"waiting for {fingerprint} held by {me.host}:{me.pid} since" in line
+        time.sleep(2)
+        assert not runs(tmp_path)[1]  # nothing started while we hold it
+    second = bioablate(tmp_path, *FINETUNE)  # another identical command, while the waiter trains
+    results = [finish(waiter), finish(second)]
     assert [code for code, _, _ in results] == [0, 0], results
-    waiter = [err for _, _, err in results if "waiting for" in err]
-    assert len(waiter) == 1 and f"held by {held.host}:{held.pid}" in waiter[0]
     assert sum("reused finished run" in out for _, out, _ in results) == 1
     client, [run] = runs(tmp_path)  # one MLflow run, one clean history
     assert run.info.status == "FINISHED"
     assert len(history(client, run.info.run_id, "dev/score")) == 3
-    run_lines = {line.split()[-3] for _, out, _ in results for line in out.splitlines() if "fingerprint" in line}
-    assert run_lines == {run.info.run_id}  # both report the same run
+    reported = {line.split()[-3] for _, out, _ in results for line in out.splitlines() if "fingerprint" in line}
+    assert reported == {run.info.run_id}  # both report the same run
