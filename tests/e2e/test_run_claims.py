@@ -49,7 +49,7 @@ def all_runs(tmp_path: Path):
 def test_two_runs_of_one_experiment_compute_each_stage_and_cell_once(tmp_path, data_dir):
     first, second = run(tmp_path), run(tmp_path)
     results = [p.communicate(timeout=900) for p in (first, second)]
-    assert [first.returncode, second.returncode] == [0, 0], results
+    assert [first.returncode, second.returncode] == [0, 0], [err[-4000:] for _, err in results]
     runs = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") in ("pretrain", "finetune")]
     by_kind = sorted((r.data.tags["kind"], r.data.tags.get("task", "")) for r in runs)
     assert by_kind == [("finetune", "biosses"), ("finetune", "gad"), ("pretrain", "")]  # once each
