@@ -2,7 +2,10 @@
 whose page ends with examples (ablations/cli_help.py; tests/ablations/test_cli.py parses each of them).
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
-MLflow run FAILED.
+MLflow run FAILED. SIGINT (Ctrl-C) and SIGTERM mark the run KILLED and exit 130 and 143 (128 + the
+signal, `core.interrupts`); `bioablate run` stops at the first one. A run another live process is working
+on is waited for (one "waiting for ..." line), then reused; with `--no-wait` the command prints who holds
+it and exits 75 (EX_TEMPFAIL: try again later).
 """
 
 from __future__ import annotations
@@ -15,17 +18,26 @@ import sys
 from pathlib import Path
 
 from ablations.cli_help import VersionAction, announce, describe_commands, examples
+from core.claims import ClaimHeld
 from core.console import quiet_libraries
 from core.errors import BioablateError
+from core.interrupts import Interrupted, handling_interrupts
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
 # OSErrors that are the machine's state rather than a bug: one line, no traceback
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+EXIT_CLAIM_HELD = 75  # EX_TEMPFAIL: another live process holds the run (--no-wait)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder with the staged datasets (default: $BIOABLATE_DATA)")
+
+
+def _add_no_wait(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-wait", dest="wait", action="store_false",
+                        help="if another live process is running the same run, say who and exit 75 "
+                             "(default: wait for it, then reuse its result)")
 
 
 def _add_run_options(parser: argparse.ArgumentParser, override_example: str) -> None:
@@ -33,6 +45,7 @@ def _add_run_options(parser: argparse.ArgumentParser, override_example: str) -> 
     _add_common(parser)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
+    _add_no_wait(parser)
     parser.add_argument("--profile", default="micro", help="micro | mini | base (default: micro)")
     parser.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     parser.add_argument("--tracking-uri",
@@ -47,8 +60,9 @@ def _add_launcher_options(parser: argparse.ArgumentParser) -> None:
                         help="local: run here (default); slurm: submit SLURM jobs (see docs/cluster.md)")
     parser.add_argument("--launcher-config", metavar="YAML",
                         help="a YAML with a `launcher:` block (partition, account, time, gpus_per_run, ...)")
-    parser.add_argument("--wait", action="store_true", help="with --launcher slurm: follow the jobs until they "
-                                                            "end, then report (default: print job ids and return)")
+    parser.add_argument("--wait", dest="follow", action="store_true",
+                        help="with --launcher slurm: follow the jobs until they end, then report (default: print "
+                             "job ids and return)")
 
 
 def _finetune_command(sub) -> None:
@@ -195,6 +209,7 @@ def _run_command(sub) -> None:
                          "devices per run (default 1)")
     rn.add_argument("--ddp", action="store_true", help="give each run --devices devices (DDP) instead")
     rn.add_argument("--dry-run", action="store_true", help="print the plan (what would be computed or reused)")
+    _add_no_wait(rn)
     rn.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
     rn.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
     rn.add_argument("overrides", nargs="*", metavar="key=value",
@@ -321,7 +336,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                        data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                        **{"model.name_or_path": args.model,
                           "datasets": args.datasets})
-    result = run_finetune(cfg, force=args.force)
+    result = run_finetune(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
     state = "reused finished run" if result.reused else "finished"
@@ -398,7 +413,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _pretrain_on_slurm(args, cfg)
-    result = run_pretrain(cfg, force=args.force)
+    result = run_pretrain(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
     state = "reused finished run" if result.reused else "finished"
@@ -447,7 +462,7 @@ def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
     folder = resolve_work_dir(cfg) / "slurm" / "pretrain"
     job = submit_pretraining(cfg, folder, nodes, tasks)
     print(f"submitted pretraining job {job}: {nodes} node(s) x {tasks} rank(s); logs: {folder / 'logs'}")
-    if args.wait:
+    if args.follow:
         wait_for([job])
         from ablations.launch.slurm import result_of
 
@@ -565,7 +580,7 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
     jobs = submit_sweep_workers(argvs, cfg.launcher, folder, f"sweep:{spec.study}")
     print(f"study '{spec.study}' ({redact(url)}): submitted {len(jobs)} worker job(s) {', '.join(jobs)}; "
           f"logs: {folder / 'logs'}")
-    if not args.wait:
+    if not args.follow:
         return 0
     wait_for(jobs)
     study = optuna.load_study(study_name=spec.study, storage=url)
@@ -594,7 +609,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
-    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp)
+    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp, wait=args.wait)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
         return 0
     print("\n".join(summary.lines()))
@@ -616,7 +631,7 @@ def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     launcher = _launcher_layer(experiment.shared_config(), args).launcher
     submission = submit_experiment(experiment, launcher)
     print("\n".join(submission.lines()))
-    if not args.wait:
+    if not args.follow:
         print(f"follow with: bioablate status {experiment.path} --profile {experiment.profile}"
               + (f" --work-dir {args.work_dir}" if args.work_dir else "")
               + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
@@ -716,16 +731,23 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose and key not in QUICK:
         quiet_libraries()
     try:
-        return COMMANDS[key](args)
+        with handling_interrupts():
+            return COMMANDS[key](args)
     except BioablateError as error:
         print(f"bioablate: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except ClaimHeld as held:
+        print(f"bioablate: {held}", file=sys.stderr)
+        return EXIT_CLAIM_HELD
+    except Interrupted as stop:
+        print(f"bioablate: interrupted ({stop})", file=sys.stderr)
+        return stop.exit_code
     except OSError as error:  # the machine's state, not a bug: a started run is FAILED with this reason
         if error.errno not in ENVIRONMENT_ERRNOS:
             raise
         print(f"bioablate: error: {error.filename or 'I/O'}: {error.strerror or error}", file=sys.stderr)
         return EXIT_RUN_FAILED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the handlers were installed
         print("bioablate: interrupted", file=sys.stderr)
         return 130
 

@@ -26,7 +26,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from ablations.cards import Provenance
 from ablations.config import fingerprint, resolve_data_dir, resolve_work_dir, run_params
 from ablations.export import save_finetuned
-from ablations.lifecycle import TrackedRun
+from ablations.lifecycle import InterruptCheck, TrackedRun
 from ablations.tracking import git_commit
 from ablations.variants import check_variants
 from core.errors import ConfigError, MissingDataError
@@ -99,19 +99,29 @@ def check_max_length(cfg: DictConfig) -> None:
 
 def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),
                  tags: dict[str, str] | None = None,
-                 stop_exceptions: tuple[type[BaseException], ...] = ()) -> FinetuneResult:
+                 stop_exceptions: tuple[type[BaseException], ...] = (), wait: bool = True) -> FinetuneResult:
     """Run (or reuse, or resume) one fine-tuning run.
 
     `callbacks` are added to the Trainer (e.g. an Optuna pruning callback), `tags` to a newly created
     MLflow run (e.g. `mlflow.parentRunId` for a sweep's trial), and `stop_exceptions` end the run as
-    KILLED rather than FAILED (e.g. optuna.TrialPruned).
+    KILLED rather than FAILED (e.g. optuna.TrialPruned). While another live process works on the same
+    fingerprint this waits for it and then reuses its run; with `wait=False` it raises
+    `core.claims.ClaimHeld` instead.
     """
     identity = identify(cfg)
     run = TrackedRun.open(cfg, identity.fingerprint, force)
     done = run.finished()
-    if done is not None:
-        return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
-                              _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"))
+    if done is None:
+        with run.claimed(wait):
+            done = run.finished()  # the holder we waited for may have finished it
+            if done is None:
+                return _train(cfg, identity, run, callbacks, tags, stop_exceptions)
+    return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
+                          _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"))
+
+
+def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
+           tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...]) -> FinetuneResult:
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **(tags or {})}, run_params(cfg))
     with run.tracked(stop_exceptions):
         module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, callbacks)
@@ -158,14 +168,19 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         encoder.compile(dynamic=True)  # in place: parameter names (and checkpoints) stay the same
     head = make_head(ft, datamodule.encoder, encoder.config.hidden_size)
     alum = Alum(**ft.alum) if ft.adversarial else None
-    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum)
+    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
     checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="best", monitor="dev/score",
-                                  mode="max", save_top_k=1, save_last=True)
+                                  mode="max", save_top_k=1)
+    # last.ckpt (what a killed run resumes from) after every epoch: Lightning's own `save_last` writes it
+    # only when the best checkpoint changes, so a resume went back to the best epoch and redid the rest
+    latest = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1,
+                             enable_version_counter=False)
     trainer = pl.Trainer(
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints, *run.callbacks(), *callbacks], enable_progress_bar=cfg.trainer.progress_bar,
+        callbacks=[checkpoints, latest, InterruptCheck(), *run.callbacks(), *callbacks],
+        enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,

@@ -5,42 +5,72 @@ A run is identified by its fingerprint (MLflow tag `fingerprint`); its checkpoin
 
     run = TrackedRun.open(cfg, fingerprint, force)      # find the newest run with this fingerprint
     done = run.finished()                               # FINISHED already (and not force): reuse it
-    run.start(name, tags, params)                       # take an unfinished run over, or create one
-    with run.tracked():                                 # FINISHED on success, FAILED (tag `error`) on an
-        ... train from run.resume_from ...              # exception, KILLED on Ctrl-C; checkpoints kept
-                                                        # unless it finished and not keep_checkpoints
+    with run.claimed(wait):                             # the only live process working on it (below)
+        done = run.finished()                           # finished by the holder we waited for: reuse
+        run.start(name, tags, params)                   # take an unfinished run over, or create one
+        with run.tracked():                             # FINISHED on success, FAILED (tag `error`) on an
+            ... train from run.resume_from ...          # exception, KILLED on Ctrl-C / SIGTERM;
+                                                        # checkpoints kept unless it finished and not
+                                                        # keep_checkpoints
 
 - FINISHED (unless `force`): reused, nothing is recomputed.
-- FAILED / KILLED / still RUNNING (its process died): the same MLflow run is taken over and training
-  resumes from `last.ckpt`.
+- FAILED / KILLED / RUNNING with a dead holder: taken over. With a `last.ckpt`, training resumes from it
+  in a *continued* MLflow run: a new run with the same params and tags (minus `error`, `stopped` and the
+  old claim) holding the old run's metric points logged before the checkpoint (steps below its `global_step`), so every metric has one
+  point per step (MLflow cannot delete the killed attempt's later points); the old run is deleted
+  (MLflow's `deleted` stage; `mlflow gc` purges it) and the new one is tagged `continues` with its id.
+  Without a checkpoint there is nothing to keep: the old run is deleted and a new one starts.
 - Otherwise (or with `force`): a new MLflow run, and any old checkpoints are removed first.
+
+Claims (`claimed`): before deciding any of this, a process takes the run's claim, a lock on
+`<work_dir>/runs/<fingerprint>/claim.lock` (`core.claims`) held until the run ends; a second process with
+the same fingerprint waits for it (one line: "waiting for <fp> held by host:pid since ...") and then
+reuses the finished run, or with `wait=False` raises `ClaimHeld` naming the holder. For a tracking store
+shared by machines that do not share the work directory, the holder also keeps a heartbeat on the MLflow
+run (tags `claim.host`, `claim.pid`, `claim.since`, `claim.lock`, `claim.heartbeat`, refreshed every
+HEARTBEAT_S seconds by a daemon thread): a RUNNING run is taken over only when its lock is free AND its
+holder is dead (the same lock file: the free lock says so; this host: its pid is gone; another host: its
+heartbeat is older than STALE_AFTER_S). Two processes on different machines *and* work directories that
+start the same new run within a moment can still both create it: MLflow has no atomic compare-and-set.
 
 Under DDP Lightning starts the other ranks by rerunning the command after rank 0 has decided reuse /
 resume / new and removed stale checkpoints. Those worker processes (`core.distributed.is_ddp_worker`)
-never touch the tracking store: they resume from a `last.ckpt` if one exists (the one rank 0 resumes
-from), and every reporting method here does nothing in them.
+never claim or touch the tracking store: they resume from a `last.ckpt` if one exists (the one rank 0
+resumes from), and every reporting method here does nothing in them.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-from contextlib import contextmanager
+import threading
+import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from mlflow.entities import Run
+import pytorch_lightning as pl
+import torch
+from mlflow.entities import Metric, Run
 from omegaconf import DictConfig
 import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
 from ablations.tracking import Tracker, git_commit
+from core import interrupts
+from core.claims import ClaimHeld, Holder, claim
 from core.distributed import is_ddp_worker
 from lightning_modules.preemption import CheckpointOnSignal, Preempted
 
 log = logging.getLogger("bioablate")
+
+HEARTBEAT_S = 30.0  # how often a claim's holder refreshes `claim.heartbeat`
+STALE_AFTER_S = 4 * HEARTBEAT_S  # a heartbeat older than this: its holder is dead (on another host)
+CLAIM_TAGS = ("claim.host", "claim.pid", "claim.since", "claim.lock", "claim.heartbeat")
+NOT_CARRIED_OVER = ("error", "stopped", "continues", *CLAIM_TAGS)  # tags a continued run starts without
+METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
 
 
 @dataclass
@@ -49,11 +79,12 @@ class TrackedRun:
     run_dir: Path  # <work_dir>/runs/<fingerprint>
     tracking_uri: str
     tracker: Tracker | None  # None in a DDP worker process: rank 0 owns the tracking store
-    previous: Run | None  # the newest run with this fingerprint when opened (always None in a worker)
+    previous: Run | None  # the newest run with this fingerprint (re-read once claimed; None in a worker)
     force: bool
     keep_checkpoints: bool
     run_id: str | None = None  # set by `start` (rank 0 only)
-    resuming: bool = False  # `start` took over an unfinished run
+    resuming: bool = False  # `start` took over an unfinished run and resumes from its checkpoint
+    holder: Holder | None = None  # our claim, while `claimed`
 
     @classmethod
     def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False) -> "TrackedRun":
@@ -75,6 +106,10 @@ class TrackedRun:
         return self.checkpoint_dir / "last.ckpt"
 
     @property
+    def claim_file(self) -> Path:
+        return self.run_dir / "claim.lock"
+
+    @property
     def is_worker(self) -> bool:
         return self.tracker is None
 
@@ -87,20 +122,96 @@ class TrackedRun:
         log.info("run %s already finished (MLflow run %s): reusing it", self.fingerprint, previous.info.run_id)
         return previous
 
+    # ---- claims
+
+    @contextmanager
+    def claimed(self, wait: bool = True, echo: Callable[[str], None] | None = None) -> Iterator[None]:
+        """Be the one live process working on this fingerprint for the block (see the module doc): wait
+        for a live holder (`echo`: the one "waiting for ..." line, default the log) or, with `wait=False`,
+        raise `ClaimHeld`. Inside, `previous` is re-read: the holder we waited for may have finished it.
+        A DDP worker does not claim (rank 0 does)."""
+        if self.is_worker:
+            yield
+            return
+        echo = echo or log.warning
+        waited = False
+
+        def announce(holder: Holder) -> None:
+            nonlocal waited
+            if not waited:
+                echo(f"waiting for {self.fingerprint} held by {holder}")
+            waited = True
+
+        stack = ExitStack()
+        while True:
+            self.holder = stack.enter_context(claim(self.claim_file, wait=wait, what=f"run {self.fingerprint}",
+                                                    on_wait=announce))
+            self.previous = self.tracker.find(self.fingerprint)
+            elsewhere = self._live_holder_elsewhere(self.previous)
+            if elsewhere is None:
+                break
+            stack.close()  # held through another work directory: poll its heartbeat
+            if not wait:
+                raise ClaimHeld(f"run {self.fingerprint}", elsewhere)
+            announce(elsewhere)
+            time.sleep(min(HEARTBEAT_S, 5.0))
+        try:
+            with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S):
+                yield
+        finally:
+            self.holder = None
+
+    def _live_holder_elsewhere(self, run: Run | None) -> Holder | None:
+        """The live holder of a RUNNING `run` claimed through another lock file (another work directory,
+        another machine), or None: not running, not claimed, or its holder is dead. Called holding our
+        lock: a holder through this same lock file on this host is dead."""
+        if run is None or run.info.status != "RUNNING":
+            return None
+        tags = run.data.tags
+        if tags.get("claim.lock") == str(self.claim_file) and tags.get("claim.host") == self.holder.host:
+            return None
+        return live_holder(tags)
+
+    def _claim_tags(self) -> None:
+        for key, value in claim_tags(self.holder, self.claim_file).items():
+            self.tracker.client.set_tag(self.run_id, key, value)
+
+    # ---- starting: take over, continue, or create
+
     def start(self, name: str, tags: dict[str, str], params: dict[str, Any]) -> None:
-        """Take over the earlier unfinished run, or create a new one named `name` with `tags` (plus
-        `fingerprint` and `git_commit`) and `params`. A worker process does nothing: rank 0 decided."""
+        """Take over the earlier unfinished run (continuing it from its checkpoint, see the module doc),
+        or create a new one named `name` with `tags` (plus `fingerprint` and `git_commit`) and `params`.
+        A worker process does nothing: rank 0 decided."""
         if self.is_worker:
             return
         previous = self.previous
-        self.resuming = previous is not None and previous.info.status != "FINISHED" and not self.force
+        takeover = previous is not None and previous.info.status != "FINISHED" and not self.force
+        self.resuming = takeover and self.last_checkpoint.exists()
         if self.resuming:
-            self.run_id = previous.info.run_id
-            log.info("resuming MLflow run %s (%s)", self.run_id, previous.info.status)
-            return
-        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)  # a new run never resumes stale weights
-        self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint, "git_commit": git_commit(),
-                                                 **tags}, params)
+            self.run_id = self._continue(previous, checkpoint_step(self.last_checkpoint))
+            log.info("resuming %s (%s) from its checkpoint as MLflow run %s", previous.info.run_id,
+                     previous.info.status, self.run_id)
+        else:
+            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)  # a new run never resumes stale weights
+            if takeover:  # nothing it computed is kept
+                self.tracker.client.delete_run(previous.info.run_id)
+            self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint, "git_commit": git_commit(),
+                                                     **tags}, params)
+        if self.holder is not None:
+            self._claim_tags()
+
+    def _continue(self, previous: Run, step: int) -> str:
+        """A new run continuing `previous`: its params, tags and metric points below `step`; then
+        `previous` is deleted."""
+        client, old = self.tracker.client, previous.info.run_id
+        tags = {k: v for k, v in previous.data.tags.items() if k not in NOT_CARRIED_OVER}
+        run_id = self.tracker.create(previous.info.run_name, {**tags, "continues": old}, previous.data.params)
+        points = [Metric(m.key, m.value, m.timestamp, m.step) for key in previous.data.metrics
+                  for m in client.get_metric_history(old, key) if m.step < step]
+        for start in range(0, len(points), METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=points[start:start + METRICS_PER_BATCH])
+        client.delete_run(old)
+        return run_id
 
     @property
     def resume_from(self) -> Path | None:
@@ -125,6 +236,7 @@ class TrackedRun:
             return
         with self.tracker.tracked_run(self.run_id, (Preempted, *stop_exceptions)):
             yield
+            interrupts.check()  # a signal whose exception something swallowed: KILLED, not FINISHED
         if not self.keep_checkpoints:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
@@ -146,3 +258,72 @@ class TrackedRun:
         if not self.is_worker:
             for path in paths:
                 self.tracker.client.log_artifact(self.run_id, str(path))
+
+
+class InterruptCheck(pl.Callback):
+    """Stops training at the next batch on a SIGINT / SIGTERM whose exception was swallowed on the way
+    (raised inside a finalizer, or caught by a library): `core.interrupts.check`."""
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        interrupts.check()
+
+    def on_validation_batch_end(self, *args: Any) -> None:
+        interrupts.check()
+
+
+def checkpoint_step(path: Path) -> int:
+    """The optimizer steps a Lightning checkpoint had taken (`global_step`), read without loading its
+    tensors into memory. Lightning logs the points of the k-th batch (and the validation after it) at
+    step k - 1 (0-based), so the points logged before the checkpoint are those below this step."""
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
+
+
+def claim_tags(holder: Holder, lock: Path | None = None) -> dict[str, str]:
+    """The tags that say who holds a tracked run (see the module doc), heartbeat now."""
+    tags = {"claim.host": holder.host, "claim.pid": str(holder.pid), "claim.since": f"{holder.since:.3f}",
+            "claim.heartbeat": f"{time.time():.3f}"}
+    if lock is not None:
+        tags["claim.lock"] = str(lock)
+    return tags
+
+
+def live_holder(tags: dict[str, str]) -> Holder | None:
+    """The holder named by a RUNNING run's claim tags if it is alive: on this host, its process exists;
+    on another, its heartbeat is younger than STALE_AFTER_S. None: dead, or no claim tags."""
+    try:
+        holder = Holder(tags["claim.host"], int(tags["claim.pid"]), float(tags["claim.since"]))
+        beat = float(tags["claim.heartbeat"])
+    except (KeyError, ValueError):
+        return None
+    alive = holder.is_alive_here()
+    if alive is not None:
+        return holder if alive else None
+    return holder if time.time() - beat < STALE_AFTER_S else None
+
+
+class Heartbeat:
+    """Refreshes the run's `claim.heartbeat` tag every `interval` seconds from a daemon thread, once the
+    run exists (`run_id()` is not None). A failed refresh (a busy store) is logged and retried."""
+
+    def __init__(self, tracker: Tracker, run_id: Callable[[], str | None], interval: float):
+        self.tracker, self.run_id, self.interval = tracker, run_id, interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="claim-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        while not self.stop.wait(self.interval):
+            run_id = self.run_id()
+            if run_id is None:
+                continue
+            try:
+                self.tracker.client.set_tag(run_id, "claim.heartbeat", f"{time.time():.3f}")
+            except Exception as error:  # noqa: BLE001 -- a missed beat is not worth stopping a run for
+                log.debug("heartbeat of %s failed: %s", run_id, error)
+
+    def __enter__(self) -> "Heartbeat":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)

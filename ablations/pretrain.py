@@ -27,7 +27,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.config import flatten, resolve_data_dir, resolve_work_dir, run_params
-from ablations.lifecycle import TrackedRun
+from ablations.lifecycle import InterruptCheck, TrackedRun
+from core.claims import claim
 from ablations.tracking import git_commit
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
@@ -130,8 +131,10 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
     if not (out_dir / "vocab.txt").is_file():
         if not train:
             return None
-        log.info("training a %d-entry WordPiece vocabulary on %s", spec.size, p.corpus)
-        train_wordpiece(_load_corpus(cfg, data_dir).sentences(), spec.size, spec.lowercase, out_dir)
+        with claim(out_dir.with_name(out_dir.name + ".lock"), what=f"vocabulary {out_dir}"):  # one trainer
+            if not (out_dir / "vocab.txt").is_file():
+                log.info("training a %d-entry WordPiece vocabulary on %s", spec.size, p.corpus)
+                train_wordpiece(_load_corpus(cfg, data_dir).sentences(), spec.size, spec.lowercase, out_dir)
     return out_dir / "vocab.txt"
 
 
@@ -249,15 +252,26 @@ def identify(cfg: DictConfig) -> PretrainIdentity | None:
     return None if inputs is None else inputs.identity
 
 
-def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
-    """Run (or reuse, or resume) one pretraining run and export its model."""
+def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> PretrainResult:
+    """Run (or reuse, or resume) one pretraining run and export its model. While another live process
+    works on the same fingerprint this waits for it and then reuses its run; with `wait=False` it raises
+    `core.claims.ClaimHeld` instead."""
     check_config(cfg)
     inputs = resolve_inputs(cfg)
     run_fp, model_dir = inputs.identity
     run = TrackedRun.open(cfg, run_fp, force)
-    done = run.finished(usable=lambda _: (model_dir / "config.json").is_file())
-    if done is not None:
-        return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri)
+    usable = lambda _: (model_dir / "config.json").is_file()  # noqa: E731
+    done = run.finished(usable)
+    if done is None:
+        with run.claimed(wait):
+            done = run.finished(usable)  # the holder we waited for may have finished it
+            if done is None:
+                return _train(cfg, inputs, run)
+    return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri)
+
+
+def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> PretrainResult:
+    model_dir = inputs.identity.model_dir
     shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
     run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
               _run_tags(cfg, model_dir, shards), run_params(cfg))
@@ -266,7 +280,8 @@ def run_pretrain(cfg: DictConfig, force: bool = False) -> PretrainResult:
         run.set_tag("model_dir", str(model_dir))
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
-    return PretrainResult(run.run_id, run_fp, model_dir, False, run.tracking_uri, module.history)
+    return PretrainResult(run.run_id, inputs.identity.fingerprint, model_dir, False, run.tracking_uri,
+                          module.history)
 
 
 def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards) -> dict[str, str]:
@@ -313,7 +328,7 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision, logger=run.lightning_logger(),
-        callbacks=[checkpoints, *run.callbacks(), *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
+        callbacks=[checkpoints, InterruptCheck(), *run.callbacks(), *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,

@@ -32,6 +32,10 @@ from omegaconf import DictConfig, OmegaConf
 from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
                                   RunIdentity, Store, resolve_cell, resolve_stage, run_status)
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, REUSED
+from ablations import lifecycle
+from ablations.lifecycle import Heartbeat, claim_tags, live_holder
+from core import interrupts
+from core.claims import Holder
 from core.console import one_line, quiet_libraries
 from core.distributed import is_ddp_worker
 
@@ -83,8 +87,10 @@ class RunSummary:
 # Executing one run (in this process, or in a worker)
 
 
-def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str]) -> dict[str, Any]:
-    """Run one pretraining or fine-tuning run; a failure is returned, not raised, so the others go on."""
+def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True) -> dict[str, Any]:
+    """Run one pretraining or fine-tuning run; a failure is returned, not raised, so the others go on
+    (an interrupt is raised: `core.interrupts.Interrupted` is no Exception). `wait`: wait for a run that
+    another live process holds (then reuse it), else return it as held."""
     from ablations.finetune import run_finetune
     from ablations.pretrain import run_pretrain
 
@@ -92,11 +98,11 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str]) -> dict[str
     start = time.perf_counter()
     try:
         if kind == "pretrain":
-            result = run_pretrain(cfg)
+            result = run_pretrain(cfg, wait=wait)
             out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused,
                    "model_dir": str(result.model_dir)}
         else:
-            result = run_finetune(cfg, tags=tags)
+            result = run_finetune(cfg, tags=tags, wait=wait)
             out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
     except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
         out = {"error": one_line(error)}
@@ -107,6 +113,7 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str]) -> dict[str
 def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
 
     device = devices.get()
+    interrupts.install()  # SIGINT (the terminal's, to the whole group) / SIGTERM: the run ends KILLED
     if cuda:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     else:
@@ -126,7 +133,7 @@ class _InProcess:
         future.set_result(fn(*args))
         return future
 
-    def shutdown(self) -> None:
+    def shutdown(self, cancel_futures: bool = False) -> None:
         pass
 
 
@@ -154,20 +161,33 @@ def _uses_cuda(experiment: Experiment) -> bool:
 
 
 class _Parent:
-    """The invocation's parent MLflow run."""
+    """The invocation's parent MLflow run. It carries its process's claim tags and heartbeat
+    (`ablations.lifecycle`), so that the next invocation of the experiment ends a parent whose process
+    died (SIGKILL, a lost node) as KILLED instead of leaving it RUNNING for ever."""
 
     def __init__(self, experiment: Experiment, tracking_uri: str, work_dir: Path, devices: int, ddp: bool):
         from ablations.tracking import Tracker, git_commit
 
         self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name, artifact_root=work_dir / "mlartifacts")
+        self._end_dead_parents(experiment.name)
         tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
                 "profile": experiment.profile, "git_commit": git_commit(),
-                "mlflow.note.content": experiment.description}
+                "mlflow.note.content": experiment.description, **claim_tags(Holder.me())}
         params = {"overrides": " ".join(f"{k}={v}" for k, v in experiment.overrides.items()),
                   "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp}
         self.run_id = self.tracker.create(f"experiment-{experiment.name}", tags, params)
         self.tracker.client.update_run(self.run_id, status="RUNNING")
         self.child_tags = {"mlflow.parentRunId": self.run_id, "experiment": experiment.name}
+        self.heartbeat = Heartbeat(self.tracker, lambda: self.run_id, lifecycle.HEARTBEAT_S).__enter__()
+
+    def _end_dead_parents(self, name: str) -> None:
+        running = self.tracker.client.search_runs(
+            [self.tracker.experiment_id], f"tags.kind = '{PARENT_KIND}' and tags.experiment = '{name}' and "
+                                          "attributes.status = 'RUNNING'")
+        for run in running:
+            if live_holder(run.data.tags) is None:
+                self.tracker.client.set_tag(run.info.run_id, "stopped", "its process died")
+                self.tracker.client.set_terminated(run.info.run_id, "KILLED")
 
     def adopt(self, run_id: str) -> None:
         for key, value in self.child_tags.items():
@@ -177,12 +197,15 @@ class _Parent:
         if summary is not None:
             self.tracker.log_metrics(self.run_id, {
                 "runs_planned": len(summary.outcomes), **{f"runs_{s.lower()}": summary.count(s) for s in OUTCOMES}})
+        self.heartbeat.__exit__()
         self.tracker.client.set_terminated(self.run_id, status)
 
 
 def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
-                   echo: Callable[[str], None] = print) -> RunSummary:
-    """Compute every planned run the store does not hold yet; return what happened to each."""
+                   echo: Callable[[str], None] = print, wait: bool = True) -> RunSummary:
+    """Compute every planned run the store does not hold yet; return what happened to each. A run that
+    another live process is computing is waited for and reused (`wait=False`: recorded as FAILED, naming
+    the holder). The first SIGINT / SIGTERM stops the whole experiment (parent run KILLED)."""
     work_dir, tracking_uri = experiment.store()
     _no_progress_bars()
     child = is_ddp_worker()
@@ -198,13 +221,16 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
     parallel = devices > 1 and not ddp and not child
     executor = _pool(devices, _uses_cuda(experiment)) if parallel else _InProcess()
     try:
-        _Run(experiment, Store(tracking_uri), executor, parent, summary, echo, child).go()
+        _Run(experiment, Store(tracking_uri), executor, parent, summary, echo, child, wait).go()
     except BaseException:
         if parent is not None:
             parent.close(summary, "KILLED")
+        if parallel:  # the workers stop too (their runs end KILLED), rather than being waited for
+            for process in list(getattr(executor, "_processes", {}).values()):
+                process.terminate()
         raise
     finally:
-        executor.shutdown()
+        executor.shutdown(cancel_futures=True)
     if parent is not None:
         parent.close(summary, "FINISHED" if summary.ok else "FAILED")
     return summary
@@ -226,9 +252,9 @@ class _Run:
     resolved against the store (ablations.experiment.plan) only once the stages it needs are settled."""
 
     def __init__(self, experiment: Experiment, store: Store, executor: Any, parent: Optional[_Parent],
-                 summary: RunSummary, echo: Callable[[str], None], ddp_worker: bool):
+                 summary: RunSummary, echo: Callable[[str], None], ddp_worker: bool, wait: bool = True):
         self.experiment, self.store, self.executor, self.parent = experiment, store, executor, parent
-        self.summary, self.echo, self.ddp_worker = summary, echo, ddp_worker
+        self.summary, self.echo, self.ddp_worker, self.wait = summary, echo, ddp_worker, wait
         self.stages: dict[str, PlannedRun] = {}  # settled stages: FINISHED, FAILED or BLOCKED
         self.started_ms = int(time.time() * 1000)
         self.total = len(experiment.stage_order()) + len(experiment.cells())
@@ -238,6 +264,7 @@ class _Run:
         stages = list(self.experiment.stage_order())
         cells = list(self.experiment.cells())
         while stages or cells or self.running:
+            interrupts.check()  # a signal whose exception a finalizer swallowed still stops the loop
             for name in list(stages):
                 dependency = self.experiment.init_stage(name)
                 if dependency is None or dependency in self.stages:
@@ -245,6 +272,7 @@ class _Run:
                     self._stage(name)
             for cell in list(cells):
                 if not self.experiment.models[cell.model].is_stage or cell.model in self.stages:
+                    interrupts.check()
                     cells.remove(cell)
                     self._cell(cell)
             if self.running:
@@ -298,7 +326,7 @@ class _Run:
     def _submit(self, planned: PlannedRun, tags: dict[str, str]) -> None:
         cfg = planned.config
         payload = cfg if isinstance(self.executor, _InProcess) else OmegaConf.to_container(cfg, resolve=True)
-        future = self.executor.submit(execute, planned.kind, payload, tags)
+        future = self.executor.submit(execute, planned.kind, payload, tags, self.wait)
         self.running[future] = planned
         if future.done() and isinstance(self.executor, _InProcess):
             self._finished(future)

@@ -15,18 +15,21 @@ import os
 import subprocess
 import urllib.error
 import urllib.request
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
 from mlflow.exceptions import MlflowException
 from mlflow.entities import Param, RunStatus
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
+from core.claims import claim
 from core.errors import ConfigError
+from core.interrupts import Interrupted
 
 PROBE_TIMEOUT_S = 3.0  # an MLflow server that does not answer /health within this is unreachable
 log = logging.getLogger("bioablate")
@@ -79,7 +82,11 @@ class Tracker:
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
-        self.experiment_id = self._experiment_id(experiment_name, artifact_root)
+        # Two processes starting on a new SQLite store would both create its tables (one fails): one at a time
+        lock = (Path(tracking_uri.removeprefix("sqlite:///") + ".lock") if tracking_uri.startswith("sqlite:///")
+                else None)
+        with claim(lock) if lock is not None else nullcontext():
+            self.experiment_id = self._experiment_id(experiment_name, artifact_root)
 
     def _experiment_id(self, name: str, artifact_root: Path | None) -> str:
         """The MLflow experiment `name`, created if missing. Jobs on a cluster may create it at the same
@@ -117,14 +124,15 @@ class Tracker:
     @contextmanager
     def tracked_run(self, run_id: str, stop_exceptions: tuple[type[BaseException], ...] = ()
                     ) -> Iterator[str]:
-        """FINISHED if the body completes; KILLED on Ctrl-C or one of `stop_exceptions` (a deliberate
-        stop, e.g. an Optuna trial being pruned), tagged `stopped`; FAILED, tagged `error`, otherwise."""
+        """FINISHED if the body completes; KILLED on Ctrl-C, SIGTERM (`core.interrupts.Interrupted`) or one
+        of `stop_exceptions` (a deliberate stop, e.g. an Optuna trial being pruned), tagged `stopped` (the
+        exception's name, or the signal's); FAILED, tagged `error`, otherwise."""
         self.client.update_run(run_id, status="RUNNING")
         try:
             with preserved_tracking_env():
                 yield run_id
-        except (KeyboardInterrupt, *stop_exceptions) as stop:
-            self.client.set_tag(run_id, "stopped", type(stop).__name__)
+        except (KeyboardInterrupt, Interrupted, *stop_exceptions) as stop:
+            self.client.set_tag(run_id, "stopped", str(stop) if isinstance(stop, Interrupted) else type(stop).__name__)
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
             raise
         except BaseException as error:

@@ -31,7 +31,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -209,15 +209,21 @@ class BucketBatchSampler(Sampler[list[int]]):
     round-robin to the `world_size` ranks, padded with repeats of its first batches to a multiple of the
     world size so every rank takes the same number of optimizer steps.
 
-    Lightning calls `set_epoch` on a DataLoader's `sampler` at each epoch start (the DataLoader is built
-    with this as its sampler and `batch_size=None`)."""
+    The epoch: with `steps_done` (the trainer's optimizer steps so far; one step per batch), the epoch an
+    iteration starts is `steps_done() // len(self)` when its first batch is drawn, which a resumed run
+    gets right (a run resumed from the first epoch's checkpoint drew its second epoch in the first
+    epoch's order: Lightning made that iterator before restoring the checkpoint, and `set_epoch(1)`
+    came after it). Without it (no trainer), the epoch given to `set_epoch` (Lightning calls it on a
+    DataLoader's `sampler` at each epoch start)."""
 
     def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int, bucketing: bool = True,
-                 chunk_batches: int = 64, rank: int = 0, world_size: int = 1):
+                 chunk_batches: int = 64, rank: int = 0, world_size: int = 1,
+                 steps_done: Callable[[], int | None] | None = None):
         _check_rank(rank, world_size)
         self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
         self.bucketing, self.chunk_batches = bucketing, chunk_batches
         self.rank, self.world_size, self.epoch = rank, world_size, 0
+        self.steps_done = steps_done
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -240,10 +246,15 @@ class BucketBatchSampler(Sampler[list[int]]):
         return [b.tolist() for b in batches]
 
     def __iter__(self) -> Iterator[list[int]]:
+        # A generator: the epoch is read when the first batch is drawn, not when the DataLoader makes
+        # its iterator (Lightning makes the first one before it restores a checkpoint's step count).
+        steps = self.steps_done() if self.steps_done is not None else None
+        if steps is not None:
+            self.epoch = steps // len(self)
         batches = self.global_batches()
         extra = (-len(batches)) % self.world_size
         batches += batches[:extra]
-        return iter(batches[self.rank::self.world_size])
+        yield from batches[self.rank::self.world_size]
 
     def __len__(self) -> int:
         total = -(-len(self.lengths) // self.batch_size)
@@ -357,7 +368,11 @@ class FinetuneDataModule(pl.LightningDataModule):
     def train_sampler(self) -> BucketBatchSampler:
         rank, world = self._rank()
         return BucketBatchSampler(self.features["train"].lengths, self.options.batch_size, self.options.seed,
-                                  bucketing=self.options.bucketing, rank=rank, world_size=world)
+                                  bucketing=self.options.bucketing, rank=rank, world_size=world,
+                                  steps_done=self._steps_done)
+
+    def _steps_done(self) -> int | None:
+        return self.trainer.global_step if self.trainer is not None else None
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", self.train_sampler())

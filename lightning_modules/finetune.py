@@ -12,6 +12,12 @@ One batch, start to finish:
 
 Dev is scored every epoch (`dev/<metric>`, `dev/score` = the primary metric); the best dev epoch is what
 ModelCheckpoint keeps and what the test set is scored with.
+
+Exact resume: a run resumed from a checkpoint ends with the weights and scores of an uninterrupted one.
+The batches depend only on (seed, epoch) (`datamodules.finetune_data.BucketBatchSampler`), and dropout
+(and ALUM's noise) draw from a stream seeded by (seed, optimizer step) before every training step, as in
+pretraining: nothing depends on the process's global random state, which a checkpoint does not hold.
+(Fine-tuning does not accumulate gradients, so the optimizer step numbers the batches.)
 """
 
 from __future__ import annotations
@@ -23,17 +29,18 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from datamodules.pretrain.data import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup
 
 
 class FineTuneModule(pl.LightningModule):
     def __init__(self, encoder: nn.Module, head: nn.Module, lr: float, weight_decay: float,
-                 warmup_ratio: float, alum: Alum | None = None):
+                 warmup_ratio: float, alum: Alum | None = None, seed: int = 0):
         super().__init__()
         self.encoder, self.head = encoder, head
         self.lr, self.weight_decay, self.warmup_ratio = lr, weight_decay, warmup_ratio
-        self.alum = alum
+        self.alum, self.seed = alum, seed
         # evaluation outputs of the split being evaluated: (example indices, gathered values, counts)
         self._outputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.dev_history: list[dict[str, float]] = []  # metrics of every dev evaluation, in order
@@ -49,6 +56,10 @@ class FineTuneModule(pl.LightningModule):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.logits(batch)
+
+    def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        # not batch_idx: Lightning restarts or continues it depending on where it resumes
+        torch.manual_seed(batch_seed(self.seed, self.global_step, 1))
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         size = len(batch["index"])

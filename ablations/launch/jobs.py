@@ -17,18 +17,23 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from lightning_modules.preemption import Preempted
 
 
-def _job_process() -> None:
-    """What the CLI does for itself before any work (a job starts in submitit's entry point, not ours):
-    library noise off, no tokenizer thread pool to fork with."""
+@contextmanager
+def _job_process() -> Iterator[None]:
+    """What the CLI does around its work (a job starts in submitit's entry point, not ours): library noise
+    off, and SIGINT / SIGTERM (`scancel`) end the run KILLED rather than leaving it RUNNING."""
     from core.console import quiet_libraries
+    from core.interrupts import handling_interrupts
 
     quiet_libraries()
+    with handling_interrupts():
+        yield
 
 
 class JobFailed(RuntimeError):
@@ -80,27 +85,27 @@ class PlannedRunJob:
         from ablations.results import BLOCKED, FINISHED
         from ablations.runner import execute
 
-        _job_process()
-        experiment = self.source.load()
-        store = Store(experiment.store()[1])
-        stages = stage_states(experiment, store)
-        if self.kind == PRETRAIN:
-            planned = stages[self.name]
-        else:
-            cell = next((c for c in experiment.cells() if c.name == self.name), None)
-            if cell is None:
-                raise JobFailed(f"{experiment.path}: no planned run '{self.name}' any more (the experiment "
-                                "file changed since the job was submitted)")
-            planned = resolve_cell(experiment, cell, stages, store)
-        if planned.status == FINISHED:
-            return {"run_id": planned.run_id, "fingerprint": planned.fingerprint, "reused": True}
-        if planned.status == BLOCKED:
-            raise JobFailed(planned.reason)
-        tags = {"experiment": experiment.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
-        try:
-            out = execute(planned.kind, planned.config, tags)
-        except Preempted as stop:
-            _requeue_and_exit(str(stop), self.max_requeues)
+        with _job_process():
+            experiment = self.source.load()
+            store = Store(experiment.store()[1])
+            stages = stage_states(experiment, store)
+            if self.kind == PRETRAIN:
+                planned = stages[self.name]
+            else:
+                cell = next((c for c in experiment.cells() if c.name == self.name), None)
+                if cell is None:
+                    raise JobFailed(f"{experiment.path}: no planned run '{self.name}' any more (the experiment "
+                                    "file changed since the job was submitted)")
+                planned = resolve_cell(experiment, cell, stages, store)
+            if planned.status == FINISHED:
+                return {"run_id": planned.run_id, "fingerprint": planned.fingerprint, "reused": True}
+            if planned.status == BLOCKED:
+                raise JobFailed(planned.reason)
+            tags = {"experiment": experiment.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
+            try:
+                out = execute(planned.kind, planned.config, tags)
+            except Preempted as stop:
+                _requeue_and_exit(str(stop), self.max_requeues)
         if "error" in out:
             raise JobFailed(out["error"])
         return out
@@ -125,11 +130,12 @@ class ConfigRunJob:
 
         from ablations.runner import execute
 
-        _job_process()
-        try:
-            out = execute(self.kind, OmegaConf.create(self.config), {"slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})
-        except Preempted as stop:
-            _requeue_and_exit(str(stop), self.max_requeues)
+        with _job_process():
+            try:
+                out = execute(self.kind, OmegaConf.create(self.config),
+                              {"slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})
+            except Preempted as stop:
+                _requeue_and_exit(str(stop), self.max_requeues)
         if "error" in out:
             raise JobFailed(out["error"])
         return out

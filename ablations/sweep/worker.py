@@ -37,6 +37,7 @@ from ablations.sweep.storage import (STORAGE_ENV, ClaimLock, default_storage, op
                                      redact, sqlite_single_process)
 from ablations.sweep.tracking import RUN_IDS_ATTR, SweepTracking, best_trial
 from core.errors import ConfigError, UnknownNameError
+from core.interrupts import Interrupted
 from datamodules.registry import get_dataset
 
 log = logging.getLogger("bioablate")
@@ -224,7 +225,7 @@ def run_sweep(spec: SweepSpec, storage_url: str | None = None, workers: int = 1,
                 work(spec, study, Objective(spec, paths, tracking, lock), lock, tracking)
             else:
                 exit_codes = _spawn_workers(spec, url, workers, worker_index, paths, verbose)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):  # Ctrl-C / SIGTERM (core.interrupts)
             interrupted = True
             raise
         finally:
@@ -254,7 +255,7 @@ def _spawn_workers(spec: SweepSpec, url: str, workers: int, first_index: int, pa
     log.info("started %d workers (pids %s)", workers, ", ".join(str(p.pid) for p in processes))
     try:
         return [p.wait() for p in processes]
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):  # Ctrl-C / SIGTERM (core.interrupts)
         for process in processes:
             process.terminate()
         for process in processes:

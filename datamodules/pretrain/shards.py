@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
 import random
 import shutil
+import signal
 import struct
 from collections import deque
 from contextlib import contextmanager
@@ -48,9 +50,12 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from core.claims import claim
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import Corpus, split_sentences
 from datamodules.pretrain.vocab import fast_tokenizer, file_hash, read_vocab
+
+log = logging.getLogger("bioablate")
 
 PAIR_MODES = ("none", "nsp", "sop")
 ARRAYS = ("input_ids", "token_type_ids", "word_start", "lengths", "pair_labels", "stages")
@@ -182,6 +187,10 @@ _WORKER_PACKER: Packer | None = None
 
 def _start_worker(*args) -> None:
     global _WORKER_PACKER
+    # forked with the parent's handlers (core.interrupts): a worker would print a traceback when the pool
+    # terminates it (SIGTERM) at the end of every build. The parent alone handles Ctrl-C and stops the pool.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER_PACKER = Packer(*args)
 
 
@@ -338,6 +347,18 @@ def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int
         return load_shards(out_dir)
     if pairs not in PAIR_MODES:
         raise ConfigError(f"pairs '{pairs}': expected one of {', '.join(PAIR_MODES)}")
+    # one builder per output folder: another process building it is waited for, then its shards are read
+    with claim(out_dir.with_name(out_dir.name + ".lock"), what=f"shard build {out_dir}",
+               on_wait=lambda holder: log.warning("waiting for the shard build %s held by %s", out_dir, holder)):
+        if (out_dir / "meta.json").is_file():
+            return load_shards(out_dir)
+        return _build_shards(corpus, vocab_path, lowercase, seq_len, pairs, seed, out_dir, workers=workers,
+                             docs_per_batch=docs_per_batch, progress=progress)
+
+
+def _build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int,
+                  out_dir: Path, *, workers: int | None, docs_per_batch: int,
+                  progress: Callable[[dict], None] | None) -> Shards:
     vocab_size = len(read_vocab(Path(vocab_path)))
     packer_args = (Path(vocab_path), lowercase, seq_len, pairs, seed)
     key = {"corpus": corpus.identity(), "vocab": file_hash(vocab_path), "lowercase": lowercase,

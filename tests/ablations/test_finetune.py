@@ -115,7 +115,10 @@ def test_crash_marks_run_failed_keeps_checkpoint_and_rerun_resumes(data_dir, wor
     monkeypatch.setattr(FineTuneModule, "training_step", original)
     resumed = run_finetune(cfg)
     run = client.get_run(resumed.run_id)
-    assert resumed.run_id == failed[0].info.run_id and run.info.status == "FINISHED"
+    # continued in a new MLflow run holding the failed run's points before the checkpoint; no error tag
+    assert run.data.tags["continues"] == failed[0].info.run_id and run.info.status == "FINISHED"
+    assert "error" not in run.data.tags
+    assert client.get_run(failed[0].info.run_id).info.lifecycle_stage == "deleted"
     # resumed at epoch 1: exactly one more dev evaluation, two in all
     assert len(client.get_metric_history(resumed.run_id, "dev/score")) == 2
     assert not last.exists()  # a finished run cleans up its checkpoints

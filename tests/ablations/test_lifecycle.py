@@ -1,17 +1,25 @@
-"""The tracked-run lifecycle (ablations/lifecycle.py) against a real MLflow store: reuse, resume into the
-same run, force, checkpoint clean-up, and DDP workers that never touch the store."""
+"""The tracked-run lifecycle (ablations/lifecycle.py) against a real MLflow store: reuse, resume into a
+continued run with one point per step, force, checkpoint clean-up, claims and heartbeats, and DDP workers
+that never touch the store."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from ablations.config import build_config
 from ablations.finetune import identify, run_finetune
+from ablations import lifecycle
 from ablations.lifecycle import TrackedRun
+from core.claims import ClaimHeld
 
 FINGERPRINT = "0123456789abcdef"
 
@@ -34,17 +42,21 @@ def start(work_dir: Path, force: bool = False, keep_checkpoints: bool = False) -
     return run
 
 
-def train(run: TrackedRun, crash: bool = False) -> None:
-    """What a caller's body does: write the checkpoint it resumes from, then finish or crash."""
+def train(run: TrackedRun, crash: bool = False, steps: range = range(1, 5), checkpoint_at: int = 2) -> None:
+    """What a caller's body does: log a loss per step, write the checkpoint it resumes from after step
+    `checkpoint_at` (as Lightning does: the checkpoint's `global_step` counts the steps taken, one more
+    than the last logged step), then finish or crash."""
     with run.tracked():
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        run.last_checkpoint.write_text("weights")
-        run.log_metrics({"loss": 1.0})
+        for step in steps:
+            run.tracker.log_metrics(run.run_id, {"loss": float(step)}, step=step)
+            if step == checkpoint_at:
+                torch.save({"global_step": step + 1}, run.last_checkpoint)
         if crash:
             raise RuntimeError("simulated crash")
 
 
-def test_a_failed_run_is_resumed_into_the_same_run_then_reused(tmp_path):
+def test_a_failed_run_continues_from_its_checkpoint_with_one_point_per_step_then_is_reused(tmp_path):
     first = start(tmp_path)
     assert not first.resuming and first.resume_from is None
     with pytest.raises(RuntimeError, match="simulated crash"):
@@ -57,15 +69,31 @@ def test_a_failed_run_is_resumed_into_the_same_run_then_reused(tmp_path):
     assert first.last_checkpoint.exists()  # kept for the resume
 
     second = start(tmp_path)
-    assert second.run_id == first.run_id and second.resuming
-    assert second.resume_from == second.last_checkpoint
-    train(second)
-    assert client.get_run(second.run_id).info.status == "FINISHED"
+    assert second.resuming and second.resume_from == second.last_checkpoint
+    train(second, steps=range(3, 7), checkpoint_at=0)  # resumes after the checkpoint's step 2
+    continued = client.get_run(second.run_id)
+    assert continued.info.status == "FINISHED" and continued.data.tags["continues"] == first.run_id
+    assert "error" not in continued.data.tags  # a successful resume carries no error of the old attempt
+    assert continued.data.tags["kind"] == "test" and continued.data.params["lr"] == "0.1"
+    history = [(m.step, m.value) for m in client.get_metric_history(second.run_id, "loss")]
+    assert sorted(history) == [(s, float(s)) for s in range(1, 7)]  # the killed attempt's 3, 4 are gone
+    assert client.get_run(first.run_id).info.lifecycle_stage == "deleted"
     assert not second.checkpoint_dir.exists()  # a finished run cleans up its checkpoints
 
     third = TrackedRun.open(config(tmp_path), FINGERPRINT)
-    assert third.finished().info.run_id == first.run_id
+    assert third.finished().info.run_id == second.run_id
     assert third.finished(usable=lambda run: False) is None  # e.g. its exported model is gone
+
+
+def test_an_unfinished_run_without_a_checkpoint_starts_over_in_a_new_run(tmp_path):
+    first = start(tmp_path)
+    with pytest.raises(RuntimeError):
+        train(first, crash=True, checkpoint_at=0)
+    second = start(tmp_path)
+    assert not second.resuming and second.run_id != first.run_id
+    client = MlflowClient(first.tracking_uri)
+    assert client.get_run(first.run_id).info.lifecycle_stage == "deleted"
+    assert client.get_metric_history(second.run_id, "loss") == []
 
 
 def test_force_creates_a_new_run_without_the_old_checkpoints(tmp_path):
@@ -129,3 +157,55 @@ def test_finetune_force_reruns_a_finished_run_as_a_new_one(data_dir, tmp_path):
     identity = identify(cfg)
     assert identity.fingerprint == identity[3] == first.fingerprint
     assert identity.spec.name == "biosses" and identity.data_dir == identity[1]
+
+
+def test_a_live_claim_makes_another_process_skip_and_its_heartbeat_keeps_beating(tmp_path, monkeypatch):
+    monkeypatch.setattr(lifecycle, "HEARTBEAT_S", 0.2)
+    holder = TrackedRun.open(config(tmp_path), FINGERPRINT)
+    client = MlflowClient(holder.tracking_uri)
+    with holder.claimed():
+        holder.start("a-run", {}, {})
+        tags = client.get_run(holder.run_id).data.tags
+        assert tags["claim.host"] == socket.gethostname() and tags["claim.pid"] == str(os.getpid())
+        assert tags["claim.lock"] == str(holder.claim_file)
+        time.sleep(1.0)
+        assert float(client.get_run(holder.run_id).data.tags["claim.heartbeat"]) > float(tags["claim.heartbeat"])
+
+        other = TrackedRun.open(config(tmp_path), FINGERPRINT)  # another opener of the same fingerprint
+        with pytest.raises(ClaimHeld, match=f"run {FINGERPRINT} is held by {socket.gethostname()}:{os.getpid()}"):
+            with other.claimed(wait=False):
+                pass
+
+
+def tag_claim(client: MlflowClient, run_id: str, host: str, pid: int, heartbeat: float) -> None:
+    for key, value in {"claim.host": host, "claim.pid": str(pid), "claim.since": "0",
+                       "claim.lock": "/elsewhere/claim.lock", "claim.heartbeat": str(heartbeat)}.items():
+        client.set_tag(run_id, key, value)
+
+
+def test_a_run_claimed_through_another_work_dir_is_taken_over_only_once_its_holder_is_dead(tmp_path):
+    """A store shared by machines that do not share the work directory: the lock file cannot tell, the
+    heartbeat (another host) or the process table (this host) does."""
+    first = start(tmp_path)
+    client = MlflowClient(first.tracking_uri)
+    client.update_run(first.run_id, status="RUNNING")
+
+    tag_claim(client, first.run_id, "another-host", 1234, time.time())  # beating
+    with pytest.raises(ClaimHeld, match="held by another-host:1234"):
+        with TrackedRun.open(config(tmp_path), FINGERPRINT).claimed(wait=False):
+            pass
+    tag_claim(client, first.run_id, socket.gethostname(), os.getpid(), time.time())  # alive here
+    with pytest.raises(ClaimHeld):
+        with TrackedRun.open(config(tmp_path), FINGERPRINT).claimed(wait=False):
+            pass
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tag_claim(client, first.run_id, socket.gethostname(), dead.pid, time.time())  # its process is gone
+    with TrackedRun.open(config(tmp_path), FINGERPRINT).claimed(wait=False):
+        pass
+    tag_claim(client, first.run_id, "another-host", 1234, time.time() - lifecycle.STALE_AFTER_S - 1)  # stale
+    taker = TrackedRun.open(config(tmp_path), FINGERPRINT)
+    with taker.claimed(wait=False):
+        taker.start("a-run", {}, {})
+    assert taker.run_id != first.run_id

@@ -134,6 +134,50 @@ def test_lightning_reshuffles_each_epoch_through_set_epoch(data_dir):
     assert [b for e, _, b in seen if e == 0] != [b for e, _, b in seen if e == 1]
 
 
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_a_run_resumed_from_an_epoch_checkpoint_draws_the_batches_and_dropout_of_an_uninterrupted_one(
+        data_dir, tmp_path):
+    """Batch order from (seed, steps taken), dropout from (seed, step): the resumed run's every batch and
+    loss equal the uninterrupted run's (losses bitwise: same weights, same masks)."""
+    cfg = build_config("micro", [], task="bc5-chem")
+
+    def fit(name: str, *, stop_in_epoch: int | None = None, resume: Path | None = None
+            ) -> list[tuple[int, tuple, float]]:
+        pl.seed_everything(0, verbose=False)
+        dm = datamodule(data_dir, None, limit=48)
+        encoder, _ = load_encoder(cfg.model, data_dir, 0.1)
+        module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, 64), 1e-3, 0.01, 0.1, seed=5)
+        seen: list[tuple[int, tuple, float]] = []
+
+        class Record(pl.Callback):
+            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+                if trainer.current_epoch == stop_in_epoch:
+                    raise _Stop()  # killed after the previous epoch's checkpoint
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                seen.append((trainer.global_step, tuple(batch["index"].tolist()), float(outputs["loss"])))
+
+        trainer = pl.Trainer(max_epochs=3, accelerator="cpu", logger=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0, use_distributed_sampler=False,
+                             limit_val_batches=0, callbacks=[Record(), pl.callbacks.ModelCheckpoint(
+                                 dirpath=tmp_path / name, save_last=True)])
+        try:
+            trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None)
+        except _Stop:
+            pass
+        return seen
+
+    whole = fit("whole")
+    killed = fit("killed", stop_in_epoch=1)
+    resumed = fit("resumed", resume=tmp_path / "killed" / "last.ckpt")
+    assert len(whole) == 9 and len(killed) == 3
+    assert killed + resumed == whole
+
+
 def padding(batches: list[list[int]], lengths: torch.Tensor) -> int:
     return sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in batches)
 

@@ -1,0 +1,87 @@
+"""SIGINT and SIGTERM as one exception, `Interrupted`, that nothing on the way up swallows.
+
+    with handling_interrupts():        # the CLI wraps every command in this
+        ...                            # Ctrl-C / SIGTERM raise Interrupted(signum) here
+    check()                            # at safe points: re-raise a signal whose exception was lost
+
+Why not KeyboardInterrupt: Lightning catches KeyboardInterrupt inside `fit`, ignores SIGINT from then on
+and calls `sys.exit(1)` (the run looked FAILED with `SystemExit: 1`, exit status 1). `Interrupted` derives
+from BaseException, not Exception, so `except Exception` blocks (a run loop recording failures and going
+on) let it through, and Lightning tears down and re-raises it.
+
+An exception raised while Python runs a finalizer (`__del__`, e.g. a profiler's) is printed and dropped;
+the signal is remembered (`pending()`) until `handling_interrupts` exits, and `check()` raises it again.
+
+Exit status: 128 + the signal number, the shell convention: 130 for SIGINT, 143 for SIGTERM (what SLURM
+sends on preemption and at the time limit; a launcher can requeue on 143).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_pending: int | None = None
+
+
+class Interrupted(BaseException):
+    """The process received SIGINT or SIGTERM; `exit_code` is 128 + the signal number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def _raise(signum: int, _frame) -> None:
+    global _pending
+    _pending = signum
+    raise Interrupted(signum)
+
+
+def pending() -> int | None:
+    """The signal received inside `handling_interrupts`, or None."""
+    return _pending
+
+
+def check() -> None:
+    """Raise `Interrupted` if a signal arrived (also one whose exception a finalizer dropped)."""
+    if _pending is not None:
+        raise Interrupted(_pending)
+
+
+def install() -> None:
+    """SIGINT and SIGTERM raise `Interrupted` from now on in this process (e.g. a worker process that
+    runs until its pool shuts down); call from the main thread."""
+    global _pending
+    _pending = None
+    for signum in SIGNALS:
+        signal.signal(signum, _raise)
+
+
+@contextmanager
+def handling_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM raise `Interrupted` inside the block (main thread only; elsewhere this does
+    nothing); the previous handlers come back after it."""
+    global _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    install()
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _pending = None

@@ -1,0 +1,106 @@
+"""core/claims.py: one holder at a time, across real processes; the OS frees a dead holder's claim."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from core.claims import ClaimHeld, Holder, claim, holder
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def hold_in_subprocess(path: Path, seconds: float = 60) -> subprocess.Popen:
+    """A separate process that takes the claim, prints "held" and sleeps."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from core.claims import claim
+        with claim({str(path)!r}):
+            print("held", flush=True)
+            time.sleep({seconds})
+    """)
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert process.stdout.readline().strip() == "held"
+    return process
+
+
+def test_a_free_claim_has_no_holder_and_the_holder_is_described(tmp_path):
+    path = tmp_path / "deep" / "claim.lock"
+    assert holder(path) is None  # no file yet
+    with claim(path) as me:
+        assert me.host == socket.gethostname() and me.pid == os.getpid() and me.since <= time.time()
+        assert holder(path) == me
+        assert str(me).startswith(f"{me.host}:{me.pid} since ")
+    assert holder(path) is None and path.exists()  # released; the lock file stays (see the module doc)
+
+
+def test_another_process_holding_it_makes_no_wait_raise_with_its_description(tmp_path):
+    path = tmp_path / "claim.lock"
+    other = hold_in_subprocess(path)
+    try:
+        found = holder(path)
+        assert found is not None and found.pid == other.pid and found.is_alive_here()
+        with pytest.raises(ClaimHeld, match=rf"run x is held by {socket.gethostname()}:{other.pid} since"):
+            with claim(path, wait=False, what="run x"):
+                pass
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_os_frees_the_claim_of_a_killed_holder(tmp_path):
+    path = tmp_path / "claim.lock"
+    other = hold_in_subprocess(path)
+    other.send_signal(signal.SIGKILL)
+    other.wait()
+    assert holder(path) is None
+    assert Holder(socket.gethostname(), other.pid, 0.0).is_alive_here() is False
+    with claim(path, wait=False) as me:
+        assert me.pid == os.getpid()
+
+
+def test_a_waiter_says_once_who_it_waits_for_and_gets_the_claim_when_released(tmp_path):
+    path = tmp_path / "claim.lock"
+    other = hold_in_subprocess(path, seconds=1.0)
+    seen: list[Holder] = []
+    start = time.time()
+    try:
+        with claim(path, on_wait=seen.append) as me:
+            assert me.pid == os.getpid()
+            assert time.time() - start >= 0.5  # only once the other released it (after ~1 s)
+    finally:
+        other.kill()
+        other.wait()
+    assert [h.pid for h in seen] == [other.pid]
+
+
+def test_two_threads_never_hold_it_together(tmp_path):
+    """flock locks belong to the open file, so two claims in one process exclude each other as well."""
+    path = tmp_path / "claim.lock"
+    inside, overlaps = [], []
+
+    def work():
+        for _ in range(20):
+            with claim(path):
+                inside.append(1)
+                if len(inside) > 1:
+                    overlaps.append(1)
+                time.sleep(0.001)
+                inside.pop()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not overlaps

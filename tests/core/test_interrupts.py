@@ -1,0 +1,46 @@
+"""core/interrupts.py: SIGINT / SIGTERM become Interrupted (exit 130 / 143), are not lost in finalizers,
+and the previous handlers come back."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+
+import pytest
+
+from core import interrupts
+from core.interrupts import Interrupted, handling_interrupts
+
+
+@pytest.mark.parametrize("signum, code, name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_a_signal_raises_interrupted_with_the_conventional_exit_code(signum, code, name):
+    before = signal.getsignal(signum)
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts():
+            os.kill(os.getpid(), signum)
+            sum(range(1000))  # the handler runs between bytecodes
+    assert raised.value.exit_code == code and str(raised.value) == name
+    assert not isinstance(raised.value, Exception)  # `except Exception` (a run loop) lets it through
+    assert signal.getsignal(signum) is before and interrupts.pending() is None
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped exception
+def test_a_signal_swallowed_by_a_finalizer_is_raised_again_by_check():
+    class SignalledWhileFinalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # the handler runs here: its exception is printed and dropped
+
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts():
+            SignalledWhileFinalized()
+            gc.collect()
+            assert interrupts.pending() == signal.SIGINT  # we got here: the exception was swallowed
+            interrupts.check()
+    assert raised.value.signum == signal.SIGINT
+
+
+def test_check_does_nothing_without_a_signal():
+    with handling_interrupts():
+        interrupts.check()

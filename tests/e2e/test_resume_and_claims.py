@@ -1,0 +1,137 @@
+"""Real `bioablate finetune` processes: killed (SIGKILL) and resumed to bitwise the uninterrupted result
+with one metric point per step; interrupted (SIGINT) to exit 130 and a KILLED run; two identical
+commands on one store computing one run (the second waits, or with --no-wait says who holds it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from ablations.config import build_config
+from ablations.finetune import identify
+from core.claims import claim
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# 4 training batches per epoch, 3 epochs, dropout on: the kill lands between epochs and the resumed run
+# must reproduce the data order and the dropout masks of the uninterrupted one.
+FINETUNE = ["finetune", "--task", "biosses", "finetune.max_train_examples=64", "finetune.max_eval_examples=16",
+            "finetune.epochs=3", "finetune.max_length=32", "finetune.dropout=0.1", "trainer.progress_bar=false",
+            "trainer.log_every_n_steps=1", "keep_checkpoints=true"]
+
+
+def bioablate(work_dir: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ablations.cli", *args, "--work-dir", str(work_dir)],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def wait_for(condition, timeout: float = 240, what: str = "") -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def runs(work_dir: Path):
+    client = MlflowClient(f"sqlite:///{work_dir}/mlruns.db")
+    return client, client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+def last_checkpoints(work_dir: Path) -> list[Path]:
+    return list(work_dir.glob("runs/*/checkpoints/last.ckpt"))
+
+
+def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def test_a_killed_finetune_resumes_to_the_uninterrupted_weights_and_scores(tmp_path, data_dir):
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    code, _, err = finish(bioablate(whole, *FINETUNE))
+    assert code == 0, err
+
+    victim = bioablate(killed, *FINETUNE)
+    wait_for(lambda: last_checkpoints(killed), what="the first epoch's checkpoint")
+    victim.send_signal(signal.SIGKILL)
+    assert finish(victim)[0] == -signal.SIGKILL  # killed mid-run, not finished
+    client, before = runs(killed)
+    assert [r.info.status for r in before] == ["RUNNING"]  # SIGKILL: nobody marked it
+    code, out, err = finish(bioablate(killed, *FINETUNE))
+    assert code == 0, err
+
+    whole_client, [reference] = runs(whole)
+    client, [resumed] = runs(killed)  # the killed attempt was deleted: one run
+    assert resumed.data.tags["fingerprint"] == reference.data.tags["fingerprint"]
+    assert resumed.data.tags["continues"] == before[0].info.run_id and resumed.info.status == "FINISHED"
+    # exactly one point per step, with the uninterrupted run's values
+    for key in ("dev/score", "train/loss"):
+        points = history(client, resumed.info.run_id, key)
+        assert len({step for step, _ in points}) == len(points), key
+        assert points == history(whole_client, reference.info.run_id, key), key
+    assert len(history(client, resumed.info.run_id, "dev/score")) == 3  # one per epoch
+    for key in ("best_dev/score", "test/score"):
+        assert resumed.data.metrics[key] == reference.data.metrics[key], key
+    # bitwise the same final weights (keep_checkpoints=true keeps last.ckpt)
+    [mine], [theirs] = last_checkpoints(killed), last_checkpoints(whole)
+    mine, theirs = (torch.load(p, map_location="cpu", weights_only=False)["state_dict"] for p in (mine, theirs))
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+
+def test_sigint_ends_the_run_killed_with_exit_130_and_a_rerun_finishes_it_clean(tmp_path, data_dir):
+    victim = bioablate(tmp_path, *FINETUNE)
+    wait_for(lambda: last_checkpoints(tmp_path), what="the first epoch's checkpoint")
+    victim.send_signal(signal.SIGINT)
+    code, _, err = finish(victim)
+    assert code == 130, err
+    assert "interrupted (SIGINT)" in err and "Traceback" not in err
+    client, [stopped] = runs(tmp_path)
+    assert stopped.info.status == "KILLED" and stopped.data.tags["stopped"] == "SIGINT"
+    assert "error" not in stopped.data.tags
+
+    code, out, err = finish(bioablate(tmp_path, *FINETUNE))
+    assert code == 0, err
+    client, [done] = runs(tmp_path)
+    assert done.info.status == "FINISHED" and done.data.tags["continues"] == stopped.info.run_id
+    assert "stopped" not in done.data.tags and "error" not in done.data.tags
+    assert len(history(client, done.info.run_id, "dev/score")) == 3
+
+
+def test_identical_finetunes_on_one_store_compute_one_run(tmp_path, data_dir):
+    cfg = build_config("micro", FINETUNE[3:], task="biosses", data_dir=str(data_dir), work_dir=str(tmp_path))
+    fingerprint = identify(cfg).fingerprint
+    with claim(tmp_path / "runs" / fingerprint / "claim.lock") as me:  # as another live process would
+        code, _, err = finish(bioablate(tmp_path, *FINETUNE, "--no-wait"))
+        assert code == 75 and f"run {fingerprint} is held by {me.host}:{me.pid} since" in err, (code, err)
+        waiter = bioablate(tmp_path, *FINETUNE)
+        deadline, line = time.time() + 240, ""
+        while "waiting for" not in line:
+            assert time.time() < deadline and waiter.poll() is None
+            line = waiter.stderr.readline()
+        assert f"waiting for {fingerprint} held by {me.host}:{me.pid} since" in line
+        time.sleep(2)
+        assert not runs(tmp_path)[1]  # nothing started while we hold it
+    second = bioablate(tmp_path, *FINETUNE)  # another identical command, while the waiter trains
+    results = [finish(waiter), finish(second)]
+    assert [code for code, _, _ in results] == [0, 0], results
+    assert sum("reused finished run" in out for _, out, _ in results) == 1
+    client, [run] = runs(tmp_path)  # one MLflow run, one clean history
+    assert run.info.status == "FINISHED"
+    assert len(history(client, run.info.run_id, "dev/score")) == 3
+    reported = {line.split()[-3] for _, out, _ in results for line in out.splitlines() if "fingerprint" in line}
+    assert reported == {run.info.run_id}  # both report the same run

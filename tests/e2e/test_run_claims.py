@@ -1,0 +1,93 @@
+"""Real `bioablate run` processes on one store: two at once compute each pretraining stage and each cell
+exactly once; SIGTERM stops the whole experiment (exit 143, parent and running cell KILLED); the parent of
+a SIGKILLed invocation is ended KILLED by the next one, which resumes the experiment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = """\
+name: claims-tiny
+description: one pretraining stage and two fine-tuning cells
+profile: micro
+models:
+  tiny:
+    label: tiny
+    pretrain: {corpus: pubmed, vocab: bert-base-uncased, masking: wwm}
+tasks: [biosses, gad]
+seeds: 1
+table: {title: tiny, rows: task, columns: model}
+"""
+SMALL = ["pretrain.max_words=5000", "pretrain.max_steps=4", "pretrain.checkpoint_every=2",
+         "finetune.max_train_examples=16", "finetune.max_eval_examples=16", "finetune.max_length=32"]
+
+
+def run(tmp_path: Path, *extra: str) -> subprocess.Popen:
+    experiment = tmp_path / "tiny.yaml"
+    experiment.write_text(EXPERIMENT)
+    return subprocess.Popen([sys.executable, "-m", "ablations.cli", "run", str(experiment), *SMALL, "--work-dir",
+                             str(tmp_path / "work"), *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+def all_runs(tmp_path: Path):
+    client = MlflowClient(f"sqlite:///{tmp_path}/work/mlruns.db")
+    return client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+def test_two_runs_of_one_experiment_compute_each_stage_and_cell_once(tmp_path, data_dir):
+    first, second = run(tmp_path), run(tmp_path)
+    results = [p.communicate(timeout=900) for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], [err[-4000:] for _, err in results]
+    runs = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") in ("pretrain", "finetune")]
+    by_kind = sorted((r.data.tags["kind"], r.data.tags.get("task", "")) for r in runs)
+    assert by_kind == [("finetune", "biosses"), ("finetune", "gad"), ("pretrain", "")]  # once each
+    assert all(r.info.status == "FINISHED" for r in runs)
+    computed = [line for out, _ in results for line in out.splitlines() if " computed " in line]
+    assert len(computed) == 3, results  # each stage and cell computed by one of the two
+    assert len(list((tmp_path / "work" / "models").iterdir())) == 1
+
+
+def test_sigterm_stops_the_experiment_and_a_killed_parent_is_ended_by_the_next_run(tmp_path, data_dir):
+    victim = run(tmp_path)
+    deadline = time.time() + 600
+    while not any(r.data.tags.get("kind") == "finetune" for r in all_runs(tmp_path)):
+        assert time.time() < deadline and victim.poll() is None
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGTERM)  # while the first cell trains
+    out, err = victim.communicate(timeout=300)
+    assert victim.returncode == 143, (out, err)
+    assert "interrupted (SIGTERM)" in err and "Traceback" not in err
+    runs = {r.data.tags.get("kind"): r for r in all_runs(tmp_path)}
+    assert runs["experiment"].info.status == "KILLED"
+    cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
+    assert [c.info.status for c in cells] == ["KILLED"]  # the loop stopped: the second cell never started
+
+    victim = run(tmp_path)  # now SIGKILL: nobody can mark its parent
+    deadline = time.time() + 600
+    while not [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "experiment"
+               and r.info.status == "RUNNING"]:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    rerun = run(tmp_path)
+    out, err = rerun.communicate(timeout=900)
+    assert rerun.returncode == 0, (out, err)
+    parents = sorted((r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "experiment"),
+                     key=lambda r: r.info.start_time)
+    assert [p.info.status for p in parents] == ["KILLED", "KILLED", "FINISHED"]
+    assert parents[1].data.tags["stopped"] == "its process died"
+    cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
+    assert sorted(c.info.status for c in cells) == ["FINISHED", "FINISHED"]
