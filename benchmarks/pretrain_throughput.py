@@ -166,6 +166,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="ours")
     parser.add_argument("--masking", choices=["wwm", "wordpiece"], default="wwm", help="ours")
     parser.add_argument("--compile", action="store_true", help="torch.compile the strong baseline's model")
+    parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
+                        "benchmarks.common's)")
     parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
     parser.add_argument("--max-words", type=int, default=300_000, help="PubMed words to tokenize")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
@@ -196,7 +198,8 @@ def run(args: argparse.Namespace) -> dict:
         sides[name], setups[name] = build_baseline(cfg, vocab_path, shards, plan, config, device, total,
                                                    strong=name == "hf-strong",
                                                    compile=args.compile and name == "hf-strong")
-    peaks = {"fp32": matmul_peak(torch.float32, device), "bf16": matmul_peak(torch.bfloat16, device)}
+    peaks = {"fp32": matmul_peak(torch.float32, device, args.peak_size),
+             "bf16": matmul_peak(torch.bfloat16, device, args.peak_size)}
     timings = interleaved(sides, rounds=args.rounds, warmup=args.warmup, device=device)
     size = SIZES[args.size]
     flops = transformer_train_flops_per_token(size["hidden_size"], size["num_layers"], size["intermediate_size"],
