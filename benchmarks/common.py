@@ -26,6 +26,28 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def bf16_native(device: torch.device | str) -> bool:
+    """Whether `device` computes bf16 matmuls in hardware: a CUDA GPU that supports bf16, or a CPU with
+    avx512_bf16 or AMX. Elsewhere bf16 is emulated and slower than fp32, so the best configuration a
+    practitioner would pick there (and `--precision auto` of the benchmarks) is fp32."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device | str) -> str:
+    """`auto` -> bf16 where the device computes it natively, else fp32; bf16 / fp32 as given."""
+    if precision != "auto":
+        return precision
+    return "bf16" if bf16_native(device) else "fp32"
+
+
 def reset_peak_memory(device: torch.device | str) -> None:
     """Start a new peak-memory measurement: CUDA's allocator statistics, or the process's peak RSS
     (Linux resets VmHWM when "5" is written to /proc/self/clear_refs; elsewhere the peak stays the

@@ -1,14 +1,16 @@
-"""Fine-tuning throughput: bioablate's training step vs a Hugging Face Trainer baseline, in one process.
+"""Fine-tuning throughput: bioablate's training step vs naive and strong Hugging Face Trainer baselines, in
+one process.
 
     python -m benchmarks.finetune_throughput --data-dir ../shared/data                 # CPU, mini size
     python -m benchmarks.finetune_throughput --device cuda --size base --rounds 20     # a GPU node
 
-Both sides train the same randomly initialised BERT (mini: 4 layers, 256 wide, 4 heads, intermediate 1024;
+All three sides train the same randomly initialised BERT (mini: 4 layers, 256 wide, 4 heads, intermediate 1024;
 base: BERT-base) on the same real training sentences, tokenized the same way (BLURB task encoders,
 labels on first sub-tokens), with the same batch size:
 
 - **ours**: `FinetuneDataModule` (tokenization cache, length-bucketed batches, dynamic padding) ->
-  `FineTuneModule.training_step` (encoder + task head + loss) under bf16 autocast -> backward -> AdamW
+  `FineTuneModule.training_step` (encoder + task head + loss) under bf16 autocast (`--precision auto`:
+  where the device computes bf16 natively, else fp32) -> backward -> AdamW
   (`lightning_modules.optim`: fused where supported) + schedule step.
 - **hf-naive**: what `run_ner.py` / `run_glue.py` with `--pad_to_max_length` do: inputs padded to the
   dataset's max length (512 for BC5-chem, 256 for ChemProt; `--baseline-max-length` to change it),
@@ -18,7 +20,8 @@ labels on first sub-tokens), with the same batch size:
   train_sampling_strategy="group_by_length", optim="adamw_torch_fused")` (transformers 5's spelling of
   `group_by_length=True`), the model with `attn_implementation="sdpa"`, dynamic padding
   (`DataCollatorForTokenClassification` / `DataCollatorWithPadding`, no pad-to-max), and with `--compile`
-  `torch_compile=True` (off by default: see docs/performance.md).
+  `torch_compile=True` (off by default: see docs/performance.md). `--strong-precision auto`: bf16=False
+  on a CPU that only emulates bf16, where a practitioner would not pick it.
 
 Both baselines run the HF `Trainer`'s own machinery: its train dataloader (sampler, collator), its
 `_prepare_for_training` (Accelerate's `prepare`: bf16 autocast, compilation; the optimizer and
@@ -27,8 +30,8 @@ loop does after it: gradient clipping at `max_grad_norm`, optimizer step, schedu
 (Running `Trainer.train()` for N steps would include the same work plus logging, but could not be
 interleaved with ours.)
 
-Steps alternate between the three (benchmarks.common.interleaved), so a busy machine slows both alike and
-the ratio stays fair. Reported: examples/s, real (non-pad) tokens/s, their ratio, and MFU = model FLOPs
+Steps alternate between the three (benchmarks.common.interleaved), so a busy machine slows all alike and
+the ratios stay fair. Reported: examples/s, real (non-pad) tokens/s, our ratio to each baseline, and MFU = model FLOPs
 of the real tokens per second / the measured matmul peak of the dtype each side computes in.
 """
 
@@ -45,7 +48,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import interleaved, machine, matmul_peak, transformer_train_flops_per_token
+from benchmarks.common import (bf16_native, interleaved, machine, matmul_peak, resolve_precision,
+                               transformer_train_flops_per_token)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing
@@ -140,9 +144,10 @@ def hf_examples(dm, pad_to: int | None) -> list[dict]:
 
 
 def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: int, tmp: Path,
-                   strong: bool = False, compile: bool = False, steps_per_round: int = 1):
+                   strong: bool = False, compile: bool = False, steps_per_round: int = 1, precision: str = "bf16"):
     """A HF Trainer over the same encoded examples: naive (padded to `length`, fp32) or, with `strong`,
-    bf16 + SDPA + dynamic padding + group_by_length + fused AdamW (+ torch_compile with `compile`)."""
+    `precision` (bf16 where the device has it) + SDPA + dynamic padding + group_by_length + fused AdamW
+    (+ torch_compile with `compile`)."""
     from transformers import (BertConfig, BertForSequenceClassification, BertForTokenClassification,
                               DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer,
                               TrainingArguments, default_data_collator)
@@ -159,7 +164,7 @@ def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: i
     if strong:
         collator = (DataCollatorForTokenClassification(dm.tokenizer) if token_task
                     else DataCollatorWithPadding(dm.tokenizer))
-        tuned = dict(bf16=True, train_sampling_strategy="group_by_length", torch_compile=compile,
+        tuned = dict(bf16=precision == "bf16", train_sampling_strategy="group_by_length", torch_compile=compile,
                      optim="adamw_torch_fused" if device.type in ("cuda", "cpu") else "adamw_torch")
     else:
         collator, tuned = default_data_collator, {}
@@ -197,26 +202,27 @@ def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: i
         tokens.append(real_tokens)
         return float(examples)
 
-    setup = {"dtype": "bf16" if strong else "fp32", "attention": model.config._attn_implementation
+    setup = {"dtype": precision if strong else "fp32", "attention": model.config._attn_implementation
              if hasattr(model, "config") else "sdpa", "optim": str(args.optim.value), "compiled": compile,
              "padded_to": None if strong else length}
     return step, tokens, setup
 
 
 def benchmark(task: str, args: argparse.Namespace, device: torch.device) -> dict:
+    precision, strong_precision = (resolve_precision(p, device) for p in (args.precision, args.strong_precision))
     ours, our_tokens, dm, encoder, length = build_ours(
-        task, args.size, args.batch_size, device, args.work_dir, args.data_dir, args.precision, args.max_length,
+        task, args.size, args.batch_size, device, args.work_dir, args.data_dir, precision, args.max_length,
         args.steps_per_round, args.max_train_examples)
     baseline_length = args.baseline_max_length or length
     sides, tokens = {"ours": ours}, {"ours": our_tokens}
-    setups = {"ours": {"dtype": args.precision}}
+    setups = {"ours": {"dtype": precision}}
     steps = {"ours": args.steps_per_round, "hf-naive": 1, "hf-strong": args.steps_per_round}
     with tempfile.TemporaryDirectory() as tmp:
         for name in BASELINES:
             strong = name == "hf-strong"
             sides[name], tokens[name], setups[name] = build_baseline(
                 dm, encoder, args.batch_size, device, baseline_length, Path(tmp) / name, strong=strong,
-                compile=strong and args.compile, steps_per_round=steps[name])
+                compile=strong and args.compile, steps_per_round=steps[name], precision=strong_precision)
         timings = interleaved(sides, rounds=args.rounds, warmup=args.warmup, device=device)
     size = SIZES[args.size]
     out = {"task": task, "size": args.size, "batch_size": args.batch_size, "device": machine(),
@@ -246,7 +252,10 @@ def parser() -> argparse.ArgumentParser:
                              "in length; hf-naive's padded batches do not, it takes one step per round)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads for all sides (default: torch's; "
                                                      "1 is steadier on a CPU that other jobs share)")
-    parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="ours")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
+                        help="ours (auto: bf16 where the device computes it natively, else fp32)")
+    parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
+                        help="hf-strong: bf16=True or not (auto: as --precision)")
     parser.add_argument("--compile", action="store_true", help="hf-strong with torch_compile=True")
     parser.add_argument("--max-length", type=int, help="truncation length (default: the dataset's)")
     parser.add_argument("--baseline-max-length", type=int, help="hf-naive's padding (default: --max-length); "
@@ -271,7 +280,10 @@ def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 baseline computes in fp32, as its peak
-    peaks = {dtype: matmul_peak(torch_dtype, device, args.peak_size) for dtype, torch_dtype in DTYPES.items()}
+    # the peak of each dtype a side computes in (a CPU that only emulates bf16 takes seconds per bf16
+    # matmul, and no side computes in it there)
+    used = {"fp32", *(resolve_precision(p, device) for p in (args.precision, args.strong_precision))}
+    peaks = {dtype: matmul_peak(DTYPES[dtype], device, args.peak_size) for dtype in sorted(used)}
     results = [benchmark(task, args, device) for task in args.task]
     # a busy machine depresses a one-second peak measurement: measure again after the timings and keep
     # the better one, so MFU is not inflated by one unlucky measurement
@@ -280,14 +292,13 @@ def run(args: argparse.Namespace) -> dict:
     for r in results:
         for name in ("ours", *BASELINES):
             r[name]["mfu"] = r[name]["model_flops_per_s"] / peaks[r[name]["dtype"]]
-    return {"device": machine(), "peaks": peaks, "results": results}
+    return {"device": machine(), "bf16_native": bf16_native(device), "peaks": peaks, "results": results}
 
 
 def report(out: dict) -> str:
     peaks = out["peaks"]
-    lines = [f"machine: {out['device']}",
-             f"matmul peak (best of before/after): fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, "
-             f"bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s"]
+    lines = [f"machine: {out['device']}, bf16 native: {out['bf16_native']}",
+             "matmul peak (best of before/after): " + ", ".join(f"{d} {v / 1e9:.1f} GFLOP/s" for d, v in peaks.items())]
     for r in out["results"]:
         lines += [f"{r['task']} ({r['size']}, batch {r['batch_size']}, truncation {r['max_length']}, "
                   f"hf-naive padded to {r['baseline_padded_to']}):",
