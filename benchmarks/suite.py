@@ -25,6 +25,7 @@ JSON is rewritten after every section, so an interrupted run keeps what it measu
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import sys
@@ -53,6 +54,9 @@ SMOKE_TASK = "bc5-chem"
 
 def measured(device: torch.device, section):
     """Run `section()` (a dict of results) and add its wall time and peak memory."""
+    gc.collect()  # the models of the section before (reference cycles through the HF Trainer) go first
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     reset_peak_memory(device)
     start = time.perf_counter()
     result = section()
