@@ -202,9 +202,8 @@ def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: i
         tokens.append(real_tokens)
         return float(examples)
 
-    setup = {"dtype": precision if strong else "fp32", "attention": model.config._attn_implementation
-             if hasattr(model, "config") else "sdpa", "optim": str(args.optim.value), "compiled": compile,
-             "padded_to": None if strong else length}
+    setup = {"dtype": precision if strong else "fp32", "attention": trainer.model.config._attn_implementation,
+             "optim": str(args.optim.value), "compiled": compile, "padded_to": None if strong else length}
     return step, tokens, setup
 
 

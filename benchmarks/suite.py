@@ -66,7 +66,8 @@ def measured(device: torch.device, section):
 
 
 def common_args(args: argparse.Namespace) -> list[str]:
-    out = ["--device", args.device, "--size", args.model_size, "--work-dir", str(args.work_dir)]
+    # the throughput benchmarks know the same three sizes
+    out = ["--device", args.device, "--size", args.size, "--work-dir", str(args.work_dir)]
     if args.data_dir:
         out += ["--data-dir", str(args.data_dir)]
     if args.threads:
@@ -211,7 +212,6 @@ def main(argv: list[str] | None = None) -> int:
     from ablations.config import resolve_work_dir
 
     args.size = args.size or ("base" if device.type == "cuda" else "mini")
-    args.model_size = args.size  # the throughput benchmarks know the same three sizes
     args.smoke_steps = args.smoke_steps or SUITE_SIZES[args.size]["smoke_steps"]
     args.work_dir = (args.work_dir or resolve_work_dir(None)).resolve()
     started = datetime.now()
