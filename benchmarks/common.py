@@ -10,6 +10,7 @@ credit for the positions the loss throws away.
 
 from __future__ import annotations
 
+import resource
 import statistics
 import time
 from dataclasses import dataclass
@@ -23,6 +24,59 @@ from ablations.hardware import machine  # noqa: F401  (re-exported for the bench
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def bf16_native(device: torch.device | str) -> bool:
+    """Whether `device` computes bf16 matmuls in hardware: a CUDA GPU that supports bf16, or a CPU with
+    avx512_bf16 or AMX. Elsewhere bf16 is emulated and slower than fp32, so the best configuration a
+    practitioner would pick there (and `--precision auto` of the benchmarks) is fp32."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device | str) -> str:
+    """`auto` -> bf16 where the device computes it natively, else fp32; bf16 / fp32 as given."""
+    if precision != "auto":
+        return precision
+    return "bf16" if bf16_native(device) else "fp32"
+
+
+def reset_peak_memory(device: torch.device | str) -> None:
+    """Start a new peak-memory measurement: CUDA's allocator statistics, or the process's peak RSS
+    (Linux resets VmHWM when "5" is written to /proc/self/clear_refs; elsewhere the peak stays the
+    process's since it started, as `peak_memory` then says)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_memory(device: torch.device | str) -> dict:
+    """Peak memory since `reset_peak_memory`: `torch.cuda.max_memory_allocated` on CUDA, the peak RSS
+    (VmHWM) on a CPU. `what` names which one (`rss_since_start` where the peak could not be reset)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return {"bytes": torch.cuda.max_memory_allocated(device), "what": "cuda_max_memory_allocated"}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return {"bytes": int(line.split()[1]) * 1024, "what": "peak_rss"}
+    except OSError:
+        pass
+    return {"bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "what": "rss_since_start"}
 
 
 def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", size: int | None = None,

@@ -1,25 +1,37 @@
-"""Fine-tuning throughput: bioablate's training step vs a Hugging Face Trainer baseline, in one process.
+"""Fine-tuning throughput: bioablate's training step vs naive and strong Hugging Face Trainer baselines, in
+one process.
 
     python -m benchmarks.finetune_throughput --data-dir ../shared/data                 # CPU, mini size
     python -m benchmarks.finetune_throughput --device cuda --size base --rounds 20     # a GPU node
 
-Both sides train the same randomly initialised BERT (mini: 4 layers, 256 wide, 4 heads, intermediate 1024;
+All three sides train the same randomly initialised BERT (mini: 4 layers, 256 wide, 4 heads, intermediate 1024;
 base: BERT-base) on the same real training sentences, tokenized the same way (BLURB task encoders,
 labels on first sub-tokens), with the same batch size:
 
 - **ours**: `FinetuneDataModule` (tokenization cache, length-bucketed batches, dynamic padding) ->
-  `FineTuneModule.training_step` (encoder + task head + loss) under bf16 autocast -> backward -> AdamW
+  `FineTuneModule.training_step` (encoder + task head + loss) under bf16 autocast (`--precision auto`:
+  where the device computes bf16 natively, else fp32) -> backward -> AdamW
   (`lightning_modules.optim`: fused where supported) + schedule step.
-- **baseline**: what `run_ner.py` / `run_glue.py` with `--pad_to_max_length` do: inputs padded to the
+- **hf-naive**: what `run_ner.py` / `run_glue.py` with `--pad_to_max_length` do: inputs padded to the
   dataset's max length (512 for BC5-chem, 256 for ChemProt; `--baseline-max-length` to change it),
-  `BertForTokenClassification` / `BertForSequenceClassification` in fp32, the HF `Trainer`'s own
-  `training_step` (forward, loss, backward through Accelerate) on batches from the Trainer's own train
-  dataloader, followed by what `Trainer`'s inner loop does after it: gradient clipping at
-  `max_grad_norm`, optimizer step, scheduler step, `zero_grad`. (Running `Trainer.train()` for N steps
-  would include the same work plus logging, but could not be interleaved with ours.)
+  `BertForTokenClassification` / `BertForSequenceClassification` in fp32, random batches, the Trainer's
+  default optimizer.
+- **hf-strong**: the best configuration of the same stack: `TrainingArguments(bf16=True,
+  train_sampling_strategy="group_by_length", optim="adamw_torch_fused")` (transformers 5's spelling of
+  `group_by_length=True`), the model with `attn_implementation="sdpa"`, dynamic padding
+  (`DataCollatorForTokenClassification` / `DataCollatorWithPadding`, no pad-to-max), and with `--compile`
+  `torch_compile=True` (off by default: see docs/performance.md). `--strong-precision auto`: bf16=False
+  on a CPU that only emulates bf16, where a practitioner would not pick it.
 
-Steps alternate between the two (benchmarks.common.interleaved), so a busy machine slows both alike and
-the ratio stays fair. Reported: examples/s, real (non-pad) tokens/s, their ratio, and MFU = model FLOPs
+Both baselines run the HF `Trainer`'s own machinery: its train dataloader (sampler, collator), its
+`_prepare_for_training` (Accelerate's `prepare`: bf16 autocast, compilation; the optimizer and
+scheduler), its `training_step` (forward, loss, backward through Accelerate), followed by what its inner
+loop does after it: gradient clipping at `max_grad_norm`, optimizer step, scheduler step, `zero_grad`.
+(Running `Trainer.train()` for N steps would include the same work plus logging, but could not be
+interleaved with ours.)
+
+Steps alternate between the three (benchmarks.common.interleaved), so a busy machine slows all alike and
+the ratios stay fair. Reported: examples/s, real (non-pad) tokens/s, our ratio to each baseline, and MFU = model FLOPs
 of the real tokens per second / the measured matmul peak of the dtype each side computes in.
 """
 
@@ -30,20 +42,25 @@ import json
 import logging
 import tempfile
 import warnings
-from itertools import count, cycle
+from itertools import count
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
-from benchmarks.common import interleaved, machine, matmul_peak, transformer_train_flops_per_token
+from benchmarks.common import (bf16_native, interleaved, machine, matmul_peak, resolve_precision,
+                               transformer_train_flops_per_token)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-SIZES = {"mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
+# micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing
+SIZES = {"micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256),
+         "mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
          "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072)}
 
 
 def build_ours(task: str, size: str, batch_size: int, device: torch.device, work_dir: Path, data_dir: Path,
-               precision: str, max_length: int | None, steps_per_round: int = 1):
+               precision: str, max_length: int | None, steps_per_round: int = 1,
+               max_train_examples: int | None = None):
     from ablations.config import build_config
     from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
     from datamodules.registry import get_dataset
@@ -59,7 +76,7 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
     length = min(max_length or spec.max_length, encoder.config.max_position_embeddings)
     options = FinetuneDataOptions(max_length=length, batch_size=batch_size, eval_batch_size=batch_size,
-                                  bucketing=True, seed=0)
+                                  bucketing=True, max_train_examples=max_train_examples, seed=0)
     dm = FinetuneDataModule(spec, data_dir, tokenizer, options, cache_dir=work_dir / "cache" / "tokenized")
     dm.setup()
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
@@ -101,10 +118,39 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     return step, tokens, dm, encoder, length
 
 
-def build_baseline(task: str, dm, encoder, batch_size: int, device: torch.device, length: int, tmp: Path):
-    """HF Trainer over the same encoded examples, padded to `length` like `--pad_to_max_length`."""
+BASELINES = ("hf-naive", "hf-strong")
+
+
+def hf_examples(dm, pad_to: int | None) -> list[dict]:
+    """The datamodule's encoded training examples as rows for a HF collator: padded to `pad_to` (as
+    `--pad_to_max_length`; tensors for `default_data_collator`) or, with None, unpadded lists for the
+    dynamic-padding collators."""
+    token_task = dm.encoder.output_kind == "token"
+    split, pad_id = dm.features["train"], dm.tokenizer.pad_token_id
+    rows = []
+    for i in range(len(split)):
+        batch = split.batch([i], pad_id)
+        if pad_to is None:
+            row = {k: batch[k][0].tolist() for k in ("input_ids", "attention_mask", "token_type_ids")}
+            row["labels"] = batch["labels"][0].tolist()
+        else:
+            pad = pad_to - batch["input_ids"].shape[1]
+            row = {"input_ids": F.pad(batch["input_ids"][0], (0, pad), value=pad_id),
+                   "attention_mask": F.pad(batch["attention_mask"][0], (0, pad)),
+                   "token_type_ids": F.pad(batch["token_type_ids"][0], (0, pad))}
+            row["labels"] = F.pad(batch["labels"][0], (0, pad), value=-100) if token_task else batch["labels"][0]
+        rows.append(row)
+    return rows
+
+
+def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: int, tmp: Path,
+                   strong: bool = False, compile: bool = False, steps_per_round: int = 1, precision: str = "bf16"):
+    """A HF Trainer over the same encoded examples: naive (padded to `length`, fp32) or, with `strong`,
+    `precision` (bf16 where the device has it) + SDPA + dynamic padding + group_by_length + fused AdamW
+    (+ torch_compile with `compile`)."""
     from transformers import (BertConfig, BertForSequenceClassification, BertForTokenClassification,
-                              Trainer, TrainingArguments, default_data_collator)
+                              DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer,
+                              TrainingArguments, default_data_collator)
 
     token_task = dm.encoder.output_kind == "token"
     c = encoder.config
@@ -114,71 +160,85 @@ def build_baseline(task: str, dm, encoder, batch_size: int, device: torch.device
                         num_labels=dm.encoder.num_labels)
     torch.manual_seed(0)
     model_cls = BertForTokenClassification if token_task else BertForSequenceClassification
-    model = model_cls(config)
-    split = dm.features["train"]
-    examples = []
-    for i in range(len(split)):
-        batch = split.batch([i], dm.tokenizer.pad_token_id)
-        width = batch["input_ids"].shape[1]
-        pad = length - width
-        row = {"input_ids": torch.nn.functional.pad(batch["input_ids"][0], (0, pad), value=dm.tokenizer.pad_token_id),
-               "attention_mask": torch.nn.functional.pad(batch["attention_mask"][0], (0, pad)),
-               "token_type_ids": torch.nn.functional.pad(batch["token_type_ids"][0], (0, pad))}
-        row["labels"] = (torch.nn.functional.pad(batch["labels"][0], (0, pad), value=-100) if token_task
-                         else batch["labels"][0])
-        examples.append(row)
+    model = model_cls._from_config(config, attn_implementation="sdpa") if strong else model_cls(config)
+    if strong:
+        collator = (DataCollatorForTokenClassification(dm.tokenizer) if token_task
+                    else DataCollatorWithPadding(dm.tokenizer))
+        tuned = dict(bf16=precision == "bf16", train_sampling_strategy="group_by_length", torch_compile=compile,
+                     optim="adamw_torch_fused" if device.type in ("cuda", "cpu") else "adamw_torch")
+    else:
+        collator, tuned = default_data_collator, {}
     args = TrainingArguments(output_dir=str(tmp), per_device_train_batch_size=batch_size, learning_rate=1e-4,
                              weight_decay=0.01, warmup_steps=10_000, max_steps=100_000, report_to=[],
                              use_cpu=device.type == "cpu", remove_unused_columns=False, save_strategy="no",
-                             logging_strategy="no", disable_tqdm=True, dataloader_drop_last=True)
-    trainer = Trainer(model=model, args=args, train_dataset=examples, data_collator=default_data_collator)
-    trainer.create_optimizer_and_scheduler(num_training_steps=args.max_steps)
+                             logging_strategy="no", disable_tqdm=True, dataloader_drop_last=True, **tuned)
+    trainer = Trainer(model=model, args=args, train_dataset=hf_examples(dm, None if strong else length),
+                      data_collator=collator, processing_class=dm.tokenizer)
+    # what Trainer._inner_training_loop does before its first step: the dataloader, then Accelerate's
+    # prepare (autocast, compilation), the optimizer and the scheduler
+    model, loader = trainer._prepare_for_training(args.max_steps, trainer.get_train_dataloader(), None)
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's own loop; no accumulation here
-    model = trainer.model
-    loader = cycle(trainer.get_train_dataloader())
+
+    def batches():
+        for epoch in count():  # a new order each epoch, as Trainer's loop does
+            if hasattr(loader, "set_epoch"):
+                loader.set_epoch(epoch)
+            yield from loader
+
+    stream = batches()
     tokens: list[int] = []
 
     def step() -> float:
-        inputs = next(loader)
-        trainer.training_step(model, inputs)
-        trainer._clip_grad_norm(model)
-        trainer.optimizer.step()
-        trainer.lr_scheduler.step()
-        model.zero_grad()
-        tokens.append(int(inputs["attention_mask"].sum()))
-        return float(len(inputs["input_ids"]))
+        examples = real_tokens = 0
+        for _ in range(steps_per_round):
+            inputs = next(stream)
+            trainer.training_step(model, inputs)
+            trainer._clip_grad_norm(model)
+            trainer.optimizer.step()
+            trainer.lr_scheduler.step()
+            model.zero_grad()
+            examples += len(inputs["input_ids"])
+            real_tokens += int(inputs["attention_mask"].sum())
+        tokens.append(real_tokens)
+        return float(examples)
 
-    return step, tokens
+    setup = {"dtype": precision if strong else "fp32", "attention": trainer.model.config._attn_implementation,
+             "optim": str(args.optim.value), "compiled": compile, "padded_to": None if strong else length}
+    return step, tokens, setup
 
 
 def benchmark(task: str, args: argparse.Namespace, device: torch.device) -> dict:
+    precision, strong_precision = (resolve_precision(p, device) for p in (args.precision, args.strong_precision))
     ours, our_tokens, dm, encoder, length = build_ours(
-        task, args.size, args.batch_size, device, args.work_dir, args.data_dir, args.precision, args.max_length,
-        args.steps_per_round)
+        task, args.size, args.batch_size, device, args.work_dir, args.data_dir, precision, args.max_length,
+        args.steps_per_round, args.max_train_examples)
     baseline_length = args.baseline_max_length or length
+    sides, tokens = {"ours": ours}, {"ours": our_tokens}
+    setups = {"ours": {"dtype": precision}}
+    steps = {"ours": args.steps_per_round, "hf-naive": 1, "hf-strong": args.steps_per_round}
     with tempfile.TemporaryDirectory() as tmp:
-        base, base_tokens = build_baseline(task, dm, encoder, args.batch_size, device, baseline_length, Path(tmp))
-        timings = interleaved({"ours": ours, "hf-trainer": base}, rounds=args.rounds, warmup=args.warmup,
-                              device=device)
+        for name in BASELINES:
+            strong = name == "hf-strong"
+            sides[name], tokens[name], setups[name] = build_baseline(
+                dm, encoder, args.batch_size, device, baseline_length, Path(tmp) / name, strong=strong,
+                compile=strong and args.compile, steps_per_round=steps[name], precision=strong_precision)
+        timings = interleaved(sides, rounds=args.rounds, warmup=args.warmup, device=device)
     size = SIZES[args.size]
     out = {"task": task, "size": args.size, "batch_size": args.batch_size, "device": machine(),
-           "steps_per_round": {"ours": args.steps_per_round, "hf-trainer": 1},
-           "max_length": length, "baseline_padded_to": baseline_length}
-    for name, tokens, dtype in (("ours", our_tokens, args.precision), ("hf-trainer", base_tokens, "fp32")):
-        t = timings[name]
-        measured = tokens[-len(t.seconds):]  # the warm-up steps come first
+           "steps_per_round": steps, "max_length": length, "baseline_padded_to": baseline_length}
+    for name, t in timings.items():
+        measured = tokens[name][-len(t.seconds):]  # the warm-up steps come first
         per_example = sum(measured) / sum(t.items)  # real tokens per example
         flops = transformer_train_flops_per_token(size["hidden_size"], size["num_layers"],
                                                   size["intermediate_size"], int(per_example))
         tokens_per_s = sum(measured) / sum(t.seconds)
-        out[name] = {"examples_per_s": t.per_second, "tokens_per_s": tokens_per_s, "dtype": dtype,
-                     "model_flops_per_s": flops * tokens_per_s, "step_spread": t.spread,
-                     "rounds": len(t.seconds)}
-    out["ratio"] = out["ours"]["examples_per_s"] / out["hf-trainer"]["examples_per_s"]
+        out[name] = {**setups[name], "examples_per_s": t.per_second, "tokens_per_s": tokens_per_s,
+                     "model_flops_per_s": flops * tokens_per_s, "step_spread": t.spread, "rounds": len(t.seconds)}
+    out["ratios"] = {b: out["ours"]["examples_per_s"] / out[b]["examples_per_s"] for b in BASELINES}
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", nargs="+", default=["bc5-chem", "chemprot"])
     parser.add_argument("--size", choices=sorted(SIZES), default="mini")
@@ -187,53 +247,79 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6, help="timed rounds (one call of each side per round)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
     parser.add_argument("--steps-per-round", type=int, default=8,
-                        help="our optimizer steps per round (bucketed batch lengths vary; the baseline's "
-                             "padded batches do not, it takes one step per round)")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads for both sides (default: torch's; "
+                        help="optimizer steps per round of ours and of hf-strong (length-grouped batches vary "
+                             "in length; hf-naive's padded batches do not, it takes one step per round)")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads for all sides (default: torch's; "
                                                      "1 is steadier on a CPU that other jobs share)")
-    parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="ours")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
+                        help="ours (auto: bf16 where the device computes it natively, else fp32)")
+    parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
+                        help="hf-strong: bf16=True or not (auto: as --precision)")
+    parser.add_argument("--compile", action="store_true", help="hf-strong with torch_compile=True")
     parser.add_argument("--max-length", type=int, help="truncation length (default: the dataset's)")
-    parser.add_argument("--baseline-max-length", type=int, help="baseline padding (default: --max-length); "
+    parser.add_argument("--baseline-max-length", type=int, help="hf-naive's padding (default: --max-length); "
                         "shorter than an example truncates it, as run_ner.py's --max_seq_length does")
+    parser.add_argument("--max-train-examples", type=int, help="train on a prefix of a seeded shuffle (micro)")
+    parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
+                        "benchmarks.common's)")
     parser.add_argument("--data-dir", type=Path, help="staged datasets (default: $BIOABLATE_DATA)")
     parser.add_argument("--work-dir", type=Path, help="for the tokenization cache (default: ./outputs)")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def run(args: argparse.Namespace) -> dict:
+    """Time every task's three sides and return the results (what --json writes)."""
     from ablations.config import resolve_data_dir, resolve_work_dir
 
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
     args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
     args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir
-    if args.threads:
-        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device visible")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 baseline computes in fp32, as its peak
-    peaks = {dtype: matmul_peak(torch_dtype, device) for dtype, torch_dtype in DTYPES.items()}
-    print(f"machine: {machine()}")
+    # the peak of each dtype a side computes in (a CPU that only emulates bf16 takes seconds per bf16
+    # matmul, and no side computes in it there)
+    used = {"fp32", *(resolve_precision(p, device) for p in (args.precision, args.strong_precision))}
+    peaks = {dtype: matmul_peak(DTYPES[dtype], device, args.peak_size) for dtype in sorted(used)}
     results = [benchmark(task, args, device) for task in args.task]
     # a busy machine depresses a one-second peak measurement: measure again after the timings and keep
     # the better one, so MFU is not inflated by one unlucky measurement
     for dtype in peaks:
-        peaks[dtype] = max(peaks[dtype], matmul_peak(DTYPES[dtype], device))
-    print(f"matmul peak (best of before/after): fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, "
-          f"bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s")
+        peaks[dtype] = max(peaks[dtype], matmul_peak(DTYPES[dtype], device, args.peak_size))
     for r in results:
-        print(f"\n{r['task']} ({args.size}, batch {args.batch_size}, truncation {r['max_length']}, "
-              f"baseline padded to {r['baseline_padded_to']}):")
-        print(f"  {'':<11}{'examples/s':>11}{'tokens/s':>11}{'MFU':>8}  dtype  round spread")
-        for name in ("ours", "hf-trainer"):
+        for name in ("ours", *BASELINES):
+            r[name]["mfu"] = r[name]["model_flops_per_s"] / peaks[r[name]["dtype"]]
+    return {"device": machine(), "bf16_native": bf16_native(device), "peaks": peaks, "results": results}
+
+
+def report(out: dict) -> str:
+    peaks = out["peaks"]
+    lines = [f"machine: {out['device']}, bf16 native: {out['bf16_native']}",
+             "matmul peak (best of before/after): " + ", ".join(f"{d} {v / 1e9:.1f} GFLOP/s" for d, v in peaks.items())]
+    for r in out["results"]:
+        lines += [f"{r['task']} ({r['size']}, batch {r['batch_size']}, truncation {r['max_length']}, "
+                  f"hf-naive padded to {r['baseline_padded_to']}):",
+                  f"  {'':<11}{'examples/s':>11}{'tokens/s':>11}{'MFU':>8}  dtype  round spread"]
+        for name in ("ours", *BASELINES):
             x = r[name]
-            x["mfu"] = x["model_flops_per_s"] / peaks[x["dtype"]]
-            print(f"  {name:<11}{x['examples_per_s']:>11.1f}{x['tokens_per_s']:>11.0f}{x['mfu']:>8.1%}  "
-                  f"{x['dtype']:<5}  {x['step_spread']:.0%}")
-        print(f"  ratio (examples/s, ours / baseline): {r['ratio']:.1f}x")
+            lines.append(f"  {name:<11}{x['examples_per_s']:>11.1f}{x['tokens_per_s']:>11.0f}{x['mfu']:>8.1%}  "
+                         f"{x['dtype']:<5}  {x['step_spread']:.0%}")
+        lines += [f"  ratio (examples/s, ours / {b}): {r['ratios'][b]:.1f}x" for b in BASELINES]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser().error("--device cuda: no CUDA device visible")
+    out = run(args)
+    print(report(out))
     if args.json:
-        args.json.write_text(json.dumps({"peaks": peaks, "results": results}, indent=1))
+        args.json.write_text(json.dumps(out, indent=1))
     return 0
 
 
