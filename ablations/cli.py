@@ -722,7 +722,14 @@ COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_d
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse gives a command's trailing positionals (`run EXP --profile micro key=value`) only the
+    # arguments before the first option: overrides written after options are overrides too
+    trailing = "overrides" if hasattr(args, "overrides") else "rest" if hasattr(args, "rest") else None
+    if extra and trailing and all("=" in e and not e.startswith("-") for e in extra):
+        setattr(args, trailing, [*getattr(args, trailing), *extra])
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     group = getattr(args, f"{args.command}_command", None)  # `data stats`, `vocab train`: a subcommand
     key = (args.command, group) if group else args.command

@@ -252,3 +252,12 @@ def test_a_terminal_is_told_at_once_what_is_loading(monkeypatch, capsys):
     lines = terminal.getvalue().splitlines()
     assert code == 2 and lines[0] == "bioablate: loading bc5-chemm and random-bert ..."
     assert lines[1].startswith("bioablate: error: unknown task 'bc5-chemm'")
+
+
+def test_overrides_written_after_options_are_overrides(capsys, data_dir):
+    # `run EXP --profile micro key=value`: the override is read (and range-checked), not refused as unknown
+    code, _, err = run_cli(capsys, "run", "quickstart", "--profile", "micro", "--dry-run", "--data-dir",
+                           str(data_dir), "finetune.epochs=0")
+    assert_one_line_error(code, err, "finetune.epochs = 0", "must be >= 1")
+    with pytest.raises(SystemExit):  # an unknown option is still argparse's error
+        main(["run", "quickstart", "--dry-run", "--bogus"])
