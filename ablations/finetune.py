@@ -90,8 +90,10 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
 def check_max_length(cfg: DictConfig) -> None:
     """An explicit finetune.max_length the model cannot take is an error (never silently clamped: the
     logged param would then name a length the run did not use)."""
+    if cfg.finetune.max_length is None:  # the dataset's own length, which every encoder here takes
+        return
     limit = max_positions(cfg.model)
-    if cfg.finetune.max_length is not None and cfg.finetune.max_length > limit:
+    if cfg.finetune.max_length > limit:
         raise ConfigError(f"finetune.max_length = {cfg.finetune.max_length}: above the maximum input length "
                           f"of model '{cfg.model.name_or_path}' ({limit} positions); set finetune.max_length "
                           f"<= {limit} (config key finetune.max_length)")

@@ -60,8 +60,10 @@ from pytorch_lightning.loggers import Logger
 from ablations.config import resolve_tracking_uri, resolve_work_dir
 from ablations.tracking import Tracker, git_commit
 from core import interrupts
+from core.interrupts import Interrupted
 from core.claims import ClaimHeld, Holder, claim
 from core.distributed import is_ddp_worker
+from lightning_modules.checkpoints import usable_checkpoint
 from lightning_modules.preemption import CheckpointOnSignal, Preempted
 
 log = logging.getLogger("bioablate")
@@ -186,19 +188,27 @@ class TrackedRun:
             return
         previous = self.previous
         takeover = previous is not None and previous.info.status != "FINISHED" and not self.force
-        self.resuming = takeover and self.last_checkpoint.exists()
+        # an unreadable checkpoint (truncated by a full disk, a kill mid-write) is set aside: start afresh
+        self.resuming = takeover and usable_checkpoint(self.last_checkpoint) is not None
         if self.resuming:
             self.run_id = self._continue(previous, checkpoint_step(self.last_checkpoint))
             log.info("resuming %s (%s) from its checkpoint as MLflow run %s", previous.info.run_id,
                      previous.info.status, self.run_id)
         else:
-            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)  # a new run never resumes stale weights
+            for stale in self.checkpoint_dir.glob("*"):  # a new run never resumes stale weights (a set-aside
+                if not stale.name.endswith(".unreadable"):  # unreadable one stays, for a look at what broke)
+                    shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
             if takeover:  # nothing it computed is kept
                 self.tracker.client.delete_run(previous.info.run_id)
             self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint, "git_commit": git_commit(),
                                                      **tags}, params)
         if self.holder is not None:
-            self._claim_tags()
+            try:
+                self._claim_tags()
+            except Interrupted as stop:  # as in Tracker.create: the run must not stay RUNNING
+                self.tracker.client.set_tag(self.run_id, "stopped", str(stop))
+                self.tracker.client.set_terminated(self.run_id, "KILLED")
+                raise
 
     def _continue(self, previous: Run, step: int) -> str:
         """A new run continuing `previous`: its params, tags and metric points below `step`; then

@@ -46,6 +46,14 @@ def git_commit() -> str:
         return "unknown"
 
 
+def _creating(tracking_uri: str):
+    """Two processes starting on a new SQLite store would both create its tables (one fails): the first
+    touch of one happens under a lock beside it, one process at a time. Other stores need none."""
+    if tracking_uri.startswith("sqlite:///"):
+        return claim(Path(tracking_uri.removeprefix("sqlite:///") + ".lock"))
+    return nullcontext()
+
+
 @functools.lru_cache(maxsize=None)
 def check_tracking_uri(tracking_uri: str) -> None:
     """Fail in seconds, as one ConfigError naming the URI, where MLflow would retry for minutes (an HTTP
@@ -68,7 +76,8 @@ def check_tracking_uri(tracking_uri: str) -> None:
                               "--tracking-uri (default: sqlite:///<work-dir>/mlruns.db)") from None
         return
     try:
-        MlflowClient(tracking_uri).search_experiments(max_results=1)
+        with _creating(tracking_uri):  # the first client of a new SQLite store creates its tables
+            MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
         raise ConfigError(f"tracking URI {tracking_uri}: cannot open the store ({type(e).__name__}: "
                           f"{' '.join(str(e).split())[:300]}); a local store is sqlite:///<path>/mlruns.db in "
@@ -82,10 +91,7 @@ class Tracker:
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
-        # Two processes starting on a new SQLite store would both create its tables (one fails): one at a time
-        lock = (Path(tracking_uri.removeprefix("sqlite:///") + ".lock") if tracking_uri.startswith("sqlite:///")
-                else None)
-        with claim(lock) if lock is not None else nullcontext():
+        with _creating(tracking_uri):
             self.experiment_id = self._experiment_id(experiment_name, artifact_root)
 
     def _experiment_id(self, name: str, artifact_root: Path | None) -> str:
@@ -113,8 +119,13 @@ class Tracker:
     def create(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
         items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
-        for start in range(0, len(items), PARAMS_PER_BATCH):
-            self.client.log_batch(run.info.run_id, params=items[start:start + PARAMS_PER_BATCH])
+        try:
+            for start in range(0, len(items), PARAMS_PER_BATCH):
+                self.client.log_batch(run.info.run_id, params=items[start:start + PARAMS_PER_BATCH])
+        except Interrupted as stop:  # the run exists, `tracked_run` has not begun: it must not stay RUNNING
+            self.client.set_tag(run.info.run_id, "stopped", str(stop))
+            self.client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
+            raise
         return run.info.run_id
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
@@ -127,8 +138,8 @@ class Tracker:
         """FINISHED if the body completes; KILLED on Ctrl-C, SIGTERM (`core.interrupts.Interrupted`) or one
         of `stop_exceptions` (a deliberate stop, e.g. an Optuna trial being pruned), tagged `stopped` (the
         exception's name, or the signal's); FAILED, tagged `error`, otherwise."""
-        self.client.update_run(run_id, status="RUNNING")
-        try:
+        try:  # an interrupt while marking it RUNNING must end it KILLED as well
+            self.client.update_run(run_id, status="RUNNING")
             with preserved_tracking_env():
                 yield run_id
         except (KeyboardInterrupt, Interrupted, *stop_exceptions) as stop:

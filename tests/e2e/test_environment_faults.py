@@ -66,6 +66,7 @@ def test_a_truncated_last_checkpoint_is_set_aside_and_the_rerun_finishes(tmp_pat
     assert recovered.returncode == 0 and reused.returncode == 0, recovered.stderr + reused.stderr
     assert f"checkpoint {last} is unreadable" in recovered.stderr and "starts from scratch" in recovered.stderr
     assert "reused finished run" in reused.stdout
-    [rerun] = finetune_runs(tmp_path)
-    assert rerun.info.run_id == run.info.run_id and rerun.info.status == "FINISHED"
+    [rerun] = finetune_runs(tmp_path)  # the failed run, with nothing to continue from, made way for a fresh one
+    assert rerun.info.status == "FINISHED" and rerun.info.run_id != run.info.run_id
+    assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(run.info.run_id).info.lifecycle_stage == "deleted"
     assert (last.parent / "last.ckpt.unreadable").exists() and last.exists()  # set aside; a new one written
