@@ -72,7 +72,7 @@ def test_sigterm_stops_the_experiment_and_a_killed_parent_is_ended_by_the_next_r
     runs = {r.data.tags.get("kind"): r for r in all_runs(tmp_path)}
     assert runs["experiment"].info.status == "KILLED"
     cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
-    assert [c.info.status for c in cells] == ["KILLED"]  # the loop stopped: the second cell never started
+    assert [c.info.status for c in cells] == ["KILLED"], [(c.info.status, c.data.tags, err[-3000:]) for c in cells]  # the loop stopped: the second cell never started
 
     victim = run(tmp_path)  # now SIGKILL: nobody can mark its parent
     deadline = time.time() + 600
