@@ -195,9 +195,7 @@ class TrackedRun:
             log.info("resuming %s (%s) from its checkpoint as MLflow run %s", previous.info.run_id,
                      previous.info.status, self.run_id)
         else:
-            for stale in self.checkpoint_dir.glob("*"):  # a new run never resumes stale weights (a set-aside
-                if not stale.name.endswith(".unreadable"):  # unreadable one stays, for a look at what broke)
-                    shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+            self._remove_stale_checkpoints()
             if takeover:  # nothing it computed is kept
                 self.tracker.client.delete_run(previous.info.run_id)
             self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint, "git_commit": git_commit(),
@@ -209,6 +207,17 @@ class TrackedRun:
                 self.tracker.client.set_tag(self.run_id, "stopped", str(stop))
                 self.tracker.client.set_terminated(self.run_id, "KILLED")
                 raise
+
+    def _remove_stale_checkpoints(self) -> None:
+        """A new run never resumes stale weights; a checkpoint set aside as unreadable stays, for a look at
+        what broke."""
+        kept = list(self.checkpoint_dir.glob("*.unreadable"))
+        if not kept:
+            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+            return
+        for stale in self.checkpoint_dir.iterdir():
+            if stale not in kept:
+                shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
 
     def _continue(self, previous: Run, step: int) -> str:
         """A new run continuing `previous`: its params, tags and metric points below `step`; then
@@ -225,8 +234,9 @@ class TrackedRun:
 
     @property
     def resume_from(self) -> Path | None:
-        """The checkpoint to resume training from: `last.ckpt` when taking over an unfinished run (in a
-        worker: whenever it exists, as rank 0 removed it otherwise)."""
+        """The checkpoint to resume training from: `last.ckpt` when taking over an unfinished run (`start`
+        checked it is readable, and set an unreadable one aside), in a worker whenever it exists (rank 0
+        removed it otherwise)."""
         if (self.resuming or self.is_worker) and self.last_checkpoint.exists():
             return self.last_checkpoint
         return None
