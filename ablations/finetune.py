@@ -189,8 +189,9 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         # length bucketing): Lightning must not wrap them in a DistributedSampler
         use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
     )
-    resume_from = usable_checkpoint(run.resume_from, set_aside=not run.is_worker)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
+    # rank 0 checked it in `run.start` (setting an unreadable one aside); a worker checks it here
+    resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
     best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
     trainer.test(module, datamodule=datamodule, ckpt_path=checkpoints.best_model_path or None, verbose=False,
                  weights_only=True)

@@ -334,8 +334,9 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
     )
-    resume_from = usable_checkpoint(run.resume_from, set_aside=not run.is_worker)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
+    # rank 0 checked it in `run.start` (setting an unreadable one aside); a worker checks it here
+    resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
     if trainer.is_global_zero:
         model = exported_model(module.model)
         card = _card(cfg, inputs, shards, run, trainer, model, len(vocab))

@@ -10,6 +10,8 @@ credit for the positions the loss throws away.
 
 from __future__ import annotations
 
+import argparse
+import json
 import resource
 import statistics
 import time
@@ -142,3 +144,19 @@ def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int 
             out[name].seconds.append(time.perf_counter() - start)
             out[name].items.append(items)
     return out
+
+
+def benchmark_main(make_parser: Callable[[], argparse.ArgumentParser], run: Callable, report: Callable,
+                   argv: list[str] | None) -> int:
+    """The command line both throughput benchmarks share: threads, device check, run, report, --json."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device visible")
+    out = run(args)
+    print(report(out))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0

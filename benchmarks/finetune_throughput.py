@@ -38,7 +38,6 @@ of the real tokens per second / the measured matmul peak of the dtype each side 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import tempfile
 import warnings
@@ -48,7 +47,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import (bf16_native, interleaved, machine, matmul_peak, resolve_precision,
+from benchmarks.common import (benchmark_main, bf16_native, interleaved, machine, matmul_peak, resolve_precision,
                                transformer_train_flops_per_token)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -311,16 +310,7 @@ def report(out: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        parser().error("--device cuda: no CUDA device visible")
-    out = run(args)
-    print(report(out))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    return 0
+    return benchmark_main(parser, run, report, argv)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ a baseline computing it at every position gets no credit for the positions the l
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import warnings
@@ -43,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import (bf16_native, interleaved, machine, matmul_peak, resolve_precision,
+from benchmarks.common import (benchmark_main, bf16_native, interleaved, machine, matmul_peak, resolve_precision,
                                transformer_train_flops_per_token)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -254,16 +253,7 @@ def report(out: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        parser().error("--device cuda: no CUDA device visible")
-    out = run(args)
-    print(report(out))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    return 0
+    return benchmark_main(parser, run, report, argv)
 
 
 if __name__ == "__main__":

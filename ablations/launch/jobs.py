@@ -55,6 +55,28 @@ def _requeue_and_exit(reason: str, limit: int) -> None:
     sys.exit(-1)  # SystemExit: submitit writes no result for it
 
 
+def _execute(kind: str, cfg: Any, tags: dict[str, str], max_requeues: int) -> dict[str, Any]:
+    """One run, as `bioablate run` executes it, inside a job: a preemption requeues the job, a failed
+    run fails it."""
+    from ablations.runner import execute
+
+    try:
+        out = execute(kind, cfg, {**tags, "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})
+    except Preempted as stop:
+        _requeue_and_exit(str(stop), max_requeues)
+    if "error" in out:
+        raise JobFailed(out["error"])
+    return out
+
+
+class _Requeueable:
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """submitit: the job is being preempted or timed out outside training: rerun the same call."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self)
+
+
 @dataclass
 class ExperimentSource:
     """How the submitting command loaded the experiment, to load it again in the job."""
@@ -74,7 +96,7 @@ class ExperimentSource:
 
 
 @dataclass
-class PlannedRunJob:
+class PlannedRunJob(_Requeueable):
     source: ExperimentSource
     kind: str  # PRETRAIN | FINETUNE
     name: str  # the stage's name, or the cell's model/task/variant/seed
@@ -83,7 +105,6 @@ class PlannedRunJob:
     def __call__(self) -> dict[str, Any]:
         from ablations.experiment import PRETRAIN, Store, resolve_cell, stage_states
         from ablations.results import BLOCKED, FINISHED
-        from ablations.runner import execute
 
         with _job_process():
             experiment = self.source.load()
@@ -101,24 +122,11 @@ class PlannedRunJob:
                 return {"run_id": planned.run_id, "fingerprint": planned.fingerprint, "reused": True}
             if planned.status == BLOCKED:
                 raise JobFailed(planned.reason)
-            tags = {"experiment": experiment.name, "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
-            try:
-                out = execute(planned.kind, planned.config, tags)
-            except Preempted as stop:
-                _requeue_and_exit(str(stop), self.max_requeues)
-        if "error" in out:
-            raise JobFailed(out["error"])
-        return out
-
-    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        """submitit: the job is being preempted or timed out outside training: rerun the same call."""
-        import submitit
-
-        return submitit.helpers.DelayedSubmission(self)
+            return _execute(planned.kind, planned.config, {"experiment": experiment.name}, self.max_requeues)
 
 
 @dataclass
-class ConfigRunJob:
+class ConfigRunJob(_Requeueable):
     """One `bioablate pretrain` / `finetune` run of a resolved config (under srun: one per DDP rank)."""
 
     kind: str  # pretrain | finetune
@@ -128,26 +136,12 @@ class ConfigRunJob:
     def __call__(self) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
-        from ablations.runner import execute
-
         with _job_process():
-            try:
-                out = execute(self.kind, OmegaConf.create(self.config),
-                              {"slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})
-            except Preempted as stop:
-                _requeue_and_exit(str(stop), self.max_requeues)
-        if "error" in out:
-            raise JobFailed(out["error"])
-        return out
-
-    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        import submitit
-
-        return submitit.helpers.DelayedSubmission(self)
+            return _execute(self.kind, OmegaConf.create(self.config), {}, self.max_requeues)
 
 
 @dataclass
-class CommandJob:
+class CommandJob(_Requeueable):
     argv: list[str]  # `bioablate` arguments
     max_requeues: int = 3
 
@@ -161,8 +155,3 @@ class CommandJob:
         if code:
             raise JobFailed(f"bioablate {' '.join(self.argv)} exited with {code}")
         return code
-
-    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        import submitit
-
-        return submitit.helpers.DelayedSubmission(self)

@@ -42,7 +42,7 @@ def run(tmp_path: Path, *extra: str) -> subprocess.Popen:
 
 
 def all_runs(tmp_path: Path):
-    client = MlflowClient(f"sqlite:///{tmp_path}/work/mlruns.db")
+    client = MlflowClient("sqlite:///" + str(tmp_path / "work" / "mlruns.db"))
     return client.search_runs([e.experiment_id for e in client.search_experiments()])
 
 
