@@ -1,5 +1,8 @@
 """The `bioablate` command line: `bioablate --help`, and `bioablate COMMAND --help` for each command,
 whose page ends with examples (ablations/cli_help.py; tests/ablations/test_cli.py parses each of them).
+This module holds the parser, `main` and the one-line error handling; the commands themselves are in
+cli_runs.py (finetune, pretrain, run, status, table), cli_data.py (data, vocab, list), cli_sweep.py and
+cli_serve.py (ui, server, export, predict).
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED. SIGINT (Ctrl-C) and SIGTERM mark the run KILLED and exit 130 and 143 (128 + the
@@ -13,11 +16,13 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
-import os
 import sys
-from pathlib import Path
 
+from ablations.cli_data import cmd_data_fetch, cmd_data_stats, cmd_list, cmd_vocab_compare, cmd_vocab_train
 from ablations.cli_help import VersionAction, announce, describe_commands, examples
+from ablations.cli_runs import cmd_finetune, cmd_pretrain, cmd_run, cmd_status, cmd_table
+from ablations.cli_serve import cmd_export, cmd_predict, cmd_server, cmd_ui
+from ablations.cli_sweep import cmd_sweep
 from core.claims import ClaimHeld
 from core.console import quiet_libraries
 from core.errors import BioablateError
@@ -40,6 +45,21 @@ def _add_no_wait(parser: argparse.ArgumentParser) -> None:
                              "(default: wait for it, then reuse its result)")
 
 
+def _add_store_options(parser: argparse.ArgumentParser,
+                        work_dir_help: str = "outputs, checkpoints, caches") -> None:
+    """Where runs go: the work directory and the MLflow store (by default inside it)."""
+    parser.add_argument("--work-dir", help=f"{work_dir_help} (default: $BIOABLATE_WORK or ./outputs)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+
+
+def _add_experiment_options(parser: argparse.ArgumentParser, work_dir_help: str, overrides_help: str) -> None:
+    """What finds an experiment's runs again (`status`, `table`): profile, store, the overrides it ran with."""
+    parser.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
+    _add_store_options(parser, work_dir_help)
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
+    _add_common(parser)
+
+
 def _add_run_options(parser: argparse.ArgumentParser, override_example: str) -> None:
     """What every command that trains takes: profile, seed, where things go, --force, overrides."""
     _add_common(parser)
@@ -47,9 +67,7 @@ def _add_run_options(parser: argparse.ArgumentParser, override_example: str) -> 
     parser.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
     _add_no_wait(parser)
     parser.add_argument("--profile", default="micro", help="micro | mini | base (default: micro)")
-    parser.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
-    parser.add_argument("--tracking-uri",
-                        help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    _add_store_options(parser)
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help=f"config overrides (`bioablate list keys`), e.g. {override_example}")
 
@@ -188,8 +206,7 @@ def _sweep_command(sub) -> None:
     sw.add_argument("--task", help="dataset, overriding the YAML's `task`")
     sw.add_argument("--study", help="study name (default: the YAML's `study`, else <yaml name>-<task>)")
     sw.add_argument("--output", help="`best` only: write the YAML here (default: <work-dir>/sweeps/<study>.yaml)")
-    sw.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
-    sw.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    _add_store_options(sw)
     _add_launcher_options(sw)
     _add_common(sw)
 
@@ -210,8 +227,7 @@ def _run_command(sub) -> None:
     rn.add_argument("--ddp", action="store_true", help="give each run --devices devices (DDP) instead")
     rn.add_argument("--dry-run", action="store_true", help="print the plan (what would be computed or reused)")
     _add_no_wait(rn)
-    rn.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
-    rn.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    _add_store_options(rn)
     rn.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run, e.g. finetune.epochs=5")
     _add_launcher_options(rn)
@@ -224,11 +240,7 @@ def _status_command(sub) -> None:
                         **examples("bioablate status table13_tagging --profile base",
                                    "bioablate status my-exp.yaml --tracking-uri http://login1:5000"))
     st.add_argument("experiment", metavar="EXPERIMENT.yaml")
-    st.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
-    st.add_argument("--work-dir", help="outputs, checkpoints, caches (default: $BIOABLATE_WORK or ./outputs)")
-    st.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
-    st.add_argument("overrides", nargs="*", metavar="key=value", help="the overrides the run was given")
-    _add_common(st)
+    _add_experiment_options(st, "outputs, checkpoints, caches", "the overrides the run was given")
 
 
 def _server_command(sub) -> None:
@@ -259,11 +271,7 @@ def _table_command(sub) -> None:
                                   "(default: <work-dir>/tables/<experiment>/)")
     tb.add_argument("--zero-based", action="store_true",
                     help="start the figure's y axis at 0 (default: it spans the data, min to max)")
-    tb.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
-    tb.add_argument("--work-dir", help="where the runs went (default: $BIOABLATE_WORK or ./outputs)")
-    tb.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
-    tb.add_argument("overrides", nargs="*", metavar="key=value", help="overrides the experiment ran with")
-    _add_common(tb)
+    _add_experiment_options(tb, "where the runs went", "overrides the experiment ran with")
 
 
 def _ui_command(sub) -> None:
@@ -283,8 +291,7 @@ def _export_command(sub) -> None:
                         **examples("bioablate export 3f2a9c0d1e2b4a5f --to models/bc5-chem-tagger"))
     ex.add_argument("run", metavar="RUN", help="the run's MLflow run id or fingerprint")
     ex.add_argument("--to", required=True, metavar="DIR", help="folder to write (new, empty, or an earlier export)")
-    ex.add_argument("--work-dir", help="where the run went (default: $BIOABLATE_WORK or ./outputs)")
-    ex.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+    _add_store_options(ex, "where the run went")
 
 
 def _predict_command(sub) -> None:
@@ -322,386 +329,6 @@ def build_parser() -> argparse.ArgumentParser:
     _predict_command(sub)
     describe_commands(parser)
     return parser
-
-
-def cmd_finetune(args: argparse.Namespace) -> int:
-    from ablations.config import build_config
-    from ablations.finetune import run_finetune
-
-    from core.errors import ConfigError
-
-    if args.task is None and not args.config:
-        raise ConfigError("--task is required (or a --config file that sets `task`)")
-    cfg = build_config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
-                       data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
-                       **{"model.name_or_path": args.model,
-                          "datasets": args.datasets})
-    result = run_finetune(cfg, force=args.force, wait=args.wait)
-    if result.run_id is None:  # a DDP worker process: rank 0 reports
-        return 0
-    state = "reused finished run" if result.reused else "finished"
-    print(f"{cfg.task}: {state} {result.run_id} (fingerprint {result.fingerprint})")
-    print("  best dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items())
-                                     if k in ("score", "f1", "precision", "recall")))
-    print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items())
-                                     if k in ("score", "f1", "precision", "recall")))
-    print(f"  MLflow: {result.tracking_uri}  (browse: bioablate ui --tracking-uri {result.tracking_uri})")
-    return 0
-
-
-def cmd_data_stats(args: argparse.Namespace) -> int:
-    from ablations.config import resolve_data_dir
-    from datamodules.registry import dataset_names, get_dataset
-
-    data_dir = resolve_data_dir(args.data_dir)
-    names = args.task or dataset_names()
-    for name in names:
-        get_dataset(name)  # an unknown name fails before any reading
-    _print_stats(data_dir, names, args.tagging)
-    return 0
-
-
-def _print_stats(data_dir: Path, names: list[str], tagging: str | None) -> None:
-    from datamodules.registry import check_data_dir, get_dataset
-    from datamodules.stats import dataset_stats, render
-
-    check_data_dir(data_dir, names)
-    rows, notes = [], {}
-    for name in names:
-        spec = get_dataset(name)
-        rows += dataset_stats(spec, data_dir, tagging)
-        notes[name] = spec.notes
-    print(render(rows, notes))
-
-
-def cmd_data_fetch(args: argparse.Namespace) -> int:
-    """Stats go to stdout, progress and the summary to stderr: stdout equals `data stats` of the folder."""
-    from datamodules.fetch import fetch_data, summary
-
-    result = fetch_data(Path(args.to) if args.to else None, args.only, args.mirror, args.jobs,
-                        show_progress=sys.stderr.isatty())
-    print(summary(result), file=sys.stderr)
-    names = [name for name in result.groups if name != "vocab"]
-    if names:
-        _print_stats(result.data_dir, names, None)
-    return 0
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    from ablations.catalog import listing
-
-    print("\n".join(listing(args.what, args.profile)))
-    return 0
-
-
-def cmd_pretrain(args: argparse.Namespace) -> int:
-    from ablations.config import build_config
-    from ablations.pretrain import EXPERIMENT, dry_run, run_pretrain
-
-    overrides = list(args.overrides)
-    if not any(o.startswith("experiment_name=") for o in overrides):
-        overrides.insert(0, f"experiment_name={EXPERIMENT}")
-    cfg = build_config(args.profile, overrides, task="pretrain", seed=args.seed, data_dir=args.data_dir,
-                       work_dir=args.work_dir, tracking_uri=args.tracking_uri,
-                       **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
-                          "pretrain.masking": args.masking, "pretrain.objective": args.objective,
-                          "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
-                          "trainer.devices": args.devices, "trainer.num_nodes": args.num_nodes,
-                          "trainer.strategy": args.strategy})
-    if args.dry_run:
-        print("\n".join(dry_run(cfg)))
-        return 0
-    if args.launcher == "slurm":
-        return _pretrain_on_slurm(args, cfg)
-    result = run_pretrain(cfg, force=args.force, wait=args.wait)
-    if result.run_id is None:  # a DDP worker process: rank 0 reports
-        return 0
-    state = "reused finished run" if result.reused else "finished"
-    print(f"pretrain: {state} {result.run_id} (fingerprint {result.fingerprint})")
-    if result.losses:
-        print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
-              f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
-    print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
-    print(f"  MLflow: {result.tracking_uri}")
-    return 0
-
-
-def _launcher_layer(cfg, args: argparse.Namespace):
-    """`cfg` with the --launcher-config file's `launcher:` block merged on."""
-    from ablations.config import merge_layer
-    from core.errors import ConfigError
-    from core.schema import load_yaml
-
-    if not args.launcher_config:
-        return cfg
-    layer = load_yaml(args.launcher_config)
-    if set(layer.keys()) != {"launcher"}:
-        raise ConfigError(f"{args.launcher_config}: expected one top-level key, `launcher:` (found "
-                          f"{', '.join(map(str, layer.keys())) or 'none'})")
-    return merge_layer(cfg, layer, args.launcher_config)
-
-
-def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
-    from ablations.config import resolve_work_dir
-    from ablations.launch import submit_pretraining, wait_for
-    from core.errors import ConfigError
-
-    cfg = _launcher_layer(cfg, args)
-    launcher = cfg.launcher
-    nodes = args.nodes or launcher.nodes
-    tasks = args.gpus_per_node or launcher.gpus_per_node or max(1, launcher.gpus_per_run)
-    if nodes < 1 or tasks < 1:
-        raise ConfigError(f"--nodes and --gpus-per-node must be at least 1 (got {nodes}, {tasks})")
-    cfg.trainer.num_nodes, cfg.trainer.devices = nodes, tasks
-    if nodes * tasks > 1:
-        cfg.trainer.strategy = "ddp"
-    if not launcher.gpus_per_run:
-        cfg.trainer.accelerator = "cpu"
-    if args.force:
-        raise ConfigError("--force is not supported with --launcher slurm; remove the run's MLflow run instead")
-    folder = resolve_work_dir(cfg) / "slurm" / "pretrain"
-    job = submit_pretraining(cfg, folder, nodes, tasks)
-    print(f"submitted pretraining job {job}: {nodes} node(s) x {tasks} rank(s); logs: {folder / 'logs'}")
-    if args.follow:
-        wait_for([job])
-        from ablations.launch.slurm import result_of
-
-        outcome = result_of(folder / "logs", job)
-        print(f"job {job}: {outcome.state if outcome else 'ended without a result'}"
-              + (f": {outcome.reason}" if outcome and outcome.reason else ""))
-        return 0 if outcome is not None and outcome.state == "ENDED" else 1
-    return 0
-
-
-def cmd_vocab_train(args: argparse.Namespace) -> int:
-    from ablations.config import PretrainConfig, resolve_data_dir
-    from core.schema import check_ranges
-    from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
-    from datamodules.pretrain.vocab import check_vocab_size, train_wordpiece
-
-    check_vocab_size(args.size, "--size")  # before reading any corpus
-    check_ranges("--max-words/--min-words", PretrainConfig, vars(args), "pretrain.")  # keys as pretrain's
-    data_dir = resolve_data_dir(args.data_dir)
-    corpus = load_corpus(args.corpus, data_dir, max_words=args.max_words, min_words=args.min_words,
-                         exclude_pmids=evaluation_pmids(data_dir))
-    path = train_wordpiece(corpus.sentences(), args.size, not args.cased, Path(args.out))  # one streamed pass
-    print(f"{path}: {sum(1 for _ in open(path, encoding='utf-8'))} entries from {corpus.stats.words} words "
-          f"of {args.corpus}")
-    return 0
-
-
-def cmd_vocab_compare(args: argparse.Namespace) -> int:
-    from ablations.config import resolve_data_dir
-    from ablations.tables import FORMATS, render_grid, table1_grid, table8_grid
-    from ablations.vocab_compare import table1, table8
-    from core.errors import UnknownNameError
-    from datamodules.registry import dataset_names, get_dataset
-
-    if args.format not in FORMATS:  # before computing anything
-        raise UnknownNameError("table format", args.format, FORMATS)
-    data_dir = resolve_data_dir(args.data_dir)
-    vocabs = args.vocab or ["bert-base-uncased", "scibert-scivocab-uncased", "pubmedbert-uncased"]
-    print(render_grid(table1_grid(table1(vocabs, data_dir)), args.format), end="")
-    if not args.no_table8:
-        names = args.task or dataset_names()
-        for name in names:
-            get_dataset(name)
-        print()
-        print(render_grid(table8_grid(table8(args.general, args.domain, data_dir, names), args.general, args.domain),
-                          args.format), end="")
-    return 0
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    from ablations.config import resolve_work_dir
-    from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, best_config, default_storage,
-                                 finetune_command, load_sweep, run_sweep, ui_command)
-    from core.errors import ConfigError
-
-    if args.target == "best":
-        work_dir = resolve_work_dir() if args.work_dir is None else Path(args.work_dir).expanduser().resolve()
-        place = Place(str(work_dir), args.storage, args.data_dir, args.tracking_uri)
-        if len(args.rest) != 1:
-            raise ConfigError("usage: bioablate sweep best STUDY [--work-dir DIR] [--storage URL] [--output FILE]")
-        storage = args.storage or os.environ.get(STORAGE_ENV) or default_storage(work_dir)
-        best = best_config(args.rest[0], storage)
-        out = Path(args.output).resolve() if args.output else work_dir / "sweeps" / f"{args.rest[0]}.yaml"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(best.text)
-        print(best.text, end="")
-        print(f"# written to {out}")
-        print(f"# rerun it: {finetune_command(out, best.profile, best.seeds[0], place)}")
-        return 0
-    spec = load_sweep(args.target, task=args.task, overrides=args.rest, n_trials=args.n_trials,
-                      study=args.study)
-    if args.launcher == "slurm":
-        return _sweep_on_slurm(args, spec)
-    summary = run_sweep(spec, args.storage, args.workers, args.worker_index,
-                        SweepPaths(args.data_dir, args.work_dir, args.tracking_uri), verbose=args.verbose)
-    counts = ", ".join(f"{n} {state.lower()}" for state, n in sorted(summary.counts.items()))
-    print(f"study '{summary.study}' ({summary.storage}): {counts or 'no trials'}; "
-          f"target {summary.n_trials} finished")
-    if summary.best_value is not None:
-        print(f"  best {spec.metric}: {summary.best_value:.4f} with "
-              + ", ".join(f"{k}={v}" for k, v in summary.best_params.items()))
-    place = Place(summary.work_dir, args.storage, args.data_dir, args.tracking_uri)
-    print(f"  MLflow parent run {summary.parent_run_id} in {summary.tracking_uri}")
-    print(f"  browse: {ui_command(place)}")
-    print(f"  export the best: {best_command(summary.study, place)}")
-    failed_workers = [code for code in summary.worker_exit_codes if code != 0]
-    return 0 if summary.complete and not failed_workers else 1
-
-
-def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
-    """K worker jobs on the study's server database (`--workers K`), each `sweep --workers 1`."""
-    import optuna
-
-    from ablations.config import build_config, resolve_tracking_uri, resolve_work_dir
-    from ablations.launch import check_shared_store, submit_sweep_workers, wait_for
-    from ablations.sweep import STORAGE_ENV, SweepPaths
-    from ablations.sweep.storage import redact
-    from ablations.sweep.worker import worker_argv
-    from core.errors import ConfigError
-
-    url = args.storage or os.environ.get(STORAGE_ENV)
-    if not url or url.startswith("sqlite"):
-        raise ConfigError("--launcher slurm: worker jobs share the study through a server database; pass "
-                          "--storage postgresql+psycopg2://user:password@host/db (or set BIOABLATE_SWEEP_STORAGE)")
-    redact(url)
-    cfg = _launcher_layer(build_config("micro", [o for o in spec.cli_overrides if o.startswith("launcher.")],
-                                       task="sweep", work_dir=args.work_dir, tracking_uri=args.tracking_uri), args)
-    work_dir = resolve_work_dir(cfg)
-    tracking_uri = resolve_tracking_uri(cfg, work_dir)
-    check_shared_store(tracking_uri)
-    os.environ[STORAGE_ENV] = url  # the jobs inherit it (sbatch exports the environment): no password in argv
-    paths = SweepPaths(args.data_dir, str(work_dir), tracking_uri)
-    argvs = [worker_argv(spec, paths, args.worker_index + i, args.verbose) for i in range(args.workers)]
-    folder = work_dir / "slurm" / f"sweep-{spec.study}"
-    jobs = submit_sweep_workers(argvs, cfg.launcher, folder, f"sweep:{spec.study}")
-    print(f"study '{spec.study}' ({redact(url)}): submitted {len(jobs)} worker job(s) {', '.join(jobs)}; "
-          f"logs: {folder / 'logs'}")
-    if not args.follow:
-        return 0
-    wait_for(jobs)
-    study = optuna.load_study(study_name=spec.study, storage=url)
-    states = [t.state.name for t in study.get_trials(deepcopy=False)]
-    counts = ", ".join(f"{states.count(s)} {s.lower()}" for s in sorted(set(states)))
-    print(f"study '{spec.study}': {counts or 'no trials'}; target {spec.n_trials} finished")
-    return 0 if states.count("COMPLETE") + states.count("PRUNED") >= spec.n_trials else 1
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from ablations.experiment import load_experiment, plan_lines
-    from ablations.runner import run_experiment
-    from ablations.tables import render_experiment
-    from core.distributed import is_ddp_worker
-    from core.errors import ConfigError
-
-    if args.devices < 1:
-        raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
-    overrides = list(args.overrides)
-    if args.ddp:
-        overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
-    experiment = load_experiment(args.experiment, profile=args.profile, overrides=overrides,
-                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
-    if args.dry_run:
-        print("\n".join(plan_lines(experiment)))
-        return 0
-    if args.launcher == "slurm":
-        return _run_on_slurm(args, experiment)
-    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp, wait=args.wait)
-    if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
-        return 0
-    print("\n".join(summary.lines()))
-    print()
-    print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
-    print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
-          f"parent run {summary.parent_run_id}")
-    return 0 if summary.ok else 1
-
-
-def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
-    from ablations.launch import status_lines, submit_experiment, wait_for
-    from ablations.results import FINISHED
-    from ablations.tables import render_experiment
-    from core.errors import ConfigError
-
-    if args.ddp or args.devices != 1:
-        raise ConfigError("--devices/--ddp do not apply with --launcher slurm: set launcher.gpus_per_run")
-    launcher = _launcher_layer(experiment.shared_config(), args).launcher
-    submission = submit_experiment(experiment, launcher)
-    print("\n".join(submission.lines()))
-    if not args.follow:
-        print(f"follow with: bioablate status {experiment.path} --profile {experiment.profile}"
-              + (f" --work-dir {args.work_dir}" if args.work_dir else "")
-              + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
-        return 0
-    wait_for(submission.job_ids())
-    lines = status_lines(experiment)
-    print("\n".join(lines))
-    _, tracking_uri = experiment.store()
-    print()
-    print(render_experiment(experiment, tracking_uri, fmt="markdown"), end="")  # also saved and logged
-    from ablations.experiment import Store, resolve
-
-    plan = resolve(experiment, Store(tracking_uri))
-    return 0 if all(p.status == FINISHED for p in [*plan.stages.values(), *plan.cells]) else 1
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    from ablations.experiment import load_experiment
-    from ablations.launch import status_lines
-
-    experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
-                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
-    print("\n".join(status_lines(experiment)))
-    return 0
-
-
-def cmd_server(args: argparse.Namespace) -> int:
-    from ablations.ui import serve_shared
-
-    serve_shared(args.backend_store_uri, args.artifacts, args.host, args.port, args.workers, args.allow_remote)
-    return 0
-
-
-def cmd_table(args: argparse.Namespace) -> int:
-    from ablations.experiment import load_experiment
-    from ablations.tables import FORMATS, render_experiment
-    from core.errors import UnknownNameError
-
-    if args.format not in FORMATS:  # before loading anything
-        raise UnknownNameError("table format", args.format, FORMATS)
-    experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
-                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
-    work_dir, tracking_uri = experiment.store()
-    out = Path(args.out) if args.out else work_dir / "tables" / experiment.name
-    print(render_experiment(experiment, tracking_uri, args.format, out, zero_based=args.zero_based), end="")
-    print(f"written to {out}/ (table.md, .tex, .csv; figure .png, .svg, .pdf); MLflow: {tracking_uri}, "
-          "experiment 'tables'",
-          file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
-    return 0
-
-
-def cmd_ui(args: argparse.Namespace) -> int:
-    from ablations.ui import serve
-
-    serve(args.host, args.port, args.allow_remote, args.work_dir, args.tracking_uri, args.storage)
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from ablations.export import export_command
-
-    print(export_command(args.run, Path(args.to), args.work_dir, args.tracking_uri))
-    return 0
-
-
-def cmd_predict(args: argparse.Namespace) -> int:
-    from ablations.predict import predict_file
-
-    predict_file(Path(args.model), args.task, Path(args.input), Path(args.output) if args.output else None)
-    return 0
 
 
 # What a command says it is loading, at once (on a terminal), before the imports that take seconds

@@ -1,0 +1,196 @@
+"""The `bioablate` commands that compute runs or read them back: `finetune`, `pretrain`, `run`, `status` and
+`table` (ablations/cli.py parses their arguments). Heavy imports stay inside the commands: `--help` loads none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from ablations.config import build_config
+    from ablations.finetune import run_finetune
+    from core.errors import ConfigError
+
+    if args.task is None and not args.config:
+        raise ConfigError("--task is required (or a --config file that sets `task`)")
+    cfg = build_config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
+                       data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                       **{"model.name_or_path": args.model,
+                          "datasets": args.datasets})
+    result = run_finetune(cfg, force=args.force, wait=args.wait)
+    if result.run_id is None:  # a DDP worker process: rank 0 reports
+        return 0
+    state = "reused finished run" if result.reused else "finished"
+    print(f"{cfg.task}: {state} {result.run_id} (fingerprint {result.fingerprint})")
+    print("  best dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items())
+                                     if k in ("score", "f1", "precision", "recall")))
+    print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items())
+                                     if k in ("score", "f1", "precision", "recall")))
+    print(f"  MLflow: {result.tracking_uri}  (browse: bioablate ui --tracking-uri {result.tracking_uri})")
+    return 0
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from ablations.config import build_config
+    from ablations.pretrain import EXPERIMENT, dry_run, run_pretrain
+
+    overrides = list(args.overrides)
+    if not any(o.startswith("experiment_name=") for o in overrides):
+        overrides.insert(0, f"experiment_name={EXPERIMENT}")
+    cfg = build_config(args.profile, overrides, task="pretrain", seed=args.seed, data_dir=args.data_dir,
+                       work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                       **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
+                          "pretrain.masking": args.masking, "pretrain.objective": args.objective,
+                          "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
+                          "trainer.devices": args.devices, "trainer.num_nodes": args.num_nodes,
+                          "trainer.strategy": args.strategy})
+    if args.dry_run:
+        print("\n".join(dry_run(cfg)))
+        return 0
+    if args.launcher == "slurm":
+        return _pretrain_on_slurm(args, cfg)
+    result = run_pretrain(cfg, force=args.force, wait=args.wait)
+    if result.run_id is None:  # a DDP worker process: rank 0 reports
+        return 0
+    state = "reused finished run" if result.reused else "finished"
+    print(f"pretrain: {state} {result.run_id} (fingerprint {result.fingerprint})")
+    if result.losses:
+        print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
+              f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
+    print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
+    print(f"  MLflow: {result.tracking_uri}")
+    return 0
+
+
+def launcher_layer(cfg, args: argparse.Namespace):
+    """`cfg` with the --launcher-config file's `launcher:` block merged on."""
+    from ablations.config import merge_layer
+    from core.errors import ConfigError
+    from core.schema import load_yaml
+
+    if not args.launcher_config:
+        return cfg
+    layer = load_yaml(args.launcher_config)
+    if set(layer.keys()) != {"launcher"}:
+        raise ConfigError(f"{args.launcher_config}: expected one top-level key, `launcher:` (found "
+                          f"{', '.join(map(str, layer.keys())) or 'none'})")
+    return merge_layer(cfg, layer, args.launcher_config)
+
+
+def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
+    from ablations.config import resolve_work_dir
+    from ablations.launch import submit_pretraining, wait_for
+    from ablations.launch.slurm import result_of
+    from core.errors import ConfigError
+
+    cfg = launcher_layer(cfg, args)
+    launcher = cfg.launcher
+    nodes = args.nodes or launcher.nodes
+    tasks = args.gpus_per_node or launcher.gpus_per_node or max(1, launcher.gpus_per_run)
+    if nodes < 1 or tasks < 1:
+        raise ConfigError(f"--nodes and --gpus-per-node must be at least 1 (got {nodes}, {tasks})")
+    cfg.trainer.num_nodes, cfg.trainer.devices = nodes, tasks
+    if nodes * tasks > 1:
+        cfg.trainer.strategy = "ddp"
+    if not launcher.gpus_per_run:
+        cfg.trainer.accelerator = "cpu"
+    if args.force:
+        raise ConfigError("--force is not supported with --launcher slurm; remove the run's MLflow run instead")
+    folder = resolve_work_dir(cfg) / "slurm" / "pretrain"
+    job = submit_pretraining(cfg, folder, nodes, tasks)
+    print(f"submitted pretraining job {job}: {nodes} node(s) x {tasks} rank(s); logs: {folder / 'logs'}")
+    if args.follow:
+        wait_for([job])
+        outcome = result_of(folder / "logs", job)
+        print(f"job {job}: {outcome.state if outcome else 'ended without a result'}"
+              + (f": {outcome.reason}" if outcome and outcome.reason else ""))
+        return 0 if outcome is not None and outcome.state == "ENDED" else 1
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ablations.experiment import load_experiment, plan_lines
+    from ablations.runner import run_experiment
+    from ablations.tables import render_experiment
+    from core.distributed import is_ddp_worker
+    from core.errors import ConfigError
+
+    if args.devices < 1:
+        raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
+    overrides = list(args.overrides)
+    if args.ddp:
+        overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
+    experiment = load_experiment(args.experiment, profile=args.profile, overrides=overrides,
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+    if args.dry_run:
+        print("\n".join(plan_lines(experiment)))
+        return 0
+    if args.launcher == "slurm":
+        return _run_on_slurm(args, experiment)
+    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp, wait=args.wait)
+    if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
+        return 0
+    print("\n".join(summary.lines()))
+    print()
+    print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
+    print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
+          f"parent run {summary.parent_run_id}")
+    return 0 if summary.ok else 1
+
+
+def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
+    from ablations.experiment import Store, resolve
+    from ablations.launch import status_lines, submit_experiment, wait_for
+    from ablations.results import FINISHED
+    from ablations.tables import render_experiment
+    from core.errors import ConfigError
+
+    if args.ddp or args.devices != 1:
+        raise ConfigError("--devices/--ddp do not apply with --launcher slurm: set launcher.gpus_per_run")
+    launcher = launcher_layer(experiment.shared_config(), args).launcher
+    submission = submit_experiment(experiment, launcher)
+    print("\n".join(submission.lines()))
+    if not args.follow:
+        print(f"follow with: bioablate status {experiment.path} --profile {experiment.profile}"
+              + (f" --work-dir {args.work_dir}" if args.work_dir else "")
+              + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
+        return 0
+    wait_for(submission.job_ids())
+    lines = status_lines(experiment)
+    print("\n".join(lines))
+    _, tracking_uri = experiment.store()
+    print()
+    print(render_experiment(experiment, tracking_uri, fmt="markdown"), end="")  # also saved and logged
+    plan = resolve(experiment, Store(tracking_uri))
+    return 0 if all(p.status == FINISHED for p in [*plan.stages.values(), *plan.cells]) else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ablations.experiment import load_experiment
+    from ablations.launch import status_lines
+
+    experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+    print("\n".join(status_lines(experiment)))
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from ablations.experiment import load_experiment
+    from ablations.tables import FORMATS, render_experiment
+    from core.errors import UnknownNameError
+
+    if args.format not in FORMATS:  # before loading anything
+        raise UnknownNameError("table format", args.format, FORMATS)
+    experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+    work_dir, tracking_uri = experiment.store()
+    out = Path(args.out) if args.out else work_dir / "tables" / experiment.name
+    print(render_experiment(experiment, tracking_uri, args.format, out, zero_based=args.zero_based), end="")
+    print(f"written to {out}/ (table.md, .tex, .csv; figure .png, .svg, .pdf); MLflow: {tracking_uri}, "
+          "experiment 'tables'",
+          file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
+    return 0
