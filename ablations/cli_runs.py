@@ -179,7 +179,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from ablations.experiment import load_experiment
+    from ablations.config import has_data_dir
+    from ablations.experiment import load_experiment, recorded_plan
     from ablations.tables import FORMATS, render_experiment
     from core.errors import UnknownNameError
 
@@ -188,8 +189,16 @@ def cmd_table(args: argparse.Namespace) -> int:
     experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
                                  data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
     work_dir, tracking_uri = experiment.store()
+    # the runs' fingerprints hash the data: without it, they are read from the plan recorded with it
+    recorded = None
+    if experiment.kind == "finetune" and not has_data_dir(experiment.shared_config().data_dir):
+        recorded = recorded_plan(experiment)
     out = Path(args.out) if args.out else work_dir / "tables" / experiment.name
-    print(render_experiment(experiment, tracking_uri, args.format, out, zero_based=args.zero_based), end="")
+    print(render_experiment(experiment, tracking_uri, args.format, out, zero_based=args.zero_based,
+                            recorded=recorded), end="")
+    if recorded is not None:
+        print(f"bioablate: used the plan recorded at {recorded.recorded_at} ({recorded.path}) because no data "
+              "directory was given", file=sys.stderr)
     print(f"written to {out}/ (table.md, .tex, .csv; figure .png, .svg, .pdf); MLflow: {tracking_uri}, "
           "experiment 'tables'",
           file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)

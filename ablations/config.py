@@ -291,6 +291,12 @@ def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] =
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def has_data_dir(data_dir: str | None) -> bool:
+    """Whether a data directory is given (`--data-dir` / `data_dir`, $BIOABLATE_DATA) or fetched to the
+    user data folder: whether `resolve_data_dir` has one to check."""
+    return bool(data_dir or os.environ.get("BIOABLATE_DATA")) or fetched_data_dir() is not None
+
+
 def resolve_data_dir(data_dir: str | None) -> Path:
     """`--data-dir` / the `data_dir` config key, else $BIOABLATE_DATA, else the user data folder once
     `bioablate data fetch` has completed there."""

@@ -1,4 +1,5 @@
-"""Publishing a folder others will read: ordinary file modes, and an atomic move into place.
+"""Publishing what others will read: ordinary file modes, and an atomic move into place (of a folder, or
+of one file's new content).
 
 Some writers (safetensors' `save_file` among them) create files readable by their owner only (0600): a
 model folder copied to a shared disk or uploaded would then be unreadable to everyone else. A published
@@ -39,3 +40,13 @@ def publish_dir(tmp: Path, out_dir: Path) -> Path:
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write `text` to `path` through a file beside it and a rename: a reader (another process, or this one
+    after a crash) sees the old content or the new, never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, path)
+    return path

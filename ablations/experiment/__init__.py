@@ -11,7 +11,8 @@ store is found again. The full annotated spec is in docs/experiments.md.
 - `definition`: the loaded `Experiment`, its stages and `PlannedCell`s, and the config of each run;
 - `store`: the tracking store read in bulk (`Store`, `run_status`);
 - `plan`: each stage and cell resolved against the store into a `PlannedRun` (config, identity, status,
-  reason), shared by the runner (ablations/runner.py), `plan_lines`, `collect` and the tables.
+  reason), shared by the runner (ablations/runner.py), `plan_lines`, `collect` and the tables;
+- `record`: the plan's identities recorded when a table is rendered, for rendering it again without the data.
 
     experiment = load_experiment("experiments/table13_tagging.yaml", profile="micro")
     runs = collect(experiment)              # list[results.CellRun], nothing is run
@@ -19,12 +20,13 @@ store is found again. The full annotated spec is in docs/experiments.md.
 
 from ablations.experiment.definition import (PRETRAIN_EXPERIMENT, Axis, Experiment, ModelDef, PlannedCell,
                                              VocabDef)
-from ablations.experiment.plan import (FINETUNE, PRETRAIN, Plan, PlannedRun, RunIdentity, collect, plan_lines,
-                                       resolve, resolve_cell, resolve_stage, stage_states)
+from ablations.experiment.plan import (FINETUNE, PRETRAIN, Identities, Plan, PlannedRun, RunIdentity, collect,
+                                       plan_lines, resolve, resolve_cell, resolve_stage, stage_states)
+from ablations.experiment.record import RecordedPlan, record_plan, recorded_plan
 from ablations.experiment.spec import experiment_files, load_experiment
 from ablations.experiment.store import PARENT_KIND, Store, run_status
 
-__all__ = ["FINETUNE", "PARENT_KIND", "PRETRAIN", "PRETRAIN_EXPERIMENT", "Axis", "Experiment", "ModelDef", "Plan",
-           "PlannedCell", "PlannedRun", "RunIdentity", "Store", "VocabDef", "collect", "experiment_files",
-           "load_experiment", "plan_lines", "resolve", "resolve_cell", "resolve_stage", "run_status",
-           "stage_states"]
+__all__ = ["FINETUNE", "PARENT_KIND", "PRETRAIN", "PRETRAIN_EXPERIMENT", "Axis", "Experiment", "Identities",
+           "ModelDef", "Plan", "PlannedCell", "PlannedRun", "RecordedPlan", "RunIdentity", "Store", "VocabDef",
+           "collect", "experiment_files", "load_experiment", "plan_lines", "record_plan", "recorded_plan", "resolve",
+           "resolve_cell", "resolve_stage", "run_status", "stage_states"]

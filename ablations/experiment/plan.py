@@ -6,6 +6,9 @@ store), its status and the reason it is not FINISHED. Nothing here runs anything
 - the runner (ablations/runner.py) executes the planned runs that are not FINISHED (or BLOCKED);
 - `plan_lines` prints what the runner would do with each (`bioablate run --dry-run`);
 - `collect` hands the tables one `results.CellRun` per planned cell.
+
+A run's identity is computed from its config and the staged data (`Identities`), or, where no data
+directory is at hand, read from the plan recorded when it was last resolved with the data (record.py).
 """
 
 from __future__ import annotations
@@ -46,6 +49,21 @@ def identify(kind: str, cfg: DictConfig) -> Optional[RunIdentity]:
     from ablations.finetune import identify as identify_finetune
 
     return RunIdentity(FINETUNE, cfg.experiment_name, identify_finetune(cfg).fingerprint)
+
+
+class Identities:
+    """Where planned runs' identities come from: computed from their configs and the staged data (this
+    class; the fingerprints hash the data's content), or read from a recorded plan (record.RecordedPlan)."""
+
+    def of(self, kind: str, name: str, cfg: DictConfig) -> tuple[Optional[RunIdentity], Optional[str]]:
+        """(the identity of planned run `name` with config `cfg`; None with the reason when it has none yet)."""
+        identity = identify(kind, cfg)
+        if identity is None:  # only a stage whose vocabulary the run itself trains
+            return None, f"pretraining stage '{name}' not run yet (its vocabulary is trained by the run)"
+        return identity, None
+
+
+COMPUTED = Identities()
 
 
 @dataclass(frozen=True)
@@ -122,34 +140,38 @@ def model_for(experiment: Experiment, model: str,
     return str(stage.model_dir), None
 
 
-def resolve_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRun], store: Store) -> PlannedRun:
+def resolve_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRun], store: Store,
+                  identities: Identities = COMPUTED) -> PlannedRun:
     """Pretraining stage `name`, given the stages it may continue from (`stages`, by name)."""
     init, blocked = stage_init(experiment, name, stages)
     if init is None:
         return PlannedRun(PRETRAIN, name, results.BLOCKED, blocked)
     cfg = experiment.stage_config(name, init)
-    identity = identify(PRETRAIN, cfg)
+    identity, reason = identities.of(PRETRAIN, name, cfg)
     if identity is None:
-        return PlannedRun(PRETRAIN, name, results.NOT_RUN, f"pretraining stage '{name}' not run yet (its "
-                                                             "vocabulary is trained by the run)", cfg)
+        return PlannedRun(PRETRAIN, name, results.NOT_RUN, reason, cfg)
     return _found(PRETRAIN, name, cfg, identity, store)
 
 
 def resolve_cell(experiment: Experiment, cell: PlannedCell, stages: dict[str, PlannedRun],
-                 store: Store) -> PlannedRun:
+                 store: Store, identities: Identities = COMPUTED) -> PlannedRun:
     """Fine-tuning cell `cell`, given the pretraining stages (`stages`, by name) it may fine-tune."""
     model_path, blocked = model_for(experiment, cell.model, stages)
     if model_path is None:
         return PlannedRun(FINETUNE, cell.name, results.BLOCKED, blocked, cell=cell)
     cfg = experiment.finetune_config(cell, model_path)
-    return _found(FINETUNE, cell.name, cfg, identify(FINETUNE, cfg), store, cell)
+    identity, reason = identities.of(FINETUNE, cell.name, cfg)
+    if identity is None:
+        return PlannedRun(FINETUNE, cell.name, results.NOT_RUN, reason, cfg, cell=cell)
+    return _found(FINETUNE, cell.name, cfg, identity, store, cell)
 
 
-def stage_states(experiment: Experiment, store: Store) -> dict[str, PlannedRun]:
+def stage_states(experiment: Experiment, store: Store,
+                 identities: Identities = COMPUTED) -> dict[str, PlannedRun]:
     """Every planned pretraining stage by name, each after the stage it continues from."""
     stages: dict[str, PlannedRun] = {}
     for name in experiment.stage_order():
-        stages[name] = resolve_stage(experiment, name, stages, store)
+        stages[name] = resolve_stage(experiment, name, stages, store, identities)
     return stages
 
 
@@ -165,10 +187,11 @@ class Plan:
         return [cell_result(planned, metric) for planned in self.cells]
 
 
-def resolve(experiment: Experiment, store: Store) -> Plan:
+def resolve(experiment: Experiment, store: Store, identities: Identities = COMPUTED) -> Plan:
     """Every planned run of a `kind: finetune` experiment as the store has it."""
-    stages = stage_states(experiment, store)
-    return Plan(stages, [resolve_cell(experiment, cell, stages, store) for cell in experiment.cells()])
+    stages = stage_states(experiment, store, identities)
+    return Plan(stages, [resolve_cell(experiment, cell, stages, store, identities)
+                         for cell in experiment.cells()])
 
 
 def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:

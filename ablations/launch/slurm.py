@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import pickle
 import re
 import shutil
@@ -29,6 +28,7 @@ from typing import Any, Iterator, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from core.errors import ConfigError
+from core.files import write_text_atomic
 
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
           "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT")
@@ -182,9 +182,7 @@ class JobRecords:
         self.jobs[self.key(kind, name)] = JobRecord(job_id, kind, name, time.time())
 
     def save(self) -> None:
-        tmp = self.path.with_suffix(".json.part")
-        tmp.write_text(json.dumps({k: asdict(v) for k, v in self.jobs.items()}, indent=1))
-        os.replace(tmp, self.path)  # a reader never sees half a file
+        write_text_atomic(self.path, json.dumps({k: asdict(v) for k, v in self.jobs.items()}, indent=1))
 
     @contextmanager
     def locked(self) -> Iterator["JobRecords"]:

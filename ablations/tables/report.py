@@ -160,12 +160,14 @@ def vocab_grid(experiment) -> Grid:
 
 
 def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "markdown",
-                      out_dir: Path | str | None = None, zero_based: bool = False) -> str:
-    """Collect the experiment's runs from the store (ablations.experiment.collect; nothing is run), render
-    its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis from 0 when
-    `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the experiment's MLflow table
-    run, and return the table in `fmt`. A `kind: vocab` experiment is computed from the staged vocabularies
-    instead."""
+                      out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
+    """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
+    is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
+    from 0 when `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the experiment's
+    MLflow table run, and return the table in `fmt`. The plan resolved with the data is recorded
+    (ablations.experiment.record_plan); with `recorded` (a RecordedPlan) the runs are found by that record's
+    identities instead, without the data. A `kind: vocab` experiment is computed from the staged
+    vocabularies instead."""
     check_format(fmt)
     work_dir, store_uri = experiment.store()
     tracking_uri = tracking_uri or store_uri
@@ -179,10 +181,15 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, time.perf_counter() - start, zero_based)
     else:
-        from ablations.experiment import Store, collect, stage_states
+        from ablations.experiment import Store, record_plan, resolve
 
-        runs = collect(experiment, tracking_uri)
-        stages = [(s.name, s.status, s.run_id) for s in stage_states(experiment, Store(tracking_uri)).values()]
+        if recorded is None:
+            plan = resolve(experiment, Store(tracking_uri))
+            record_plan(experiment, plan)
+        else:
+            plan = resolve(experiment, Store(tracking_uri), recorded)
+        runs = plan.cell_runs(experiment.layout.metric)
+        stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
         published = publish_runs(experiment.name, experiment.layout, runs, tracking_uri, out,
                                  work_dir / "mlartifacts", experiment.profile, tags, stages, zero_based)
     return published.texts[fmt]

@@ -1,4 +1,5 @@
-"""Published folders get plain modes under the umask, whatever their writer chose."""
+"""Published folders get plain modes under the umask, whatever their writer chose; a file rewritten atomically
+is the old content or the new, with nothing left beside it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from core.files import current_umask, normalise_modes, publish_dir
+from core.files import current_umask, normalise_modes, publish_dir, write_text_atomic
 
 
 def _mode(path: Path) -> int:
@@ -40,3 +41,13 @@ def test_a_stricter_umask_is_respected_and_restored(tmp_path: Path):
         assert current_umask() == 0o077
     finally:
         os.umask(old)
+
+
+def test_a_file_written_atomically_replaces_the_old_content_and_leaves_no_part_file(tmp_path: Path):
+    path = tmp_path / "new" / "plan.json"
+    assert write_text_atomic(path, "old") == path  # its folder is created
+    held = path.open(encoding="utf-8")  # a reader that opened the old file keeps reading the old file
+    write_text_atomic(path, "new")
+    assert held.read() == "old" and path.read_text(encoding="utf-8") == "new"
+    held.close()
+    assert [p.name for p in path.parent.iterdir()] == ["plan.json"]

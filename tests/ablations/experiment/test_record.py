@@ -1,0 +1,72 @@
+"""A recorded plan (ablations/experiment/record.py): after `bioablate run`, `bioablate table` with no data
+directory at all (no --data-dir, no BIOABLATE_DATA, no fetched user data folder) renders the same table
+as with the data, from the plan the run recorded, and says so on stderr; where no plan was recorded (other
+overrides) it is one line naming --data-dir and `bioablate run`, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ablations.cli import main
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENT = """\
+name: recorded
+description: one tiny pretraining stage and a random BERT, fine-tuned on one small task
+profile: micro
+models:
+  tiny:
+    label: tiny
+    pretrain: {corpus: pubmed, vocab: bert-base-uncased, masking: wwm}
+  random: {name_or_path: random-bert}
+tasks: [biosses]
+seeds: 1
+table: {title: recorded, rows: task, columns: model}
+"""
+SMALL = ["pretrain.max_words=5000", "pretrain.max_steps=4", "pretrain.checkpoint_every=2",
+         "finetune.max_train_examples=16", "finetune.max_eval_examples=16", "finetune.max_length=32",
+         "finetune.epochs=1"]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table_without_a_data_directory_renders_from_the_plan_the_run_recorded(capsys, monkeypatch, tmp_path,
+                                                                                data_dir):
+    path = tmp_path / "recorded.yaml"
+    path.write_text(EXPERIMENT)
+    work = tmp_path / "work"
+    where = [str(path), "--work-dir", str(work)]
+    code, _, err = run_cli(capsys, "run", *where, "--data-dir", str(data_dir), *SMALL)
+    assert code == 0, err[-3000:]
+    code, with_data, err = run_cli(capsys, "table", *where, "--data-dir", str(data_dir), *SMALL)
+    assert code == 0, err
+    assert "recorded at" not in err
+    [record] = (work / "tables" / "recorded" / "plans").iterdir()
+    runs = json.loads(record.read_text())["runs"]
+    assert sorted((r["kind"], r["name"]) for r in runs) == [
+        ("finetune", "random/biosses/s1"), ("finetune", "tiny/biosses/s1"), ("pretrain", "tiny")]
+    assert all(r["fingerprint"] for r in runs)
+
+    monkeypatch.delenv("BIOABLATE_DATA", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user data folder from `bioablate data fetch`
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / "share"))
+    code, without_data, err = run_cli(capsys, "table", *where, *SMALL)
+    assert code == 0, err
+    assert without_data == with_data
+    assert "—" not in without_data and "[1]" not in without_data, without_data  # every cell found, with a value
+    [line] = [line for line in err.splitlines() if "recorded at" in line]
+    assert line.startswith("bioablate: used the plan recorded at ") and line.endswith(
+        "because no data directory was given")
+
+    code, out, err = run_cli(capsys, "table", *where, *SMALL, "finetune.lr=1e-3")  # never run like this
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("bioablate: error: experiment 'recorded' (profile micro with overrides ")
+    assert "no plan of it was recorded" in lines[0] and "--data-dir" in lines[0] and "bioablate run" in lines[0]
