@@ -7,6 +7,7 @@ each, built in layers:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,6 +194,12 @@ class Experiment:
              ("model", {"model.name_or_path": model_path}),
              (f"{self.path}: vary", dict(cell.overrides))],
             {"task": cell.task, "seed": cell.seed})
+
+    def invocation(self) -> str:
+        """`<profile>-<hash of the command-line overrides>`: tells this experiment's invocations apart in the
+        names of what is kept per invocation (SLURM job records, recorded plans)."""
+        overrides = hashlib.sha256(" ".join(self.cli_overrides).encode()).hexdigest()[:8]
+        return f"{self.profile}-{overrides}"
 
     def store(self) -> tuple[Path, str]:
         """(work directory, tracking URI) the runs go to."""

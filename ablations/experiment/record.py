@@ -40,9 +40,7 @@ def record_key(experiment: Experiment) -> dict[str, Any]:
 
 def record_path(experiment: Experiment) -> Path:
     work_dir, _ = experiment.store()
-    key = json.dumps(record_key(experiment), sort_keys=True)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return work_dir / "tables" / experiment.name / "plans" / f"{experiment.profile}-{digest}.json"
+    return work_dir / "tables" / experiment.name / "plans" / f"{experiment.invocation()}.json"
 
 
 def config_digest(cfg: DictConfig) -> str:

@@ -14,7 +14,6 @@ fingerprint, so a run shared with another experiment is computed once even if bo
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -35,8 +34,7 @@ POLL_SECONDS = 5.0
 def records_for(experiment: Experiment) -> JobRecords:
     """The job record of this experiment at this profile with these command-line overrides."""
     work_dir, _ = experiment.store()
-    overrides = hashlib.sha256(" ".join(experiment.cli_overrides).encode()).hexdigest()[:8]
-    return JobRecords(work_dir / "slurm" / f"{experiment.name}-{experiment.profile}-{overrides}")
+    return JobRecords(work_dir / "slurm" / f"{experiment.name}-{experiment.invocation()}")
 
 
 @dataclass
