@@ -31,7 +31,6 @@ seeded order under a word cap, so a capped corpus samples its files).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import os
 import random
@@ -44,6 +43,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from core.errors import BioablateError, ConfigError
+from core.files import write_text_atomic
 from core.fingerprints import hash_files
 from datamodules.pretrain.corpus_specs import (CORPORA, CorpusSpec, Part, corpus_names, parse_corpus,  # noqa: F401
                                                read_corpus_yaml, resolve_corpus, spec_files)
@@ -81,27 +81,43 @@ def corpus_fingerprint(name: str, data_dir: Path) -> str:
 _PMID_ID = re.compile(r"^(\d{7,9})(?:[.\-]|$)")
 
 
-@functools.lru_cache(maxsize=4)
-def evaluation_pmids(data_dir: Path) -> frozenset[str]:
+def evaluation_pmids(data_dir: Path, cache_dir: Path | None = None) -> frozenset[str]:
     """PMIDs of every BLURB document where the staged data carry them: instance ids of JNLPBA,
     EBM-PICO, ChemProt, HoC and PubMedQA, plus the derived BC5CDR list. Only the BLURB datasets: the
     user datasets an experiment registers beside them must not change what a pretraining run reads
-    (they are not in its fingerprint)."""
+    (they are not in its fingerprint).
+
+    Finding them parses all thirteen datasets (several seconds); every pretraining process needs them, so
+    the set is kept in memory and, with a `cache_dir`, in a file there named by the datasets' content
+    fingerprints (a changed dataset or reader gives a new file)."""
     from datamodules.blurb import BLURB_DATASETS
 
-    pmids: set[str] = set()
-    for spec in BLURB_DATASETS:
-        if spec.missing_files(data_dir):
-            continue
-        for instances in spec.read(data_dir).values():
-            for instance in instances:
-                match = _PMID_ID.match(instance.id)
-                if match:
-                    pmids.add(match.group(1))
+    present = [spec for spec in BLURB_DATASETS if not spec.missing_files(data_dir)]
     bc5 = Path(data_dir) / PRETRAIN_DIR / "pubmed-abstracts" / "bc5cdr_pmids.derived.txt"
-    if bc5.is_file():
-        pmids |= {line.strip() for line in read_text_lines(bc5) if line.strip()}
-    return frozenset(pmids)
+    key = hash_files([Path(__file__), *([bc5] if bc5.is_file() else [])],
+                     seed=" ".join(f"{spec.name}:{spec.fingerprint(data_dir)}" for spec in present).encode())
+    cached = None if cache_dir is None else Path(cache_dir) / "evaluation-pmids" / f"{key}.txt"
+    pmids = _PMIDS.get(key)
+    if pmids is None and cached is not None and cached.is_file():
+        pmids = frozenset(cached.read_text().split())
+    if pmids is None:
+        found: set[str] = set()
+        for spec in present:
+            for instances in spec.read(data_dir).values():
+                for instance in instances:
+                    match = _PMID_ID.match(instance.id)
+                    if match:
+                        found.add(match.group(1))
+        if bc5.is_file():
+            found |= {line.strip() for line in read_text_lines(bc5) if line.strip()}
+        pmids = frozenset(found)
+    _PMIDS[key] = pmids
+    if cached is not None and not cached.is_file():  # written whole, then renamed: never read half-written
+        write_text_atomic(cached, "".join(p + "\n" for p in sorted(pmids)))
+    return pmids
+
+
+_PMIDS: dict[str, frozenset[str]] = {}  # content key -> PMIDs, for this process
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -243,8 +259,8 @@ class Corpus:
     `stats` holds the counts of the last complete pass (and makes one if there was none)."""
 
     def __init__(self, name: str, specs: list[list[CorpusSpec]], data_dir: Path | None, *, max_words: int | None,
-                 min_words: int, dedup: bool, exclude_pmids, seed: int):
-        self.name, self.specs, self.data_dir = name, specs, data_dir
+                 min_words: int, dedup: bool, exclude_pmids, seed: int, cache_dir: Path | None = None):
+        self.name, self.specs, self.data_dir, self.cache_dir = name, specs, data_dir, cache_dir
         self.max_words, self.min_words, self.dedup, self.seed = max_words, min_words, dedup, seed
         self.exclude_pmids = exclude_pmids
         self._stats: CorpusStats | None = None
@@ -281,7 +297,7 @@ class Corpus:
         f = spec.filters
         exclude = self.exclude_pmids
         if f.exclude_eval_pmids and self.data_dir is not None:
-            exclude = evaluation_pmids(Path(self.data_dir)) | (exclude or frozenset())
+            exclude = evaluation_pmids(Path(self.data_dir), self.cache_dir) | (exclude or frozenset())
         if cap is not None:  # a capped corpus samples its files
             files = list(files)
             random.Random(self.seed).shuffle(files)
@@ -361,9 +377,11 @@ class StageView:
 
 
 def load_corpus(name: str, data_dir: Path, *, max_words: int | None = None, min_words: int = 0,
-                dedup: bool = True, exclude_pmids: frozenset[str] | set[str] | None = None, seed: int = 0) -> Corpus:
+                dedup: bool = True, exclude_pmids: frozenset[str] | set[str] | None = None, seed: int = 0,
+                cache_dir: Path | None = None) -> Corpus:
     """The corpus expression `name`, ready to stream. The call's filters add to each corpus YAML's own
-    (the stricter wins); `max_words` caps each stage at `max_words / stages` words."""
+    (the stricter wins); `max_words` caps each stage at `max_words / stages` words. `cache_dir`: where
+    the evaluation sets' PMIDs are kept between processes (see `evaluation_pmids`)."""
     specs = [[resolve_corpus(ref) for ref in stage] for stage in parse_corpus(name)]
     return Corpus(name, specs, data_dir, max_words=max_words, min_words=min_words, dedup=dedup,
-                  exclude_pmids=exclude_pmids, seed=seed)
+                  exclude_pmids=exclude_pmids, seed=seed, cache_dir=cache_dir)

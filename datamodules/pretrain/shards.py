@@ -327,9 +327,32 @@ class ShardWriter:
         self.index.close()
 
 
-def default_workers() -> int:
-    """Processes that pack shards: $BIOABLATE_SHARD_WORKERS, else every core this process may use."""
-    return int(os.environ.get("BIOABLATE_SHARD_WORKERS") or len(os.sched_getaffinity(0)))
+# Below about this many words a pool costs more than it saves: its spawned workers take a second or more
+# each to start (an interpreter importing tokenizers and numpy), about what one process needs to tokenize
+# them. Micro and mini corpora are built in the calling process; the real corpora use every core.
+POOL_MIN_WORDS = 2_000_000
+
+
+def expected_words(corpus: Corpus) -> int:
+    """A cheap upper estimate of the words `corpus` gives: its word cap, else its files' sizes (about six
+    bytes a word of text, four times that for gzip-compressed files)."""
+    total = 0
+    for stage in corpus.files:
+        for files in stage:
+            for path, _ in files:
+                size = os.path.getsize(path)
+                total += size * 4 // 6 if str(path).endswith(".gz") else size // 6
+    return total if corpus.max_words is None else min(total, corpus.max_words)
+
+
+def default_workers(corpus: Corpus | None = None) -> int:
+    """Processes that pack shards: $BIOABLATE_SHARD_WORKERS, else every core this process may use, or
+    just this process for a corpus of fewer than POOL_MIN_WORDS words."""
+    if os.environ.get("BIOABLATE_SHARD_WORKERS"):
+        return int(os.environ["BIOABLATE_SHARD_WORKERS"])
+    if corpus is not None and expected_words(corpus) < POOL_MIN_WORDS:
+        return 1
+    return len(os.sched_getaffinity(0))
 
 
 DOCS_PER_BATCH = 256
@@ -340,7 +363,7 @@ def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int
                  progress: Callable[[dict], None] | None = None) -> Shards:
     """Tokenize and pack `corpus` into `out_dir`, streaming (see the module doc): built in
     ``<out_dir>.tmp``, resumed there after a kill, renamed when done. The result does not depend on
-    `workers` (default: `default_workers()`). `progress` is called after each batch is written with the
+    `workers` (default: `default_workers(corpus)`). `progress` is called after each batch is written with the
     build's state (batches, rows, tokens, stage_rows so far)."""
     out_dir = Path(out_dir)
     if (out_dir / "meta.json").is_file():
@@ -366,7 +389,7 @@ def _build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: in
            "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()}
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     writer = ShardWriter(tmp, key, seq_len, len(corpus.specs))
-    workers = workers or default_workers()
+    workers = workers or default_workers(corpus)
     try:
         done = writer.state["batches"]
         with _worker_pool(workers, packer_args) as pool:

@@ -14,13 +14,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from tokenizers import BertWordPieceTokenizer, Tokenizer
-from transformers import BertTokenizer
 
 from core.errors import ConfigError
 from datamodules.textfiles import read_text_lines
+
+if TYPE_CHECKING:  # imported where used: the shard builder's worker processes import this module, and
+    # transformers alone would add ~2 s to each worker's start
+    from transformers import BertTokenizer
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Fewer entries than the special tokens plus a basic alphabet (letters, digits, punctuation) and their
@@ -84,8 +87,10 @@ def fast_tokenizer(vocab_path: Path, lowercase: bool) -> Tokenizer:
                                   strip_accents=None if lowercase else False)
 
 
-def hf_tokenizer(vocab_path: Path, lowercase: bool) -> BertTokenizer:
+def hf_tokenizer(vocab_path: Path, lowercase: bool) -> "BertTokenizer":
     """The transformers tokenizer saved with an exported model (`vocab=`: `vocab_file=` is ignored in 5.x)."""
+    from transformers import BertTokenizer
+
     return BertTokenizer(vocab=str(vocab_path), do_lower_case=lowercase,
                          strip_accents=None if lowercase else False)
 

@@ -172,6 +172,21 @@ def test_cli_lists_the_builtin_corpora(capsys):
     assert "experiments/corpora/pubmed.yaml" in out
 
 
+def test_evaluation_pmids_are_kept_in_the_cache_dir_for_the_next_process(data_dir: Path, tmp_path: Path):
+    from datamodules.pretrain import corpora
+
+    parsed = evaluation_pmids(data_dir, tmp_path)
+    files = list((tmp_path / "evaluation-pmids").iterdir())
+    assert len(files) == 1 and set(files[0].read_text().split()) == parsed and len(parsed) > 1000
+    # a new process (no in-memory set) reads the file instead of parsing the datasets: what the file
+    # says is what it gets
+    corpora._PMIDS.clear()
+    files[0].write_text("12345678\n")
+    assert evaluation_pmids(data_dir, tmp_path) == {"12345678"}
+    corpora._PMIDS.clear()
+    assert evaluation_pmids(data_dir) == parsed  # no cache dir: parsed again
+
+
 def test_filters_min_words_dedup_and_evaluation_pmids(data_dir: Path):
     pmids = evaluation_pmids(data_dir)
     assert "16357751" in pmids and len(pmids) > 5000  # a ChemProt abstract; BC5CDR list included
