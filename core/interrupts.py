@@ -3,6 +3,8 @@
     with handling_interrupts():        # the CLI wraps every command in this
         ...                            # Ctrl-C / SIGTERM raise Interrupted(signum) here
     check()                            # at safe points: re-raise a signal whose exception was lost
+    with deferred():                   # steps a signal must not cut in two: it is raised after them
+        ...
 
 Why not KeyboardInterrupt: Lightning catches KeyboardInterrupt inside `fit`, ignores SIGINT from then on
 and calls `sys.exit(1)` (the run looked FAILED with `SystemExit: 1`, exit status 1). `Interrupted` derives
@@ -11,6 +13,13 @@ on) let it through, and Lightning tears down and re-raises it.
 
 An exception raised while Python runs a finalizer (`__del__`, e.g. a profiler's) is printed and dropped;
 the signal is remembered (`pending()`) until `handling_interrupts` exits, and `check()` raises it again.
+
+Why `deferred`: an exception raised between any two bytecodes can cut a step in two. Inside SQLAlchemy's
+commit it comes out as another exception (MLflow's "This transaction is closed"), and right after MLflow
+created a run, before its id reached the caller, nobody can end that run: it stayed RUNNING. Such steps
+run deferred; the signal is raised when they end. A second signal raises at once (a hung store can still
+be left), and so does any signal where `pending()` says one arrived: an error raised while a signal is
+pending is best treated as the signal's doing.
 
 Exit status: 128 + the signal number, the shell convention: 130 for SIGINT, 143 for SIGTERM (what SLURM
 sends on preemption and at the time limit; a launcher can requeue on 143).
@@ -26,6 +35,7 @@ from typing import Iterator
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _pending: int | None = None
+_deferring = 0  # depth of `deferred` blocks in the main thread
 
 
 class Interrupted(BaseException):
@@ -45,7 +55,10 @@ class Interrupted(BaseException):
 
 def _raise(signum: int, _frame) -> None:
     global _pending
+    first = _pending is None
     _pending = signum
+    if _deferring and first:
+        return  # raised when the outermost `deferred` block ends
     raise Interrupted(signum)
 
 
@@ -58,6 +71,24 @@ def check() -> None:
     """Raise `Interrupted` if a signal arrived (also one whose exception a finalizer dropped)."""
     if _pending is not None:
         raise Interrupted(_pending)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A first SIGINT / SIGTERM arriving inside the block is raised as `Interrupted` when the block ends
+    (at once if a signal was already pending), not inside it. Nests; outside the main thread it does
+    nothing (signals reach the main thread only)."""
+    global _deferring
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if not _deferring:
+        check()
 
 
 def install() -> None:
