@@ -33,6 +33,11 @@ holder is dead (the same lock file: the free lock says so; this host: its pid is
 heartbeat is older than STALE_AFTER_S). Two processes on different machines *and* work directories that
 start the same new run within a moment can still both create it: MLflow has no atomic compare-and-set.
 
+Signals: once the run exists, a SIGINT / SIGTERM ends it KILLED (tag `stopped`) whenever it arrives.
+`start` creates it, records its id and tags its holder with the signal deferred (`core.interrupts`); inside
+`tracked` the tracked block ends it; a signal that stops the `claimed` block anywhere else (between `start`
+and `tracked`, or a store write it cut in two) ends a still-RUNNING run there, holding the claim.
+
 Under DDP Lightning starts the other ranks by rerunning the command after rank 0 has decided reuse /
 resume / new and removed stale checkpoints. Those worker processes (`core.distributed.is_ddp_worker`)
 never claim or touch the tracking store: they resume from a `last.ckpt` if one exists (the one rank 0

@@ -14,12 +14,13 @@ on) let it through, and Lightning tears down and re-raises it.
 An exception raised while Python runs a finalizer (`__del__`, e.g. a profiler's) is printed and dropped;
 the signal is remembered (`pending()`) until `handling_interrupts` exits, and `check()` raises it again.
 
-Why `deferred`: an exception raised between any two bytecodes can cut a step in two. Inside SQLAlchemy's
-commit it comes out as another exception (MLflow's "This transaction is closed"), and right after MLflow
-created a run, before its id reached the caller, nobody can end that run: it stayed RUNNING. Such steps
-run deferred; the signal is raised when they end. A second signal raises at once (a hung store can still
-be left), and so does any signal where `pending()` says one arrived: an error raised while a signal is
-pending is best treated as the signal's doing.
+Why `deferred`: the exception is raised between whichever two bytecodes the signal arrives at, and some
+steps must not be cut in two. Inside SQLAlchemy's session-state guard it leaves the session unable to
+close, and comes out as another error ("Method 'close()' can't be called here", "This transaction is
+closed"); right after MLflow created a run, before the run's id reached the caller, nobody could end that
+run (issue 18: it stayed RUNNING). Such steps run `deferred`: a first signal is remembered and raised when
+the block ends. A second one raises at once, so a hung store can still be left. Outside deferred blocks,
+an error raised while `pending()` names a signal is best treated as the signal's doing (callers check).
 
 Exit status: 128 + the signal number, the shell convention: 130 for SIGINT, 143 for SIGTERM (what SLURM
 sends on preemption and at the time limit; a launcher can requeue on 143).
@@ -103,7 +104,9 @@ def install() -> None:
 @contextmanager
 def handling_interrupts() -> Iterator[None]:
     """SIGINT and SIGTERM raise `Interrupted` inside the block (main thread only; elsewhere this does
-    nothing); the previous handlers come back after it."""
+    nothing); the previous handlers come back after it. An error leaving the block while a signal is
+    pending leaves it as `Interrupted`, raised from that error: the signal's doing (a store call it cut in
+    two), not a failure to report with a traceback."""
     global _pending
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -112,6 +115,10 @@ def handling_interrupts() -> Iterator[None]:
     install()
     try:
         yield
+    except Exception as error:
+        if _pending is None:
+            raise
+        raise Interrupted(_pending) from error
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -72,3 +72,19 @@ def test_a_second_signal_inside_deferred_raises_at_once():
                 sum(range(1000))
                 steps.append("second signal deferred")
     assert steps == ["first signal deferred"]
+
+
+def test_an_error_leaving_the_block_while_a_signal_is_pending_leaves_it_as_the_signal():
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts():
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))
+                raise RuntimeError("This transaction is closed")  # what a store call cut in two raises
+    assert raised.value.signum == signal.SIGTERM and isinstance(raised.value.__cause__, RuntimeError)
+
+
+def test_an_error_without_a_signal_leaves_the_block_as_itself():
+    with pytest.raises(RuntimeError):
+        with handling_interrupts():
+            raise RuntimeError("a real failure")
