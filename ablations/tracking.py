@@ -90,7 +90,7 @@ class Tracker:
     def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None):
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri)
+        self.client = SignalSafeClient(MlflowClient(tracking_uri))
         with _creating(tracking_uri):
             self.experiment_id = self._experiment_id(experiment_name, artifact_root)
 
@@ -192,9 +192,36 @@ def preserved_tracking_env() -> Iterator[None]:
             os.environ["MLFLOW_TRACKING_URI"] = before
 
 
+class SignalSafeClient:
+    """An MlflowClient whose calls a SIGINT / SIGTERM does not cut in two: the signal is raised when the
+    call returns (`core.interrupts.deferred`; a second one at once). Cut inside SQLAlchemy's session
+    handling, a call failed with another error ("This transaction is closed") and could leave its session
+    unable to close, its connection holding the SQLite lock, so that nothing could end the run KILLED."""
+
+    def __init__(self, client: MlflowClient):
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        @functools.wraps(attribute)
+        def whole(*args: Any, **kwargs: Any) -> Any:
+            with interrupts.deferred():
+                return attribute(*args, **kwargs)
+
+        return whole
+
+
 class _RunOwnedMLFlowLogger(MLFlowLogger):
     """Lightning's MLflow logger, minus ending the run: `Tracker.tracked_run` decides the final status
-    (Lightning would mark the run FINISHED after `fit`, before the test set is scored)."""
+    (Lightning would mark the run FINISHED after `fit`, before the test set is scored). Its store calls
+    are signal-safe, as the tracker's."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._mlflow_client = SignalSafeClient(self._mlflow_client)
 
     def finalize(self, status: str = "success") -> None:
         pass

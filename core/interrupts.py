@@ -37,6 +37,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _pending: int | None = None
 _deferring = 0  # depth of `deferred` blocks in the main thread
+_held: int | None = None  # the signal a `deferred` block holds, raised when the outermost one ends
 
 
 class Interrupted(BaseException):
@@ -55,11 +56,12 @@ class Interrupted(BaseException):
 
 
 def _raise(signum: int, _frame) -> None:
-    global _pending
+    global _pending, _held
     first = _pending is None
     _pending = signum
     if _deferring and first:
-        return  # raised when the outermost `deferred` block ends
+        _held = signum
+        return
     raise Interrupted(signum)
 
 
@@ -77,26 +79,30 @@ def check() -> None:
 @contextmanager
 def deferred() -> Iterator[None]:
     """A first SIGINT / SIGTERM arriving inside the block is raised as `Interrupted` when the block ends
-    (at once if a signal was already pending), not inside it. Nests; outside the main thread it does
-    nothing (signals reach the main thread only)."""
-    global _deferring
+    (at once if a signal was already pending), not inside it; if the block raises, that error goes on and
+    `pending()` names the signal. Nests; outside the main thread it does nothing (signals reach the main
+    thread only)."""
+    global _deferring, _held
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _deferring += 1
+    held = None
     try:
         yield
     finally:
         _deferring -= 1
-    if not _deferring:
-        check()
+        if not _deferring:
+            held, _held = _held, None
+    if held is not None:
+        raise Interrupted(held)
 
 
 def install() -> None:
     """SIGINT and SIGTERM raise `Interrupted` from now on in this process (e.g. a worker process that
     runs until its pool shuts down); call from the main thread."""
-    global _pending
-    _pending = None
+    global _pending, _held
+    _pending = _held = None
     for signum in SIGNALS:
         signal.signal(signum, _raise)
 
@@ -107,7 +113,7 @@ def handling_interrupts() -> Iterator[None]:
     nothing); the previous handlers come back after it. An error leaving the block while a signal is
     pending leaves it as `Interrupted`, raised from that error: the signal's doing (a store call it cut in
     two), not a failure to report with a traceback."""
-    global _pending
+    global _pending, _held
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -122,4 +128,4 @@ def handling_interrupts() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _pending = None
+        _pending = _held = None

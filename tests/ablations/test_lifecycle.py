@@ -27,6 +27,7 @@ from ablations.finetune import identify, run_finetune
 from ablations import lifecycle
 from ablations.lifecycle import TrackedRun
 from core.claims import ClaimHeld
+from core import interrupts
 from core.interrupts import Interrupted, handling_interrupts
 
 FINGERPRINT = "0123456789abcdef"
@@ -267,6 +268,13 @@ def sigterm_at(code, event: str, inside: str, line: int | None = None):
         sys.settrace(previous)
 
 
+@pytest.fixture(scope="module")
+def one_store(tmp_path_factory) -> Path:
+    """A work directory whose store the signal tests share (each with its own fingerprint): creating an
+    SQLite store takes seconds."""
+    return tmp_path_factory.mktemp("signals")
+
+
 @pytest.mark.parametrize("code, event, inside", [
     (SqlAlchemyStore.create_run.__code__, "return", "create"),  # the run exists, its id not yet with us
     (TrackedRun.start.__code__, "return", "_train"),  # between `start` and `tracked`
@@ -274,13 +282,14 @@ def sigterm_at(code, event: str, inside: str, line: int | None = None):
     (None, "line", "set_tag"),  # its claim tags
     (None, "line", "update_run"),  # `tracked` marking it RUNNING
 ], ids=["run-created", "after-start", "params-write", "claim-tag-write", "marking-running-write"])
-def test_a_sigterm_at_any_moment_after_the_run_exists_ends_it_killed(tmp_path, code, event, inside):
-    """Before issue 18's fix each of these left the run RUNNING (or FAILED), with an MlflowException in
+def test_a_sigterm_at_any_moment_after_the_run_exists_ends_it_killed(one_store, code, event, inside):
+    """Before issue 18's fix each of these left the run RUNNING (or FAILED), with SQLAlchemy's error in
     place of the signal where a write was cut in two."""
     line = None
     if code is None:
         code, line = state_change_in_progress()
-    run = TrackedRun.open(config(tmp_path), FINGERPRINT)
+    fingerprint = f"{FINGERPRINT}-{inside}-{event}"
+    run = TrackedRun.open(config(one_store), fingerprint)
     trained = []
 
     def _train():  # what finetune / pretrain do, holding the claim
@@ -293,6 +302,21 @@ def test_a_sigterm_at_any_moment_after_the_run_exists_ends_it_killed(tmp_path, c
             with run.claimed():
                 _train()
     client = MlflowClient(run.tracking_uri)
-    runs = client.search_runs([run.tracker.experiment_id], f"tags.fingerprint = '{FINGERPRINT}'")
+    runs = client.search_runs([run.tracker.experiment_id], f"tags.fingerprint = '{fingerprint}'")
     assert [(r.info.status, r.data.tags.get("stopped")) for r in runs] == [("KILLED", "SIGTERM")]
     assert not trained
+
+
+def test_an_error_raised_while_a_signal_is_pending_ends_the_run_killed_as_the_signal(one_store):
+    """E.g. a library's store call that the signal cut in two: its error is the signal's doing."""
+    run = TrackedRun.open(config(one_store), f"{FINGERPRINT}-pending")
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts(), run.claimed():
+            run.start("a-run", {}, {})
+            with run.tracked(), interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))  # the handler ran and deferred the signal
+                raise RuntimeError("This transaction is closed")
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    ended = MlflowClient(run.tracking_uri).get_run(run.run_id)
+    assert ended.info.status == "KILLED" and ended.data.tags["stopped"] == "SIGTERM"

@@ -88,3 +88,17 @@ def test_an_error_without_a_signal_leaves_the_block_as_itself():
     with pytest.raises(RuntimeError):
         with handling_interrupts():
             raise RuntimeError("a real failure")
+
+
+def test_deferred_blocks_after_the_signal_was_raised_run_to_their_end():
+    """Ending a run KILLED after the signal: its store calls (each deferred) must not raise it again."""
+    steps = []
+    with handling_interrupts():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(1000))
+        except Interrupted:
+            for step in ("tag it stopped", "end it KILLED"):
+                with interrupts.deferred():
+                    steps.append(step)
+    assert steps == ["tag it stopped", "end it KILLED"]
