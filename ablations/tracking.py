@@ -170,8 +170,7 @@ class Tracker:
                             "takes it over", run_id, " ".join(str(store_error).split())[:200])
             raise
         else:
-            with interrupts.deferred():  # a signal now: the run is still FINISHED, not a half-written end
-                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
 
     def lightning_logger(self, run_id: str) -> MLFlowLogger:
         return _RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id)
