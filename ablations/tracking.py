@@ -201,6 +201,8 @@ class SignalSafeClient:
         self._client = client
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_client":  # not set yet (e.g. while unpickling): no recursion through __getattr__
+            raise AttributeError(name)
         attribute = getattr(self._client, name)
         if not callable(attribute):
             return attribute
