@@ -33,6 +33,11 @@ holder is dead (the same lock file: the free lock says so; this host: its pid is
 heartbeat is older than STALE_AFTER_S). Two processes on different machines *and* work directories that
 start the same new run within a moment can still both create it: MLflow has no atomic compare-and-set.
 
+Signals: once the run exists, a SIGINT / SIGTERM ends it KILLED (tag `stopped`) whenever it arrives.
+`start` creates it, records its id and tags its holder with the signal deferred (`core.interrupts`); inside
+`tracked` the tracked block ends it; a signal that stops the `claimed` block anywhere else (between `start`
+and `tracked`, or a store write it cut in two) ends a still-RUNNING run there, holding the claim.
+
 Under DDP Lightning starts the other ranks by rerunning the command after rank 0 has decided reuse /
 resume / new and removed stale checkpoints. Those worker processes (`core.distributed.is_ddp_worker`)
 never claim or touch the tracking store: they resume from a `last.ckpt` if one exists (the one rank 0
@@ -159,9 +164,29 @@ class TrackedRun:
             time.sleep(min(HEARTBEAT_S, 5.0))
         try:
             with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S):
-                yield
+                try:
+                    yield
+                except BaseException as error:  # still holding the claim: nobody takes the run over first
+                    self._end_if_interrupted(error)
+                    raise
         finally:
             self.holder = None
+
+    def _end_if_interrupted(self, error: BaseException) -> None:
+        """A signal that stopped the body outside `tracked` (after `start` created the run, before the
+        tracked block began) or cut a store write in two (then `error` is the store's, and `Interrupted`
+        is raised from it): the run, if still RUNNING, ends KILLED, tagged `stopped`."""
+        signum = interrupts.pending()
+        if signum is None or self.run_id is None:
+            return
+        try:
+            if self.tracker.client.get_run(self.run_id).info.status == "RUNNING":
+                self.tracker.end_killed(self.run_id, str(Interrupted(signum)))
+        except Exception as store_error:  # noqa: BLE001 -- the signal is what the caller must see
+            log.warning("could not mark MLflow run %s KILLED (%s); the next run with its fingerprint takes it "
+                        "over", self.run_id, " ".join(str(store_error).split())[:200])
+        if not isinstance(error, Interrupted):
+            raise Interrupted(signum) from error
 
     def _live_holder_elsewhere(self, run: Run | None) -> Holder | None:
         """The live holder of a RUNNING `run` claimed through another lock file (another work directory,
@@ -190,23 +215,21 @@ class TrackedRun:
         takeover = previous is not None and previous.info.status != "FINISHED" and not self.force
         # an unreadable checkpoint (truncated by a full disk, a kill mid-write) is set aside: start afresh
         self.resuming = takeover and usable_checkpoint(self.last_checkpoint) is not None
-        if self.resuming:
-            self.run_id = self._continue(previous, checkpoint_step(self.last_checkpoint))
-            log.info("resuming %s (%s) from its checkpoint as MLflow run %s", previous.info.run_id,
-                     previous.info.status, self.run_id)
-        else:
-            self._remove_stale_checkpoints()
-            if takeover:  # nothing it computed is kept
-                self.tracker.client.delete_run(previous.info.run_id)
-            self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint, "git_commit": git_commit(),
-                                                     **tags}, params)
-        if self.holder is not None:
-            try:
+        # a signal waits until the run exists, its id is recorded and it names its holder: `claimed` then
+        # ends it KILLED (cut in two, the run could exist with nobody knowing its id, or half-continued)
+        with interrupts.deferred():
+            if self.resuming:
+                self.run_id = self._continue(previous, checkpoint_step(self.last_checkpoint))
+                log.info("resuming %s (%s) from its checkpoint as MLflow run %s", previous.info.run_id,
+                         previous.info.status, self.run_id)
+            else:
+                self._remove_stale_checkpoints()
+                if takeover:  # nothing it computed is kept
+                    self.tracker.client.delete_run(previous.info.run_id)
+                self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint,
+                                                         "git_commit": git_commit(), **tags}, params)
+            if self.holder is not None:
                 self._claim_tags()
-            except Interrupted as stop:  # as in Tracker.create: the run must not stay RUNNING
-                self.tracker.client.set_tag(self.run_id, "stopped", str(stop))
-                self.tracker.client.set_terminated(self.run_id, "KILLED")
-                raise
 
     def _remove_stale_checkpoints(self) -> None:
         """A new run never resumes stale weights; a checkpoint set aside as unreadable stays, for a look at

@@ -105,6 +105,7 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
             result = run_finetune(cfg, tags=tags, wait=wait)
             out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
     except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
+        interrupts.check()  # unless a signal caused it (cut a store write in two): then the signal stops all
         out = {"error": one_line(error)}
     out["seconds"] = time.perf_counter() - start
     return out

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
-from mlflow.exceptions import MlflowException
 from mlflow.entities import Param, RunStatus
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -29,6 +28,7 @@ from pytorch_lightning.loggers import MLFlowLogger
 from ablations.config import REPO_ROOT
 from core.claims import claim
 from core.errors import ConfigError
+from core import interrupts
 from core.interrupts import Interrupted
 
 PROBE_TIMEOUT_S = 3.0  # an MLflow server that does not answer /health within this is unreachable
@@ -90,7 +90,7 @@ class Tracker:
     def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None):
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri)
+        self.client = SignalSafeClient(MlflowClient(tracking_uri))
         with _creating(tracking_uri):
             self.experiment_id = self._experiment_id(experiment_name, artifact_root)
 
@@ -117,16 +117,26 @@ class Tracker:
         return runs[0] if runs else None
 
     def create(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
-        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
-        items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
+        """A new RUNNING run with `tags` and `params`; its id. A signal meanwhile is raised once both are
+        stored (`core.interrupts.deferred`: inside MLflow's call the run may exist before its id is known,
+        and nobody could end it), and ends the run KILLED: the caller's `tracked_run` has not begun."""
+        run_id = None
         try:
-            for start in range(0, len(items), PARAMS_PER_BATCH):
-                self.client.log_batch(run.info.run_id, params=items[start:start + PARAMS_PER_BATCH])
-        except Interrupted as stop:  # the run exists, `tracked_run` has not begun: it must not stay RUNNING
-            self.client.set_tag(run.info.run_id, "stopped", str(stop))
-            self.client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
+            with interrupts.deferred():
+                run_id = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags).info.run_id
+                items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
+                for start in range(0, len(items), PARAMS_PER_BATCH):
+                    self.client.log_batch(run_id, params=items[start:start + PARAMS_PER_BATCH])
+        except Interrupted as stop:
+            if run_id is not None:
+                self.end_killed(run_id, str(stop))
             raise
-        return run.info.run_id
+        return run_id
+
+    def end_killed(self, run_id: str, reason: str) -> None:
+        """End the run KILLED, tagged `stopped` with `reason` (a signal's name, a stop exception's)."""
+        self.client.set_tag(run_id, "stopped", reason)
+        self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
         for key, value in metrics.items():
@@ -137,16 +147,21 @@ class Tracker:
                     ) -> Iterator[str]:
         """FINISHED if the body completes; KILLED on Ctrl-C, SIGTERM (`core.interrupts.Interrupted`) or one
         of `stop_exceptions` (a deliberate stop, e.g. an Optuna trial being pruned), tagged `stopped` (the
-        exception's name, or the signal's); FAILED, tagged `error`, otherwise."""
+        exception's name, or the signal's); FAILED, tagged `error`, otherwise. An error raised while a signal
+        is pending (a store write that the signal cut in two, in Lightning's MLflow logger) is the signal's:
+        KILLED, and `Interrupted` is raised from it."""
         try:  # an interrupt while marking it RUNNING must end it KILLED as well
             self.client.update_run(run_id, status="RUNNING")
             with preserved_tracking_env():
                 yield run_id
         except (KeyboardInterrupt, Interrupted, *stop_exceptions) as stop:
-            self.client.set_tag(run_id, "stopped", str(stop) if isinstance(stop, Interrupted) else type(stop).__name__)
-            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
+            self.end_killed(run_id, str(stop) if isinstance(stop, Interrupted) else type(stop).__name__)
             raise
         except BaseException as error:
+            signum = interrupts.pending()
+            if signum is not None:
+                self.end_killed(run_id, str(Interrupted(signum)))
+                raise Interrupted(signum) from error
             try:
                 self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
                 self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
@@ -176,9 +191,38 @@ def preserved_tracking_env() -> Iterator[None]:
             os.environ["MLFLOW_TRACKING_URI"] = before
 
 
+class SignalSafeClient:
+    """An MlflowClient whose calls a SIGINT / SIGTERM does not cut in two: the signal is raised when the
+    call returns (`core.interrupts.deferred`; a second one at once). Cut inside SQLAlchemy's session
+    handling, a call failed with another error ("This transaction is closed") and could leave its session
+    unable to close, its connection holding the SQLite lock, so that nothing could end the run KILLED."""
+
+    def __init__(self, client: MlflowClient):
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_client":  # not set yet (e.g. while unpickling): no recursion through __getattr__
+            raise AttributeError(name)
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        @functools.wraps(attribute)
+        def whole(*args: Any, **kwargs: Any) -> Any:
+            with interrupts.deferred():
+                return attribute(*args, **kwargs)
+
+        return whole
+
+
 class _RunOwnedMLFlowLogger(MLFlowLogger):
     """Lightning's MLflow logger, minus ending the run: `Tracker.tracked_run` decides the final status
-    (Lightning would mark the run FINISHED after `fit`, before the test set is scored)."""
+    (Lightning would mark the run FINISHED after `fit`, before the test set is scored). Its store calls
+    are signal-safe, as the tracker's."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._mlflow_client = SignalSafeClient(self._mlflow_client)
 
     def finalize(self, status: str = "success") -> None:
         pass

@@ -20,11 +20,11 @@ class Store:
     def __init__(self, tracking_uri: str):
         from mlflow.tracking import MlflowClient
 
-        from ablations.tracking import check_tracking_uri
+        from ablations.tracking import SignalSafeClient, check_tracking_uri
 
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri)
+        self.client = SignalSafeClient(MlflowClient(tracking_uri))  # `bioablate run` reads while a signal may come
         self._runs: dict[str, dict[str, Any]] = {}
 
     def runs(self, experiment_name: str) -> dict[str, Any]:

@@ -4,22 +4,31 @@ that never touch the store."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
+import types
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
+from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
+from sqlalchemy.orm.state_changes import _StateChange
 
 from ablations.config import build_config
 from ablations.finetune import identify, run_finetune
 from ablations import lifecycle
 from ablations.lifecycle import TrackedRun
 from core.claims import ClaimHeld
+from core import interrupts
+from core.interrupts import Interrupted, handling_interrupts
 
 FINGERPRINT = "0123456789abcdef"
 
@@ -209,3 +218,105 @@ def test_a_run_claimed_through_another_work_dir_is_taken_over_only_once_its_hold
     with taker.claimed(wait=False):
         taker.start("a-run", {}, {})
     assert taker.run_id != first.run_id
+
+
+
+
+def state_change_in_progress() -> tuple:
+    """SQLAlchemy's session-state guard (`state_changes._StateChange.declare_states`, around commit,
+    flush, close, ...) has marked a change in progress and not yet entered the `try` that unmarks it:
+    (its code, the line). A signal raised here left the session unable to close (MLflow then raised
+    "Method 'close()' can't be called here; method 'commit()' is already in progress")."""
+    code = next(c for c in _StateChange.declare_states.__code__.co_consts
+                if isinstance(c, types.CodeType) and c.co_name == "_go")
+    lines, first = inspect.getsourcelines(code)
+    marked = next(i for i, text in enumerate(lines) if "_next_state = _StateChangeStates.CHANGE_IN_PROGRESS" in text)
+    return code, first + marked + 1
+
+
+@contextmanager
+def sigterm_at(code, event: str, inside: str, line: int | None = None):
+    """Send this process SIGTERM the first time a frame running `code`, within a call of a function named
+    `inside`, has the trace `event` ("return": it is done, its caller not resumed yet; "line": it is about
+    to run `line`): the handler runs there, as for a signal arriving at that instant."""
+    previous = sys.gettrace()
+
+    def called_inside(frame) -> bool:
+        caller = frame.f_back
+        while caller is not None and caller.f_code.co_name != inside:
+            caller = caller.f_back
+        return caller is not None
+
+    def fire(frame, this_event, arg):
+        if this_event != event or (line is not None and frame.f_lineno != line):
+            return fire
+        sys.settrace(previous)
+        frame.f_trace = None
+        os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+    def on_call(frame, this_event, arg):
+        if frame.f_code is not code or not called_inside(frame):
+            return None
+        frame.f_trace_lines = line is not None
+        return fire
+
+    sys.settrace(on_call)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+@pytest.fixture(scope="module")
+def one_store(tmp_path_factory) -> Path:
+    """A work directory whose store the signal tests share (each with its own fingerprint): creating an
+    SQLite store takes seconds."""
+    return tmp_path_factory.mktemp("signals")
+
+
+@pytest.mark.parametrize("code, event, inside", [
+    (SqlAlchemyStore.create_run.__code__, "return", "create"),  # the run exists, its id not yet with us
+    (TrackedRun.start.__code__, "return", "_train"),  # between `start` and `tracked`
+    (None, "line", "log_batch"),  # a store write cut in two: its params
+    (None, "line", "set_tag"),  # its claim tags
+    (None, "line", "update_run"),  # `tracked` marking it RUNNING
+], ids=["run-created", "after-start", "params-write", "claim-tag-write", "marking-running-write"])
+def test_a_sigterm_at_any_moment_after_the_run_exists_ends_it_killed(one_store, code, event, inside):
+    """Before issue 18's fix each of these left the run RUNNING (or FAILED), with SQLAlchemy's error in
+    place of the signal where a write was cut in two."""
+    line = None
+    if code is None:
+        code, line = state_change_in_progress()
+    fingerprint = f"{FINGERPRINT}-{inside}-{event}"
+    run = TrackedRun.open(config(one_store), fingerprint)
+    trained = []
+
+    def _train():  # what finetune / pretrain do, holding the claim
+        run.start("a-run", {"kind": "test"}, {"lr": 0.1})
+        with run.tracked():
+            trained.append(True)
+
+    with pytest.raises(Interrupted):
+        with handling_interrupts(), sigterm_at(code, event, inside, line):
+            with run.claimed():
+                _train()
+    client = MlflowClient(run.tracking_uri)
+    runs = client.search_runs([run.tracker.experiment_id], f"tags.fingerprint = '{fingerprint}'")
+    assert [(r.info.status, r.data.tags.get("stopped")) for r in runs] == [("KILLED", "SIGTERM")]
+    assert not trained
+
+
+def test_an_error_raised_while_a_signal_is_pending_ends_the_run_killed_as_the_signal(one_store):
+    """E.g. a library's store call that the signal cut in two: its error is the signal's doing."""
+    run = TrackedRun.open(config(one_store), f"{FINGERPRINT}-pending")
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts(), run.claimed():
+            run.start("a-run", {}, {})
+            with run.tracked(), interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))  # the handler ran and deferred the signal
+                raise RuntimeError("This transaction is closed")
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    ended = MlflowClient(run.tracking_uri).get_run(run.run_id)
+    assert ended.info.status == "KILLED" and ended.data.tags["stopped"] == "SIGTERM"

@@ -44,3 +44,61 @@ def test_a_signal_swallowed_by_a_finalizer_is_raised_again_by_check():
 def test_check_does_nothing_without_a_signal():
     with handling_interrupts():
         interrupts.check()
+
+
+def test_a_signal_inside_deferred_is_raised_when_the_outermost_block_ends():
+    steps = []
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts():
+            with interrupts.deferred():
+                with interrupts.deferred():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    sum(range(1000))  # the handler ran: it only remembered the signal
+                    steps.append("inner block finished")
+                steps.append("outer block finished")  # the inner block's end raised nothing
+    assert steps == ["inner block finished", "outer block finished"]
+    assert raised.value.signum == signal.SIGTERM
+
+
+def test_a_second_signal_inside_deferred_raises_at_once():
+    steps = []
+    with pytest.raises(Interrupted):
+        with handling_interrupts():
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(1000))
+                steps.append("first signal deferred")
+                os.kill(os.getpid(), signal.SIGINT)  # e.g. Ctrl-C again while a store hangs
+                sum(range(1000))
+                steps.append("second signal deferred")
+    assert steps == ["first signal deferred"]
+
+
+def test_an_error_leaving_the_block_while_a_signal_is_pending_leaves_it_as_the_signal():
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts():
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))
+                raise RuntimeError("This transaction is closed")  # what a store call cut in two raises
+    assert raised.value.signum == signal.SIGTERM and isinstance(raised.value.__cause__, RuntimeError)
+
+
+def test_an_error_without_a_signal_leaves_the_block_as_itself():
+    with pytest.raises(RuntimeError):
+        with handling_interrupts():
+            raise RuntimeError("a real failure")
+
+
+def test_deferred_blocks_after_the_signal_was_raised_run_to_their_end():
+    """Ending a run KILLED after the signal: its store calls (each deferred) must not raise it again."""
+    steps = []
+    with handling_interrupts():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(1000))
+        except Interrupted:
+            for step in ("tag it stopped", "end it KILLED"):
+                with interrupts.deferred():
+                    steps.append(step)
+    assert steps == ["tag it stopped", "end it KILLED"]
