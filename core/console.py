@@ -19,6 +19,9 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # MLflow writes "🏃 View run ... at: URL" to stdout when a run ends on an HTTP tracking server: it
+    # would land in `bioablate table --format csv > t.csv`; our commands print where things are logged
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def one_line(text: BaseException | str, limit: int = 500) -> str:

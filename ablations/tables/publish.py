@@ -70,7 +70,9 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
     created once, updated on every re-render (same run, artifacts overwritten, tags and metrics refreshed)."""
     from mlflow.entities import RunStatus
 
-    from ablations.tracking import Tracker
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    from ablations.tracking import Tracker, preserved_tracking_env
 
     tracker = Tracker(tracking_uri, TABLE_MLFLOW_EXPERIMENT, artifact_root=artifact_root)
     client = tracker.client
@@ -84,9 +86,12 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
         for key, value in all_tags.items():
             client.set_tag(run_id, key, value)
     try:
-        for path in files:
-            client.log_artifact(run_id, str(path))
-        _replace_table(client, run_id, table)
+        # an HTTP server's artifacts (`mlflow-artifacts:` URIs) are resolved against MLflow's *global*
+        # tracking URI, not the client's: without this, logging to a server failed with MLflow's traceback
+        with preserved_tracking_env(), _use_tracking_uri(tracking_uri):
+            for path in files:
+                client.log_artifact(run_id, str(path))
+            _replace_table(client, run_id, table)
         tracker.log_metrics(run_id, metrics)
     except BaseException:
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))

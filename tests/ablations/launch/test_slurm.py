@@ -162,6 +162,14 @@ def test_an_experiment_with_a_stage_runs_as_jobs_and_a_rerun_submits_nothing(tra
                        "--tracking-uri", tracking_server, cwd=tmp_path)
     assert status.returncode == 0 and status.stdout.count("FINISHED  ENDED") == 3, status.stdout
 
+    # re-rendered from the server: the table's files are logged as artifacts through it, and stdout is
+    # the CSV alone (MLflow's "View run" lines stay out of it)
+    table = bioablate("table", "tiny.yaml", "--profile", "micro", "--format", "csv", "--work-dir", str(work),
+                      "--tracking-uri", tracking_server, cwd=tmp_path)
+    assert table.returncode == 0, table.stderr[-3000:]
+    lines = table.stdout.splitlines()
+    assert lines[0].startswith("row,column,") and len(lines) == 3, table.stdout
+
 
 def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_dir, tmp_path, work):
     (tmp_path / "tiny.yaml").write_text(TINY.format(name="cancel"))
