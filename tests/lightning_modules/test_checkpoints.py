@@ -71,6 +71,7 @@ except OSError as e:
 """
 
 
+@pytest.mark.slow  # a subprocess under a file-size limit
 def test_a_failed_write_names_the_checkpoint_and_leaves_no_partial_file(tmp_path):
     """RLIMIT_FSIZE in a child process stands in for a full disk (same code path: an OSError on write)."""
     path = tmp_path / "checkpoints" / "last.ckpt"

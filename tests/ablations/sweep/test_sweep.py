@@ -206,6 +206,7 @@ def _stop(server: subprocess.Popen) -> str:
         return server.communicate()[0]
 
 
+@pytest.mark.slow  # starts an MLflow server (~20 s)
 def test_ui_serves_the_sweep_parent_and_child_runs_over_rest_on_loopback(micro_sweep):
     work_dir, study = micro_sweep
     port = free_port()

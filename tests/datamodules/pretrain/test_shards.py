@@ -36,6 +36,7 @@ def same_files(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+@pytest.mark.slow  # spawns a pool of two workers per build
 @pytest.mark.parametrize("pairs", ["nsp", "none"])
 def test_one_and_two_workers_give_identical_shards(data_dir: Path, tmp_path: Path, pairs: str, baseline_yaml):
     one = build_shards(corpus(data_dir), vocab(data_dir), pairs=pairs, out_dir=tmp_path / "one", workers=1,
@@ -57,6 +58,7 @@ def test_one_and_two_workers_give_identical_shards(data_dir: Path, tmp_path: Pat
         assert (types[np.arange(len(two)), two.lengths - 1] == 1).all()  # B's [SEP] is type 1
 
 
+@pytest.mark.slow  # a build in a subprocess, killed, then resumed
 def test_a_killed_build_resumes_from_its_recorded_batches(data_dir: Path, tmp_path: Path):
     reference = build_shards(corpus(data_dir), vocab(data_dir), pairs="nsp", out_dir=tmp_path / "reference",
                              workers=2, docs_per_batch=8, **SETTINGS)
