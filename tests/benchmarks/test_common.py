@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import sys
 
 import pytest
@@ -14,9 +15,13 @@ from benchmarks.common import bf16_native, peak_memory, reset_peak_memory, resol
 def test_cpu_peak_memory_sees_an_allocation_and_resets_after_it():
     reset_peak_memory("cpu")
     before = peak_memory("cpu")
-    block = torch.ones(64 * 2 ** 20 // 4)  # 64 MiB, touched
+    # 64 MiB of fresh pages, each touched: a tensor could come from heap memory a long-lived worker
+    # freed earlier and that is still resident (seen under xdist), which no peak would show
+    block = mmap.mmap(-1, 64 * 2 ** 20)
+    for offset in range(0, len(block), mmap.PAGESIZE):
+        block[offset] = 1
     during = peak_memory("cpu")
-    del block
+    block.close()
     reset_peak_memory("cpu")
     after = peak_memory("cpu")
     assert before["what"] == during["what"] == "peak_rss"
