@@ -101,16 +101,7 @@ def evaluation_pmids(data_dir: Path, cache_dir: Path | None = None) -> frozenset
     if pmids is None and cached is not None and cached.is_file():
         pmids = frozenset(cached.read_text().split())
     if pmids is None:
-        found: set[str] = set()
-        for spec in present:
-            for instances in spec.read(data_dir).values():
-                for instance in instances:
-                    match = _PMID_ID.match(instance.id)
-                    if match:
-                        found.add(match.group(1))
-        if bc5.is_file():
-            found |= {line.strip() for line in read_text_lines(bc5) if line.strip()}
-        pmids = frozenset(found)
+        pmids = _parse_pmids(present, data_dir, bc5)
     _PMIDS[key] = pmids
     if cached is not None and not cached.is_file():  # written whole, then renamed: never read half-written
         write_text_atomic(cached, "".join(p + "\n" for p in sorted(pmids)))
@@ -118,6 +109,15 @@ def evaluation_pmids(data_dir: Path, cache_dir: Path | None = None) -> frozenset
 
 
 _PMIDS: dict[str, frozenset[str]] = {}  # content key -> PMIDs, for this process
+
+
+def _parse_pmids(specs: list, data_dir: Path, bc5: Path) -> frozenset[str]:
+    """The PMIDs in the instance ids of `specs`' datasets, plus the derived BC5CDR list."""
+    ids = (instance.id for spec in specs for split in spec.read(data_dir).values() for instance in split)
+    found = {match.group(1) for match in map(_PMID_ID.match, ids) if match}
+    if bc5.is_file():
+        found |= {line.strip() for line in read_text_lines(bc5) if line.strip()}
+    return frozenset(found)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
