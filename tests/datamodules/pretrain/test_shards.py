@@ -16,7 +16,8 @@ import pytest
 
 from core.errors import DataFormatError
 from datamodules.pretrain.corpora import load_corpus
-from datamodules.pretrain.shards import ARRAYS, BatchPlan, build_shards, load_shards
+from datamodules.pretrain.shards import (ARRAYS, POOL_MIN_WORDS, BatchPlan, build_shards, default_workers,
+                                        expected_words, load_shards)
 from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file, train_wordpiece
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -131,3 +132,13 @@ def test_batch_plan_is_deterministic_and_follows_stages():
     flat = np.concatenate(first)
     assert (flat[:20] < 10).all() and (flat[20:] >= 10).all()  # stage 1 first, then stage 2
     assert sorted(flat[:10]) == list(range(10))  # one permutation per pass
+
+
+def test_a_small_corpus_is_built_without_a_pool_and_the_environment_decides_first(data_dir: Path, monkeypatch):
+    monkeypatch.delenv("BIOABLATE_SHARD_WORKERS", raising=False)
+    small = load_corpus("pubmed", data_dir, max_words=20000)
+    assert expected_words(small) == 20000 and default_workers(small) == 1
+    whole = load_corpus("general", data_dir)  # the staged Wikipedia + books text: millions of words
+    assert expected_words(whole) > POOL_MIN_WORDS and default_workers(whole) == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("BIOABLATE_SHARD_WORKERS", "3")
+    assert default_workers(small) == 3
