@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from core.errors import MissingDataError
-from core.fingerprints import hash_files
+from core.fingerprints import files_under, hash_files
 from datamodules.instances import Instance
 
 SPLITS = ("train", "dev", "test")
@@ -89,7 +89,7 @@ class DatasetSpec:
         sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
         for rel in self.files:
             path = base / rel
-            sources += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            sources += files_under(path) if path.is_dir() else [path]
         return hash_files(sources, seed=(self.name + self.definition).encode())
 
 

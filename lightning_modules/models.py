@@ -28,7 +28,7 @@ from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, Bert
                           PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase)
 
 from core.errors import ConfigError
-from core.fingerprints import hash_files
+from core.fingerprints import files_under, hash_files
 from core.registry import Registry
 from datamodules.vocabs import resolve_vocab
 
@@ -300,7 +300,6 @@ def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
     if model_cfg.name_or_path == RANDOM_BERT:
         return hash_files([resolve_vocab(model_cfg.vocab, data_dir)])
     model = resolve_model(model_cfg.name_or_path)
-    # rglob lists a Hub snapshot's files (links into the cache's blobs/); hashing reads the blobs' content.
-    files = sorted(p for p in model.path.rglob("*")
-                   if p.is_file() and not p.name.startswith(".") and p.name != MODEL_CARD)
+    # A Hub snapshot's files are links into the cache's blobs/: hashing reads the blobs' content.
+    files = [p for p in files_under(model.path) if not p.name.startswith(".") and p.name != MODEL_CARD]
     return hash_files(files, seed=model.identity())
