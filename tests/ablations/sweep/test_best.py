@@ -1,18 +1,20 @@
 """After a sweep: the printed commands run as pasted, and `sweep best` gives back the best trial's run.
 
 One micro sweep on the default SQLite storage, run through the CLI as a user would; then its printed
-hints are run one after the other with a subprocess: `sweep best` (which writes the config layer), then
-`finetune --config` over that layer, whose run must have the best trial's swept values and fingerprint.
+hints are run one after the other as pasted, from another directory without the tracking and work-dir
+variables: `sweep best` (which writes the config layer), then `finetune --config` over that layer, whose
+run must have the best trial's swept values and fingerprint. They run through the CLI's entry point in this
+process (a fresh interpreter would add ~10 s of imports each and prove nothing more about the commands).
 """
 
 from __future__ import annotations
 
-import os
+import io
 import re
 import shlex
 import subprocess
-import sys
 import uuid
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import optuna
@@ -21,7 +23,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from ablations.cli import main
-from ablations.config import REPO_ROOT, build_config, flatten
+from ablations.config import build_config, flatten
 from core.packaged import resolve_config
 
 pytestmark = [pytest.mark.slow]
@@ -30,13 +32,17 @@ MICRO = resolve_config("micro", "sweep")
 
 
 def pasted(hint: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Run a printed `bioablate ...` command as a shell would, with this checkout's CLI as `bioablate`."""
+    """Run a printed `bioablate ...` command as a shell would: its words to the CLI's entry point, from
+    `cwd`, without the variables that could point it at the right store by accident."""
     words = shlex.split(hint)
     assert words[0] == "bioablate", hint
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "BIOABLATE_WORK")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "ablations.cli", *words[1:]], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        patch.chdir(cwd)
+        for name in ("MLFLOW_TRACKING_URI", "BIOABLATE_WORK"):
+            patch.delenv(name, raising=False)
+        code = main(words[1:])
+    return subprocess.CompletedProcess(words, code, out.getvalue(), err.getvalue())
 
 
 def hint(output: str, label: str) -> str:

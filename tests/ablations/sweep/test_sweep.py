@@ -69,7 +69,8 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(postgres_url, data_dir, tmp_path):
+def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(postgres_url, data_dir, tmp_path,
+                                                                             capsys):
     spec = load_sweep(MICRO, study=unique("two-workers"))  # the 4-point grid: n_trials = 4
     summary = run_sweep(spec, postgres_url, workers=2, paths=SweepPaths(str(data_dir), str(tmp_path)))
 
@@ -79,16 +80,18 @@ def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(post
     assert len(trials) == spec.n_trials == 4
     assert len({params_key(t) for t in trials}) == 4  # every grid point once
     assert summary.complete and summary.best_value == max(t.value for t in trials if t.value is not None)
-    # The `sweep best` command printed after such a sweep names the server storage: pasted, it finds the study.
+    # The `sweep best` command printed after such a sweep names the server storage: pasted in another
+    # directory, without the storage variable, it finds the study.
     export = best_command(spec.study, Place(str(tmp_path), postgres_url, str(data_dir)))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != STORAGE_ENV}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-m", "ablations.cli", *shlex.split(export)[1:]], cwd=elsewhere,
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert f"of study '{spec.study}'" in done.stdout and (tmp_path / "sweeps" / f"{spec.study}.yaml").is_file()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(elsewhere)
+        patch.delenv(STORAGE_ENV, raising=False)
+        words = shlex.split(export)
+        assert words[0] == "bioablate" and main(words[1:]) == 0
+    assert f"of study '{spec.study}'" in capsys.readouterr().out
+    assert (tmp_path / "sweeps" / f"{spec.study}.yaml").is_file()
 
 
 @pytest.mark.slow
@@ -195,24 +198,29 @@ def _http(url: str, body: dict | None = None) -> dict:
         return json.loads(response.read() or b"{}")
 
 
-@pytest.mark.slow
-def _stop(server: subprocess.Popen) -> str:
-    """End a server started in its own process group (SIGTERM, then SIGKILL); what it printed."""
+def _stop(server: subprocess.Popen) -> None:
+    """End a server started in its own process group (SIGTERM, then SIGKILL)."""
     os.killpg(server.pid, signal.SIGTERM)
     try:
-        return server.communicate(timeout=30)[0]
+        server.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
-        return server.communicate()[0]
+        server.communicate()
 
 
-@pytest.mark.slow  # starts an MLflow server (~20 s)
-def test_ui_serves_the_sweep_parent_and_child_runs_over_rest_on_loopback(micro_sweep):
-    work_dir, study = micro_sweep
+@pytest.fixture(scope="module")
+def ui_server(micro_sweep) -> tuple[str, str]:
+    """One `bioablate ui` over the micro sweep's work directory, shared by the UI tests (a server takes
+    ~20 s to start on a loaded CI machine); returns its base URL and what it printed on start. Started
+    without pytest's and CI's variables: MLflow turns telemetry off by itself when it sees them, and a test
+    below checks that the server is told to keep it off."""
+    work_dir, _ = micro_sweep
     port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS",
+                                                            "MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK")}
     server = subprocess.Popen([sys.executable, "-m", "ablations.cli", "ui", "--work-dir", str(work_dir),
                                "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, start_new_session=True)
+                              start_new_session=True, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):  # the server takes a few seconds to start
@@ -222,27 +230,38 @@ def test_ui_serves_the_sweep_parent_and_child_runs_over_rest_on_loopback(micro_s
                 break
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.5)
-        api = f"{base}/api/2.0/mlflow"
-        experiment = _http(f"{api}/experiments/get-by-name?experiment_name=sweeps")["experiment"]
-        search = {"experiment_ids": [experiment["experiment_id"]]}
-        [parent] = _http(f"{api}/runs/search",
-                         {**search, "filter": f"tags.kind = 'sweep' and tags.`sweep.study` = '{study}'"})["runs"]
-        parent_id = parent["info"]["run_id"]
-        children = _http(f"{api}/runs/search",
-                         {**search, "filter": f"tags.`mlflow.parentRunId` = '{parent_id}'"})["runs"]
-        tags = [{t["key"]: t["value"] for t in run["data"]["tags"]} for run in children]
-        assert sorted(t["sweep.trial"] for t in tags) == ["0", "1"]
-        assert [t["sweep.trial_state"] for t in tags] == ["COMPLETE", "COMPLETE"]  # median needs 2 first
-        for run in children:
-            metrics = {m["key"] for m in run["data"]["metrics"]}
-            assert {"sweep.value", "dev/score", "best_dev/score", "test/score"} <= metrics
-            query = urllib.parse.urlencode({"run_id": run["info"]["run_id"], "metric_key": "dev/score"})
-            assert len(_http(f"{api}/metrics/get-history?{query}")["metrics"]) == 2  # one per epoch
-        parent_metrics = {m["key"]: m["value"] for m in parent["data"]["metrics"]}
-        assert parent["info"]["status"] == "FINISHED" and "sweep.best_value" in parent_metrics
+        # `ui` prints its notes (flushed) before it becomes the server: they are all in the pipe by now
+        os.set_blocking(server.stdout.fileno(), False)
+        printed = (server.stdout.read() or b"").decode()
+        os.set_blocking(server.stdout.fileno(), True)
+        yield base, printed
     finally:
-        out = _stop(server)
-    assert f"http://127.0.0.1:{port}" in out and "optuna-dashboard 'sqlite:///" in out
+        _stop(server)
+
+
+@pytest.mark.slow
+def test_ui_serves_the_sweep_parent_and_child_runs_over_rest_on_loopback(micro_sweep, ui_server):
+    _, study = micro_sweep
+    base, printed = ui_server
+    api = f"{base}/api/2.0/mlflow"
+    experiment = _http(f"{api}/experiments/get-by-name?experiment_name=sweeps")["experiment"]
+    search = {"experiment_ids": [experiment["experiment_id"]]}
+    [parent] = _http(f"{api}/runs/search",
+                     {**search, "filter": f"tags.kind = 'sweep' and tags.`sweep.study` = '{study}'"})["runs"]
+    parent_id = parent["info"]["run_id"]
+    children = _http(f"{api}/runs/search",
+                     {**search, "filter": f"tags.`mlflow.parentRunId` = '{parent_id}'"})["runs"]
+    tags = [{t["key"]: t["value"] for t in run["data"]["tags"]} for run in children]
+    assert sorted(t["sweep.trial"] for t in tags) == ["0", "1"]
+    assert [t["sweep.trial_state"] for t in tags] == ["COMPLETE", "COMPLETE"]  # median needs 2 first
+    for run in children:
+        metrics = {m["key"] for m in run["data"]["metrics"]}
+        assert {"sweep.value", "dev/score", "best_dev/score", "test/score"} <= metrics
+        query = urllib.parse.urlencode({"run_id": run["info"]["run_id"], "metric_key": "dev/score"})
+        assert len(_http(f"{api}/metrics/get-history?{query}")["metrics"]) == 2  # one per epoch
+    parent_metrics = {m["key"]: m["value"] for m in parent["data"]["metrics"]}
+    assert parent["info"]["status"] == "FINISHED" and "sweep.best_value" in parent_metrics
+    assert base in printed and "optuna-dashboard 'sqlite:///" in printed
 
 
 def test_best_exports_a_config_layer_finetune_accepts(micro_sweep, capsys):
@@ -323,29 +342,13 @@ def test_bad_sweep_yaml_is_a_one_line_error_naming_file_and_key(text, fragments,
 
 
 @pytest.mark.slow
-def test_ui_serves_the_classic_view_with_telemetry_off(tmp_path):
-    """The server is told to keep telemetry off (the UI asks it whether to send events); pytest's and CI's
-    variables are taken away, since MLflow turns telemetry off by itself when it sees them."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS",
-                                                            "MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK")}
-    server = subprocess.Popen([sys.executable, "-m", "ablations.cli", "ui", "--work-dir", str(tmp_path),
-                               "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, start_new_session=True, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            assert server.poll() is None, "the MLflow server exited"
-            try:
-                urllib.request.urlopen(f"{base}/health", timeout=5).close()
-                break
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.5)
-        assert _http(f"{base}/ajax-api/3.0/mlflow/ui-telemetry", {"records": []}) == {"status": "disabled"}
-        assert _http(f"{base}/ajax-api/3.0/mlflow/ui-telemetry")["disable_ui_telemetry"] is True
-    finally:
-        out = _stop(server)
-    assert f"{base}/#/experiments?workflowType=machine_learning" in out  # not MLflow 3's default GenAI view
+def test_ui_serves_the_classic_view_with_telemetry_off(ui_server):
+    """The server is told to keep telemetry off (the UI asks it whether to send events), and the printed
+    address opens MLflow's classic view."""
+    base, printed = ui_server
+    assert _http(f"{base}/ajax-api/3.0/mlflow/ui-telemetry", {"records": []}) == {"status": "disabled"}
+    assert _http(f"{base}/ajax-api/3.0/mlflow/ui-telemetry")["disable_ui_telemetry"] is True
+    assert f"{base}/#/experiments?workflowType=machine_learning" in printed  # not MLflow 3's default GenAI view
 
 
 def test_ui_refuses_a_non_loopback_host_unless_allowed(capsys, tmp_path):
