@@ -322,8 +322,10 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
                               max_steps=p.max_steps, checkpoint_every=p.checkpoint_every, seed=cfg.seed,
                               masking=p.masking, mask_rate=p.mask_rate, mask_schedule=p.mask_schedule,
                               num_workers=cfg.trainer.num_workers)
-    checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="latest", save_top_k=1, save_last=True,
-                                  every_n_epochs=1)
+    # last.ckpt, overwritten at every checkpoint: the one file a resume reads. (Lightning's `save_last`
+    # writes it only as a second full copy of a top-k checkpoint: a BERT-base one, 1.3 GB, written twice.)
+    checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1, every_n_epochs=1,
+                                  enable_version_counter=False)
     trainer = pl.Trainer(
         max_steps=p.max_steps, max_epochs=-1,
         accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,

@@ -1,5 +1,5 @@
-"""Micro pretraining runs end to end on real text: every variant's loss falls and its exported model
-fine-tunes with `bioablate finetune`; a SIGKILLed run is resumed by the same command."""
+"""Micro pretraining runs end to end on real text: every variant's loss falls and the exported model of
+every architecture fine-tunes with `bioablate finetune`; a SIGKILLed run is resumed by the same command."""
 
 from __future__ import annotations
 
@@ -23,9 +23,14 @@ from core.errors import ConfigError
 from lightning_modules.models import load_encoder
 from lightning_modules.pretrain import build_model
 
-FAST = ["trainer.progress_bar=false"]
+# Batch 8 and 20 steps: enough for every variant's loss to fall clearly (the drop is 0.2-16 nats).
+FAST = ["trainer.progress_bar=false", "pretrain.batch_size=8", "pretrain.max_steps=20",
+        "pretrain.checkpoint_every=10"]
 FINETUNE = ["finetune.max_train_examples=32", "finetune.max_eval_examples=16", "finetune.epochs=1",
             "finetune.max_length=64", "trainer.progress_bar=false"]
+# Continual pretraining starts from MiniLM (6 layers, 384 wide: ~1 s a step here): 8 steps show the fall.
+CONTINUAL = ["pretrain.init=general-minilm", "pretrain.max_steps=8", "pretrain.checkpoint_every=4",
+             "trainer.log_every_n_steps=2"]
 
 VARIANTS = {
     "bert-wwm-pubmed": [],
@@ -34,20 +39,21 @@ VARIANTS = {
     "mask-schedule": ["pretrain.mask_schedule=ramp"],
     "adversarial": ["pretrain.adversarial=true"],
     "albert-sop": ["pretrain.objective=albert", "pretrain.embedding_size=32"],
-    "lamb": ["pretrain.optimizer=lamb", "pretrain.lr=1e-2"],
-    "bf16-mixed": ["trainer.precision=bf16-mixed"],  # with gradient clipping and fused AdamW
+    "lamb": ["pretrain.optimizer=lamb", "pretrain.lr=2e-2"],
+    "bf16-mixed": ["trainer.precision=bf16-mixed", "pretrain.max_steps=12"],  # gradient clipping, fused AdamW
     "trained-vocab": ["pretrain.vocab=train:2000"],
     "pmc": ["pretrain.corpus=pmc"],
     "pubmed+pmc": ["pretrain.corpus=pubmed+pmc"],
     "general>pubmed": ["pretrain.corpus=general>pubmed"],
-    "continual-minilm": ["pretrain.init=general-minilm", "pretrain.vocab=init", "pretrain.max_steps=20",
-                         "pretrain.checkpoint_every=10", "pretrain.lr=5e-4"],
-    "continual-new-vocab": ["pretrain.init=general-minilm", "pretrain.vocab=pubmedbert-uncased",
-                            "pretrain.max_steps=20", "pretrain.checkpoint_every=10", "pretrain.lr=1e-3"],
+    "continual-minilm": [*CONTINUAL, "pretrain.vocab=init", "pretrain.lr=5e-4"],
+    "continual-new-vocab": [*CONTINUAL, "pretrain.vocab=pubmedbert-uncased", "pretrain.lr=1e-3"],
     "electra": ["pretrain.objective=electra"],
-    "electra-from-bert": ["pretrain.objective=electra", "pretrain.init=general-minilm", "pretrain.vocab=init",
-                          "pretrain.max_steps=20", "pretrain.checkpoint_every=10", "pretrain.lr=5e-4"],
+    "electra-from-bert": [*CONTINUAL, "pretrain.objective=electra", "pretrain.vocab=init", "pretrain.lr=5e-4"],
 }
+# Variants that change only the text, the masking or the optimizer export the standard model's
+# architecture and vocabulary: fine-tuning their export would prove nothing "bert-wwm-pubmed" does not.
+SAME_EXPORT = {"wordpiece", "mask-schedule", "adversarial", "lamb", "bf16-mixed", "pmc", "pubmed+pmc",
+               "general>pubmed"}
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +71,9 @@ def pretrain_config(data_dir: Path, work_dir: Path, *overrides: str):
 def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir: Path, work_dir: Path):
     result = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
     losses = result.losses
-    assert len(losses) >= 20
-    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.1, (losses[:5], losses[-5:])
+    assert len(losses) >= 8
+    k = len(losses) // 4  # the mean loss of the last quarter of the steps is clearly below the first's
+    assert sum(losses[-k:]) / k < sum(losses[:k]) / k - 0.1, (losses[:k], losses[-k:])
     run = MlflowClient(result.tracking_uri).get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.data.tags["model_dir"] == str(result.model_dir)
     assert "train/loss" in run.data.metrics and "train/mask_rate" in run.data.metrics
@@ -75,6 +82,10 @@ def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir:
         assert json.loads((result.model_dir / "config.json").read_text())["architectures"] == \
             ["ElectraForPreTraining"]  # the discriminator is what fine-tuning gets
     assert (result.model_dir / "config.json").is_file() and (result.model_dir / "vocab.txt").is_file()
+    again = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
+    assert again.reused and again.run_id == result.run_id
+    if variant in SAME_EXPORT:
+        return
 
     ft_cfg = build_config("micro", FINETUNE, task="gad", data_dir=str(data_dir), work_dir=str(work_dir),
                           **{"model.name_or_path": str(result.model_dir)})
@@ -88,8 +99,6 @@ def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir:
     for name, tensor in weights.items():
         stored = [key for key in exported if key == name or key.endswith("." + name)]
         assert len(stored) == 1 and torch.equal(exported[stored[0]], tensor), name
-    again = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
-    assert again.reused and again.run_id == result.run_id
 
 
 @pytest.mark.slow
@@ -98,7 +107,7 @@ def test_mask_schedule_reaches_25_percent(data_dir: Path, work_dir: Path):
                                           "trainer.log_every_n_steps=1"), force=True)
     client = MlflowClient(result.tracking_uri)
     rates = [m.value for m in client.get_metric_history(result.run_id, "train/mask_rate")]
-    assert rates == sorted(rates) and len(rates) == 30
+    assert rates == sorted(rates) and len(rates) == 20
     assert rates[0] == pytest.approx(0.05) and rates[-1] == pytest.approx(0.25)
     assert sorted({round(r, 2) for r in rates}) == [0.05, 0.10, 0.15, 0.20, 0.25]
 
@@ -153,6 +162,8 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
     assert proc.poll() is None, "the run finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    # one checkpoint file, overwritten: not a second full copy of each one
+    assert [p.name for p in work.glob("runs/*/checkpoints/*.ckpt")] == ["last.ckpt"]
     assert not list(work.glob("models/*/config.json"))
 
     done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
