@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
 # Set up bioablate on a fresh machine: a virtual environment in .venv with the project installed
 # (editable) and its test dependencies. Safe to rerun: already-satisfied packages are skipped.
+#
+# The installer is uv when the package index has it (about 1 minute instead of pip's 5 here: parallel
+# downloads, no bytecode compiled ahead of time; a module is compiled when first imported), else pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 # shellcheck disable=SC1091
 . .venv/bin/activate
-python -m pip install --quiet --upgrade pip
+if python -m pip install --quiet uv; then
+  # uv does not read pip's configuration: pass on where pip is told to find wheels (a local CPU torch)
+  links=()
+  for place in ${PIP_FIND_LINKS:-$(python -m pip config get global.find-links 2>/dev/null || true)}; do
+    links+=(--find-links "$place")
+  done
+  install() { uv pip install --quiet --python .venv/bin/python "${links[@]}" "$@"; }
+else
+  install() { python -m pip install --quiet "$@"; }
+fi
 # torch first and pinned: on CPU machines a local CPU wheel of 2.13.0 is provided; installing the project
-# first would let pip pull the newest CUDA build (several GB) to satisfy `torch>=2.4`.
-python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e ".[dev]"
+# first would let the installer pull the newest CUDA build (several GB) to satisfy `torch>=2.4`.
+install "torch==2.13.0"
+install -e ".[dev]"
 echo "bioablate installed in $(pwd)/.venv (activate with: . .venv/bin/activate)"
