@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import platform
 
-import torch
-
 
 def machine() -> str:
     """One line naming the device: the GPU, else the CPU model with torch's thread count and the cores."""
+    import torch  # here: reading stored tables (the report notebook) needs no torch
+
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name()} (torch {torch.__version__}, CUDA {torch.version.cuda})"
     cpu = platform.processor() or platform.machine()

@@ -7,8 +7,8 @@ MLflow 3's UI opens in its GenAI mode (traces, evaluations) unless told otherwis
 the page's `workflowType` (its URL parameter wins over the browser's remembered choice), so the printed
 address asks for `machine_learning`: the classic view of experiments, runs, params and metric curves.
 The server runs with telemetry off (`MLFLOW_DISABLE_TELEMETRY`, `DO_NOT_TRACK`), for itself and the UI
-it serves. The Optuna dashboard is a separate program over the study storage; this command prints how
-to start it.
+it serves, and without MLflow's job runner unless the environment sets `MLFLOW_SERVER_ENABLE_JOB_EXECUTION`.
+The Optuna dashboard is a separate program over the study storage; this command prints how to start it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,15 @@ from core.errors import ConfigError
 
 CLASSIC_VIEW = "#/experiments?workflowType=machine_learning"
 NO_TELEMETRY = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+# MLflow 3's server starts a job runner by default: seven more Python processes (huey consumers), each
+# importing MLflow, for GenAI features (scorers, trace roll-ups, prompt optimization) no run here uses.
+# Off unless the user's environment turns it on.
+NO_JOB_RUNNER = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
+def server_environment() -> dict[str, str]:
+    """The environment the MLflow server runs in: ours, telemetry off, its job runner off by default."""
+    return {**NO_JOB_RUNNER, **os.environ, **NO_TELEMETRY}
 
 
 def is_loopback(host: str) -> bool:
@@ -64,7 +73,7 @@ def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracki
     """Replace this process with the MLflow server: it runs in the foreground, signals go to it."""
     command, notes = server_command(host, port, allow_remote, work_dir, tracking_uri, storage)
     print(notes, flush=True)
-    os.execve(command[0], command, {**os.environ, **NO_TELEMETRY})
+    os.execve(command[0], command, server_environment())
 
 
 def shared_server_command(backend_store_uri: str, artifacts: str, host: str, port: int, workers: int,
@@ -97,4 +106,4 @@ def serve_shared(backend_store_uri: str, artifacts: str, host: str, port: int, w
                  allow_remote: bool) -> None:
     command, notes = shared_server_command(backend_store_uri, artifacts, host, port, workers, allow_remote)
     print(notes, flush=True)
-    os.execve(command[0], command, {**os.environ, **NO_TELEMETRY})
+    os.execve(command[0], command, server_environment())

@@ -7,16 +7,32 @@ import os
 import warnings
 
 
+# the libraries whose logs below ERROR are noise for a user running experiments
+NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers")
+
+
+class _LibraryNoise(logging.Filter):
+    """Drops the noisy libraries' records below ERROR wherever they reach the root logger's handlers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or record.name.split(".")[0] not in NOISY_LIBRARIES
+
+
 def quiet_libraries() -> None:
     """Keep the terminal for our progress and results: Lightning's banner lines and library warnings
-    are noise for a user running experiments (`-v` brings them back). The libraries set their own
-    levels when imported, so import them first."""
-    import mlflow  # noqa: F401
-    import pytorch_lightning  # noqa: F401
+    are noise for a user running experiments (`-v` brings them back).
 
-    for name in ("pytorch_lightning", "lightning", "lightning.pytorch", "lightning_fabric", "mlflow",
-                 "alembic", "transformers"):
+    Imports nothing: a command that never trains must not pay seconds for importing Lightning just to
+    quiet it. So the quieting has to hold for a library imported later, which may set its own level
+    then: Lightning sets INFO on import (and, the root logger having handlers, propagates to them: the
+    root handlers' filter drops it), MLflow and transformers read their level from the environment."""
+    for name in NOISY_LIBRARIES:
         logging.getLogger(name).setLevel(logging.ERROR)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _LibraryNoise) for f in handler.filters):
+            handler.addFilter(_LibraryNoise())
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # MLflow writes "🏃 View run ... at: URL" to stdout when a run ends on an HTTP tracking server: it

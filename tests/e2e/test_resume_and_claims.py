@@ -1,6 +1,7 @@
 """Real `bioablate finetune` processes: killed (SIGKILL) and resumed to bitwise the uninterrupted result
 with one metric point per step; interrupted (SIGINT) to exit 130 and a KILLED run; two identical
-commands on one store computing one run (the second waits, or with --no-wait says who holds it)."""
+commands on one store computing one run (the second waits, or with --no-wait says who holds it). A command
+that is neither signalled nor racing another (a rerun, a --no-wait refusal) runs in the test's process."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from ablations.cli import main
 from ablations.config import build_config
 from ablations.finetune import identify
 from core.claims import claim
@@ -93,7 +95,7 @@ def test_a_killed_finetune_resumes_to_the_uninterrupted_weights_and_scores(tmp_p
     assert all(torch.equal(mine[k], theirs[k]) for k in mine)
 
 
-def test_sigint_ends_the_run_killed_with_exit_130_and_a_rerun_finishes_it_clean(tmp_path, data_dir):
+def test_sigint_ends_the_run_killed_with_exit_130_and_a_rerun_finishes_it_clean(tmp_path, data_dir, capsys):
     victim = bioablate(tmp_path, *FINETUNE)
     wait_for(lambda: last_checkpoints(tmp_path), what="the first epoch's checkpoint")
     victim.send_signal(signal.SIGINT)
@@ -104,19 +106,22 @@ def test_sigint_ends_the_run_killed_with_exit_130_and_a_rerun_finishes_it_clean(
     assert stopped.info.status == "KILLED" and stopped.data.tags["stopped"] == "SIGINT"
     assert "error" not in stopped.data.tags
 
-    code, out, err = finish(bioablate(tmp_path, *FINETUNE))
-    assert code == 0, err
+    # the rerun in this process: a process of its own would add only its imports
+    assert main(["-v", *FINETUNE, "--work-dir", str(tmp_path)]) == 0, capsys.readouterr().err[-3000:]
     client, [done] = runs(tmp_path)
     assert done.info.status == "FINISHED" and done.data.tags["continues"] == stopped.info.run_id
     assert "stopped" not in done.data.tags and "error" not in done.data.tags
     assert len(history(client, done.info.run_id, "dev/score")) == 3
 
 
-def test_identical_finetunes_on_one_store_compute_one_run(tmp_path, data_dir):
+def test_identical_finetunes_on_one_store_compute_one_run(tmp_path, data_dir, capsys):
     cfg = build_config("micro", FINETUNE[3:], task="biosses", data_dir=str(data_dir), work_dir=str(tmp_path))
     fingerprint = identify(cfg).fingerprint
     with claim(tmp_path / "runs" / fingerprint / "claim.lock") as me:  # as another live process would
-        code, _, err = finish(bioablate(tmp_path, *FINETUNE, "--no-wait"))
+        # --no-wait in this process (a claim is a flock on its own open file: a second one conflicts here
+        # too), -v to leave the libraries' log levels as they are for the tests after this one
+        code = main(["-v", *FINETUNE, "--no-wait", "--work-dir", str(tmp_path)])
+        err = capsys.readouterr().err
         assert code == 75 and f"run {fingerprint} is held by {me.host}:{me.pid} since" in err, (code, err)
         waiter = bioablate(tmp_path, *FINETUNE)
         deadline, line = time.time() + 240, ""
@@ -126,8 +131,10 @@ def test_identical_finetunes_on_one_store_compute_one_run(tmp_path, data_dir):
         assert f"waiting for {fingerprint} held by {me.host}:{me.pid} since" in line
         time.sleep(2)
         assert not runs(tmp_path)[1]  # nothing started while we hold it
-    second = bioablate(tmp_path, *FINETUNE)  # another identical command, while the waiter trains
-    results = [finish(waiter), finish(second)]
+    # another identical command, while the waiter trains: in this process (its claim is a flock of its own)
+    code = main(["-v", *FINETUNE, "--work-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    results = [finish(waiter), (code, out, err)]
     assert [code for code, _, _ in results] == [0, 0], results
     assert sum("reused finished run" in out for _, out, _ in results) == 1
     client, [run] = runs(tmp_path)  # one MLflow run, one clean history

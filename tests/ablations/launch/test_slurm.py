@@ -2,7 +2,9 @@
 (scripts/start_slurm.sh) and PostgreSQL; each test here submits real jobs through sbatch.
 
 The jobs log to a real `bioablate server` (MLflow over a fresh PostgreSQL database), as on a cluster.
-Everything is micro-sized: the time goes into job start-up, not training.
+Everything is micro-sized: the time goes into job start-up, not training. So one `bioablate run` is a
+process of its own; the other commands run in the test's process (`in_process`), which spares each ~10 s
+of imports and changes nothing the jobs see.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ tasks: [bc5-chem]
 vary:
   tagging: {{key: finetune.tagging, values: [bio, io]}}
 seeds: 1
+overrides:  # finding the BLURB PMIDs to filter out parses every dataset: ~10 s of CPU the jobs need not spend
+  pretrain: {{exclude_eval_pmids: false}}
 table:
   title: "SLURM {name}"
   rows: task
@@ -110,6 +114,35 @@ def bioablate(*args: str, cwd: Path, timeout: float = 900) -> subprocess.Complet
                           text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
+@pytest.fixture
+def in_process(capfd, monkeypatch):
+    """`bioablate ARGS` run in this process, as `bioablate(...)` runs it in a process of its own (which would
+    add ~10 s of imports and nothing else: the jobs it submits are real sbatch jobs either way, with the
+    same environment). The working directory, the environment and the libraries' log levels that the
+    command's quieting sets are put back afterwards."""
+    import logging
+
+    from ablations.cli import main
+    from core.console import NOISY_LIBRARIES
+
+    for name in ("MLFLOW_LOGGING_LEVEL", "TRANSFORMERS_VERBOSITY", "TOKENIZERS_PARALLELISM",
+                 "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # what the jobs inherit, as from `bioablate(...)`
+    levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
+
+    def bioablate_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        monkeypatch.chdir(cwd)
+        code = main(list(args))
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    yield bioablate_here
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
 def finished_runs(uri: str, mlflow_experiment: str, /, **tags: str) -> list:
     client = MlflowClient(uri)
     found = client.get_experiment_by_name(mlflow_experiment)
@@ -139,7 +172,7 @@ def submitted_jobs(stdout: str) -> list[tuple[str, str, str]]:
 
 
 def test_an_experiment_with_a_stage_runs_as_jobs_and_a_rerun_submits_nothing(tracking_server, data_dir, tmp_path,
-                                                                              work):
+                                                                              work, in_process):
     (tmp_path / "tiny.yaml").write_text(TINY.format(name="tiny"))
     common = ["--profile", "micro", "--launcher", "slurm", "--work-dir", str(work),
               "--tracking-uri", tracking_server]
@@ -154,30 +187,32 @@ def test_an_experiment_with_a_stage_runs_as_jobs_and_a_rerun_submits_nothing(tra
     assert sorted(r.data.params["finetune.tagging"] for r in cells) == ["bio", "io"]
     assert all(r.data.tags.get("slurm_job_id") for r in cells)  # computed by the jobs, not here
 
-    again = bioablate("run", "tiny.yaml", *LAUNCHER, *common, cwd=tmp_path)
+    # the rerun, `status` and `table` in this process (the other tests submit from it too)
+    again = in_process("run", "tiny.yaml", *LAUNCHER, *common, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "submitted 0 job(s)" in again.stdout and "3 planned run(s) finished before" in again.stdout
 
-    status = bioablate("status", "tiny.yaml", *LAUNCHER, "--profile", "micro", "--work-dir", str(work),
-                       "--tracking-uri", tracking_server, cwd=tmp_path)
+    status = in_process("status", "tiny.yaml", *LAUNCHER, "--profile", "micro", "--work-dir", str(work),
+                        "--tracking-uri", tracking_server, cwd=tmp_path)
     assert status.returncode == 0 and status.stdout.count("FINISHED  ENDED") == 3, status.stdout
 
     # re-rendered from the server: the table's files are logged as artifacts through it, and stdout is
     # the CSV alone (MLflow's "View run" lines stay out of it)
-    table = bioablate("table", "tiny.yaml", "--profile", "micro", "--format", "csv", "--work-dir", str(work),
-                      "--tracking-uri", tracking_server, cwd=tmp_path)
+    table = in_process("table", "tiny.yaml", "--profile", "micro", "--format", "csv", "--work-dir", str(work),
+                       "--tracking-uri", tracking_server, cwd=tmp_path)
     assert table.returncode == 0, table.stderr[-3000:]
     lines = table.stdout.splitlines()
     assert lines[0].startswith("row,column,") and len(lines) == 3, table.stdout
 
 
-def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_dir, tmp_path, work):
+def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_dir, tmp_path, work, in_process):
     (tmp_path / "tiny.yaml").write_text(TINY.format(name="cancel"))
-    # another learning rate: new cells (the stage is shared with the other tests: reused or computed once)
+    # another learning rate: new cells (the stage is shared with the other tests: reused or computed once);
+    # the cancel lands while a job starts (RUNNING in squeue long before it trains): one epoch is enough
     common = ["--profile", "micro", "--launcher", "slurm", "--work-dir", str(work),
               "--tracking-uri", tracking_server]
-    overrides = [*LAUNCHER, "finetune.lr=1e-3", "finetune.epochs=3"]
-    first = bioablate("run", "tiny.yaml", *overrides, *common, cwd=tmp_path)
+    overrides = [*LAUNCHER, "finetune.lr=1e-3"]
+    first = in_process("run", "tiny.yaml", *overrides, *common, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     cells = [job for job, kind, _ in submitted_jobs(first.stdout) if kind == "finetune"]
     assert len(cells) == 2, first.stdout
@@ -190,7 +225,7 @@ def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_d
     wait_until_gone([job for job, _, _ in submitted_jobs(first.stdout)])
     assert len(finished_runs(tracking_server, "finetune", experiment="cancel")) == 1
 
-    rerun = bioablate("run", "tiny.yaml", *overrides, *common, "--wait", cwd=tmp_path)
+    rerun = in_process("run", "tiny.yaml", *overrides, *common, "--wait", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-2000:]
     resubmitted = submitted_jobs(rerun.stdout)
     assert len(resubmitted) == 1 and resubmitted[0][1] == "finetune", rerun.stdout
@@ -199,15 +234,16 @@ def test_a_cancelled_job_is_the_only_one_a_rerun_submits(tracking_server, data_d
 
 def _pretrain_args(work: Path, uri: str, *extra: str) -> list[str]:
     return ["pretrain", "--profile", "micro", "--launcher", "slurm", "--work-dir", str(work),
-            "--tracking-uri", uri, *extra]
+            "--tracking-uri", uri, "pretrain.exclude_eval_pmids=false", *extra]
 
 
 def test_a_preempted_pretraining_job_requeues_and_ends_finished_as_one_run(tracking_server, data_dir, tmp_path,
-                                                                          work):
-    # long enough to be signalled mid-training: 400 steps, a checkpoint every 100
-    args = _pretrain_args(work, tracking_server, "seed=21", "pretrain.max_steps=400",
-                          "pretrain.checkpoint_every=100", *LAUNCHER)
-    submitted = bioablate(*args, cwd=tmp_path)
+                                                                          work, in_process):
+    # signalled mid-training: at the first checkpoint (step 5), 55 steps (seconds) before the end; the
+    # requeued job trains the rest
+    args = _pretrain_args(work, tracking_server, "seed=21", "pretrain.max_steps=60",
+                          "pretrain.checkpoint_every=5", *LAUNCHER)
+    submitted = in_process(*args, cwd=tmp_path)
     assert submitted.returncode == 0, submitted.stderr[-2000:]
     job = submitted.stdout.split("submitted pretraining job ")[1].split(":")[0]
     def checkpoints() -> list[Path]:  # this run's: the other tests' finished runs deleted theirs
@@ -231,10 +267,11 @@ def test_a_preempted_pretraining_job_requeues_and_ends_finished_as_one_run(track
     assert (Path(runs[0].data.tags["model_dir"]) / "config.json").is_file()
 
 
-def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(tracking_server, data_dir, tmp_path, work):
+def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(tracking_server, data_dir, tmp_path, work,
+                                                                           in_process):
     args = _pretrain_args(work, tracking_server, "--nodes", "1", "--gpus-per-node", "2", "--wait", "seed=22",
-                          "pretrain.max_steps=20", "pretrain.checkpoint_every=10", *LAUNCHER)
-    done = bioablate(*args, cwd=tmp_path)
+                          "pretrain.max_steps=4", "pretrain.checkpoint_every=2", *LAUNCHER)
+    done = in_process(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     job = done.stdout.split("submitted pretraining job ")[1].split(":")[0]
     logs = work / "slurm" / "pretrain" / "logs"
@@ -248,11 +285,11 @@ def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(trackin
 
 
 def test_a_sweep_with_two_worker_jobs_finishes_exactly_n_trials(tracking_server, postgres_url, data_dir, tmp_path,
-                                                                 work):
+                                                                 work, in_process):
     study = f"slurm-{uuid.uuid4().hex[:8]}"
-    done = bioablate("sweep", str(REPO / "experiments" / "sweeps" / "micro.yaml"), *LAUNCHER, "--study", study,
-                     "--storage", postgres_url, "--workers", "2", "--launcher", "slurm", "--wait",
-                     "--work-dir", str(work), "--tracking-uri", tracking_server, cwd=tmp_path)
+    done = in_process("sweep", str(REPO / "experiments" / "sweeps" / "micro.yaml"), *LAUNCHER, "--study", study,
+                      "--storage", postgres_url, "--workers", "2", "--launcher", "slurm", "--wait",
+                      "--work-dir", str(work), "--tracking-uri", tracking_server, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     trials = optuna.load_study(study_name=study, storage=postgres_url).get_trials(deepcopy=False)
     finished = [t for t in trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]

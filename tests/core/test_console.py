@@ -1,0 +1,43 @@
+"""core.console: library noise off without importing the libraries; errors as one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from core.console import one_line
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# In a fresh interpreter (the test process has imported Lightning and set up logging long ago): quieting
+# imports no library, and holds for a library that is imported afterwards and resets its logger to INFO
+# then, as pytorch_lightning/__init__.py does (`_logger.setLevel(logging.INFO)`, propagating to root's
+# handlers since root has some).
+QUIET_THEN_IMPORT = """
+import logging, os, sys
+logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s", stream=sys.stdout)
+from core.console import quiet_libraries
+quiet_libraries()
+print("imported:", sorted(m for m in ("torch", "pytorch_lightning", "mlflow", "transformers") if m in sys.modules))
+print("env:", os.environ["MLFLOW_LOGGING_LEVEL"], os.environ["TRANSFORMERS_VERBOSITY"])
+logging.getLogger("pytorch_lightning").setLevel(logging.INFO)
+logging.getLogger("lightning.pytorch").setLevel(logging.INFO)
+logging.getLogger("pytorch_lightning.utilities.rank_zero").info("GPU available: False")
+logging.getLogger("lightning.pytorch.utilities.rank_zero").warning("a banner")
+logging.getLogger("lightning.pytorch.trainer").error("a real error")
+logging.getLogger("ablations.runner").info("our progress")
+"""
+
+
+def test_quieting_imports_nothing_and_holds_for_a_library_imported_later():
+    done = subprocess.run([sys.executable, "-c", QUIET_THEN_IMPORT], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["imported: []", "env: ERROR error",
+                                        "lightning.pytorch.trainer a real error", "ablations.runner our progress"]
+
+
+def test_one_line_flattens_and_caps():
+    assert one_line(ValueError("a\n  b")) == "ValueError: a b"
+    assert one_line("x" * 10, limit=5) == "xxxx…"
