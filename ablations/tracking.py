@@ -38,7 +38,10 @@ MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
 PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 
 
+@functools.lru_cache(maxsize=1)
 def git_commit() -> str:
+    """The checkout's commit, read once per process (a `git` subprocess each time was two per run; the
+    code a process runs is what it imported when it started, whatever is committed meanwhile)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                              timeout=10)
