@@ -193,8 +193,10 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
     best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
-    trainer.test(module, datamodule=datamodule, ckpt_path=checkpoints.best_model_path or None, verbose=False,
-                 weights_only=True)
+    # the best dev epoch's weights: in memory when it is the last one (better than every earlier epoch, so
+    # the best checkpoint holds these very weights), else read back from the best checkpoint
+    best = None if best_epoch == len(module.dev_history) - 1 else checkpoints.best_model_path or None
+    trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
     return module, datamodule, best_epoch
 
 

@@ -200,8 +200,7 @@ class TrackedRun:
         return live_holder(tags)
 
     def _claim_tags(self) -> None:
-        for key, value in claim_tags(self.holder, self.claim_file).items():
-            self.tracker.client.set_tag(self.run_id, key, value)
+        self.tracker.set_tags(self.run_id, claim_tags(self.holder, self.claim_file))
 
     # ---- starting: take over, continue, or create
 

@@ -191,8 +191,7 @@ class _Parent:
                 self.tracker.client.set_terminated(run.info.run_id, "KILLED")
 
     def adopt(self, run_id: str) -> None:
-        for key, value in self.child_tags.items():
-            self.tracker.client.set_tag(run_id, key, value)
+        self.tracker.set_tags(run_id, self.child_tags)
 
     def close(self, summary: RunSummary | None, status: str) -> None:
         if summary is not None:

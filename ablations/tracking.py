@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager, nullcontext
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
-from mlflow.entities import Param, RunStatus
+from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from pytorch_lightning.loggers import MLFlowLogger
@@ -37,7 +38,10 @@ MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
 PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 
 
+@functools.lru_cache(maxsize=1)
 def git_commit() -> str:
+    """The checkout's commit, read once per process (a `git` subprocess each time was two per run; the
+    code a process runs is what it imported when it started, whatever is committed meanwhile)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                              timeout=10)
@@ -139,8 +143,14 @@ class Tracker:
         self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
-        for key, value in metrics.items():
-            self.client.log_metric(run_id, key, float(value), step=step)
+        """All of them in one store write (one `log_metric` each was a SQLite transaction each, ~40 ms)."""
+        now = int(time.time() * 1000)
+        self.client.log_batch(run_id, metrics=[Metric(key, float(value), now, step or 0)
+                                               for key, value in metrics.items()])
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        """All of them in one store write, as `log_metrics`."""
+        self.client.log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
 
     @contextmanager
     def tracked_run(self, run_id: str, stop_exceptions: tuple[type[BaseException], ...] = ()

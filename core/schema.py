@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import inspect
 import io
 import textwrap
@@ -27,7 +28,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from core.errors import ConfigError
@@ -51,7 +52,10 @@ def load_yaml(path: Path | str) -> DictConfig:
     return cfg
 
 
+@functools.lru_cache(maxsize=None)
 def _field_types(schema: type) -> dict[str, Any]:
+    """The fields' annotations, evaluated (cached: evaluating string annotations compiles each, and every
+    config an experiment builds is checked against the same few schemas). Callers must not mutate it."""
     hints = typing.get_type_hints(schema)
     return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(schema)}
 
@@ -137,20 +141,37 @@ def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, l
 def check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") -> None:
     """Every `bounded` key of `schema` in `cfg` (nested dataclasses and `Dict[str, Dataclass]` entries
     followed) inside its range; the first one outside is a ConfigError naming the key and the range."""
+    if isinstance(cfg, DictConfig):
+        # read as plain containers: a DictConfig node lookup costs ~100x a dict's, and an experiment checks
+        # every config it builds (hundreds); a value that does not resolve is left to the node walk
+        try:
+            cfg = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+        except OmegaConfBaseException:
+            pass
+    _check_ranges(source, schema, cfg, prefix)
+
+
+def _missing(cfg: Any, key: str) -> bool:
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.is_missing(cfg, key)
+    return cfg[key] == MISSING  # a plain container holds a missing value as OmegaConf's "???"
+
+
+def _check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") -> None:
     types = _field_types(schema)
     for f in dataclasses.fields(schema):
-        if f.name not in cfg or (isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg, f.name)):
+        if f.name not in cfg or _missing(cfg, f.name):
             continue
         value, key = cfg[f.name], f"{prefix}{f.name}"
         nested = _as_schema(types[f.name])
         if nested is not None and value is not None:
-            check_ranges(source, nested, value, key + ".")
+            _check_ranges(source, nested, value, key + ".")
             continue
         args = typing.get_args(types[f.name])
         if typing.get_origin(types[f.name]) in (dict, typing.Dict) and len(args) == 2 \
                 and dataclasses.is_dataclass(args[1]) and value is not None:
             for name in value:
-                check_ranges(source, args[1], value[name], f"{key}.{name}.")
+                _check_ranges(source, args[1], value[name], f"{key}.{name}.")
             continue
         bound = f.metadata.get(RANGE)
         if bound is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -144,12 +145,12 @@ class Experiment:
                  ("runner defaults", dotted_layer({"trainer.progress_bar": False})),
                  ("command-line overrides", parse_overrides(self.cli_overrides)),
                  ("command-line options", dotted_layer({k: v for k, v in flags.items() if v is not None}))]
-        base = self._base()
         try:  # one merge (an experiment builds hundreds of configs); layer by layer only to name a bad one
-            cfg = OmegaConf.merge(base, *[layer for _, layer in named])
+            cfg = self._base_copy()  # what OmegaConf.merge(base, ...) does, with a cheaper copy of the base
+            cfg.merge_with(*[layer for _, layer in named])
             check_ranges("", RunConfig, cfg)
         except (OmegaConfBaseException, ConfigError):
-            cfg = base
+            cfg = self._base()
             for source, layer in named:
                 cfg = merge_layer(cfg, layer, source)
         cfg.profile = self.profile
@@ -161,6 +162,13 @@ class Experiment:
             cfg = OmegaConf.structured(RunConfig)
             self._base_cfg = merge_layer(cfg, profile_config(self.profile), f"profile '{self.profile}'")
         return self._base_cfg
+
+    def _base_copy(self) -> DictConfig:
+        """A fresh copy of `_base()`: unpickled from bytes kept once, ~3x cheaper than the deep copy
+        OmegaConf.merge makes (half the time of building a config)."""
+        if getattr(self, "_base_bytes", None) is None:
+            self._base_bytes = pickle.dumps(self._base())
+        return pickle.loads(self._base_bytes)
 
     def shared_config(self) -> DictConfig:
         """What every run of this experiment shares: the YAML's `overrides` and the command line, on the

@@ -10,17 +10,27 @@ from ablations.results import CellRun
 from ablations.tables.stats import STATUSES
 
 
-def _run_times(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:
-    """Total and span of the runs' wall times, from MLflow's start/end times; their code commits."""
+def _fetch_runs(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:
+    """The stored runs by id, each read once (a table's header sums them three ways); missing ones left out."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
+    found = {}
+    for run_id in dict.fromkeys(run_ids):
+        try:
+            found[run_id] = client.get_run(run_id)
+        except MlflowException:
+            continue
+    return found
+
+
+def _run_times(runs: dict[str, Any], run_ids: list[str]) -> dict[str, Any]:
+    """Total and span of the runs' wall times, from MLflow's start/end times; their code commits."""
     total, starts, ends, commits = 0.0, [], [], []
     for run_id in run_ids:
-        try:
-            run = client.get_run(run_id)
-        except MlflowException:
+        run = runs.get(run_id)
+        if run is None:
             continue
         if run.info.start_time and run.info.end_time:
             total += (run.info.end_time - run.info.start_time) / 1000
@@ -77,8 +87,9 @@ def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking
     pretraining stages as (name, status, MLflow run id)), wall time, machine, code."""
     finetune_ids = list(dict.fromkeys(r.run_id for r in runs if r.run_id))
     stage_ids = list(dict.fromkeys(run_id for _, _, run_id in stages if run_id))
-    finetune, pretrain = _run_times(tracking_uri, finetune_ids), _run_times(tracking_uri, stage_ids)
-    both = _run_times(tracking_uri, finetune_ids + stage_ids)
+    stored = _fetch_runs(tracking_uri, finetune_ids + stage_ids)
+    finetune, pretrain = _run_times(stored, finetune_ids), _run_times(stored, stage_ids)
+    both = _run_times(stored, finetune_ids + stage_ids)
     counts = f"{len(runs)} fine-tuning runs planned ({_status_counts(r.status for r in runs)})"
     if stages:
         counts += f"; {len(stages)} pretraining stage(s) ({_status_counts(status for _, status, _ in stages)})"

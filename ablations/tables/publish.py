@@ -83,8 +83,7 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
     else:
         run_id = previous.info.run_id
         client.update_run(run_id, status="RUNNING")
-        for key, value in all_tags.items():
-            client.set_tag(run_id, key, value)
+        tracker.set_tags(run_id, all_tags)
     try:
         # an HTTP server's artifacts (`mlflow-artifacts:` URIs) are resolved against MLflow's *global*
         # tracking URI, not the client's: without this, logging to a server failed with MLflow's traceback

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from ablations.config import build_config
@@ -69,6 +70,33 @@ def test_micro_finetune_logs_dev_and_test_metrics(task: str, data_dir: Path, wor
     assert len(lines) == min(40, len(spec.read(data_dir)["test"]))
     assert set(json.loads(lines[0])) == {"id", "gold", "prediction"}
     assert "task: " + task in (artifacts / "config.yaml").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dev_scores", [(1.0, 0.0), (0.0, 1.0)], ids=["first-epoch-best", "last-epoch-best"])
+def test_the_test_split_is_scored_with_the_best_dev_epochs_weights(dev_scores, data_dir, work_dir, monkeypatch):
+    """Whichever epoch scored best on dev, test sees exactly its weights (read back from the best checkpoint
+    when a later epoch changed them)."""
+    weights: dict[str, dict] = {}
+    score = FineTuneModule._score
+
+    def forced_dev_score(self, split):
+        metrics, predictions = score(self, split)
+        snapshot = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        if split == "dev":
+            metrics = {**metrics, "score": dev_scores[self.current_epoch]}
+            weights[f"epoch{self.current_epoch}"] = snapshot
+        else:
+            weights["test"] = snapshot
+        return metrics, predictions
+
+    monkeypatch.setattr(FineTuneModule, "_score", forced_dev_score)
+    result = run_finetune(micro_config("gad", data_dir, work_dir, f"seed={11 + int(dev_scores[0])}"))
+    best = f"epoch{dev_scores.index(1.0)}"
+    other = f"epoch{dev_scores.index(0.0)}"
+    assert result.best_dev["score"] == 1.0
+    assert all(torch.equal(weights["test"][k], weights[best][k]) for k in weights[best])
+    assert not all(torch.equal(weights["test"][k], weights[other][k]) for k in weights[other])
 
 
 def test_rerun_reuses_the_finished_run(data_dir: Path, work_dir: Path):

@@ -279,7 +279,7 @@ def one_store(tmp_path_factory) -> Path:
     (SqlAlchemyStore.create_run.__code__, "return", "create"),  # the run exists, its id not yet with us
     (TrackedRun.start.__code__, "return", "_train"),  # between `start` and `tracked`
     (None, "line", "log_batch"),  # a store write cut in two: its params
-    (None, "line", "set_tag"),  # its claim tags
+    (None, "line", "set_tags"),  # its claim tags (one write: Tracker.set_tags)
     (None, "line", "update_run"),  # `tracked` marking it RUNNING
 ], ids=["run-created", "after-start", "params-write", "claim-tag-write", "marking-running-write"])
 def test_a_sigterm_at_any_moment_after_the_run_exists_ends_it_killed(one_store, code, event, inside):

@@ -27,11 +27,13 @@ EXPERIMENTS = experiment_files()
 TINY_PRETRAIN = "{corpus: pubmed, vocab: pubmedbert-uncased, max_steps: 4, checkpoint_every: 2, max_words: 4000}"
 
 
-def runs_in_store(tracking_uri: str, kind: str) -> list:
+def runs_in_store(tracking_uri: str, kind: str | None = None) -> list:
+    """The store's runs of one `kind` (tag), or of every kind."""
     client = MlflowClient(tracking_uri)
     out = []
     for experiment in client.search_experiments():
-        out += client.search_runs([experiment.experiment_id], f"tags.kind = '{kind}'", max_results=5000)
+        out += client.search_runs([experiment.experiment_id], f"tags.kind = '{kind}'" if kind else "",
+                                  max_results=5000)
     return out
 
 
@@ -77,8 +79,9 @@ def test_experiment_runs_end_to_end_under_micro_and_renders_its_table(path, shar
             [(c.row, c.column, c.status, c.reason) for c in cells if c.status != results.FINISHED]
         assert len(cells) == len(experiment.cells())
     # shared models and cells are computed once across all the experiments run into this store so far
+    stored = runs_in_store(tracking_uri)  # one read of a store that grows to ~250 runs, not one per kind
     for kind in ("pretrain", "finetune"):
-        fingerprints = Counter(r.data.tags["fingerprint"] for r in runs_in_store(tracking_uri, kind))
+        fingerprints = Counter(r.data.tags["fingerprint"] for r in stored if r.data.tags.get("kind") == kind)
         assert not [fp for fp, n in fingerprints.items() if n > 1], kind
 
 
@@ -200,8 +203,8 @@ def test_a_killed_experiment_computes_only_the_missing_runs_when_rerun(tmp_path,
 name: killed
 models:
   random: {name_or_path: random-bert}
-tasks: [biosses, gad, hoc]
-seeds: 3
+tasks: [biosses, gad]
+seeds: 2
 table: {rows: task, columns: model}
 """)
     work = tmp_path / "work"
@@ -220,12 +223,12 @@ table: {rows: task, columns: model}
     process.wait()
     assert done == 2, "the experiment ended before it could be killed"
     finished = sum(r.info.status == "FINISHED" for r in runs_in_store(uri, "finetune"))
-    assert 2 <= finished < 9
+    assert 2 <= finished < 4  # killed before the last run finished
 
     summary = run_experiment(load_experiment(path, data_dir=str(data_dir), work_dir=str(work)), echo=lambda _: None)
-    assert summary.ok and (summary.count(results.REUSED), summary.count(results.COMPUTED)) == (finished, 9 - finished)
+    assert summary.ok and (summary.count(results.REUSED), summary.count(results.COMPUTED)) == (finished, 4 - finished)
     stored = runs_in_store(uri, "finetune")
-    assert len(stored) == 9 and all(r.info.status == "FINISHED" for r in stored)  # the killed run was taken over
+    assert len(stored) == 4 and all(r.info.status == "FINISHED" for r in stored)  # the killed run was taken over
 
 
 @pytest.mark.slow
