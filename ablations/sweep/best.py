@@ -82,16 +82,16 @@ def best_config(study_name: str, storage_url: str) -> BestConfig:
         database = sqlalchemy.engine.make_url(storage_url).database
         if database and database != ":memory:" and not Path(database).is_file():
             raise ConfigError(f"no study storage at {database}: pass the sweep's --work-dir (or --storage)")
-    storage = open_storage(storage_url)
-    names = optuna.get_all_study_names(storage)
-    if study_name not in names:
-        raise ConfigError(f"no study '{study_name}' in {redact(storage_url)}; studies there: "
-                          f"{', '.join(sorted(names)) or 'none'}")
-    study = optuna.load_study(study_name=study_name, storage=storage)
-    best = best_trial(study)
+    with open_storage(storage_url) as storage:
+        names = optuna.get_all_study_names(storage)
+        if study_name not in names:
+            raise ConfigError(f"no study '{study_name}' in {redact(storage_url)}; studies there: "
+                              f"{', '.join(sorted(names)) or 'none'}")
+        study = optuna.load_study(study_name=study_name, storage=storage)
+        best = best_trial(study)
+        spec: dict[str, Any] = study.user_attrs.get(SPEC_ATTR, {})
     if best is None:
         raise ConfigError(f"study '{study_name}' has no completed trial yet")
-    spec: dict[str, Any] = study.user_attrs.get(SPEC_ATTR, {})
     layer = parse_overrides(list(spec.get("overrides", [])))
     for key, value in best.params.items():
         OmegaConf.update(layer, key, value, force_add=True)

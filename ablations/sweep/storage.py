@@ -50,9 +50,12 @@ def quiet_experimental() -> Iterator[None]:
         yield
 
 
-def open_storage(url: str, spec: SweepSpec | None = None) -> RDBStorage:
-    """An RDB storage with heartbeats: a trial whose worker died goes stale after the grace period, is
-    marked FAIL and re-queued (same parameters) up to `max_retry` times."""
+@contextmanager
+def open_storage(url: str, spec: SweepSpec | None = None) -> Iterator[RDBStorage]:
+    """An RDB storage with heartbeats, for the length of a `with`: a trial whose worker died goes stale
+    after the grace period, is marked FAIL and re-queued (same parameters) up to `max_retry` times. Its
+    connection pool is closed at the end, so a process that opens several studies (a notebook, the
+    tests) keeps no idle connections to the database server, which allows only so many."""
     redact(url)
     with quiet_experimental():
         heartbeat: dict[str, Any] = {}
@@ -60,10 +63,14 @@ def open_storage(url: str, spec: SweepSpec | None = None) -> RDBStorage:
             heartbeat = dict(heartbeat_interval=spec.heartbeat_interval, grace_period=spec.grace_period,
                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(spec.max_retry))
         try:
-            return RDBStorage(url, **heartbeat)
+            storage = RDBStorage(url, **heartbeat)
         except (ImportError, sqlalchemy.exc.SQLAlchemyError) as error:
             raise ConfigError(f"cannot open the study storage {redact(url)}: "
                               f"{str(error).splitlines()[0]}") from None
+    try:
+        yield storage
+    finally:
+        storage.engine.dispose()
 
 
 class ClaimLock:

@@ -208,8 +208,7 @@ def run_sweep(spec: SweepSpec, storage_url: str | None = None, workers: int = 1,
         raise ConfigError(
             f"SQLite storage ({redact(url)}) serves one process; --workers {workers} needs a server database, "
             "e.g. --storage postgresql+psycopg2://user:password@host/db (see docs/sweeps.md)")
-    with sqlite_single_process(url):
-        storage = open_storage(url, spec)
+    with sqlite_single_process(url), open_storage(url, spec) as storage:
         study = _open_study(spec, storage, worker_index)
         study.set_user_attr(SPEC_ATTR, spec.to_attr())
         tracking = SweepTracking(spec, base, url)
