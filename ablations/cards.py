@@ -126,7 +126,8 @@ def pretrain_card(facts: PretrainFacts, provenance: Provenance) -> str:
                                                       if f.nsp or f.objective == "albert" else ""))
     pooler = ("\nThe pooler ([CLS] dense + tanh) was never trained (masked language modelling does not use "
               "it); it is saved at its initialisation so that every Auto class loads it without a "
-              "missing-weights report.\n" if f.pooler_untrained else "")
+              "missing-weights report (`AutoModelForMaskedLM`, which has no pooler, lists it as unused).\n"
+              if f.pooler_untrained else "")
     body = f"""# bioablate {f.objective} pretrained on {f.corpus}
 
 A {f.objective.upper()} encoder pretrained with bioablate (a toolkit for ablation studies of biomedical
