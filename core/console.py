@@ -11,6 +11,18 @@ import warnings
 NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers")
 
 
+# what the libraries read from the environment, set unless the user set it (a later-imported library and
+# every process we start see it)
+QUIET_ENVIRONMENT = {
+    "MLFLOW_LOGGING_LEVEL": "ERROR",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TOKENIZERS_PARALLELISM": "false",
+    # MLflow writes "🏃 View run ... at: URL" to stdout when a run ends on an HTTP tracking server: it
+    # would land in `bioablate table --format csv > t.csv`; our commands print where things are logged
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+}
+
+
 class _LibraryNoise(logging.Filter):
     """Drops the noisy libraries' records below ERROR wherever they reach the root logger's handlers."""
 
@@ -31,13 +43,9 @@ def quiet_libraries() -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, _LibraryNoise) for f in handler.filters):
             handler.addFilter(_LibraryNoise())
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "ERROR")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    for name, value in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
     warnings.filterwarnings("ignore")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # MLflow writes "🏃 View run ... at: URL" to stdout when a run ends on an HTTP tracking server: it
-    # would land in `bioablate table --format csv > t.csv`; our commands print where things are logged
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def one_line(text: BaseException | str, limit: int = 500) -> str:

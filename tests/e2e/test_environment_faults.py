@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ablations.cli import main
 from ablations.config import REPO_ROOT
+from tests.cli import bioablate_in_process
 
 MICRO = ["finetune.max_train_examples=16", "finetune.max_eval_examples=16", "finetune.max_length=32",
          "trainer.progress_bar=false"]
@@ -54,17 +54,12 @@ def test_a_write_failure_during_a_run_marks_it_failed_with_one_line(tmp_path, da
     assert not [p for p in (tmp_path / "runs").rglob("*.tmp")]  # the partial checkpoint is gone
 
 
-def in_process(*argv: str) -> int:
-    """`bioablate ARGV` in this process (-v: the libraries' log levels stay as the other tests expect them):
-    for the runs around the one under test, which a process of their own would only give ~10 s of imports."""
-    return main(["-v", *argv])
-
-
 @pytest.mark.slow
-def test_a_truncated_last_checkpoint_is_set_aside_and_the_rerun_finishes(tmp_path, data_dir, capsys):
+def test_a_truncated_last_checkpoint_is_set_aside_and_the_rerun_finishes(tmp_path, data_dir):
     args = ["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path), *MICRO,
             "keep_checkpoints=true"]
-    assert in_process(*args) == 0
+    # the runs around the one under test run in this process (tests/cli.py): ~10 s of imports less each
+    assert bioablate_in_process(*args, cwd=tmp_path).returncode == 0
     [run] = finetune_runs(tmp_path)
     last = tmp_path / "runs" / run.data.tags["fingerprint"] / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:4096])  # a crash or a full disk cut it short
@@ -73,9 +68,8 @@ def test_a_truncated_last_checkpoint_is_set_aside_and_the_rerun_finishes(tmp_pat
     recovered = bioablate(*args)  # in a process of its own, as after the crash
     assert recovered.returncode == 0, recovered.stderr
     assert f"checkpoint {last} is unreadable" in recovered.stderr and "starts from scratch" in recovered.stderr
-    capsys.readouterr()
-    assert in_process(*args) == 0  # not a crash loop: recovered, then reused
-    assert "reused finished run" in capsys.readouterr().out
+    again = bioablate_in_process(*args, cwd=tmp_path)  # not a crash loop: recovered, then reused
+    assert again.returncode == 0 and "reused finished run" in again.stdout, again.stderr
     [rerun] = finetune_runs(tmp_path)  # the failed run, with nothing to continue from, made way for a fresh one
     assert rerun.info.status == "FINISHED" and rerun.info.run_id != run.info.run_id
     assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(run.info.run_id).info.lifecycle_stage == "deleted"

@@ -23,6 +23,8 @@ import pytest
 import sqlalchemy
 from mlflow.tracking import MlflowClient
 
+from tests.cli import bioablate_in_process
+
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 REPO = Path(__file__).resolve().parents[3]
@@ -115,32 +117,10 @@ def bioablate(*args: str, cwd: Path, timeout: float = 900) -> subprocess.Complet
 
 
 @pytest.fixture
-def in_process(capfd, monkeypatch):
-    """`bioablate ARGS` run in this process, as `bioablate(...)` runs it in a process of its own (which would
-    add ~10 s of imports and nothing else: the jobs it submits are real sbatch jobs either way, with the
-    same environment). The working directory, the environment and the libraries' log levels that the
-    command's quieting sets are put back afterwards."""
-    import logging
-
-    from ablations.cli import main
-    from core.console import NOISY_LIBRARIES
-
-    for name in ("MLFLOW_LOGGING_LEVEL", "TRANSFORMERS_VERBOSITY", "TOKENIZERS_PARALLELISM",
-                 "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))  # what the jobs inherit, as from `bioablate(...)`
-    levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
-
-    def bioablate_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        monkeypatch.chdir(cwd)
-        code = main(list(args))
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
-    yield bioablate_here
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
+def in_process():
+    """`bioablate ARGS` in this process (tests/cli.py), as `bioablate(...)` runs it in a process of its own:
+    the jobs it submits are real sbatch jobs either way, with the same environment (PYTHONPATH included)."""
+    return lambda *args, cwd: bioablate_in_process(*args, cwd=cwd, env={"PYTHONPATH": str(REPO)})
 
 
 def finished_runs(uri: str, mlflow_experiment: str, /, **tags: str) -> list:

@@ -9,12 +9,10 @@ process (a fresh interpreter would add ~10 s of imports each and prove nothing m
 
 from __future__ import annotations
 
-import io
 import re
 import shlex
 import subprocess
 import uuid
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import optuna
@@ -25,6 +23,7 @@ from omegaconf import OmegaConf
 from ablations.cli import main
 from ablations.config import build_config, flatten
 from core.packaged import resolve_config
+from tests.cli import bioablate_in_process
 
 pytestmark = [pytest.mark.slow]
 
@@ -32,17 +31,11 @@ MICRO = resolve_config("micro", "sweep")
 
 
 def pasted(hint: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Run a printed `bioablate ...` command as a shell would: its words to the CLI's entry point, from
-    `cwd`, without the variables that could point it at the right store by accident."""
+    """Run a printed `bioablate ...` command as a shell would (tests/cli.py): its words to the CLI's entry
+    point, from `cwd`, without the variables that could point it at the right store by accident."""
     words = shlex.split(hint)
     assert words[0] == "bioablate", hint
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
-        patch.chdir(cwd)
-        for name in ("MLFLOW_TRACKING_URI", "BIOABLATE_WORK"):
-            patch.delenv(name, raising=False)
-        code = main(words[1:])
-    return subprocess.CompletedProcess(words, code, out.getvalue(), err.getvalue())
+    return bioablate_in_process(*words[1:], cwd=cwd, unset=("MLFLOW_TRACKING_URI", "BIOABLATE_WORK"))
 
 
 def hint(output: str, label: str) -> str:

@@ -34,6 +34,7 @@ from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, load_
                              sqlite_single_process)
 from core.errors import ConfigError
 from core.packaged import resolve_config
+from tests.cli import bioablate_in_process
 
 MICRO = resolve_config("micro", "sweep")
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -69,8 +70,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(postgres_url, data_dir, tmp_path,
-                                                                             capsys):
+def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(postgres_url, data_dir, tmp_path):
     spec = load_sweep(MICRO, study=unique("two-workers"))  # the 4-point grid: n_trials = 4
     summary = run_sweep(spec, postgres_url, workers=2, paths=SweepPaths(str(data_dir), str(tmp_path)))
 
@@ -85,12 +85,10 @@ def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(post
     export = best_command(spec.study, Place(str(tmp_path), postgres_url, str(data_dir)))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(elsewhere)
-        patch.delenv(STORAGE_ENV, raising=False)
-        words = shlex.split(export)
-        assert words[0] == "bioablate" and main(words[1:]) == 0
-    assert f"of study '{spec.study}'" in capsys.readouterr().out
+    words = shlex.split(export)
+    assert words[0] == "bioablate"
+    done = bioablate_in_process(*words[1:], cwd=elsewhere, unset=(STORAGE_ENV,))
+    assert done.returncode == 0 and f"of study '{spec.study}'" in done.stdout, done.stderr
     assert (tmp_path / "sweeps" / f"{spec.study}.yaml").is_file()
 
 
