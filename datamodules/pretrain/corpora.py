@@ -47,7 +47,8 @@ from core.files import write_text_atomic
 from core.fingerprints import hash_files
 from datamodules.pretrain.corpus_specs import (CORPORA, CorpusSpec, Part, corpus_names, parse_corpus,  # noqa: F401
                                                read_corpus_yaml, resolve_corpus, spec_files)
-from datamodules.pretrain.formats import FORMATS, Document, read_documents
+from datamodules.pretrain.formats import (FORMATS, READ_ERRORS, Document, archive_members, is_archive,
+                                         read_documents, unreadable)
 from datamodules.textfiles import read_text_lines
 
 PRETRAIN_DIR = "pretrain"
@@ -197,11 +198,15 @@ class CorpusStats:
 Record = tuple  # (text, pmid or None, words, de-duplication hash) of one document
 
 
+def _record(doc: Document) -> Record:
+    words = doc.text.split()
+    return doc.text, doc.pmid, len(words), words_hash(words)
+
+
 def _records(files: Iterable[tuple[Path, Part]]) -> Iterator[Record]:
     for path, part in files:
         for doc in read_documents(path, part.format, part.text, part.pmid):
-            words = doc.text.split()
-            yield doc.text, doc.pmid, len(words), words_hash(words)
+            yield _record(doc)
 
 
 @dataclass
@@ -225,13 +230,48 @@ def file_records(path: Path, part: Part) -> list[Record] | _Failure:
         return _Failure(type(e), str(e))
 
 
+def member_records(path: Path, part: Part, members: list[tuple[str, bytes]]) -> list[Record] | _Failure:
+    """The records of a batch of an archive's members, parsed in a pool worker."""
+    read_member = FORMATS.get(part.format).read_member
+    try:
+        return [_record(read_member(path, name, data)) for name, data in members]
+    except BioablateError as e:
+        return _Failure(type(e), str(e))
+
+
+ARCHIVE_BATCH_BYTES = 8 << 20  # members sent to a worker at a time: bounds memory, amortises the send
+
+
+def _pool_tasks(files: list[tuple[Path, Part]]) -> Iterator[tuple]:
+    """(function, args) for the pool, in reading order: a file per task, or for a tar archive a batch of
+    members (streamed here, so at most `ahead` batches of an archive of any size are in memory)."""
+    for path, part in files:
+        fmt = FORMATS.get(part.format)
+        if not (is_archive(path) and fmt.read_member is not None):
+            yield file_records, (path, part)
+            continue
+        batch, size = [], 0
+        try:
+            for name, data in archive_members(path, fmt.member_suffixes):
+                batch.append((name, data))
+                size += len(data)
+                if size >= ARCHIVE_BATCH_BYTES:
+                    yield member_records, (path, part, batch)
+                    batch, size = [], 0
+        except READ_ERRORS as e:
+            raise unreadable(path, e) from None
+        if batch:
+            yield member_records, (path, part, batch)
+
+
 def _pooled_records(pool, files: list[tuple[Path, Part]], ahead: int) -> Iterator[Record]:
-    """Records of `files` in order, read by `pool`, at most `ahead` files in flight."""
+    """Records of `files` in order, read by `pool`, at most `ahead` tasks (files or archive batches) in
+    flight."""
     pending: deque = deque()
-    queue = iter(files)
+    tasks = _pool_tasks(files)
     while True:
-        while len(pending) < ahead and (item := next(queue, None)) is not None:
-            pending.append(pool.apply_async(file_records, item))
+        while len(pending) < ahead and (task := next(tasks, None)) is not None:
+            pending.append(pool.apply_async(*task))
         if not pending:
             return
         result = pending.popleft().get()

@@ -4,10 +4,15 @@ Every reader takes a path (and the part's `text` / `pmid` field names where the 
 yields `Document`s lazily, so a corpus of any size streams. A file that cannot be read, or is not in its
 declared format, raises one `DataFormatError` naming the file and, where known, the line.
 
+Tar archives (the PMC Open Access bulk packages hold 100k+ articles each) stream member by member
+(`archive_members`: one member in memory at a time) and are read by the formats that have a
+`read_member` (JATS). A pool worker is sent batches of members (`datamodules.pretrain.corpora`), never a
+whole archive's documents.
+
 | format          | a document is                                     | fields                            |
 |-----------------|---------------------------------------------------|-----------------------------------|
 | `medline-xml`   | a MedlineCitation with an abstract (.xml / .xml.gz: the PubMed baseline) | title + abstract |
-| `jats-xml`      | a JATS article file (PMC OA): title, abstract, body paragraphs | -                    |
+| `jats-xml`      | a JATS article (PMC OA): title, abstract, body paragraphs; a `.nxml`/`.xml` file, or each such member of a `.tar.gz` / `.tgz` / `.tar` archive (the PMC OA bulk packages) | - |
 | `lines`         | a non-empty line (.txt / .gz)                     | -                                 |
 | `text-file`     | a whole file (CRAFT `<PMID>.txt`)                 | -                                 |
 | `jsonl`         | a JSON object per line (.jsonl / .gz)             | `text` (default [text]), `pmid`   |
@@ -23,7 +28,9 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import io
 import re
+import tarfile
 import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass
@@ -47,6 +54,29 @@ class Format:
     reader: Callable[..., Iterable[Document]]
     fields: bool = False  # takes `text` and `pmid` field names
     costly: bool = False  # parsing costs about as much as tokenizing (XML): worth a pool worker's time
+    # reads one member of a tar archive: (archive path, member name, member bytes) -> Document
+    read_member: Callable[[Path, str, bytes], Document] | None = None
+    member_suffixes: tuple[str, ...] = ()  # the members it reads; the others are skipped
+
+
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+
+
+def is_archive(path: Path) -> bool:
+    return path.name.endswith(ARCHIVE_SUFFIXES)
+
+
+def archive_members(path: Path, suffixes: tuple[str, ...]) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each regular member of a tar archive (gzipped or not) whose name ends in one of
+    `suffixes`, in archive order. Read as a stream: memory holds one member, whatever the archive's size.
+    A gzipped archive is decompressed by `gzip`, which raises on a stream cut short (tarfile's own
+    decompression takes a truncated download for a shorter archive)."""
+    with (gzip.open(path, "rb") if path.name.endswith(("gz", "tgz")) else open(path, "rb")) as raw, \
+            tarfile.open(fileobj=raw, mode="r|") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith(suffixes):
+                yield member.name, tar.extractfile(member).read()
+        raw.read()  # to the end of the stream: what follows the archive's end marker must be whole too
 
 
 FORMATS: Registry[Format] = Registry("corpus format")
@@ -188,13 +218,13 @@ def _jats_text(elem: ET.Element) -> Iterator[str]:
             yield child.tail
 
 
-def read_jats_xml(path: Path) -> Iterator[Document]:
-    """JATS (PMC) XML: article title, abstract and body paragraphs; references, figures, tables and
-    decision letters (sub-articles) are left out."""
+def _jats_document(source, where: str, fallback_id: str) -> Document:
+    """The document of one JATS article read from `source` (a path or a file object); `where` names it
+    in an error."""
     try:
-        root = ET.parse(path).getroot()
+        root = ET.parse(source).getroot()
     except ET.ParseError as e:
-        raise DataFormatError(path, e.position[0], f"not valid JATS XML: {e}") from None
+        raise DataFormatError(where, e.position[0], f"not valid JATS XML: {e}") from None
     pmid = root.findtext(".//article-meta/article-id[@pub-id-type='pmid']")
     paragraphs: list[str] = []
     meta = root.find("./front/article-meta")
@@ -205,7 +235,26 @@ def read_jats_xml(path: Path) -> Iterator[Document]:
     body = root.find("./body")
     if body is not None:
         _jats_paragraphs(body, paragraphs)
-    yield Document(f"pmid:{pmid}" if pmid else path.stem, "\n".join(paragraphs), pmid)
+    return Document(f"pmid:{pmid}" if pmid else fallback_id, "\n".join(paragraphs), pmid)
+
+
+def read_jats_member(path: Path, member: str, data: bytes) -> Document:
+    """One article of a tar archive of JATS files; an error names `archive:member` and the line."""
+    return _jats_document(io.BytesIO(data), f"{path}:{member}", Path(member).stem)
+
+
+JATS_SUFFIXES = (".nxml", ".xml")
+
+
+def read_jats_xml(path: Path) -> Iterator[Document]:
+    """JATS (PMC) XML: article title, abstract and body paragraphs; references, figures, tables and
+    decision letters (sub-articles) are left out. A tar archive gives one document per `.nxml`/`.xml`
+    member."""
+    if is_archive(path):
+        for member, data in archive_members(path, JATS_SUFFIXES):
+            yield read_jats_member(path, member, data)
+    else:
+        yield _jats_document(path, str(path), path.stem)
 
 
 _DOC_OPEN = re.compile(r'<doc id="([^"]*)"[^>]*>')
@@ -257,7 +306,8 @@ def read_book(path: Path) -> Iterator[Document]:
 
 
 FORMATS.register("medline-xml", Format(read_medline_xml, costly=True))
-FORMATS.register("jats-xml", Format(read_jats_xml, costly=True))
+FORMATS.register("jats-xml", Format(read_jats_xml, costly=True, read_member=read_jats_member,
+                                    member_suffixes=JATS_SUFFIXES))
 FORMATS.register("lines", Format(read_lines))
 FORMATS.register("text-file", Format(read_text_file))
 FORMATS.register("jsonl", Format(read_jsonl, fields=True))
@@ -268,18 +318,29 @@ FORMATS.register("gutenberg", Format(read_book))
 FORMATS.register("kd-dti-json", Format(read_kd_dti_json))
 
 
+def unreadable(path: Path, error: Exception) -> DataFormatError:
+    """The one-line error for a file that cannot be read (I/O error, truncated or corrupt gzip or tar)."""
+    if isinstance(error, UnicodeDecodeError):
+        return DataFormatError(path, None, f"not UTF-8 text at byte {error.start}; convert the file to UTF-8")
+    return DataFormatError(path, None, f"cannot read the file ({type(error).__name__}: {error}); "
+                                       "re-download it or drop it from the corpus")
+
+
+READ_ERRORS = (OSError, EOFError, zlib.error, tarfile.TarError, UnicodeDecodeError)
+
+
 def read_documents(path: Path, format_name: str, text: Sequence[str] = (), pmid: str | None = None
                    ) -> Iterator[Document]:
-    """The documents of one file; an unreadable file (I/O error, truncated or corrupt gzip) is one
-    DataFormatError naming it."""
+    """The documents of one file; an unreadable file is one DataFormatError naming it."""
     fmt = FORMATS.get(format_name)
+    if is_archive(path) and fmt.read_member is None:
+        raise DataFormatError(path, None, f"a tar archive, which format '{format_name}' does not read; "
+                                          "extract it, or list its files with a format that reads archives "
+                                          "(jats-xml)")
     try:
         if fmt.fields:
             yield from fmt.reader(path, text=text, pmid=pmid)
         else:
             yield from fmt.reader(path)
-    except (OSError, EOFError, zlib.error) as e:
-        raise DataFormatError(path, None, f"cannot read the file ({type(e).__name__}: {e}); "
-                                          "re-download it or drop it from the corpus") from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(path, None, f"not UTF-8 text at byte {e.start}; convert the file to UTF-8") from None
+    except READ_ERRORS as e:
+        raise unreadable(path, e) from None

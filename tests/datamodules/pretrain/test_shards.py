@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 
 from core.errors import DataFormatError
+from datamodules.pretrain import corpora
 from datamodules.pretrain.corpora import load_corpus
 from datamodules.pretrain.shards import (ARRAYS, POOL_MIN_WORDS, BatchPlan, build_shards, default_workers,
                                         expected_words, load_shards)
 from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file, train_wordpiece
+from tests.datamodules.pretrain.test_formats import pmc_package
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = dict(lowercase=True, seq_len=64, seed=0)
@@ -142,3 +144,28 @@ def test_a_small_corpus_is_built_without_a_pool_and_the_environment_decides_firs
     assert expected_words(whole) > POOL_MIN_WORDS and default_workers(whole) == len(os.sched_getaffinity(0))
     monkeypatch.setenv("BIOABLATE_SHARD_WORKERS", "3")
     assert default_workers(small) == 3
+
+
+@pytest.mark.slow  # spawns a pool of two workers
+def test_a_pmc_oa_archive_builds_the_shards_of_its_loose_articles_with_any_number_of_workers(
+        data_dir: Path, tmp_path: Path, monkeypatch):
+    archive, files = pmc_package(data_dir, tmp_path / "oa", articles=24)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    for f in files:
+        (loose / f.name).symlink_to(f)
+    corpus_yaml = "name: pmc-oa\nparts:\n  - {{files: ['{}'], format: jats-xml}}\n"
+    from_archive = tmp_path / "archive.yaml"
+    from_archive.write_text(corpus_yaml.format(archive))
+    from_files = tmp_path / "files.yaml"
+    from_files.write_text(corpus_yaml.format(loose / "*.xml"))
+    # batches of about two articles: the pool gets many member batches of one archive, in flight at once
+    monkeypatch.setattr(corpora, "ARCHIVE_BATCH_BYTES", 2 * max(f.stat().st_size for f in files))
+    builds = {name: build_shards(load_corpus(str(yaml), data_dir), vocab(data_dir), pairs="nsp",
+                                 out_dir=tmp_path / name, workers=workers, docs_per_batch=4, **SETTINGS)
+              for name, yaml, workers in [("files", from_files, 1), ("archive1", from_archive, 1),
+                                          ("archive2", from_archive, 2)]}
+    assert builds["files"].meta["documents"] == 24
+    same_files(builds["archive1"].path, builds["archive2"].path)
+    for name in ARRAYS:  # the same documents in the same order: the same sequences (meta names the YAML)
+        assert (tmp_path / "files" / f"{name}.npy").read_bytes() == (tmp_path / "archive1" / f"{name}.npy").read_bytes()
