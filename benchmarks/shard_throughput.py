@@ -1,7 +1,7 @@
 """Shard-building throughput and memory at growing corpus sizes, against bare `tokenizers` as the ceiling.
 
-    python -m benchmarks.shard_throughput --data-dir ../shared/data                 # 1x, 10x, 30x
-    python -m benchmarks.shard_throughput --data-dir ../shared/data --sizes 1,10,100
+    python -m benchmarks.shard_throughput --data-dir ../shared/data                 # 1x, 10x, 100x (~10 min here)
+    python -m benchmarks.shard_throughput --data-dir ../shared/data --sizes 1,3      # a quick look
 
 The corpus at 1x is the staged PubMed text (the `pubmed` corpus, every document, de-duplicated). Larger
 sizes add documents that de-duplication keeps: copy j of document i is its sentences rotated by j plus
@@ -135,7 +135,7 @@ def ceiling(files: list[Path], data_dir: Path, max_words: int) -> tuple[float, i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("BIOABLATE_DATA", "../shared/data")))
-    parser.add_argument("--sizes", default="1,10,30", help="multiples of the staged PubMed text")
+    parser.add_argument("--sizes", default="1,10,100", help="multiples of the staged PubMed text")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--ceiling-words", type=int, default=4_000_000)
     parser.add_argument("--tmp", type=Path, default=None, help="where the corpora are written (default: $TMPDIR)")
