@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import finetune_throughput, pretrain_throughput
-from benchmarks.common import machine, peak_memory, reset_peak_memory
+from benchmarks.common import bf16_native, machine, peak_memory, reset_peak_memory
 
 SUITE_SIZES = {
     "micro": dict(pretrain=[(64, 8)], pretrain_args=["--max-words", "20000", "--rounds", "2", "--warmup", "1",
@@ -105,6 +105,8 @@ def smoke_section(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
     trainer = [f"trainer.accelerator={'gpu' if device.type == 'cuda' else 'cpu'}", "trainer.devices=1",
                "trainer.progress_bar=false"]
+    if not bf16_native(device):  # as the benchmarks' `--precision auto`: emulated bf16 is slower than fp32
+        trainer.append("trainer.precision=32-true")
     with tempfile.TemporaryDirectory(prefix="smoke-", dir=args.out) as work:
         pre_cfg = build_config(profile, [*trainer, f"pretrain.max_steps={steps}", "pretrain.accumulate=1",
                                          f"pretrain.checkpoint_every={steps}", "pretrain.masking=wwm"],
@@ -118,13 +120,13 @@ def smoke_section(args: argparse.Namespace) -> dict:
         tuned = run_finetune(ft_cfg)
         finetune_s = time.perf_counter() - start
     losses = pretrained.losses
-    out = {"profile": profile, "pretrain_steps": steps, "masking": "wwm",
+    out = {"profile": profile, "precision": pre_cfg.trainer.precision, "pretrain_steps": steps, "masking": "wwm",
            "batch": f"{pre_cfg.pretrain.batch_size} x {pre_cfg.pretrain.seq_len}",
            "model": f"{pre_cfg.model.num_layers} layers, {pre_cfg.model.hidden_size} wide",
            "pretrain_s": pretrain_s, "first_loss": losses[0], "last_loss": losses[-1], "task": SMOKE_TASK,
            "finetune_epochs": 1, "finetune_s": finetune_s, "test": tuned.test,
            "test_f1": tuned.test.get("f1", tuned.test["score"])}
-    print(f"smoke ({profile}): pretraining {steps} steps {pretrain_s:.0f} s (MLM loss {losses[0]:.2f} -> "
+    print(f"smoke ({profile}, {out['precision']}): pretraining {steps} steps {pretrain_s:.0f} s (MLM loss {losses[0]:.2f} -> "
           f"{losses[-1]:.2f}), export, 1 epoch {SMOKE_TASK} {finetune_s:.0f} s, test F1 {out['test_f1']:.4f}",
           flush=True)
     return out
@@ -175,7 +177,8 @@ def summary(results: dict) -> str:
     sm = results.get("smoke")
     if sm:
         lines += ["## End-to-end smoke (`run_pretrain` -> export -> `run_finetune`)", "",
-                  f"- pretraining: profile `{sm['profile']}` ({sm['model']}), {sm['pretrain_steps']} steps of "
+                  f"- pretraining: profile `{sm['profile']}` ({sm['model']}, {sm.get('precision', '?')}), "
+                  f"{sm['pretrain_steps']} steps of "
                   f"{sm['batch']}, {sm['masking']}: {sm['pretrain_s']:.0f} s (vocabulary, shards, training, "
                   f"export), MLM loss {sm['first_loss']:.2f} -> {sm['last_loss']:.2f}",
                   f"- fine-tuning: {sm['finetune_epochs']} epoch on {sm['task']} from the exported model: "
