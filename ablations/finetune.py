@@ -171,8 +171,10 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     head = make_head(ft, datamodule.encoder, encoder.config.hidden_size)
     alum = Alum(**ft.alum) if ft.adversarial else None
     module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
+    # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
+    # moments would double the file (BERT-base: 0.44 GB instead of 1.3 GB, written at every improvement)
     checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="best", monitor="dev/score",
-                                  mode="max", save_top_k=1)
+                                  mode="max", save_top_k=1, save_weights_only=True)
     # last.ckpt (what a killed run resumes from) after every epoch: Lightning's own `save_last` writes it
     # only when the best checkpoint changes, so a resume went back to the best epoch and redid the rest
     latest = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1,

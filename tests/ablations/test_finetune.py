@@ -139,6 +139,12 @@ def test_crash_marks_run_failed_keeps_checkpoint_and_rerun_resumes(data_dir, wor
     fingerprint = failed[0].data.tags["fingerprint"]
     last = work_dir / "runs" / fingerprint / "checkpoints" / "last.ckpt"
     assert last.exists()  # epoch 0 finished before the crash
+    # the best epoch's checkpoint is its weights alone (test and export read nothing else); last.ckpt is
+    # the whole training state a resume needs
+    best = torch.load(last.with_name("best.ckpt"), weights_only=True)
+    whole = torch.load(last, weights_only=True)
+    assert "optimizer_states" not in best and whole["optimizer_states"]
+    assert best["state_dict"].keys() == whole["state_dict"].keys()
 
     monkeypatch.setattr(FineTuneModule, "training_step", original)
     resumed = run_finetune(cfg)
