@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import csv
 import gzip
-import json
 import io
+import json
 import re
 import tarfile
 import xml.etree.ElementTree as ET
@@ -71,7 +71,7 @@ def archive_members(path: Path, suffixes: tuple[str, ...]) -> Iterator[tuple[str
     `suffixes`, in archive order. Read as a stream: memory holds one member, whatever the archive's size.
     A gzipped archive is decompressed by `gzip`, which raises on a stream cut short (tarfile's own
     decompression takes a truncated download for a shorter archive)."""
-    with (gzip.open(path, "rb") if path.name.endswith(("gz", "tgz")) else open(path, "rb")) as raw, \
+    with (gzip.open(path, "rb") if path.name.endswith((".gz", ".tgz")) else open(path, "rb")) as raw, \
             tarfile.open(fileobj=raw, mode="r|") as tar:
         for member in tar:
             if member.isfile() and member.name.endswith(suffixes):
@@ -248,13 +248,8 @@ JATS_SUFFIXES = (".nxml", ".xml")
 
 def read_jats_xml(path: Path) -> Iterator[Document]:
     """JATS (PMC) XML: article title, abstract and body paragraphs; references, figures, tables and
-    decision letters (sub-articles) are left out. A tar archive gives one document per `.nxml`/`.xml`
-    member."""
-    if is_archive(path):
-        for member, data in archive_members(path, JATS_SUFFIXES):
-            yield read_jats_member(path, member, data)
-    else:
-        yield _jats_document(path, str(path), path.stem)
+    decision letters (sub-articles) are left out. (A tar archive of them: `read_documents`.)"""
+    yield _jats_document(path, str(path), path.stem)
 
 
 _DOC_OPEN = re.compile(r'<doc id="([^"]*)"[^>]*>')
@@ -331,14 +326,18 @@ READ_ERRORS = (OSError, EOFError, zlib.error, tarfile.TarError, UnicodeDecodeErr
 
 def read_documents(path: Path, format_name: str, text: Sequence[str] = (), pmid: str | None = None
                    ) -> Iterator[Document]:
-    """The documents of one file; an unreadable file is one DataFormatError naming it."""
+    """The documents of one file, or of each member of a tar archive that the format reads members of
+    (`Format.read_member`); an unreadable file is one DataFormatError naming it."""
     fmt = FORMATS.get(format_name)
     if is_archive(path) and fmt.read_member is None:
         raise DataFormatError(path, None, f"a tar archive, which format '{format_name}' does not read; "
                                           "extract it, or list its files with a format that reads archives "
                                           "(jats-xml)")
     try:
-        if fmt.fields:
+        if is_archive(path):
+            for member, data in archive_members(path, fmt.member_suffixes):
+                yield fmt.read_member(path, member, data)
+        elif fmt.fields:
             yield from fmt.reader(path, text=text, pmid=pmid)
         else:
             yield from fmt.reader(path)
