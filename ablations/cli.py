@@ -224,6 +224,9 @@ def _run_command(sub) -> None:
     rn.add_argument("--devices", type=int, default=1,
                     help="runs at a time, one per device (GPUs; on CPU the cores are split); with --ddp: "
                          "devices per run (default 1)")
+    rn.add_argument("--runs-per-device", type=int, default=1, metavar="K",
+                    help="runs at a time on each device, each in its own process with its share of the host's "
+                         "cores (small profiles leave a GPU mostly idle; default 1)")
     rn.add_argument("--ddp", action="store_true", help="give each run --devices devices (DDP) instead")
     rn.add_argument("--dry-run", action="store_true", help="print the plan (what would be computed or reused)")
     _add_no_wait(rn)

@@ -120,6 +120,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.devices < 1:
         raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
+    if args.runs_per_device < 1:
+        raise ConfigError(f"--runs-per-device must be at least 1 (got {args.runs_per_device})")
+    if args.ddp and args.runs_per_device > 1:
+        raise ConfigError("--runs-per-device applies without --ddp (a DDP run takes its devices whole)")
     overrides = list(args.overrides)
     if args.ddp:
         overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
@@ -130,7 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
-    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp, wait=args.wait)
+    summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp, wait=args.wait,
+                             runs_per_device=args.runs_per_device)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
         return 0
     print("\n".join(summary.lines()))
@@ -148,8 +153,9 @@ def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     from ablations.tables import render_experiment
     from core.errors import ConfigError
 
-    if args.ddp or args.devices != 1:
-        raise ConfigError("--devices/--ddp do not apply with --launcher slurm: set launcher.gpus_per_run")
+    if args.ddp or args.devices != 1 or args.runs_per_device != 1:
+        raise ConfigError("--devices/--ddp/--runs-per-device do not apply with --launcher slurm: "
+                          "set launcher.gpus_per_run")
     launcher = launcher_layer(experiment.shared_config(), args).launcher
     submission = submit_experiment(experiment, launcher)
     print("\n".join(submission.lines()))

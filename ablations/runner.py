@@ -8,8 +8,9 @@ experiment resumes where it stopped (run_pretrain / run_finetune take over a RUN
 its checkpoints). A run that fails is recorded (MLflow status FAILED, error tag) and the others go on;
 runs that need a failed stage are reported as blocked.
 
-Parallelism: `devices=N` runs N runs at a time in worker processes, one per device (CUDA: each worker
-sees one GPU through CUDA_VISIBLE_DEVICES; CPU: the cores are split between the workers); `ddp=True`
+Parallelism: `devices=N, runs_per_device=K` runs N x K runs at a time in worker processes, K per device
+(CUDA: each worker sees its GPU through CUDA_VISIBLE_DEVICES; small profiles leave a GPU mostly idle, so
+K > 1 fills it); every worker gets an equal share of the host's cores for its CPU threads. `ddp=True`
 instead gives every single run N devices (trainer.devices=N, strategy ddp), one run at a time.
 
 MLflow: one parent run per invocation (tags kind=experiment, experiment, experiment_file, profile) in the
@@ -51,6 +52,7 @@ class Outcome:
     fingerprint: Optional[str] = None
     error: Optional[str] = None
     seconds: float = 0.0
+    worker: Optional[int] = None  # the process that computed it (its pid)
 
 
 @dataclass
@@ -108,6 +110,7 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
         interrupts.check()  # unless a signal caused it (cut a store write in two): then the signal stops all
         out = {"error": one_line(error)}
     out["seconds"] = time.perf_counter() - start
+    out["worker"] = os.getpid()
     return out
 
 
@@ -117,10 +120,9 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
     interrupts.install()  # SIGINT (the terminal's, to the whole group) / SIGTERM: the run ends KILLED
     if cuda:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
-    else:
-        import torch
+    import torch
 
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # on a GPU too: tokenization, collation and the optimizer's host side
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     quiet_libraries()
     _no_progress_bars()
@@ -138,13 +140,15 @@ class _InProcess:
         pass
 
 
-def _pool(devices: int, cuda: bool) -> ProcessPoolExecutor:
+def _pool(devices: int, runs_per_device: int, cuda: bool) -> ProcessPoolExecutor:
+    """`devices x runs_per_device` worker processes; each takes one device slot for its lifetime."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: CUDA_VISIBLE_DEVICES applies
     queue = context.Queue()
-    for device in range(devices):
-        queue.put(device)
-    threads = max(1, (os.cpu_count() or 1) // devices)
-    return ProcessPoolExecutor(devices, mp_context=context, initializer=_init_worker,
+    workers = devices * runs_per_device
+    for slot in range(workers):
+        queue.put(slot % devices)
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
                                initargs=(queue, cuda, threads))
 
 
@@ -166,7 +170,8 @@ class _Parent:
     (`ablations.lifecycle`), so that the next invocation of the experiment ends a parent whose process
     died (SIGKILL, a lost node) as KILLED instead of leaving it RUNNING for ever."""
 
-    def __init__(self, experiment: Experiment, tracking_uri: str, work_dir: Path, devices: int, ddp: bool):
+    def __init__(self, experiment: Experiment, tracking_uri: str, work_dir: Path, devices: int, ddp: bool,
+                 runs_per_device: int = 1):
         from ablations.tracking import Tracker, git_commit
 
         self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name, artifact_root=work_dir / "mlartifacts")
@@ -175,7 +180,8 @@ class _Parent:
                 "profile": experiment.profile, "git_commit": git_commit(),
                 "mlflow.note.content": experiment.description, **claim_tags(Holder.me())}
         params = {"overrides": " ".join(f"{k}={v}" for k, v in experiment.overrides.items()),
-                  "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp}
+                  "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp,
+                  "runs_per_device": runs_per_device}
         self.run_id = self.tracker.create(f"experiment-{experiment.name}", tags, params)
         self.tracker.client.update_run(self.run_id, status="RUNNING")
         self.child_tags = {"mlflow.parentRunId": self.run_id, "experiment": experiment.name}
@@ -202,7 +208,7 @@ class _Parent:
 
 
 def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
-                   echo: Callable[[str], None] = print, wait: bool = True) -> RunSummary:
+                   echo: Callable[[str], None] = print, wait: bool = True, runs_per_device: int = 1) -> RunSummary:
     """Compute every planned run the store does not hold yet; return what happened to each. A run that
     another live process is computing is waited for and reused (`wait=False`: recorded as FAILED, naming
     the holder). The first SIGINT / SIGTERM stops the whole experiment (parent run KILLED)."""
@@ -211,15 +217,19 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
     child = is_ddp_worker()
     if child:
         echo = _silent
-    parent = None if child else _Parent(experiment, tracking_uri, work_dir, devices, ddp)
+    parent = None if child else _Parent(experiment, tracking_uri, work_dir, devices, ddp, runs_per_device)
     summary = RunSummary(experiment.name, experiment.profile, tracking_uri, parent.run_id if parent else None,
                          experiment.kind)
     if experiment.kind != "finetune":
         if parent is not None:
             parent.close(summary, "FINISHED")
         return summary
-    parallel = devices > 1 and not ddp and not child
-    executor = _pool(devices, _uses_cuda(experiment)) if parallel else _InProcess()
+    if ddp and runs_per_device > 1:
+        from core.errors import ConfigError
+
+        raise ConfigError("--runs-per-device applies without --ddp (a DDP run takes its devices whole)")
+    parallel = devices * runs_per_device > 1 and not ddp and not child
+    executor = _pool(devices, runs_per_device, _uses_cuda(experiment)) if parallel else _InProcess()
     try:
         _Run(experiment, Store(tracking_uri), executor, parent, summary, echo, child, wait).go()
     except BaseException:
@@ -340,7 +350,8 @@ class _Run:
         if "error" in out:
             if planned.kind == PRETRAIN:
                 self.stages[planned.name] = replace(planned, status=FAILED, reason=out["error"])
-            self._record(Outcome(planned.kind, planned.name, FAILED, error=out["error"], seconds=out["seconds"]))
+            self._record(Outcome(planned.kind, planned.name, FAILED, error=out["error"], seconds=out["seconds"],
+                                 worker=out.get("worker")))
             return
         if planned.kind == PRETRAIN:
             identity = RunIdentity(PRETRAIN, planned.config.experiment_name, out["fingerprint"],
@@ -357,7 +368,7 @@ class _Run:
         status = REUSED if out["reused"] else COMPUTED
         if not self.ddp_worker:
             self._record(Outcome(planned.kind, planned.name, status, out["run_id"], out["fingerprint"],
-                                 seconds=out["seconds"]))
+                                 seconds=out["seconds"], worker=out.get("worker")))
 
     def _wait_for_rank_zero(self, identity: RunIdentity, timeout_s: float = 3600) -> bool:
         """A DDP worker leaves fit() while rank 0 still exports the model and marks the run FINISHED: wait

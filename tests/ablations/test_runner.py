@@ -70,3 +70,29 @@ table: {{rows: task, columns: model}}
         results.BLOCKED, "needs pretraining stage 'continued', which is blocked")
     assert not summary.ok and summary.lines()[0].endswith("0 computed, 0 reused, 1 failed, 3 blocked")
     assert not finetune_runs(experiment.store()[1])
+
+
+@pytest.mark.slow
+def test_runs_per_device_computes_cells_in_that_many_worker_processes_at_once(tmp_path, data_dir):
+    """`--runs-per-device 2` on one device: two worker processes (neither this one) share the cells, with
+    overlapping run times, and each finished run is in the store once."""
+    import os
+
+    path = tmp_path / "parallel.yaml"
+    path.write_text("name: parallel\nmodels:\n  random: {name_or_path: random-bert}\n"
+                    "tasks: [biosses, gad]\nseeds: 2\ntable: {rows: task, columns: model}\n")
+    experiment = load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    summary = run_experiment(experiment, echo=lambda _: None, devices=1, runs_per_device=2)
+    assert summary.ok and summary.count(results.COMPUTED) == 4
+    workers = {o.worker for o in summary.outcomes}
+    assert len(workers) == 2 and os.getpid() not in workers
+    runs = finetune_runs(experiment.store()[1])
+    assert sorted(r.data.tags["fingerprint"] for r in runs) == sorted(o.fingerprint for o in summary.outcomes)
+    spans = {}
+    for run in runs:
+        spans.setdefault(run.info.run_id, (run.info.start_time, run.info.end_time))
+    by_worker = {}
+    for o in summary.outcomes:
+        by_worker.setdefault(o.worker, []).append(spans[o.run_id])
+    first, second = by_worker.values()
+    assert any(a0 < b1 and b0 < a1 for a0, a1 in first for b0, b1 in second), "the two workers never overlapped"
