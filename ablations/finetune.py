@@ -36,6 +36,7 @@ from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
+from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
 from lightning_modules.models import RANDOM_BERT, load_encoder, max_positions, model_fingerprint
@@ -166,8 +167,8 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
                 "hit" if hits == {True} else "miss" if hits == {False} else "partial")
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
         encoder.resize_token_embeddings(len(tokenizer))
-    if cfg.trainer.compile:
-        encoder.compile(dynamic=True)  # in place: parameter names (and checkpoints) stay the same
+    if cfg.trainer.compile:  # length-bucketed batches: one graph with a symbolic length
+        compile_in_place([encoder], dynamic=True, cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
     head = make_head(ft, datamodule.encoder, encoder.config.hidden_size)
     alum = Alum(**ft.alum) if ft.adversarial else None
     module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)

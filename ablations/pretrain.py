@@ -39,6 +39,7 @@ from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
                                         train_wordpiece)
 from lightning_modules.algorithms.alum import Alum
+from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, check_init,
@@ -305,10 +306,13 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
         if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
-    return PretrainModule(model, pair_loss=p.objective == "albert" or p.nsp, lr=p.lr,
-                          weight_decay=p.weight_decay, warmup_ratio=p.warmup_ratio, total_steps=p.max_steps,
-                          optimizer=p.optimizer, alum=alum, seed=cfg.seed,
-                          discriminator_weight=p.discriminator_weight)
+    module = PretrainModule(model, pair_loss=p.objective == "albert" or p.nsp, lr=p.lr,
+                            weight_decay=p.weight_decay, warmup_ratio=p.warmup_ratio, total_steps=p.max_steps,
+                            optimizer=p.optimizer, alum=alum, seed=cfg.seed,
+                            discriminator_weight=p.discriminator_weight)
+    if cfg.trainer.compile:  # packed sequences: one static shape
+        compile_in_place(module.encoders(), dynamic=None, cache_dir=compile_cache_dir(inputs.work_dir))
+    return module
 
 
 def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun) -> PretrainModule:

@@ -59,10 +59,11 @@ SIZES = {"micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_s
 
 def build_ours(task: str, size: str, batch_size: int, device: torch.device, work_dir: Path, data_dir: Path,
                precision: str, max_length: int | None, steps_per_round: int = 1,
-               max_train_examples: int | None = None):
+               max_train_examples: int | None = None, compile: bool = False):
     from ablations.config import build_config
     from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
     from datamodules.registry import get_dataset
+    from lightning_modules.compiling import compile_in_place
     from lightning_modules.finetune import FineTuneModule
     from lightning_modules.heads import make_head
     from lightning_modules.models import load_encoder
@@ -80,6 +81,8 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     dm.setup()
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
         encoder.resize_token_embeddings(len(tokenizer))
+    if compile:  # as `trainer.compile=true` does (ablations.finetune)
+        compile_in_place([encoder], dynamic=True)
     module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, encoder.config.hidden_size),
                             cfg.finetune.lr, cfg.finetune.weight_decay, cfg.finetune.warmup_ratio).to(device)
     module.train()
@@ -118,6 +121,14 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
 
 
 BASELINES = ("hf-naive", "hf-strong")
+# with --compile: ours and hf-strong compiled too; each baseline is compared with the side of ours named here
+COMPARED_WITH = {"hf-naive": "ours", "hf-strong": "ours", "hf-strong-compiled": "ours-compiled"}
+
+
+def side_names(compiled: bool) -> list[str]:
+    """The sides in report order."""
+    return ["ours", *(["ours-compiled"] if compiled else []), *BASELINES,
+            *(["hf-strong-compiled"] if compiled else [])]
 
 
 def hf_examples(dm, pad_to: int | None) -> list[dict]:
@@ -213,18 +224,25 @@ def benchmark(task: str, args: argparse.Namespace, device: torch.device) -> dict
         args.steps_per_round, args.max_train_examples)
     baseline_length = args.baseline_max_length or length
     sides, tokens = {"ours": ours}, {"ours": our_tokens}
-    setups = {"ours": {"dtype": precision}}
-    steps = {"ours": args.steps_per_round, "hf-naive": 1, "hf-strong": args.steps_per_round}
+    setups = {"ours": {"dtype": precision, "compiled": False}}
+    names = side_names(args.compile)
+    steps = {name: 1 if name == "hf-naive" else args.steps_per_round for name in names}
+    if args.compile:
+        sides["ours-compiled"], tokens["ours-compiled"], *_ = build_ours(
+            task, args.size, args.batch_size, device, args.work_dir, args.data_dir, precision, args.max_length,
+            args.steps_per_round, args.max_train_examples, compile=True)
+        setups["ours-compiled"] = {"dtype": precision, "compiled": True}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in BASELINES:
-            strong = name == "hf-strong"
-            sides[name], tokens[name], setups[name] = build_baseline(
-                dm, encoder, args.batch_size, device, baseline_length, Path(tmp) / name, strong=strong,
-                compile=strong and args.compile, steps_per_round=steps[name], precision=strong_precision)
+        for name in names:
+            if name.startswith("hf-"):
+                sides[name], tokens[name], setups[name] = build_baseline(
+                    dm, encoder, args.batch_size, device, baseline_length, Path(tmp) / name,
+                    strong=name != "hf-naive", compile=name.endswith("-compiled"), steps_per_round=steps[name],
+                    precision=strong_precision)
         timings = interleaved(sides, rounds=args.rounds, warmup=args.warmup, device=device)
     size = SIZES[args.size]
     out = {"task": task, "size": args.size, "batch_size": args.batch_size, "device": machine(),
-           "steps_per_round": steps, "max_length": length, "baseline_padded_to": baseline_length}
+           "steps_per_round": steps, "max_length": length, "baseline_padded_to": baseline_length, "sides": names}
     for name, t in timings.items():
         measured = tokens[name][-len(t.seconds):]  # the warm-up steps come first
         per_example = sum(measured) / sum(t.items)  # real tokens per example
@@ -233,7 +251,8 @@ def benchmark(task: str, args: argparse.Namespace, device: torch.device) -> dict
         tokens_per_s = sum(measured) / sum(t.seconds)
         out[name] = {**setups[name], "examples_per_s": t.per_second, "tokens_per_s": tokens_per_s,
                      "model_flops_per_s": flops * tokens_per_s, "step_spread": t.spread, "rounds": len(t.seconds)}
-    out["ratios"] = {b: out["ours"]["examples_per_s"] / out[b]["examples_per_s"] for b in BASELINES}
+    out["ratios"] = {b: out[COMPARED_WITH[b]]["examples_per_s"] / out[b]["examples_per_s"]
+                     for b in names if b in COMPARED_WITH}
     return out
 
 
@@ -254,7 +273,8 @@ def parser() -> argparse.ArgumentParser:
                         help="ours (auto: bf16 where the device computes it natively, else fp32)")
     parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
                         help="hf-strong: bf16=True or not (auto: as --precision)")
-    parser.add_argument("--compile", action="store_true", help="hf-strong with torch_compile=True")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time ours compiled (trainer.compile's path) and hf-strong with torch_compile=True")
     parser.add_argument("--max-length", type=int, help="truncation length (default: the dataset's)")
     parser.add_argument("--baseline-max-length", type=int, help="hf-naive's padding (default: --max-length); "
                         "shorter than an example truncates it, as run_ner.py's --max_seq_length does")
@@ -288,7 +308,7 @@ def run(args: argparse.Namespace) -> dict:
     for dtype in peaks:
         peaks[dtype] = max(peaks[dtype], matmul_peak(DTYPES[dtype], device, args.peak_size))
     for r in results:
-        for name in ("ours", *BASELINES):
+        for name in r["sides"]:
             r[name]["mfu"] = r[name]["model_flops_per_s"] / peaks[r[name]["dtype"]]
     return {"device": machine(), "bf16_native": bf16_native(device), "peaks": peaks, "results": results}
 
@@ -300,12 +320,12 @@ def report(out: dict) -> str:
     for r in out["results"]:
         lines += [f"{r['task']} ({r['size']}, batch {r['batch_size']}, truncation {r['max_length']}, "
                   f"hf-naive padded to {r['baseline_padded_to']}):",
-                  f"  {'':<11}{'examples/s':>11}{'tokens/s':>11}{'MFU':>8}  dtype  round spread"]
-        for name in ("ours", *BASELINES):
+                  f"  {'':<19}{'examples/s':>11}{'tokens/s':>11}{'MFU':>8}  dtype  round spread"]
+        for name in r["sides"]:
             x = r[name]
-            lines.append(f"  {name:<11}{x['examples_per_s']:>11.1f}{x['tokens_per_s']:>11.0f}{x['mfu']:>8.1%}  "
+            lines.append(f"  {name:<19}{x['examples_per_s']:>11.1f}{x['tokens_per_s']:>11.0f}{x['mfu']:>8.1%}  "
                          f"{x['dtype']:<5}  {x['step_spread']:.0%}")
-        lines += [f"  ratio (examples/s, ours / {b}): {r['ratios'][b]:.1f}x" for b in BASELINES]
+        lines += [f"  ratio (examples/s, {COMPARED_WITH[b]} / {b}): {v:.2f}x" for b, v in r["ratios"].items()]
     return "\n".join(lines)
 
 

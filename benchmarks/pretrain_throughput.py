@@ -69,10 +69,12 @@ def prepare(args: argparse.Namespace):
     return cfg, vocab_path, shards
 
 
-def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: str, total_steps: int):
+def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: str, total_steps: int,
+               compile: bool = False):
     from datamodules.pretrain.data import MicroBatches
     from datamodules.pretrain.shards import BatchPlan
     from datamodules.pretrain.vocab import SPECIAL_TOKENS, read_vocab
+    from lightning_modules.compiling import compile_in_place
     from lightning_modules.pretrain import PretrainModule, build_model
 
     p = cfg.pretrain
@@ -84,6 +86,8 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
     module = PretrainModule(model, pair_loss=False, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
     module.train()
+    if compile:  # as `trainer.compile=true` does (ablations.pretrain)
+        compile_in_place(module.encoders(), dynamic=None)
     opt = module.configure_optimizers()
     optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
     plan = BatchPlan(shards.stage_sizes, p.batch_size, total_steps, seed=0)
@@ -160,6 +164,14 @@ def build_baseline(cfg, vocab_path: Path, shards, plan, our_config, device: torc
 
 
 BASELINES = ("hf-naive", "hf-strong")
+# with --compile: ours and hf-strong compiled too; each baseline is compared with the side of ours named here
+COMPARED_WITH = {"hf-naive": "ours", "hf-strong": "ours", "hf-strong-compiled": "ours-compiled"}
+
+
+def side_names(compiled: bool) -> list[str]:
+    """The sides in report order."""
+    return ["ours", *(["ours-compiled"] if compiled else []), *BASELINES,
+            *(["hf-strong-compiled"] if compiled else [])]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -175,7 +187,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
                         help="hf-strong's autocast dtype (auto: as --precision)")
     parser.add_argument("--masking", choices=["wwm", "wordpiece"], default="wwm", help="ours")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the strong baseline's model")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time ours and hf-strong torch.compile'd (sides ours-compiled, hf-strong-compiled)")
     parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
                         "benchmarks.common's)")
     parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
@@ -204,12 +217,16 @@ def run(args: argparse.Namespace) -> dict:
     total = args.warmup + args.rounds + 1
     ours, plan, config, our_tokens = build_ours(cfg, vocab_path, shards, device, precision, total)
     sides = {"ours": ours}
-    setups = {"ours": {"dtype": precision}}
-    for name in BASELINES:
-        sides[name], setups[name] = build_baseline(cfg, vocab_path, shards, plan, config, device, total,
-                                                   strong=name == "hf-strong",
-                                                   compile=args.compile and name == "hf-strong",
-                                                   precision=strong_precision)
+    setups = {"ours": {"dtype": precision, "compiled": False}}
+    names = side_names(args.compile)
+    if args.compile:
+        sides["ours-compiled"], *_ = build_ours(cfg, vocab_path, shards, device, precision, total, compile=True)
+        setups["ours-compiled"] = {"dtype": precision, "compiled": True}
+    for name in names:
+        if name.startswith("hf-"):
+            sides[name], setups[name] = build_baseline(cfg, vocab_path, shards, plan, config, device, total,
+                                                       strong=name != "hf-naive", compile=name.endswith("-compiled"),
+                                                       precision=strong_precision)
     # the peak of each dtype a side computes in; bf16's also on a GPU (the headline MFU there), not on a
     # CPU that only emulates it (seconds per matmul, and no side would pick it)
     used = {x["dtype"] for x in setups.values()} | ({"bf16"} if device.type == "cuda" else set())
@@ -220,16 +237,17 @@ def run(args: argparse.Namespace) -> dict:
                                               args.seq_len)
     out = {"device": machine(), "bf16_native": bf16_native(device), "size": args.size,
            "batch_size": args.batch_size, "seq_len": args.seq_len, "vocab_size": config.vocab_size,
-           "peaks": peaks, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset")}
+           "peaks": peaks, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"), "sides": names}
     for name, t in timings.items():
         rate = t.per_second
         mfu = flops * rate / peaks[setups[name]["dtype"]]
         out[name] = {**setups[name], "tokens_per_s": rate, "mfu": mfu,
                      "mfu_bf16": flops * rate / peaks["bf16"] if "bf16" in peaks else None,
                      "step_spread": t.spread, "steps": len(t.seconds)}
-    for baseline in BASELINES:
-        assert our_tokens[-args.rounds:] == timings[baseline].items, f"{baseline} saw other batches than ours"
-    out["ratios"] = {b: out["ours"]["tokens_per_s"] / out[b]["tokens_per_s"] for b in BASELINES}
+    for name in names[1:]:
+        assert our_tokens[-args.rounds:] == timings[name].items, f"{name} saw other batches than ours"
+    out["ratios"] = {b: out[COMPARED_WITH[b]]["tokens_per_s"] / out[b]["tokens_per_s"]
+                     for b in names if b in COMPARED_WITH}
     return out
 
 
@@ -242,13 +260,13 @@ def report(out: dict) -> str:
              f"MLM pretraining, {out['size']} ({size['num_layers']} layers, {size['hidden_size']} wide), vocabulary "
              f"{out['vocab_size']}, batch {out['batch_size']} x {out['seq_len']} tokens, "
              f"{out['ours']['steps']} interleaved steps each:",
-             f"  {'':<12}{'tokens/s':>10}{'MFU':>8}{'MFU bf16':>10}  dtype  step spread  (MFU: of its dtype's peak)"]
-    for name in ("ours", *BASELINES):
+             f"  {'':<19}{'tokens/s':>10}{'MFU':>8}{'MFU bf16':>10}  dtype  step spread  (MFU: of its dtype's peak)"]
+    for name in out["sides"]:
         x = out[name]
         bf16 = "-" if x["mfu_bf16"] is None else f"{x['mfu_bf16']:.1%}"
-        lines.append(f"  {name:<12}{x['tokens_per_s']:>10.0f}{x['mfu']:>8.1%}{bf16:>10}  "
+        lines.append(f"  {name:<19}{x['tokens_per_s']:>10.0f}{x['mfu']:>8.1%}{bf16:>10}  "
                      f"{x['dtype']:<5}  {x['step_spread']:.0%}")
-    lines += [f"  ratio (tokens/s, ours / {b}): {out['ratios'][b]:.2f}x" for b in BASELINES]
+    lines += [f"  ratio (tokens/s, {COMPARED_WITH[b]} / {b}): {r:.2f}x" for b, r in out["ratios"].items()]
     return "\n".join(lines)
 
 

@@ -19,7 +19,10 @@ the process's peak RSS on a CPU, reset before each section):
 Sizes: micro = plumbing (a 2-layer 64-wide model, a few steps, the micro profile: numbers mean nothing);
 mini = the CPU defaults of the two throughput benchmarks (4 layers, 256 wide); base = BERT-base.
 Output: `results.json` and `summary.md` in `--out` (default `<work-dir>/benchmarks/<timestamp>/`); the
-JSON is rewritten after every section, so an interrupted run keeps what it measured.
+JSON is rewritten after every section, so an interrupted run keeps what it measured, and the same command
+with the same `--out` resumes: sections already in its results.json (same size, device and --compile) are
+kept, and only the missing ones run. `--compile`: each throughput section also times ours and hf-strong
+compiled, and the smoke runs with `trainer.compile=true`.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def smoke_section(args: argparse.Namespace) -> dict:
     data_dir = str(args.data_dir) if args.data_dir else None
     device = torch.device(args.device)
     trainer = [f"trainer.accelerator={'gpu' if device.type == 'cuda' else 'cpu'}", "trainer.devices=1",
-               "trainer.progress_bar=false"]
+               "trainer.progress_bar=false", f"trainer.compile={str(bool(args.compile)).lower()}"]
     if not bf16_native(device):  # as the benchmarks' `--precision auto`: emulated bf16 is slower than fp32
         trainer.append("trainer.precision=32-true")
     with tempfile.TemporaryDirectory(prefix="smoke-", dir=args.out) as work:
@@ -120,7 +123,8 @@ def smoke_section(args: argparse.Namespace) -> dict:
         tuned = run_finetune(ft_cfg)
         finetune_s = time.perf_counter() - start
     losses = pretrained.losses
-    out = {"profile": profile, "precision": pre_cfg.trainer.precision, "pretrain_steps": steps, "masking": "wwm",
+    out = {"profile": profile, "precision": pre_cfg.trainer.precision, "compiled": bool(args.compile),
+           "pretrain_steps": steps, "masking": "wwm",
            "batch": f"{pre_cfg.pretrain.batch_size} x {pre_cfg.pretrain.seq_len}",
            "model": f"{pre_cfg.model.num_layers} layers, {pre_cfg.model.hidden_size} wide",
            "pretrain_s": pretrain_s, "first_loss": losses[0], "last_loss": losses[-1], "task": SMOKE_TASK,
@@ -147,9 +151,10 @@ def summary(results: dict) -> str:
                   "| seq | batch | side | dtype | tokens/s | MFU | MFU of bf16 peak | ours / side | peak memory |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in results["pretrain"]:
-            for name in ("ours", *pretrain_throughput.BASELINES):
+            for name in r["sides"]:
                 x = r[name]
-                ratio = f"{r['ratios'][name]:.2f}x" if name in r["ratios"] else ""
+                ratio = (f"{r['ratios'][name]:.2f}x ({pretrain_throughput.COMPARED_WITH[name]})"
+                         if name in r["ratios"] else "")
                 bf16 = "-" if x["mfu_bf16"] is None else f"{x['mfu_bf16']:.1%}"
                 lines.append(f"| {r['seq_len']} | {r['batch_size']} | {name} | {x['dtype']} | "
                              f"{x['tokens_per_s']:,.0f} | {x['mfu']:.1%} | {bf16} | {ratio} | "
@@ -167,9 +172,10 @@ def summary(results: dict) -> str:
             lines += ["| task | side | dtype | examples/s | tokens/s | MFU | ours / side |",
                       "|---|---|---|---|---|---|---|"]
             for r in ft["results"]:
-                for name in ("ours", *finetune_throughput.BASELINES):
+                for name in r["sides"]:
                     x = r[name]
-                    ratio = f"{r['ratios'][name]:.2f}x" if name in r["ratios"] else ""
+                    ratio = (f"{r['ratios'][name]:.2f}x ({finetune_throughput.COMPARED_WITH[name]})"
+                             if name in r["ratios"] else "")
                     lines.append(f"| {r['task']} | {name} | {x['dtype']} | {x['examples_per_s']:,.1f} | "
                                  f"{x['tokens_per_s']:,.0f} | {x['mfu']:.1%} | {ratio} |")
             peaks = ", ".join(f"{d} {v / 1e12:.3f} TFLOP/s" for d, v in ft["peaks"].items())
@@ -187,6 +193,21 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
+def resumed(path: Path, fresh: dict) -> tuple[dict, float]:
+    """The results an earlier, cut-off call of the same suite left in `path` (its sections are kept), with
+    the wall time they took; `fresh` and 0 if there are none or they were taken with other settings."""
+    if not path.is_file():
+        return fresh, 0.0
+    earlier = json.loads(path.read_text())
+    same = all(earlier["suite"].get(key) == fresh["suite"][key] for key in ("size", "device", "compile"))
+    if not same:
+        return fresh, 0.0
+    kept = [name for name in ("pretrain", "finetune", "smoke") if earlier[name]]
+    print(f"resuming {path}: keeping {', '.join(kept) or 'nothing'}", flush=True)
+    earlier["suite"].setdefault("resumed", []).append(fresh["suite"]["started"])
+    return earlier, earlier["suite"].get("wall_s", 0.0)
+
+
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cuda = torch.cuda.is_available()
@@ -198,7 +219,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
     parser.add_argument("--smoke-steps", type=int, help="pretraining steps of the smoke (default: micro 30, "
                                                         "mini 100, base 300)")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the strong baselines")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time ours and hf-strong compiled (ours-compiled vs hf-strong-compiled), and "
+                             "run the smoke with trainer.compile=true")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
     parser.add_argument("--skip", nargs="+", choices=["pretrain", "finetune", "smoke"], default=[],
                         help="sections to leave out")
@@ -224,20 +247,25 @@ def main(argv: list[str] | None = None) -> int:
                                "started": started.isoformat(timespec="seconds"), "argv": sys.argv[1:],
                                "compile": args.compile},
                      "pretrain": [], "finetune": None, "smoke": None}
+    results, earlier_s = resumed(args.out / "results.json", results)
     start = time.perf_counter()
 
     def save() -> None:
-        results["suite"]["wall_s"] = time.perf_counter() - start
-        (args.out / "results.json").write_text(json.dumps(results, indent=1))
+        results["suite"]["wall_s"] = earlier_s + time.perf_counter() - start
+        temporary = args.out / "results.json.tmp"  # a cut-off call never leaves half a JSON file
+        temporary.write_text(json.dumps(results, indent=1))
+        temporary.replace(args.out / "results.json")
 
     if "pretrain" not in args.skip:
+        done = {r["seq_len"] for r in results["pretrain"]}
         for seq_len, batch_size in SUITE_SIZES[args.size]["pretrain"]:
-            results["pretrain"].append(measured(device, lambda: pretrain_section(args, seq_len, batch_size)))
-            save()
-    if "finetune" not in args.skip:
+            if seq_len not in done:
+                results["pretrain"].append(measured(device, lambda: pretrain_section(args, seq_len, batch_size)))
+                save()
+    if "finetune" not in args.skip and results["finetune"] is None:
         results["finetune"] = measured(device, lambda: finetune_section(args))
         save()
-    if "smoke" not in args.skip:
+    if "smoke" not in args.skip and results["smoke"] is None:
         results["smoke"] = measured(device, lambda: smoke_section(args))
     save()
     (args.out / "summary.md").write_text(summary(results))

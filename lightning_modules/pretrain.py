@@ -238,6 +238,13 @@ class PretrainModule(pl.LightningModule):
         self.history: list[float] = []
         self._tick: float | None = None
 
+    def encoders(self) -> list[nn.Module]:
+        """The transformer stacks (what `trainer.compile` compiles): the MLM model's encoder, or ELECTRA's
+        generator and discriminator encoders."""
+        if self.electra:
+            return [self.model.generator.electra, self.model.discriminator.electra]
+        return [self.parts.encoder]
+
     @property
     def history_name(self) -> str:
         return "loss" if self.electra else "mlm_loss"
