@@ -34,7 +34,7 @@ from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
 from datamodules.pretrain.datamodule import PretrainData
 from datamodules.pretrain.masking import check_masking
-from datamodules.pretrain.shards import Shards, build_shards, load_shards, shards_fingerprint
+from datamodules.pretrain.shards import Shards, build_shards, open_shards, shards_fingerprint
 from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
                                         train_wordpiece)
@@ -154,8 +154,8 @@ def _shards_dir(cfg: DictConfig, work_dir: Path, vocab_path: Path, corpus_fp: st
 def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Shards:
     p, settings = cfg.pretrain, _shard_settings(cfg)
     out_dir = _shards_dir(cfg, work_dir, vocab_path, corpus_fp)
-    if (out_dir / "meta.json").is_file():
-        return load_shards(out_dir)
+    if (found := open_shards(out_dir)) is not None:
+        return found
     shards = build_shards(_load_corpus(cfg, data_dir), vocab_path, settings["lowercase"], p.seq_len,
                           settings["pairs"], cfg.seed, out_dir)
     log.info("tokenized %s: %d documents, %d words, %d sequences -> %s", p.corpus, shards.meta["documents"],

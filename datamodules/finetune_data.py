@@ -40,8 +40,10 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerBase
 
 from datamodules.encoders import IGNORE_INDEX, Features, TaskEncoder, make_encoder
+from core.console import one_line
 from core.errors import BioablateError
 from core.fingerprints import hash_files
+from core.manifests import damage, manifest_of
 from datamodules.instances import Instance
 from datamodules.spec import SPLITS, DatasetSpec
 
@@ -143,7 +145,8 @@ class EncodedSplit:
         try:
             torch.save(self.columns, tmp / "columns.pt")
             (tmp / "meta.json").write_text(json.dumps({**meta, "position_keys": list(self.position_keys),
-                                                       "examples": len(self)}, indent=1))
+                                                       "examples": len(self),
+                                                       "files": manifest_of(tmp, ["columns.pt"])}, indent=1))
             os.rename(tmp, directory)
         except OSError:
             if not (directory / "meta.json").is_file():
@@ -153,12 +156,23 @@ class EncodedSplit:
 
     @classmethod
     def load(cls, directory: Path) -> "EncodedSplit | None":
+        """The cached split, or None. A damaged entry (its file truncated or rewritten since it was saved,
+        against the manifest in meta.json, or unreadable) is removed, so that it is encoded and saved anew."""
+        if not directory.is_dir():
+            return None
         try:
             meta = json.loads((directory / "meta.json").read_text())
-            columns = torch.load(directory / "columns.pt", weights_only=True)
-        except (OSError, ValueError, RuntimeError):
-            return None
-        return cls(columns, meta["position_keys"])
+        except (OSError, ValueError):
+            meta = None
+        problem = "meta.json is unreadable" if meta is None else damage(directory, meta.get("files", {}))
+        if problem is None:
+            try:
+                return cls(torch.load(directory / "columns.pt", weights_only=True), meta["position_keys"])
+            except (OSError, ValueError, RuntimeError, KeyError) as error:
+                problem = f"columns.pt is unreadable ({one_line(error)})"
+        log.warning("the tokenization cache %s is damaged (%s): encoding again", directory, problem)
+        shutil.rmtree(directory, ignore_errors=True)
+        return None
 
 
 ENCODER_CODE = [Path(__file__).with_name(name) for name in

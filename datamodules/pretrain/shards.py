@@ -52,6 +52,7 @@ import numpy as np
 
 from core.claims import claim
 from core.errors import ConfigError
+from core.manifests import damage, manifest_of
 from datamodules.pretrain.corpora import Corpus, split_sentences
 from datamodules.pretrain.vocab import fast_tokenizer, file_hash, read_vocab
 
@@ -91,6 +92,28 @@ def shards_fingerprint(corpus_fp: str, vocab_path: Path, settings: dict) -> str:
 def load_shards(path: Path) -> Shards:
     arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
     return Shards(path, meta=json.loads((path / "meta.json").read_text()), **arrays)
+
+
+def open_shards(path: Path) -> Shards | None:
+    """The finished shards in `path`, or None where there are none. A damaged set (a file truncated,
+    missing or rewritten since it was built: its manifest in meta.json says) is removed with a warning,
+    so the caller builds it again instead of failing on it at every rerun."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        problem = f"meta.json is unreadable ({error})"
+    else:
+        problem = damage(path, meta["files"]) if "files" in meta else None
+        if problem is None:
+            try:
+                return load_shards(path)
+            except (OSError, ValueError) as error:  # a set built before manifests: numpy's own size check
+                problem = str(error)
+    log.warning("the shard cache %s is damaged (%s): building it again", path, problem)
+    shutil.rmtree(path, ignore_errors=True)
+    return None
 
 
 # ------------------------------------------------------------------------------------------ packing
@@ -366,15 +389,15 @@ def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int
     `workers` (default: `default_workers(corpus)`). `progress` is called after each batch is written with the
     build's state (batches, rows, tokens, stage_rows so far)."""
     out_dir = Path(out_dir)
-    if (out_dir / "meta.json").is_file():
-        return load_shards(out_dir)
+    if (found := open_shards(out_dir)) is not None:
+        return found
     if pairs not in PAIR_MODES:
         raise ConfigError(f"pairs '{pairs}': expected one of {', '.join(PAIR_MODES)}")
     # one builder per output folder: another process building it is waited for, then its shards are read
     with claim(out_dir.with_name(out_dir.name + ".lock"), what=f"shard build {out_dir}",
                on_wait=lambda holder: log.warning("waiting for the shard build %s held by %s", out_dir, holder)):
-        if (out_dir / "meta.json").is_file():
-            return load_shards(out_dir)
+        if (found := open_shards(out_dir)) is not None:
+            return found
         return _build_shards(corpus, vocab_path, lowercase, seq_len, pairs, seed, out_dir, workers=workers,
                              docs_per_batch=docs_per_batch, progress=progress)
 
@@ -406,7 +429,8 @@ def _build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: in
     state = writer.state
     meta = {"sequences": state["rows"], "seq_len": seq_len, "pairs": pairs, "tokens": state["tokens"],
             "stage_sizes": state["stage_rows"], "corpus": corpus.name, "documents": corpus.stats.documents,
-            "words": corpus.stats.words, "vocab_size": vocab_size}
+            "words": corpus.stats.words, "vocab_size": vocab_size,
+            "files": manifest_of(tmp, [f"{name}.npy" for name in ARRAYS])}  # checked by open_shards
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     (tmp / "index.jsonl").unlink()
     (tmp / "build.json").unlink()

@@ -5,6 +5,7 @@ model learns."""
 from __future__ import annotations
 
 import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,22 @@ def test_bucketing_matches_unbucketed_dev_f1_within_seed_noise(data_dir, tmp_pat
     # 3 x the pooled std is ~3.7 standard errors of a difference of two 3-seed means; the floor keeps a
     # lucky low-variance draw from making the bound meaninglessly tight
     assert abs(statistics.mean(bucketed) - statistics.mean(plain)) <= 3 * pooled_std + 0.02, (bucketed, plain)
+
+
+@pytest.mark.parametrize("how", ["truncate", "overwrite"])
+def test_a_damaged_tokenization_cache_entry_is_encoded_again(data_dir, tmp_path, how, caplog):
+    cache = tmp_path / "tokenized"
+    datamodule(data_dir, cache)
+    entry = sorted(cache.iterdir())[0]  # one split's entry: the other two stay good
+    columns = entry / "columns.pt"
+    data = columns.read_bytes()
+    if how == "truncate":
+        columns.write_bytes(data[: len(data) // 2])
+    else:
+        time.sleep(0.01)
+        columns.write_bytes(data[:-64] + bytes(255 - b for b in data[-64:]))
+    with caplog.at_level("WARNING", logger="bioablate"):
+        again = datamodule(data_dir, cache)
+    assert f"the tokenization cache {entry} is damaged (columns.pt " in caplog.text
+    assert again.encode_calls == 1 and columns.read_bytes() == data  # encoded again, and saved again
+    assert datamodule(data_dir, cache).encode_calls == 0

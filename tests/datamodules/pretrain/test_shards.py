@@ -169,3 +169,43 @@ def test_a_pmc_oa_archive_builds_the_shards_of_its_loose_articles_with_any_numbe
     same_files(builds["archive1"].path, builds["archive2"].path)
     for name in ARRAYS:  # the same documents in the same order: the same sequences (meta names the YAML)
         assert (tmp_path / "files" / f"{name}.npy").read_bytes() == (tmp_path / "archive1" / f"{name}.npy").read_bytes()
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    else:  # the same size, other bytes: only the checksum can tell
+        time.sleep(0.01)  # a new modification time, as any later write has
+        path.write_bytes(bytes(255 - b for b in data))
+
+
+@pytest.mark.parametrize("how", ["truncate", "overwrite"])
+def test_a_damaged_shard_file_is_rebuilt_not_read(data_dir: Path, tmp_path: Path, how: str, caplog):
+    """A shard file truncated (numpy's mmap refused it at every rerun: a crash loop) or rewritten in place
+    at the same size is found by the manifest written last into meta.json, and the set is built again."""
+    small = load_corpus("pubmed", data_dir, max_words=4000, min_words=128, seed=1)
+    out = tmp_path / "shards"
+    first = build_shards(small, vocab(data_dir), True, 64, "none", 0, out, workers=1)
+    good = {name: (out / f"{name}.npy").read_bytes() for name in ARRAYS}
+    assert set(first.meta["files"]) == {f"{name}.npy" for name in ARRAYS}
+    del first
+    _damage(out / "input_ids.npy", how)
+    with caplog.at_level("WARNING", logger="bioablate"):
+        again = build_shards(small, vocab(data_dir), True, 64, "none", 0, out, workers=1)
+    assert f"the shard cache {out} is damaged (input_ids.npy " in caplog.text
+    assert {name: (out / f"{name}.npy").read_bytes() for name in ARRAYS} == good
+    assert np.asarray(again.input_ids).shape == (len(again), 64)  # readable again (mmap of the rebuilt file)
+
+
+def test_an_untouched_shard_set_is_reused_without_rehashing(data_dir: Path, tmp_path: Path, monkeypatch):
+    small = load_corpus("pubmed", data_dir, max_words=4000, min_words=128, seed=1)
+    out = tmp_path / "shards"
+    build_shards(small, vocab(data_dir), True, 64, "none", 0, out, workers=1)
+    from core import manifests
+
+    def no_hashing(path):
+        raise AssertionError(f"{path} was hashed although its modification time is the manifest's")
+
+    monkeypatch.setattr(manifests, "sha256_of", no_hashing)
+    assert len(build_shards(small, vocab(data_dir), True, 64, "none", 0, out, workers=1)) > 0
