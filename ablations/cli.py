@@ -31,7 +31,8 @@ from core.interrupts import Interrupted, handling_interrupts
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
 # OSErrors that are the machine's state rather than a bug: one line, no traceback
-ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
+                      errno.ENOTDIR, errno.EISDIR}  # (the last two: a file where a folder belongs, or the reverse)
 EXIT_CLAIM_HELD = 75  # EX_TEMPFAIL: another live process holds the run (--no-wait)
 
 

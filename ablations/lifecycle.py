@@ -78,6 +78,9 @@ STALE_AFTER_S = 4 * HEARTBEAT_S  # a heartbeat older than this: its holder is de
 CLAIM_TAGS = ("claim.host", "claim.pid", "claim.since", "claim.lock", "claim.heartbeat")
 NOT_CARRIED_OVER = ("error", "stopped", "continues", *CLAIM_TAGS)  # tags a continued run starts without
 METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
+# Logged once, when training is over (the best dev epoch's scores, the test scores): a continued run
+# computes them again, so it never starts with the old run's (they would be logged twice).
+SUMMARY_METRIC_PREFIXES = ("best_dev/", "test/")
 
 
 @dataclass
@@ -242,12 +245,13 @@ class TrackedRun:
                 shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
 
     def _continue(self, previous: Run, step: int) -> str:
-        """A new run continuing `previous`: its params, tags and metric points below `step`; then
-        `previous` is deleted."""
+        """A new run continuing `previous`: its params, tags and metric points below `step` (not its
+        summary metrics); then `previous` is deleted."""
         client, old = self.tracker.client, previous.info.run_id
         tags = {k: v for k, v in previous.data.tags.items() if k not in NOT_CARRIED_OVER}
         run_id = self.tracker.create(previous.info.run_name, {**tags, "continues": old}, previous.data.params)
         points = [Metric(m.key, m.value, m.timestamp, m.step) for key in previous.data.metrics
+                  if not key.startswith(SUMMARY_METRIC_PREFIXES)
                   for m in client.get_metric_history(old, key) if m.step < step]
         for start in range(0, len(points), METRICS_PER_BATCH):
             client.log_batch(run_id, metrics=points[start:start + METRICS_PER_BATCH])

@@ -142,3 +142,25 @@ def test_identical_finetunes_on_one_store_compute_one_run(tmp_path, data_dir, ca
     assert len(history(client, run.info.run_id, "dev/score")) == 3
     reported = {line.split()[-3] for _, out, _ in results for line in out.splitlines() if "fingerprint" in line}
     assert reported == {run.info.run_id}  # both report the same run
+
+
+def test_a_run_that_failed_after_its_summary_metrics_were_logged_logs_each_once_when_resumed(tmp_path, data_dir,
+                                                                                           capsys):
+    """The fault lands between the summary metrics (best_dev/*, test/*, logged once at the end) and the
+    end of the run: the artifact folder is a file, so storing the predictions fails. The rerun continues
+    the FAILED run from its last checkpoint and computes the summary again: one point each, not two."""
+    (tmp_path / "mlartifacts").write_text("not a folder")
+    assert main([*FINETUNE, "--work-dir", str(tmp_path)]) != 0
+    client, [failed] = runs(tmp_path)
+    assert failed.info.status == "FAILED" and "Not a directory" in failed.data.tags["error"]
+    summary = [k for k in failed.data.metrics if k.startswith(("best_dev/", "test/"))]
+    assert "best_dev/score" in summary and "test/score" in summary  # the fault came after them
+
+    (tmp_path / "mlartifacts").unlink()
+    assert main([*FINETUNE, "--work-dir", str(tmp_path)]) == 0, capsys.readouterr().err[-3000:]
+    client, [resumed] = runs(tmp_path)
+    assert resumed.data.tags["continues"] == failed.info.run_id and resumed.info.status == "FINISHED"
+    for key in summary:
+        assert len(client.get_metric_history(resumed.info.run_id, key)) == 1, key
+        assert resumed.data.metrics[key] == failed.data.metrics[key], key
+    assert len(history(client, resumed.info.run_id, "dev/score")) == 3  # the per-epoch points, carried over
