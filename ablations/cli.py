@@ -23,7 +23,7 @@ from ablations.cli_help import VersionAction, announce, describe_commands, examp
 from ablations.cli_runs import cmd_finetune, cmd_pretrain, cmd_run, cmd_status, cmd_table
 from ablations.cli_serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli_sweep import cmd_sweep
-from core.claims import ClaimHeld
+from core.claims import EXIT_CLAIM_HELD, ClaimHeld
 from core.console import quiet_libraries
 from core.errors import BioablateError
 from core.interrupts import Interrupted, handling_interrupts
@@ -33,7 +33,6 @@ EXIT_RUN_FAILED = 1
 # OSErrors that are the machine's state rather than a bug: one line, no traceback
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
                       errno.ENOTDIR, errno.EISDIR}  # (the last two: a file where a folder belongs, or the reverse)
-EXIT_CLAIM_HELD = 75  # EX_TEMPFAIL: another live process holds the run (--no-wait)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:

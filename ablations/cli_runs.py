@@ -115,6 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment, plan_lines
     from ablations.runner import run_experiment
     from ablations.tables import render_experiment
+    from core.claims import EXIT_CLAIM_HELD
     from core.distributed import is_ddp_worker
     from core.errors import ConfigError
 
@@ -143,6 +144,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
     print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
           f"parent run {summary.parent_run_id}")
+    if summary.only_held:
+        return EXIT_CLAIM_HELD  # as `finetune --no-wait`: another process holds some of the runs
     return 0 if summary.ok else 1
 
 

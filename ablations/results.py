@@ -20,6 +20,7 @@ BLOCKED = "BLOCKED"    # cannot be identified yet, e.g. its pretraining stage ha
 # one, or it ended FAILED / BLOCKED
 COMPUTED = "COMPUTED"
 REUSED = "REUSED"
+HELD = "HELD"  # another live process holds it and the invocation said --no-wait: left to that process
 
 BLURB_ROW = "BLURB score"  # the BLURB score row of a table; also its key in the paper's numbers (table.paper)
 

@@ -32,15 +32,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
                                   RunIdentity, Store, resolve_cell, resolve_stage, run_status)
-from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, REUSED
+from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations import lifecycle
 from ablations.lifecycle import Heartbeat, claim_tags, live_holder
 from core import interrupts
-from core.claims import Holder
+from core.claims import ClaimHeld, Holder
 from core.console import one_line, quiet_libraries
 from core.distributed import is_ddp_worker
 
-OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED)
+OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED, HELD)
 
 
 @dataclass
@@ -69,18 +69,25 @@ class RunSummary:
 
     @property
     def ok(self) -> bool:
-        return self.count(FAILED) == 0 and self.count(BLOCKED) == 0
+        return self.count(FAILED) == 0 and self.count(BLOCKED) == 0 and self.count(HELD) == 0
+
+    @property
+    def only_held(self) -> bool:
+        """Nothing failed; what was not done is held by other live processes (`--no-wait`), or blocked
+        behind a held stage: try again later."""
+        return self.count(HELD) > 0 and self.count(FAILED) == 0
 
     def lines(self) -> list[str]:
         if self.kind != "finetune":
             return [f"{self.experiment} (kind {self.kind}): no runs; computed from the staged vocabularies "
                     "and datasets"]
         stages = sum(o.kind == "pretrain" for o in self.outcomes)
-        counts = ", ".join(f"{self.count(status)} {status.lower()}" for status in OUTCOMES)
+        counts = ", ".join(f"{self.count(status)} {status.lower()}" for status in OUTCOMES
+                           if status != HELD or self.count(HELD))
         out = [f"{self.experiment} (profile {self.profile}): {stages} pretraining, "
                f"{len(self.outcomes) - stages} fine-tuning runs: {counts}"]
         for o in self.outcomes:
-            if o.status in (FAILED, BLOCKED):
+            if o.status in (FAILED, BLOCKED, HELD):
                 out.append(f"  {o.status} {o.kind} {o.name}: {o.error}")
         return out
 
@@ -106,18 +113,29 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
         else:
             result = run_finetune(cfg, tags=tags, wait=wait)
             out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
+    except ClaimHeld as held:  # wait=False: another live process computes it
+        out = {"held": str(held)}
     except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
         interrupts.check()  # unless a signal caused it (cut a store write in two): then the signal stops all
         out = {"error": one_line(error)}
+    except interrupts.Interrupted as stop:
+        if _orphaned():  # the run is ended KILLED; nobody is left to take a result or send more work
+            os._exit(stop.exit_code)
+        raise
     out["seconds"] = time.perf_counter() - start
     out["worker"] = os.getpid()
     return out
 
 
-def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
+_PARENT: Optional[int] = None  # in a pool worker: the pid of the invocation that started it
 
+
+def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
+    global _PARENT
     device = devices.get()
     interrupts.install()  # SIGINT (the terminal's, to the whole group) / SIGTERM: the run ends KILLED
+    _PARENT = os.getppid()
+    _die_with_parent()
     if cuda:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     import torch
@@ -126,6 +144,26 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     quiet_libraries()
     _no_progress_bars()
+
+
+def _die_with_parent() -> None:
+    """SIGTERM to this worker when its parent dies (SIGKILL, a lost terminal), as Linux's parent-death
+    signal: its run ends KILLED and the worker exits (`execute`). Without it, workers outlived a killed
+    `bioablate run`, finished their runs, then blocked for ever sending results to nobody."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the orphan check in `execute` still ends the worker
+        return
+    if os.getppid() != _PARENT:  # the parent died before the signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _orphaned() -> bool:
+    return _PARENT is not None and os.getppid() != _PARENT
 
 
 class _InProcess:
@@ -210,7 +248,7 @@ class _Parent:
 def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
                    echo: Callable[[str], None] = print, wait: bool = True, runs_per_device: int = 1) -> RunSummary:
     """Compute every planned run the store does not hold yet; return what happened to each. A run that
-    another live process is computing is waited for and reused (`wait=False`: recorded as FAILED, naming
+    another live process is computing is waited for and reused (`wait=False`: recorded as HELD, naming
     the holder). The first SIGINT / SIGTERM stops the whole experiment (parent run KILLED)."""
     work_dir, tracking_uri = experiment.store()
     _no_progress_bars()
@@ -241,8 +279,8 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
         raise
     finally:
         executor.shutdown(cancel_futures=True)
-    if parent is not None:
-        parent.close(summary, "FINISHED" if summary.ok else "FAILED")
+    if parent is not None:  # an invocation that left held runs to their holders did not fail
+        parent.close(summary, "FINISHED" if summary.ok or summary.only_held else "FAILED")
     return summary
 
 
@@ -347,6 +385,12 @@ class _Run:
             out = future.result()
         except Exception as error:  # noqa: BLE001 -- the worker process itself died
             out = {"error": f"worker process failed: {one_line(error)}", "seconds": 0.0}
+        if "held" in out:
+            if planned.kind == PRETRAIN:  # its cells wait for the holder's run: blocked here, not failed
+                self.stages[planned.name] = replace(planned, status=BLOCKED, reason=out["held"])
+            self._record(Outcome(planned.kind, planned.name, HELD, error=out["held"], seconds=out["seconds"],
+                                 worker=out.get("worker")))
+            return
         if "error" in out:
             if planned.kind == PRETRAIN:
                 self.stages[planned.name] = replace(planned, status=FAILED, reason=out["error"])

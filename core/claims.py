@@ -65,6 +65,9 @@ class Holder:
 UNKNOWN = Holder("unknown-host", 0, 0.0)  # a holder that has not written its description yet
 
 
+EXIT_CLAIM_HELD = 75  # EX_TEMPFAIL, the CLI's exit status for ClaimHeld: try again later
+
+
 class ClaimHeld(Exception):
     """Another live process holds the claim and the caller asked not to wait. Not a user error (the CLI
     prints it as one line and exits with EX_TEMPFAIL, 75: try again later)."""

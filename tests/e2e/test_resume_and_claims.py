@@ -164,3 +164,30 @@ def test_a_run_that_failed_after_its_summary_metrics_were_logged_logs_each_once_
         assert len(client.get_metric_history(resumed.info.run_id, key)) == 1, key
         assert resumed.data.metrics[key] == failed.data.metrics[key], key
     assert len(history(client, resumed.info.run_id, "dev/score")) == 3  # the per-epoch points, carried over
+
+
+def test_run_no_wait_leaves_a_held_cell_to_its_holder_and_exits_75(tmp_path, data_dir, capsys):
+    """`bioablate run --no-wait` with one of its cells held by another live process: that cell is HELD
+    (not FAILED), the others are computed, the parent run FINISHED, and the exit status is 75 as for
+    `finetune --no-wait`; the same command once the holder is gone computes the held cell alone."""
+    from ablations.experiment import Store, load_experiment, resolve
+
+    experiment = tmp_path / "two.yaml"
+    experiment.write_text("name: two\nmodels:\n  random: {name_or_path: random-bert}\ntasks: [biosses, gad]\n"
+                          "table: {rows: task, columns: model}\n")
+    command = ["-v", "run", str(experiment), "--no-wait", "--work-dir", str(tmp_path / "work")]
+    loaded = load_experiment(experiment, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    held = next(c for c in resolve(loaded, Store(loaded.store()[1])).cells if c.cell.task == "gad")
+    with claim(tmp_path / "work" / "runs" / held.fingerprint / "claim.lock") as me:
+        code = main(command)
+        out, err = capsys.readouterr()
+    assert code == 75, err[-3000:]
+    assert f"held     finetune random/gad/s1: run {held.fingerprint} is held by {me.host}:{me.pid}" in out
+    client = MlflowClient(loaded.store()[1])
+    done = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = [r for r in done if r.data.tags.get("kind") == "experiment"]
+    assert [p.info.status for p in parent] == ["FINISHED"] and parent[0].data.metrics["runs_held"] == 1
+    assert sorted(r.data.tags["task"] for r in done if r.data.tags.get("kind") == "finetune") == ["biosses"]
+
+    assert main(command) == 0
+    assert "computed finetune random/gad/s1" in capsys.readouterr().out

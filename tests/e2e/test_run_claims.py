@@ -104,3 +104,56 @@ def test_sigterm_stops_the_experiment_and_a_killed_parent_is_ended_by_the_next_r
     assert parents[1].data.tags["stopped"] == "its process died"
     cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
     assert sorted(c.info.status for c in cells) == ["FINISHED", "FINISHED"]
+
+
+def children_of(pid: int) -> set[int]:
+    """The live processes whose parent is `pid` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process parents from /proc (Linux)")
+def test_the_workers_of_a_sigkilled_run_end_their_runs_killed_and_exit(tmp_path, data_dir):
+    """`run --devices 2`: SIGKILL of the invocation while its two workers train. The workers get the
+    parent-death signal: each ends its run KILLED and exits; nothing is left behind (the workers, and the
+    multiprocessing resource tracker once they are gone)."""
+    experiment = tmp_path / "cells.yaml"
+    experiment.write_text(EXPERIMENT.replace("  tiny:\n    label: tiny\n    pretrain: {corpus: pubmed, vocab: "
+                                             "bert-base-uncased, masking: wwm}\n",
+                                             "  random: {name_or_path: random-bert}\n").replace("seeds: 1",
+                                                                                                 "seeds: 2"))
+    victim = subprocess.Popen([sys.executable, "-m", "ablations.cli", "run", str(experiment), *SMALL,
+                               "finetune.epochs=400", "--devices", "2", "--work-dir", str(tmp_path / "work")],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    deadline = time.time() + 300
+    while len([r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"
+               and r.info.status == "RUNNING"]) < 2:
+        assert time.time() < deadline and victim.poll() is None, victim.communicate()
+        time.sleep(0.1)
+    left = children_of(victim.pid)
+    assert len(left) >= 2  # the two workers (and the resource tracker)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    deadline = time.time() + 120
+    while any(alive(pid) for pid in left):
+        assert time.time() < deadline, f"still alive after their parent was killed: {[p for p in left if alive(p)]}"
+        time.sleep(0.2)
+    cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
+    assert sorted(c.info.status for c in cells) == ["KILLED", "KILLED"], [(c.info.status, c.data.tags) for c in cells]
