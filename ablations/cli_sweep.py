@@ -58,7 +58,7 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
     from ablations.config import build_config, resolve_tracking_uri, resolve_work_dir
     from ablations.launch import check_shared_store, submit_sweep_workers, wait_for
     from ablations.sweep import STORAGE_ENV, SweepPaths
-    from ablations.sweep.storage import redact
+    from core.databases import redact
     from ablations.sweep.worker import worker_argv
     from core.errors import ConfigError
 

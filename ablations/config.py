@@ -19,6 +19,7 @@ from typing import Any, Iterable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from core.databases import with_driver
 from core.errors import ConfigError
 from datamodules.fetch import fetched_data_dir
 from core.packaged import resolve_config
@@ -341,5 +342,5 @@ def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
 def resolve_tracking_uri(cfg: DictConfig | None = None, work_dir: Path | None = None) -> str:
     explicit = (cfg.tracking_uri if cfg is not None else None) or os.environ.get("MLFLOW_TRACKING_URI")
     if explicit:
-        return explicit
+        return with_driver(explicit)  # postgresql:// names the installed driver
     return f"sqlite:///{(work_dir or resolve_work_dir(cfg)) / 'mlruns.db'}"

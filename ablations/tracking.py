@@ -28,6 +28,7 @@ from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
 from core.claims import claim
+from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
 from core.errors import ConfigError
 from core import interrupts
 from core.interrupts import Interrupted
@@ -79,6 +80,13 @@ def check_tracking_uri(tracking_uri: str) -> None:
                               f"{PROBE_TIMEOUT_S:g} s ({reason}); start it (mlflow server) or pass another "
                               "--tracking-uri (default: sqlite:///<work-dir>/mlruns.db)") from None
         return
+    if dialect(tracking_uri) in SERVER_DIALECTS:  # MLflow would retry an unreachable server for minutes
+        reason = unreachable(tracking_uri, PROBE_TIMEOUT_S)
+        if reason is not None:
+            raise ConfigError(f"tracking URI {redact(tracking_uri)}: cannot connect ({reason})")
+    elif scheme == "sqlite" and Path(tracking_uri.split(":///", 1)[-1]).is_dir():
+        raise ConfigError(f"tracking URI {tracking_uri}: that path is a folder; name the database file, "
+                          "e.g. sqlite:///<folder>/mlruns.db")
     try:
         with _creating(tracking_uri):  # the first client of a new SQLite store creates its tables
             MlflowClient(tracking_uri).search_experiments(max_results=1)

@@ -19,8 +19,11 @@ import sys
 from pathlib import Path
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
-from ablations.sweep.storage import STORAGE_ENV, default_storage, redact
+from ablations.sweep.storage import STORAGE_ENV, default_storage
+from core.databases import redact, unreachable, with_driver
 from core.errors import ConfigError
+
+PROBE_TIMEOUT_S = 5.0  # a backend database that accepts no connection within this is unreachable
 
 CLASSIC_VIEW = "#/experiments?workflowType=machine_learning"
 NO_TELEMETRY = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
@@ -54,7 +57,7 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
         raise ConfigError(f"--port must be between 1 and 65535, got {port}")
     work = resolve_work_dir() if work_dir is None else Path(work_dir).expanduser().resolve()
     work.mkdir(parents=True, exist_ok=True)
-    store = tracking_uri or resolve_tracking_uri(None, work)
+    store = with_driver(tracking_uri) if tracking_uri else resolve_tracking_uri(None, work)
     if store.startswith(("http://", "https://")):
         raise ConfigError(f"the tracking store {store} is already a server: open it in a browser")
     study_storage = storage or os.environ.get(STORAGE_ENV) or default_storage(work)
@@ -68,10 +71,26 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
     return command, notes
 
 
+def check_port_free(host: str, port: int) -> None:
+    """A one-line error where another program listens on `port` (the server would print the URL, fail to
+    bind, and exit 0)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ConfigError(f"cannot listen on {host}:{port} ({error.strerror or error}): another program "
+                              "uses the port; pick another with --port") from None
+
+
 def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracking_uri: str | None,
           storage: str | None) -> None:
     """Replace this process with the MLflow server: it runs in the foreground, signals go to it."""
     command, notes = server_command(host, port, allow_remote, work_dir, tracking_uri, storage)
+    check_port_free(host, port)
     print(notes, flush=True)
     os.execve(command[0], command, server_environment())
 
@@ -90,6 +109,11 @@ def shared_server_command(backend_store_uri: str, artifacts: str, host: str, por
                           "cluster network")
     if not 0 < port < 65536 or workers < 1:
         raise ConfigError(f"--port must be between 1 and 65535 and --workers at least 1 (got {port}, {workers})")
+    backend_store_uri = with_driver(backend_store_uri)
+    reason = unreachable(backend_store_uri, PROBE_TIMEOUT_S)
+    if reason is not None:  # the server would retry for minutes, then print a long traceback
+        raise ConfigError(f"--backend-store-uri {redact(backend_store_uri)}: cannot connect ({reason})")
+    check_port_free(host, port)
     root = Path(artifacts).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri,

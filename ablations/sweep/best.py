@@ -18,7 +18,8 @@ from optuna.trial import FrozenTrial
 
 from ablations.config import NON_RESULT_KEYS, flatten, parse_overrides
 from ablations.sweep.spec import SPEC_ATTR
-from ablations.sweep.storage import open_storage, redact
+from ablations.sweep.storage import open_storage
+from core.databases import redact
 from ablations.sweep.tracking import best_trial
 from core.errors import ConfigError
 

@@ -20,25 +20,18 @@ import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
+from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
 from core.errors import ConfigError
 
 if TYPE_CHECKING:  # `bioablate ui` imports this module: it needs no config machinery
     from ablations.sweep.spec import SweepSpec
 
+PROBE_TIMEOUT_S = 5.0  # a database server that accepts no connection within this is unreachable
 STORAGE_ENV = "BIOABLATE_SWEEP_STORAGE"  # the storage URL, kept out of shell history and `ps` listings
 
 
 def default_storage(work_dir: Path) -> str:
     return f"sqlite:///{work_dir / 'optuna.db'}"
-
-
-def redact(url: str) -> str:
-    """The storage URL without its password, for logs and MLflow tags."""
-    try:
-        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-    except sqlalchemy.exc.ArgumentError:
-        raise ConfigError(f"not a database URL: '{url}' (e.g. postgresql+psycopg2://user:pw@host/db or "
-                          "sqlite:///path/optuna.db)") from None
 
 
 @contextmanager
@@ -57,6 +50,10 @@ def open_storage(url: str, spec: SweepSpec | None = None) -> Iterator[RDBStorage
     connection pool is closed at the end, so a process that opens several studies (a notebook, the
     tests) keeps no idle connections to the database server, which allows only so many."""
     redact(url)
+    if dialect(url) in SERVER_DIALECTS:  # Optuna would retry an unreachable server for minutes
+        reason = unreachable(url, PROBE_TIMEOUT_S)
+        if reason is not None:
+            raise ConfigError(f"cannot open the study storage {redact(url)}: {reason}")
     with quiet_experimental():
         heartbeat: dict[str, Any] = {}
         if spec is not None:

@@ -18,7 +18,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
 from ablations.sweep.spec import SweepSpec
-from ablations.sweep.storage import quiet_experimental, redact
+from ablations.sweep.storage import quiet_experimental
+from core.databases import redact
 from ablations.tracking import Tracker
 
 RUN_IDS_ATTR = "mlflow_run_ids"  # trial user attr: the MLflow runs of the trial, one per seed

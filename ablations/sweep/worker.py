@@ -34,7 +34,8 @@ from ablations.config import REPO_ROOT, build_config, resolve_tracking_uri, reso
 from ablations.finetune import run_finetune
 from ablations.sweep.spec import SPEC_ATTR, SweepSpec, check_single_process, make_pruner, make_sampler
 from ablations.sweep.storage import (STORAGE_ENV, ClaimLock, default_storage, open_storage, quiet_experimental,
-                                     redact, sqlite_single_process)
+                                     sqlite_single_process)
+from core.databases import redact
 from ablations.sweep.tracking import RUN_IDS_ATTR, SweepTracking, best_trial
 from core.errors import ConfigError, UnknownNameError
 from core.interrupts import Interrupted

@@ -1,0 +1,63 @@
+"""Database URLs given by users (MLflow backend stores, tracking URIs, Optuna storages): the driver filled
+in, and a reachability probe that answers in seconds.
+
+SQLAlchemy 2.1 maps a plain `postgresql://` to the psycopg (3) driver; the README's URI form then failed
+with `No module named 'psycopg'` where psycopg2 is installed. MLflow and Optuna retry an unreachable
+server for minutes before a long traceback; the probe connects once with a timeout instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+SERVER_DIALECTS = ("postgresql", "mysql")
+POSTGRES_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"))  # (URL driver, module), preferred first
+
+
+def with_driver(url: str) -> str:
+    """`url` with an installed PostgreSQL driver named where it names none (other URLs unchanged)."""
+    if not url.startswith("postgresql://"):
+        return url
+    for driver, module in POSTGRES_DRIVERS:
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{driver}://" + url[len("postgresql://"):]
+    return url  # none installed: the probe says so in one line
+
+
+def redact(url: str) -> str:
+    """`url` without its password, for messages, logs and MLflow tags."""
+    import sqlalchemy
+
+    from core.errors import ConfigError
+
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        raise ConfigError(f"not a database URL: '{url}' (e.g. postgresql+psycopg2://user:pw@host/db or "
+                          "sqlite:///path/optuna.db)") from None
+
+
+def dialect(url: str) -> str:
+    return url.split("://", 1)[0].split("+", 1)[0].lower()
+
+
+def unreachable(url: str, timeout_s: float) -> str | None:
+    """Why a server database at `url` cannot be used (one line), or None when a connection opens within
+    `timeout_s`. Not for SQLite (a file: nothing to reach)."""
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(url, connect_args={"connect_timeout": max(1, round(timeout_s))},
+                                          poolclass=sqlalchemy.pool.NullPool)
+    except ModuleNotFoundError as error:
+        return f"its driver is not installed ({error.name}): pip install psycopg2-binary (PostgreSQL) or pymysql"
+    except Exception as error:  # noqa: BLE001 -- a malformed URL: one line
+        return f"not a database URL ({' '.join(str(error).split())[:200]})"
+    try:
+        with engine.connect():
+            return None
+    except Exception as error:  # noqa: BLE001 -- refused, timed out, authentication: one line
+        cause = getattr(error, "orig", None) or error
+        return " ".join(str(cause).split())[:300]
+    finally:
+        engine.dispose()
