@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING, OmegaConf
 
 from ablations import results
-from ablations.config import PROFILES, RunConfig
+from ablations.config import NON_RESULT_KEYS, PROFILES, RunConfig
 from ablations.experiment.definition import Axis, Experiment, ModelDef, VocabDef
 from core.errors import BioablateError, ConfigError
 from core.packaged import packaged_dir, resolve_config
@@ -28,6 +28,7 @@ DEFAULT_ONLY = "default"  # in a per-profile value: the value for profiles not l
 AXES_BUILTIN = ("task", "model")
 # An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
 # starting with a '.' (no "..", no path separators, no hidden folders).
+STORE_KEYS = ("tracking_uri", "work_dir")  # given on the command line: the runs and the table share one store
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
@@ -223,6 +224,10 @@ def _axis(name: str, raw: dict[str, Any], path: Path, profile: str) -> Axis:
         if bad:
             raise ConfigError(f"{where}: '{bad[0]}' cannot vary per fine-tuning run; pretraining "
                               "settings belong to `models` (one model per setting), seeds to `seeds`")
+        inert = [k for k in dotted if k in NON_RESULT_KEYS]
+        if inert:  # every column would be the same runs
+            raise ConfigError(f"{where}: '{inert[0]}' does not change a run's result, so its columns would be "
+                              "the same runs; vary a key that does (bioablate list keys)")
         out[label] = dotted
     return Axis(name, out)
 
@@ -240,6 +245,9 @@ def _seeds(raw: Any, profile: str, tasks: list[str], path: Path) -> dict[str, li
             if v < 1:
                 raise ConfigError(f"{path}: {where}: at least 1 seed")
             return list(range(1, v + 1))
+        repeated = sorted({s for s in v if v.count(s) > 1})
+        if repeated:  # the same run twice: one fingerprint, one run, counted as two seeds
+            raise ConfigError(f"{path}: {where}: seed {repeated[0]} is listed twice")
         return list(v)
 
     if isinstance(value, dict):  # per task, with `default`
@@ -311,6 +319,11 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
     dataset_files = _register_datasets(spec["datasets"], path)
     tasks = _tasks(per_profile(spec["tasks"], profile), path)
     overrides_dotted = _dotted(spec["overrides"], profile)
+    for key in STORE_KEYS:
+        if key in overrides_dotted or any(key in (layer or {}) for layer in (spec["task_overrides"] or {}).values()):
+            # runs would go to one store and the table be read from another
+            raise ConfigError(f"{path}: overrides: '{key}' is where runs are kept, not part of the experiment; "
+                              f"pass --{key.replace('_', '-')} on the command line")
     if dataset_files:
         overrides_dotted["datasets"] = [*overrides_dotted.get("datasets", []), *dataset_files]
     task_overrides = {}

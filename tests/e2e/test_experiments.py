@@ -136,6 +136,15 @@ table: {rows: task, columns: head}
     (("bilstm]", "bilstm, crf]"), ["unknown finetune.head 'crf' for gad", "linear, bilstm"]),
     (("columns: head", "columns: heads"), ["table.columns: unknown axis 'heads'", "task, model, head"]),
     (("[gad]", "[gadd]"), ["tasks:", "gadd"]),
+    # checked whole before anything runs: what would plan the same run twice, or split the store
+    (("table:", "seeds: [1, 2, 1]\ntable:"), ["seeds: seed 1 is listed twice"]),
+    (("key: finetune.head, values: [linear, bilstm]", "key: work_dir, values: [a, b]"),
+     ["vary.head: 'work_dir' does not change a run's result"]),
+    (("key: finetune.head, values: [linear, bilstm]", "key: trainer.compile, values: [true, false]"),
+     ["vary.head: 'trainer.compile' does not change a run's result"]),
+    (("table:", "overrides: {tracking_uri: 'sqlite:///x.db'}\ntable:"),
+     ["overrides: 'tracking_uri' is where runs are kept", "--tracking-uri on the command line"]),
+    (("table:", "overrides: {work_dir: elsewhere}\ntable:"), ["overrides: 'work_dir'", "--work-dir"]),
 ])
 def test_a_mistake_in_an_experiment_yaml_is_a_one_line_error_naming_file_and_key(tmp_path, capsys, replace, fragments):
     path = write(tmp_path / "bad.yaml", GOOD.replace(*replace))
