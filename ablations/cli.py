@@ -52,9 +52,18 @@ def _add_store_options(parser: argparse.ArgumentParser,
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
 
 
+def _add_max_runs(parser: argparse.ArgumentParser) -> None:
+    # default None: the planner's own limit (ablations.experiment.spec.MAX_RUNS), without importing the
+    # planner to build the parser
+    parser.add_argument("--max-runs", type=int, metavar="N",
+                        help="refuse an experiment that plans more fine-tuning runs than this (default 5,000: a "
+                             "typo'd grid is refused in milliseconds, not planned for minutes)")
+
+
 def _add_experiment_options(parser: argparse.ArgumentParser, work_dir_help: str, overrides_help: str) -> None:
     """What finds an experiment's runs again (`status`, `table`): profile, store, the overrides it ran with."""
     parser.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
+    _add_max_runs(parser)
     _add_store_options(parser, work_dir_help)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
     _add_common(parser)
@@ -230,6 +239,7 @@ def _run_command(sub) -> None:
     rn.add_argument("--ddp", action="store_true", help="give each run --devices devices (DDP) instead")
     rn.add_argument("--dry-run", action="store_true", help="print the plan (what would be computed or reused)")
     _add_no_wait(rn)
+    _add_max_runs(rn)
     _add_store_options(rn)
     rn.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run, e.g. finetune.epochs=5")

@@ -129,7 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ddp:
         overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
     experiment = load_experiment(args.experiment, profile=args.profile, overrides=overrides,
-                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                                 **_max_runs(args))
     if args.dry_run:
         print("\n".join(plan_lines(experiment)))
         return 0
@@ -177,12 +178,18 @@ def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     return 0 if all(p.status == FINISHED for p in [*plan.stages.values(), *plan.cells]) else 1
 
 
+def _max_runs(args: argparse.Namespace) -> dict:
+    """`--max-runs N` for the planner; none given: its default limit."""
+    return {} if args.max_runs is None else {"max_runs": args.max_runs}
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment
     from ablations.launch import status_lines
 
     experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
-                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                                 **_max_runs(args))
     print("\n".join(status_lines(experiment)))
     return 0
 
@@ -196,7 +203,8 @@ def cmd_table(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:  # before loading anything
         raise UnknownNameError("table format", args.format, FORMATS)
     experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
-                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri)
+                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                                 **_max_runs(args))
     work_dir, tracking_uri = experiment.store()
     # the runs' fingerprints hash the data: without it, they are read from the plan recorded with it
     recorded = None

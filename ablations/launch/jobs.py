@@ -92,7 +92,8 @@ class ExperimentSource:
         from ablations.experiment import load_experiment
 
         return load_experiment(self.path, profile=self.profile, overrides=self.overrides, data_dir=self.data_dir,
-                               work_dir=self.work_dir, tracking_uri=self.tracking_uri)
+                               work_dir=self.work_dir, tracking_uri=self.tracking_uri,
+                               max_runs=None)  # its size was accepted when it was submitted
 
 
 @dataclass

@@ -282,3 +282,27 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, data_dir, capsys):
     assert "compute       pretrain tiny" in out and "after pretraining stage 'tiny'" in out
     assert "1 compute, 2 compute later" in out
     assert not runs_in_store(f"sqlite:///{work / 'mlruns.db'}", "finetune")
+
+
+def test_a_grid_over_the_run_limit_is_refused_before_it_is_planned(tmp_path, capsys):
+    """2 models x 300 values x 10 seeds: counted (6,000 runs > 5,000) and refused in one line, where
+    planning it took 75 s and 1.4 GB; --max-runs lets a meant grid through to the planner."""
+    values = ", ".join(f"{i}e-5" for i in range(1, 301))
+    path = write(tmp_path / "grid.yaml", f"""
+name: grid
+models:
+  a: {{name_or_path: random-bert}}
+  b: {{name_or_path: random-bert, overrides: {{model.hidden_size: 32}}}}
+tasks: [gad]
+seeds: 10
+vary:
+  lr: {{key: finetune.lr, values: [{values}]}}
+table: {{rows: lr, columns: model}}
+""")
+    assert main(["run", str(path), "--dry-run", "--work-dir", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"bioablate: error: {path}: plans 6,000 fine-tuning runs (2 models x 300 lr, over 1 tasks and their seeds), "
+        "more than --max-runs 5,000; pass --max-runs 6000 if that is meant")
+    with pytest.raises(ConfigError, match="more than --max-runs 5,999"):
+        load_experiment(path, max_runs=5999)
+    assert len(load_experiment(path, profile="micro", max_runs=6000).cells()) == 6000
