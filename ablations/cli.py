@@ -397,6 +397,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the handlers were installed
         print("bioablate: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:  # the tracking store failing under a run is the machine's state, not a bug
+        if key in QUICK:
+            raise
+        from ablations.tracking import store_failure
+
+        reason = store_failure(error)
+        if reason is None:
+            raise
+        print(f"bioablate: error: {reason}", file=sys.stderr)
+        return EXIT_RUN_FAILED
 
 
 if __name__ == "__main__":

@@ -184,14 +184,34 @@ class Tracker:
                 self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
                 self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
             except Exception as store_error:  # e.g. the store's disk is full too: report the first error
-                log.warning("could not mark MLflow run %s FAILED (%s); the next run with its fingerprint "
-                            "takes it over", run_id, " ".join(str(store_error).split())[:200])
+                if store_failure(error) is None:  # (a store failure's own message says the run stays RUNNING)
+                    log.warning("could not mark MLflow run %s FAILED (%s); the next run with its fingerprint "
+                                "takes it over", run_id, " ".join(str(store_error).split())[:200])
             raise
         else:
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
 
     def lightning_logger(self, run_id: str) -> MLFlowLogger:
         return _RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id)
+
+
+def store_failure(error: BaseException) -> str | None:
+    """One line for an error of the tracking store itself (locked past its timeout, its disk full, its
+    server gone), or None for any other error. MLflow wraps SQLAlchemy's OperationalError in an
+    MlflowException (TEMPORARILY_UNAVAILABLE) whose message carries the SQL and a 390-line traceback."""
+    import sqlalchemy
+
+    seen: BaseException | None = error
+    while seen is not None:
+        store = isinstance(seen, sqlalchemy.exc.OperationalError) or (
+            isinstance(seen, MlflowException) and seen.error_code == "TEMPORARILY_UNAVAILABLE")
+        if store:
+            cause = getattr(seen, "orig", None) or seen
+            detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+            return (f"the tracking store did not answer ({detail[:200]}); a run in progress was left RUNNING: "
+                    "rerun the same command once the store answers, and it takes the run over")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 @contextmanager

@@ -9,6 +9,9 @@ import warnings
 
 # the libraries whose logs below ERROR are noise for a user running experiments
 NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers")
+# loggers that print a full traceback (ERROR) for an exception their library raises right after: the
+# command reports that exception itself, in one line (MLflow's SQL store logs each failed query so)
+RERAISED_ERROR_LOGGERS = ("mlflow.store.db.utils",)
 
 
 # what the libraries read from the environment, set unless the user set it (a later-imported library and
@@ -40,6 +43,8 @@ def quiet_libraries() -> None:
     root handlers' filter drops it), MLflow and transformers read their level from the environment."""
     for name in NOISY_LIBRARIES:
         logging.getLogger(name).setLevel(logging.ERROR)
+    for name in RERAISED_ERROR_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, _LibraryNoise) for f in handler.filters):
             handler.addFilter(_LibraryNoise())

@@ -17,7 +17,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from ablations.cli import main
-from core.console import NOISY_LIBRARIES, QUIET_ENVIRONMENT
+from core.console import NOISY_LIBRARIES, QUIET_ENVIRONMENT, RERAISED_ERROR_LOGGERS
 
 
 def bioablate_in_process(*args: str, cwd: Path, unset: tuple[str, ...] = (),
@@ -27,7 +27,7 @@ def bioablate_in_process(*args: str, cwd: Path, unset: tuple[str, ...] = (),
     The variables the CLI's quieting sets are removed too, as in a fresh shell: another command run in
     this process may have left them (the CLI sets them only where the user has not)."""
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
+    levels = {name: logging.getLogger(name).level for name in (*NOISY_LIBRARIES, *RERAISED_ERROR_LOGGERS)}
     out, err = io.StringIO(), io.StringIO()
     try:
         for name in (*QUIET_ENVIRONMENT, *unset):

@@ -191,3 +191,32 @@ def test_run_no_wait_leaves_a_held_cell_to_its_holder_and_exits_75(tmp_path, dat
 
     assert main(command) == 0
     assert "computed finetune random/gad/s1" in capsys.readouterr().out
+
+
+def test_a_store_locked_past_its_timeout_is_one_line_and_the_rerun_takes_the_run_over(tmp_path, data_dir, capsys):
+    """Another program holds the SQLite store's write lock for longer than MLflow waits (20 s a call):
+    the fine-tune stops with one line (was: exit 1 after a 390-line SQLAlchemy traceback), the run is
+    left RUNNING with its checkpoint, and the same command afterwards takes it over and finishes it."""
+    import sqlite3
+
+    command = [*FINETUNE[:5], "finetune.epochs=6", *FINETUNE[6:]]  # the lock lands after epoch 1 of 6
+    MlflowClient(f"sqlite:///{tmp_path}/mlruns.db").search_experiments()  # the store exists before
+    victim = bioablate(tmp_path, *command)
+    wait_for(lambda: last_checkpoints(tmp_path), what="the first epoch's checkpoint")
+    lock = sqlite3.connect(tmp_path / "mlruns.db", isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        code, _, err = finish(victim, timeout=240)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith("bioablate: error: the tracking store did not answer ((sqlite3.OperationalError) "
+                               "database is locked); a run in progress was left RUNNING"), lines
+    client, [left] = runs(tmp_path)
+    assert left.info.status == "RUNNING"
+
+    assert main(["-v", *command, "--work-dir", str(tmp_path)]) == 0, capsys.readouterr().err[-3000:]
+    client, [done] = runs(tmp_path)
+    assert done.info.status == "FINISHED" and done.data.tags["continues"] == left.info.run_id
