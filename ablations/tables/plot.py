@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ablations.results import BLURB_ROW
 from ablations.tables.stats import TableData
+from datamodules.metrics import METRIC_NAMES
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 PNG_DPI = 300
@@ -35,9 +36,6 @@ HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "---", "+++", "***", "|||")
 VALUE_FONT = 6  # points
 TITLE_FONT = 11  # points
 LABEL_PAD = 3  # points between an error bar (or the paper's line) and its value label
-METRIC_NAMES = {"entity_f1": "entity F1", "pico_word_macro_f1": "word macro F1", "relation_micro_f1": "micro F1",
-                "positive_class_f1": "F1", "pearson": "Pearson r", "multilabel_micro_f1": "micro F1",
-                "accuracy": "accuracy"}
 
 
 def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] | None:
