@@ -111,6 +111,7 @@ def test_pretrained_folder_loads_cleanly_and_has_its_card(objective: str, data_d
     assert "steps: 10 optimizer steps of 16 sequences" in card and "tokens seen: about" in card
     assert "final losses: " in card and "not logged" not in card
     assert "objective: " + objective in card  # the config, resolved
+    assert "\nlauncher:" not in card and "\nfinetune:" not in card  # not how a pretraining run was made
     assert str(data_dir) not in card and str(work_dir) not in card  # no machine paths
 
 
