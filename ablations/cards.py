@@ -3,8 +3,15 @@
 A card is YAML front matter (`huggingface_hub.ModelCardData`: language, license, tags, library and
 pipeline) and Markdown sections saying how the model was made: for a pretrained model the objective,
 corpus and its size, vocabulary, steps, tokens seen, final losses; for a fine-tuned one the task, labels,
-test scores and how inputs must be built. Both end with the exact command, the config, the run's
+test scores and how inputs must be built. Both end with the exact command, the config (the keys of the
+run's kind: no pretraining keys in a fine-tuned model's, no launcher keys in either), the run's
 fingerprint and its MLflow run id, so anyone holding the folder can find or redo the run.
+
+A fine-tuned model's front matter also carries what the Hub reads: `base_model` (a Hub id, or a bioablate
+pretraining run's folder name), `datasets`, `model-index` (the test scores, for the Hub's evaluation
+widget) and the licence of the data it was trained on (`DatasetSpec.licenses`: a model carries its
+training data's terms); a model of the `micro` or `mini` profile opens with a warning that it is
+plumbing, not a usable model.
 """
 
 from __future__ import annotations
@@ -18,7 +25,13 @@ from typing import Any
 from huggingface_hub import ModelCard, ModelCardData
 from omegaconf import DictConfig, OmegaConf
 
-LICENSE = "mit"  # the project's (pyproject.toml); the corpora's and datasets' own terms apply to their text
+from ablations.card_metadata import PIPELINES, base_model, eval_results, license_metadata
+from datamodules.registry import get_dataset
+from lightning_modules.models import RANDOM_BERT
+
+# A pretrained model's card: the project's (pyproject.toml); the corpora's own terms apply to their text (the
+# corpus definitions record no licences yet). A fine-tuned model's card takes its data's (card_metadata).
+LICENSE = "mit"
 # Where the run's files lay on the machine that made it: not part of how it was made, and not to be
 # published with a shared model.
 LOCAL_KEYS = ("data_dir", "work_dir", "tracking_uri", "datasets")
@@ -46,12 +59,15 @@ def invoked_command(argv: list[str] | None = None) -> str:
     return shlex.join(words)
 
 
-def shareable_config(cfg: DictConfig) -> str:
-    """The run's resolved config as YAML, with the machine-local paths left out."""
+def shareable_config(cfg: DictConfig, drop: tuple[str, ...] = ()) -> str:
+    """The run's resolved config as YAML, with the machine-local paths left out and the sections `drop`
+    (those another kind of run reads) removed."""
     data = OmegaConf.to_container(cfg, resolve=True)
     for key in LOCAL_KEYS:
         if key in data:
             data[key] = "<local>"
+    for key in drop:
+        data.pop(key, None)
     return OmegaConf.to_yaml(OmegaConf.create(data))
 
 
@@ -66,13 +82,14 @@ class Provenance:
     config: DictConfig
     command: str = field(default_factory=invoked_command)
 
-    def section(self) -> str:
+    def section(self, drop: tuple[str, ...] = ()) -> str:
         return (f"## Provenance\n\n"
                 f"- fingerprint: `{self.fingerprint}` (MLflow tag `fingerprint`)\n"
                 f"- MLflow run id: `{self.run_id}`\n"
                 f"- bioablate commit: `{self.git_commit}`\n\n"
                 f"Command:\n\n```bash\n{self.command}\n```\n\n"
-                f"Config (resolved; local paths shown as `<local>`):\n\n```yaml\n{shareable_config(self.config)}```\n")
+                f"Config (resolved; local paths shown as `<local>`):\n\n```yaml\n"
+                f"{shareable_config(self.config, drop)}```\n")
 
 
 def _card(data: ModelCardData, body: str) -> str:
@@ -156,12 +173,8 @@ sequences of {f.seq_len}.
 - tokens seen: about {tokens_seen:,}
 - final losses: {losses}
 {pooler}
-{provenance.section()}"""
+{provenance.section(drop=("finetune", "launcher"))}"""
     return _card(data, body)
-
-
-PIPELINES = {"token": "token-classification", "classification": "text-classification",
-             "multilabel": "text-classification", "regression": "text-classification"}
 
 
 def _inputs_text(meta: dict[str, Any]) -> str:
@@ -212,23 +225,56 @@ def _loading_text(meta: dict[str, Any]) -> str:
             "no transformers class: the encoder is a transformers folder (`AutoModel.from_pretrained(path)`), "
             "the head's weights are `head.safetensors`, rebuilt by bioablate's own loading code:\n\n"
             "```python\nfrom ablations.predict import load_model\nmodel = load_model(path)\n```\n\n"
-            "or from the command line: `bioablate predict --model PATH --task "
-            f"{meta['task']} --input FILE`.")
+            "or from the command line: `bioablate predict --model PATH --input FILE`.")
+
+
+PLUMBING_PROFILES = ("micro", "mini")  # profiles whose models only show that the code runs
+
+
+def _plumbing_warning(cfg: DictConfig) -> str:
+    """The banner of a `micro` / `mini` model, or nothing."""
+    if cfg.get("profile") not in PLUMBING_PROFILES:
+        return ""
+    ft, model = cfg.finetune, cfg.model
+    examples = "all" if ft.max_train_examples is None else f"{ft.max_train_examples:,}"
+    size = (f", a {model.num_layers}-layer {model.hidden_size}-wide encoder"
+            if model.name_or_path == RANDOM_BERT else "")
+    return (f"> **Warning: plumbing, not a usable model.** It was trained under bioablate's `{cfg.profile}` "
+            f"profile ({examples} training examples, {ft.epochs} epochs{size}), which checks that training, "
+            "export and prediction work end to end. Its predictions and scores say nothing about the task or "
+            "the method: use it for tests only.\n\n")
+
+
+def _license_text(task: str, licenses: tuple[str, ...], fine_tuned_from: str | None) -> str:
+    base = " The base model's own terms apply as well (see its card)." if fine_tuned_from else ""
+    if not licenses:
+        return (f"No licence is stated for the data of `{task}`: ask its authors before sharing or using this "
+                f"model.{base}")
+    return (f"Trained on `{task}`, whose data is under {', '.join(f'`{x}`' for x in licenses)}: weights "
+            "trained on data carry its terms, so this licence is the data's, not bioablate's (its code is "
+            f"MIT).{base}")
 
 
 def finetune_card(meta: dict[str, Any], test_metrics: dict[str, float], provenance: Provenance) -> str:
     """The card of a fine-tuned model; `meta` is its bioablate.json (ablations.export)."""
     standard = meta["format"] == "transformers"
-    data = ModelCardData(language="en", license=LICENSE, library_name="transformers" if standard else None,
-                         pipeline_tag=PIPELINES[meta["output_kind"]],
+    cfg, spec = provenance.config, get_dataset(meta["task"])
+    base, made_from = base_model(str(cfg.model.name_or_path))
+    plumbing = cfg.get("profile") in PLUMBING_PROFILES
+    data = ModelCardData(language="en", library_name="transformers" if standard else None,
+                         pipeline_tag=PIPELINES[meta["output_kind"]], base_model=base, datasets=[meta["task"]],
+                         model_name=f"bioablate-{meta['task']}",
+                         eval_results=eval_results(meta, test_metrics, spec.metric) or None,
                          tags=["bioablate", "biomedical", meta["task"], meta["task_type"]]
-                         + ([] if standard else ["custom-head"]))
+                         + ([] if standard else ["custom-head"]) + ([f"bioablate-{cfg.profile}"] if plumbing else []),
+                         **license_metadata(spec.licenses))
     labels = ", ".join(f"`{label}`" for label in meta["labels"])
     scores = "\n".join(f"- {k}: {int(v) if float(v).is_integer() and k != 'score' else round(v, 4)}"
                        for k, v in sorted(test_metrics.items()) if isinstance(v, (int, float))) or "- not scored"
     body = f"""# bioablate {meta['task']} model
 
-Fine-tuned with bioablate on `{meta['task']}` ({meta['task_type']}); the weights of the best dev epoch.
+{_plumbing_warning(cfg)}Fine-tuned with bioablate on `{meta['task']}` ({meta['task_type']}) from {made_from}; the
+weights of the best dev epoch.
 
 ## Labels
 
@@ -246,5 +292,9 @@ Fine-tuned with bioablate on `{meta['task']}` ({meta['task_type']}); the weights
 
 {_inputs_text(meta)}
 
-{provenance.section()}"""
+## Licence
+
+{_license_text(meta['task'], spec.licenses, base)}
+
+{provenance.section(drop=("pretrain", "launcher"))}"""
     return _card(data, body)

@@ -309,10 +309,11 @@ def _export_command(sub) -> None:
 
 def _predict_command(sub) -> None:
     pr = sub.add_parser("predict", help="tag or classify new text with an exported model (JSONL out)",
-                        **examples("bioablate predict --model models/bc5-chem-tagger --task bc5-chem "
+                        **examples("bioablate predict --model models/bc5-chem-tagger "
                                    "--input sentences.txt --output tags.jsonl"))
     pr.add_argument("--model", required=True, metavar="DIR", help="a folder written by `bioablate export`")
-    pr.add_argument("--task", required=True, help="the task it was fine-tuned on, e.g. bc5-chem")
+    pr.add_argument("--task", help="the task it was fine-tuned on, e.g. bc5-chem (default: the one its "
+                                   "bioablate.json names; given, it must be that one)")
     pr.add_argument("--input", required=True, metavar="FILE",
                     help="one text per line, or JSONL with the task's fields (see ablations/predict.py)")
     pr.add_argument("--output", metavar="FILE", help="write JSONL here (default: stdout)")

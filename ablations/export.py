@@ -202,4 +202,4 @@ def export_command(ref: str, to: Path, work_dir: str | None, tracking_uri: str |
     how = (f"transformers {meta['architecture']}" if meta["format"] == TRANSFORMERS
            else "encoder + bioablate head, see its README.md")
     return (f"{meta['task']} model of run {meta['run_id']} -> {out} ({how})\n"
-            f"  bioablate predict --model {out} --task {meta['task']} --input FILE")
+            f"  bioablate predict --model {out} --input FILE")

@@ -4,7 +4,8 @@
 Each entry says where the staged files are (relative to the data directory), how to read them, what to
 predict, how to score it (the evaluation contract in DESIGN.md), the paper's maximum sequence length
 (Sec. 2.4: 128 for GAD, 256 for ChemProt and DDI, 512 for QA; 512 elsewhere) and the paper's Table 3
-counts, which `bioablate data stats` prints beside ours. `docs/data.md` explains every difference.
+counts, which `bioablate data stats` prints beside ours, and the data's licences (as the staged data's
+MANIFEST.md gives them; they go into a fine-tuned model's card). `docs/data.md` explains every difference.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _crichton(name: str, folder: str, entity: str, counts: dict[str, int], notes
         name=name, task_type="ner", reader=read_crichton(folder, entity),
         files=tuple(f"{folder}/{split}.tsv" for split in ("train", "devel", "test")),
         labels=(entity,), metric="entity_f1", max_length=512, count_unit="mentions",
-        paper_counts=counts, notes=notes,
+        paper_counts=counts, notes=notes, licenses=("cc-by-4.0",),  # Crichton et al.'s README
     )
 
 
@@ -50,7 +51,7 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
         files=("JNLPBA/devel.tsv", "JNLPBA/test.tsv", "JNLPBA/standoff-train",
                "JNLPBA/crichton_devel_standoff_ids.txt"),
         labels=("Entity",), metric="entity_f1", max_length=512, count_unit="mentions",
-        paper_counts=_counts(46750, 4551, 8662),
+        paper_counts=_counts(46750, 4551, 8662), licenses=("genia-project-license",),  # JNLPBA/LICENSE-GENIA
         notes="train rebuilt from the brat standoff files minus the 200 Crichton devel documents",
     ),
 
@@ -59,7 +60,7 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
         files=("EBM-PICO/dev.txt", "EBM-PICO/test.txt"),
         labels=("PAR", "INT", "OUT"), metric="pico_word_macro_f1", max_length=512,
         metric_args={"labels": ("PAR", "INT", "OUT")}, count_unit="PICO words",
-        paper_counts=_counts(339167, 85321, 16364),
+        paper_counts=_counts(339167, 85321, 16364), licenses=(),  # EBM-NLP states none
         notes="no training split is staged: train/dev are a seeded 90/10 document split of the staged "
               "SciBERT dev set; scores are not comparable to the paper's",
     ),
@@ -70,7 +71,7 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
         inner_files=tuple(path for split in ("train", "dev", "test") for path in chemprot_files(split).values()),
         labels=CHEMPROT_LABELS, metric="relation_micro_f1",
         metric_args={"negative": "false", "labels": CHEMPROT_LABELS}, max_length=256, count_unit="pairs",
-        paper_counts=_counts(18035, 11268, 15745),
+        paper_counts=_counts(18035, 11268, 15745), licenses=(),  # BioCreative's corpus: no licence stated
         notes="sentence-level pairs generated from the raw corpus; sentence splitting differs from BLURB's",
     ),
 
@@ -79,7 +80,7 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
         files=("DDI/Train/DrugBank", "DDI/Train/MedLine", "DDI/Test/Test for DDI Extraction task"),
         labels=DDI_LABELS, metric="relation_micro_f1",
         metric_args={"negative": "false", "labels": DDI_LABELS}, max_length=256, count_unit="pairs",
-        paper_counts=_counts(25296, 2496, 5716),
+        paper_counts=_counts(25296, 2496, 5716), licenses=("cc-by-nc-4.0",),  # the DDI corpus' README
         notes="BLURB's 624/90 train/dev file split is not published: ours is seeded (the first seed whose "
               "dev set has the paper's 2,496 pairs), so the dev files may differ from BLURB's",
     ),
@@ -87,7 +88,7 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec(
         name="gad", task_type="re", reader=read_gad, files=("GAD/train.tsv", "GAD/test.tsv"),
         labels=("0", "1"), metric="positive_class_f1", metric_args={"positive": "1"}, max_length=128,
-        count_unit="pairs", paper_counts=_counts(4261, 535, 534),
+        count_unit="pairs", paper_counts=_counts(4261, 535, 534), licenses=("cc-by-4.0",),  # as bigbio lists it
         notes="BLURB's dev subset is not published: 535 dev examples carved from fold-1 train, seeded",
     ),
 
@@ -95,14 +96,14 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
         name="biosses", task_type="similarity", reader=read_biosses,
         files=("BIOSSES/annotation_pairs_scores.tsv", "BIOSSES/blurb_split.tsv"),
         labels=(), metric="pearson", max_length=512, count_unit="pairs",
-        paper_counts=_counts(64, 16, 20),
+        paper_counts=_counts(64, 16, 20), licenses=("gpl-3.0",),  # bigbio's card
     ),
 
     DatasetSpec(
         name="hoc", task_type="classification", reader=read_hoc, files=("HoC/text", "HoC/labels"),
         labels=tuple(HOC_LABELS), metric="multilabel_micro_f1", metric_args={"labels": tuple(HOC_LABELS)},
         multi_label=True, max_length=512, count_unit="abstracts", paper_counts=_counts(1295, 186, 371),
-        package_files=(HOC_SPLIT_FILE,),
+        package_files=(HOC_SPLIT_FILE,), licenses=("gpl-3.0",),  # the corpus repository's LICENSE
         notes="BLURB's split ids are not published: a seeded document split with BLURB's sizes, frozen "
               "in datamodules/splits/hoc.tsv",
     ),
@@ -111,14 +112,14 @@ BLURB_DATASETS: tuple[DatasetSpec, ...] = (
         name="pubmedqa", task_type="qa", reader=read_pubmedqa,
         files=("PubMedQA/ori_pqal.json", "PubMedQA/test_ground_truth.json"),
         labels=("yes", "no", "maybe"), metric="accuracy", max_length=512, count_unit="questions",
-        paper_counts=_counts(450, 50, 500),
+        paper_counts=_counts(450, 50, 500), licenses=("mit",),
     ),
 
     DatasetSpec(
         name="bioasq", task_type="qa", reader=read_bioasq,
         files=(TEST_FILE, DEV_IDS_FILE, *TRAIN_FILES),
         labels=("yes", "no"), metric="accuracy", max_length=512, count_unit="questions",
-        paper_counts=_counts(670, 75, 140),
+        paper_counts=_counts(670, 75, 140), licenses=("bioasq-nlm-terms",),  # registration, NLM's terms
         notes="test = the 140 yes/no questions of the 7B golden batches (as BLURB); the 7b training set "
               "is not staged, so train/dev come from the 4b-6b golden batches",
     ),

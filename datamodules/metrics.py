@@ -36,6 +36,11 @@ from datamodules.spec import TASK_TYPES
 
 Metric = Callable[..., dict[str, float]]
 METRICS: Registry[Metric] = Registry("metric")
+# Each metric's primary number ("score") as people name it, for figures' axes and model cards (the
+# registry's names are for configs)
+METRIC_NAMES = {"entity_f1": "entity F1", "pico_word_macro_f1": "word macro F1", "relation_micro_f1": "micro F1",
+                "positive_class_f1": "F1", "pearson": "Pearson r", "multilabel_micro_f1": "micro F1",
+                "accuracy": "accuracy"}
 
 
 def _check_lengths(gold: Sequence, pred: Sequence, what: str = "pred") -> None:

@@ -45,6 +45,10 @@ class DatasetSpec:
     inner_files: tuple[str, ...] = ()
     package_files: tuple[Path, ...] = ()  # files shipped with bioablate that shape the data (frozen splits)
     definition: str = ""  # a user dataset's YAML, normalized: its labels, format, max_length... shape the run
+    # The data's licences, as the Hugging Face Hub names them where it has a name (`cc-by-4.0`), else a
+    # short name of the terms; () where none is stated. A fine-tuned model's card takes its licence from
+    # here (ablations/cards.py): weights trained on the data carry the data's terms.
+    licenses: tuple[str, ...] = ()
 
     def base_dir(self, data_dir: Path | None) -> Path:
         return self.root if self.root is not None else Path(data_dir)

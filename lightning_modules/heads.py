@@ -110,6 +110,24 @@ class ConstrainedCRF(CRF):
         self.pin()
         return self.decode(emissions.float(), mask)
 
+    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """P(tag at position t | the whole sequence), [B, U, tags], by forward-backward in log space (the
+        probability of the tag Viterbi chose is what a prediction reports as its score). Rows shorter
+        than U carry their last valid state through the padding, so their values there mean nothing."""
+        self.pin()
+        emissions, valid = emissions.float(), mask.bool()[..., None]
+        steps = emissions.shape[1]
+        alpha = [self.start_transitions + emissions[:, 0]]
+        for t in range(1, steps):
+            step = torch.logsumexp(alpha[-1][:, :, None] + self.transitions, dim=1) + emissions[:, t]
+            alpha.append(torch.where(valid[:, t], step, alpha[-1]))
+        beta = [self.end_transitions.expand_as(alpha[0])]
+        for t in range(steps - 2, -1, -1):
+            step = torch.logsumexp(self.transitions + (emissions[:, t + 1] + beta[0])[:, None, :], dim=2)
+            beta.insert(0, torch.where(valid[:, t + 1], step, beta[0]))
+        # alpha_t + beta_t is log P(tag at t, sequence) + log Z: normalised over the tags it is the marginal
+        return (torch.stack(alpha, 1) + torch.stack(beta, 1)).softmax(-1)
+
 
 class TokenTagger(nn.Module):
     """Token classification over the tagged positions; `head` is a `TOKEN_HEADS` name."""
@@ -138,6 +156,17 @@ class TokenTagger(nn.Module):
     def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The distributions ALUM compares, one row per tagged position ([N, tags])."""
         return logits[batch["tag_mask"].bool()]
+
+    def probabilities(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Each tag's probability per position ([B, T, tags]; only the tagged positions are meaningful):
+        the softmax of the logits, or with a CRF each tag's marginal given the whole sentence."""
+        if self.crf is None:
+            return logits.float().softmax(-1)
+        tagged = batch["tag_mask"].bool()
+        emissions, mask = compact(logits, tagged)
+        out = torch.zeros_like(logits, dtype=torch.float)
+        out[tagged] = self.crf.marginals(emissions, mask)[mask]  # both in row order, positions in order
+        return out
 
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Tag id per position ([B, T]); only the tagged positions are meaningful."""
@@ -232,6 +261,13 @@ class SequenceClassifier(nn.Module):
         if self.output_kind == "multilabel":
             return torch.stack([torch.zeros_like(logits), logits], -1)
         return logits
+
+    def probabilities(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """Each class's probability ([B, classes]; softmax), each label's (sigmoid, multi-label), or None
+        for regression, which predicts a number."""
+        if self.output_kind == "regression":
+            return None
+        return logits.float().sigmoid() if self.output_kind == "multilabel" else logits.float().softmax(-1)
 
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.output_kind == "regression":

@@ -3,19 +3,39 @@ paper's number as a black line), written as PDF and SVG (vector) and PNG (300 dp
 
 The y axis spans the data -- means, their error bars and the paper's numbers -- with a small margin, so that
 differences of a point or two are visible; `zero_based=True` starts it at 0 instead (or below, for negative
-values), as bar heights are then proportional to the values.
+values), as bar heights are then proportional to the values. It names the metric: the layout's, or where
+that is each task's own ("score"), the tasks' metrics.
+
+What journals ask of a figure, and how it is met:
+- nothing overlaps: the title is the figure's (above everything, wrapped to the figure's width), the legend
+  sits beside the axes, group labels are wrapped to their group's width (vertical where they still collide),
+  and each value label stands above its error bar and the paper's line. After layout (`_fit`) the y axis is
+  raised until every value label fits, and value labels are dropped where the bars are narrower than their
+  text (the numbers are in the table);
+- fonts embedded as TrueType (Type 42) in the PDF, text kept as text in the SVG (`SAVE_RC`, set only while
+  saving: a notebook's own settings stay as they are);
+- readable in grayscale: the series' colours have distinct luminance (cividis, built for that) and distinct
+  hatches.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
+from ablations.results import BLURB_ROW
 from ablations.tables.stats import TableData
+from datamodules.metrics import METRIC_NAMES
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 PNG_DPI = 300
 MARGIN = 0.05  # of the data's span, below the lowest value and above the highest
-LABEL_ROOM = 0.12  # more of the span above the highest value, for the bars' value labels
+LABEL_ROOM = 0.12  # more of the span above the highest value, for the bars' value labels (`_fit` adds more)
+SAVE_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
+HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "---", "+++", "***", "|||")
+VALUE_FONT = 6  # points
+TITLE_FONT = 11  # points
+LABEL_PAD = 3  # points between an error bar (or the paper's line) and its value label
 
 
 def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] | None:
@@ -36,25 +56,66 @@ def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] |
     return (low if zero_based and low == 0.0 else low - MARGIN * span), high + LABEL_ROOM * span
 
 
+def metric_label(data: TableData) -> str:
+    """The y axis label: the layout's metric, or for "score" (each task's own) the metrics of the rows'
+    tasks, by name (`METRIC_NAMES`; a metric without one by its registry name)."""
+    from datamodules.registry import DATASETS
+
+    if data.layout.metric != "score":
+        return f"test {data.layout.metric} ×100 (mean ± std over seeds)"
+    names: list[str] = []
+    for row, cells in data.body_rows():
+        tasks = {task for cell in cells for task in cell.tasks}
+        if row == BLURB_ROW:
+            found = ["BLURB score"]
+        else:
+            found = [METRIC_NAMES.get(DATASETS.get(t).metric, DATASETS.get(t).metric) if t in DATASETS
+                     else "score" for t in sorted(tasks)]
+        names += [name for name in found if name not in names]
+    metric = " / ".join(names) if names else "score"
+    return f"test {metric} ×100\n(mean ± std over seeds)" if len(metric) > 24 else \
+        f"test {metric} ×100 (mean ± std over seeds)"
+
+
+def series_styles(n: int) -> list[tuple[tuple[float, float, float, float], str]]:
+    """(colour, hatch) per series: cividis from dark to light, so the greys of a grayscale print differ
+    too, and a hatch of its own each (cycling after len(HATCHES))."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["cividis"]
+    points = [0.5] if n == 1 else [0.05 + 0.9 * j / (n - 1) for j in range(n)]
+    return [(cmap(p), HATCHES[j % len(HATCHES)]) for j, p in enumerate(points)]
+
+
+def luminance(color) -> float:
+    """Relative luminance (WCAG) of an RGB(A) colour: what it becomes in grayscale."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (linear(c) for c in color[:3])
+    return float(0.2126 * r + 0.7152 * g + 0.0722 * b)
+
+
 def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = False):
     """Grouped bars, one group per row (the BLURB row included), one bar per column, std as error bars.
     Missing cells get no bar and an 'x' at the bottom of the axis. Uses matplotlib's object API (Agg canvas)
     so it neither needs a display nor changes pyplot's backend in a notebook."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.patheffects import withStroke
 
     groups = data.body_rows()
     n_cols = len(data.columns)
     width = 0.8 / max(n_cols, 1)
-    fig = Figure(figsize=(min(16.0, max(6.0, 0.3 * len(groups) * max(n_cols, 1) + 2)), 4.5),
-                 layout="constrained")
+    fig_width = min(16.0, max(6.0, 0.3 * len(groups) * max(n_cols, 1) + 2))
+    fig = Figure(figsize=(fig_width, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     limits = y_limits(data, zero_based)
     bottom = 0.0 if limits is None else limits[0]
     labelled = {"missing": False, "paper": False}
-    for j, column in enumerate(data.columns):
-        xs, heights, errors, missing_xs, paper_xs, papers = [], [], [], [], [], []
+    value_labels = []
+    for j, (column, (color, hatch)) in enumerate(zip(data.columns, series_styles(n_cols))):
+        xs, heights, errors, missing_xs, paper_xs, papers, tops = [], [], [], [], [], [], []
         for i, (_, cells) in enumerate(groups):
             x = i + (j - (n_cols - 1) / 2) * width
             cell = cells[j]
@@ -67,36 +128,106 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
             xs.append(x)
             heights.append(cell.mean)
             errors.append(cell.std or 0.0)
-        bars = ax.bar(xs, heights, width, yerr=errors if any(errors) else None, capsize=2, color=f"C{j}",
-                      label=data.column_label(column))
-        ax.bar_label(bars, fmt="%.1f", fontsize=6, rotation=90, padding=2)  # a 0.0 bar is not a missing one
+            # the label stands above the error bar, and above the paper's line where that is higher
+            tops.append(max([cell.mean + (cell.std or 0.0)] + ([cell.paper] if cell.paper is not None else [])))
+        # a light edge on dark bars, a dark one on light bars: the hatch is drawn in the edge colour
+        edge = "white" if luminance(color) < 0.25 else "black"
+        ax.bar(xs, heights, width, yerr=errors if any(errors) else None, color=color, hatch=hatch,
+               edgecolor=edge, linewidth=0.4, label=data.column_label(column),
+               error_kw={"capsize": 2, "elinewidth": 0.8, "ecolor": "black"})
+        for x, height, top in zip(xs, heights, tops):  # a 0.0 bar is not a missing one: it gets its label
+            value_labels.append(ax.annotate(f"{height:.1f}", (x, top), xytext=(0, LABEL_PAD),
+                                            textcoords="offset points", rotation=90, ha="center", va="bottom",
+                                            fontsize=VALUE_FONT, annotation_clip=False))
         if missing_xs:
-            ax.plot(missing_xs, [bottom] * len(missing_xs), "x", color=f"C{j}", markersize=8, clip_on=False,
-                    label=None if labelled["missing"] else "missing (see table)")
+            ax.plot(missing_xs, [bottom] * len(missing_xs), "x", color=color, markeredgecolor="black",
+                    markersize=8, clip_on=False, label=None if labelled["missing"] else "missing (see table)")
             labelled["missing"] = True
-        if paper_xs:
+        if paper_xs:  # black with a white rim: visible over dark and light bars alike
             ax.hlines(papers, [x - width / 2 for x in paper_xs], [x + width / 2 for x in paper_xs],
-                      color="black", linewidth=2, label=None if labelled["paper"] else "paper")
+                      color="black", linewidth=2, label=None if labelled["paper"] else "paper",
+                      path_effects=[withStroke(linewidth=3.5, foreground="white")])
             labelled["paper"] = True
-    ax.set_xticks(range(len(groups)), [row for row, _ in groups], rotation=30, ha="right")
+    ax.set_xticks(range(len(groups)), [row for row, _ in groups])
     ax.set_xlabel(data.layout.rows)
-    ax.set_ylabel(ylabel or f"test {data.layout.metric} ×100 (mean ± std over seeds)")
-    ax.set_title(data.layout.title)
+    ax.set_ylabel(ylabel or metric_label(data))
+    if groups:
+        ax.set_xlim(-0.5, len(groups) - 0.5)
+    ax.set_title(data.layout.title, fontsize=TITLE_FONT)  # `_fit` wraps it to the axes' width
     if limits is not None:
         ax.set_ylim(*limits)
         if limits[0] <= 0.0 <= limits[1]:
             ax.axhline(0.0, color="black", linewidth=0.5)
     fig.legend(loc="outside right upper", fontsize="small")  # beside the axes: never over a bar
+    _fit(fig, ax, value_labels, width)
     return fig
+
+
+def _wrap(text: str, width_pt: float, fontsize: float) -> str:
+    """`text` wrapped to about `width_pt` points (an average character is ~0.6 of the font size wide)."""
+    chars = max(4, int(width_pt / (0.6 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars, break_on_hyphens=True) for line in text.split("\n"))
+
+
+def _fit(fig, ax, value_labels: list, bar_width: float) -> None:
+    """Resolve what only a laid-out figure shows (module docstring): the title, y label and group labels
+    wrapped to the axes, value labels dropped where the bars are too narrow for them, the y axis raised
+    until the labels fit."""
+    from matplotlib.transforms import Bbox
+
+    renderer = fig.canvas.get_renderer()
+    to_pt = 72.0 / fig.dpi
+    title, ylabel = ax.get_title(), ax.get_ylabel()
+    groups = [t.get_text() for t in ax.get_xticklabels()]
+    # Each wrap changes the layout, and so the room for the next: wrap the original texts again to the
+    # new axes until their size settles (long unwrapped labels first squeeze the axes).
+    size = None
+    for _ in range(4):
+        fig.draw_without_rendering()
+        box = ax.get_window_extent(renderer)
+        if size is not None and abs(box.width - size[0]) < 1 and abs(box.height - size[1]) < 1:
+            break
+        size = (box.width, box.height)
+        width_pt, height_pt = box.width * to_pt, box.height * to_pt
+        # the title over the axes only: the legend beside them reaches as high as the title
+        ax.set_title(_wrap(title, width_pt * 0.95, TITLE_FONT), fontsize=TITLE_FONT)
+        ax.set_ylabel(_wrap(ylabel, height_pt * 0.95, ax.yaxis.label.get_fontsize()))
+        if groups:
+            tick_font = ax.get_xticklabels()[0].get_fontsize()
+            ax.set_xticks(range(len(groups)), [_wrap(g, width_pt / len(groups) * 0.9, tick_font) for g in groups])
+    fig.draw_without_rendering()
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):  # still colliding: vertical, never touching
+        ax.tick_params(axis="x", labelrotation=90)
+    if not value_labels:
+        return
+    fig.draw_without_rendering()
+    bar_px = ax.transData.transform((bar_width, 0))[0] - ax.transData.transform((0, 0))[0]
+    if bar_px < 1.1 * value_labels[0].get_window_extent(renderer).width:
+        for label in value_labels:
+            label.remove()
+        return
+    for _ in range(4):  # layout moves the axes as the y axis' tick labels change: fit again
+        fig.draw_without_rendering()
+        top = Bbox.union([label.get_window_extent(renderer) for label in value_labels]).y1
+        axes = ax.get_window_extent(renderer)
+        if top <= axes.y1:
+            return
+        low, high = ax.get_ylim()
+        per_px = (high - low) / axes.height
+        ax.set_ylim(low, high + (top - axes.y1 + 2) * per_px * 1.1)
 
 
 def plot(data: TableData, path: Path, ylabel: str | None = None, zero_based: bool = False) -> list[Path]:
     """`bar_figure` saved as `path` with each of FIGURE_FORMATS' suffixes (table.png, table.svg,
     table.pdf for `path` table or table.png); returns the files written."""
+    from matplotlib import rc_context
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = bar_figure(data, ylabel, zero_based)
     paths = [path.with_suffix(f".{suffix}") for suffix in FIGURE_FORMATS]
-    for out in paths:
-        fig.savefig(out, dpi=PNG_DPI)  # dpi only matters for the PNG: PDF and SVG are vector
+    with rc_context(SAVE_RC):
+        for out in paths:
+            fig.savefig(out, dpi=PNG_DPI)  # dpi only matters for the PNG: PDF and SVG are vector
     return paths

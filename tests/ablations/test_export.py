@@ -111,6 +111,7 @@ def test_pretrained_folder_loads_cleanly_and_has_its_card(objective: str, data_d
     assert "steps: 10 optimizer steps of 16 sequences" in card and "tokens seen: about" in card
     assert "final losses: " in card and "not logged" not in card
     assert "objective: " + objective in card  # the config, resolved
+    assert "\nlauncher:" not in card and "\nfinetune:" not in card  # not how a pretraining run was made
     assert str(data_dir) not in card and str(work_dir) not in card  # no machine paths
 
 
@@ -163,6 +164,19 @@ def test_exported_model_predicts_what_the_run_logged(case: str, data_dir: Path, 
     got = [json.loads(line) for line in predicted.read_text().splitlines()]
     assert [g["id"] for g in got] == [e["id"] for e in expected]
     assert [g["prediction"] for g in got] == [e["prediction"] for e in expected]
+    for record in got:  # what each prediction reports besides (tests/ablations/test_predict.py: the offsets)
+        if "entities" in record:  # tagging, the CRF's marginals included
+            assert len(record["entities"]) == len(record["prediction"])
+            assert all(record["text"][e["start"]:e["end"]] == e["word"] and 0.0 < e["score"] <= 1.0
+                       for e in record["entities"])
+            continue
+        probabilities = record["probabilities"]
+        assert list(probabilities) == meta["labels"]
+        if isinstance(record["prediction"], list):  # multi-label: the labels whose sigmoid passes 0.5
+            assert sorted(record["prediction"]) == sorted(k for k, p in probabilities.items() if p > 0.5)
+        else:  # one class: the softmax's largest
+            assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-5)
+            assert record["prediction"] == max(probabilities, key=probabilities.get)
 
 
 @pytest.mark.slow  # creating the MLflow store takes ~10 s

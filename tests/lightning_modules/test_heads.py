@@ -1,4 +1,5 @@
-"""Heads: the constrained CRF against brute force, compaction of tagged positions, featurizers."""
+"""Heads: the constrained CRF (Viterbi and marginals) against brute force, compaction of tagged positions,
+featurizers, the probabilities predictions report."""
 
 from __future__ import annotations
 
@@ -53,6 +54,56 @@ def test_crf_handles_padding_in_a_batch():
     assert [len(p) for p in paths] == [4, 2]
     assert paths[1] == crf.viterbi(emissions[1:, :2], mask[1:, :2])[0]
     assert torch.isfinite(crf.nll(emissions, torch.zeros(2, 4, dtype=torch.long), mask))
+
+
+def brute_force_marginals(crf: ConstrainedCRF, emissions: torch.Tensor) -> torch.Tensor:
+    """P(tag at each position) by summing exp(score) over every tag sequence (one sequence)."""
+    n, k = emissions.shape
+    totals = torch.zeros(n, k, dtype=torch.float64)
+    for seq in itertools.product(range(k), repeat=n):
+        score = crf.start_transitions[seq[0]] + crf.end_transitions[seq[-1]]
+        score = score + sum(emissions[i, t] for i, t in enumerate(seq))
+        score = score + sum(crf.transitions[a, b] for a, b in zip(seq, seq[1:]))
+        weight = torch.exp(score.detach().double())
+        for i, t in enumerate(seq):
+            totals[i, t] += weight
+    return totals / totals.sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize("scheme_name", ["bio", "bioul"])
+def test_crf_marginals_match_brute_force_also_in_a_padded_batch(scheme_name):
+    torch.manual_seed(1)
+    scheme = get_scheme(scheme_name)
+    tags = scheme.tags(["X"])
+    crf = ConstrainedCRF(len(tags), scheme.allowed_transitions(tags))
+    for parameter in (crf.transitions, crf.start_transitions, crf.end_transitions):
+        torch.nn.init.normal_(parameter, std=1.5)
+    emissions = torch.randn(2, 4, len(tags)) * 2
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
+    marginals = crf.marginals(emissions, mask)
+    crf.pin()  # forbidden transitions get probability ~0 in the brute force too
+    torch.testing.assert_close(marginals[0].double(), brute_force_marginals(crf, emissions[0]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(marginals[1, :3].double(), brute_force_marginals(crf, emissions[1, :3]),
+                               atol=1e-5, rtol=0)
+
+
+def test_probabilities_of_the_heads():
+    scheme = get_scheme("bio")
+    tags = scheme.tags(["X"])
+    batch = {"attention_mask": torch.ones(1, 4, dtype=torch.long), "tag_mask": torch.tensor([[0, 1, 1, 0]])}
+    logits = torch.randn(1, 4, len(tags))
+    linear = TokenTagger("linear", 8, len(tags), 0.0, scheme.allowed_transitions(tags))
+    torch.testing.assert_close(linear.probabilities(logits, batch), logits.softmax(-1))
+    crf = TokenTagger("crf", 8, len(tags), 0.0, scheme.allowed_transitions(tags))
+    probs = crf.probabilities(logits, batch)
+    torch.testing.assert_close(probs[0, 1:3], crf.crf.marginals(logits[:, 1:3], torch.ones(1, 2, dtype=torch.bool))[0])
+    assert probs[0, 0].sum() == 0 and probs[0, 3].sum() == 0  # untagged positions: nothing
+    classes = torch.tensor([[2.0, 0.0, -1.0]])
+    single = SequenceClassifier("linear", "cls", "linear", 4, 3, 0.0, "classification")
+    torch.testing.assert_close(single.probabilities(classes, {}), classes.softmax(-1))
+    multi = SequenceClassifier("linear", "cls", "linear", 4, 3, 0.0, "multilabel")
+    torch.testing.assert_close(multi.probabilities(classes, {}), classes.sigmoid())
+    assert SequenceClassifier("linear", "cls", "linear", 4, 1, 0.0, "regression").probabilities(classes, {}) is None
 
 
 def test_compact_gathers_tagged_positions_in_order():

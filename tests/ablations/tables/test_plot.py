@@ -1,9 +1,14 @@
 """A table's figure for papers: PNG (300 dpi), SVG and PDF (vector), a y axis that spans the data unless
-zero-based is asked for, and both axes labelled."""
+zero-based is asked for, both axes labelled (the metric named), and what journals check: no text over
+other text, the legend or a line (measured on the laid-out figure), TrueType fonts in the PDF, text as text
+in the SVG, series told apart in grayscale."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from matplotlib.container import BarContainer
 
 from ablations.results import FINISHED, NOT_RUN, CellRun, TableLayout
 from ablations.tables.plot import bar_figure, plot, y_limits
@@ -57,3 +62,152 @@ def test_a_single_value_still_gets_a_range():
     low, high = y_limits(table_data(LAYOUT, runs))
     assert low < 50.0 < high and low > 0.0
     assert y_limits(table_data(LAYOUT, [CellRun("gad", "bio", "gad", 0, NOT_RUN)])) is None
+
+
+# ------------------------------------------------------------------------------- what a journal checks
+
+MODELS = {"bert-uncased": "BERT uncased (Wikipedia + BookCorpus)", "biobert": "BioBERT v1.1 (PubMed, continued)",
+          "scibert": "SciBERT uncased, SciVocab", "bluebert": "BlueBERT (PubMed + MIMIC-III)",
+          "pubmedbert": "PubMedBERT (PubMed abstracts, from scratch)"}
+TASKS = ("bc5-chem", "ncbi-disease", "chemprot", "biosses", "hoc", "pubmedqa")
+# Long title, long legend entries, every cell with a spread (error bars), the paper's numbers above some
+# bars and inside others, one cell missing, the BLURB row: what a Table 6 figure holds.
+REALISTIC = TableLayout(
+    title="Table 6: published pretrained models on BLURB (test, standard task-specific models, mean of three "
+          "seeds; the paper's numbers as black lines)",
+    rows="task", columns="model", column_order=tuple(MODELS), column_labels=MODELS, blurb_row=True,
+    paper={"bc5-chem": {m: 86.0 + 2 * i for i, m in enumerate(MODELS)}, "biosses": {"pubmedbert": 92.3}})
+
+
+def _realistic_runs() -> list[CellRun]:
+    runs = []
+    for i, task in enumerate(TASKS):
+        for j, model in enumerate(MODELS):
+            if (task, model) == ("hoc", "biobert"):
+                runs.append(CellRun(task, model, task, 0, NOT_RUN))
+                continue
+            base = 0.78 + 0.02 * ((3 * i + 5 * j) % 7)
+            runs += [CellRun(task, model, task, s, FINISHED, base + d) for s, d in enumerate((-0.02, 0.0, 0.025))]
+    return runs
+
+
+def _drawn_text_boxes(fig) -> list[tuple[str, object]]:
+    """(what, display box) of every text drawn and of the legend: the axes' title and labels, the tick
+    labels inside the view (matplotlib keeps a spare tick outside it, not drawn), the value labels, and
+    the legend as one box (its entries are inside it)."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts, *fig.texts]
+    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        texts += [t for loc, t in zip(axis.get_ticklocs(), axis.get_ticklabels()) if low <= loc <= high]
+    boxes = [(f"text {t.get_text()!r}", t.get_window_extent(renderer))
+             for t in texts if t.get_visible() and t.get_text().strip()]
+    return boxes + [("legend", legend.get_window_extent(renderer)) for legend in [*fig.legends, ax.get_legend()]
+                    if legend is not None]
+
+
+def _line_boxes(fig) -> list[object]:
+    """A display box around each segment of the axes' line collections: the error bars (with their caps'
+    width) and the paper's lines (with their white rim)."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.transforms import Bbox
+
+    ax = fig.axes[0]
+    pad = 2.0 * fig.dpi / 72  # the caps reach 2 points either side; the paper's rim 1.75 points
+    out = []
+    for collection in ax.collections:
+        if isinstance(collection, LineCollection):
+            for segment in collection.get_segments():
+                (x0, y0), (x1, y1) = ax.transData.transform(segment)
+                out.append(Bbox.from_extents(min(x0, x1) - pad, min(y0, y1) - pad, max(x0, x1) + pad,
+                                             max(y0, y1) + pad))
+    return out
+
+
+def test_nothing_overlaps_in_a_realistic_figure():
+    fig = bar_figure(table_data(REALISTIC, _realistic_runs()))
+    boxes = _drawn_text_boxes(fig)
+    lines = _line_boxes(fig)
+    ax = fig.axes[0]
+    bars = sum(len(c.patches) for c in ax.containers if isinstance(c, BarContainer))
+    assert bars >= len(MODELS) * len(TASKS) - 1 and len(ax.texts) == bars  # every bar kept its value label
+    assert len(lines) >= len(MODELS) * len(TASKS)  # the error bars are there to collide with
+    clashes = [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:] if box_a.overlaps(box_b)]
+    clashes += [(a, "a line") for a, box in boxes for line in lines if box.overlaps(line)]
+    assert clashes == []
+    page = fig.bbox
+    assert [a for a, box in boxes if box.x0 < page.x0 or box.y0 < page.y0 or box.x1 > page.x1 or box.y1 > page.y1] == []
+
+
+def test_narrow_bars_drop_their_value_labels_and_long_row_names_wrap():
+    """Nine models over 14 groups: bars narrower than a label's text get none (the numbers are in the
+    table); long group names wrap to their group instead of running into the next one."""
+    models = {f"m{j}": f"model {j} with a long label" for j in range(9)}
+    tasks = ["bc5-chem", "bc5-disease", "ncbi-disease", "bc2gm", "jnlpba", "ebm-pico", "chemprot", "ddi", "gad",
+             "biosses", "hoc", "pubmedqa", "bioasq"]
+    layout = TableLayout(title="Table 6", rows="task", columns="model", column_order=tuple(models),
+                         column_labels=models, blurb_row=True)
+    runs = [CellRun(t, m, t, s, FINISHED, 0.6 + 0.01 * ((i * 7 + j * 3 + s) % 30))
+            for i, t in enumerate(tasks) for j, m in enumerate(models) for s in range(2)]
+    fig = bar_figure(table_data(layout, runs))
+    boxes = _drawn_text_boxes(fig)
+    assert len(fig.axes[0].texts) == 0
+    assert [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:] if box_a.overlaps(box_b)] == []
+    rows = TableLayout(title="Long row names", rows="model", columns="tagging", column_order=("bio", "io"))
+    names = ["pubmedbert-abstract-fulltext-uncased", "biobert v1.1 cased, PubMed", "scibert scivocab uncased",
+             "bluebert pubmed mimic uncased L-12"]
+    runs = [CellRun(n, c, "bc5-chem", s, FINISHED, 0.8 + 0.01 * s) for n in names for c in ("bio", "io")
+            for s in range(3)]
+    fig = bar_figure(table_data(rows, runs))
+    ticks = [box for what, box in _drawn_text_boxes(fig) if any(part in what for part in ("pubmedbert", "biobert",
+                                                                                          "scibert", "bluebert"))]
+    assert len(ticks) == 4 and not any(a.overlaps(b) for a, b in zip(ticks, ticks[1:]))
+
+
+def test_the_y_axis_names_each_tasks_metric_where_the_layout_says_score():
+    layout = dataclasses.replace(REALISTIC, metric="score")
+    label = bar_figure(table_data(layout, _realistic_runs())).axes[0].get_ylabel()
+    flat = " ".join(label.split())
+    # bc5-chem, ncbi-disease: entity F1; chemprot, hoc: micro F1; biosses: Pearson; pubmedqa: accuracy
+    for name in ("entity F1", "micro F1", "Pearson r", "accuracy", "BLURB score", "×100", "mean ± std"):
+        assert name in flat, (name, label)
+    assert "test score" not in flat
+
+
+def test_pdf_embeds_truetype_fonts_and_svg_keeps_text_as_text(tmp_path):
+    import matplotlib
+
+    before = (matplotlib.rcParams["pdf.fonttype"], matplotlib.rcParams["svg.fonttype"])
+    png, svg, pdf = plot(table_data(REALISTIC, _realistic_runs()), tmp_path / "table")
+    pdf_bytes = pdf.read_bytes()
+    # Type 42: the TrueType font file itself is embedded (/FontFile2); Type 3 fonts are what matplotlib
+    # writes by default and what submission systems reject
+    assert b"/FontFile2" in pdf_bytes or b"/Subtype /TrueType" in pdf_bytes
+    assert b"/Type3" not in pdf_bytes
+    svg_text = svg.read_text(encoding="utf-8")
+    assert svg_text.count("<text") >= len(MODELS) + len(TASKS)  # legend entries and group names, at least
+    assert "PubMedBERT (PubMed abstracts, from scratch)" in svg_text  # searchable, editable words
+    # set while saving only: a notebook's own settings are left alone
+    assert (matplotlib.rcParams["pdf.fonttype"], matplotlib.rcParams["svg.fonttype"]) == before
+
+
+def _lightness(rgba) -> float:
+    """CIE L* (0 black .. 100 white) of an sRGB colour: how light it prints in grayscale."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    y = 0.2126 * linear(rgba[0]) + 0.7152 * linear(rgba[1]) + 0.0722 * linear(rgba[2])
+    return 116 * y ** (1 / 3) - 16 if y > 0.008856 else 903.3 * y
+
+
+@pytest.mark.parametrize("n_models", [2, 5, 9])
+def test_series_stay_apart_in_grayscale(n_models):
+    models = {f"m{j}": f"model {j}" for j in range(n_models)}
+    layout = TableLayout(title="Grayscale", rows="task", columns="model", column_order=tuple(models))
+    runs = [CellRun("bc5-chem", m, "bc5-chem", 0, FINISHED, 0.9) for m in models]
+    ax = bar_figure(table_data(layout, runs)).axes[0]
+    bars = [c.patches[0] for c in ax.containers if isinstance(c, BarContainer)]
+    assert len(bars) == n_models
+    lightness = sorted(_lightness(bar.get_facecolor()) for bar in bars)
+    assert min(b - a for a, b in zip(lightness, lightness[1:])) >= 5.0, lightness  # distinct greys
+    assert len({bar.get_hatch() for bar in bars}) == n_models  # and distinct hatches besides

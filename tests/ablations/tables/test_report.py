@@ -257,10 +257,11 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
                                                        "table.svg", "table.tex"]
     md = (folder / "table.md").read_text()
     assert "- experiment: terms" in md and "| lymphoma | disease | l-ym-ph-oma | ✓ |" in md
-    ticks = re.findall(r"<!-- (\d+) -->", (folder / "table.svg").read_text())  # y tick labels, as drawn
-    assert ticks[0] == "1"  # the axis spans the data: 1 to 7 word pieces
+    # the y tick labels, as drawn (the SVG keeps text as <text> elements)
+    y_ticks = re.compile(r'<g id="ytick_\d+">.*?<text[^>]*>([^<]*)</text>', re.DOTALL)
+    assert y_ticks.findall((folder / "table.svg").read_text())[0] == "1"  # spans the data: 1 to 7 pieces
     assert main(argv + ["--zero-based"]) == 0  # re-render: the same MLflow run
-    assert re.findall(r"<!-- (\d+) -->", (folder / "table.svg").read_text())[0] == "0"
+    assert y_ticks.findall((folder / "table.svg").read_text())[0] == "0"
     uri = f"sqlite:///{work / 'mlruns.db'}"
     run = find_table_run(uri, "terms")
     runs = MlflowClient(uri).search_runs([run.info.experiment_id])
