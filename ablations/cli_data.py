@@ -58,10 +58,12 @@ def cmd_vocab_train(args: argparse.Namespace) -> int:
     from ablations.config import PretrainConfig, resolve_data_dir
     from core.schema import check_ranges
     from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
+    from core.files import writable_dir
     from datamodules.pretrain.vocab import check_vocab_size, train_wordpiece
 
     check_vocab_size(args.size, "--size")  # before reading any corpus
     check_ranges("--max-words/--min-words", PretrainConfig, vars(args), "pretrain.")  # keys as pretrain's
+    writable_dir(Path(args.out), "--out")
     data_dir = resolve_data_dir(args.data_dir)
     corpus = load_corpus(args.corpus, data_dir, max_words=args.max_words, min_words=args.min_words,
                          exclude_pmids=evaluation_pmids(data_dir))

@@ -42,11 +42,13 @@ from transformers.utils import logging as hf_logging
 
 from ablations.export import HEAD_FILE, META_FILE, TRANSFORMERS, label_names
 from core.errors import ConfigError, DataFormatError
+from core.files import write_text_atomic
 from datamodules.encoders import Features, TaggingEncoder, TaskEncoder, make_encoder
 from datamodules.finetune_data import EncodedSplit, SortedBatchSampler
 from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
                                    TextInstance)
 from datamodules.registry import get_dataset
+from datamodules.textfiles import read_text
 from lightning_modules.heads import make_head
 
 WORDS = re.compile(r"\w+|[^\w\s]")  # plain text -> words for tagging: runs of word characters, punctuation
@@ -230,7 +232,7 @@ def read_inputs(path: Path, spec) -> list[Example]:
     """The examples of an input file (module docstring)."""
     if not path.is_file():
         raise ConfigError(f"--input {path}: no such file")
-    lines = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+    lines = [(n, line) for n, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]  # not UTF-8: one line
     if not lines:
         raise DataFormatError(path, None, "no examples (one per line)")
     jsonl = path.suffix == ".jsonl" or lines[0][1].lstrip().startswith("{")
@@ -261,12 +263,18 @@ def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Pa
     """`bioablate predict`: predictions for every example of `input_path`, as JSONL to `output` (else
     stdout); returns how many. `task` None: the one the folder's bioablate.json names."""
     hf_logging.disable_progress_bar()  # stderr is for errors and the summary line
+    if output is not None and Path(output).is_dir():  # before the model is loaded and every example predicted
+        raise ConfigError(f"--output {output} is a folder; name the JSONL file to write, e.g. "
+                          f"{Path(output) / 'predictions.jsonl'}")
     model = load_model(model_dir, task)
     records = predict_records(model, read_inputs(input_path, model.task_encoder.spec))
     lines = "".join(json.dumps(record) + "\n" for record in records)
     if output is None:
         sys.stdout.write(lines)
     else:
-        Path(output).write_text(lines, encoding="utf-8")
+        try:
+            write_text_atomic(Path(output), lines)
+        except OSError as error:
+            raise ConfigError(f"--output {output}: cannot write it ({error.strerror or error})") from None
         print(f"{len(records)} predictions -> {output}", file=sys.stderr)
     return len(records)

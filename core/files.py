@@ -50,3 +50,23 @@ def write_text_atomic(path: Path, text: str) -> Path:
     part.write_text(text, encoding="utf-8")
     os.replace(part, path)
     return path
+
+
+def writable_dir(path: Path, option: str) -> Path:
+    """`path` as a folder to write into, created if needed: a file in its place, or a folder that cannot
+    be created or written (read-only, no permission, a full disk), is a one-line ConfigError naming
+    `option`, before any work whose result would have nowhere to go."""
+    from core.errors import ConfigError
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path} is a file; name a folder (it is created if missing)")
+    probe = path / f".write-probe-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+    except OSError as error:
+        raise ConfigError(f"{option} {path}: cannot write there ({error.strerror or error})") from None
+    finally:
+        probe.unlink(missing_ok=True)
+    return path

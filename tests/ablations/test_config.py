@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,15 @@ def test_an_unwritable_work_dir_is_one_error_before_anything_runs(tmp_path):
     cfg = build_config("micro", [], task="gad", work_dir=str(blocker / "work"))
     with pytest.raises(ConfigError, match=f"work directory {blocker / 'work'} is not usable: "):
         resolve_work_dir(cfg)
+
+
+def test_vocab_train_refuses_an_out_it_cannot_write_before_reading_the_corpus(capsys, tmp_path, data_dir):
+    taken = tmp_path / "vocab.txt"
+    taken.write_text("not a folder")
+    code = main(["vocab", "train", "--out", str(taken), "--data-dir", str(data_dir)])
+    assert code == 2 and capsys.readouterr().err.strip() == (
+        f"bioablate: error: --out {taken} is a file; name a folder (it is created if missing)")
+    unwritable = Path("/proc/self/bioablate-vocab")  # no one, root included, creates folders under /proc
+    code = main(["vocab", "train", "--out", str(unwritable), "--data-dir", str(data_dir)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"bioablate: error: --out {unwritable}: cannot write there ("), err

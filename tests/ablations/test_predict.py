@@ -143,3 +143,17 @@ def test_the_task_comes_from_the_folder_and_a_wrong_one_is_refused(exported: Pat
     code = main(["predict", "--model", str(exported), "--task", "hoc", "--input", str(tmp_path / "in.txt")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "fine-tuned on 'bc5-chem'" in err
+
+
+@pytest.mark.slow
+def test_a_binary_input_and_an_output_folder_are_one_line_each(exported: Path, tmp_path: Path, capsys):
+    binary = tmp_path / "scan.txt"
+    binary.write_bytes(b"Aspirin helps.\n\xff\xfe\x00\x01 not text\n")
+    code = main(["predict", "--model", str(exported), "--input", str(binary)])
+    assert code == 2 and capsys.readouterr().err.strip().startswith(f"bioablate: error: {binary}:2: ")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    code = main(["predict", "--model", str(exported), "--input", str(binary), "--output", str(folder)])
+    assert code == 2 and capsys.readouterr().err.strip() == (
+        f"bioablate: error: --output {folder} is a folder; name the JSONL file to write, e.g. "
+        f"{folder / 'predictions.jsonl'}")
