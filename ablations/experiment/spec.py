@@ -314,6 +314,12 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
         raise ConfigError(f"{path}: unknown profile '{profile}'; known: {', '.join(PROFILES)}")
     if spec["kind"] not in KINDS:
         raise ConfigError(f"{path}: kind: unknown kind '{spec['kind']}'; known: {', '.join(KINDS)}")
+    if not written:
+        raise ConfigError(f"{path}: the file is empty; an experiment names at least `name`, `models`, `tasks` "
+                          "and `table` (see docs/experiments.md, or `bioablate list experiments` for examples)")
+    if spec["name"] == MISSING:  # the schema's "???": OmegaConf keeps it as a string
+        raise ConfigError(f"{path}: name: missing; give the experiment a name (its tables go to "
+                          "<work-dir>/tables/<name>/)")
     name, table = str(spec["name"]), spec["table"]
     if not SAFE_NAME.fullmatch(name):
         raise ConfigError(f"{path}: name: {name!r} is not a safe folder name (tables are written to "

@@ -306,3 +306,15 @@ table: {{rows: lr, columns: model}}
     with pytest.raises(ConfigError, match="more than --max-runs 5,999"):
         load_experiment(path, max_runs=5999)
     assert len(load_experiment(path, profile="micro", max_runs=6000).cells()) == 6000
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("", "the file is empty; an experiment names at least `name`, `models`, `tasks` and `table`"),
+    ("# a comment only\n", "the file is empty"),
+    (GOOD.replace("name: t\n", ""), "name: missing; give the experiment a name"),
+])
+def test_an_empty_or_nameless_experiment_says_so(tmp_path, text, expected):
+    path = write(tmp_path / "e.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path)
+    assert str(error.value).startswith(f"{path}: {expected}") and "???" not in str(error.value)
