@@ -42,6 +42,8 @@ class Holder:
     since: float
 
     def __str__(self) -> str:
+        if self.pid == 0:  # UNKNOWN: the holder has not written its description (was "unknown-host:0 since 1970")
+            return "another process (it has not described itself yet)"
         when = datetime.fromtimestamp(self.since, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         return f"{self.host}:{self.pid} since {when}"
 
@@ -90,12 +92,18 @@ def _try_lock(fd: int, kind: int = fcntl.LOCK_EX) -> bool:
         return False
 
 
-def _read_holder(fd: int) -> Holder:
-    try:
-        info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
-        return Holder(str(info["host"]), int(info["pid"]), float(info["since"]))
-    except (ValueError, KeyError, TypeError, OSError):
-        return UNKNOWN
+def _read_holder(fd: int, patience_s: float = 1.0) -> Holder:
+    """The holder's description; a holder that has just taken the lock writes it right after, so an
+    empty file is read again for up to `patience_s` before the holder is UNKNOWN."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+            return Holder(str(info["host"]), int(info["pid"]), float(info["since"]))
+        except (ValueError, KeyError, TypeError, OSError):
+            if time.monotonic() >= deadline:
+                return UNKNOWN
+            time.sleep(0.05)
 
 
 def holder(path: Path | str) -> Holder | None:
@@ -107,12 +115,7 @@ def holder(path: Path | str) -> Holder | None:
     try:
         if _try_lock(fd, fcntl.LOCK_SH):  # free: a shared probe would block an exclusive holder
             return None
-        for _ in range(20):  # a holder that just took it writes its description right after
-            found = _read_holder(fd)
-            if found is not UNKNOWN:
-                return found
-            time.sleep(0.05)
-        return UNKNOWN
+        return _read_holder(fd)
     finally:
         os.close(fd)  # releases the probe, if taken
 

@@ -104,3 +104,45 @@ def test_two_threads_never_hold_it_together(tmp_path):
     for thread in threads:
         thread.join()
     assert not overlaps
+
+
+def lock_then_describe(path: Path, delay: float | None) -> subprocess.Popen:
+    """A process that takes the lock and writes its description only `delay` seconds later (None: never),
+    as a holder caught between its flock and its write."""
+    write = "" if delay is None else (f"time.sleep({delay}); os.pwrite(fd, json.dumps({{'host': socket.gethostname(), "
+                                      "'pid': os.getpid(), 'since': time.time()}).encode(), 0)")
+    code = textwrap.dedent(f"""
+        import fcntl, json, os, socket, time
+        fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("locked", flush=True)
+        {write}
+        time.sleep(60)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "locked"
+    return process
+
+
+def test_a_holder_caught_before_it_described_itself_is_waited_for_then_named(tmp_path):
+    """The waiter read the lock file between the holder's flock and its write: it said "unknown-host:0
+    since 1970-01-01". It now reads again for a moment; a holder that never writes is "another process"."""
+    path = tmp_path / "claim.lock"
+    late = lock_then_describe(path, 0.3)
+    try:
+        with pytest.raises(ClaimHeld, match=rf"held by {socket.gethostname()}:{late.pid} since 20"):
+            with claim(path, wait=False, what="stage x"):
+                pass
+    finally:
+        late.kill()
+        late.wait()
+    silent = lock_then_describe(tmp_path / "other.lock", None)
+    try:
+        with pytest.raises(ClaimHeld) as held:
+            with claim(tmp_path / "other.lock", wait=False, what="stage y"):
+                pass
+        assert str(held.value) == ("stage y is held by another process (it has not described itself yet); "
+                                   "not waiting (--no-wait)")
+    finally:
+        silent.kill()
+        silent.wait()
