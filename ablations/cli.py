@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import sys
 
 from ablations.cli_data import cmd_data_fetch, cmd_data_stats, cmd_list, cmd_vocab_compare, cmd_vocab_train
@@ -393,7 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # the machine's state, not a bug: a started run is FAILED with this reason
         if error.errno not in ENVIRONMENT_ERRNOS:
             raise
-        print(f"bioablate: error: {error.filename or 'I/O'}: {error.strerror or error}", file=sys.stderr)
+        if error.filename:
+            print(f"bioablate: error: {error.filename}: {error.strerror or error}", file=sys.stderr)
+        else:  # written through a file object (torch.save, a logger): the work directory is where it went
+            work = getattr(args, "work_dir", None) or os.environ.get("BIOABLATE_WORK") or "outputs"
+            print(f"bioablate: error: {error.strerror or error} while writing (work directory "
+                  f"{os.path.abspath(os.path.expanduser(work))}); free space there or pass --work-dir",
+                  file=sys.stderr)
         return EXIT_RUN_FAILED
     except KeyboardInterrupt:  # before the handlers were installed
         print("bioablate: interrupted", file=sys.stderr)

@@ -63,7 +63,8 @@ class DatasetSpec:
             if not path.exists():
                 out.append(f)
             elif Path(f).suffix and not path.is_file():
-                out.append(f"{f} (a folder, expected a file)")
+                what = "a folder" if path.is_dir() else "a device, pipe or socket"  # /dev/zero would read for ever
+                out.append(f"{f} ({what}, expected a regular file)")
         return out
 
     def read(self, data_dir: Path | None) -> Splits:

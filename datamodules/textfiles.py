@@ -17,6 +17,8 @@ from core.errors import DataFormatError
 def read_bytes(path: Path | str) -> bytes:
     """The file's bytes; a missing file, a directory or a permission problem is a DataFormatError."""
     path = Path(path)
+    if path.exists() and not path.is_dir() and not path.is_file():  # /dev/zero never ends; a FIFO blocks
+        raise DataFormatError(path, None, "is a device, pipe or socket, expected a regular file")
     try:
         return path.read_bytes()
     except FileNotFoundError:

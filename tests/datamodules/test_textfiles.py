@@ -77,4 +77,19 @@ def test_the_missing_file_check_names_a_folder_where_a_data_file_belongs(tmp_pat
     (tmp_path / "GAD").mkdir()
     shutil.copy(data_dir / "GAD" / "test.tsv", tmp_path / "GAD" / "test.tsv")
     (tmp_path / "GAD" / "train.tsv").mkdir()
-    assert get_dataset("gad").missing_files(tmp_path) == ["GAD/train.tsv (a folder, expected a file)"]
+    assert get_dataset("gad").missing_files(tmp_path) == ["GAD/train.tsv (a folder, expected a regular file)"]
+
+
+def test_a_device_or_a_pipe_where_a_data_file_belongs_is_named_so(tmp_path):
+    """/dev/zero would be read for ever and a FIFO blocks until someone writes: both are refused by kind."""
+    import os
+
+    fifo = tmp_path / "train.tsv"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(DataFormatError, match="is a device, pipe or socket, expected a regular file"):
+            read_text(path)
+    (tmp_path / "GAD").mkdir()
+    os.symlink("/dev/zero", tmp_path / "GAD" / "train.tsv")
+    assert "GAD/train.tsv (a device, pipe or socket, expected a regular file)" in get_dataset("gad").missing_files(
+        tmp_path)
