@@ -11,7 +11,6 @@ from pathlib import Path
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     from ablations.config import build_config
-    from ablations.finetune import run_finetune
     from core.errors import ConfigError
 
     if args.task is None and not args.config:
@@ -20,6 +19,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                        data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                        **{"model.name_or_path": args.model,
                           "datasets": args.datasets})
+    from ablations.finetune import run_finetune  # Lightning, MLflow, transformers: after a config error
+
     result = run_finetune(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
@@ -113,8 +114,6 @@ def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ablations.experiment import load_experiment, plan_lines
-    from ablations.runner import run_experiment
-    from ablations.tables import render_experiment
     from core.claims import EXIT_CLAIM_HELD
     from core.distributed import is_ddp_worker
     from core.errors import ConfigError
@@ -136,6 +135,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
+    from ablations.runner import run_experiment  # Lightning and MLflow: after the experiment checked out
+    from ablations.tables import render_experiment
+
     summary = run_experiment(experiment, devices=args.devices, ddp=args.ddp, wait=args.wait,
                              runs_per_device=args.runs_per_device)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports

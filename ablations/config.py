@@ -25,6 +25,8 @@ from datamodules.fetch import fetched_data_dir
 from core.packaged import resolve_config
 from core.schema import bounded, load_yaml, merge
 
+PRETRAIN_EXPERIMENT = "pretrain"  # the MLflow experiment of pretraining runs (`bioablate pretrain`, experiment stages)
+
 # The folder holding the packages: the checkout, or site-packages once installed. Packaged YAML files are
 # found through core.packaged, never from here.
 REPO_ROOT = Path(__file__).resolve().parents[1]

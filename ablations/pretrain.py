@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.cards import PretrainFacts, Provenance, pretrain_card
-from ablations.config import flatten, resolve_data_dir, resolve_work_dir, run_params
+from ablations.config import PRETRAIN_EXPERIMENT, flatten, resolve_data_dir, resolve_work_dir, run_params
 from ablations.lifecycle import InterruptCheck, TrackedRun
 from core.claims import claim
 from ablations.tracking import git_commit
@@ -47,7 +47,7 @@ from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, 
 from lightning_modules.progress import StepProgressBar
 
 log = logging.getLogger("bioablate")
-EXPERIMENT = "pretrain"
+EXPERIMENT = PRETRAIN_EXPERIMENT
 
 
 @dataclass

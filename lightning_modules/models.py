@@ -21,11 +21,13 @@ import re
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from safetensors import SafetensorError
-from transformers import (AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer,
-                          PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase)
+
+if TYPE_CHECKING:  # transformers' model classes are imported where a model is built: naming a model or
+    # checking a config (the planner, `bioablate table`) must not pay seconds of imports
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from core.errors import ConfigError
 from core.fingerprints import files_under, hash_files
@@ -239,6 +241,8 @@ def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optio
 
 def model_config(path: Path) -> PretrainedConfig:
     """The config.json of a model directory; an unreadable or invalid one is a ConfigError naming it."""
+    from transformers import AutoConfig
+
     try:
         return AutoConfig.from_pretrained(path)
     except (OSError, ValueError, KeyError) as e:  # JSON errors are ValueErrors; unknown model_type: Key/Value
@@ -256,6 +260,8 @@ def max_positions(model_cfg: Any) -> int:
 def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
                  ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The encoder (without any pretraining head) and its tokenizer, with SDPA attention."""
+    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer
+
     if model_cfg.name_or_path == RANDOM_BERT:
         tokenizer = BertTokenizer(vocab=str(resolve_vocab(model_cfg.vocab, data_dir)),
                                   do_lower_case=model_cfg.lowercase)

@@ -18,10 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ablations import results
-from ablations.config import (RunConfig, dotted_layer, merge_layer, parse_overrides, profile_config,
-                              resolve_tracking_uri, resolve_work_dir)
-# the MLflow experiment of pretraining runs, the same as `bioablate pretrain`'s
-from ablations.pretrain import EXPERIMENT as PRETRAIN_EXPERIMENT
+from ablations.config import (PRETRAIN_EXPERIMENT, RunConfig, dotted_layer, merge_layer, parse_overrides,
+                              profile_config, resolve_tracking_uri, resolve_work_dir)
 from core.errors import ConfigError
 from core.schema import check_ranges
 from lightning_modules.models import RANDOM_BERT

@@ -470,9 +470,8 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
 
 
 def _check_configs(experiment: Experiment) -> None:
-    """Build every config once: a bad key or an invalid variant fails here, naming the file."""
-    from ablations.pretrain import check_config as check_pretrain
-    from ablations.finetune import check_max_length
+    """Build every config once: a bad key or an invalid variant fails here, naming the file. (The checks
+    that import Lightning come after the configs they check were built: a typo is reported in a blink.)"""
     from ablations.variants import check_variants
     from datamodules.registry import get_dataset
 
@@ -481,6 +480,8 @@ def _check_configs(experiment: Experiment) -> None:
         if init in experiment.models:
             init = experiment.models[init].name_or_path or "scratch"
         cfg = experiment.stage_config(name, init or "scratch")
+        from ablations.pretrain import check_config as check_pretrain
+
         try:
             check_pretrain(cfg)
         except BioablateError as e:
@@ -494,6 +495,8 @@ def _check_configs(experiment: Experiment) -> None:
         seen.add(key)
         model = experiment.models[cell.model]
         cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
+        from ablations.finetune import check_max_length
+
         try:
             check_variants(cfg.finetune, get_dataset(cell.task))
             if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
