@@ -126,8 +126,19 @@ LISTINGS = {"tasks": tasks, "models": models, "variants": variants, "corpora": c
             "experiments": experiments, "profiles": profiles, "sweeps": sweeps, "keys": keys}
 
 
-def listing(what: str, profile: str = "micro") -> list[str]:
-    """The lines `bioablate list WHAT` prints (`profile`: the values `keys` shows)."""
+WHAT = {"tasks": "the datasets: task type, metric, max length", "models": "named models and Hub aliases",
+        "variants": "fine-tuning variants per task type (heads, tagging, relation inputs)",
+        "corpora": "pretraining corpora", "experiments": "the packaged experiments (one per paper table)",
+        "profiles": "micro / mini / base", "sweeps": "packaged sweep spaces",
+        "keys": "every config key: type, value under --profile, description"}
+
+
+def listing(what: str | None, profile: str = "micro") -> list[str]:
+    """The lines `bioablate list WHAT` prints (`profile`: the values `keys` shows); no WHAT: what can be listed."""
+    if what is None:
+        width = max(map(len, WHAT))
+        return ["bioablate list WHAT, where WHAT is one of:",
+                *(f"  {name:<{width}}  {text}" for name, text in WHAT.items())]
     return LISTINGS[what](profile) if what == "keys" else LISTINGS[what]()
 
 

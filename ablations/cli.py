@@ -189,8 +189,9 @@ def _list_command(sub) -> None:
     lst = sub.add_parser("list", help="list what there is: datasets, models, variants, corpora, the packaged "
                                       "experiments, profiles and sweeps, every config key",
                          **examples("bioablate list experiments", "bioablate list keys --profile mini"))
-    lst.add_argument("what", choices=["tasks", "models", "variants", "corpora", "experiments", "profiles",
-                                      "sweeps", "keys"])
+    lst.add_argument("what", nargs="?", choices=["tasks", "models", "variants", "corpora", "experiments",
+                                                 "profiles", "sweeps", "keys"],
+                     help="what to list (none: the choices, each with what it lists)")
     lst.add_argument("--profile", default="micro", help="keys: show the values under this profile (default: micro)")
     _add_common(lst)
 

@@ -131,6 +131,15 @@ def test_list(capsys, what, expected):
     assert code == 0 and expected in out
 
 
+def test_list_alone_lists_what_can_be_listed(capsys):
+    from ablations.catalog import LISTINGS
+
+    code, out, _ = run_cli(capsys, "list")
+    lines = out.strip().splitlines()
+    assert code == 0 and lines[0] == "bioablate list WHAT, where WHAT is one of:"
+    assert [line.split()[0] for line in lines[1:]] == list(LISTINGS)  # every listing, each described
+
+
 @pytest.mark.slow
 def test_pretrain_dry_run_prints_the_corpus_and_passes_and_builds_nothing(capsys, data_dir, tmp_path):
     work = tmp_path / "work"
