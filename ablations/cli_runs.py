@@ -131,7 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                                  **_max_runs(args))
     if args.dry_run:
-        print("\n".join(plan_lines(experiment)))
+        for line in plan_lines(experiment):  # printed as each run is resolved
+            print(line, flush=True)
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)

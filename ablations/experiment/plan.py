@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 from omegaconf import DictConfig
 
@@ -236,18 +236,27 @@ def _note(planned: PlannedRun) -> str:
     return ""
 
 
-def plan_lines(experiment: Experiment) -> list[str]:
-    """One line per planned run: what `bioablate run` would do with it given the store as it is."""
+def plan_lines(experiment: Experiment) -> Iterator[str]:
+    """One line per planned run: what `bioablate run` would do with it given the store as it is. Lines
+    come as each run is resolved, and each run's config is dropped once its line is out: memory does not
+    grow with the grid (a planned run's config is ~85 KB), and a long plan prints as it goes."""
     _, tracking_uri = experiment.store()
     if experiment.kind != "finetune":
-        return [f"{experiment.name} (kind {experiment.kind}): no runs; the table is computed from the staged "
-                f"vocabularies and datasets"]
-    plan = resolve(experiment, Store(tracking_uri))
+        yield (f"{experiment.name} (kind {experiment.kind}): no runs; the table is computed from the staged "
+               f"vocabularies and datasets")
+        return
+    store = Store(tracking_uri)
+    yield f"plan for {experiment.name} (profile {experiment.profile}), store {tracking_uri}:"
+    stages = stage_states(experiment, store, COMPUTED)
     counts: dict[str, int] = {}
-    lines = [f"plan for {experiment.name} (profile {experiment.profile}), store {tracking_uri}:"]
-    for planned in [*plan.stages.values(), *plan.cells]:
+
+    def line(planned: PlannedRun) -> str:
         what = ACTIONS[planned.status]
         counts[what] = counts.get(what, 0) + 1
-        lines.append(f"  {what:<13} {planned.kind} {planned.name}{_note(planned)}")
-    lines.append("  " + ", ".join(f"{n} {what}" for what, n in counts.items()))
-    return lines
+        return f"  {what:<13} {planned.kind} {planned.name}{_note(planned)}"
+
+    for planned in stages.values():
+        yield line(planned)
+    for cell in experiment.cells():
+        yield line(resolve_cell(experiment, cell, stages, store, COMPUTED))
+    yield "  " + ", ".join(f"{n} {what}" for what, n in counts.items())

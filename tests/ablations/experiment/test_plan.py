@@ -74,7 +74,7 @@ def test_a_failed_stage_blocks_the_stage_continuing_from_it_and_their_cells(expe
     assert runs["base/biosses/s1"].reason == "needs pretraining stage 'base', which failed"
     assert runs["continued/biosses/s1"].status == results.BLOCKED
     assert runs["continued/biosses/s1"].reason == "needs pretraining stage 'continued', which is blocked"
-    lines = plan_lines(experiment)
+    lines = list(plan_lines(experiment))
     assert "  resume        pretrain base (pretraining stage 'base': RuntimeError: out of memory)" in lines
     assert ("  compute later pretrain continued (continues from pretraining stage 'base', which failed)"
             in lines)
@@ -102,7 +102,7 @@ def test_a_finished_cell_is_found_again_with_its_metric(experiment):
     run_id = store_run(uri, planned, "FINISHED", metrics={"test/score": 0.25})
     found = by_name(experiment)["random/biosses/s1"]
     assert (found.status, found.run_id, found.fingerprint) == (results.FINISHED, run_id, planned.fingerprint)
-    assert f"  reuse         finetune random/biosses/s1 (run {run_id})" in plan_lines(experiment)
+    assert f"  reuse         finetune random/biosses/s1 (run {run_id})" in list(plan_lines(experiment))
     cell = next(c for c in collect(experiment) if c.column == "random")
     assert (cell.status, cell.value, cell.run_id, cell.fingerprint) == (results.FINISHED, 0.25, run_id,
                                                                        planned.fingerprint)
