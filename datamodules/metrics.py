@@ -23,6 +23,8 @@ gold and prediction lists of different lengths raise `ValueError`.
 
 from __future__ import annotations
 
+import inspect
+
 import re
 
 from collections import Counter
@@ -250,6 +252,16 @@ def accuracy(gold: Sequence, pred: Sequence) -> dict[str, float]:
     _check_lengths(gold, pred)
     correct = sum(g == p for g, p in zip(gold, pred))
     return {"score": _ratio(correct, len(gold)), "correct": float(correct), "total": float(len(gold))}
+
+
+def metric_keys(metric: str, metric_args: Mapping) -> set[str]:
+    """The keys a dataset's metric reports (its runs log them as `test/<key>`), found by scoring no
+    examples: per-class keys follow the labels in `metric_args`."""
+    fn = METRICS.get(metric)
+    required = [p for p in inspect.signature(fn).parameters.values()
+                if p.default is p.empty and p.name not in metric_args
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return {"score", *fn(*[[] for _ in required], **metric_args)}
 
 
 def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> dict:

@@ -7,6 +7,7 @@ schema, and `load_experiment`, which validates it through `core.schema` and chec
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -461,12 +462,29 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
             raise ConfigError(f"{path}: table.labels: '{column}' is not a column ({', '.join(columns)})")
     if table["blurb_row"] and row_axis != "task":
         raise ConfigError(f"{path}: table.blurb_row needs rows: task")
+    _check_metric(table["metric"], tasks, path)
     return results.TableLayout(
         title=table["title"] or name, rows=row_axis, columns=column_axis, metric=table["metric"],
         baseline=table["baseline"], row_order=tuple(table["row_order"]) or tuple(rows),
         column_order=tuple(table["column_order"]) or tuple(columns), column_labels=labels,
         paper={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper"].items()},
         blurb_row=table["blurb_row"], caption=table["caption"])
+
+
+def _check_metric(metric: str, tasks: list[str], path: Path) -> None:
+    """The table's metric is one every task reports (found before anything is trained, not as a table of
+    failed cells afterwards)."""
+    from datamodules.metrics import metric_keys
+    from datamodules.registry import get_dataset
+
+    for task in tasks:
+        spec = get_dataset(task)
+        keys = metric_keys(spec.metric, spec.metric_args)
+        if metric not in keys:
+            close = difflib.get_close_matches(metric, sorted(keys), n=1)
+            raise ConfigError(f"{path}: table.metric: {task} does not report '{metric}'"
+                              + (f" (did you mean '{close[0]}'?)" if close else "")
+                              + f"; it reports: {', '.join(sorted(keys))}")
 
 
 def _check_configs(experiment: Experiment) -> None:

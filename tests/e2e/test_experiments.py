@@ -145,6 +145,8 @@ table: {rows: task, columns: head}
     (("table:", "overrides: {tracking_uri: 'sqlite:///x.db'}\ntable:"),
      ["overrides: 'tracking_uri' is where runs are kept", "--tracking-uri on the command line"]),
     (("table:", "overrides: {work_dir: elsewhere}\ntable:"), ["overrides: 'work_dir'", "--work-dir"]),
+    (("columns: head}", "columns: head, metric: precison}"),
+     ["table.metric: gad does not report 'precison' (did you mean 'precision'?); it reports: fn, fp, precision"]),
 ])
 def test_a_mistake_in_an_experiment_yaml_is_a_one_line_error_naming_file_and_key(tmp_path, capsys, replace, fragments):
     path = write(tmp_path / "bad.yaml", GOOD.replace(*replace))
