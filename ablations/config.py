@@ -214,10 +214,24 @@ def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
         raise ConfigError(str(error).replace(": unknown key '", ": unknown config key '", 1)) from None
 
 
-def profile_config(profile: str) -> DictConfig:
+def profile_path(profile: str) -> Path:
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}'; known: {', '.join(PROFILES)}")
-    return load_yaml(resolve_config(profile, "profile"))
+    return resolve_config(profile, "profile")
+
+
+def profile_config(profile: str) -> DictConfig:
+    return load_yaml(profile_path(profile))
+
+
+def merge_file(base: DictConfig, path: Path | str, label: str = "") -> DictConfig:
+    """A YAML file of config keys (a profile, a `--config` file) merged onto `base`; a mistake in it is
+    one line naming the file (after `label`, e.g. "profile 'mini'", where given)."""
+    return merge_layer(base, load_yaml(path), f"{label} ({path})" if label else str(path))
+
+
+def with_profile(base: DictConfig, profile: str) -> DictConfig:
+    return merge_file(base, profile_path(profile), f"profile '{profile}'")
 
 
 def parse_overrides(overrides: list[str]) -> DictConfig:
@@ -244,9 +258,9 @@ def build_config(profile: str = "micro", overrides: list[str] | None = None,
     """Schema defaults, then the profile, then `config_files` (YAML layers of config keys, e.g. the one
     `bioablate sweep best` writes), then `key=value` overrides, then explicit flags (not None)."""
     cfg = OmegaConf.structured(RunConfig)
-    cfg = merge_layer(cfg, profile_config(profile), f"profile '{profile}'")
+    cfg = with_profile(cfg, profile)
     for path in config_files:
-        cfg = merge_layer(cfg, load_yaml(path), str(path))
+        cfg = merge_file(cfg, path)
     cfg = merge_layer(cfg, parse_overrides(list(overrides or [])), "overrides")
     set_flags = dotted_layer({k: v for k, v in flags.items() if v is not None})
     cfg = merge_layer(cfg, set_flags, "command-line options")

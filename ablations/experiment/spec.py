@@ -449,10 +449,11 @@ def _check_configs(experiment: Experiment) -> None:
             check_pretrain(cfg)
         except BioablateError as e:
             raise ConfigError(f"{experiment.models[name].source}: models.{name}: {e}") from None
-    seen: set[tuple] = set()
+    seen: set[str] = set()
     for cell in experiment.cells():
-        # variants depend on the task and the finetune.* keys, not on the model's weights
-        key = (tuple(experiment.models[cell.model].overrides.items()), cell.task, cell.overrides)
+        # variants depend on the task and the finetune.* keys, not on the model's weights (repr: a value
+        # may be a list, right or wrong, and the wrong ones must reach the config check below)
+        key = repr((tuple(experiment.models[cell.model].overrides.items()), cell.task, cell.overrides))
         if key in seen:
             continue
         seen.add(key)
