@@ -7,11 +7,16 @@ import dataclasses
 import typing
 
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
 from ablations.cli import main
-from ablations.config import RunConfig, build_config, resolve_data_dir, resolve_work_dir
+from ablations.config import (PROFILES, RunConfig, build_config, merge_file, profile_path, resolve_data_dir,
+                              resolve_work_dir)
 from core.errors import ConfigError
-from core.schema import RANGE
+from core.schema import RANGE, load_yaml
+from tests import shapes
+from tests.cli import bioablate_in_process
 
 # (override, the message it must give): every case the hostile-user pass found, and the range neighbours
 OUT_OF_RANGE = [
@@ -120,3 +125,48 @@ def test_an_unwritable_work_dir_is_one_error_before_anything_runs(tmp_path):
     cfg = build_config("micro", [], task="gad", work_dir=str(blocker / "work"))
     with pytest.raises(ConfigError, match=f"work directory {blocker / 'work'} is not usable: "):
         resolve_work_dir(cfg)
+
+
+# ---- shapes: every key of a `--config` file or a profile, a list for a mapping and the reverse (generated
+# from RunConfig by tests/shapes.py, so a new key is covered by construction)
+
+SHAPE_CASES = list(shapes.cases(RunConfig))
+
+
+@pytest.mark.parametrize("case", SHAPE_CASES, ids=[c.id for c in SHAPE_CASES])
+def test_a_config_file_with_a_wrong_container_is_one_line_naming_the_file_and_key(tmp_path, case):
+    path = tmp_path / "layer.yaml"
+    path.write_text(yaml.safe_dump(shapes.put({}, case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        build_config("micro", [], config_files=[path], task="gad")
+    message = str(error.value)
+    assert message.startswith(f"{path}: {case.key}: expected ") and message.endswith(f", got {case.got}")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("case", SHAPE_CASES, ids=[c.id for c in SHAPE_CASES])
+def test_a_profile_with_a_wrong_container_is_one_line_naming_the_profile_file(tmp_path, case):
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(shapes.put(OmegaConf.to_container(load_yaml(profile_path("micro"))), case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        merge_file(OmegaConf.structured(RunConfig), path, "profile 'mine'")
+    assert str(error.value).startswith(f"profile 'mine' ({path}): {case.key}: expected ")
+    assert str(error.value).endswith(f", got {case.got}")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_packaged_profiles_have_the_right_shapes(profile):
+    assert build_config(profile, [], task="gad").profile == profile
+
+
+def test_the_command_line_names_a_config_file_with_a_list_for_a_section(tmp_path, data_dir):
+    layer = tmp_path / "best.yaml"
+    layer.write_text("finetune: [1, 2]\n")
+    out = bioablate_in_process("finetune", "--task", "gad", "--config", str(layer), "--data-dir", str(data_dir),
+                               "--work-dir", str(tmp_path / "work"), cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"bioablate: error: {layer}: finetune: expected a mapping with keys lr, batch_size, eval_batch_size, "
+        "epochs, warmup_ratio, weight_decay, dropout, max_length, max_train_examples, max_eval_examples, "
+        "tagging, head, subtoken_labels, re_input, re_feature, classifier, bucketing, cache_tokenized, "
+        "adversarial, alum, got a list")
+    assert not (tmp_path / "work" / "mlruns.db").exists()
