@@ -19,8 +19,10 @@ from typing import Any, Iterable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from ablations.checks import check_run_config
 from core.errors import ConfigError
 from datamodules.fetch import fetched_data_dir
+from datamodules.spec import MIN_SEQUENCE
 from core.packaged import resolve_config
 from core.schema import bounded, load_yaml, merge
 
@@ -28,10 +30,11 @@ from core.schema import bounded, load_yaml, merge
 # found through core.packaged, never from here.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("micro", "mini", "base")
-# Below these, a run trains on nothing meaningful: [CLS] a [SEP] b [SEP] needs a few positions, and a
-# corpus cap under one document's worth of words keeps a single document.
-MIN_SEQUENCE = 8
+# Below this, a run trains on nothing meaningful: a corpus cap under one document's worth of words keeps a
+# single document (MIN_SEQUENCE, the fewest input positions, is the data layer's: datamodules/spec.py).
 MIN_CORPUS_WORDS = 1000
+# The paper tunes fine-tuning epochs over 2-60; far above, a typo (epochs=1000000) would run for months.
+MAX_EPOCHS = 1000
 
 
 @dataclass
@@ -53,7 +56,7 @@ class FinetuneConfig:
     lr: float = bounded(5e-5, gt=0)
     batch_size: int = bounded(32, ge=1)
     eval_batch_size: int = bounded(64, ge=1)
-    epochs: int = bounded(3, ge=1)
+    epochs: int = bounded(3, ge=1, le=MAX_EPOCHS)
     warmup_ratio: float = bounded(0.1, ge=0, le=1)
     weight_decay: float = bounded(0.01, ge=0)
     dropout: float = bounded(0.1, ge=0, lt=1)
@@ -268,6 +271,7 @@ def build_config(profile: str = "micro", overrides: list[str] | None = None,
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(f"missing required config value(s): {', '.join(missing)}")
+    check_run_config(cfg)
     return cfg
 
 

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.cards import Provenance
+from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, resolve_data_dir, resolve_work_dir, run_params
 from ablations.export import save_finetuned
 from ablations.lifecycle import InterruptCheck, TrackedRun
@@ -67,6 +68,7 @@ class FinetuneIdentity(NamedTuple):
 def identify(cfg: DictConfig) -> FinetuneIdentity:
     """Check a fine-tuning config and name what it would compute, e.g. to find its run for reuse or
     for rendering a table without running anything."""
+    check_run_config(cfg)
     for dataset_file in cfg.datasets:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
@@ -112,6 +114,9 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     `core.claims.ClaimHeld` instead.
     """
     identity = identify(cfg)
+    # what only this machine can tell, before a run exists (identify does not ask: it also names runs to
+    # render tables, on any machine)
+    check_accelerator_present(cfg)
     run = TrackedRun.open(cfg, identity.fingerprint, force)
     done = run.finished()
     if done is None:

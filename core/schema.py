@@ -9,7 +9,8 @@ corpora) goes through `load_yaml` and `validate`, so every mistake reads the sam
 Nested dataclasses, and `Dict[str, Dataclass]` fields (a mapping of named entries), are followed to name
 the valid keys at any depth.
 
-A numeric key declares its valid range once, beside its default, and `merge` checks it on every result:
+A numeric key declares its valid range once, beside its default, and `merge` checks it on every result
+(and that every number is finite: nan and inf are no setting of any key):
 
     epochs: int = bounded(3, ge=1)   ->   overrides: finetune.epochs = -1: must be >= 1 (config key ...)
 """
@@ -22,6 +23,7 @@ import difflib
 import functools
 import inspect
 import io
+import math
 import textwrap
 import tokenize
 import types
@@ -174,10 +176,11 @@ def _check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") 
             for name in value:
                 _check_ranges(source, args[1], value[name], f"{key}.{name}.")
             continue
-        bound = f.metadata.get(RANGE)
-        if bound is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        problem = bound.violated(value)
+        # nan passes every comparison (a range too) and inf passes a lower bound: neither is a setting
+        bound = f.metadata.get(RANGE)
+        problem = "must be a finite number" if not math.isfinite(value) else bound.violated(value) if bound else None
         if problem:
             raise ConfigError(f"{source}: {key} = {value}: {problem} (config key {key})")
 

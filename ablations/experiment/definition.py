@@ -95,6 +95,7 @@ class Experiment:
     data_dir: Optional[str] = None
     work_dir: Optional[str] = None
     tracking_uri: Optional[str] = None
+    accelerators: tuple[str, ...] = ()  # every run's trainer.accelerator (load_experiment records them)
 
     # -- what it plans
 

@@ -434,17 +434,21 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
 
 
 def _check_configs(experiment: Experiment) -> None:
-    """Build every config once: a bad key or an invalid variant fails here, naming the file."""
+    """Build every config once: a bad key or value or an invalid variant fails here, naming the file.
+    Records every run's accelerator (`Experiment.accelerators`)."""
+    from ablations.checks import check_run_config
     from ablations.pretrain import check_config as check_pretrain
     from ablations.finetune import check_max_length
     from ablations.variants import check_variants
     from datamodules.registry import get_dataset
 
+    accelerators = set()
     for name in experiment.stage_order():
         init = experiment.models[name].init
         if init in experiment.models:
             init = experiment.models[init].name_or_path or "scratch"
         cfg = experiment.stage_config(name, init or "scratch")
+        accelerators.add(str(cfg.trainer.accelerator))
         try:
             check_pretrain(cfg)
         except BioablateError as e:
@@ -459,13 +463,16 @@ def _check_configs(experiment: Experiment) -> None:
         seen.add(key)
         model = experiment.models[cell.model]
         cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
+        accelerators.add(str(cfg.trainer.accelerator))
         try:
+            check_run_config(cfg)
             check_variants(cfg.finetune, get_dataset(cell.task))
             if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
                 check_max_length(cfg)
         except BioablateError as e:
             raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
                               f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None
+    experiment.accelerators = tuple(sorted(accelerators))
 
 
 def experiment_files() -> list[Path]:
