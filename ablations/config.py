@@ -49,6 +49,9 @@ class ModelConfig:
     num_heads: int = bounded(2, ge=1)
     intermediate_size: int = bounded(256, ge=1)
     max_position_embeddings: int = bounded(512, ge=MIN_SEQUENCE)
+    # A model folder whose tokenizer has more tokens than its embedding matrix has rows is an error (a
+    # vocabulary of another model); true: the deliberate case, rows added at random (fine-tuning learns them).
+    resize_embeddings: bool = False
 
 
 @dataclass
@@ -188,6 +191,9 @@ NON_RESULT_KEYS = {
     "keep_model",
     "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
     "trainer.compile", "finetune.cache_tokenized",
+    # permits a run the model check would refuse, computing what such a run computed before the key existed
+    # (the embeddings resized): no run's result depends on it, so no fingerprint does
+    "model.resize_embeddings",
 }
 
 

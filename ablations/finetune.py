@@ -40,6 +40,7 @@ from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
+from lightning_modules.model_checks import check_model
 from lightning_modules.models import RANDOM_BERT, load_encoder, max_positions, model_fingerprint
 
 log = logging.getLogger("bioablate")
@@ -114,9 +115,10 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     `core.claims.ClaimHeld` instead.
     """
     identity = identify(cfg)
-    # what only this machine can tell, before a run exists (identify does not ask: it also names runs to
-    # render tables, on any machine)
+    # what only this machine and the model's files can tell, before a run exists (identify does not read
+    # them: it also names runs to render tables, where neither need be at hand)
     check_accelerator_present(cfg)
+    check_model(cfg.model, identity.data_dir)
     run = TrackedRun.open(cfg, identity.fingerprint, force)
     done = run.finished()
     if done is None:

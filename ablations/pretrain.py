@@ -189,7 +189,7 @@ def dry_run(cfg: DictConfig) -> list[str]:
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items()
              if (k.startswith("pretrain.") or k.startswith("model.") or k in ("seed", "trainer.precision"))
-             and k not in ("model.name_or_path", "model.vocab", "model.lowercase")
+             and k not in ("model.name_or_path", "model.vocab", "model.lowercase", "model.resize_embeddings")
              # a continual run's starting model counts by content (init_fp), not by its path
              and not (k == "pretrain.init" and init_fp != "scratch")}
     payload = json.dumps({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path),

@@ -434,13 +434,14 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
 
 
 def _check_configs(experiment: Experiment) -> None:
-    """Build every config once: a bad key or value or an invalid variant fails here, naming the file.
-    Records every run's accelerator (`Experiment.accelerators`)."""
+    """Build every config once: a bad key or value, an invalid variant or a model folder whose files
+    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`)."""
     from ablations.checks import check_run_config
     from ablations.pretrain import check_config as check_pretrain
     from ablations.finetune import check_max_length
     from ablations.variants import check_variants
     from datamodules.registry import get_dataset
+    from lightning_modules.model_checks import check_model
 
     accelerators = set()
     for name in experiment.stage_order():
@@ -469,6 +470,10 @@ def _check_configs(experiment: Experiment) -> None:
             check_variants(cfg.finetune, get_dataset(cell.task))
             if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
                 check_max_length(cfg)
+            # a model folder here (a Hub model is checked when its run starts: loading an experiment must
+            # not need the network, nor a random BERT's vocabulary the data directory)
+            if model.name_or_path not in (None, RANDOM_BERT) and Path(model.name_or_path).expanduser().is_dir():
+                check_model(cfg.model, None)
         except BioablateError as e:
             raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
                               f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None
