@@ -113,6 +113,24 @@ def test_a_bounded_key_outside_its_range_is_one_error(raw, message):
     assert str(error.value) == message
 
 
+@dataclass
+class Weighted:
+    weight: float = 1.0  # no range: still a finite number
+    rate: Optional[float] = bounded(0.5, gt=0, lt=1)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"weight": float("nan")}, "x.yaml: weight = nan: must be a finite number (config key weight)"),
+    ({"weight": float("inf")}, "x.yaml: weight = inf: must be a finite number (config key weight)"),
+    ({"rate": float("nan")}, "x.yaml: rate = nan: must be a finite number (config key rate)"),
+    ({"rate": float("-inf")}, "x.yaml: rate = -inf: must be a finite number (config key rate)"),
+])
+def test_nan_and_infinity_are_refused_for_every_float_key(raw, message):
+    with pytest.raises(ConfigError) as error:
+        validate("x.yaml", raw, Weighted)
+    assert str(error.value) == message
+
+
 def test_bounded_keys_inside_their_range_and_unset_optionals_pass():
     cfg = validate("x.yaml", {"steps": 5, "rate": 0.1, "cap": None}, Bounded)
     assert cfg.steps == 5 and cfg.cap is None

@@ -419,3 +419,17 @@ def test_a_files_list_is_refused_on_the_command_line_before_any_run(tmp_path, da
     assert out.returncode == 2 and out.stderr.strip() == (
         f"bioablate: error: {path}: files: expected a mapping with keys train, dev, test, got a list")
     assert not (tmp_path / "work" / "mlruns.db").exists()
+
+
+@pytest.mark.parametrize("max_length", [-5, 0, 7])
+def test_a_max_length_no_encoder_can_take_is_refused_before_any_run(tmp_path, data_dir, max_length):
+    path = write_dataset(tmp_path, "custom-short", GOOD + f"max_length: {max_length}\n")
+    message = f"{path}: max_length = {max_length}: must be >= 8 (config key max_length)"
+    with pytest.raises(ConfigError) as error:
+        register_from_yaml(path)
+    assert str(error.value) == message
+    out = bioablate_in_process("finetune", "--task", "custom-short", "--datasets", str(path), "--data-dir",
+                               str(data_dir), "--work-dir", str(tmp_path / "work"), "finetune.max_length=null",
+                               cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {message}"
+    assert not (tmp_path / "work" / "mlruns.db").exists()
