@@ -303,20 +303,25 @@ def _clash(base: Any, layers: tuple[Any, ...]) -> str:
     `dict` key's own entries): "key: expected a mapping, got a list"."""
     def walk(old: Any, new: Any, key: str) -> str | None:
         if isinstance(old, dict) and isinstance(new, dict):
-            return next((found for name in new if name in old
-                         for found in [walk(old[name], new[name], f"{key}.{name}" if key else str(name))] if found),
-                        None)
-        kinds = [_given(v)[0] for v in (old, new)]
-        if MAPPING in kinds and kinds[0] != kinds[1] and not _skipped(old) and not _skipped(new):
+            for name in new:
+                found = walk(old[name], new[name], f"{key}.{name}" if key else str(name)) if name in old else None
+                if found:
+                    return found
+            return None
+        kinds = (_given(old)[0], _given(new)[0])
+        if set(kinds) == {MAPPING, LIST}:
             return f"{key}: expected {'a mapping' if kinds[0] == MAPPING else 'a list'}, got {_given(new)[1]}"
         return None
 
-    container = OmegaConf.to_container(base, resolve=False) if isinstance(base, DictConfig) else base
-    for layer in layers:
-        found = walk(container, OmegaConf.to_container(OmegaConf.create(layer), resolve=False), "")
-        if found:
-            return found
-        container = OmegaConf.to_container(OmegaConf.merge(container, layer), resolve=False)
+    try:
+        container = OmegaConf.to_container(base, resolve=False) if isinstance(base, DictConfig) else base
+        for layer in layers:
+            found = walk(container, OmegaConf.to_container(OmegaConf.create(layer), resolve=False), "")
+            if found:
+                return found
+            container = OmegaConf.to_container(OmegaConf.merge(container, layer), resolve=False)
+    except (TypeError, OmegaConfBaseException):  # the clash is where the walk could not look
+        pass
     return "a list where a mapping is expected, or the reverse"
 
 

@@ -5,8 +5,6 @@ no tracking store behind."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 import yaml
@@ -150,6 +148,6 @@ def test_a_sweep_on_a_missing_gpu_is_refused_before_the_study(tmp_path, data_dir
     assert not (work / "mlruns.db").exists() and not (work / "optuna.db").exists()
 
 
-def test_a_machine_with_the_device_passes(tmp_path: Path):
+def test_a_machine_with_the_device_passes():
     check_accelerator_present(build_config("micro", ["trainer.accelerator=cpu"], task="gad"))
     check_accelerator_present(build_config("micro", ["trainer.accelerator=auto"], task="gad"))

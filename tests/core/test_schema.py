@@ -198,3 +198,10 @@ def test_a_list_on_a_mapping_under_an_open_key_names_the_key():
     with pytest.raises(ConfigError) as error:
         merge(Shaped, "second.yaml", {"extra": {"constraint": ["a100"]}}, base=base)
     assert str(error.value) == "second.yaml: extra.constraint: expected a mapping, got a list"
+
+
+def test_a_mapping_on_a_list_under_an_open_key_names_the_key_too():
+    base = merge(Shaped, "first.yaml", {"extra": {"setup": ["module load cuda"]}})
+    with pytest.raises(ConfigError) as error:
+        merge(Shaped, "second.yaml", {"extra": {"setup": {"cuda": 12}}}, base=base)
+    assert str(error.value) == "second.yaml: extra.setup: expected a list, got a mapping"
