@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ablations.config import REPO_ROOT, RunConfig, flatten, merge_layer, profile_config
+from ablations.config import REPO_ROOT, RunConfig, flatten, with_profile
 from core.packaged import packaged_dir, packaged_names
 from core.schema import describe, load_yaml
 
@@ -112,7 +112,7 @@ def sweeps() -> list[str]:
 def keys(profile: str = "micro") -> list[str]:
     """Every config key (`key=value` on the command line, or a YAML layer): type, value under `profile`,
     description (the first sentence of the schema's comment)."""
-    values = flatten(merge_layer(OmegaConf.structured(RunConfig), profile_config(profile), f"profile '{profile}'"))
+    values = flatten(with_profile(OmegaConf.structured(RunConfig), profile))
     rows = [(key, kind, "(required)" if values.get(key) == "???" else _value(values.get(key)),
              _first_sentence(text)) for key, kind, text in describe(RunConfig)]
     width = [max(len(row[i]) for row in rows) for i in range(3)]

@@ -19,9 +19,11 @@ from typing import Any, Iterable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from ablations.checks import check_run_config
 from core.databases import with_driver
 from core.errors import ConfigError
 from datamodules.fetch import fetched_data_dir
+from datamodules.spec import MIN_SEQUENCE
 from core.packaged import resolve_config
 from core.schema import bounded, load_yaml, merge
 
@@ -31,10 +33,11 @@ PRETRAIN_EXPERIMENT = "pretrain"  # the MLflow experiment of pretraining runs (`
 # found through core.packaged, never from here.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("micro", "mini", "base")
-# Below these, a run trains on nothing meaningful: [CLS] a [SEP] b [SEP] needs a few positions, and a
-# corpus cap under one document's worth of words keeps a single document.
-MIN_SEQUENCE = 8
+# Below this, a run trains on nothing meaningful: a corpus cap under one document's worth of words keeps a
+# single document (MIN_SEQUENCE, the fewest input positions, is the data layer's: datamodules/spec.py).
 MIN_CORPUS_WORDS = 1000
+# The paper tunes fine-tuning epochs over 2-60; far above, a typo (epochs=1000000) would run for months.
+MAX_EPOCHS = 1000
 
 
 @dataclass
@@ -49,6 +52,9 @@ class ModelConfig:
     num_heads: int = bounded(2, ge=1)
     intermediate_size: int = bounded(256, ge=1)
     max_position_embeddings: int = bounded(512, ge=MIN_SEQUENCE)
+    # A model folder whose tokenizer has more tokens than its embedding matrix has rows is an error (a
+    # vocabulary of another model); true: the deliberate case, rows added at random (fine-tuning learns them).
+    resize_embeddings: bool = False
 
 
 @dataclass
@@ -56,7 +62,7 @@ class FinetuneConfig:
     lr: float = bounded(5e-5, gt=0)
     batch_size: int = bounded(32, ge=1)
     eval_batch_size: int = bounded(64, ge=1)
-    epochs: int = bounded(3, ge=1)
+    epochs: int = bounded(3, ge=1, le=MAX_EPOCHS)
     warmup_ratio: float = bounded(0.1, ge=0, le=1)
     weight_decay: float = bounded(0.01, ge=0)
     dropout: float = bounded(0.1, ge=0, lt=1)
@@ -188,6 +194,9 @@ NON_RESULT_KEYS = {
     "keep_model",
     "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
     "trainer.compile", "finetune.cache_tokenized",
+    # permits a run the model check would refuse, computing what such a run computed before the key existed
+    # (the embeddings resized): no run's result depends on it, so no fingerprint does
+    "model.resize_embeddings",
 }
 
 
@@ -217,10 +226,24 @@ def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
         raise ConfigError(str(error).replace(": unknown key '", ": unknown config key '", 1)) from None
 
 
-def profile_config(profile: str) -> DictConfig:
+def profile_path(profile: str) -> Path:
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}'; known: {', '.join(PROFILES)}")
-    return load_yaml(resolve_config(profile, "profile"))
+    return resolve_config(profile, "profile")
+
+
+def profile_config(profile: str) -> DictConfig:
+    return load_yaml(profile_path(profile))
+
+
+def merge_file(base: DictConfig, path: Path | str, label: str = "") -> DictConfig:
+    """A YAML file of config keys (a profile, a `--config` file) merged onto `base`; a mistake in it is
+    one line naming the file (after `label`, e.g. "profile 'mini'", where given)."""
+    return merge_layer(base, load_yaml(path), f"{label} ({path})" if label else str(path))
+
+
+def with_profile(base: DictConfig, profile: str) -> DictConfig:
+    return merge_file(base, profile_path(profile), f"profile '{profile}'")
 
 
 def parse_overrides(overrides: list[str]) -> DictConfig:
@@ -247,9 +270,9 @@ def build_config(profile: str = "micro", overrides: list[str] | None = None,
     """Schema defaults, then the profile, then `config_files` (YAML layers of config keys, e.g. the one
     `bioablate sweep best` writes), then `key=value` overrides, then explicit flags (not None)."""
     cfg = OmegaConf.structured(RunConfig)
-    cfg = merge_layer(cfg, profile_config(profile), f"profile '{profile}'")
+    cfg = with_profile(cfg, profile)
     for path in config_files:
-        cfg = merge_layer(cfg, load_yaml(path), str(path))
+        cfg = merge_file(cfg, path)
     cfg = merge_layer(cfg, parse_overrides(list(overrides or [])), "overrides")
     set_flags = dotted_layer({k: v for k, v in flags.items() if v is not None})
     cfg = merge_layer(cfg, set_flags, "command-line options")
@@ -257,6 +280,7 @@ def build_config(profile: str = "micro", overrides: list[str] | None = None,
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(f"missing required config value(s): {', '.join(missing)}")
+    check_run_config(cfg)
     return cfg
 
 

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.cards import Provenance
+from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, resolve_data_dir, resolve_work_dir, run_params
 from ablations.export import save_finetuned
 from ablations.lifecycle import InterruptCheck, TrackedRun
@@ -39,6 +40,7 @@ from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
+from lightning_modules.model_checks import check_model
 from lightning_modules.models import RANDOM_BERT, load_encoder, max_positions, model_fingerprint
 
 log = logging.getLogger("bioablate")
@@ -67,6 +69,7 @@ class FinetuneIdentity(NamedTuple):
 def identify(cfg: DictConfig) -> FinetuneIdentity:
     """Check a fine-tuning config and name what it would compute, e.g. to find its run for reuse or
     for rendering a table without running anything."""
+    check_run_config(cfg)
     for dataset_file in cfg.datasets:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
@@ -112,6 +115,10 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     `core.claims.ClaimHeld` instead.
     """
     identity = identify(cfg)
+    # what only this machine and the model's files can tell, before a run exists (identify does not read
+    # them: it also names runs to render tables, where neither need be at hand)
+    check_accelerator_present(cfg)
+    check_model(cfg.model, identity.data_dir)
     run = TrackedRun.open(cfg, identity.fingerprint, force)
     done = run.finished()
     if done is None:

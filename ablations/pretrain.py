@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.cards import PretrainFacts, Provenance, pretrain_card
+from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import PRETRAIN_EXPERIMENT, flatten, resolve_data_dir, resolve_work_dir, run_params
 from ablations.lifecycle import InterruptCheck, TrackedRun
 from core.claims import claim
@@ -69,6 +70,7 @@ class PretrainIdentity(NamedTuple):
 
 
 def check_config(cfg: DictConfig) -> None:
+    check_run_config(cfg)
     p = cfg.pretrain
     parse_corpus(p.corpus)
     check_masking(p.masking, p.mask_schedule)
@@ -187,7 +189,7 @@ def dry_run(cfg: DictConfig) -> list[str]:
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items()
              if (k.startswith("pretrain.") or k.startswith("model.") or k in ("seed", "trainer.precision"))
-             and k not in ("model.name_or_path", "model.vocab", "model.lowercase")
+             and k not in ("model.name_or_path", "model.vocab", "model.lowercase", "model.resize_embeddings")
              # a continual run's starting model counts by content (init_fp), not by its path
              and not (k == "pretrain.init" and init_fp != "scratch")}
     payload = json.dumps({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path),
@@ -259,6 +261,7 @@ def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> Pre
     works on the same fingerprint this waits for it and then reuses its run; with `wait=False` it raises
     `core.claims.ClaimHeld` instead."""
     check_config(cfg)
+    check_accelerator_present(cfg)
     inputs = resolve_inputs(cfg)
     run_fp, model_dir = inputs.identity
     run = TrackedRun.open(cfg, run_fp, force)

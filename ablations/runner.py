@@ -34,6 +34,7 @@ from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, P
                                   RunIdentity, Store, resolve_cell, resolve_stage, run_status)
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations import lifecycle
+from ablations.checks import check_accelerator_present
 from ablations.lifecycle import Heartbeat, claim_tags, live_holder
 from core import interrupts
 from core.claims import ClaimHeld, Holder
@@ -252,6 +253,8 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
     the holder). The first SIGINT / SIGTERM stops the whole experiment (parent run KILLED)."""
     work_dir, tracking_uri = experiment.store()
     _no_progress_bars()
+    for accelerator in experiment.accelerators:  # a device this machine lacks: refused before the parent run
+        check_accelerator_present(OmegaConf.create({"trainer": {"accelerator": accelerator}}))
     child = is_ddp_worker()
     if child:
         echo = _silent

@@ -9,7 +9,8 @@ corpora) goes through `load_yaml` and `validate`, so every mistake reads the sam
 Nested dataclasses, and `Dict[str, Dataclass]` fields (a mapping of named entries), are followed to name
 the valid keys at any depth.
 
-A numeric key declares its valid range once, beside its default, and `merge` checks it on every result:
+A numeric key declares its valid range once, beside its default, and `merge` checks it on every result
+(and that every number is finite: nan and inf are no setting of any key):
 
     epochs: int = bounded(3, ge=1)   ->   overrides: finetune.epochs = -1: must be >= 1 (config key ...)
 """
@@ -22,13 +23,15 @@ import difflib
 import functools
 import inspect
 import io
+import math
 import textwrap
 import tokenize
+import types
 import typing
 from pathlib import Path
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from core.errors import ConfigError
@@ -173,29 +176,153 @@ def _check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") 
             for name in value:
                 _check_ranges(source, args[1], value[name], f"{key}.{name}.")
             continue
-        bound = f.metadata.get(RANGE)
-        if bound is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        problem = bound.violated(value)
+        # nan passes every comparison (a range too) and inf passes a lower bound: neither is a setting
+        bound = f.metadata.get(RANGE)
+        problem = "must be a finite number" if not math.isfinite(value) else bound.violated(value) if bound else None
         if problem:
             raise ConfigError(f"{source}: {key} = {value}: {problem} (config key {key})")
 
 
 def merge(schema: type, source: str | Path, *layers: Any, base: DictConfig | None = None) -> DictConfig:
     """`base` (else the schema's defaults) with `layers` merged on top, validated against `schema`;
-    an unknown key, a value of the wrong type or out of its range is one ConfigError naming `source`
-    and the key."""
+    an unknown key, a list where a mapping belongs (or the reverse), a value of the wrong type or out of
+    its range is one ConfigError naming `source` and the key."""
     cfg = base if base is not None else OmegaConf.structured(schema)
+    for layer in layers:
+        check_shapes(source, schema, layer)
     try:
         merged = OmegaConf.merge(cfg, *layers)
     except ConfigKeyError as e:
         raise unknown_key(source, schema, e.full_key) from None
     except ValidationError as e:
-        raise ConfigError(f"{source}: bad value for '{e.full_key}': {e.msg.splitlines()[0]}") from None
+        # OmegaConf leaves `msg` empty for some of its errors: the first line of whatever it says
+        message = next(iter((e.msg or str(e) or type(e).__name__).splitlines()), type(e).__name__)
+        raise ConfigError(f"{source}: bad value for '{e.full_key}': {message}") from None
     except OmegaConfBaseException as e:
         raise ConfigError(f"{source}: {str(e).splitlines()[0]}") from None
+    except TypeError:  # "Cannot merge incompatible container types" under a key the schema leaves open
+        raise ConfigError(f"{source}: {_clash(cfg, layers)}") from None
     check_ranges(source, schema, merged)
     return merged
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shapes: a mapping, a list or a single value where the schema says so. OmegaConf meets a list merged
+# onto a mapping with a bare TypeError (and a list-for-dataclass with a message-less ValidationError),
+# so every layer is checked against the schema's annotations first, naming the key and what it expected.
+
+MAPPING, LIST, VALUE = "mapping", "list", "value"
+_SCALARS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
+
+
+def _optional_arg(annotation: Any) -> Any:
+    """X for Optional[X] (`X | None` too); the annotation itself otherwise (Any for a wider union)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else Any
+    return annotation
+
+
+def _shape(annotation: Any) -> tuple[str | None, str]:
+    """(MAPPING | LIST | VALUE, or None where anything goes; the words for what is expected)."""
+    annotation = _optional_arg(annotation)
+    if dataclasses.is_dataclass(annotation):
+        return MAPPING, f"a mapping with keys {', '.join(f.name for f in dataclasses.fields(annotation))}"
+    origin, args = typing.get_origin(annotation) or annotation, typing.get_args(annotation)
+    if origin in (dict, typing.Dict):
+        entry = _shape(args[1])[1] if len(args) == 2 and _shape(args[1])[0] else ""
+        return MAPPING, f"a mapping of names, each {entry}" if entry else "a mapping"
+    if origin in (list, tuple, typing.List):
+        item = _shape(args[0])[1] if args and _shape(args[0])[0] else ""
+        return LIST, f"a list of {_plural(item)}" if item else "a list"
+    if annotation in _SCALARS:
+        return VALUE, _SCALARS[annotation]
+    return None, ""
+
+
+def _plural(words: str) -> str:
+    return {"a string": "strings", "a whole number": "whole numbers", "a number": "numbers",
+            "true or false": "true/false values"}.get(words, words)
+
+
+def _given(value: Any) -> tuple[str, str]:
+    """(MAPPING | LIST | VALUE, how the message names it)."""
+    if isinstance(value, (dict, DictConfig)):
+        return MAPPING, "a mapping"
+    if isinstance(value, (list, tuple, ListConfig)):
+        return LIST, "a list"
+    text = repr(value)
+    return VALUE, text if len(text) <= 40 else text[:37] + "..."
+
+
+def _skipped(value: Any) -> bool:
+    """Left to OmegaConf: null (Optional or not is its check), the missing marker, an interpolation."""
+    return value is None or (isinstance(value, str) and (value == MISSING or value.startswith("${")))
+
+
+def check_shapes(source: str | Path, schema: type, layer: Any, prefix: str = "") -> None:
+    """Every key of `layer` (a mapping or DictConfig) that `schema` types as a mapping, a list or a single
+    value holds one; the first that does not is a ConfigError naming `source`, the key and what fits.
+    Keys the schema does not know are left to `merge` (an unknown key, with the nearest valid one)."""
+    if isinstance(layer, DictConfig):
+        layer = OmegaConf.to_container(layer, resolve=False)
+    if not isinstance(layer, dict):
+        return
+    types_ = _field_types(schema)
+    for name, value in layer.items():
+        if name in types_:
+            _check_shape(source, types_[name], value, f"{prefix}{name}")
+
+
+def _check_shape(source: str | Path, annotation: Any, value: Any, key: str) -> None:
+    if _skipped(value):
+        return
+    expected, words = _shape(annotation)
+    if expected is None:
+        return
+    given, named = _given(value)
+    if given != expected:
+        raise ConfigError(f"{source}: {key}: expected {words}, got {named}")
+    annotation = _optional_arg(annotation)
+    if dataclasses.is_dataclass(annotation):
+        check_shapes(source, annotation, value, f"{key}.")
+        return
+    args = typing.get_args(annotation)
+    if expected == MAPPING and len(args) == 2:
+        for name, entry in value.items():
+            _check_shape(source, args[1], entry, f"{key}.{name}")
+    elif expected == LIST and args:
+        for i, item in enumerate(value):
+            _check_shape(source, args[0], item, f"{key}[{i}]")
+
+
+def _clash(base: Any, layers: tuple[Any, ...]) -> str:
+    """Where a layer puts a list on a mapping, or the reverse, under a key the schema leaves open (e.g. a
+    `dict` key's own entries): "key: expected a mapping, got a list"."""
+    def walk(old: Any, new: Any, key: str) -> str | None:
+        if isinstance(old, dict) and isinstance(new, dict):
+            for name in new:
+                found = walk(old[name], new[name], f"{key}.{name}" if key else str(name)) if name in old else None
+                if found:
+                    return found
+            return None
+        kinds = (_given(old)[0], _given(new)[0])
+        if set(kinds) == {MAPPING, LIST}:
+            return f"{key}: expected {'a mapping' if kinds[0] == MAPPING else 'a list'}, got {_given(new)[1]}"
+        return None
+
+    try:
+        container = OmegaConf.to_container(base, resolve=False) if isinstance(base, DictConfig) else base
+        for layer in layers:
+            found = walk(container, OmegaConf.to_container(OmegaConf.create(layer), resolve=False), "")
+            if found:
+                return found
+            container = OmegaConf.to_container(OmegaConf.merge(container, layer), resolve=False)
+    except (TypeError, OmegaConfBaseException):  # the clash is where the walk could not look
+        pass
+    return "a list where a mapping is expected, or the reverse"
 
 
 def validate(source: str | Path, raw: Any, schema: type) -> DictConfig:

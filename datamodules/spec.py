@@ -16,6 +16,10 @@ from datamodules.instances import Instance
 
 SPLITS = ("train", "dev", "test")
 
+# The fewest input positions a run trains on: [CLS] a [SEP] b [SEP] needs a few (a dataset's max_length,
+# finetune.max_length, pretrain.seq_len, the model's position embeddings).
+MIN_SEQUENCE = 8
+
 # The six BLURB task types; the BLURB score averages within each, then over them.
 TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
 

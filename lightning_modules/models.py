@@ -279,23 +279,32 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
     for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
         if hasattr(config, key):
             setattr(config, key, dropout)
-    # No pooler: fine-tuning heads read the hidden states, and a pooler whose parameters get no gradient
-    # would make DDP stop with "parameters that were not used in producing loss".
-    no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert", "roberta") else {}
     try:
-        encoder = AutoModel.from_pretrained(model.path, config=config, attn_implementation="sdpa", **no_pooler)
+        encoder = AutoModel.from_pretrained(model.path, config=config, attn_implementation="sdpa",
+                                            **encoder_options(config))
     except (OSError, SafetensorError) as e:  # a truncated or corrupt weights file
         raise ConfigError(f"{model.path}: cannot load the model weights ({' '.join(str(e).split())[:200]}); "
                           "re-export or re-download the model") from None
     # from_pretrained returns the model in eval mode, and Lightning keeps a submodule's mode as it finds
     # it: without this, dropout would be off during fine-tuning.
     encoder.train()
-    tokenizer_options: dict[str, Any] = {}
+    return encoder, load_tokenizer(model, config)
+
+
+def encoder_options(config: PretrainedConfig) -> dict[str, Any]:
+    """No pooler: fine-tuning heads read the hidden states, and a pooler whose parameters get no gradient
+    would make DDP stop with "parameters that were not used in producing loss"."""
+    return {"add_pooling_layer": False} if config.model_type in ("bert", "albert", "roberta") else {}
+
+
+def load_tokenizer(model: ResolvedModel, config: PretrainedConfig) -> PreTrainedTokenizerBase:
+    """A model directory's tokenizer, as fine-tuning uses it."""
+    options: dict[str, Any] = {}
     if model.lowercase is not None:
-        tokenizer_options["do_lower_case"] = model.lowercase
+        options["do_lower_case"] = model.lowercase
     if config.model_type == "roberta":  # byte-level BPE: words given pre-split (NER, PICO) need the space
-        tokenizer_options["add_prefix_space"] = True
-    return encoder, AutoTokenizer.from_pretrained(model.path, **tokenizer_options)
+        options["add_prefix_space"] = True
+    return AutoTokenizer.from_pretrained(model.path, **options)
 
 
 def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:

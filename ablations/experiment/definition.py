@@ -19,9 +19,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ablations import results
 from ablations.config import (PRETRAIN_EXPERIMENT, RunConfig, dotted_layer, merge_layer, parse_overrides,
-                              profile_config, resolve_tracking_uri, resolve_work_dir)
+                              resolve_tracking_uri, resolve_work_dir, with_profile)
 from core.errors import ConfigError
-from core.schema import check_ranges
+from core.schema import check_ranges, check_shapes
 from lightning_modules.models import RANDOM_BERT
 
 
@@ -93,6 +93,7 @@ class Experiment:
     data_dir: Optional[str] = None
     work_dir: Optional[str] = None
     tracking_uri: Optional[str] = None
+    accelerators: tuple[str, ...] = ()  # every run's trainer.accelerator (load_experiment records them)
 
     # -- what it plans
 
@@ -144,10 +145,12 @@ class Experiment:
                  ("command-line overrides", parse_overrides(self.cli_overrides)),
                  ("command-line options", dotted_layer({k: v for k, v in flags.items() if v is not None}))]
         try:  # one merge (an experiment builds hundreds of configs); layer by layer only to name a bad one
+            for _, layer in named:  # a list merged onto a mapping is a TypeError in OmegaConf
+                check_shapes("", RunConfig, layer)
             cfg = self._base_copy()  # what OmegaConf.merge(base, ...) does, with a cheaper copy of the base
             cfg.merge_with(*[layer for _, layer in named])
             check_ranges("", RunConfig, cfg)
-        except (OmegaConfBaseException, ConfigError):
+        except (OmegaConfBaseException, ConfigError, TypeError):
             cfg = self._base()
             for source, layer in named:
                 cfg = merge_layer(cfg, layer, source)
@@ -158,7 +161,7 @@ class Experiment:
         """Schema defaults and the profile (cached: every config starts from it)."""
         if getattr(self, "_base_cfg", None) is None:
             cfg = OmegaConf.structured(RunConfig)
-            self._base_cfg = merge_layer(cfg, profile_config(self.profile), f"profile '{self.profile}'")
+            self._base_cfg = with_profile(cfg, self.profile)
         return self._base_cfg
 
     def _base_copy(self) -> DictConfig:

@@ -488,40 +488,54 @@ def _check_metric(metric: str, tasks: list[str], path: Path) -> None:
 
 
 def _check_configs(experiment: Experiment) -> None:
-    """Build every config once: a bad key or an invalid variant fails here, naming the file. (The checks
-    that import Lightning come after the configs they check were built: a typo is reported in a blink.)"""
+    """Build every config once: a bad key or value, an invalid variant or a model folder whose files
+    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`).
+    (The checks that import Lightning come after the configs they check were built: a typo is reported
+    in a blink.)"""
+    from ablations.checks import check_run_config
     from ablations.variants import check_variants
     from datamodules.registry import get_dataset
+    from lightning_modules.model_checks import check_model
 
+    accelerators = set()
     for name in experiment.stage_order():
         init = experiment.models[name].init
         if init in experiment.models:
             init = experiment.models[init].name_or_path or "scratch"
         cfg = experiment.stage_config(name, init or "scratch")
+        accelerators.add(str(cfg.trainer.accelerator))
         from ablations.pretrain import check_config as check_pretrain
 
         try:
             check_pretrain(cfg)
         except BioablateError as e:
             raise ConfigError(f"{experiment.models[name].source}: models.{name}: {e}") from None
-    seen: set[tuple] = set()
+    seen: set[str] = set()
     for cell in experiment.cells():
-        # variants depend on the task and the finetune.* keys, not on the model's weights
-        key = (tuple(experiment.models[cell.model].overrides.items()), cell.task, cell.overrides)
+        # variants depend on the task and the finetune.* keys, not on the model's weights (repr: a value
+        # may be a list, right or wrong, and the wrong ones must reach the config check below)
+        key = repr((tuple(experiment.models[cell.model].overrides.items()), cell.task, cell.overrides))
         if key in seen:
             continue
         seen.add(key)
         model = experiment.models[cell.model]
         cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
+        accelerators.add(str(cfg.trainer.accelerator))
         from ablations.finetune import check_max_length
 
         try:
+            check_run_config(cfg)
             check_variants(cfg.finetune, get_dataset(cell.task))
             if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
                 check_max_length(cfg)
+            # a model folder here (a Hub model is checked when its run starts: loading an experiment must
+            # not need the network, nor a random BERT's vocabulary the data directory)
+            if model.name_or_path not in (None, RANDOM_BERT) and Path(model.name_or_path).expanduser().is_dir():
+                check_model(cfg.model, None)
         except BioablateError as e:
             raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
                               f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None
+    experiment.accelerators = tuple(sorted(accelerators))
 
 
 def experiment_files() -> list[Path]:

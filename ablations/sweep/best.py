@@ -23,9 +23,9 @@ from core.databases import redact
 from ablations.sweep.tracking import best_trial
 from core.errors import ConfigError
 
-# Left out of the layer: keys that do not change a result (paths, progress bar), except the user
-# datasets a task may need to exist at all.
-LEFT_OUT = NON_RESULT_KEYS - {"datasets"}
+# Left out of the layer: keys that do not change a result (paths, progress bar), except those a run may
+# need to exist at all (the user datasets of its task, permission to resize a model's embeddings).
+LEFT_OUT = NON_RESULT_KEYS - {"datasets", "model.resize_embeddings"}
 
 
 @dataclass(frozen=True)

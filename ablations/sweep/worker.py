@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
+from ablations.checks import check_accelerator_present
 from ablations.config import REPO_ROOT, build_config, resolve_tracking_uri, resolve_work_dir
 from ablations.finetune import run_finetune
 from ablations.sweep.spec import SPEC_ATTR, SweepSpec, check_single_process, make_pruner, make_sampler
@@ -200,6 +201,7 @@ def run_sweep(spec: SweepSpec, storage_url: str | None = None, workers: int = 1,
     """
     paths = paths or SweepPaths()
     base = _base_config(spec, paths)
+    check_accelerator_present(base)  # before the study and its MLflow parent run exist
     work_dir = resolve_work_dir(base)
     paths = SweepPaths(paths.data_dir, str(work_dir), resolve_tracking_uri(base, work_dir))
     url = storage_url or os.environ.get(STORAGE_ENV) or default_storage(work_dir)

@@ -17,7 +17,8 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from core.errors import ConfigError, UnknownNameError
 from core.registry import Registry
-from core.schema import load_yaml, validate
+from core.schema import bounded, load_yaml, validate
+from datamodules.spec import MIN_SEQUENCE
 
 FORMATS = ("conll", "jsonl", "tsv")
 
@@ -50,7 +51,7 @@ class UserDatasetFile:
     fields: Dict[str, str] = field(default_factory=dict)  # jsonl: field -> the key in each line
     entity_types: Optional[List[str]] = None  # re without offsets: [head, tail] types, as @TYPE$ in text
     label_separator: str = ","  # multi-label tsv: between the labels of one line
-    max_length: int = 512
+    max_length: int = bounded(512, ge=MIN_SEQUENCE)  # input tokens per instance (finetune.max_length: null)
 
 
 @dataclass(frozen=True)

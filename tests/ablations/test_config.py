@@ -8,16 +8,26 @@ import typing
 from pathlib import Path
 
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
 from ablations.cli import main
-from ablations.config import RunConfig, build_config, resolve_data_dir, resolve_work_dir
+from ablations.config import (PROFILES, RunConfig, build_config, fingerprint, merge_file, profile_path,
+                              resolve_data_dir, resolve_work_dir)
+from ablations.pretrain import pretrain_fingerprint
 from core.errors import ConfigError
-from core.schema import RANGE
+from core.schema import RANGE, load_yaml
+from tests import shapes
+from tests.cli import bioablate_in_process
 
 # (override, the message it must give): every case the hostile-user pass found, and the range neighbours
 OUT_OF_RANGE = [
-    ("finetune.epochs=-1", "finetune.epochs = -1: must be >= 1 (config key finetune.epochs)"),
+    ("finetune.epochs=-1", "finetune.epochs = -1: must be >= 1 and <= 1000 (config key finetune.epochs)"),
     ("finetune.epochs=0", "finetune.epochs = 0: must be >= 1"),
+    ("finetune.epochs=1001", "finetune.epochs = 1001: must be >= 1 and <= 1000"),
+    ("finetune.lr=nan", "finetune.lr = nan: must be a finite number (config key finetune.lr)"),
+    ("finetune.lr=inf", "finetune.lr = inf: must be a finite number (config key finetune.lr)"),
+    ("finetune.dropout=-inf", "finetune.dropout = -inf: must be a finite number"),
     ("finetune.batch_size=0", "finetune.batch_size = 0: must be >= 1"),
     ("finetune.eval_batch_size=0", "finetune.eval_batch_size = 0: must be >= 1"),
     ("finetune.lr=-1", "finetune.lr = -1.0: must be > 0"),
@@ -73,11 +83,29 @@ def test_every_numeric_key_declares_its_range():
     assert unbounded == []
 
 
+def _float_keys(schema: type, prefix: str = ""):
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from _float_keys(hints[f.name], f"{prefix}{f.name}.")
+        elif float in (hints[f.name], *typing.get_args(hints[f.name])):
+            yield f"{prefix}{f.name}"
+
+
+@pytest.mark.parametrize("key", list(_float_keys(RunConfig)))
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_no_float_key_takes_nan_or_infinity(key, value):
+    """nan passes every comparison and inf a lower bound: every float key of the schema refuses both."""
+    with pytest.raises(ConfigError) as error:
+        build_config("micro", [f"{key}={value}"], task="gad")
+    assert str(error.value) == f"overrides: {key} = {value}: must be a finite number (config key {key})"
+
+
 def test_the_command_line_refuses_a_range_before_any_run_exists(capsys, tmp_path, data_dir):
     code = main(["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
                  "finetune.epochs=-1"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err == ("bioablate: error: overrides: finetune.epochs = -1: must be >= 1 "
+    assert code == 2 and err == ("bioablate: error: overrides: finetune.epochs = -1: must be >= 1 and <= 1000 "
                                  "(config key finetune.epochs)")
     assert not (tmp_path / "mlruns.db").exists()
 
@@ -133,3 +161,65 @@ def test_vocab_train_refuses_an_out_it_cannot_write_before_reading_the_corpus(ca
     code = main(["vocab", "train", "--out", str(unwritable), "--data-dir", str(data_dir)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith(f"bioablate: error: --out {unwritable}: cannot write there ("), err
+
+
+# ---- shapes: every key of a `--config` file or a profile, a list for a mapping and the reverse (generated
+# from RunConfig by tests/shapes.py, so a new key is covered by construction)
+
+SHAPE_CASES = list(shapes.cases(RunConfig))
+
+
+@pytest.mark.parametrize("case", SHAPE_CASES, ids=[c.id for c in SHAPE_CASES])
+def test_a_config_file_with_a_wrong_container_is_one_line_naming_the_file_and_key(tmp_path, case):
+    path = tmp_path / "layer.yaml"
+    path.write_text(yaml.safe_dump(shapes.put({}, case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        build_config("micro", [], config_files=[path], task="gad")
+    message = str(error.value)
+    assert message.startswith(f"{path}: {case.key}: expected ") and message.endswith(f", got {case.got}")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("case", SHAPE_CASES, ids=[c.id for c in SHAPE_CASES])
+def test_a_profile_with_a_wrong_container_is_one_line_naming_the_profile_file(tmp_path, case):
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(shapes.put(OmegaConf.to_container(load_yaml(profile_path("micro"))), case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        merge_file(OmegaConf.structured(RunConfig), path, "profile 'mine'")
+    assert str(error.value).startswith(f"profile 'mine' ({path}): {case.key}: expected ")
+    assert str(error.value).endswith(f", got {case.got}")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_packaged_profiles_have_the_right_shapes(profile):
+    assert build_config(profile, [], task="gad").profile == profile
+
+
+def test_the_command_line_names_a_config_file_with_a_list_for_a_section(tmp_path, data_dir):
+    layer = tmp_path / "best.yaml"
+    layer.write_text("finetune: [1, 2]\n")
+    out = bioablate_in_process("finetune", "--task", "gad", "--config", str(layer), "--data-dir", str(data_dir),
+                               "--work-dir", str(tmp_path / "work"), cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"bioablate: error: {layer}: finetune: expected a mapping with keys lr, batch_size, eval_batch_size, "
+        "epochs, warmup_ratio, weight_decay, dropout, max_length, max_train_examples, max_eval_examples, "
+        "tagging, head, subtoken_labels, re_input, re_feature, classifier, bucketing, cache_tokenized, "
+        "adversarial, alum, got a list")
+    assert not (tmp_path / "work" / "mlruns.db").exists()
+
+
+# ---- model.resize_embeddings: a key added after runs existed leaves their fingerprints as they were
+
+
+def test_resize_embeddings_changes_no_fingerprint():
+    cfg = build_config("micro", [], task="gad")
+    before_the_key = OmegaConf.create(OmegaConf.to_container(cfg))
+    del before_the_key.model["resize_embeddings"]  # a config as built before the key existed
+    assert fingerprint(cfg, "data") == fingerprint(before_the_key, "data")
+    allowed = build_config("micro", ["model.resize_embeddings=true"], task="gad")
+    assert fingerprint(allowed, "data") == fingerprint(cfg, "data")  # it permits a run, it changes none
+    assert fingerprint(build_config("micro", ["model.hidden_size=128"], task="gad"), "data") != \
+        fingerprint(cfg, "data")  # a model key that changes the result still counts
+    vocab = profile_path("micro")  # any file: the fingerprints compare the configs
+    assert pretrain_fingerprint(allowed, "corpus", vocab, "scratch") == \
+        pretrain_fingerprint(before_the_key, "corpus", vocab, "scratch")

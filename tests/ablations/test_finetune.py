@@ -176,6 +176,16 @@ def test_finetune_from_a_hugging_face_directory_and_named_model(data_dir, work_d
     assert client.get_run(named.run_id).info.status == "FINISHED"
 
 
+def test_entity_markers_grow_a_model_folders_tokenizer_and_the_run_finishes(data_dir, work_dir):
+    """The model check refuses a vocabulary larger than the embeddings (lightning_modules/model_checks.py);
+    the markers a relation run adds to the tokenizer afterwards are resized into the embeddings as before."""
+    result = run_finetune(micro_config("chemprot", data_dir, work_dir, "finetune.re_input=markers",
+                                       "finetune.max_train_examples=16", "finetune.max_eval_examples=16",
+                                       "finetune.epochs=1", **{"model.name_or_path": "general-minilm"}))
+    run = MlflowClient(result.tracking_uri).get_run(result.run_id)
+    assert run.info.status == "FINISHED" and "score" in result.test
+
+
 @pytest.mark.slow
 def test_a_run_leaves_the_tracking_environment_alone(data_dir, tmp_path, monkeypatch):
     """Two runs in one process with different work directories log to their own stores."""

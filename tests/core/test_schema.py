@@ -1,10 +1,12 @@
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
+import yaml
 
 from core.errors import ConfigError
-from core.schema import bounded, check_ranges, describe, load, load_yaml, schema_at, validate
+from core.schema import bounded, check_ranges, describe, load, load_yaml, merge, schema_at, validate
+from tests import shapes
 
 
 @dataclass
@@ -111,7 +113,95 @@ def test_a_bounded_key_outside_its_range_is_one_error(raw, message):
     assert str(error.value) == message
 
 
+@dataclass
+class Weighted:
+    weight: float = 1.0  # no range: still a finite number
+    rate: Optional[float] = bounded(0.5, gt=0, lt=1)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"weight": float("nan")}, "x.yaml: weight = nan: must be a finite number (config key weight)"),
+    ({"weight": float("inf")}, "x.yaml: weight = inf: must be a finite number (config key weight)"),
+    ({"rate": float("nan")}, "x.yaml: rate = nan: must be a finite number (config key rate)"),
+    ({"rate": float("-inf")}, "x.yaml: rate = -inf: must be a finite number (config key rate)"),
+])
+def test_nan_and_infinity_are_refused_for_every_float_key(raw, message):
+    with pytest.raises(ConfigError) as error:
+        validate("x.yaml", raw, Weighted)
+    assert str(error.value) == message
+
+
 def test_bounded_keys_inside_their_range_and_unset_optionals_pass():
     cfg = validate("x.yaml", {"steps": 5, "rate": 0.1, "cap": None}, Bounded)
     assert cfg.steps == 5 and cfg.cap is None
     check_ranges("x", Bounded, {"steps": 1, "unrelated": -5})
+
+
+# ---- shapes: a list where a mapping belongs, or the reverse, at any depth (cases from tests/shapes.py)
+
+
+@dataclass
+class Shaped:
+    name: str = ""
+    table: Table = field(default_factory=Table)
+    vary: Dict[str, Axis] = field(default_factory=dict)
+    order: List[str] = field(default_factory=list)
+    paper: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    loose: Any = None  # anything goes: no case
+    extra: dict = field(default_factory=dict)
+
+
+@pytest.mark.parametrize("case", shapes.cases(Shaped), ids=lambda c: c.id)
+def test_a_wrong_container_anywhere_is_one_line_naming_the_key(tmp_path, case):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(shapes.put({"name": "x"}, case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        load(path, Shaped)
+    message = str(error.value)
+    assert message.startswith(f"{path}: {case.key}: expected ") and message.endswith(f", got {case.got}")
+    assert "\n" not in message
+
+
+def test_the_generated_cases_reach_every_depth():
+    keys = {c.key for c in shapes.cases(Shaped)}
+    assert {"table", "table.rows", "vary.entry", "vary.entry.values", "order[0]", "paper.entry.entry",
+            "extra"} <= keys and not any(k.startswith("loose") for k in keys)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("vary: {head: [linear, bilstm]}\n",
+     "exp.yaml: vary.head: expected a mapping with keys key, values, got a list"),
+    ("table: [rows, task]\n", "exp.yaml: table: expected a mapping with keys rows, columns, got a list"),
+    ("table: task\n", "exp.yaml: table: expected a mapping with keys rows, columns, got 'task'"),
+    ("order: {a: 1}\n", "exp.yaml: order: expected a list of strings, got a mapping"),
+    ("order: [a, {b: 1}]\n", "exp.yaml: order[1]: expected a string, got a mapping"),
+    ("paper: {gad: [1, 2]}\n", "exp.yaml: paper.gad: expected a mapping of names, each a number, got a list"),
+    ("vary: [a, b]\n", "exp.yaml: vary: expected a mapping of names, each a mapping with keys key, values, "
+                       "got a list"),
+    ("order: ${extra.names}\nextra: {names: [a]}\n", None),  # an interpolation: OmegaConf resolves it
+])
+def test_shape_messages_say_what_fits(tmp_path, text, message):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    if message is None:
+        load(path, Shaped)
+        return
+    with pytest.raises(ConfigError) as error:
+        load(path, Shaped)
+    assert str(error.value) == f"{tmp_path}/{message}"
+
+
+def test_a_list_on_a_mapping_under_an_open_key_names_the_key():
+    """`extra: dict` takes any entries; a later layer putting a list on an earlier layer's mapping there is
+    OmegaConf's TypeError, named here."""
+    base = merge(Shaped, "first.yaml", {"extra": {"constraint": {"gpu": "a100"}}})
+    with pytest.raises(ConfigError) as error:
+        merge(Shaped, "second.yaml", {"extra": {"constraint": ["a100"]}}, base=base)
+    assert str(error.value) == "second.yaml: extra.constraint: expected a mapping, got a list"
+
+
+def test_a_mapping_on_a_list_under_an_open_key_names_the_key_too():
+    base = merge(Shaped, "first.yaml", {"extra": {"setup": ["module load cuda"]}})
+    with pytest.raises(ConfigError) as error:
+        merge(Shaped, "second.yaml", {"extra": {"setup": {"cuda": 12}}}, base=base)
+    assert str(error.value) == "second.yaml: extra.setup: expected a list, got a mapping"

@@ -9,17 +9,21 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from transformers import BertTokenizer
 
 from core.errors import ConfigError, DataFormatError
 from datamodules.blurb import CHEMPROT_LABELS
 from datamodules.custom import register_from_yaml
+from datamodules.custom.schema import UserDatasetFile
 from datamodules.encoders import make_encoder
 from datamodules.instances import Instance, PairInstance, TaggingInstance, TextInstance
 from datamodules.readers.hoc import HOC_LABELS
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.spec import SPLITS
 from datamodules.tagging import get_scheme
+from tests import shapes
+from tests.cli import bioablate_in_process
 
 GOOD = "format: tsv\npath: data\nfiles: {train: train.tsv, dev: dev.tsv, test: test.tsv}\nlabels: [pos, neg]\n"
 
@@ -387,3 +391,45 @@ def test_a_user_dataset_does_not_change_what_pretraining_leaves_out(data_dir, tm
         (tmp_path / "data" / f"{split}.tsv").write_text("99999999\tpos\n")
     assert spec.read(None)["train"][0].id == "99999999"
     assert "99999999" not in evaluation_pmids(data_dir)
+
+
+# ------------------------------------------------------------------------------------ shapes
+# A list where the dataset schema takes a mapping, or the reverse, for every key (cases generated from
+# UserDatasetFile by tests/shapes.py: a new key is covered by construction).
+
+DATASET_CASES = list(shapes.cases(UserDatasetFile))
+
+
+@pytest.mark.parametrize("case", DATASET_CASES, ids=[c.id for c in DATASET_CASES])
+def test_a_wrong_container_in_a_dataset_file_is_one_line_naming_the_key(tmp_path, case):
+    path = write_dataset(tmp_path, "custom-shapes")
+    path.write_text(yaml.safe_dump(shapes.put(yaml.safe_load(path.read_text()), case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        register_from_yaml(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: {case.key}: expected ") and message.endswith(f", got {case.got}")
+    assert "\n" not in message
+
+
+def test_a_files_list_is_refused_on_the_command_line_before_any_run(tmp_path, data_dir):
+    path = write_dataset(tmp_path, "custom-files", GOOD.replace("{train: train.tsv, dev: dev.tsv, test: test.tsv}",
+                                                                "[train.tsv, dev.tsv, test.tsv]"))
+    out = bioablate_in_process("finetune", "--task", "custom-files", "--datasets", str(path), "--data-dir",
+                               str(data_dir), "--work-dir", str(tmp_path / "work"), cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"bioablate: error: {path}: files: expected a mapping with keys train, dev, test, got a list")
+    assert not (tmp_path / "work" / "mlruns.db").exists()
+
+
+@pytest.mark.parametrize("max_length", [-5, 0, 7])
+def test_a_max_length_no_encoder_can_take_is_refused_before_any_run(tmp_path, data_dir, max_length):
+    path = write_dataset(tmp_path, "custom-short", GOOD + f"max_length: {max_length}\n")
+    message = f"{path}: max_length = {max_length}: must be >= 8 (config key max_length)"
+    with pytest.raises(ConfigError) as error:
+        register_from_yaml(path)
+    assert str(error.value) == message
+    out = bioablate_in_process("finetune", "--task", "custom-short", "--datasets", str(path), "--data-dir",
+                               str(data_dir), "--work-dir", str(tmp_path / "work"), "finetune.max_length=null",
+                               cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {message}"
+    assert not (tmp_path / "work" / "mlruns.db").exists()

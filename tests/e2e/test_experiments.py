@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
+from transformers import BertConfig, BertModel
 
 from ablations import results
 from ablations.cli import main
@@ -244,12 +245,15 @@ table: {rows: task, columns: model}
 
 @pytest.mark.slow
 def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, data_dir, capsys):
+    # A model whose files agree (config, header shapes, tokenizer: the checks at load pass) but whose weights
+    # were cut after the safetensors header: it fails only when its runs load it.
     broken = tmp_path / "broken-model"
-    broken.mkdir()
-    (broken / "config.json").write_text('{"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, '
-                                        '"num_attention_heads": 2, "intermediate_size": 256, "vocab_size": 100}')
-    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
-    (broken / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *[f"w{i}" for i in range(120)]]
+    BertModel(BertConfig(vocab_size=len(words), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=256), add_pooling_layer=False).save_pretrained(broken)
+    (broken / "vocab.txt").write_text("\n".join(words) + "\n")
+    weights = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(weights[:8 + int.from_bytes(weights[:8], "little")])
     path = write(tmp_path / "failing.yaml", f"""
 name: failing
 models:

@@ -6,12 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ablations import results
 from ablations.cli import main
 from ablations.experiment import load_experiment
+from ablations.experiment.spec import ExperimentSchema, ModelSchema
 from core.errors import ConfigError
 from datamodules.blurb import BLURB_DATASETS
+from tests import shapes
+from tests.cli import bioablate_in_process
 
 DATASET = """name: user-sentiment
 format: tsv
@@ -136,3 +140,69 @@ def test_an_unsafe_experiment_name_is_refused(tmp_path, data_dir, name):
 @pytest.mark.parametrize("name", ["table13_tagging", "v1.2-mini", "A_b-3"])
 def test_safe_names_load(tmp_path, data_dir, name):
     assert load_experiment(write(tmp_path, name=name), data_dir=str(data_dir)).name == name
+
+
+# ---- shapes: a list where the experiment schema takes a mapping, or the reverse, at every depth (cases
+# generated from ExperimentSchema and ModelSchema by tests/shapes.py: a new key is covered by construction)
+
+VALID = {"name": "shapes", "models": {"random": {"name_or_path": "random-bert"}}, "tasks": ["gad"],
+         "table": {"rows": "task", "columns": "model"}}
+EXPERIMENT_CASES = list(shapes.cases(ExperimentSchema))
+MODEL_CASES = list(shapes.cases(ModelSchema))
+
+
+def _one_line(message: str, source: Path, case: shapes.Case) -> None:
+    assert message.startswith(f"{source}: {case.key}: expected ") and message.endswith(f", got {case.got}")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("case", EXPERIMENT_CASES, ids=[c.id for c in EXPERIMENT_CASES])
+def test_a_wrong_container_in_an_experiment_is_one_line(tmp_path, case):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(shapes.put(VALID, case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path, profile="micro")
+    _one_line(str(error.value), path, case)
+
+
+@pytest.mark.parametrize("case", MODEL_CASES, ids=[c.id for c in MODEL_CASES])
+def test_a_wrong_container_in_a_shared_model_file_is_one_line(tmp_path, case):
+    shared = tmp_path / "models" / "mine.yaml"
+    shared.parent.mkdir()
+    shared.write_text(yaml.safe_dump(shapes.put({"name_or_path": "random-bert"}, case.path, case.value)))
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**VALID, "models": {"random": {"use": "mine"}}}))
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path, profile="micro")
+    _one_line(str(error.value), shared, case)
+
+
+KEYS = {"models": "use, name_or_path, pretrain, init, label, finetune, overrides, description",
+        "table": "title, rows, columns, metric, baseline, row_order, column_order, labels, paper, blurb_row, "
+                 "caption",
+        "finetune": "lr, batch_size, eval_batch_size, epochs, warmup_ratio, weight_decay, dropout, max_length, "
+                    "max_train_examples, max_eval_examples, tagging, head, subtoken_labels, re_input, re_feature, "
+                    "classifier, bucketing, cache_tokenized, adversarial, alum"}
+ISSUE_CASES = [  # issue 27: each ended in a TypeError or an AttributeError traceback
+    ({"vary": {"head": ["linear", "bilstm"]}}, "vary.head: expected a mapping with keys key, values, got a list"),
+    ({"models": ["random"]}, f"models: expected a mapping of names, each a mapping with keys {KEYS['models']}, "
+                             "got a list"),
+    ({"overrides": ["finetune.lr=1"]}, "overrides: expected a mapping, got a list"),
+    ({"table": ["rows", "task"]}, f"table: expected a mapping with keys {KEYS['table']}, got a list"),
+    ({"overrides": {"finetune": [1, 2]}}, f"overrides: finetune: expected a mapping with keys {KEYS['finetune']}, "
+                                          "got a list"),
+    ({"vary": {"head": {"key": "finetune.head", "values": {"a": ["linear"]}}}},
+     "vary: finetune.head: expected a string, got a list"),
+]
+
+
+@pytest.mark.parametrize("change,message", ISSUE_CASES, ids=["vary-list", "models-list", "overrides-list",
+                                                             "table-list", "overrides-section-list",
+                                                             "vary-value-list"])
+def test_the_command_line_refuses_a_wrong_container_before_any_run(tmp_path, change, message):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**VALID, **change}))
+    for command in (["run", str(path)], ["run", str(path), "--dry-run"]):
+        out = bioablate_in_process(*command, "--work-dir", str(tmp_path / "work"), cwd=tmp_path)
+        assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {path}: {message}"
+    assert not (tmp_path / "work" / "mlruns.db").exists()

@@ -9,12 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from yaml import safe_dump
 
 from core.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
 from datamodules.pretrain.corpora import (SeenHashes, corpus_fingerprint, corpus_names, evaluation_pmids,
                                           load_corpus, parse_corpus, read_corpus_yaml, resolve_corpus,
                                           split_sentences)
+from datamodules.pretrain.corpus_specs import CorpusSchema, PartSchema
 from datamodules.pretrain.formats import read_documents
+from tests import shapes
+from tests.cli import bioablate_in_process
 
 MEDLINE = "pretrain/pubmed-abstracts/medline16n0902.xml.gz"
 
@@ -216,3 +220,38 @@ def test_sentence_splitter():
     text = "E. coli grew at 37 C. Growth was measured (Fig. 2). Smith et al. found more! Is it? Yes."
     assert split_sentences(text) == ["E. coli grew at 37 C. Growth was measured (Fig. 2).",
                                      "Smith et al. found more!", "Is it?", "Yes."]
+
+
+# ---- shapes: a list where the corpus schema takes a mapping, or the reverse, for every key of the file and
+# of a part (cases generated from CorpusSchema and PartSchema by tests/shapes.py)
+
+VALID_CORPUS = {"name": "x", "parts": [{"files": ["a.txt"], "format": "lines"}]}
+CORPUS_CASES = list(shapes.cases(CorpusSchema))
+PART_CASES = list(shapes.cases(PartSchema))
+
+
+@pytest.mark.parametrize("case", CORPUS_CASES, ids=[c.id for c in CORPUS_CASES])
+def test_a_wrong_container_in_a_corpus_file_is_one_line(tmp_path: Path, case):
+    path = write_yaml(tmp_path / "x.yaml", safe_dump(shapes.put(VALID_CORPUS, case.path, case.value)))
+    with pytest.raises(ConfigError) as error:
+        read_corpus_yaml(path)
+    assert str(error.value).startswith(f"{path}: {case.key}: expected ") and "\n" not in str(error.value)
+    assert str(error.value).endswith(f", got {case.got}")
+
+
+@pytest.mark.parametrize("case", PART_CASES, ids=[c.id for c in PART_CASES])
+def test_a_wrong_container_in_a_corpus_part_is_one_line(tmp_path: Path, case):
+    part = shapes.put(VALID_CORPUS["parts"][0], case.path, case.value)
+    path = write_yaml(tmp_path / "x.yaml", safe_dump({**VALID_CORPUS, "parts": [part]}))
+    with pytest.raises(ConfigError) as error:
+        read_corpus_yaml(path)
+    assert str(error.value).startswith(f"{path}: parts[0]: {case.key}: expected ") and "\n" not in str(error.value)
+    assert str(error.value).endswith(f", got {case.got}")
+
+
+def test_parts_as_a_mapping_is_refused_on_the_command_line_before_any_run(tmp_path: Path, data_dir: Path):
+    path = write_yaml(tmp_path / "c.yaml", "name: c\nparts: {files: [a.txt], format: lines}\n")
+    out = bioablate_in_process("pretrain", "--corpus", str(path), "--data-dir", str(data_dir), "--work-dir",
+                               str(tmp_path / "work"), cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {path}: parts: expected a list, got a mapping"
+    assert not (tmp_path / "work" / "mlruns.db").exists()

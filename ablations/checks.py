@@ -1,0 +1,108 @@
+"""Values the schema's types and ranges let through but Lightning or transformers would reject once a run
+exists (a FAILED run and a traceback): refused as one ConfigError line naming the key, before any run.
+
+- `check_run_config`: what the config alone decides: the precision and accelerator names Lightning knows,
+  `trainer.devices`, and a model width the attention heads divide. Called wherever a run config is built
+  (ablations/config.py `build_config`, an experiment's cells) and again by the runs themselves.
+- `check_accelerator_present`: what the machine decides: `trainer.accelerator=gpu` where there is none.
+  Called just before a run starts here, not when a config is built: a config may be built on a login node
+  for jobs that run on GPU nodes (`--launcher slurm`), or read back to render a table.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig
+
+from core.errors import ConfigError, UnknownNameError
+
+AUTO = "auto"
+# `trainer.devices` as a string: a count, -1 (all), or device indices "0,1" (Lightning's own parsing)
+DEVICE_INDICES = re.compile(r"\d+(,\d+)*,?")
+
+
+@functools.lru_cache(maxsize=None)
+def precisions() -> tuple[str, ...]:
+    """The precision names the installed Lightning accepts (read from it: never drifts from the library)."""
+    import typing
+
+    from lightning_fabric.connector import _PRECISION_INPUT_STR, _PRECISION_INPUT_STR_ALIAS
+
+    return (*typing.get_args(_PRECISION_INPUT_STR), *typing.get_args(_PRECISION_INPUT_STR_ALIAS))
+
+
+@functools.lru_cache(maxsize=None)
+def accelerators() -> tuple[str, ...]:
+    """The accelerator names the installed Lightning accepts: its registry, `gpu` (CUDA or MPS), `auto`."""
+    from pytorch_lightning.accelerators import AcceleratorRegistry
+
+    return (AUTO, "gpu", *sorted(AcceleratorRegistry.available_accelerators()))
+
+
+def check_run_config(cfg: DictConfig) -> None:
+    """A built run config's trainer and model settings, checked against the libraries' rules."""
+    trainer = cfg.trainer
+    if str(trainer.precision) not in precisions():
+        raise ConfigError(f"trainer.precision: {UnknownNameError('precision', trainer.precision, precisions())}")
+    if str(trainer.accelerator) not in accelerators():
+        raise ConfigError(f"trainer.accelerator: "
+                          f"{UnknownNameError('accelerator', trainer.accelerator, accelerators())}")
+    check_devices(trainer.devices)
+    model = cfg.model
+    if model.hidden_size % model.num_heads:
+        lower = model.hidden_size - model.hidden_size % model.num_heads
+        fits = f"{lower} or {lower + model.num_heads}" if lower else str(model.num_heads)
+        raise ConfigError(f"model.hidden_size = {model.hidden_size}: not divisible by model.num_heads = "
+                          f"{model.num_heads} (each attention head takes an equal share of the width); use "
+                          f"model.hidden_size={fits}, or another number of heads (config key model.hidden_size)")
+
+
+def check_devices(devices: Any) -> None:
+    """A count >= 1, -1 (all), `auto`, or device indices (a list, or "0,1"): what Lightning accepts."""
+    if isinstance(devices, ListConfig):
+        devices = list(devices)
+    if isinstance(devices, bool):
+        ok = False
+    elif isinstance(devices, int):
+        ok = devices >= 1 or devices == -1
+    elif isinstance(devices, str):
+        text = devices.strip()
+        ok = text in (AUTO, "-1") or (bool(DEVICE_INDICES.fullmatch(text)) and
+                                       (text.count(",") > 0 or int(text) >= 1))
+    elif isinstance(devices, list):
+        ok = bool(devices) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices) \
+            and len(set(devices)) == len(devices)
+    else:
+        ok = False
+    if not ok:
+        raise ConfigError(f"trainer.devices = {devices!r}: expected a number of devices >= 1, -1 (all of them), "
+                          "'auto', or device indices such as [0, 1] (config key trainer.devices)")
+
+
+def accelerator_available(name: str) -> bool:
+    from pytorch_lightning.accelerators import AcceleratorRegistry
+
+    if name in (AUTO, "cpu"):
+        return True
+    if name == "gpu":  # Lightning's word for CUDA or Apple MPS, whichever there is
+        return any(accelerator_available(n) for n in ("cuda", "mps"))
+    return bool(AcceleratorRegistry[name]["accelerator"].is_available())
+
+
+def check_accelerator_present(cfg: DictConfig) -> None:
+    """`trainer.accelerator` names a device this machine has (after `check_run_config` checked the name),
+    and on the CPU (named, or what `auto` finds) `trainer.devices` is a count: device indices name GPUs."""
+    name = str(cfg.trainer.accelerator)
+    if not accelerator_available(name):
+        raise ConfigError(f"trainer.accelerator = {name}: this machine has no {name} device (torch sees none); "
+                          "use trainer.accelerator=cpu or auto here, or run where there is one "
+                          "(config key trainer.accelerator)")
+    on_cpu = name == "cpu" or (name == AUTO and not any(accelerator_available(n) for n in ("cuda", "mps", "tpu")))
+    devices = cfg.trainer.get("devices", 1)
+    text = str(devices).strip()
+    if on_cpu and not (text == AUTO or (text.isdigit() and int(text) >= 1)):
+        raise ConfigError(f"trainer.devices = {devices}: on the CPU, devices is a number of processes >= 1 "
+                          "(indices and -1 name GPUs); e.g. trainer.devices=1 (config key trainer.devices)")

@@ -1,0 +1,140 @@
+"""A model folder checked before a run exists: its config.json agrees with its weights, and its tokenizer
+with its embedding matrix. Otherwise transformers fails once the run exists (a size mismatch: a FAILED run
+and a traceback), or worse, goes on: without tokenizer files it builds a 5-token vocabulary and every word
+becomes [UNK]; a vocabulary larger than the embedding matrix would be "fixed" by random embedding rows.
+
+The weights' shapes come from the safetensors header (a length and a JSON table at the top of the file),
+never from loading the tensors; what config.json implies comes from the model built on the meta device
+(shapes, no memory). Weights only in PyTorch .bin files have no such header: their shapes are not checked.
+
+    check_model(cfg.model, data_dir)   # one ConfigError line naming the folder and what disagrees
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import struct
+from pathlib import Path
+from typing import Any, Optional
+
+from core.errors import ConfigError
+from datamodules.vocabs import resolve_vocab
+from lightning_modules.models import (RANDOM_BERT, ResolvedModel, encoder_options, load_tokenizer, model_config,
+                                      resolve_model)
+
+# Fewer tokens than this is no vocabulary: the special tokens, an alphabet and a few dozen word pieces
+# (the smallest `bioablate vocab train --size` accepts too).
+MIN_VOCAB = 100
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")  # or a SentencePiece *.model
+SAFETENSORS, INDEX = "model.safetensors", "model.safetensors.index.json"
+LAYER = re.compile(r"\.layer\.(\d+)\.")
+RESIZE = "model.resize_embeddings"
+
+
+def check_model(model_cfg: Any, data_dir: Optional[Path]) -> None:
+    """The model a fine-tuning run starts from, checked without loading its weights (see the module doc)."""
+    if model_cfg.name_or_path == RANDOM_BERT:  # its embedding matrix is made to fit the vocabulary
+        from transformers import BertTokenizer
+
+        vocab = resolve_vocab(model_cfg.vocab, data_dir)
+        _check_size(vocab, len(BertTokenizer(vocab=str(vocab), do_lower_case=model_cfg.lowercase)))
+        return
+    model = resolve_model(model_cfg.name_or_path)
+    _check_folder(model, bool(model_cfg.resize_embeddings), _stamp(model.path))
+
+
+def _stamp(folder: Path) -> tuple:
+    """The folder's files as (name, size, mtime): a folder rewritten in this process is checked again."""
+    return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()))
+
+
+@functools.lru_cache(maxsize=64)  # an experiment checks the same few models for hundreds of cells
+def _check_folder(model: ResolvedModel, resize: bool, stamp: tuple) -> None:
+    config = model_config(model.path)
+    expected, embeddings, prefix = _expected_shapes(model.path, config)
+    actual = weight_shapes(model.path, prefix)
+    rows = config.vocab_size
+    if actual is not None:
+        _check_shapes(model.path, expected, actual)
+        rows = actual.get(embeddings, (rows,))[0]
+    if not any((model.path / name).is_file() for name in TOKENIZER_FILES) and not any(model.path.glob("*.model")):
+        raise ConfigError(f"{model.path}: no tokenizer files ({', '.join(TOKENIZER_FILES)} or a SentencePiece "
+                          "*.model): every word would become [UNK]; copy the tokenizer of the model these weights "
+                          "come from into the folder")
+    size = len(load_tokenizer(model, config))
+    _check_size(model.path, size)
+    if size > rows and not resize:
+        raise ConfigError(f"{model.path}: the tokenizer has {size} tokens but the embedding matrix {rows} rows: "
+                          "not the vocabulary these weights were trained with? Use that one, or set "
+                          f"{RESIZE}=true to add {size - rows} randomly initialised rows (config key {RESIZE})")
+
+
+def _check_size(where: Path, size: int) -> None:
+    if size < MIN_VOCAB:
+        raise ConfigError(f"{where}: the tokenizer has only {size} tokens (a vocabulary has at least {MIN_VOCAB}: "
+                          "special tokens, an alphabet and word pieces); nearly every word would become [UNK]")
+
+
+def _expected_shapes(folder: Path, config: Any) -> tuple[dict[str, tuple[int, ...]], str, str]:
+    """The encoder's parameter shapes as config.json describes it, the name of its embedding matrix, and
+    the prefix its names carry in a checkpoint saved with a head (`bert`)."""
+    import torch
+    from transformers import AutoModel
+
+    try:
+        with torch.device("meta"):
+            encoder = AutoModel.from_config(config, **encoder_options(config))
+    except (ValueError, TypeError, KeyError) as e:  # e.g. a width its heads do not divide
+        raise ConfigError(f"{folder / 'config.json'}: describes no model transformers can build "
+                          f"({' '.join(str(e).split())[:200]}); fix config.json or re-export the model") from None
+    names = {id(p): name for name, p in encoder.named_parameters()}
+    embeddings = names.get(id(encoder.get_input_embeddings().weight), "")
+    return ({name: tuple(p.shape) for name, p in encoder.named_parameters()}, embeddings,
+            encoder.base_model_prefix)
+
+
+def weight_shapes(folder: Path, prefix: str = "") -> dict[str, tuple[int, ...]] | None:
+    """Tensor name -> shape from the safetensors header(s) of `folder` (sharded too), with the base model's
+    `prefix` ("bert." of a checkpoint saved with its pretraining head) and legacy LayerNorm names
+    (gamma/beta) as transformers reads them; None without safetensors weights."""
+    if (folder / INDEX).is_file():
+        files = sorted(set(json.loads((folder / INDEX).read_text())["weight_map"].values()))
+    elif (folder / SAFETENSORS).is_file():
+        files = [SAFETENSORS]
+    else:
+        return None
+    shapes = {}
+    for name in files:
+        for key, entry in _header(folder / name).items():
+            if key == "__metadata__":
+                continue
+            key = key[len(prefix) + 1:] if prefix and key.startswith(prefix + ".") else key
+            key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
+            shapes[key] = tuple(entry["shape"])
+    return shapes
+
+
+def _header(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            length = struct.unpack("<Q", f.read(8))[0]
+            return json.loads(f.read(length))
+    except (OSError, struct.error, ValueError, MemoryError) as e:
+        raise ConfigError(f"{path}: not a readable safetensors file ({' '.join(str(e).split())[:120]}); "
+                          "re-export or re-download the model") from None
+
+
+def _check_shapes(folder: Path, expected: dict[str, tuple[int, ...]], actual: dict[str, tuple[int, ...]]) -> None:
+    for key, shape in expected.items():
+        if key in actual and actual[key] != shape:
+            raise ConfigError(f"{folder}: config.json does not match the weights: '{key}' is {list(actual[key])} "
+                              f"in the weights but {list(shape)} by config.json (hidden_size, vocab_size, "
+                              "intermediate_size, max_position_embeddings, ...); fix config.json or re-export "
+                              "the model")
+    layers = {int(m.group(1)) for key in expected if (m := LAYER.search(key))}
+    held = {int(m.group(1)) for key in actual if (m := LAYER.search(key))}
+    if held and layers != held:  # transformers would drop the extra layers, or start the missing ones at random
+        raise ConfigError(f"{folder}: config.json describes {len(layers)} layers but the weights hold {len(held)}; "
+                          "fix config.json (num_hidden_layers) or re-export the model")
