@@ -260,7 +260,7 @@ def max_positions(model_cfg: Any) -> int:
 def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
                  ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The encoder (without any pretraining head) and its tokenizer, with SDPA attention."""
-    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer
+    from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 
     if model_cfg.name_or_path == RANDOM_BERT:
         tokenizer = BertTokenizer(vocab=str(resolve_vocab(model_cfg.vocab, data_dir)),
@@ -299,6 +299,8 @@ def encoder_options(config: PretrainedConfig) -> dict[str, Any]:
 
 def load_tokenizer(model: ResolvedModel, config: PretrainedConfig) -> PreTrainedTokenizerBase:
     """A model directory's tokenizer, as fine-tuning uses it."""
+    from transformers import AutoTokenizer
+
     options: dict[str, Any] = {}
     if model.lowercase is not None:
         options["do_lower_case"] = model.lowercase
