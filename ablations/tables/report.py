@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape, table1_grid, table8_grid
 
@@ -164,7 +165,8 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
     """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
     is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
     from 0 when `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the experiment's
-    MLflow table run, and return the table in `fmt`. The plan resolved with the data is recorded
+    MLflow table run, and return the table in `fmt`. Under the title: the YAML's caption for this profile,
+    and a line written from the runs' resolved configs (`setup_line`). The plan resolved with the data is recorded
     (ablations.experiment.record_plan); with `recorded` (a RecordedPlan) the runs are found by that record's
     identities instead, without the data. A `kind: vocab` experiment is computed from the staged
     vocabularies instead."""
@@ -181,6 +183,8 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, time.perf_counter() - start, zero_based)
     else:
+        from dataclasses import replace
+
         from ablations.experiment import Store, record_plan, resolve
 
         if recorded is None:
@@ -190,6 +194,65 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
             plan = resolve(experiment, Store(tracking_uri), recorded)
         runs = plan.cell_runs(experiment.layout.metric)
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
-        published = publish_runs(experiment.name, experiment.layout, runs, tracking_uri, out,
-                                 work_dir / "mlartifacts", experiment.profile, tags, stages, zero_based)
+        layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
+        published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
+                                 experiment.profile, tags, stages, zero_based)
     return published.texts[fmt]
+
+
+def run_setups(experiment, plan) -> list[RunSetup]:
+    """What each planned cell of `plan` runs, from its resolved config (a cell still BLOCKED behind its
+    pretraining stage: the config it will get, less the model directory)."""
+    from lightning_modules.models import RANDOM_BERT
+
+    sizes: dict[tuple, str] = {}  # a model's size, read once
+    labels = experiment.layout.column_labels
+    out = []
+    for planned in plan.cells:
+        cell = planned.cell
+        model = experiment.models[cell.model]
+        cfg = planned.config if planned.config is not None else \
+            experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
+        shown = f"{cell.model} (pretrained by this experiment)" if model.is_stage else str(model.name_or_path)
+        if not (model.is_stage and planned.config is None):  # a stage not run yet has no model to measure
+            path = str(cfg.model.name_or_path)
+            key = (path, cfg.model.num_layers, cfg.model.hidden_size) if path == RANDOM_BERT else (path,)
+            if key not in sizes:
+                sizes[key] = model_size(path, cfg)
+            shown += f" ({sizes[key]})" if sizes[key] else ""
+        out.append(RunSetup(cell.task, cell.row, labels.get(cell.column, cell.column), shown,
+                            int(cfg.finetune.epochs), float(cfg.finetune.lr), int(cfg.finetune.batch_size),
+                            cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples))
+    return out
+
+
+def model_size(name_or_path: str, cfg) -> str:
+    """"6 layers × 384 hidden": a random BERT's from the config, another model's from its config.json where
+    it is on this machine (a directory, a named model's package, the Hub cache); "" where it is not."""
+    import json
+
+    from lightning_modules.models import NAMED_MODELS, RANDOM_BERT, split_revision
+
+    if name_or_path == RANDOM_BERT:
+        return f"{cfg.model.num_layers} layers × {cfg.model.hidden_size} hidden"
+    config = Path(name_or_path).expanduser() / "config.json"
+    if not config.is_file():
+        name, revision = split_revision(name_or_path)
+        entry = NAMED_MODELS.get(name) if name in NAMED_MODELS else None
+        if entry is not None and entry.package_dir is not None:
+            folder = entry.package_dir()
+            config = folder / "config.json" if folder is not None else config
+        else:
+            from huggingface_hub import try_to_load_from_cache
+
+            hub_id = entry.hub_id if entry is not None else name
+            try:
+                cached = try_to_load_from_cache(hub_id, "config.json", revision=revision)
+            except Exception:  # noqa: BLE001 -- not a Hub id: no size shown
+                cached = None
+            config = Path(cached) if isinstance(cached, str) else config
+    try:
+        values = json.loads(config.read_text(encoding="utf-8"))
+        return f"{int(values['num_hidden_layers'])} layers × {int(values['hidden_size'])} hidden"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
