@@ -60,9 +60,10 @@ def _add_max_runs(parser: argparse.ArgumentParser) -> None:
                              "typo'd grid is refused in milliseconds, not planned for minutes)")
 
 
-def _add_experiment_options(parser: argparse.ArgumentParser, work_dir_help: str, overrides_help: str) -> None:
+def _add_experiment_options(parser: argparse.ArgumentParser, work_dir_help: str, overrides_help: str,
+                            profile_help: str = "micro | mini | base (default: the experiment's)") -> None:
     """What finds an experiment's runs again (`status`, `table`): profile, store, the overrides it ran with."""
-    parser.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
+    parser.add_argument("--profile", help=profile_help)
     _add_max_runs(parser)
     _add_store_options(parser, work_dir_help)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
@@ -284,7 +285,9 @@ def _table_command(sub) -> None:
                                   "(default: <work-dir>/tables/<experiment>/)")
     tb.add_argument("--zero-based", action="store_true",
                     help="start the figure's y axis at 0 (default: it spans the data, min to max)")
-    _add_experiment_options(tb, "where the runs went", "overrides the experiment ran with")
+    _add_experiment_options(tb, "where the runs went", "overrides the experiment ran with",
+                            "micro | mini | base (default: the one profile and overrides the store has runs of; "
+                            "none: the experiment's)")
 
 
 def _ui_command(sub) -> None:

@@ -32,11 +32,12 @@ class StoredTable:
     rendered_at: str  # the run's end time, UTC
     markdown: str
     png: bytes | None
+    overrides: str = ""  # the command-line overrides of the invocation it was rendered for
 
 
 def stored_tables(tracking_uri: str) -> list[StoredTable]:
-    """Every table run in the store (one per experiment), newest first, with its markdown and PNG read
-    back from the run's artifacts."""
+    """Every table run in the store (one per experiment and invocation), newest first, with its markdown and
+    PNG read back from the run's artifacts."""
     from mlflow.tracking import MlflowClient
 
     from ablations.tracking import preserved_tracking_env
@@ -86,48 +87,58 @@ def _stored_table(run, tracking_uri: str) -> StoredTable:
     when = datetime.datetime.fromtimestamp(end / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
     return StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
-                       run.data.tags.get("profile", ""), when, markdown, files["table.png"])
+                       run.data.tags.get("profile", ""), when, markdown, files["table.png"],
+                       run.data.tags.get("cli_overrides", ""))
 
 
 def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
-    """One entry per experiment seen in the store: its `bioablate run` invocations (parent runs tagged
-    `kind=experiment`), the newest one's profile and status, and its table run if it was rendered."""
+    """One entry per experiment invocation (profile, command-line overrides) seen in the store: its
+    `bioablate run` parent runs (tag `kind=experiment`), the newest one's status, and its table run if that
+    invocation's table was rendered (tag `kind=table`)."""
     from mlflow.tracking import MlflowClient
 
     from ablations.experiment import PARENT_KIND
+    from ablations.experiment.invocations import parent_overrides
 
     client = MlflowClient(tracking_uri)
     ids = [e.experiment_id for e in client.search_experiments()]
-    summary: dict[str, dict[str, Any]] = {}
+    summary: dict[tuple[str, str, str], dict[str, Any]] = {}
 
-    def entry(name: str) -> dict[str, Any]:
-        return summary.setdefault(name, {"experiment": name, "invocations": 0, "last_profile": "",
-                                         "last_status": "", "table_run": None, "table_profile": ""})
+    def entry(name: str, profile: str, overrides: str) -> dict[str, Any]:
+        return summary.setdefault((name, profile, overrides), {
+            "experiment": name, "profile": profile, "overrides": overrides, "invocations": 0, "last_status": "",
+            "table_run": None})
 
     for kind in (PARENT_KIND, TABLE_KIND):
         runs = client.search_runs(ids, f"tags.kind = '{kind}'", order_by=["attributes.start_time DESC"],
                                   max_results=5000) if ids else []
         for run in runs:
-            e = entry(run.data.tags.get("experiment") or run.info.run_name)
+            name, profile = run.data.tags.get("experiment") or run.info.run_name, run.data.tags.get("profile", "")
             if kind == TABLE_KIND:
-                e["table_run"], e["table_profile"] = run.info.run_id, run.data.tags.get("profile", "")
+                e = entry(name, profile, run.data.tags.get("cli_overrides", ""))
+                e["table_run"] = e["table_run"] or run.info.run_id  # newest first
                 continue
+            e = entry(name, profile, " ".join(parent_overrides(run)))
             if not e["invocations"]:  # newest first
-                e["last_profile"], e["last_status"] = run.data.tags.get("profile", ""), run.info.status
+                e["last_status"] = run.info.status
             e["invocations"] += 1
-    return sorted(summary.values(), key=lambda e: e["experiment"])
+    return sorted(summary.values(), key=lambda e: (e["experiment"], e["profile"], e["overrides"]))
 
 
 def experiments_markdown(tracking_uri: str) -> str:
+    """The experiments in the store, one row per invocation (profile and overrides): how often `bioablate
+    run` ran it, its newest status, and its table run, or the command that renders it."""
     rows = experiments_in_store(tracking_uri)
     if not rows:
         return f"No experiments in {tracking_uri} yet: run `bioablate run EXPERIMENT.yaml` first."
-    lines = ["| experiment | `bioablate run` invocations | newest (profile, status) | table run (profile) |",
-             "|---|---:|---|---|"]
+    lines = ["| experiment | profile | overrides | `bioablate run` invocations | newest status | table run |",
+             "|---|---|---|---:|---|---|"]
     for r in rows:
-        newest = f"{r['last_profile']}, {r['last_status']}" if r["invocations"] else ""
-        table = f"`{r['table_run']}` ({r['table_profile']})" if r["table_run"] else "(not rendered)"
-        lines.append(f"| {md_escape(r['experiment'])} | {r['invocations']} | {newest} | {table} |")
+        command = " ".join(["bioablate table", r["experiment"], "--profile", r["profile"], r["overrides"]]).strip()
+        table = f"`{r['table_run']}`" if r["table_run"] else f"(not rendered: `{command}`)"
+        lines.append(f"| {md_escape(r['experiment'])} | {md_escape(r['profile'])} | "
+                     f"{md_escape(r['overrides']) or '(none)'} | {r['invocations']} | {r['last_status']} | "
+                     f"{md_escape(table)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -164,24 +175,25 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
                       out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
     """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
     is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
-    from 0 when `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the experiment's
-    MLflow table run, and return the table in `fmt`. Under the title: the YAML's caption for this profile,
-    and a line written from the runs' resolved configs (`setup_line`). The plan resolved with the data is recorded
-    (ablations.experiment.record_plan); with `recorded` (a RecordedPlan) the runs are found by that record's
-    identities instead, without the data. A `kind: vocab` experiment is computed from the staged
-    vocabularies instead."""
+    from 0 when `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the MLflow table
+    run of this experiment and invocation (profile and command-line overrides), and return the table in
+    `fmt`. Under the title: the YAML's caption for this profile, and a line written from the runs' resolved
+    configs (`setup_line`). The plan resolved with the data is recorded (ablations.experiment.record_plan);
+    with `recorded` (a RecordedPlan) the runs are found by that record's identities instead, without the data.
+    A `kind: vocab` experiment is computed from the staged vocabularies instead."""
     check_format(fmt)
     work_dir, store_uri = experiment.store()
     tracking_uri = tracking_uri or store_uri
     out = Path(out_dir) if out_dir is not None else work_dir / "tables" / experiment.name
-    tags = {"experiment_file": str(experiment.path)}
+    tags = {"experiment_file": str(experiment.path), "cli_overrides": " ".join(experiment.cli_overrides)}
     if experiment.kind == "vocab":
         import time
 
         start = time.perf_counter()
         grid = vocab_grid(experiment)
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
-                                 experiment.profile, tags, time.perf_counter() - start, zero_based)
+                                 experiment.profile, tags, time.perf_counter() - start, zero_based,
+                                 experiment.invocation())
     else:
         from dataclasses import replace
 
@@ -196,7 +208,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
         layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
-                                 experiment.profile, tags, stages, zero_based)
+                                 experiment.profile, tags, stages, zero_based, experiment.invocation())
     return published.texts[fmt]
 
 
