@@ -292,14 +292,20 @@ def _table_command(sub) -> None:
 
 def _ui_command(sub) -> None:
     ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)",
-                        **examples("bioablate ui", "bioablate ui --work-dir outputs --port 5001"))
+                        **examples("bioablate ui", "bioablate ui --work-dir outputs --port 5001",
+                                   "bioablate ui --optuna --port 5000"))
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     ui.add_argument("--allow-remote", action="store_true",
                     help="allow a non-loopback --host (the UI has no authentication)")
     ui.add_argument("--work-dir", help="work directory whose store to show (default: $BIOABLATE_WORK or ./outputs)")
     ui.add_argument("--tracking-uri", help="MLflow store to show (default: sqlite:///<work-dir>/mlruns.db)")
-    ui.add_argument("--storage", help="Optuna storage, for the optuna-dashboard hint")
+    ui.add_argument("--storage", help="the sweeps' Optuna storage (default: $BIOABLATE_SWEEP_STORAGE, else "
+                                      "sqlite:///<work-dir>/optuna.db)")
+    ui.add_argument("--optuna", action="store_true",
+                    help="also serve the Optuna dashboard over that storage, on the same host (needs the `ui` "
+                         "extra: pip install 'bioablate[ui]')")
+    ui.add_argument("--optuna-port", type=int, help="the dashboard's port (default: --port + 1)")
 
 
 def _export_command(sub) -> None:
