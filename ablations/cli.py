@@ -61,9 +61,10 @@ def _add_max_runs(parser: argparse.ArgumentParser) -> None:
                              "typo'd grid is refused in milliseconds, not planned for minutes)")
 
 
-def _add_experiment_options(parser: argparse.ArgumentParser, work_dir_help: str, overrides_help: str) -> None:
+def _add_experiment_options(parser: argparse.ArgumentParser, work_dir_help: str, overrides_help: str,
+                            profile_help: str = "micro | mini | base (default: the experiment's)") -> None:
     """What finds an experiment's runs again (`status`, `table`): profile, store, the overrides it ran with."""
-    parser.add_argument("--profile", help="micro | mini | base (default: the experiment's)")
+    parser.add_argument("--profile", help=profile_help)
     _add_max_runs(parser)
     _add_store_options(parser, work_dir_help)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
@@ -286,19 +287,27 @@ def _table_command(sub) -> None:
                                   "(default: <work-dir>/tables/<experiment>/)")
     tb.add_argument("--zero-based", action="store_true",
                     help="start the figure's y axis at 0 (default: it spans the data, min to max)")
-    _add_experiment_options(tb, "where the runs went", "overrides the experiment ran with")
+    _add_experiment_options(tb, "where the runs went", "overrides the experiment ran with",
+                            "micro | mini | base (default: the one profile and overrides the store has runs of; "
+                            "none: the experiment's)")
 
 
 def _ui_command(sub) -> None:
     ui = sub.add_parser("ui", help="MLflow UI over the work directory's store (loopback only by default)",
-                        **examples("bioablate ui", "bioablate ui --work-dir outputs --port 5001"))
+                        **examples("bioablate ui", "bioablate ui --work-dir outputs --port 5001",
+                                   "bioablate ui --optuna --port 5000"))
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     ui.add_argument("--allow-remote", action="store_true",
                     help="allow a non-loopback --host (the UI has no authentication)")
     ui.add_argument("--work-dir", help="work directory whose store to show (default: $BIOABLATE_WORK or ./outputs)")
     ui.add_argument("--tracking-uri", help="MLflow store to show (default: sqlite:///<work-dir>/mlruns.db)")
-    ui.add_argument("--storage", help="Optuna storage, for the optuna-dashboard hint")
+    ui.add_argument("--storage", help="the sweeps' Optuna storage (default: $BIOABLATE_SWEEP_STORAGE, else "
+                                      "sqlite:///<work-dir>/optuna.db)")
+    ui.add_argument("--optuna", action="store_true",
+                    help="also serve the Optuna dashboard over that storage, on the same host (needs the `ui` "
+                         "extra: pip install 'bioablate[ui]')")
+    ui.add_argument("--optuna-port", type=int, help="the dashboard's port (default: --port + 1)")
 
 
 def _export_command(sub) -> None:

@@ -205,7 +205,10 @@ def cmd_table(args: argparse.Namespace) -> int:
 
     if args.format not in FORMATS:  # before loading anything
         raise UnknownNameError("table format", args.format, FORMATS)
-    experiment = load_experiment(args.experiment, profile=args.profile, overrides=args.overrides,
+    profile, overrides = args.profile, list(args.overrides)
+    if profile is None:  # the invocation the store has runs of, before loading under any profile
+        profile, overrides = _stored_invocation(args)
+    experiment = load_experiment(args.experiment, profile=profile, overrides=overrides,
                                  data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                                  **_max_runs(args))
     work_dir, tracking_uri = experiment.store()
@@ -223,3 +226,39 @@ def cmd_table(args: argparse.Namespace) -> int:
           "experiment 'tables'",
           file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
     return 0
+
+
+def _stored_invocation(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """`table` without --profile: the (profile, overrides) of the one invocation of the experiment the store
+    has runs of (only those with the given overrides, if any were given), said on stderr; none: the
+    experiment's default profile, said too; several: a one-line error naming them and how to pick one. Read
+    from the YAML's name and the store alone: loading the experiment under its default profile can fail
+    (its model's package not installed) where the runs in the store are of another profile."""
+    from ablations.config import resolve_tracking_uri, resolve_work_dir
+    from ablations.experiment import experiment_header, stored_invocations
+    from core.errors import ConfigError
+    from omegaconf import OmegaConf
+
+    overrides = list(args.overrides)
+    _, name, kind = experiment_header(args.experiment)
+    if name is None or kind != "finetune":  # no name: load_experiment says what is wrong; vocab: no runs
+        return None, overrides
+    probe = OmegaConf.create({"work_dir": args.work_dir, "tracking_uri": args.tracking_uri})
+    work_dir = resolve_work_dir(probe)
+    tracking_uri = resolve_tracking_uri(probe, work_dir)
+    found = stored_invocations(tracking_uri, work_dir, name)
+    if overrides:
+        found = [i for i in found if list(i.overrides) == overrides]
+    given = f" with overrides {' '.join(overrides)}" if overrides else ""
+    if not found:
+        print(f"bioablate: no run of experiment '{name}'{given} is in {tracking_uri}: rendering its default "
+              "profile (pick another with --profile P)", file=sys.stderr)
+        return None, overrides
+    if len(found) > 1:
+        raise ConfigError(f"experiment '{name}'{given} has runs of {len(found)} invocations in {tracking_uri}: "
+                          f"{'; '.join(i.describe() for i in found)}; pick one with --profile P and its overrides "
+                          f"(e.g. bioablate table {args.experiment} {found[0].options()})")
+    invocation = found[0]
+    print(f"bioablate: rendering the runs of {invocation.options()}, the one invocation of experiment '{name}' "
+          f"in {tracking_uri}", file=sys.stderr)
+    return invocation.profile, list(invocation.overrides)

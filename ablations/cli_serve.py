@@ -11,8 +11,8 @@ from pathlib import Path
 def cmd_ui(args: argparse.Namespace) -> int:
     from ablations.ui import serve
 
-    serve(args.host, args.port, args.allow_remote, args.work_dir, args.tracking_uri, args.storage)
-    return 0
+    return serve(args.host, args.port, args.allow_remote, args.work_dir, args.tracking_uri, args.storage,
+                 args.optuna, args.optuna_port)
 
 
 def cmd_server(args: argparse.Namespace) -> int:

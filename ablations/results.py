@@ -39,7 +39,8 @@ class TableLayout:
     column_labels: dict[str, str] = field(default_factory=dict)  # column value -> header shown
     paper: dict[str, dict[str, float]] = field(default_factory=dict)  # paper[row][column], as reported
     blurb_row: bool = False        # add the BLURB score row (rows must be tasks)
-    caption: str = ""
+    caption: str = ""              # the experiment's text under the title (for this profile)
+    setup: str = ""                # what the runs were, written from their resolved configs (tables/report.py)
 
 
 @dataclass

@@ -13,13 +13,15 @@ Parallelism: `devices=N, runs_per_device=K` runs N x K runs at a time in worker 
 K > 1 fills it); every worker gets an equal share of the host's cores for its CPU threads. `ddp=True`
 instead gives every single run N devices (trainer.devices=N, strategy ddp), one run at a time.
 
-MLflow: one parent run per invocation (tags kind=experiment, experiment, experiment_file, profile) in the
-fine-tuning runs' MLflow experiment; runs *created* by the invocation get `mlflow.parentRunId` and
-`experiment` tags (reused runs keep theirs: they are found by fingerprint, not by parent).
+MLflow: one parent run per invocation (tags kind=experiment, experiment, experiment_file, profile,
+cli_overrides as a JSON list, invocation) in the fine-tuning runs' MLflow experiment; runs *created* by the
+invocation get `mlflow.parentRunId` and `experiment` tags (reused runs keep theirs: they are found by
+fingerprint, not by parent).
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
@@ -215,8 +217,10 @@ class _Parent:
 
         self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name, artifact_root=work_dir / "mlartifacts")
         self._end_dead_parents(experiment.name)
+        # profile + cli_overrides (a JSON list): the invocation `bioablate table` finds (experiment/invocations.py)
         tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
-                "profile": experiment.profile, "git_commit": git_commit(),
+                "profile": experiment.profile, "cli_overrides": json.dumps(list(experiment.cli_overrides)),
+                "invocation": experiment.invocation(), "git_commit": git_commit(),
                 "mlflow.note.content": experiment.description, **claim_tags(Holder.me())}
         params = {"overrides": " ".join(f"{k}={v}" for k, v in experiment.overrides.items()),
                   "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp,

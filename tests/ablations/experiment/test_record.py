@@ -67,6 +67,9 @@ def test_table_without_a_data_directory_renders_from_the_plan_the_run_recorded(c
 
     code, out, err = run_cli(capsys, "table", *where, *SMALL, "finetune.lr=1e-3")  # never run like this
     lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and out == "" and len(lines) == 1, err
-    assert lines[0].startswith("bioablate: error: experiment 'recorded' (profile micro with overrides ")
-    assert "no plan of it was recorded" in lines[0] and "--data-dir" in lines[0] and "bioablate run" in lines[0]
+    # no --profile: first the line saying the store has no run of these overrides, then the error
+    assert code == 2 and out == "" and len(lines) == 2, err
+    assert lines[0].startswith("bioablate: no run of experiment 'recorded' with overrides ") and \
+        "rendering its default profile" in lines[0]
+    assert lines[1].startswith("bioablate: error: experiment 'recorded' (profile micro with overrides ")
+    assert "no plan of it was recorded" in lines[1] and "--data-dir" in lines[1] and "bioablate run" in lines[1]

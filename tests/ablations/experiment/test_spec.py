@@ -206,3 +206,44 @@ def test_the_command_line_refuses_a_wrong_container_before_any_run(tmp_path, cha
         out = bioablate_in_process(*command, "--work-dir", str(tmp_path / "work"), cwd=tmp_path)
         assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {path}: {message}"
     assert not (tmp_path / "work" / "mlruns.db").exists()
+
+
+# ---- table.caption and table.title per profile ----
+
+CAPTIONED = """name: captioned
+models:
+  random: {name_or_path: random-bert}
+tasks: [gad]
+table: {rows: task, columns: model, title: TITLE, caption: CAPTION}
+"""
+
+
+def test_the_quickstart_caption_describes_mini_only():
+    """Its caption (MiniLM-L6, 2 epochs on 560/400 examples) is mini's recipe: micro (a random BERT on 32
+    examples) and base (full training sets) get none, and micro's title does not name MiniLM."""
+    layouts = {p: load_experiment("quickstart", profile=p).layout for p in ("micro", "mini", "base")}
+    assert layouts["mini"].caption.startswith("MiniLM-L6 (general domain, 22M parameters) fine-tuned for 2 epochs")
+    assert layouts["micro"].caption == layouts["base"].caption == ""
+    assert "MiniLM" not in layouts["micro"].title and "MiniLM-L6" in layouts["mini"].title
+
+
+@pytest.mark.parametrize("caption,profile,expected", [
+    ("plain text", "micro", "plain text"),
+    ("{mini: for mini}", "micro", ""),
+    ("{mini: for mini}", "mini", "for mini"),
+    ("{micro: tiny, default: the rest}", "base", "the rest"),
+])
+def test_a_caption_may_be_per_profile(tmp_path, caption, profile, expected):
+    path = tmp_path / "exp.yaml"
+    path.write_text(CAPTIONED.replace("TITLE", "{micro: Micro title, default: Title}").replace("CAPTION", caption))
+    layout = load_experiment(path, profile=profile).layout
+    assert layout.caption == expected
+    assert layout.title == ("Micro title" if profile == "micro" else "Title")
+
+
+@pytest.mark.parametrize("caption", ["{mini: [a, list]}", "{nano: text}"])
+def test_a_caption_that_is_not_text_is_a_one_line_error(tmp_path, caption):
+    path = tmp_path / "exp.yaml"
+    path.write_text(CAPTIONED.replace("TITLE", "t").replace("CAPTION", caption))
+    with pytest.raises(ConfigError, match=r"exp.yaml: table.caption: expected text, or text per profile"):
+        load_experiment(path, profile="mini")

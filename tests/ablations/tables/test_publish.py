@@ -1,5 +1,6 @@
-"""Publishing a table: every file written and logged to the experiment's one MLflow table run, including
-the cells as an MLflow table artifact that reads back with the CSV's cells, also after a re-render."""
+"""Publishing a table: every file written and logged to the MLflow table run of the experiment and invocation
+(profile, command-line overrides), including the cells as an MLflow table artifact that reads back with the
+CSV's cells, also after a re-render; another invocation keeps a table run of its own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.results import FAILED, FINISHED, CellRun, TableLayout
-from ablations.tables.publish import TABLE_ARTIFACT, TABLE_FILES, find_table_run, publish_grid, publish_runs
+from ablations.tables.publish import (TABLE_ARTIFACT, TABLE_FILES, find_table_run, publish_grid, publish_runs,
+                                     table_runs)
 from ablations.tables.render import table8_grid
 from ablations.vocab_compare import Table8Row
 
@@ -86,3 +88,50 @@ def test_a_vocabulary_table_logs_its_records(store):
     assert [(r["row"], r["column"], r["mean"]) for r in expected][:2] == [
         ("biosses", "bert-base-uncased", "78.2"), ("biosses", "pubmedbert-uncased", "64.6")]
     assert (tmp / "out" / "table.md").read_text().startswith("- experiment: lengths\n")
+
+
+def artifact_text(uri: str, run_id: str, name: str, tmp) -> str:
+    from mlflow.artifacts import download_artifacts
+
+    return open(download_artifacts(run_id=run_id, artifact_path=name, dst_path=str(tmp), tracking_uri=uri)).read()
+
+
+@pytest.mark.slow
+def test_each_invocation_keeps_its_own_table_run(store):
+    """Rendering another profile (or other overrides) no longer overwrites the experiment's table run: each
+    invocation has its run, with its own profile tag, counts and files; re-rendering one updates only it."""
+    uri, tmp = store
+    micro = publish_runs("tagging", LAYOUT, RUNS, uri, tmp / "micro", tmp / "mlartifacts", profile="micro",
+                         invocation="micro-e3b0c442")
+    not_run = [CellRun(r.row, r.column, r.task, r.seed, "NOT_RUN") for r in RUNS]
+    mini = publish_runs("tagging", LAYOUT, not_run, uri, tmp / "mini", tmp / "mlartifacts", profile="mini",
+                        tags={"cli_overrides": "finetune.lr=1e-4"}, invocation="mini-1234abcd")
+    again = publish_runs("tagging", LAYOUT, RUNS, uri, tmp / "micro", tmp / "mlartifacts", profile="micro",
+                         invocation="micro-e3b0c442")
+    assert again.run_id == micro.run_id != mini.run_id
+    runs = {r.info.run_id: r for r in table_runs(uri, "tagging")}
+    assert set(runs) == {micro.run_id, mini.run_id}
+    assert [(runs[i].data.tags["profile"], runs[i].data.tags["invocation"]) for i in (micro.run_id, mini.run_id)] \
+        == [("micro", "micro-e3b0c442"), ("mini", "mini-1234abcd")]
+    assert runs[mini.run_id].data.tags["cli_overrides"] == "finetune.lr=1e-4"
+    assert runs[micro.run_id].data.metrics["runs_finished"] == 7 and runs[mini.run_id].data.metrics["runs_not_run"] == 8
+    assert "91.00 ± 1.00" in artifact_text(uri, micro.run_id, "table.md", tmp)
+    assert "91.00" not in artifact_text(uri, mini.run_id, "table.md", tmp)
+    assert find_table_run(uri, "tagging", "mini-1234abcd").info.run_id == mini.run_id
+    assert find_table_run(uri, "tagging", "base-e3b0c442", "base") is None
+
+
+@pytest.mark.slow
+def test_a_table_run_from_before_invocations_is_taken_over_by_its_profile(store):
+    """A store whose table run has no `invocation` tag (rendered before tables were kept per invocation):
+    the next rendering of that profile updates it rather than adding a second run for the same table."""
+    uri, tmp = store
+    old = publish_runs("tagging", LAYOUT, RUNS, uri, tmp / "out", tmp / "mlartifacts", profile="micro")
+    assert "invocation" not in find_table_run(uri, "tagging").data.tags
+    other = publish_runs("tagging", LAYOUT, RUNS, uri, tmp / "out", tmp / "mlartifacts", profile="mini",
+                         invocation="mini-e3b0c442")
+    now = publish_runs("tagging", LAYOUT, RUNS, uri, tmp / "out", tmp / "mlartifacts", profile="micro",
+                       invocation="micro-e3b0c442")
+    assert now.run_id == old.run_id != other.run_id
+    assert find_table_run(uri, "tagging", "micro-e3b0c442").data.tags["invocation"] == "micro-e3b0c442"
+    assert len(table_runs(uri, "tagging")) == 2

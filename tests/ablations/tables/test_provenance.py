@@ -1,0 +1,56 @@
+"""The line under a table's title that says what its runs were (`setup_line`), from their resolved configs:
+one value for every run reads plainly, a value that differs says where (by task, column or row), and a
+cap on the examples shows only where a run is capped."""
+
+from __future__ import annotations
+
+from ablations.tables.provenance import RunSetup, setup_line
+
+MICRO = dict(model="random-bert (2 layers × 64 hidden)", epochs=1, lr=5e-4, batch_size=16, max_train_examples=32,
+             max_eval_examples=32)
+
+
+def runs(**by_task) -> list[RunSetup]:
+    """Two heads on each task; keyword `task={field: value}` changes that task's runs."""
+    return [RunSetup(task, task, column, **{**MICRO, **changes})
+            for task, changes in by_task.items() for column in ("Linear Layer", "Bi-LSTM")]
+
+
+def test_one_value_for_every_run_reads_plainly():
+    assert setup_line(runs(**{"bc5-chem": {}, "gad": {}})) == (
+        "Runs: random-bert (2 layers × 64 hidden); 1 epoch; learning rate 0.0005; batch size 16; at most 32 "
+        "training examples; at most 32 evaluation examples (from the runs' resolved configs).")
+
+
+def test_a_value_that_follows_the_task_says_which_task():
+    line = setup_line(runs(**{"bc5-chem": {"lr": 2e-4, "max_train_examples": 560, "epochs": 2},
+                              "gad": {"lr": 1e-4, "max_train_examples": 400, "epochs": 2}}))
+    assert "learning rate 0.0002 (bc5-chem), 0.0001 (gad)" in line
+    assert "training examples at most 560 (bc5-chem), 400 (gad)" in line
+    assert "; 2 epochs;" in line
+
+
+def test_a_value_that_follows_the_column_says_which_column():
+    table = [RunSetup("gad", "gad", column, **{**MICRO, "lr": lr}) for column, lr in (("high", 5e-4), ("low", 1e-4))]
+    table += [RunSetup("biosses", "biosses", column, **{**MICRO, "lr": lr}) for column, lr in (("high", 5e-4),
+                                                                                               ("low", 1e-4))]
+    assert "learning rate 0.0005 (high), 0.0001 (low)" in setup_line(table)
+
+
+def test_uncapped_runs_say_nothing_of_examples_and_partly_capped_ones_say_all():
+    whole = runs(gad={"max_train_examples": None, "max_eval_examples": None})
+    assert "examples" not in setup_line(whole)
+    mixed = runs(**{"gad": {"max_train_examples": 400}, "bc5-chem": {"max_train_examples": None}})
+    assert "training examples at most 400 (gad), all (bc5-chem)" in setup_line(mixed)
+
+
+def test_several_models_each_with_where_it_runs():
+    table = [RunSetup("gad", "gad", column, **{**MICRO, "model": model})
+             for column, model in (("rb", "random-bert (2 layers × 64 hidden)"),
+                                   ("minilm", "general-minilm (6 layers × 384 hidden)"))]
+    assert setup_line(table).startswith("Runs: models random-bert (2 layers × 64 hidden) (rb), "
+                                        "general-minilm (6 layers × 384 hidden) (minilm); 1 epoch;")
+
+
+def test_no_runs_no_line():
+    assert setup_line([]) == ""

