@@ -418,6 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # the tracking store failing under a run is the machine's state, not a bug
         if key in QUICK:
             raise
+        from omegaconf.errors import InterpolationResolutionError
+
+        if isinstance(error, InterpolationResolutionError):  # `key=${...}` naming no key: a user's mistake
+            key = getattr(error, "full_key", None)
+            print(f"bioablate: error: {key + ': ' if key else ''}{str(error).splitlines()[0]}", file=sys.stderr)
+            return EXIT_USER_ERROR
         from ablations.tracking import store_failure
 
         reason = store_failure(error)

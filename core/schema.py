@@ -52,6 +52,12 @@ def load_yaml(path: Path | str) -> DictConfig:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
     if not isinstance(cfg, DictConfig):
         raise ConfigError(f"{path}: expected a mapping of keys at the top level")
+    try:  # `${...}` interpolations refer to keys of the same file: resolved here, where the file is known
+        OmegaConf.resolve(cfg)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None)
+        raise ConfigError(f"{path}: {key + ': ' if key else ''}{str(e).splitlines()[0]} (an interpolation "
+                          "${...} must name a key of the same file)") from None
     return cfg
 
 

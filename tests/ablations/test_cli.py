@@ -270,3 +270,20 @@ def test_overrides_written_after_options_are_overrides(capsys, data_dir):
     assert_one_line_error(code, err, "finetune.epochs = 0", "must be >= 1")
     with pytest.raises(SystemExit):  # an unknown option is still argparse's error
         main(["run", "quickstart", "--dry-run", "--bogus"])
+
+
+def test_an_interpolation_naming_no_key_is_one_line(capsys, data_dir, tmp_path):
+    """`${...}` that resolves to nothing, in a YAML (named with its file) or an override: one line, exit 2
+    (was an OmegaConf traceback); one that names a key of the same file resolves."""
+    experiment = tmp_path / "e.yaml"
+    experiment.write_text("name: t\nmodels:\n  a: {name_or_path: random-bert}\ntasks: [gad]\nseeds: ${missing}\n"
+                          "table: {rows: task, columns: model}\n")
+    code, _, err = run_cli(capsys, "run", str(experiment), "--dry-run", "--work-dir", str(tmp_path / "w"))
+    assert_one_line_error(code, err, f"{experiment}: seeds: Interpolation key 'missing' not found")
+    code, _, err = run_cli(capsys, "finetune", "--task", "gad", "finetune.lr=${nope}", "--data-dir", str(data_dir),
+                           "--work-dir", str(tmp_path / "w"))
+    assert_one_line_error(code, err, "finetune.lr: Interpolation key 'nope' not found")
+    assert not (tmp_path / "w" / "mlruns.db").exists()
+    experiment.write_text(experiment.read_text().replace("${missing}", "${count}") + "count: 2\n")
+    code, _, err = run_cli(capsys, "run", str(experiment), "--dry-run", "--work-dir", str(tmp_path / "w"))
+    assert "unknown key 'count'" in err  # resolved (to 2), then the stray key itself is named
