@@ -40,6 +40,40 @@ MIN_CORPUS_WORDS = 1000
 MAX_EPOCHS = 1000
 
 
+# One rule for every run's identity: each schema field says which kinds of run its value decides the result
+# of. A fine-tuning run's fingerprint hashes the keys that decide fine-tuning results, a pretraining run's
+# those that decide pretraining results (`result_keys`); everything else (where a run goes, how it is shown,
+# speed knobs that never change a number) is left out, so changing it finds the same finished run.
+FINETUNE_RUN, PRETRAIN_RUN = "finetune", "pretrain"
+_GROUPS = {"finetune": frozenset({FINETUNE_RUN}), "pretrain": frozenset({PRETRAIN_RUN}),
+           "both": frozenset({FINETUNE_RUN, PRETRAIN_RUN}), "none": frozenset()}
+
+
+def decides(**groups: str):
+    """Class decorator marking every field of a schema dataclass: `finetune=`, `pretrain=`, `both=` or
+    `none=`, each a space-separated list of field names. A field named twice, a name that is no field, or
+    a field left unmarked is an error when the class is defined: a new key must be placed."""
+    def mark(cls: type) -> type:
+        import dataclasses
+
+        table: dict[str, frozenset[str]] = {}
+        for group, names in groups.items():
+            for name in names.split():
+                if name in table:
+                    raise TypeError(f"{cls.__name__}.{name} is marked twice")
+                table[name] = _GROUPS[group]
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if set(table) != fields:
+            raise TypeError(f"{cls.__name__}: unmarked fields {sorted(fields - set(table))}, unknown names "
+                            f"{sorted(set(table) - fields)} (say which runs' results each key decides)")
+        cls.__decides__ = table
+        return cls
+    return mark
+
+
+@decides(finetune="name_or_path vocab lowercase",
+         both="hidden_size num_layers num_heads intermediate_size max_position_embeddings",
+         none="resize_embeddings")  # permits a run the model check refuses; computes what it always did
 @dataclass
 class ModelConfig:
     # A Hugging Face-format directory, a named model (see lightning_modules/models.py), or `random-bert`:
@@ -57,6 +91,10 @@ class ModelConfig:
     resize_embeddings: bool = False
 
 
+@decides(finetune="lr batch_size eval_batch_size epochs warmup_ratio weight_decay dropout max_length "
+                  "max_train_examples max_eval_examples tagging head subtoken_labels re_input re_feature "
+                  "classifier bucketing adversarial alum",
+         none="cache_tokenized")
 @dataclass
 class FinetuneConfig:
     lr: float = bounded(5e-5, gt=0)
@@ -89,6 +127,8 @@ class FinetuneConfig:
     alum: AlumConfig = field(default_factory=lambda: AlumConfig())
 
 
+@decides(finetune="accelerator devices num_nodes strategy", both="precision",
+         none="num_workers progress_bar log_every_n_steps compile")
 @dataclass
 class TrainerConfig:
     accelerator: str = "auto"
@@ -102,6 +142,7 @@ class TrainerConfig:
     compile: bool = False  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
 
 
+@decides(both="alpha sigma epsilon step_size steps")  # under finetune.alum and pretrain.alum: their runs
 @dataclass
 class AlumConfig:
     """Adversarial pretraining (ALUM, Liu et al. 2020): see lightning_modules/algorithms/alum.py."""
@@ -112,6 +153,10 @@ class AlumConfig:
     steps: int = bounded(1, ge=1)  # K ascent steps
 
 
+@decides(pretrain="corpus max_words min_words dedup exclude_eval_pmids vocab lowercase seq_len objective nsp "
+                  "masking mask_rate mask_schedule adversarial alum init optimizer lr weight_decay "
+                  "warmup_ratio batch_size accumulate max_steps checkpoint_every grad_clip embedding_size "
+                  "share_layers generator_size discriminator_weight")
 @dataclass
 class PretrainConfig:
     """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
@@ -148,6 +193,8 @@ class PretrainConfig:
     discriminator_weight: float = bounded(50.0, ge=0)
 
 
+@decides(none="partition account qos time gpus_per_run cpus_per_run mem_gb nodes gpus_per_node "
+              "array_parallelism max_requeues signal_delay_s sbatch setup")
 @dataclass
 class LauncherConfig:
     """Where `--launcher slurm` sends runs (ablations/launch/, docs/cluster.md). Never part of a run's
@@ -168,6 +215,8 @@ class LauncherConfig:
     setup: list = field(default_factory=list)  # shell lines before the job's srun (module loads, ...)
 
 
+@decides(finetune="task finetune", pretrain="pretrain", both="seed model trainer",
+         none="profile data_dir work_dir tracking_uri experiment_name datasets keep_checkpoints keep_model launcher")
 @dataclass
 class RunConfig:
     task: str = MISSING
@@ -187,19 +236,6 @@ class RunConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
-# Keys that do not change a run's result: excluded from its fingerprint, so e.g. moving the work
-# directory or turning off the progress bar does not make a finished run look new.
-NON_RESULT_KEYS = {
-    "profile", "data_dir", "datasets", "work_dir", "tracking_uri", "experiment_name", "keep_checkpoints",
-    "keep_model",
-    "trainer.progress_bar", "trainer.num_workers", "trainer.log_every_n_steps",
-    "trainer.compile", "finetune.cache_tokenized",
-    # permits a run the model check would refuse, computing what such a run computed before the key existed
-    # (the embeddings resized): no run's result depends on it, so no fingerprint does
-    "model.resize_embeddings",
-}
-
-
 def dataclass_keys(cls: type, prefix: str) -> set[str]:
     import dataclasses
     keys: set[str] = set()
@@ -210,10 +246,26 @@ def dataclass_keys(cls: type, prefix: str) -> set[str]:
     return keys
 
 
-# `pretrain.*` never changes a fine-tuning run (a pretrained model enters one through model.name_or_path,
-# whose files are fingerprinted); `bioablate pretrain` fingerprints its own keys (ablations/pretrain.py).
-NON_RESULT_KEYS |= dataclass_keys(PretrainConfig, "pretrain.")
-NON_RESULT_KEYS |= dataclass_keys(LauncherConfig, "launcher.")
+def result_keys(kind: str, cls: type = RunConfig, prefix: str = "") -> set[str]:
+    """The schema's leaf keys whose value decides the result of a `kind` run (FINETUNE_RUN or
+    PRETRAIN_RUN): marked so on the field and on every dataclass field above it (`decides`)."""
+    import dataclasses
+    keys: set[str] = set()
+    for f in dataclasses.fields(cls):
+        if kind not in cls.__decides__[f.name]:
+            continue
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        keys |= (result_keys(kind, type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
+                 else {f"{prefix}{f.name}"})
+    return keys
+
+
+FINETUNE_RESULT_KEYS = result_keys(FINETUNE_RUN)
+PRETRAIN_RESULT_KEYS = result_keys(PRETRAIN_RUN)
+# Keys that change no fine-tuning run's result (moving the work directory, the progress bar, the
+# pretraining settings: a pretrained model enters a fine-tuning run through model.name_or_path, whose files
+# are fingerprinted): what `vary` refuses as an axis and `sweep best` leaves out of the file it writes.
+NON_RESULT_KEYS = dataclass_keys(RunConfig, "") - FINETUNE_RESULT_KEYS
 
 
 def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
@@ -297,7 +349,7 @@ def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _under(key: str, names: Iterable[str]) -> bool:
+def under_key(key: str, names: Iterable[str]) -> bool:
     """`key` is one of `names` or inside one (`launcher.sbatch.constraint` is inside `launcher.sbatch`)."""
     return any(key == name or key.startswith(name + ".") for name in names)
 
@@ -306,14 +358,14 @@ def run_params(cfg: DictConfig) -> dict[str, Any]:
     """A run's MLflow params: its flattened config without `launcher.*`, which says where it ran, not what
     it computed (and may differ when a run started here is resumed on a cluster: MLflow params are
     write-once)."""
-    return {k: v for k, v in flatten(cfg).items() if not _under(k, ("launcher",))}
+    return {k: v for k, v in flatten(cfg).items() if not under_key(k, ("launcher",))}
 
 
 def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:
-    """Hash of everything that affects a run's result: the config (minus bookkeeping keys and `exclude`,
-    keys whose content the caller has put into `data_fingerprint` instead) and data."""
-    skip = NON_RESULT_KEYS | set(exclude)
-    items = {k: v for k, v in flatten(cfg).items() if not _under(k, skip)}
+    """A fine-tuning run's identity: hash of the keys that decide its result (FINETUNE_RESULT_KEYS, less
+    `exclude`: keys whose content the caller has put into `data_fingerprint` instead) and the data."""
+    items = {k: v for k, v in flatten(cfg).items()
+             if under_key(k, FINETUNE_RESULT_KEYS) and not under_key(k, exclude)}
     payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

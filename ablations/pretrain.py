@@ -27,7 +27,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.checks import check_accelerator_present, check_run_config
-from ablations.config import PRETRAIN_EXPERIMENT, flatten, resolve_data_dir, resolve_work_dir, run_params
+from ablations.config import (PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, resolve_data_dir,
+                              resolve_work_dir, run_params, under_key)
 from ablations.lifecycle import InterruptCheck, TrackedRun
 from core.claims import claim
 from ablations.tracking import git_commit
@@ -187,9 +188,7 @@ def dry_run(cfg: DictConfig) -> list[str]:
 
 
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
-    items = {k: v for k, v in flatten(cfg).items()
-             if (k.startswith("pretrain.") or k.startswith("model.") or k in ("seed", "trainer.precision"))
-             and k not in ("model.name_or_path", "model.vocab", "model.lowercase", "model.resize_embeddings")
+    items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
              and not (k == "pretrain.init" and init_fp != "scratch")}
     payload = json.dumps({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path),

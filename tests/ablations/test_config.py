@@ -223,3 +223,88 @@ def test_resize_embeddings_changes_no_fingerprint():
     vocab = profile_path("micro")  # any file: the fingerprints compare the configs
     assert pretrain_fingerprint(allowed, "corpus", vocab, "scratch") == \
         pretrain_fingerprint(before_the_key, "corpus", vocab, "scratch")
+
+
+# ------------------------------------------------------------------ one rule for both fingerprints
+
+def test_every_schema_field_says_which_runs_results_it_decides():
+    """`ablations.config.decides` marks each field; a new field without a mark (or a typo'd name) fails
+    when its class is defined, and every dataclass of the schema carries the marks."""
+    from ablations.config import decides
+
+    def schema_classes(cls: type) -> list[type]:
+        out = [cls]
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if dataclasses.is_dataclass(default):
+                out += schema_classes(type(default))
+        return out
+
+    for cls in schema_classes(RunConfig):
+        assert set(cls.__decides__) == {f.name for f in dataclasses.fields(cls)}, cls.__name__
+    with pytest.raises(TypeError, match=r"unmarked fields \['added'\]"):
+        @decides(finetune="lr")
+        @dataclasses.dataclass
+        class Grown:
+            lr: float = 1.0
+            added: int = 0
+
+
+# Fingerprints computed by the rules before they became one (92f0804, this round's start): a store written
+# then is found again, run for run. A change here recomputes every user's store.
+PINNED_FINETUNE = {
+    "micro-gad": ("micro", [], "gad", "e7f84ea65c8b7f5c", "368b217f6f529b48"),
+    "mini-chemprot-markers": ("mini", ["finetune.re_input=markers", "finetune.re_feature=entity-start",
+                                       "trainer.compile=true", "keep_checkpoints=true", "launcher.partition=gpu"],
+                              "chemprot", "b791e677d12c5db6", "69925c3b13e1fd15"),
+    "base-bc5-crf-alum": ("base", ["finetune.head=crf", "finetune.adversarial=true", "finetune.alum.alpha=2",
+                                   "pretrain.max_steps=7", "model.resize_embeddings=true",
+                                   "launcher.sbatch={constraint: a100}"], "bc5-chem", "38ad8c639254d6c8",
+                          "3b3999fd204fd3f4"),
+}
+PINNED_PRETRAIN = {
+    "micro": ("micro", [], "1cf10648ce4241b1", "dc6da8a85f985d89"),
+    "mini-electra-alum": ("mini", ["pretrain.objective=electra", "pretrain.adversarial=true", "pretrain.alum.steps=2",
+                                   "finetune.lr=1", "trainer.precision=bf16-mixed", "trainer.compile=true"],
+                          "cdc9d34e2bac3cc9", "a9bf8ddefb88dffa"),
+    "continual": ("mini", ["pretrain.init=general-minilm", "pretrain.masking=wordpiece"], "12566a9f2cbe48fb",
+                  "3adc08e75db82101"),
+}
+
+
+@pytest.mark.parametrize("name", PINNED_FINETUNE)
+def test_finetune_fingerprints_are_those_of_the_earlier_rule(name):
+    from ablations.config import fingerprint
+
+    profile, overrides, task, plain, by_content = PINNED_FINETUNE[name]
+    cfg = build_config(profile, overrides, task=task, work_dir="/x" if "markers" in name else None,
+                       tracking_uri="sqlite:///y.db" if "markers" in name else None)
+    assert fingerprint(cfg, "DATA") == plain
+    assert fingerprint(cfg, "DATA", exclude=["model.name_or_path", "model.vocab"]) == by_content
+
+
+@pytest.mark.parametrize("name", PINNED_PRETRAIN)
+def test_pretrain_fingerprints_are_those_of_the_earlier_rule(name, data_dir):
+    profile, overrides, scratch, continual = PINNED_PRETRAIN[name]
+    cfg = build_config(profile, overrides, task="pretrain")
+    vocab = data_dir / "vocab" / "bert-base-uncased" / "vocab.txt"
+    assert pretrain_fingerprint(cfg, "CORPUS", vocab, "scratch") == scratch
+    assert pretrain_fingerprint(cfg, "CORPUS", vocab, "INITFP") == continual
+
+
+def test_a_key_that_decides_no_result_leaves_both_fingerprints_alone(data_dir):
+    from ablations.config import FINETUNE_RESULT_KEYS, NON_RESULT_KEYS, PRETRAIN_RESULT_KEYS, fingerprint
+
+    vocab = data_dir / "vocab" / "bert-base-uncased" / "vocab.txt"
+    base = build_config("micro", [], task="gad")
+    for key, value in (("trainer.compile", "true"), ("trainer.log_every_n_steps", "3"), ("keep_model", "false"),
+                       ("launcher.nodes", "4")):
+        assert key in NON_RESULT_KEYS and key not in PRETRAIN_RESULT_KEYS
+        cfg = build_config("micro", [f"{key}={value}"], task="gad")
+        assert fingerprint(cfg, "D") == fingerprint(base, "D")
+        assert pretrain_fingerprint(cfg, "C", vocab, "scratch") == pretrain_fingerprint(base, "C", vocab, "scratch")
+    # and one that decides both changes both
+    cfg = build_config("micro", ["trainer.precision=bf16-mixed"], task="gad")
+    assert "trainer.precision" in FINETUNE_RESULT_KEYS & PRETRAIN_RESULT_KEYS
+    assert fingerprint(cfg, "D") != fingerprint(base, "D")
+    assert pretrain_fingerprint(cfg, "C", vocab, "scratch") != pretrain_fingerprint(base, "C", vocab, "scratch")
