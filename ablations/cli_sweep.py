@@ -59,7 +59,7 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
     from ablations.launch import check_shared_store, submit_sweep_workers, wait_for
     from ablations.sweep import STORAGE_ENV, SweepPaths
     from core.databases import redact
-    from ablations.sweep.worker import worker_argv
+    from ablations.launch.jobs import SweepWorkerJob
     from core.errors import ConfigError
 
     url = args.storage or os.environ.get(STORAGE_ENV)
@@ -74,9 +74,11 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
     check_shared_store(tracking_uri)
     os.environ[STORAGE_ENV] = url  # the jobs inherit it (sbatch exports the environment): no password in argv
     paths = SweepPaths(args.data_dir, str(work_dir), tracking_uri)
-    argvs = [worker_argv(spec, paths, args.worker_index + i, args.verbose) for i in range(args.workers)]
+    workers = [SweepWorkerJob(str(spec.path), spec.task, spec.study, spec.n_trials, list(spec.cli_overrides),
+                              paths.data_dir, str(paths.work_dir), str(paths.tracking_uri), args.worker_index + i,
+                              cfg.launcher.max_requeues) for i in range(args.workers)]
     folder = work_dir / "slurm" / f"sweep-{spec.study}"
-    jobs = submit_sweep_workers(argvs, cfg.launcher, folder, f"sweep:{spec.study}")
+    jobs = submit_sweep_workers(workers, cfg.launcher, folder, f"sweep:{spec.study}")
     print(f"study '{spec.study}' ({redact(url)}): submitted {len(jobs)} worker job(s) {', '.join(jobs)}; "
           f"logs: {folder / 'logs'}")
     if not args.follow:

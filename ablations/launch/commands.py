@@ -1,5 +1,5 @@
-"""`bioablate sweep --launcher slurm` and `bioablate pretrain --launcher slurm`: a `bioablate` command line
-run as SLURM jobs instead of here.
+"""`bioablate sweep --launcher slurm` and `bioablate pretrain --launcher slurm`: their work as SLURM jobs
+instead of here.
 
 - a sweep: K worker jobs (one array), each the command a second machine would run against the same study
   storage (`--workers 1 --worker-index i`), so trials are claimed in the database exactly as for local
@@ -14,17 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
-from ablations.launch.jobs import CommandJob, ConfigRunJob
+from ablations.launch.jobs import ConfigRunJob, SweepWorkerJob
 from ablations.launch.slurm import JobRecords, check_cluster, executor
 
 
-def submit_sweep_workers(argvs: list[list[str]], launcher: DictConfig, folder: Path, job_name: str) -> list[str]:
-    """One job per worker command line (an array); their job ids."""
+def submit_sweep_workers(workers: list[SweepWorkerJob], launcher: DictConfig, folder: Path,
+                         job_name: str) -> list[str]:
+    """One job per worker (an array); their job ids."""
     check_cluster()
     with JobRecords(folder).locked() as records:
         ex = executor(launcher, folder / "logs", job_name, array=True)
         with ex.batch():
-            jobs = [ex.submit(CommandJob(argv, launcher.max_requeues)) for argv in argvs]
+            jobs = [ex.submit(worker) for worker in workers]
         for index, job in enumerate(jobs):
             records.add(job.job_id, "sweep-worker", f"{job_name}/{index}")
         records.save()

@@ -4,7 +4,8 @@
   and the run resolved against the tracking store when the job *starts*, not when it was submitted: a
   cell's stage has finished by then (the job depends on it, `afterok`), and a run that some other job
   finished meanwhile is reused, not recomputed.
-- `CommandJob`: a `bioablate` command line (a sweep worker; a multi-node pretraining run, one per task).
+- `ConfigRunJob`: one run of a resolved config (a multi-node pretraining run, one per task).
+- `SweepWorkerJob`: one worker of an Optuna study, as `bioablate sweep --workers 1` runs it.
 
 Both requeue themselves when the scheduler warns that it will stop the job: either during training
 (the run's `CheckpointOnSignal` saved `last.ckpt` and raised `Preempted`) or at any other moment
@@ -142,17 +143,34 @@ class ConfigRunJob(_Requeueable):
 
 
 @dataclass
-class CommandJob(_Requeueable):
-    argv: list[str]  # `bioablate` arguments
+class SweepWorkerJob(_Requeueable):
+    """One worker of a sweep: the study loaded from its YAML as the submitting command loaded it, then
+    `run_sweep` with one worker (the storage URL in $BIOABLATE_SWEEP_STORAGE, inherited from sbatch).
+    A function call, not a command line: a job never goes back through the CLI's argument parsing."""
+
+    path: str
+    task: str
+    study: str
+    n_trials: int
+    overrides: list[str]
+    data_dir: Optional[str]
+    work_dir: str
+    tracking_uri: str
+    worker_index: int
     max_requeues: int = 3
 
-    def __call__(self) -> int:
-        from ablations.cli import main
+    def __call__(self) -> dict[str, Any]:
+        from ablations.sweep import SweepPaths, load_sweep, run_sweep
 
-        try:
-            code = main(self.argv)
-        except Preempted as stop:
-            _requeue_and_exit(str(stop), self.max_requeues)
-        if code:
-            raise JobFailed(f"bioablate {' '.join(self.argv)} exited with {code}")
-        return code
+        with _job_process():
+            spec = load_sweep(self.path, task=self.task, overrides=self.overrides, n_trials=self.n_trials,
+                              study=self.study)
+            try:
+                summary = run_sweep(spec, None, 1, self.worker_index,
+                                    SweepPaths(self.data_dir, self.work_dir, self.tracking_uri))
+            except Preempted as stop:
+                _requeue_and_exit(str(stop), self.max_requeues)
+        if not summary.complete:
+            raise JobFailed(f"study '{self.study}': {summary.counts} of {summary.n_trials} trials when worker "
+                            f"{self.worker_index} stopped")
+        return {"study": summary.study, "counts": summary.counts}
