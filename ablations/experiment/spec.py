@@ -7,8 +7,6 @@ schema, and `load_experiment`, which validates it through `core.schema` and chec
 
 from __future__ import annotations
 
-import difflib
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,16 +16,16 @@ from omegaconf import MISSING, OmegaConf
 
 from ablations import results
 from ablations.config import NON_RESULT_KEYS, PROFILES, RunConfig
+from ablations.experiment.checks import check_configs, check_grid_size, check_inits
 from ablations.experiment.definition import Axis, Experiment, ModelDef, VocabDef
+from ablations.experiment.layout import AXES_BUILTIN, table_layout, table_text
+from ablations.experiment.values import DEFAULT_ONLY, UNSET, dotted, is_per_profile, per_profile
 from core.errors import BioablateError, ConfigError
 from core.packaged import packaged_dir, resolve_config
 from core.schema import load_yaml, validate
-from lightning_modules.models import RANDOM_BERT
 
 KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)
-DEFAULT_ONLY = "default"  # in a per-profile value: the value for profiles not listed
-AXES_BUILTIN = ("task", "model")
 # An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
 # starting with a '.' (no "..", no path separators, no hidden folders).
 MAX_RUNS = 5000  # fine-tuning runs an experiment may plan unless --max-runs says otherwise (README)
@@ -109,42 +107,6 @@ class ExperimentSchema:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Values that depend on the profile
-
-
-def _is_per_profile(value: Any) -> bool:
-    return isinstance(value, dict) and bool(value) and set(value) <= {*PROFILES, DEFAULT_ONLY}
-
-
-_UNSET = object()
-
-
-def per_profile(value: Any, profile: str) -> Any:
-    """`{micro: 1, mini: 3, default: 5}` -> the value for `profile` (else `default`); any other value as
-    is. A per-profile mapping that names neither gives `_UNSET`: the key is left as the profile has it."""
-    if not _is_per_profile(value):
-        return value
-    if profile in value:
-        return value[profile]
-    return value.get(DEFAULT_ONLY, _UNSET)
-
-
-def _dotted(mapping: dict[str, Any], profile: str, prefix: str = "") -> dict[str, Any]:
-    """`{finetune: {lr: 1}, model.vocab: x, pretrain.max_steps: {micro: 10}}` -> dotted keys with the
-    profile's values; keys whose per-profile value does not name this profile are left out."""
-    out: dict[str, Any] = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and not _is_per_profile(value):
-            out.update(_dotted(value, profile, name + "."))
-            continue
-        value = per_profile(value, profile)
-        if value is not _UNSET:
-            out[name] = value
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------
 # Loading
 
 
@@ -161,10 +123,10 @@ def _shared_model_file(name: str, experiment_path: Path) -> Path:
 
 def _model_def(name: str, entry: dict[str, Any], source: Path, path: Path, profile: str) -> ModelDef:
     where = f"{path}: models.{name}"
-    entry = {k: (None if per_profile(v, profile) is _UNSET else per_profile(v, profile))
+    entry = {k: (None if per_profile(v, profile) is UNSET else per_profile(v, profile))
              if k in ("name_or_path", "init", "label", "finetune") else v for k, v in entry.items()}
-    if isinstance(entry.get("pretrain"), dict) and _is_per_profile(entry["pretrain"]):
-        entry["pretrain"] = None if per_profile(entry["pretrain"], profile) is _UNSET else \
+    if isinstance(entry.get("pretrain"), dict) and is_per_profile(entry["pretrain"]):
+        entry["pretrain"] = None if per_profile(entry["pretrain"], profile) is UNSET else \
             per_profile(entry["pretrain"], profile)
     if (entry.get("name_or_path") is None) == (entry.get("pretrain") is None):
         raise ConfigError(f"{where}: give exactly one of `name_or_path` (an existing model) or `pretrain` "
@@ -173,11 +135,11 @@ def _model_def(name: str, entry: dict[str, Any], source: Path, path: Path, profi
         raise ConfigError(f"{where}: `init` continues a pretraining stage; it needs a `pretrain` section")
     pretrain = None
     if entry.get("pretrain") is not None:
-        pretrain = {f"pretrain.{k}": v for k, v in _dotted(entry["pretrain"], profile).items()}
+        pretrain = {f"pretrain.{k}": v for k, v in dotted(entry["pretrain"], profile).items()}
         if "pretrain.init" in pretrain:
             raise ConfigError(f"{where}.pretrain: set `init` beside `pretrain`, not inside it")
     return ModelDef(name, entry.get("label") or name, entry.get("name_or_path"), pretrain, entry.get("init"),
-                    entry.get("finetune") is not False, _dotted(entry.get("overrides") or {}, profile), str(source))
+                    entry.get("finetune") is not False, dotted(entry.get("overrides") or {}, profile), str(source))
 
 
 def _model(name: str, written: dict[str, Any], path: Path, profile: str) -> ModelDef:
@@ -217,29 +179,29 @@ def _axis(name: str, raw: dict[str, Any], path: Path, profile: str) -> Axis:
     out: dict[str, dict[str, Any]] = {}
     for label, value in labelled.items():
         if isinstance(value, dict):
-            dotted = _dotted(value, profile)
+            keys = dotted(value, profile)
         elif key is None:
             raise ConfigError(f"{where}.values.{label}: a scalar value needs the axis `key`")
         else:
-            dotted = {key: value}
+            keys = {key: value}
         if key is not None and isinstance(value, dict):
-            dotted = {(k if "." in k or k in RunConfig.__dataclass_fields__ else f"{key}.{k}"): v
-                      for k, v in dotted.items()}
-        bad = [k for k in dotted if k.startswith("pretrain.") or k in ("seed", "task")]
+            keys = {(k if "." in k or k in RunConfig.__dataclass_fields__ else f"{key}.{k}"): v
+                    for k, v in keys.items()}
+        bad = [k for k in keys if k.startswith("pretrain.") or k in ("seed", "task")]
         if bad:
             raise ConfigError(f"{where}: '{bad[0]}' cannot vary per fine-tuning run; pretraining "
                               "settings belong to `models` (one model per setting), seeds to `seeds`")
-        inert = [k for k in dotted if k in NON_RESULT_KEYS]
+        inert = [k for k in keys if k in NON_RESULT_KEYS]
         if inert:  # every column would be the same runs
             raise ConfigError(f"{where}: '{inert[0]}' does not change a run's result, so its columns would be "
                               "the same runs; vary a key that does (bioablate list keys)")
-        out[label] = dotted
+        out[label] = keys
     return Axis(name, out)
 
 
 def _seeds(raw: Any, profile: str, tasks: list[str], path: Path) -> dict[str, list[int]]:
     value = per_profile(raw, profile)
-    if value is _UNSET:
+    if value is UNSET:
         raise ConfigError(f"{path}: seeds: no value for profile '{profile}' (add it, or a `default`)")
 
     def as_list(v: Any, where: str) -> list[int]:
@@ -287,7 +249,7 @@ def _tasks(raw: Any, path: Path) -> list[str]:
     from datamodules.blurb import BLURB_DATASETS
     from datamodules.registry import get_dataset
 
-    if raw is _UNSET:
+    if raw is UNSET:
         raise ConfigError(f"{path}: tasks: no value for this profile (add it, or a `default`)")
     if raw == "blurb":  # not the user datasets registered beside them
         return [spec.name for spec in BLURB_DATASETS]
@@ -330,7 +292,7 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
                           f"{re.sub(r'[^A-Za-z0-9_-]+', '_', name).strip('_') or 'my_experiment'}")
     dataset_files = _register_datasets(spec["datasets"], path)
     tasks = _tasks(per_profile(spec["tasks"], profile), path)
-    overrides_dotted = _dotted(spec["overrides"], profile)
+    overrides_dotted = dotted(spec["overrides"], profile)
     for key in STORE_KEYS:
         if key in overrides_dotted or any(key in (layer or {}) for layer in (spec["task_overrides"] or {}).values()):
             # runs would go to one store and the table be read from another
@@ -345,7 +307,7 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
                               f"({', '.join(tasks)})")
         if not isinstance(layer, dict):
             raise ConfigError(f"{path}: task_overrides.{task}: expected a mapping of config keys")
-        task_overrides[str(task)] = _dotted(layer, profile)
+        task_overrides[str(task)] = dotted(layer, profile)
     common = dict(name=name, description=spec["description"], kind=spec["kind"], path=path, profile=profile,
                   tasks=tasks, overrides=overrides_dotted, task_overrides=task_overrides,
                   cli_overrides=list(overrides), data_dir=data_dir,
@@ -359,8 +321,8 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
         v = spec["vocab"]
         if v["table"] not in VOCAB_TABLES:
             raise ConfigError(f"{path}: vocab.table: unknown '{v['table']}'; known: {', '.join(VOCAB_TABLES)}")
-        layout = results.TableLayout(title=_text(table, "title", profile, path) or name, rows=table["rows"],
-                                     columns=table["columns"], caption=_text(table, "caption", profile, path))
+        layout = results.TableLayout(title=table_text(table, "title", profile, path) or name, rows=table["rows"],
+                                     columns=table["columns"], caption=table_text(table, "caption", profile, path))
         return Experiment(**common, models={}, axes=[], seeds_by_task={t: [] for t in tasks}, layout=layout,
                           vocab=VocabDef(v["table"], tuple(v["vocabs"]), v["general"], v["domain"]))
     if "vocab" in written:
@@ -370,185 +332,16 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
         raise ConfigError(f"{path}: models: name at least one model (name_or_path: ..., pretrain: {{...}} or "
                           "use: NAME for experiments/models/NAME.yaml)")
     models = {str(n): _model(str(n), entry or {}, path, profile) for n, entry in written["models"].items()}
-    _check_inits(models, path)
+    check_inits(models, path)
     if not any(m.finetune for m in models.values()):
         raise ConfigError(f"{path}: models: every model has finetune: false; nothing to fine-tune")
     axes = [_axis(str(n), axis, path, profile) for n, axis in (written.get("vary") or {}).items()]
     seeds = _seeds(spec["seeds"], profile, tasks, path)
-    _check_grid_size(path, models, tasks, axes, seeds, max_runs)
-    layout = _layout(table, name, models, tasks, axes, path, profile)
+    check_grid_size(path, models, tasks, axes, seeds, max_runs)
+    layout = table_layout(table, name, models, tasks, axes, path, profile)
     experiment = Experiment(**common, models=models, axes=axes, seeds_by_task=seeds, layout=layout, vocab=None)
-    _check_configs(experiment)
+    check_configs(experiment)
     return experiment
-
-
-def _check_grid_size(path: Path, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis],
-                     seeds: dict[str, list[int]], max_runs: Optional[int]) -> None:
-    """Counted, not enumerated: a typo'd grid (300 values on an axis) is refused in milliseconds, before
-    its runs' configs are built (~85 KB and ~8 ms each)."""
-    finetuned = sum(m.finetune for m in models.values())
-    combos = math.prod(len(a.values) for a in axes)
-    count = finetuned * combos * sum(len(seeds[t]) for t in tasks)
-    if max_runs is not None and count > max_runs:
-        sizes = " x ".join([f"{finetuned} models", *(f"{len(a.values)} {a.name}" for a in axes)])
-        raise ConfigError(f"{path}: plans {count:,} fine-tuning runs ({sizes}, over {len(tasks)} tasks and their "
-                          f"seeds), more than --max-runs {max_runs:,}; pass --max-runs {count} if that is meant")
-
-
-def _check_inits(models: dict[str, ModelDef], path: Path) -> None:
-    from lightning_modules.models import resolve_model_dir
-
-    for name, model in models.items():
-        if model.init is None or model.init in models:
-            continue
-        try:
-            resolve_model_dir(model.init)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: models.{name}.init: '{model.init}' is neither a model of this experiment "
-                              f"({', '.join(models)}) nor an existing one ({e})") from None
-    for name in models:  # cycles
-        seen, current = [name], models[name].init
-        while current in models:
-            if current in seen:
-                raise ConfigError(f"{path}: models: `init` cycle {' -> '.join([*seen, current])}")
-            seen.append(current)
-            current = models[current].init
-
-
-def _axis_values(axis: str, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis]) -> list[str]:
-    if axis == "task":
-        return list(tasks)
-    if axis == "model":
-        return [n for n, m in models.items() if m.finetune]
-    return list(next(a for a in axes if a.name == axis).values)
-
-
-def _text(table: dict[str, Any], key: str, profile: str, path: Path) -> str:
-    """`table.title` / `table.caption`: text, or per profile; a profile the mapping does not name gets ""."""
-    value = per_profile(table[key], profile)
-    if value is _UNSET or value is None:
-        return ""
-    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ConfigError(f"{path}: table.{key}: expected text, or text per profile "
-                          f"({{mini: \"...\", default: \"...\"}}; profiles: {', '.join(PROFILES)})")
-    return str(value)
-
-
-def _layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis],
-            path: Path, profile: str) -> results.TableLayout:
-    names = [*AXES_BUILTIN, *[a.name for a in axes]]
-    row_axis, column_axis = table["rows"], table["columns"]
-    for key in ("rows", "columns"):
-        if table[key] not in names:
-            raise ConfigError(f"{path}: table.{key}: unknown axis '{table[key]}'; axes: {', '.join(names)}")
-    if row_axis == column_axis:
-        raise ConfigError(f"{path}: table.rows and table.columns are both '{row_axis}'")
-    for axis in names:
-        if axis not in (row_axis, column_axis) and len(_axis_values(axis, models, tasks, axes)) > 1:
-            raise ConfigError(f"{path}: axis '{axis}' has several values but is neither table.rows nor "
-                              f"table.columns ({row_axis} x {column_axis})")
-    rows = _axis_values(row_axis, models, tasks, axes)
-    columns = _axis_values(column_axis, models, tasks, axes)
-    if table["baseline"] is not None and table["baseline"] not in columns:
-        raise ConfigError(f"{path}: table.baseline: '{table['baseline']}' is not a column ({', '.join(columns)})")
-    for key, valid in (("row_order", rows), ("column_order", columns)):
-        for value in table[key]:
-            if value not in valid:
-                raise ConfigError(f"{path}: table.{key}: '{value}' is not one of {', '.join(valid)}")
-    paper_rows = [*rows, results.BLURB_ROW] if table["blurb_row"] else list(rows)
-    if row_axis == "task":  # a task this profile does not plan (e.g. micro's subset) is left out
-        from datamodules.registry import dataset_names
-
-        table = {**table, "paper": {r: v for r, v in table["paper"].items()
-                                    if r in paper_rows or r not in dataset_names()}}
-    for row, by_column in table["paper"].items():
-        if row not in paper_rows:
-            raise ConfigError(f"{path}: table.paper: '{row}' is not a row ({', '.join(paper_rows)})")
-        for column in by_column:
-            if column not in columns:
-                raise ConfigError(f"{path}: table.paper.{row}: '{column}' is not a column ({', '.join(columns)})")
-    labels = dict(table["labels"])
-    if column_axis == "model":
-        labels = {**{n: m.label for n, m in models.items() if m.finetune and m.label != n}, **labels}
-    for column in labels:
-        if column not in columns:
-            raise ConfigError(f"{path}: table.labels: '{column}' is not a column ({', '.join(columns)})")
-    if table["blurb_row"] and row_axis != "task":
-        raise ConfigError(f"{path}: table.blurb_row needs rows: task")
-    _check_metric(table["metric"], tasks, path)
-    return results.TableLayout(
-        title=_text(table, "title", profile, path) or name, rows=row_axis, columns=column_axis, metric=table["metric"],
-        baseline=table["baseline"], row_order=tuple(table["row_order"]) or tuple(rows),
-        column_order=tuple(table["column_order"]) or tuple(columns), column_labels=labels,
-        paper={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper"].items()},
-        blurb_row=table["blurb_row"], caption=_text(table, "caption", profile, path))
-
-
-def _check_metric(metric: str, tasks: list[str], path: Path) -> None:
-    """The table's metric is one every task reports (found before anything is trained, not as a table of
-    failed cells afterwards)."""
-    from datamodules.metrics import metric_keys
-    from datamodules.registry import get_dataset
-
-    for task in tasks:
-        spec = get_dataset(task)
-        keys = metric_keys(spec.metric, spec.metric_args)
-        if metric not in keys:
-            close = difflib.get_close_matches(metric, sorted(keys), n=1)
-            raise ConfigError(f"{path}: table.metric: {task} does not report '{metric}'"
-                              + (f" (did you mean '{close[0]}'?)" if close else "")
-                              + f"; it reports: {', '.join(sorted(keys))}")
-
-
-def _check_configs(experiment: Experiment) -> None:
-    """Build every config once: a bad key or value, an invalid variant or a model folder whose files
-    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`).
-    (The checks that import Lightning come after the configs they check were built: a typo is reported
-    in a blink.)"""
-    from ablations.checks import check_run_config
-    from ablations.variants import check_variants
-    from datamodules.registry import get_dataset
-    from lightning_modules.model_checks import check_model
-
-    accelerators = set()
-    for name in experiment.stage_order():
-        init = experiment.models[name].init
-        if init in experiment.models:
-            init = experiment.models[init].name_or_path or "scratch"
-        cfg = experiment.stage_config(name, init or "scratch")
-        accelerators.add(str(cfg.trainer.accelerator))
-        from ablations.pretrain import check_config as check_pretrain
-
-        try:
-            check_pretrain(cfg)
-        except BioablateError as e:
-            raise ConfigError(f"{experiment.models[name].source}: models.{name}: {e}") from None
-    seen: set[str] = set()
-    for cell in experiment.cells():
-        # variants depend on the task and the finetune.* keys, not on the model's weights (repr: a value
-        # may be a list, right or wrong, and the wrong ones must reach the config check below)
-        key = repr((tuple(experiment.models[cell.model].overrides.items()), cell.task, cell.overrides))
-        if key in seen:
-            continue
-        seen.add(key)
-        model = experiment.models[cell.model]
-        cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
-        accelerators.add(str(cfg.trainer.accelerator))
-        from ablations.finetune import check_max_length
-
-        try:
-            check_run_config(cfg)
-            check_variants(cfg.finetune, get_dataset(cell.task))
-            if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
-                check_max_length(cfg)
-            # a model folder here (a Hub model is checked when its run starts: loading an experiment must
-            # not need the network, nor a random BERT's vocabulary the data directory)
-            if model.name_or_path not in (None, RANDOM_BERT) and Path(model.name_or_path).expanduser().is_dir():
-                check_model(cfg.model, None)
-        except BioablateError as e:
-            raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
-                              f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None
-    experiment.accelerators = tuple(sorted(accelerators))
 
 
 def experiment_files() -> list[Path]:

@@ -1,0 +1,96 @@
+"""An experiment checked whole before anything runs: the size of its grid, its continual stages' order, and
+every run's config built once (a bad key or value, an invalid variant, a model folder whose files disagree)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+from ablations.experiment.definition import Axis, Experiment, ModelDef
+from core.errors import BioablateError, ConfigError
+from lightning_modules.models import RANDOM_BERT
+
+
+def check_grid_size(path: Path, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis],
+                     seeds: dict[str, list[int]], max_runs: Optional[int]) -> None:
+    """Counted, not enumerated: a typo'd grid (300 values on an axis) is refused in milliseconds, before
+    its runs' configs are built (~85 KB and ~8 ms each)."""
+    finetuned = sum(m.finetune for m in models.values())
+    combos = math.prod(len(a.values) for a in axes)
+    count = finetuned * combos * sum(len(seeds[t]) for t in tasks)
+    if max_runs is not None and count > max_runs:
+        sizes = " x ".join([f"{finetuned} models", *(f"{len(a.values)} {a.name}" for a in axes)])
+        raise ConfigError(f"{path}: plans {count:,} fine-tuning runs ({sizes}, over {len(tasks)} tasks and their "
+                          f"seeds), more than --max-runs {max_runs:,}; pass --max-runs {count} if that is meant")
+
+
+def check_inits(models: dict[str, ModelDef], path: Path) -> None:
+    from lightning_modules.models import resolve_model_dir
+
+    for name, model in models.items():
+        if model.init is None or model.init in models:
+            continue
+        try:
+            resolve_model_dir(model.init)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: models.{name}.init: '{model.init}' is neither a model of this experiment "
+                              f"({', '.join(models)}) nor an existing one ({e})") from None
+    for name in models:  # cycles
+        seen, current = [name], models[name].init
+        while current in models:
+            if current in seen:
+                raise ConfigError(f"{path}: models: `init` cycle {' -> '.join([*seen, current])}")
+            seen.append(current)
+            current = models[current].init
+
+
+def check_configs(experiment: Experiment) -> None:
+    """Build every config once: a bad key or value, an invalid variant or a model folder whose files
+    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`).
+    (The checks that import Lightning come after the configs they check were built: a typo is reported
+    in a blink.)"""
+    from ablations.checks import check_run_config
+    from ablations.variants import check_variants
+    from datamodules.registry import get_dataset
+    from lightning_modules.model_checks import check_model
+
+    accelerators = set()
+    for name in experiment.stage_order():
+        init = experiment.models[name].init
+        if init in experiment.models:
+            init = experiment.models[init].name_or_path or "scratch"
+        cfg = experiment.stage_config(name, init or "scratch")
+        accelerators.add(str(cfg.trainer.accelerator))
+        from ablations.pretrain import check_config as check_pretrain
+
+        try:
+            check_pretrain(cfg)
+        except BioablateError as e:
+            raise ConfigError(f"{experiment.models[name].source}: models.{name}: {e}") from None
+    seen: set[str] = set()
+    for cell in experiment.cells():
+        # variants depend on the task and the finetune.* keys, not on the model's weights (repr: a value
+        # may be a list, right or wrong, and the wrong ones must reach the config check below)
+        key = repr((tuple(experiment.models[cell.model].overrides.items()), cell.task, cell.overrides))
+        if key in seen:
+            continue
+        seen.add(key)
+        model = experiment.models[cell.model]
+        cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
+        accelerators.add(str(cfg.trainer.accelerator))
+        from ablations.finetune import check_max_length
+
+        try:
+            check_run_config(cfg)
+            check_variants(cfg.finetune, get_dataset(cell.task))
+            if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
+                check_max_length(cfg)
+            # a model folder here (a Hub model is checked when its run starts: loading an experiment must
+            # not need the network, nor a random BERT's vocabulary the data directory)
+            if model.name_or_path not in (None, RANDOM_BERT) and Path(model.name_or_path).expanduser().is_dir():
+                check_model(cfg.model, None)
+        except BioablateError as e:
+            raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
+                              f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None
+    experiment.accelerators = tuple(sorted(accelerators))
