@@ -183,3 +183,14 @@ def test_ui_optuna_serves_the_studies_beside_mlflow_on_loopback_and_both_stop_wi
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_sqlite_store_path_that_is_a_folder_is_one_line(tmp_path, data_dir):
+    """(Was: 110 s of MLflow retries, then a traceback.)"""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    done = bioablate_in_process("finetune", "--task", "biosses", "--tracking-uri", f"sqlite:///{folder}",
+                                "--work-dir", str(tmp_path / "w"), "--data-dir", str(data_dir), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"bioablate: error: tracking URI sqlite:///{folder}: that path is a folder; name the database file, "
+        "e.g. sqlite:///<folder>/mlruns.db"]
