@@ -172,6 +172,7 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     hits = set(datamodule.from_cache.values())
     run.set_tag("tokenization_cache", "off" if datamodule.cache_dir is None else
                 "hit" if hits == {True} else "miss" if hits == {False} else "partial")
+    _check_unknown_tokens(run, datamodule)
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
         encoder.resize_token_embeddings(len(tokenizer))
     if cfg.trainer.compile:  # length-bucketed batches: one graph with a symbolic length
@@ -208,6 +209,23 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     best = None if best_epoch == len(module.dev_history) - 1 else checkpoints.best_model_path or None
     trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
     return module, datamodule, best_epoch
+
+
+UNK_WARNING = 0.3  # a share of [UNK] input tokens above which the tokenizer does not fit the text
+
+
+def _check_unknown_tokens(run: TrackedRun, datamodule: FinetuneDataModule) -> None:
+    """The share of the training inputs the tokenizer could not split into its vocabulary, as the run's
+    tag `unk_rate`, and a warning where it is large: a tokenizer of another model (or a handful of
+    tokens) fine-tunes on [UNK]s without a word of complaint otherwise."""
+    unk = datamodule.tokenizer.unk_token_id
+    if unk is None:  # byte-level tokenizers have no unknown token
+        return
+    rate = datamodule.features["train"].token_share(unk)
+    run.set_tag("unk_rate", f"{rate:.4f}")
+    if rate > UNK_WARNING:
+        log.warning("%.0f%% of the training input tokens of %s are [UNK]: the tokenizer does not fit this text "
+                    "(the vocabulary of another model?); the run goes on", 100 * rate, datamodule.spec.name)
 
 
 def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_positions: int) -> FinetuneDataModule:

@@ -84,6 +84,11 @@ class EncodedSplit:
         self.offsets = columns["offsets"]
         self.lengths = self.offsets[1:] - self.offsets[:-1]
 
+    def token_share(self, token_id: int) -> float:
+        """The share of the split's input positions holding `token_id` (special tokens counted too)."""
+        ids = self.columns["input_ids"]
+        return float((ids == token_id).sum()) / max(1, ids.numel())
+
     @classmethod
     def from_features(cls, features: Sequence[Features], token_labels: bool) -> "EncodedSplit":
         if not features:

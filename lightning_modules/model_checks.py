@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 import struct
 from pathlib import Path
@@ -26,6 +27,7 @@ from lightning_modules.models import (RANDOM_BERT, ResolvedModel, encoder_option
 
 # Fewer tokens than this is no vocabulary: the special tokens, an alphabet and a few dozen word pieces
 # (the smallest `bioablate vocab train --size` accepts too).
+log = logging.getLogger("bioablate")
 MIN_VOCAB = 100
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")  # or a SentencePiece *.model
 SAFETENSORS, INDEX = "model.safetensors", "model.safetensors.index.json"
@@ -65,6 +67,9 @@ def _check_folder(model: ResolvedModel, resize: bool, stamp: tuple) -> None:
                           "come from into the folder")
     size = len(load_tokenizer(model, config))
     _check_size(model.path, size)
+    if size < rows // 2:  # padded vocabularies leave a few spare rows, not half the matrix
+        log.warning("%s: the tokenizer has %d tokens for %d embedding rows: probably not the vocabulary these "
+                    "weights were trained with (most words would map to the wrong rows)", model.path, size, rows)
     if size > rows and not resize:
         raise ConfigError(f"{model.path}: the tokenizer has {size} tokens but the embedding matrix {rows} rows: "
                           "not the vocabulary these weights were trained with? Use that one, or set "

@@ -187,3 +187,37 @@ def test_an_experiment_names_a_bad_model_folder_when_it_loads(tmp_path, data_dir
     out = bioablate_in_process("run", str(experiment), "--data-dir", str(data_dir), "--work-dir",
                                str(tmp_path / "work"), cwd=tmp_path)
     assert out.returncode == 2 and not (tmp_path / "work" / "mlruns.db").exists()
+
+
+JUNK_VOCAB = "".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"zq{i}" for i in range(200))])
+
+
+def test_a_vocabulary_far_smaller_than_the_embeddings_is_warned_about(tmp_path, caplog):
+    """205 tokens for MiniLM's 30,522 rows: allowed (not larger, not tiny) but almost surely another
+    model's vocabulary, so the check says so."""
+    path = copy_model(tmp_path / "m", tokenizer=())
+    (path / "vocab.txt").write_text(JUNK_VOCAB)
+    with caplog.at_level("WARNING", logger="bioablate"):
+        check_model(model(path), None)
+    assert f"{path}: the tokenizer has 205 tokens for 30522 embedding rows: probably not the vocabulary" in caplog.text
+
+
+def test_a_run_whose_words_become_unk_says_so_and_tags_its_rate(tmp_path, data_dir, caplog):
+    """A random BERT over a vocabulary of junk pieces: nearly every training token is [UNK]. The run goes
+    on (the user may mean it) but warns, and its `unk_rate` tag says how many; a fitting vocabulary's is low."""
+    from mlflow.tracking import MlflowClient
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(JUNK_VOCAB)
+    with caplog.at_level("WARNING", logger="bioablate"):
+        done = bioablate_in_process("-v", "finetune", "--task", "gad", *MICRO, f"model.vocab={vocab}",
+                                    "--data-dir", str(data_dir), "--work-dir", str(tmp_path / "w"), cwd=tmp_path)
+        fitting = bioablate_in_process("-v", "finetune", "--task", "gad", *MICRO, "--data-dir", str(data_dir),
+                                       "--work-dir", str(tmp_path / "w"), cwd=tmp_path)
+    assert done.returncode == 0 and fitting.returncode == 0, done.stderr[-2000:] + fitting.stderr[-2000:]
+    assert "of the training input tokens of gad are [UNK]: the tokenizer does not fit this text" in (
+        caplog.text + done.stderr)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'w' / 'mlruns.db'}")
+    rates = sorted(float(r.data.tags["unk_rate"])
+                   for r in client.search_runs([client.get_experiment_by_name("finetune").experiment_id]))
+    assert rates[0] < 0.05 and rates[1] > 0.5, rates
