@@ -74,3 +74,16 @@ def test_a_truncated_last_checkpoint_is_set_aside_and_the_rerun_finishes(tmp_pat
     assert rerun.info.status == "FINISHED" and rerun.info.run_id != run.info.run_id
     assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(run.info.run_id).info.lifecycle_stage == "deleted"
     assert (last.parent / "last.ckpt.unreadable").exists() and last.exists()  # set aside; a new one written
+
+
+UNDER_A_2K_FILE_SIZE_LIMIT = UNDER_A_FILE_SIZE_LIMIT.replace("8 << 20, 8 << 20", "2048, 2048")
+
+
+def test_a_write_failure_without_a_file_name_names_where_the_command_writes(tmp_path, data_dir):
+    """A write through a file object fails with no file name on the error (was: 'I/O: No space left on
+    device'): the line names the folder the command writes to."""
+    out = bioablate("vocab", "train", "--size", "1000", "--max-words", "20000", "--out", str(tmp_path / "vocab"),
+                    "--data-dir", str(data_dir), prelude=UNDER_A_2K_FILE_SIZE_LIMIT)
+    assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+        f"bioablate: error: File too large while writing (--out {tmp_path / 'vocab'}); free space there or write "
+        "elsewhere"], out.stderr
