@@ -60,6 +60,7 @@ log = logging.getLogger("bioablate")
 
 PAIR_MODES = ("none", "nsp", "sop")
 ARRAYS = ("input_ids", "token_type_ids", "word_start", "lengths", "pair_labels", "stages")
+MANIFEST = "manifest.json"  # the arrays' sizes, times and checksums (core.manifests)
 
 
 @dataclass
@@ -96,16 +97,17 @@ def load_shards(path: Path) -> Shards:
 
 def open_shards(path: Path) -> Shards | None:
     """The finished shards in `path`, or None where there are none. A damaged set (a file truncated,
-    missing or rewritten since it was built: its manifest in meta.json says) is removed with a warning,
+    missing or rewritten since it was built: its manifest says) is removed with a warning,
     so the caller builds it again instead of failing on it at every rerun."""
     try:
-        meta = json.loads((path / "meta.json").read_text())
+        json.loads((path / "meta.json").read_text())
+        manifest = json.loads((path / MANIFEST).read_text()) if (path / MANIFEST).is_file() else None
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
-        problem = f"meta.json is unreadable ({error})"
+        problem = f"meta.json or {MANIFEST} is unreadable ({error})"
     else:
-        problem = damage(path, meta["files"]) if "files" in meta else None
+        problem = damage(path, manifest) if manifest is not None else None
         if problem is None:
             try:
                 return load_shards(path)
@@ -429,8 +431,9 @@ def _build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: in
     state = writer.state
     meta = {"sequences": state["rows"], "seq_len": seq_len, "pairs": pairs, "tokens": state["tokens"],
             "stage_sizes": state["stage_rows"], "corpus": corpus.name, "documents": corpus.stats.documents,
-            "words": corpus.stats.words, "vocab_size": vocab_size,
-            "files": manifest_of(tmp, [f"{name}.npy" for name in ARRAYS])}  # checked by open_shards
+            "words": corpus.stats.words, "vocab_size": vocab_size}
+    # checked by open_shards; a file of its own: meta.json stays the same bytes for the same shards
+    (tmp / MANIFEST).write_text(json.dumps(manifest_of(tmp, [f"{name}.npy" for name in ARRAYS]), indent=1))
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     (tmp / "index.jsonl").unlink()
     (tmp / "build.json").unlink()
