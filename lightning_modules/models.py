@@ -299,6 +299,8 @@ def encoder_options(config: PretrainedConfig) -> dict[str, Any]:
 
 def load_tokenizer(model: ResolvedModel, config: PretrainedConfig) -> PreTrainedTokenizerBase:
     """A model directory's tokenizer, as fine-tuning uses it."""
+    from transformers import AutoTokenizer
+
     options: dict[str, Any] = {}
     if model.lowercase is not None:
         options["do_lower_case"] = model.lowercase
