@@ -59,11 +59,10 @@ import pytorch_lightning as pl
 import torch
 from mlflow.entities import Metric, Run
 from omegaconf import DictConfig
-import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
-from ablations.tracking import Tracker, git_commit
+from ablations.tracking import METRICS_PER_BATCH, FlushPoints, Tracker, git_commit
 from core import interrupts
 from core.interrupts import Interrupted
 from core.claims import ClaimHeld, Holder, claim
@@ -97,12 +96,14 @@ class TrackedRun:
     holder: Holder | None = None  # our claim, while `claimed`
 
     @classmethod
-    def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False) -> "TrackedRun":
+    def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False, kind: str | None = None) -> "TrackedRun":
+        """`kind` ('finetune', 'pretrain'): describes the run's experiment where it has no description
+        (`ablations.dashboard.describe_experiment`)."""
         work_dir = resolve_work_dir(cfg)
         tracking_uri = resolve_tracking_uri(cfg, work_dir)
         tracker = previous = None
         if not is_ddp_worker():
-            tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts")
+            tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts", kind=kind)
             previous = tracker.find(fingerprint)
         return cls(fingerprint, work_dir / "runs" / fingerprint, tracking_uri, tracker, previous, force,
                    bool(cfg.keep_checkpoints))
@@ -269,8 +270,9 @@ class TrackedRun:
 
     def callbacks(self) -> list[pl.Callback]:
         """Trainer callbacks every tracked run has: on the scheduler's warning signal (SLURM's SIGUSR2
-        before a time limit or preemption), checkpoint to `last.ckpt` at the next step and stop."""
-        return [CheckpointOnSignal(self.last_checkpoint)]
+        before a time limit or preemption), checkpoint to `last.ckpt` at the next step and stop; and
+        (rank 0) store the logged points before every checkpoint (`FlushPoints`)."""
+        return [CheckpointOnSignal(self.last_checkpoint), *([] if self.is_worker else [FlushPoints()])]
 
     @contextmanager
     def tracked(self, stop_exceptions: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
@@ -288,9 +290,10 @@ class TrackedRun:
 
     # ---- reporting into the run (nothing in a DDP worker)
 
-    def lightning_logger(self) -> Logger | bool:
-        """The Trainer's `logger`: Lightning's MLflow logger bound to this run, or False in a worker."""
-        return False if self.is_worker else self.tracker.lightning_logger(self.run_id)
+    def lightning_logger(self, flush_every: int = 1) -> Logger | bool:
+        """The Trainer's `logger`: Lightning's MLflow logger bound to this run, storing the points of every
+        step `flush_every` steps at a time (`trainer.log_every_n_steps`), or False in a worker."""
+        return False if self.is_worker else self.tracker.lightning_logger(self.run_id, flush_every)
 
     def set_tag(self, key: str, value: str) -> None:
         if not self.is_worker:
@@ -300,10 +303,11 @@ class TrackedRun:
         if not self.is_worker:
             self.tracker.log_metrics(self.run_id, metrics)
 
-    def log_artifacts(self, paths: list[Path]) -> None:
+    def log_artifacts(self, paths: list[Path], artifact_path: str | None = None) -> None:
+        """The files, at the top of the run's artifacts or in its folder `artifact_path`."""
         if not self.is_worker:
             for path in paths:
-                self.tracker.client.log_artifact(self.run_id, str(path))
+                self.tracker.client.log_artifact(self.run_id, str(path), artifact_path)
 
 
 class InterruptCheck(pl.Callback):
