@@ -4,7 +4,8 @@
   experiment tag `mlflow.note.content`, shown on its page) saying what its runs are and where their numbers
   are, and a saved view of the runs list named `bioablate` whose columns are the runs' key metrics and tags
   (the experiment tag `mlflow.sharedViewState.bioablate`: MLflow's saved views; pick it in the runs page's
-  views menu, or open `runs_url`).
+  views menu, or open `runs_url`): the runs of its kind alone (not the parent runs of experiments and
+  sweeps, under which MLflow would list them collapsed), fine-tuning runs grouped by task.
 - The datasets a run read, as MLflow dataset inputs (`log_datasets`): one per split, named
   `<dataset>/<split>`, its digest a hash of the data's fingerprint and the examples the run used (a micro
   run's 32 training examples are another dataset than the whole split), the number of examples in its
@@ -56,18 +57,24 @@ NOTES = {
 COLUMNS = {
     "finetune": [("tags", "task"), ("tags", "model"), ("tags", "seed"), ("tags", "experiment"),
                  ("metrics", "test/score"), ("metrics", "best_dev/score"), ("metrics", "test/precision"),
-                 ("metrics", "test/recall"), ("metrics", "train/loss_epoch"), ("attributes", "Dataset")],
+                 ("metrics", "test/recall"), ("metrics", "train/loss_epoch")],
     "pretrain": [("tags", "corpus"), ("tags", "vocab"), ("tags", "objective"), ("tags", "masking"),
                  ("tags", "seed"), ("metrics", "train/loss"), ("tags", "model_dir")],
 }
 
+GROUP_BY = {"finetune": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "task"}]}}
+
 
 def saved_view(kind: str, now_ms: int | None = None) -> str:
     """The `bioablate` saved view of a `kind` experiment's runs list, as MLflow stores one: an envelope
-    (name, times) around the page's state, whose columns are `type.\\`name\\`` ids."""
+    (name, times) around the page's state, whose columns are `type.\\`name\\`` ids; the `kind` runs
+    alone, newest first, fine-tuning runs grouped by task."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     state = {"selectedColumns": [f"{group}.`{name}`" for group, name in COLUMNS[kind]],
-             "orderByKey": "attributes.start_time", "orderByAsc": False}
+             "orderByKey": "attributes.start_time", "orderByAsc": False,
+             # the runs themselves, not the parent runs of experiments and sweeps they are nested under
+             # (MLflow lists those collapsed, their runs hidden), grouped by task (each group's mean on top)
+             "searchFilter": f"tags.kind = '{kind}'", "groupBy": GROUP_BY.get(kind)}
     return json.dumps({"name": VIEW_NAME, "createdAt": now_ms, "updatedAt": now_ms, "state": json.dumps(state)})
 
 

@@ -213,7 +213,8 @@ class _Parent:
                  runs_per_device: int = 1):
         from ablations.tracking import Tracker, git_commit
 
-        self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name, artifact_root=work_dir / "mlartifacts")
+        self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name,
+                               artifact_root=work_dir / "mlartifacts", kind="finetune")  # its runs' experiment
         self._end_dead_parents(experiment.name)
         holder = Holder.me()
         tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),

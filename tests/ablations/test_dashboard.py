@@ -39,6 +39,7 @@ def test_the_saved_view_names_its_columns_as_mlflows_runs_list_does():
     assert state["selectedColumns"][:2] == ["tags.`corpus`", "tags.`vocab`"]
     assert "metrics.`train/loss`" in state["selectedColumns"]
     assert state["orderByKey"] == "attributes.start_time" and state["orderByAsc"] is False
+    assert state["searchFilter"] == "tags.kind = 'pretrain'"  # not the parent runs they are nested under
 
 
 def test_details_hold_every_key_and_a_per_class_table(tmp_path):
