@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from ablations.dashboard import runs_url
 from ablations.mlflow_app import PAGE_SETUP, index_page
-from tests.browser import page_dom, page_text
+from tests.browser import open_page, page_text
 from tests.cli import bioablate_in_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -93,9 +94,10 @@ def test_the_run_page_shows_the_runs_score_and_no_assistant_pane(chromium, micro
     path = f"#/experiments/{experiment_id}/runs/{run_id}"
     assert f"then open http://127.0.0.1:5000/{path}" in printed and f"bioablate ui --work-dir {work}" in printed
     score = MlflowClient(f"sqlite:///{work / 'mlruns.db'}").get_run(run_id).data.metrics["test/score"]
-    text = page_text(page_dom(chromium, f"{ui}/{path}"))
+    shown = f"test/score {score!r}"  # the metrics table: name, then value
+    text = page_text(open_page(chromium, f"{ui}/{path}", ready=lambda text: shown in text))
+    assert shown in text, text[:3000]
     assert "gad-random-bert-s42" in text and "Finished" in text
-    assert f"test/score {score!r}" in text, text[:3000]  # the metrics table: name, then value
     assert ASSISTANT_PANE not in text
 
 
@@ -103,20 +105,23 @@ def test_the_metrics_tab_charts_the_training_loss(chromium, micro_run, ui):
     """The run's metrics tab draws a train/loss chart (two steps, both logged) beside the dev curves,
     and no assistant pane."""
     _, _, experiment_id, run_id = micro_run
-    text = page_text(page_dom(chromium, f"{ui}/#/experiments/{experiment_id}/runs/{run_id}/model-metrics"))
-    for chart in ("train/loss", "train/loss_epoch", "dev/score"):  # each chart's legend: run name (metric)
-        assert f"gad-random-bert-s42 ({chart})" in text, (chart, text[:3000])
+    legends = [f"gad-random-bert-s42 ({chart})" for chart in ("train/loss", "train/loss_epoch", "dev/score")]
+    text = page_text(open_page(chromium, f"{ui}/#/experiments/{experiment_id}/runs/{run_id}/model-metrics",
+                               ready=lambda text: all(legend in text for legend in legends), size=(1400, 2400)))
+    for legend in legends:  # each chart's legend: the run's name (the metric)
+        assert legend in text, (legend, text[:3000])
     assert "test/fn" not in text and "test/support" not in text  # counts are no charts
     assert ASSISTANT_PANE not in text
 
 
 def test_the_runs_list_view_has_the_key_metrics_as_columns(chromium, micro_run, ui):
-    """The experiment's saved view `bioablate`: the runs list with the test score, the task and the model
-    as columns, and the experiment's description above it."""
+    """The experiment's saved view `bioablate`: the runs list grouped by task, with the test score, the
+    task and the model as columns, and the experiment's description above it."""
     _, _, experiment_id, _ = micro_run
-    text = page_text(page_dom(chromium, f"{ui}/#/experiments/{experiment_id}/runs?viewStateShareKey=bioablate",
-                              size=(2400, 900)))
+    text = page_text(open_page(chromium, runs_url(ui, experiment_id), size=(2400, 900),
+                               ready=lambda text: "gad-random-bert-s42" in text))
     for column in ("test/score", "best_dev/score", "task", "model", "seed"):
         assert re.search(rf"\b{re.escape(column)}\b", text), (column, text[:3000])
+    assert "Group: gad" in text and "gad-random-bert-s42" in text
     assert "Fine-tuning runs of bioablate" in text
     assert ASSISTANT_PANE not in text
