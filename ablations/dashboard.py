@@ -23,11 +23,15 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from mlflow.entities import Dataset, DatasetInput, InputTag
+from mlflow.exceptions import MlflowException
+
+log = logging.getLogger("bioablate")
 
 NOTE_TAG = "mlflow.note.content"  # an experiment's (or run's) description in MLflow's UI
 VIEW_NAME = "bioablate"
@@ -137,7 +141,7 @@ def log_datasets(client: Any, run_id: str, name: str, source: Path, data_fingerp
                           source_type="local", source=json.dumps({"uri": str(source)}),
                           profile=json.dumps({"num_rows": len(examples), "data_fingerprint": data_fingerprint}))
         inputs.append(DatasetInput(dataset, [InputTag("mlflow.data.context", CONTEXT.get(split, split))]))
-    client.log_inputs(run_id, datasets=inputs)
+    _log_inputs(client, run_id, inputs)
 
 
 def log_corpus(client: Any, run_id: str, name: str, source: Path, corpus_fingerprint: str, sequences: int) -> None:
@@ -145,7 +149,24 @@ def log_corpus(client: Any, run_id: str, name: str, source: Path, corpus_fingerp
     dataset = Dataset(name=f"{name}/pretraining", digest=corpus_fingerprint[:16], source_type="local",
                       source=json.dumps({"uri": str(source)}),
                       profile=json.dumps({"num_rows": sequences, "data_fingerprint": corpus_fingerprint}))
-    client.log_inputs(run_id, datasets=[DatasetInput(dataset, [InputTag("mlflow.data.context", "training")])])
+    _log_inputs(client, run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "training")])])
+
+
+def _log_inputs(client: Any, run_id: str, inputs: list[DatasetInput], attempts: int = 3) -> None:
+    """MLflow's SQL store adds a dataset it has not seen (experiment, name, digest) with a check, then an
+    insert: two runs of the same examples starting at once (seeds of one experiment in parallel, jobs on
+    a cluster) can both insert it, and the second write fails whole (a unique constraint). Written again,
+    it finds the dataset and links it. Still failing: a warning, never a failed run (the inputs are what
+    the runs list shows, not what the run computes)."""
+    for attempt in range(attempts):
+        try:
+            client.log_inputs(run_id, datasets=inputs)
+            return
+        except MlflowException as error:
+            if attempt == attempts - 1:
+                log.warning("could not log the dataset inputs of MLflow run %s (%s)", run_id,
+                            " ".join(str(error).split())[:200])
+            time.sleep(0.2 * (attempt + 1))
 
 
 # ---- score details
