@@ -88,10 +88,12 @@ def describe_experiment(client: Any, experiment: Any, kind: str | None) -> None:
     if kind not in NOTES:
         return
     tags = experiment.tags or {}
-    if NOTE_TAG not in tags:
-        client.set_experiment_tag(experiment.experiment_id, NOTE_TAG, NOTES[kind])
-    if VIEW_TAG not in tags:
-        client.set_experiment_tag(experiment.experiment_id, VIEW_TAG, saved_view(kind))
+    for key, value in ((NOTE_TAG, lambda: NOTES[kind]), (VIEW_TAG, lambda: saved_view(kind))):
+        if key not in tags:
+            try:
+                client.set_experiment_tag(experiment.experiment_id, key, value())
+            except MlflowException:  # another job wrote it at the same moment (a unique constraint): theirs
+                log.debug("experiment tag %s of experiment %s written elsewhere", key, experiment.experiment_id)
 
 
 # ---- where to see a run
