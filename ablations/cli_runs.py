@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from ablations.config import build_config
+    from ablations.config import build_config, resolve_work_dir
     from core.errors import ConfigError
 
     if args.task is None and not args.config:
@@ -19,6 +19,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                        data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                        **{"model.name_or_path": args.model,
                           "datasets": args.datasets})
+    from ablations.dashboard import browse_lines
     from ablations.finetune import run_finetune  # Lightning, MLflow, transformers: after a config error
 
     result = run_finetune(cfg, force=args.force, wait=args.wait)
@@ -30,12 +31,13 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                                      if k in ("score", "f1", "precision", "recall")))
     print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items())
                                      if k in ("score", "f1", "precision", "recall")))
-    print(f"  MLflow: {result.tracking_uri}  (browse: bioablate ui --tracking-uri {result.tracking_uri})")
+    print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
     return 0
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from ablations.config import build_config
+    from ablations.config import build_config, resolve_work_dir
+    from ablations.dashboard import browse_lines
     from ablations.pretrain import EXPERIMENT, dry_run, run_pretrain
 
     overrides = list(args.overrides)
@@ -62,7 +64,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
               f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
     print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
-    print(f"  MLflow: {result.tracking_uri}")
+    print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
     return 0
 
 

@@ -138,7 +138,7 @@ class TrainerConfig:
     precision: str = "32-true"
     num_workers: int = bounded(0, ge=0)
     progress_bar: bool = True
-    log_every_n_steps: int = bounded(10, ge=1)
+    log_every_n_steps: int = bounded(10, ge=1)  # every step's loss is logged; stored this many steps at a time
     compile: bool = False  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
 
 
@@ -354,11 +354,18 @@ def under_key(key: str, names: Iterable[str]) -> bool:
     return any(key == name or key.startswith(name + ".") for name in names)
 
 
-def run_params(cfg: DictConfig) -> dict[str, Any]:
-    """A run's MLflow params: its flattened config without `launcher.*`, which says where it ran, not what
-    it computed (and may differ when a run started here is resumed on a cluster: MLflow params are
-    write-once)."""
-    return {k: v for k, v in flatten(cfg).items() if not under_key(k, ("launcher",))}
+# Config keys a run of each kind never reads (besides `launcher.*`, see `run_params`)
+NOT_READ = {"finetune": ("pretrain",),
+            "pretrain": ("finetune", "task", "datasets", "keep_model", "model.name_or_path", "model.vocab",
+                         "model.lowercase", "model.resize_embeddings")}
+
+
+def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
+    """A run's MLflow params: the flattened config keys that apply to a `kind` run ('finetune' or
+    'pretrain'). Never `launcher.*`, which says where it ran, not what it computed (and may differ when a
+    run started here is resumed on a cluster: MLflow params are write-once), nor the keys of the other
+    kind (`NOT_READ`: no `pretrain.*` in a fine-tuning run, no `finetune.*` in a pretraining run)."""
+    return {k: v for k, v in flatten(cfg).items() if not under_key(k, ("launcher", *NOT_READ[kind]))}
 
 
 def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:

@@ -17,7 +17,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
@@ -26,12 +26,15 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from ablations.cards import Provenance
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, resolve_data_dir, resolve_work_dir, run_params
+from ablations.dashboard import log_datasets, write_details
 from ablations.export import save_finetuned
 from ablations.lifecycle import InterruptCheck, TrackedRun
+from ablations.run_figures import confusion_figure, curves_figure
 from ablations.tracking import git_commit
 from ablations.variants import check_variants
 from core.errors import ConfigError, MissingDataError
 from datamodules.custom import register_from_yaml
+from datamodules.metrics import METRIC_NAMES, summary_keys
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
 from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
@@ -41,7 +44,8 @@ from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import make_head
 from lightning_modules.model_checks import check_model
-from lightning_modules.models import RANDOM_BERT, load_encoder, max_positions, model_fingerprint
+from lightning_modules.models import (RANDOM_BERT, RANDOM_BERT_KEYS, load_encoder, max_positions, model_fingerprint,
+                                      model_params)
 
 log = logging.getLogger("bioablate")
 
@@ -54,6 +58,7 @@ class FinetuneResult:
     tracking_uri: str
     best_dev: dict[str, float] = field(default_factory=dict)
     test: dict[str, float] = field(default_factory=dict)
+    experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
 
 
 class FinetuneIdentity(NamedTuple):
@@ -119,7 +124,7 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     # them: it also names runs to render tables, where neither need be at hand)
     check_accelerator_present(cfg)
     check_model(cfg.model, identity.data_dir)
-    run = TrackedRun.open(cfg, identity.fingerprint, force)
+    run = TrackedRun.open(cfg, identity.fingerprint, force, kind="finetune")
     done = run.finished()
     if done is None:
         with run.claimed(wait):
@@ -127,23 +132,34 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
             if done is None:
                 return _train(cfg, identity, run, callbacks, tags, stop_exceptions)
     return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
-                          _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"))
+                          _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"), done.info.experiment_id)
 
 
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
            tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...]) -> FinetuneResult:
-    run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **(tags or {})}, run_params(cfg))
+    params, model_tags = _params(cfg)
+    run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
     with run.tracked(stop_exceptions):
         module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, callbacks)
         best_dev = module.dev_history[best_epoch]
-        run.log_metrics({f"best_dev/{k}": v for k, v in best_dev.items()})
+        run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
         run.set_tag("best_epoch", str(best_epoch))
         if not run.is_worker:
-            _log_artifacts(run, cfg, datamodule, module.test_predictions)
+            _log_artifacts(run, cfg, datamodule, module, best_epoch)
             if cfg.keep_model:
                 _store_model(run, cfg, identity, module, datamodule)
     return FinetuneResult(run.run_id, identity.fingerprint, False, run.tracking_uri, best_dev,
-                          module.test_metrics)
+                          module.test_metrics, "" if run.is_worker else run.tracker.experiment_id)
+
+
+def _params(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
+    """The run's params and its model's tags: the config keys that apply to it; for a model folder or a
+    Hub model its loaded config in place of the random-BERT keys, and the Hub commit it resolved to."""
+    params = run_params(cfg, "finetune")
+    if cfg.model.name_or_path != RANDOM_BERT:
+        params = {k: v for k, v in params.items() if k not in RANDOM_BERT_KEYS}
+    model, model_tags = model_params(cfg.model)
+    return {**params, **model}, model_tags
 
 
 def _metrics_of(run, prefix: str) -> dict[str, float]:
@@ -169,6 +185,10 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     ft = cfg.finetune
     encoder, tokenizer = load_encoder(cfg.model, identity.data_dir, ft.dropout)
     datamodule = _datamodule(cfg, identity, tokenizer, encoder.config.max_position_embeddings)
+    if not run.is_worker:  # the examples it reads, as MLflow dataset inputs
+        spec = identity.spec
+        log_datasets(run.tracker.client, run.run_id, spec.name, spec.base_dir(identity.data_dir),
+                     identity.data_fingerprint, datamodule.instances)
     hits = set(datamodule.from_cache.values())
     run.set_tag("tokenization_cache", "off" if datamodule.cache_dir is None else
                 "hit" if hits == {True} else "miss" if hits == {False} else "partial")
@@ -191,11 +211,11 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     trainer = pl.Trainer(
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
-        precision=cfg.trainer.precision, logger=run.lightning_logger(),
+        precision=cfg.trainer.precision, logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
         callbacks=[checkpoints, latest, InterruptCheck(), *run.callbacks(), *callbacks],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0,
-        log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
+        log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time
         # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,
         # length bucketing): Lightning must not wrap them in a DistributedSampler
         use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
@@ -207,7 +227,9 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     # the best dev epoch's weights: in memory when it is the last one (better than every earlier epoch, so
     # the best checkpoint holds these very weights), else read back from the best checkpoint
     best = None if best_epoch == len(module.dev_history) - 1 else checkpoints.best_model_path or None
+    history = module.dev_history  # the best checkpoint holds the history up to its epoch: keep the whole
     trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
+    module.dev_history = history
     return module, datamodule, best_epoch
 
 
@@ -244,16 +266,34 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
     return datamodule
 
 
-def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataModule, predictions: list) -> None:
+def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataModule, module: FineTuneModule,
+                   best_epoch: int) -> None:
+    """The resolved config, the test predictions, the scores' details (`ablations.dashboard`) and the
+    run's figures (`ablations.run_figures`)."""
     out = run.run_dir / "artifacts"
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    encoder = datamodule.encoder
+    encoder, golds, predicted = datamodule.encoder, [], []
     with open(out / "test_predictions.jsonl", "w") as f:
-        for instance, prediction in zip(datamodule.instances["test"], predictions):
-            f.write(json.dumps({"id": instance.id, "gold": encoder.to_json(encoder.gold(instance)),
-                                "prediction": encoder.to_json(prediction)}) + "\n")
+        for instance, prediction in zip(datamodule.instances["test"], module.test_predictions):
+            golds.append(encoder.to_json(encoder.gold(instance)))
+            predicted.append(encoder.to_json(prediction))
+            f.write(json.dumps({"id": instance.id, "gold": golds[-1], "prediction": predicted[-1]}) + "\n")
     run.log_artifacts([out / "config.yaml", out / "test_predictions.jsonl"])
+    run.log_artifacts(write_details(out / "metrics", module.dev_history, best_epoch, module.test_metrics), "metrics")
+    spec = datamodule.spec
+    title = _run_name(cfg, spec)
+    client, steps = run.tracker.client, {}
+    history = {key: [(m.step, m.value) for m in client.get_metric_history(run.run_id, key)]
+               for key in ("train/loss", "train/loss_epoch", "dev/score")}
+    if len(history["dev/score"]) == len(module.dev_history):  # the steps of the dev evaluations, in order
+        steps = dict(enumerate(sorted(step for step, _ in history["dev/score"])))
+    figures = [curves_figure(out / "figures" / "curves.png", history, title, METRIC_NAMES.get(spec.metric, "score"),
+                             steps.get(best_epoch))]
+    if getattr(encoder, "output_kind", None) == "classification":
+        figures.append(confusion_figure(out / "figures" / "confusion_matrix.png", golds, predicted,
+                                        encoder.labels, f"{title}\ntest split"))
+    run.log_artifacts([path for path in figures if path is not None], "figures")
 
 
 def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, module: FineTuneModule,

@@ -27,8 +27,9 @@ Claims (`claimed`): before deciding any of this, a process takes the run's claim
 the same fingerprint waits for it (one line: "waiting for <fp> held by host:pid since ...") and then
 reuses the finished run, or with `wait=False` raises `ClaimHeld` naming the holder. For a tracking store
 shared by machines that do not share the work directory, the holder also keeps a heartbeat on the MLflow
-run (tags `claim.host`, `claim.pid`, `claim.since`, `claim.lock`, `claim.heartbeat`, refreshed every
-HEARTBEAT_S seconds by a daemon thread): a RUNNING run is taken over only when its lock is free AND its
+run (one tag, `bioablate.claim`: JSON with host, pid, since, lock and heartbeat, refreshed every HEARTBEAT_S
+seconds by a daemon thread; runs written before it have five tags `claim.host`, `claim.pid`, `claim.since`,
+`claim.lock`, `claim.heartbeat`, which are read too): a RUNNING run is taken over only when its lock is free AND its
 holder is dead (the same lock file: the free lock says so; this host: its pid is gone; another host: its
 heartbeat is older than STALE_AFTER_S). Two processes on different machines *and* work directories that
 start the same new run within a moment can still both create it: MLflow has no atomic compare-and-set.
@@ -46,6 +47,7 @@ resumes from), and every reporting method here does nothing in them.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
@@ -59,11 +61,10 @@ import pytorch_lightning as pl
 import torch
 from mlflow.entities import Metric, Run
 from omegaconf import DictConfig
-import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 
 from ablations.config import resolve_tracking_uri, resolve_work_dir
-from ablations.tracking import Tracker, git_commit
+from ablations.tracking import METRICS_PER_BATCH, FlushPoints, Tracker, git_commit
 from core import interrupts
 from core.interrupts import Interrupted
 from core.claims import ClaimHeld, Holder, claim
@@ -75,9 +76,9 @@ log = logging.getLogger("bioablate")
 
 HEARTBEAT_S = 30.0  # how often a claim's holder refreshes `claim.heartbeat`
 STALE_AFTER_S = 4 * HEARTBEAT_S  # a heartbeat older than this: its holder is dead (on another host)
-CLAIM_TAGS = ("claim.host", "claim.pid", "claim.since", "claim.lock", "claim.heartbeat")
-NOT_CARRIED_OVER = ("error", "stopped", "continues", *CLAIM_TAGS)  # tags a continued run starts without
-METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
+CLAIM_TAG = "bioablate.claim"  # who holds a run: JSON {host, pid, since, heartbeat[, lock]}
+LEGACY_CLAIM_TAGS = ("claim.host", "claim.pid", "claim.since", "claim.lock", "claim.heartbeat")  # before it
+NOT_CARRIED_OVER = ("error", "stopped", "continues", CLAIM_TAG, *LEGACY_CLAIM_TAGS)  # a continued run has none
 # Logged once, when training is over (the best dev epoch's scores, the test scores): a continued run
 # computes them again, so it never starts with the old run's (they would be logged twice).
 SUMMARY_METRIC_PREFIXES = ("best_dev/", "test/")
@@ -97,12 +98,14 @@ class TrackedRun:
     holder: Holder | None = None  # our claim, while `claimed`
 
     @classmethod
-    def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False) -> "TrackedRun":
+    def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False, kind: str | None = None) -> "TrackedRun":
+        """`kind` ('finetune', 'pretrain'): describes the run's experiment where it has no description
+        (`ablations.dashboard.describe_experiment`)."""
         work_dir = resolve_work_dir(cfg)
         tracking_uri = resolve_tracking_uri(cfg, work_dir)
         tracker = previous = None
         if not is_ddp_worker():
-            tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts")
+            tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts", kind=kind)
             previous = tracker.find(fingerprint)
         return cls(fingerprint, work_dir / "runs" / fingerprint, tracking_uri, tracker, previous, force,
                    bool(cfg.keep_checkpoints))
@@ -166,7 +169,7 @@ class TrackedRun:
             announce(elsewhere)
             time.sleep(min(HEARTBEAT_S, 5.0))
         try:
-            with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S):
+            with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S, lambda: self.holder, self.claim_file):
                 try:
                     yield
                 except BaseException as error:  # still holding the claim: nobody takes the run over first
@@ -197,10 +200,10 @@ class TrackedRun:
         lock: a holder through this same lock file on this host is dead."""
         if run is None or run.info.status != "RUNNING":
             return None
-        tags = run.data.tags
-        if tags.get("claim.lock") == str(self.claim_file) and tags.get("claim.host") == self.holder.host:
+        claimed = claim_of(run.data.tags)
+        if claimed.get("lock") == str(self.claim_file) and claimed.get("host") == self.holder.host:
             return None
-        return live_holder(tags)
+        return live_holder(run.data.tags)
 
     def _claim_tags(self) -> None:
         self.tracker.set_tags(self.run_id, claim_tags(self.holder, self.claim_file))
@@ -269,8 +272,9 @@ class TrackedRun:
 
     def callbacks(self) -> list[pl.Callback]:
         """Trainer callbacks every tracked run has: on the scheduler's warning signal (SLURM's SIGUSR2
-        before a time limit or preemption), checkpoint to `last.ckpt` at the next step and stop."""
-        return [CheckpointOnSignal(self.last_checkpoint)]
+        before a time limit or preemption), checkpoint to `last.ckpt` at the next step and stop; and
+        (rank 0) store the logged points before every checkpoint (`FlushPoints`)."""
+        return [CheckpointOnSignal(self.last_checkpoint), *([] if self.is_worker else [FlushPoints()])]
 
     @contextmanager
     def tracked(self, stop_exceptions: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
@@ -288,9 +292,10 @@ class TrackedRun:
 
     # ---- reporting into the run (nothing in a DDP worker)
 
-    def lightning_logger(self) -> Logger | bool:
-        """The Trainer's `logger`: Lightning's MLflow logger bound to this run, or False in a worker."""
-        return False if self.is_worker else self.tracker.lightning_logger(self.run_id)
+    def lightning_logger(self, flush_every: int = 1) -> Logger | bool:
+        """The Trainer's `logger`: Lightning's MLflow logger bound to this run, storing the points of every
+        step `flush_every` steps at a time (`trainer.log_every_n_steps`), or False in a worker."""
+        return False if self.is_worker else self.tracker.lightning_logger(self.run_id, flush_every)
 
     def set_tag(self, key: str, value: str) -> None:
         if not self.is_worker:
@@ -300,10 +305,11 @@ class TrackedRun:
         if not self.is_worker:
             self.tracker.log_metrics(self.run_id, metrics)
 
-    def log_artifacts(self, paths: list[Path]) -> None:
+    def log_artifacts(self, paths: list[Path], artifact_path: str | None = None) -> None:
+        """The files, at the top of the run's artifacts or in its folder `artifact_path`."""
         if not self.is_worker:
             for path in paths:
-                self.tracker.client.log_artifact(self.run_id, str(path))
+                self.tracker.client.log_artifact(self.run_id, str(path), artifact_path)
 
 
 class InterruptCheck(pl.Callback):
@@ -325,21 +331,34 @@ def checkpoint_step(path: Path) -> int:
 
 
 def claim_tags(holder: Holder, lock: Path | None = None) -> dict[str, str]:
-    """The tags that say who holds a tracked run (see the module doc), heartbeat now."""
-    tags = {"claim.host": holder.host, "claim.pid": str(holder.pid), "claim.since": f"{holder.since:.3f}",
-            "claim.heartbeat": f"{time.time():.3f}"}
+    """The tag that says who holds a tracked run (see the module doc), heartbeat now."""
+    claimed = {"host": holder.host, "pid": holder.pid, "since": round(holder.since, 3),
+               "heartbeat": round(time.time(), 3)}
     if lock is not None:
-        tags["claim.lock"] = str(lock)
-    return tags
+        claimed["lock"] = str(lock)
+    return {CLAIM_TAG: json.dumps(claimed)}
+
+
+def claim_of(tags: dict[str, str]) -> dict[str, Any]:
+    """A run's claim (host, pid, since, heartbeat, lock), from its `bioablate.claim` tag or, for a run
+    written before that tag, its `claim.*` tags; {} for an unclaimed run or an unreadable claim."""
+    if CLAIM_TAG in tags:
+        try:
+            claimed = json.loads(tags[CLAIM_TAG])
+        except ValueError:
+            return {}
+        return claimed if isinstance(claimed, dict) else {}
+    return {key.removeprefix("claim."): tags[key] for key in LEGACY_CLAIM_TAGS if key in tags}
 
 
 def live_holder(tags: dict[str, str]) -> Holder | None:
-    """The holder named by a RUNNING run's claim tags if it is alive: on this host, its process exists;
-    on another, its heartbeat is younger than STALE_AFTER_S. None: dead, or no claim tags."""
+    """The holder named by a RUNNING run's claim (`claim_of`) if it is alive: on this host, its process
+    exists; on another, its heartbeat is younger than STALE_AFTER_S. None: dead, or no claim."""
+    claimed = claim_of(tags)
     try:
-        holder = Holder(tags["claim.host"], int(tags["claim.pid"]), float(tags["claim.since"]))
-        beat = float(tags["claim.heartbeat"])
-    except (KeyError, ValueError):
+        holder = Holder(str(claimed["host"]), int(claimed["pid"]), float(claimed["since"]))
+        beat = float(claimed["heartbeat"])
+    except (KeyError, ValueError, TypeError):
         return None
     alive = holder.is_alive_here()
     if alive is not None:
@@ -348,21 +367,24 @@ def live_holder(tags: dict[str, str]) -> Holder | None:
 
 
 class Heartbeat:
-    """Refreshes the run's `claim.heartbeat` tag every `interval` seconds from a daemon thread, once the
-    run exists (`run_id()` is not None). A failed refresh (a busy store) is logged and retried."""
+    """Refreshes the heartbeat in the run's claim tag (`claim_tags(holder, lock)`) every `interval` seconds
+    from a daemon thread, once the run exists (`run_id()` is not None) and while `holder()` names its
+    holder. A failed refresh (a busy store) is logged and retried."""
 
-    def __init__(self, tracker: Tracker, run_id: Callable[[], str | None], interval: float):
+    def __init__(self, tracker: Tracker, run_id: Callable[[], str | None], interval: float,
+                 holder: Callable[[], Holder | None], lock: Path | None = None):
         self.tracker, self.run_id, self.interval = tracker, run_id, interval
+        self.holder, self.lock = holder, lock
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._beat, name="claim-heartbeat", daemon=True)
 
     def _beat(self) -> None:
         while not self.stop.wait(self.interval):
-            run_id = self.run_id()
-            if run_id is None:
+            run_id, holder = self.run_id(), self.holder()
+            if run_id is None or holder is None:
                 continue
             try:
-                self.tracker.client.set_tag(run_id, "claim.heartbeat", f"{time.time():.3f}")
+                self.tracker.set_tags(run_id, claim_tags(holder, self.lock))
             except Exception as error:  # noqa: BLE001 -- a missed beat is not worth stopping a run for
                 log.debug("heartbeat of %s failed: %s", run_id, error)
 

@@ -29,6 +29,8 @@ from ablations.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import (PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, resolve_data_dir,
                               resolve_work_dir, run_params, under_key)
+from ablations.dashboard import log_corpus
+from ablations.run_figures import curves_figure
 from ablations.lifecycle import InterruptCheck, TrackedRun
 from core.claims import claim
 from ablations.tracking import git_commit
@@ -60,6 +62,7 @@ class PretrainResult:
     reused: bool
     tracking_uri: str
     losses: list[float] = field(default_factory=list)  # MLM loss per micro-batch of this invocation
+    experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
 
 
 class PretrainIdentity(NamedTuple):
@@ -263,7 +266,7 @@ def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> Pre
     check_accelerator_present(cfg)
     inputs = resolve_inputs(cfg)
     run_fp, model_dir = inputs.identity
-    run = TrackedRun.open(cfg, run_fp, force)
+    run = TrackedRun.open(cfg, run_fp, force, kind="pretrain")
     usable = lambda _: (model_dir / "config.json").is_file()  # noqa: E731
     done = run.finished(usable)
     if done is None:
@@ -271,21 +274,30 @@ def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> Pre
             done = run.finished(usable)  # the holder we waited for may have finished it
             if done is None:
                 return _train(cfg, inputs, run)
-    return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri)
+    return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri,
+                          experiment_id=done.info.experiment_id)
 
 
 def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> PretrainResult:
     model_dir = inputs.identity.model_dir
     shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
     run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
-              _run_tags(cfg, model_dir, shards), run_params(cfg))
+              _run_tags(cfg, model_dir, shards), run_params(cfg, "pretrain"))
+    if not run.is_worker:  # its corpus, as the run's MLflow dataset input
+        log_corpus(run.tracker.client, run.run_id, cfg.pretrain.corpus, shards.path, inputs.corpus_fp, len(shards))
     with run.tracked():
         module = _fit_and_export(cfg, inputs, shards, run)
         run.set_tag("model_dir", str(model_dir))
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
+        if not run.is_worker:
+            history = {"train/loss": [(m.step, m.value) for m in run.tracker.client.get_metric_history(
+                run.run_id, "train/loss")]}
+            figure = curves_figure(run.run_dir / "artifacts" / "figures" / "curves.png", history,
+                                   f"{cfg.pretrain.objective} on {cfg.pretrain.corpus}, seed {cfg.seed}")
+            run.log_artifacts([figure] if figure else [], "figures")
     return PretrainResult(run.run_id, inputs.identity.fingerprint, model_dir, False, run.tracking_uri,
-                          module.history)
+                          module.history, "" if run.is_worker else run.tracker.experiment_id)
 
 
 def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards) -> dict[str, str]:
@@ -336,11 +348,12 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         max_steps=p.max_steps, max_epochs=-1,
         accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
-        strategy=cfg.trainer.strategy, precision=cfg.trainer.precision, logger=run.lightning_logger(),
+        strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
+        logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
         callbacks=[checkpoints, InterruptCheck(), *run.callbacks(), *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
-        log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
+        log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time
         reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
     )
     # rank 0 checked it in `run.start` (setting an unreadable one aside); a worker checks it here

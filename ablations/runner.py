@@ -215,20 +215,22 @@ class _Parent:
                  runs_per_device: int = 1):
         from ablations.tracking import Tracker, git_commit
 
-        self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name, artifact_root=work_dir / "mlartifacts")
+        self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name,
+                               artifact_root=work_dir / "mlartifacts", kind="finetune")  # its runs' experiment
         self._end_dead_parents(experiment.name)
+        holder = Holder.me()
         # profile + cli_overrides (a JSON list): the invocation `bioablate table` finds (experiment/invocations.py)
         tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
                 "profile": experiment.profile, "cli_overrides": json.dumps(list(experiment.cli_overrides)),
                 "invocation": experiment.invocation(), "git_commit": git_commit(),
-                "mlflow.note.content": experiment.description, **claim_tags(Holder.me())}
+                "mlflow.note.content": experiment.description, **claim_tags(holder)}
         params = {"overrides": " ".join(f"{k}={v}" for k, v in experiment.overrides.items()),
                   "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp,
                   "runs_per_device": runs_per_device}
         self.run_id = self.tracker.create(f"experiment-{experiment.name}", tags, params)
         self.tracker.client.update_run(self.run_id, status="RUNNING")
         self.child_tags = {"mlflow.parentRunId": self.run_id, "experiment": experiment.name}
-        self.heartbeat = Heartbeat(self.tracker, lambda: self.run_id, lifecycle.HEARTBEAT_S).__enter__()
+        self.heartbeat = Heartbeat(self.tracker, lambda: self.run_id, lifecycle.HEARTBEAT_S, lambda: holder).__enter__()
 
     def _end_dead_parents(self, name: str) -> None:
         running = self.tracker.client.search_runs(

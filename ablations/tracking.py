@@ -12,21 +12,24 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 from urllib.parse import urlparse
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+import pytorch_lightning as pl
 from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
+from ablations.dashboard import describe_experiment
 from core.claims import claim
 from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
 from core.errors import ConfigError
@@ -37,6 +40,7 @@ PROBE_TIMEOUT_S = 3.0  # an MLflow server that does not answer /health within th
 log = logging.getLogger("bioablate")
 MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
 PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
+METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,28 +103,33 @@ def check_tracking_uri(tracking_uri: str) -> None:
 class Tracker:
     """A thin wrapper over MlflowClient bound to one tracking URI and one experiment."""
 
-    def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None):
+    def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None,
+                 kind: str | None = None):
+        """`kind` ('finetune', 'pretrain'): the experiment gets that kind's description and saved view of
+        its runs list where it has none (`ablations.dashboard.describe_experiment`)."""
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = SignalSafeClient(MlflowClient(tracking_uri))
         with _creating(tracking_uri):
-            self.experiment_id = self._experiment_id(experiment_name, artifact_root)
+            experiment = self._experiment(experiment_name, artifact_root)
+        self.experiment_id = experiment.experiment_id
+        describe_experiment(self.client, experiment, kind)
 
-    def _experiment_id(self, name: str, artifact_root: Path | None) -> str:
+    def _experiment(self, name: str, artifact_root: Path | None) -> Any:
         """The MLflow experiment `name`, created if missing. Jobs on a cluster may create it at the same
         moment: whoever loses the race reads the winner's. A tracking server keeps the artifacts itself
         (its --artifacts-destination); a local store puts them under the work directory."""
         experiment = self.client.get_experiment_by_name(name)
         if experiment is not None:
-            return experiment.experiment_id
+            return experiment
         served = self.tracking_uri.startswith(("http://", "https://"))
         location = artifact_root.resolve().as_uri() if artifact_root is not None and not served else None
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.get_experiment(self.client.create_experiment(name, artifact_location=location))
         except MlflowException as error:
             if error.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-            return self.client.get_experiment_by_name(name).experiment_id
+            return self.client.get_experiment_by_name(name)
 
     def find(self, fingerprint: str) -> Any | None:
         """The newest run with this fingerprint, or None."""
@@ -191,8 +200,9 @@ class Tracker:
         else:
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
 
-    def lightning_logger(self, run_id: str) -> MLFlowLogger:
-        return _RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id)
+    def lightning_logger(self, run_id: str, flush_every: int = 1) -> MLFlowLogger:
+        """Lightning's logger for `run_id`: every step's points, stored `flush_every` steps at a time."""
+        return _RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id, flush_every=flush_every)
 
 
 def store_failure(error: BaseException) -> str | None:
@@ -256,11 +266,65 @@ class SignalSafeClient:
 class _RunOwnedMLFlowLogger(MLFlowLogger):
     """Lightning's MLflow logger, minus ending the run: `Tracker.tracked_run` decides the final status
     (Lightning would mark the run FINISHED after `fit`, before the test set is scored). Its store calls
-    are signal-safe, as the tracker's."""
+    are signal-safe, as the tracker's.
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    Every step's points are kept (the Trainer logs every step) and written `flush_every` steps at a time,
+    in one store write (a SQLite transaction per step would cost more than a micro model's step), and
+    whenever `flush` is called: before every checkpoint (`FlushPoints`: a resumed run keeps the points
+    below its checkpoint's step, so they must be stored by then), after each validation, at the end.
+    Lightning's `epoch` point, added to every logging call, is left out: a chart of the epoch number."""
+
+    def __init__(self, *args: Any, flush_every: int = 1, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._mlflow_client = SignalSafeClient(self._mlflow_client)
+        self.flush_every = flush_every
+        self._points: list[Metric] = []
+        self._steps: set[int] = set()
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        now = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if key != "epoch" and not isinstance(value, str):
+                self._points.append(Metric(re.sub(r"[^a-zA-Z0-9_/. -]+", "", key), float(value), now, step or 0))
+        self._steps.add(step or 0)
+        if len(self._steps) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the points kept so far, in as few store writes as MLflow allows."""
+        points, self._points, self._steps = self._points, [], set()
+        for start in range(0, len(points), METRICS_PER_BATCH):
+            self.experiment.log_batch(run_id=self.run_id, metrics=points[start:start + METRICS_PER_BATCH])
 
     def finalize(self, status: str = "success") -> None:
-        pass
+        if status == "success":
+            self.flush()
+            return
+        try:  # a failed or interrupted fit: keep what it logged, but never hide its own error behind ours
+            self.flush()
+        except Exception as error:  # noqa: BLE001
+            log.warning("could not store the last metric points of MLflow run %s (%s)", self.run_id,
+                        " ".join(str(error).split())[:200])
+
+
+class FlushPoints(pl.Callback):
+    """Stores the run's kept metric points before every checkpoint (see `_RunOwnedMLFlowLogger`), after
+    each validation (the dev scores show up while training goes on) and when training or testing ends."""
+
+    @staticmethod
+    def _flush(trainer: pl.Trainer) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, _RunOwnedMLFlowLogger):
+                logger.flush()
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        self._flush(trainer)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(trainer)
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(trainer)

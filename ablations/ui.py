@@ -41,6 +41,8 @@ NO_TELEMETRY = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 # importing MLflow, for GenAI features (scorers, trace roll-ups, prompt optimization) no run here uses.
 # Off unless the user's environment turns it on.
 NO_JOB_RUNNER = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+# `mlflow server` whose UI opens without MLflow's assistant pane, in the classic view (ablations/mlflow_app.py)
+SERVER = "ablations.mlflow_app"
 
 
 def server_environment() -> dict[str, str]:
@@ -71,7 +73,7 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
     if store.startswith(("http://", "https://")):
         raise ConfigError(f"the tracking store {store} is already a server: open it in a browser")
     study_storage = study_storage_of(storage, work)
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
+    command = [sys.executable, "-m", SERVER, "server", "--backend-store-uri", store,
                "--artifacts-destination", str(work / "mlartifacts"), "--host", host, "--port", str(port),
                "--workers", "1"]
     notes = (f"MLflow UI for {store}: http://{_shown(host)}:{port}/{CLASSIC_VIEW}  (Ctrl-C stops it)\n"
@@ -200,7 +202,7 @@ def shared_server_command(backend_store_uri: str, artifacts: str, host: str, por
     check_port_free(host, port)
     root = Path(artifacts).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri,
+    command = [sys.executable, "-m", SERVER, "server", "--backend-store-uri", backend_store_uri,
                "--artifacts-destination", str(root), "--host", host, "--port", str(port),
                "--workers", str(workers)]
     shown = _shown(host)

@@ -19,6 +19,11 @@ Every metric returns a dict of floats whose key "score" is the primary number, p
 (precision, recall, per-class f1 as "f1_<label>", counts). Inputs are Python sequences; all metrics are
 linear in the size of their input. Empty inputs and zero denominators give 0.0, never an exception;
 gold and prediction lists of different lengths raise `ValueError`.
+
+What a run logs as MLflow metrics (`summary_keys`: `best_dev/<key>`, `test/<key>`, what tables and
+sweeps read) is every key but the counts (`is_count`: tp, fp, fn, support, support_<label>, correct, total,
+n, constant_prediction), which go with everything else into the run's details artifact; its per-epoch
+dev curves are the headline keys alone (`curve_keys`: score, precision, recall).
 """
 
 from __future__ import annotations
@@ -254,14 +259,34 @@ def accuracy(gold: Sequence, pred: Sequence) -> dict[str, float]:
     return {"score": _ratio(correct, len(gold)), "correct": float(correct), "total": float(len(gold))}
 
 
+COUNT_KEYS = frozenset({"tp", "fp", "fn", "support", "correct", "total", "n", "constant_prediction"})
+COUNT_PREFIXES = ("support_",)  # per-class counts
+
+
+def is_count(key: str) -> bool:
+    """A count (or a flag) rather than a score: in the run's details artifact, not an MLflow metric."""
+    return key in COUNT_KEYS or key.startswith(COUNT_PREFIXES)
+
+
+def summary_keys(metrics: Mapping[str, float]) -> list[str]:
+    """The keys a run logs as MLflow metrics (`test/<key>`, `best_dev/<key>`): all but the counts."""
+    return [key for key in metrics if not is_count(key)]
+
+
+def curve_keys(metrics: Mapping[str, float]) -> list[str]:
+    """The keys a run charts per epoch (`dev/<key>`): the headline scores, no per-class ones."""
+    return [key for key in summary_keys(metrics) if "_" not in key]
+
+
 def metric_keys(metric: str, metric_args: Mapping) -> set[str]:
-    """The keys a dataset's metric reports (its runs log them as `test/<key>`), found by scoring no
-    examples: per-class keys follow the labels in `metric_args`."""
+    """The keys a dataset's metric reports as MLflow metrics (its runs log them as `test/<key>`; counts
+    are in the details artifact), found by scoring no examples: per-class keys follow the labels in
+    `metric_args`."""
     fn = METRICS.get(metric)
     required = [p for p in inspect.signature(fn).parameters.values()
                 if p.default is p.empty and p.name not in metric_args
                 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return {"score", *fn(*[[] for _ in required], **metric_args)}
+    return {"score", *summary_keys(fn(*[[] for _ in required], **metric_args))}
 
 
 def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> dict:

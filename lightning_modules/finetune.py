@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from datamodules.metrics import curve_keys, summary_keys
 from datamodules.pretrain.data import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup
@@ -46,6 +47,10 @@ class FineTuneModule(pl.LightningModule):
         self.dev_history: list[dict[str, float]] = []  # metrics of every dev evaluation, in order
         self.test_metrics: dict[str, float] = {}
         self.test_predictions: list[Any] = []
+        # this epoch's training loss so far (sum over steps, steps), for its mean beside the dev scores;
+        # in the checkpoint: a run resumed mid-epoch (preemption) still gets the whole epoch's mean
+        self._loss_sum: torch.Tensor | float = 0.0
+        self._loss_steps = 0
 
     def logits(self, batch: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Head logits; from `inputs_embeds` (word embeddings, e.g. perturbed ones) instead of the ids."""
@@ -76,6 +81,8 @@ class FineTuneModule(pl.LightningModule):
             self.log("train/adversarial_loss", adversarial, batch_size=size)
             loss = loss + adversarial
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        self._loss_sum = self._loss_sum + loss.detach()
+        self._loss_steps += 1
         return loss
 
     # ---- evaluation: keep tensors per batch, decode and score once per epoch ----
@@ -112,22 +119,30 @@ class FineTuneModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         metrics, _ = self._score("dev")
         self.dev_history.append(metrics)
-        self.log_dict({f"dev/{k}": float(v) for k, v in metrics.items() if k != "score"})
-        self.log("dev/score", float(metrics["score"]), prog_bar=True)
+        # every key for callbacks (a sweep's objective may be any of them); the charts get the curves
+        charted = set(curve_keys(metrics))
+        for key, value in metrics.items():
+            self.log(f"dev/{key}", float(value), prog_bar=key == "score", logger=key in charted)
+        if self._loss_steps:  # the epoch's mean training loss, at the step of its dev scores
+            self.log("train/loss_epoch", float(self._loss_sum) / self._loss_steps)
+        self._loss_sum, self._loss_steps = 0.0, 0
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._collect(batch)
 
     def on_test_epoch_end(self) -> None:
         self.test_metrics, self.test_predictions = self._score("test")
-        self.log_dict({f"test/{k}": float(v) for k, v in self.test_metrics.items()})
+        self.log_dict({f"test/{k}": float(self.test_metrics[k]) for k in summary_keys(self.test_metrics)})
 
-    # dev_history decides which epoch was best: it must survive a resume from a checkpoint.
+    # dev_history decides which epoch was best: it must survive a resume from a checkpoint (as must the
+    # epoch's loss so far, for its mean).
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["dev_history"] = self.dev_history
+        checkpoint["epoch_loss"] = (float(self._loss_sum), self._loss_steps)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.dev_history = checkpoint.get("dev_history", [])
+        self._loss_sum, self._loss_steps = checkpoint.get("epoch_loss", (0.0, 0))
 
     def configure_optimizers(self):
         return adamw_with_linear_warmup(self, self.lr, self.weight_decay, self.warmup_ratio,

@@ -318,6 +318,31 @@ def load_tokenizer(model: ResolvedModel, config: PretrainedConfig) -> PreTrained
     return AutoTokenizer.from_pretrained(model.path, **options)
 
 
+# The config keys that build a random BERT (and only one): a run from a model folder or the Hub logs its
+# loaded model's config instead (`model_params`).
+RANDOM_BERT_KEYS = ("model.vocab", "model.lowercase", "model.hidden_size", "model.num_layers", "model.num_heads",
+                    "model.intermediate_size", "model.max_position_embeddings")
+
+
+def model_params(model_cfg: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """What a run logs about its model beyond `model.name_or_path`, as (params, tags): nothing for a
+    random BERT (its config keys say it all); for a model folder, a named or a Hub model the loaded
+    model's own config (model.type, model.hidden_size, model.num_layers, model.num_heads,
+    model.intermediate_size, model.max_position_embeddings, model.vocab_size), and for a Hub model the
+    tags hub_id and hub_commit (the commit its revision resolved to)."""
+    if model_cfg.name_or_path == RANDOM_BERT:
+        return {}, {}
+    model = resolve_model(model_cfg.name_or_path)
+    config = model_config(model.path)
+    keys = {"type": "model_type", "hidden_size": "hidden_size", "num_layers": "num_hidden_layers",
+            "num_heads": "num_attention_heads", "intermediate_size": "intermediate_size",
+            "max_position_embeddings": "max_position_embeddings", "vocab_size": "vocab_size"}
+    params = {f"model.{key}": getattr(config, name) for key, name in keys.items()
+              if getattr(config, name, None) is not None}
+    tags = {"hub_id": model.hub_id, "hub_commit": model.commit} if model.hub_id is not None else {}
+    return params, tags
+
+
 def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
     """Content hash of what the model starts from: the weights, config and vocabulary files of a model
     directory (for a Hub model also the commit it resolved to; not its model card, README.md:

@@ -2,8 +2,9 @@
 
 Tests read the real staged datasets: `BIOABLATE_DATA`, else `../shared/data` beside the repository (where
 CI puts it). Markers (see pyproject.toml): `needs_data` is set here on every test that uses the `data_dir`
-fixture, `postgres` on every test that uses a PostgreSQL server (`postgres_url`); `slow` and `ddp` are set
-in the test files. The fast tier is `pytest -m "not slow"`.
+fixture, `postgres` on every test that uses a PostgreSQL server (`postgres_url`), `browser` on every test
+that drives a headless Chromium (`chromium`, skipped with the reason where none is installed); `slow` and
+`ddp` are set in the test files. The fast tier is `pytest -m "not slow"`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def postgres_url() -> str:
     return url
 
 
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """A Chromium for the headless-browser tests (tests/browser.py): its path."""
+    from tests.browser import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        pytest.skip("chromium is not installed: the headless-browser tests need it (Debian: apt-get install "
+                    "chromium; .ci/run installs it)")
+    return path
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
@@ -59,6 +72,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.needs_data)
         if "postgres_url" in names:
             item.add_marker(pytest.mark.postgres)
+        if "chromium" in names:
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(autouse=True)

@@ -40,7 +40,8 @@ class SweepTracking:
         work_dir = resolve_work_dir(base)
         self.spec = spec
         self.tracking_uri = resolve_tracking_uri(base, work_dir)
-        self.tracker = Tracker(self.tracking_uri, spec.experiment, artifact_root=work_dir / "mlartifacts")
+        self.tracker = Tracker(self.tracking_uri, spec.experiment, artifact_root=work_dir / "mlartifacts",
+                               kind="finetune")  # the trials' fine-tuning runs go there too
         self.client = self.tracker.client
         self.storage = redact(storage_url)
         self.parent_id = ""

@@ -19,18 +19,20 @@ from lightning_modules.finetune import FineTuneModule
 FAST = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=2",
         "finetune.max_length=64", "trainer.progress_bar=false"]
 
-# Detail metrics that tell each metric kind apart (besides `score`, which all have).
+# What tells each metric kind apart (besides `score`, which all have): the summary keys logged as MLflow
+# metrics (test/, best_dev/: what tables and sweeps read), and the counts, only in the details artifact.
 METRIC_KEYS = {
-    "entity_f1": {"precision", "recall", "tp", "fp", "fn"},
-    "pico_word_macro_f1": {"f1_PAR", "f1_INT", "f1_OUT"},
-    "relation_micro_f1": {"precision", "recall"},  # + one f1_<class> per positive class, below
-    "positive_class_f1": {"precision", "recall", "tp"},
-    "pearson": {"n", "constant_prediction"},
-    "multilabel_micro_f1": {"precision", "recall", "f1_Cellular energetics"},
-    "accuracy": {"correct", "total"},
+    "entity_f1": ({"precision", "recall"}, {"tp", "fp", "fn", "support"}),
+    "pico_word_macro_f1": ({"f1_PAR", "f1_INT", "f1_OUT", "precision_PAR"}, {"support_PAR"}),
+    "relation_micro_f1": ({"precision", "recall"}, {"tp", "fp", "fn"}),  # + one f1_<class> per positive class
+    "positive_class_f1": ({"precision", "recall"}, {"tp", "support"}),
+    "pearson": (set(), {"n", "constant_prediction"}),
+    "multilabel_micro_f1": ({"precision", "recall", "f1_Cellular energetics"}, {"tp", "support_Cellular energetics"}),
+    "accuracy": (set(), {"correct", "total"}),
 }
 RELATION_CLASSES = {"chemprot": {"f1_CPR3", "f1_CPR4", "f1_CPR5", "f1_CPR6", "f1_CPR9"},
                     "ddi": {"f1_mechanism", "f1_effect", "f1_advise", "f1_int"}}
+CLASSIFICATION = ("re", "qa")  # single-label tasks: a confusion matrix (HoC is multi-label)
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +57,18 @@ def test_micro_finetune_logs_dev_and_test_metrics(task: str, data_dir: Path, wor
     assert run.data.tags["task"] == task and run.data.tags["metric"] == spec.metric
     assert run.data.tags["fingerprint"] == result.fingerprint and run.data.tags["git_commit"]
     assert run.data.params["finetune.lr"] == "0.0005" and run.data.params["seed"] == "42"
-    expected = {"score"} | METRIC_KEYS[spec.metric] | RELATION_CLASSES.get(task, set())
-    for prefix in ("dev/", "best_dev/", "test/"):
+    assert not [k for k in run.data.params if k.startswith(("pretrain.", "launcher."))]  # not a pretraining run
+    summary, counts = METRIC_KEYS[spec.metric]
+    summary = {"score"} | summary | RELATION_CLASSES.get(task, set())
+    for prefix in ("best_dev/", "test/"):
         logged = {k[len(prefix):] for k in run.data.metrics if k.startswith(prefix)}
-        assert expected <= logged, (prefix, expected - logged)
-    # one dev evaluation per epoch; best_dev is the best of them
+        assert summary <= logged and not logged & counts, (prefix, summary - logged, logged & counts)
+    # the charted curves: the headline scores of each epoch, the loss of every step and each epoch's mean
+    assert {k[4:] for k in run.data.metrics if k.startswith("dev/")} <= {"score", "precision", "recall"}
     history = [m.value for m in client.get_metric_history(result.run_id, "dev/score")]
     assert len(history) == 2 and run.data.metrics["best_dev/score"] == pytest.approx(max(history))
+    assert len(client.get_metric_history(result.run_id, "train/loss")) == 2 * 3  # 48 examples, batches of 16
+    assert len(client.get_metric_history(result.run_id, "train/loss_epoch")) == 2
     bounds = (-1.0, 1.0) if spec.metric == "pearson" else (0.0, 1.0)
     assert bounds[0] <= run.data.metrics["test/score"] <= bounds[1]
 
@@ -70,6 +77,17 @@ def test_micro_finetune_logs_dev_and_test_metrics(task: str, data_dir: Path, wor
     assert len(lines) == min(40, len(spec.read(data_dir)["test"]))
     assert set(json.loads(lines[0])) == {"id", "gold", "prediction"}
     assert "task: " + task in (artifacts / "config.yaml").read_text()
+    details = json.loads((artifacts / "metrics" / "details.json").read_text())
+    assert counts <= set(details["test"]) and len(details["dev"]) == 2
+    assert details["best_dev"] == details["dev"][details["best_epoch"]]
+    assert details["test"]["score"] == pytest.approx(run.data.metrics["test/score"])
+    figures = {p.name for p in (artifacts / "figures").iterdir()}
+    single_label = spec.task_type in CLASSIFICATION and not spec.multi_label
+    assert figures == {"curves.png", *(["confusion_matrix.png"] if single_label else [])}
+    splits = spec.read(data_dir)  # the examples it used of each split, as MLflow dataset inputs
+    inputs = {i.dataset.name: json.loads(i.dataset.profile)["num_rows"] for i in run.inputs.dataset_inputs}
+    assert inputs == {f"{task}/train": min(48, len(splits["train"])), f"{task}/dev": min(40, len(splits["dev"])),
+                      f"{task}/test": len(lines)}
 
 
 @pytest.mark.slow
@@ -174,6 +192,14 @@ def test_finetune_from_a_hugging_face_directory_and_named_model(data_dir, work_d
     assert client.get_run(from_dir.run_id).data.tags["model"] == str(tmp_path / "model")
     assert client.get_run(named.run_id).data.params["model.name_or_path"] == "general-minilm"
     assert client.get_run(named.run_id).info.status == "FINISHED"
+    # each logs its loaded model's size, not the micro profile's random-BERT keys; neither is from the Hub
+    params = client.get_run(named.run_id).data.params
+    assert (params["model.hidden_size"], params["model.num_layers"], params["model.type"]) == ("384", "6", "bert")
+    assert "model.vocab" not in params and "model.lowercase" not in params
+    params = client.get_run(from_dir.run_id).data.params
+    assert (params["model.hidden_size"], params["model.num_layers"]) == (str(cfg.model.hidden_size),
+                                                                       str(cfg.model.num_layers))
+    assert "hub_commit" not in client.get_run(named.run_id).data.tags
 
 
 def test_entity_markers_grow_a_model_folders_tokenizer_and_the_run_finishes(data_dir, work_dir):

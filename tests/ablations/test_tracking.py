@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
-from ablations.tracking import PROBE_TIMEOUT_S, Tracker, check_tracking_uri
+from ablations.tracking import PROBE_TIMEOUT_S, Tracker, check_tracking_uri, preserved_tracking_env
 from core.errors import ConfigError
 
 
@@ -89,3 +89,28 @@ def test_the_command_line_reports_an_unreachable_server_in_one_line(tmp_path, da
                  "--tracking-uri", uri])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"tracking URI {uri}: no MLflow server answers" in err
+
+
+def test_the_lightning_logger_keeps_every_step_and_stores_them_a_few_steps_at_a_time(tmp_path):
+    """Every step's points, one store write per `flush_every` steps (and at `flush` / `finalize`, as before
+    a checkpoint or at the end); Lightning's `epoch` point is not kept."""
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    tracker = Tracker(uri, "logger")
+    run_id = tracker.create("a-run", {}, {})
+    client = MlflowClient(uri)
+
+    def stored() -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in client.get_metric_history(run_id, "train/loss"))
+
+    with preserved_tracking_env():  # Lightning's logger sets $MLFLOW_TRACKING_URI for the whole process
+        logger = tracker.lightning_logger(run_id, flush_every=3)
+        for step in range(4):
+            logger.log_metrics({"train/loss": float(step), "epoch": 0.0}, step=step)
+            assert len(stored()) == (3 if step >= 2 else 0)  # written once three steps are kept
+        logger.log_metrics({"dev/score": 0.5}, step=3)  # another key at a step already kept
+        logger.flush()
+        assert stored() == [(s, float(s)) for s in range(4)]
+        assert [m.step for m in client.get_metric_history(run_id, "dev/score")] == [3]
+        logger.log_metrics({"train/loss": 4.0}, step=4)
+        logger.finalize("success")
+    assert stored()[-1] == (4, 4.0) and client.get_metric_history(run_id, "epoch") == []

@@ -147,7 +147,10 @@ table: {rows: task, columns: head}
      ["overrides: 'tracking_uri' is where runs are kept", "--tracking-uri on the command line"]),
     (("table:", "overrides: {work_dir: elsewhere}\ntable:"), ["overrides: 'work_dir'", "--work-dir"]),
     (("columns: head}", "columns: head, metric: precison}"),
-     ["table.metric: gad does not report 'precison' (did you mean 'precision'?); it reports: fn, fp, precision"]),
+     ["table.metric: gad does not report 'precison' (did you mean 'precision'?); it reports: precision, recall, "
+      "score"]),
+    # counts are in each run's details artifact, not metrics a table could read
+    (("columns: head}", "columns: head, metric: tp}"), ["table.metric: gad does not report 'tp'"]),
 ])
 def test_a_mistake_in_an_experiment_yaml_is_a_one_line_error_naming_file_and_key(tmp_path, capsys, replace, fragments):
     path = write(tmp_path / "bad.yaml", GOOD.replace(*replace))

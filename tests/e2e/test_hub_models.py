@@ -46,6 +46,12 @@ def test_finetune_by_hub_id_and_revision_offline(tmp_path, data_dir):
     assert "gad: finished" in done.stdout and re.search(r"test: .*score=0\.\d+", done.stdout), done.stdout
     (run,) = finetune_runs(done.stdout.split("MLflow: ")[1].split()[0])
     assert run.data.params["model.name_or_path"] == f"{TINY}@v2" and run.info.status == "FINISHED"
+    # the loaded model's config and the commit v2 resolved to, not the profile's random-BERT keys
+    assert run.data.tags["hub_id"] == TINY and run.data.tags["hub_commit"] == C2
+    params = run.data.params
+    assert (params["model.hidden_size"], params["model.num_layers"], params["model.num_heads"]) == ("32", "1", "2")
+    assert params["model.vocab_size"] == "30522" and params["model.type"] == "bert"
+    assert "model.vocab" not in params and "model.intermediate_size" in params
     # the run's fingerprint is that of the commit v2 names, whichever way it is named, and not main's
     from huggingface_hub import constants
 
