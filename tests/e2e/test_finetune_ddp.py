@@ -61,17 +61,19 @@ def test_two_process_ddp_finetune_through_the_cli(data_dir, tmp_path):
     run = runs[0]
     assert run.info.status == "FINISHED"
     assert run.data.params["trainer.devices"] == "2"
-    for name in ("dev/score", "dev/tp"):  # once per epoch, not once per rank
+    for name in ("dev/score", "dev/precision"):  # once per epoch, not once per rank
         assert len(client.get_metric_history(run.info.run_id, name)) == 2
     for name in ("test/score", "best_dev/score"):
         assert len(client.get_metric_history(run.info.run_id, name)) == 1
 
-    # dev scored over all EVAL examples (tp + fn = gold mentions of the whole subsample), not one share
+    # dev scored over all EVAL examples (tp + fn = gold mentions of the whole subsample), not one share; the
+    # counts of every dev evaluation are in the run's metrics/details.json (one entry per epoch)
+    artifacts = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl")))
+    details = json.loads((artifacts / "metrics" / "details.json").read_text())
     instances = subsample(get_dataset("bc5-chem").read(data_dir)["dev"], EVAL)
     gold_mentions = sum(len(x.spans) for x in instances)
-    assert run.data.metrics["dev/tp"] + run.data.metrics["dev/fn"] == gold_mentions
-
-    artifacts = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl")))
+    assert len(details["dev"]) == 2
+    assert all(epoch["tp"] + epoch["fn"] == gold_mentions for epoch in details["dev"])
     lines = [json.loads(line) for line in (artifacts / "test_predictions.jsonl").read_text().splitlines()]
     test_ids = [x.id for x in subsample(get_dataset("bc5-chem").read(data_dir)["test"], EVAL)]
     assert [line["id"] for line in lines] == test_ids  # every test example once, in split order
