@@ -22,6 +22,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from ablations.checks import check_run_config
 from core.databases import with_driver
 from core.errors import ConfigError
+from core.files import unwritable
 from datamodules.fetch import fetched_data_dir
 from datamodules.spec import MIN_SEQUENCE
 from core.packaged import resolve_config
@@ -409,18 +410,10 @@ def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
     ConfigError here, before any run exists, not a store traceback or a run left RUNNING later)."""
     raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "outputs"
     path = Path(raw).expanduser().resolve()
-    probe = path / f".write-probe-{os.getpid()}"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"x" * 4096)
-    except OSError as e:
-        raise ConfigError(f"work directory {path} is not usable: {e.strerror or e} (from --work-dir, work_dir "
-                          "or BIOABLATE_WORK); free space or pick a writable folder") from None
-    finally:
-        try:
-            probe.unlink(missing_ok=True)
-        except OSError:
-            pass
+    reason = unwritable(path)
+    if reason is not None:
+        raise ConfigError(f"work directory {path} is not usable: {reason} (from --work-dir, work_dir "
+                          "or BIOABLATE_WORK); free space or pick a writable folder")
     return path
 
 

@@ -52,6 +52,23 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return path
 
 
+def unwritable(path: Path) -> str | None:
+    """Why files cannot be written in the folder `path` (created if missing; a probe of 4 KB is written and
+    removed, so a full disk shows too), or None when they can."""
+    probe = Path(path) / f".write-probe-{os.getpid()}"
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"x" * 4096)
+    except OSError as error:
+        return str(error.strerror or error)
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return None
+
+
 def writable_dir(path: Path, option: str) -> Path:
     """`path` as a folder to write into, created if needed: a file in its place, or a folder that cannot
     be created or written (read-only, no permission, a full disk), is a one-line ConfigError naming
@@ -61,12 +78,7 @@ def writable_dir(path: Path, option: str) -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path} is a file; name a folder (it is created if missing)")
-    probe = path / f".write-probe-{os.getpid()}"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-    except OSError as error:
-        raise ConfigError(f"{option} {path}: cannot write there ({error.strerror or error})") from None
-    finally:
-        probe.unlink(missing_ok=True)
+    reason = unwritable(path)
+    if reason is not None:
+        raise ConfigError(f"{option} {path}: cannot write there ({reason})")
     return path

@@ -47,3 +47,13 @@ def hash_files(paths: Iterable[Path], seed: bytes = b"") -> str:
                 h.update(chunk)
     _MEMO[key] = h.hexdigest()[:16]
     return _MEMO[key]
+
+
+def file_sha256(path: Path) -> str:
+    """The full SHA-256 of a file, streamed in 1 MiB chunks (downloads checked against the manifest, cache
+    manifests)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

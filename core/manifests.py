@@ -9,26 +9,16 @@ hashed once when written, not at every load.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-CHUNK = 1 << 22
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
+from core.fingerprints import file_sha256
 
 def manifest_of(folder: Path, names: list[str]) -> dict[str, dict]:
     """The manifest of `names` in `folder` as they are now."""
     out = {}
     for name in names:
         stat = (folder / name).stat()
-        out[name] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_of(folder / name)}
+        out[name] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": file_sha256(folder / name)}
     return out
 
 
@@ -42,6 +32,6 @@ def damage(folder: Path, manifest: dict[str, dict]) -> str | None:
             return f"{name} is missing"
         if stat.st_size != expected["bytes"]:
             return f"{name} has {stat.st_size:,} bytes, {expected['bytes']:,} when written"
-        if stat.st_mtime_ns != expected["mtime_ns"] and sha256_of(path) != expected["sha256"]:
+        if stat.st_mtime_ns != expected["mtime_ns"] and file_sha256(path) != expected["sha256"]:
             return f"{name} was rewritten since the cache was made (its checksum differs)"
     return None

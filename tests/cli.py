@@ -43,3 +43,16 @@ def bioablate_in_process(*args: str, cwd: Path, unset: tuple[str, ...] = (),
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
     return subprocess.CompletedProcess(["bioablate", *args], code, out.getvalue(), err.getvalue())
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """End a server started in a process group of its own (`start_new_session=True`): SIGTERM to the
+    group, SIGKILL after 30 s."""
+    import signal
+
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()

@@ -7,7 +7,6 @@ of it costs twice the time per request, which shows with the 8 800 small files o
 from __future__ import annotations
 
 import errno
-import hashlib
 import threading
 import urllib.request
 from pathlib import Path
@@ -18,6 +17,7 @@ import urllib3
 
 from core.console import one_line
 from core.errors import BioablateError
+from core.fingerprints import file_sha256  # re-exported: the fetch step and scripts read it here
 
 CHUNK = 1 << 16
 TIMEOUT = urllib3.Timeout(connect=15, read=60)  # seconds; read: between two reads
@@ -65,14 +65,6 @@ def human_size(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_complete(path: Path, size: int, sha256: str) -> bool:

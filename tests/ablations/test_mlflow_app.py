@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from ablations.dashboard import runs_url
 from ablations.mlflow_app import PAGE_SETUP, index_page
 from tests.browser import open_page, page_text
-from tests.cli import bioablate_in_process
+from tests.cli import bioablate_in_process, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ASSISTANT_PANE = "Ask questions about your experiments"  # the text of MLflow's assistant pane when it opens
@@ -79,12 +78,7 @@ def ui(micro_run) -> str:
                 time.sleep(0.5)
         yield base
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.communicate()
+        stop_group(server)
 
 
 def test_the_run_page_shows_the_runs_score_and_no_assistant_pane(chromium, micro_run, ui):

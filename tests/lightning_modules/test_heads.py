@@ -26,15 +26,20 @@ def brute_force_best(crf: ConstrainedCRF, emissions: torch.Tensor) -> list[int]:
     return best
 
 
-@pytest.mark.parametrize("scheme_name", ["bio", "bioul"])
-def test_viterbi_matches_brute_force_and_is_always_valid(scheme_name):
-    torch.manual_seed(0)
+def random_crf(scheme_name: str, std: float):
+    """The scheme, its tags for one entity type, and a constrained CRF with normal random transitions."""
     scheme = get_scheme(scheme_name)
     tags = scheme.tags(["X"])
     crf = ConstrainedCRF(len(tags), scheme.allowed_transitions(tags))
-    torch.nn.init.normal_(crf.transitions, std=2.0)  # random, then forbidden entries get pinned
-    torch.nn.init.normal_(crf.start_transitions, std=2.0)
-    torch.nn.init.normal_(crf.end_transitions, std=2.0)
+    for parameter in (crf.transitions, crf.start_transitions, crf.end_transitions):
+        torch.nn.init.normal_(parameter, std=std)
+    return scheme, tags, crf
+
+
+@pytest.mark.parametrize("scheme_name", ["bio", "bioul"])
+def test_viterbi_matches_brute_force_and_is_always_valid(scheme_name):
+    torch.manual_seed(0)
+    scheme, tags, crf = random_crf(scheme_name, std=2.0)  # random, then forbidden entries get pinned
     for trial in range(30):
         n = 1 + trial % 5
         emissions = torch.randn(1, n, len(tags)) * 3
@@ -73,11 +78,7 @@ def brute_force_marginals(crf: ConstrainedCRF, emissions: torch.Tensor) -> torch
 @pytest.mark.parametrize("scheme_name", ["bio", "bioul"])
 def test_crf_marginals_match_brute_force_also_in_a_padded_batch(scheme_name):
     torch.manual_seed(1)
-    scheme = get_scheme(scheme_name)
-    tags = scheme.tags(["X"])
-    crf = ConstrainedCRF(len(tags), scheme.allowed_transitions(tags))
-    for parameter in (crf.transitions, crf.start_transitions, crf.end_transitions):
-        torch.nn.init.normal_(parameter, std=1.5)
+    scheme, tags, crf = random_crf(scheme_name, std=1.5)
     emissions = torch.randn(2, 4, len(tags)) * 2
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
     marginals = crf.marginals(emissions, mask)

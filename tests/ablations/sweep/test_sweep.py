@@ -34,7 +34,7 @@ from ablations.sweep import (STORAGE_ENV, Place, SweepPaths, best_command, load_
                              sqlite_single_process)
 from core.errors import ConfigError
 from core.packaged import resolve_config
-from tests.cli import bioablate_in_process
+from tests.cli import bioablate_in_process, stop_group
 
 MICRO = resolve_config("micro", "sweep")
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -196,16 +196,6 @@ def _http(url: str, body: dict | None = None) -> dict:
         return json.loads(response.read() or b"{}")
 
 
-def _stop(server: subprocess.Popen) -> None:
-    """End a server started in its own process group (SIGTERM, then SIGKILL)."""
-    os.killpg(server.pid, signal.SIGTERM)
-    try:
-        server.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.communicate()
-
-
 @pytest.fixture(scope="module")
 def ui_server(micro_sweep) -> tuple[str, str]:
     """One `bioablate ui` over the micro sweep's work directory, shared by the UI tests (a server takes
@@ -234,7 +224,7 @@ def ui_server(micro_sweep) -> tuple[str, str]:
         os.set_blocking(server.stdout.fileno(), True)
         yield base, printed
     finally:
-        _stop(server)
+        stop_group(server)
 
 
 @pytest.mark.slow

@@ -207,5 +207,5 @@ def test_an_untouched_shard_set_is_reused_without_rehashing(data_dir: Path, tmp_
     def no_hashing(path):
         raise AssertionError(f"{path} was hashed although its modification time is the manifest's")
 
-    monkeypatch.setattr(manifests, "sha256_of", no_hashing)
+    monkeypatch.setattr(manifests, "file_sha256", no_hashing)
     assert len(build_shards(small, vocab(data_dir), True, 64, "none", 0, out, workers=1)) > 0
