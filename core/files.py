@@ -52,13 +52,13 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return path
 
 
-def unwritable(path: Path) -> str | None:
-    """Why files cannot be written in the folder `path` (created if missing; a probe of 4 KB is written and
-    removed, so a full disk shows too), or None when they can."""
+def unwritable(path: Path, probe_bytes: int = 0) -> str | None:
+    """Why files cannot be written in the folder `path` (created if missing; a probe file of `probe_bytes`
+    is written and removed: a few KB show a full disk too), or None when they can."""
     probe = Path(path) / f".write-probe-{os.getpid()}"
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"x" * 4096)
+        probe.write_bytes(b"x" * probe_bytes)
     except OSError as error:
         return str(error.strerror or error)
     finally:
