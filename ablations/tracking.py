@@ -55,9 +55,10 @@ def git_commit() -> str:
         return "unknown"
 
 
-def _creating(tracking_uri: str):
+def store_creation_lock(tracking_uri: str):
     """Two processes starting on a new SQLite store would both create its tables (one fails): the first
-    touch of one happens under a lock beside it, one process at a time. Other stores need none."""
+    touch of one happens under a lock beside it, one process at a time. Other stores need none. Anything
+    else that may open a store a bioablate run is creating (a test polling it) takes the same lock."""
     if tracking_uri.startswith("sqlite:///"):
         return claim(Path(tracking_uri.removeprefix("sqlite:///") + ".lock"))
     return nullcontext()
@@ -92,7 +93,7 @@ def check_tracking_uri(tracking_uri: str) -> None:
         raise ConfigError(f"tracking URI {tracking_uri}: that path is a folder; name the database file, "
                           "e.g. sqlite:///<folder>/mlruns.db")
     try:
-        with _creating(tracking_uri):  # the first client of a new SQLite store creates its tables
+        with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
             MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
         raise ConfigError(f"tracking URI {tracking_uri}: cannot open the store ({type(e).__name__}: "
@@ -110,7 +111,7 @@ class Tracker:
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = SignalSafeClient(MlflowClient(tracking_uri))
-        with _creating(tracking_uri):
+        with store_creation_lock(tracking_uri):
             experiment = self._experiment(experiment_name, artifact_root)
         self.experiment_id = experiment.experiment_id
         describe_experiment(self.client, experiment, kind)

@@ -17,6 +17,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
+from ablations.tracking import store_creation_lock
 from ablations.config import build_config
 from ablations.finetune import identify
 from core.claims import claim
@@ -50,8 +51,10 @@ def wait_for(condition, timeout: float = 240, what: str = "") -> None:
 
 
 def runs(work_dir: Path):
-    client = MlflowClient(f"sqlite:///{work_dir}/mlruns.db")
-    return client, client.search_runs([e.experiment_id for e in client.search_experiments()])
+    uri = f"sqlite:///{work_dir}/mlruns.db"
+    with store_creation_lock(uri):  # the run under test may be creating the store's tables right now
+        client = MlflowClient(uri)
+        return client, client.search_runs([e.experiment_id for e in client.search_experiments()])
 
 
 def last_checkpoints(work_dir: Path) -> list[Path]:

@@ -16,6 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
+from ablations.tracking import store_creation_lock
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +49,10 @@ def run(tmp_path: Path, *extra: str) -> subprocess.Popen:
 
 
 def all_runs(tmp_path: Path):
-    client = MlflowClient("sqlite:///" + str(tmp_path / "work" / "mlruns.db"))
-    return client.search_runs([e.experiment_id for e in client.search_experiments()])
+    uri = "sqlite:///" + str(tmp_path / "work" / "mlruns.db")
+    with store_creation_lock(uri):  # the run under test may be creating the store's tables right now
+        client = MlflowClient(uri)
+        return client.search_runs([e.experiment_id for e in client.search_experiments()])
 
 
 def test_two_runs_of_one_experiment_compute_each_stage_and_cell_once(tmp_path, data_dir, capsys):
