@@ -71,7 +71,7 @@ def models() -> list[str]:
 
 
 def variants() -> list[str]:
-    from ablations.variants import describe as describe_variants
+    from lightning_modules.finetune_spec import describe as describe_variants
 
     return describe_variants().splitlines()
 

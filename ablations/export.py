@@ -47,6 +47,7 @@ from ablations.config import resolve_tracking_uri, resolve_work_dir
 from core.errors import ConfigError
 from core.files import publish_dir
 from datamodules.encoders import TaskEncoder
+from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.heads import SequenceClassifier, TokenTagger
 
 META_FILE = "bioablate.json"
@@ -83,13 +84,13 @@ def transformers_model(encoder: PreTrainedModel, head: nn.Module, task_encoder: 
     has no such class (see the module docstring)."""
     model_type = encoder.config.model_type
     if isinstance(head, TokenTagger):
-        if head.lstm is not None or head.crf is not None:
+        if head.layer is not None or head.crf is not None:
             return None
         model = AutoModelForTokenClassification.from_config(_labelled_config(encoder, task_encoder))
         model.base_model.load_state_dict(encoder.state_dict())
         model.classifier.load_state_dict(head.out.state_dict())
         return model.eval()
-    if not isinstance(head, SequenceClassifier) or head.lstm is not None or head.feature != "cls":
+    if not isinstance(head, SequenceClassifier) or head.layer is not None or head.feature != "cls":
         return None
     if isinstance(head.out, nn.Linear) and model_type in ("bert", "albert"):
         model = AutoModelForSequenceClassification.from_config(_labelled_config(encoder, task_encoder))
@@ -114,7 +115,8 @@ def transformers_model(encoder: PreTrainedModel, head: nn.Module, task_encoder: 
 
 
 def save_finetuned(out_dir: Path, encoder: PreTrainedModel, head: nn.Module, task_encoder: TaskEncoder,
-                   cfg: Any, provenance: Provenance, test_metrics: dict[str, float]) -> Path:
+                   choices: FinetuneSpec, cfg: Any, provenance: Provenance, test_metrics: dict[str, float]
+                   ) -> Path:
     """Write the fine-tuned model (module docstring) to `out_dir`, atomically, with plain file modes."""
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -130,14 +132,12 @@ def save_finetuned(out_dir: Path, encoder: PreTrainedModel, head: nn.Module, tas
     tokenizer = task_encoder.tokenizer
     tokenizer.model_max_length = task_encoder.max_length  # inputs were cut there in training
     tokenizer.save_pretrained(tmp)
-    ft, spec = cfg.finetune, task_encoder.spec
+    spec = task_encoder.spec
     meta = {"format": fmt, "architecture": type(model).__name__ if model is not None else None,
             "task": spec.name, "task_type": spec.task_type, "output_kind": task_encoder.output_kind,
             "labels": label_names(task_encoder), "max_length": task_encoder.max_length,
-            "tagging": ft.tagging, "subtoken_labels": ft.subtoken_labels, "re_input": ft.re_input,
-            "eval_batch_size": ft.eval_batch_size,
-            # what rebuilds the head with lightning_modules.heads.make_head (ablations.predict)
-            "head": ft.head, "re_feature": ft.re_feature, "classifier": ft.classifier, "dropout": ft.dropout,
+            # the encoding and head choices: FinetuneSpec.from_metadata rebuilds them (ablations.predict)
+            **choices.metadata(), "eval_batch_size": cfg.finetune.eval_batch_size,
             "fingerprint": provenance.fingerprint, "run_id": provenance.run_id}
     (tmp / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
     (tmp / "README.md").write_text(finetune_card(meta, test_metrics, provenance), encoding="utf-8")

@@ -31,7 +31,6 @@ from ablations.export import save_finetuned
 from ablations.lifecycle import InterruptCheck, TrackedRun
 from ablations.run_figures import confusion_figure, curves_figure
 from ablations.tracking import git_commit
-from ablations.variants import check_variants
 from core.errors import ConfigError, MissingDataError
 from datamodules.custom import register_from_yaml
 from datamodules.metrics import METRIC_NAMES, summary_keys
@@ -42,7 +41,7 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.finetune import FineTuneModule
-from lightning_modules.heads import make_head
+from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.model_checks import check_model
 from lightning_modules.models import (RANDOM_BERT, RANDOM_BERT_KEYS, load_encoder, max_positions, model_fingerprint,
                                       model_params)
@@ -69,6 +68,7 @@ class FinetuneIdentity(NamedTuple):
     data_dir: Path
     data_fingerprint: str
     fingerprint: str  # the run's: finds it in the tracking store (tag `fingerprint`)
+    choices: FinetuneSpec  # the modelling choices, checked against the task
 
 
 def identify(cfg: DictConfig) -> FinetuneIdentity:
@@ -78,7 +78,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     for dataset_file in cfg.datasets:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
-    check_variants(cfg.finetune, spec)
+    choices = FinetuneSpec.from_config(cfg.finetune, spec)
     check_max_length(cfg)
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
@@ -93,7 +93,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     # beyond its vocabulary, so its name stays in.
     by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
     run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir), exclude=by_content)
-    return FinetuneIdentity(spec, data_dir, data_fp, run_fp)
+    return FinetuneIdentity(spec, data_dir, data_fp, run_fp, choices)
 
 
 def check_max_length(cfg: DictConfig) -> None:
@@ -197,7 +197,7 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         encoder.resize_token_embeddings(len(tokenizer))
     if cfg.trainer.compile:  # length-bucketed batches: one graph with a symbolic length
         compile_in_place([encoder], dynamic=True, cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
-    head = make_head(ft, datamodule.encoder, encoder.config.hidden_size)
+    head = identity.choices.head.build(datamodule.encoder, encoder.config.hidden_size)
     alum = Alum(**ft.alum) if ft.adversarial else None
     module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
     # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
@@ -257,8 +257,8 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
         # an explicit max_length is within the model's (check_max_length); the dataset's is clamped to it
         max_length=ft.max_length or min(spec.max_length, max_positions), batch_size=ft.batch_size,
         eval_batch_size=ft.eval_batch_size, max_train_examples=ft.max_train_examples,
-        max_eval_examples=ft.max_eval_examples, num_workers=cfg.trainer.num_workers, tagging=ft.tagging,
-        subtoken_labels=ft.subtoken_labels, re_input=ft.re_input, bucketing=ft.bucketing, seed=cfg.seed)
+        max_eval_examples=ft.max_eval_examples, num_workers=cfg.trainer.num_workers,
+        encoding=identity.choices.encoding, bucketing=ft.bucketing, seed=cfg.seed)
     cache_dir = resolve_work_dir(cfg) / "cache" / "tokenized" if ft.cache_tokenized else None
     datamodule = FinetuneDataModule(spec, identity.data_dir, tokenizer, options, cache_dir=cache_dir,
                                     data_fingerprint=identity.data_fingerprint)
@@ -301,6 +301,7 @@ def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, m
     """Keep the best dev epoch's weights (the module holds them after testing) as a Hugging Face folder,
     `<run dir>/model/`, for `bioablate export` (ablations.export); MLflow tag `model_dir`."""
     provenance = Provenance(identity.fingerprint, run.run_id, run.tracking_uri, git_commit(), cfg)
-    model_dir = save_finetuned(run.run_dir / "model", module.encoder, module.head, datamodule.encoder, cfg,
+    model_dir = save_finetuned(run.run_dir / "model", module.encoder, module.head, datamodule.encoder,
+                               identity.choices, cfg,
                                provenance, module.test_metrics)
     run.set_tag("model_dir", str(model_dir))

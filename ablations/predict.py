@@ -30,7 +30,6 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -49,7 +48,7 @@ from datamodules.instances import (Instance, Mention, PairInstance, RelationInst
                                    TextInstance)
 from datamodules.registry import get_dataset
 from datamodules.textfiles import read_text
-from lightning_modules.heads import make_head
+from lightning_modules.finetune_spec import FinetuneSpec
 
 WORDS = re.compile(r"\w+|[^\w\s]")  # plain text -> words for tagging: runs of word characters, punctuation
 
@@ -94,14 +93,13 @@ def load_model(path: Path | str, task: str | None = None) -> ExportedModel:
                           f"pass --task {meta['task']}")
     spec = get_dataset(meta["task"])
     tokenizer = AutoTokenizer.from_pretrained(path)
-    task_encoder = make_encoder(spec, tokenizer, meta["max_length"], meta["tagging"], meta["subtoken_labels"],
-                                meta["re_input"])
+    choices = FinetuneSpec.from_metadata(meta)
+    task_encoder = make_encoder(spec, tokenizer, meta["max_length"], choices.encoding)
     if label_names(task_encoder) != meta["labels"]:
         raise ConfigError(f"--model {path}: its labels ({', '.join(meta['labels'])}) are not those of "
                           f"dataset '{spec.name}' as registered now; use the bioablate version that made it")
     config = AutoConfig.from_pretrained(path)
-    head = make_head(SimpleNamespace(head=meta["head"], dropout=meta["dropout"], re_feature=meta["re_feature"],
-                                     classifier=meta["classifier"]), task_encoder, config.hidden_size)
+    head = choices.head.build(task_encoder, config.hidden_size)
     if meta["format"] == TRANSFORMERS:
         auto = AutoModelForTokenClassification if task_encoder.output_kind == "token" else \
             AutoModelForSequenceClassification

@@ -65,7 +65,7 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     from datamodules.registry import get_dataset
     from lightning_modules.compiling import compile_in_place
     from lightning_modules.finetune import FineTuneModule
-    from lightning_modules.heads import make_head
+    from lightning_modules.heads import HeadSpec
     from lightning_modules.models import load_encoder
     from lightning_modules.optim import adamw_with_linear_warmup
 
@@ -83,7 +83,7 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
         encoder.resize_token_embeddings(len(tokenizer))
     if compile:  # as `trainer.compile=true` does (ablations.finetune)
         compile_in_place([encoder], dynamic=True)
-    module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, encoder.config.hidden_size),
+    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, encoder.config.hidden_size),
                             cfg.finetune.lr, cfg.finetune.weight_decay, cfg.finetune.warmup_ratio).to(device)
     module.train()
     opt = adamw_with_linear_warmup(module, cfg.finetune.lr, cfg.finetune.weight_decay,

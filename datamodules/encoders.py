@@ -19,26 +19,28 @@ ops) and `unpack` once per evaluation, and the datamodule calls `decode` and `sc
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from core.registry import Registry
+from core.choices import Choice
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
 from datamodules.metrics import METRICS
-from datamodules.relation_inputs import MARKERS, get_transform
-from datamodules.spec import DatasetSpec
-from datamodules.tagging import get_scheme
+from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
+from datamodules.spec import TOKEN_TASK_TYPES, DatasetSpec
+from datamodules.tagging import SCHEMES, get_scheme
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
 # the one definition, used by the fine-tuning heads and by pretraining's masking too.
 IGNORE_INDEX = -100
 
 # finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).
-SUBTOKEN_LABELS: Registry[str] = Registry("sub-token labelling")
-SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)")
-SUBTOKEN_LABELS.register("all", "every sub-token of the word")
+SUBTOKEN_LABELS: Choice[str] = Choice("subtoken_labels", "which sub-tokens carry a word's tag (evaluation is "
+                                                           "per word either way)")
+SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
+SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)
 
 Features = dict[str, Any]
 
@@ -264,9 +266,31 @@ class SequenceEncoder(TaskEncoder):
         return float(instance.label) if self.output_kind == "regression" else instance.label
 
 
+@dataclass(frozen=True)
+class EncodingSpec:
+    """How a task's instances become features: the `finetune.*` encoding choices, each a name in its
+    Choice (SCHEMES, SUBTOKEN_LABELS, RE_INPUTS). Built once from the config; the datamodule encodes with
+    it, the tokenization cache is keyed by it, the exported model folder records it and `predict`
+    rebuilds the same encoder from that record."""
+
+    tagging: str = SCHEMES.default
+    subtoken_labels: str = SUBTOKEN_LABELS.default
+    re_input: str = RE_INPUTS.default
+
+    @classmethod
+    def from_config(cls, finetune_cfg: Any) -> EncodingSpec:
+        return cls(**{key: finetune_cfg[key] for key in cls.__dataclass_fields__})
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> EncodingSpec:
+        return cls(**{key: metadata[key] for key in cls.__dataclass_fields__})
+
+    def metadata(self) -> dict[str, str]:
+        return asdict(self)
+
+
 def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
-                 tagging: str = "bio", subtoken_labels: str = "first", re_input: str = "dummify"
-                 ) -> TaskEncoder:
-    if spec.task_type in ("ner", "pico"):
-        return TaggingEncoder(spec, tokenizer, max_length, tagging, subtoken_labels)
-    return SequenceEncoder(spec, tokenizer, max_length, re_input)
+                 encoding: EncodingSpec = EncodingSpec()) -> TaskEncoder:
+    if spec.task_type in TOKEN_TASK_TYPES:
+        return TaggingEncoder(spec, tokenizer, max_length, encoding.tagging, encoding.subtoken_labels)
+    return SequenceEncoder(spec, tokenizer, max_length, encoding.re_input)

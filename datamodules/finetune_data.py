@@ -39,7 +39,7 @@ from torch.utils.data import DataLoader, Sampler
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerBase
 
-from datamodules.encoders import IGNORE_INDEX, Features, TaskEncoder, make_encoder
+from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder, make_encoder
 from core.console import one_line
 from core.errors import BioablateError
 from core.fingerprints import hash_files
@@ -308,7 +308,7 @@ class SortedBatchSampler(Sampler[list[int]]):
 class FinetuneDataOptions:
     """How a fine-tuning dataset is encoded and batched (the `finetune.*` settings it depends on).
     `max_train_examples` / `max_eval_examples`: a fixed subsample of each split (None: all);
-    `tagging`, `subtoken_labels`, `re_input`: the encoding variants (`bioablate list variants`);
+    `encoding`: the encoding choices (`bioablate list variants`);
     `bucketing`: length-bucketed training batches; `seed`: the training batch order."""
 
     max_length: int
@@ -317,9 +317,7 @@ class FinetuneDataOptions:
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
     num_workers: int = 0
-    tagging: str = "bio"
-    subtoken_labels: str = "first"
-    re_input: str = "dummify"
+    encoding: EncodingSpec = EncodingSpec()
     bucketing: bool = True
     seed: int = 0
 
@@ -334,10 +332,8 @@ class FinetuneDataModule(pl.LightningDataModule):
         self.spec, self.data_dir, self.tokenizer, self.options = spec, data_dir, tokenizer, options
         self.limits = {"train": options.max_train_examples, "dev": options.max_eval_examples,
                        "test": options.max_eval_examples}
-        self.encoding = {"tagging": options.tagging, "subtoken_labels": options.subtoken_labels,
-                         "re_input": options.re_input}
-        self.encoder: TaskEncoder = make_encoder(spec, tokenizer, options.max_length, options.tagging,
-                                                 options.subtoken_labels, options.re_input)
+        self.encoding = options.encoding.metadata()  # part of the tokenization cache's key
+        self.encoder: TaskEncoder = make_encoder(spec, tokenizer, options.max_length, options.encoding)
         self.cache_dir, self.data_fingerprint = cache_dir, data_fingerprint
         self.instances: dict[str, list[Instance]] = {}
         self.features: dict[str, EncodedSplit] = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from core.registry import Registry
+from core.choices import Choice
 from datamodules.instances import RelationInstance
 
 MARKERS = ("[E1]", "[/E1]", "[E2]", "[/E2]")
@@ -88,10 +88,10 @@ def markers(instance: RelationInstance) -> RelationText:
 
 
 Transform = Callable[[RelationInstance], RelationText]
-RE_INPUTS: Registry[Transform] = Registry("relation input transform")  # finetune.re_input, standard first
-RE_INPUTS.register("dummify", dummify)
-RE_INPUTS.register("markers", markers)
-RE_INPUTS.register("original", original)
+RE_INPUTS: Choice[Transform] = Choice("re_input", "relation input transform (Table 14)")  # standard first
+RE_INPUTS.register("dummify", dummify, task_types=("re",))
+RE_INPUTS.register("markers", markers, task_types=("re",))
+RE_INPUTS.register("original", original, task_types=("re",))
 
 
 def get_transform(name: str) -> Transform:

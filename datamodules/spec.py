@@ -22,6 +22,8 @@ MIN_SEQUENCE = 8
 
 # The six BLURB task types; the BLURB score averages within each, then over them.
 TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
+# The task types scored per word, with a tag per word (the tagging choices apply to them only).
+TOKEN_TASK_TYPES = ("ner", "pico")
 
 Splits = dict[str, list[Instance]]
 Reader = Callable[[Path], Splits]

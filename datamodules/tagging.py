@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.registry import Registry
+from core.choices import Choice
 from datamodules.instances import Span, iob_to_spans
+from datamodules.spec import TOKEN_TASK_TYPES
 
 
 @dataclass(frozen=True)
@@ -94,13 +95,13 @@ class TaggingScheme:
         return starts, pairs, ends
 
 
-SCHEMES: Registry[TaggingScheme] = Registry("tagging scheme")  # finetune.tagging, standard first
+SCHEMES: Choice[TaggingScheme] = Choice("tagging", "tagging scheme (Table 13)")  # standard first
 for _scheme in (
     TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)"),
     TaggingScheme("bioul", ("B", "I", "L", "U"), "BIO plus L-X (last word) and U-X (one-word mention)"),
     TaggingScheme("io", ("I",), "inside/outside only; adjacent mentions of one type merge"),
 ):
-    SCHEMES.register(_scheme.name, _scheme)
+    SCHEMES.register(_scheme.name, _scheme, task_types=TOKEN_TASK_TYPES)
 
 
 def get_scheme(name: str) -> TaggingScheme:

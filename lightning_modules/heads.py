@@ -1,17 +1,19 @@
 """Task heads (the paper's Featurizer + Predict modules, Sec. 2.4; Tables 12 and 14) with their losses.
 
-Token tasks (NER, PICO) — `finetune.head` (`TOKEN_HEADS`):
-    linear       a linear layer over each tagged position (standard)
-    bilstm       a BiLSTM over the encoder output, then the linear layer
-    crf          linear emissions + a CRF (pytorch-crf) over the tagged positions, Viterbi decoding,
-                 transitions constrained so decoding never emits a sequence the scheme calls invalid
+`finetune.head` (`HEADS`) names the layers around the output layer:
+    linear       the output layer alone (standard)
+    bilstm       a BiLSTM over the encoder output, then the output layer
+    crf          token tasks: linear emissions + a CRF (pytorch-crf) over the tagged positions, Viterbi
+                 decoding, transitions constrained so decoding never emits a sequence the scheme forbids
     bilstm-crf   both
-Sequence tasks (relation extraction, classification, similarity, QA) — `finetune.head` linear | bilstm
-(`SEQUENCE_HEADS`), then `finetune.re_feature` (`RE_FEATURES`: cls | mention | entity-start, relation
-extraction only) and `finetune.classifier` (`CLASSIFIERS`: linear | mlp).
+Sequence tasks (relation extraction, classification, similarity, QA) then take `finetune.re_feature`
+(`RE_FEATURES`: cls | mention | entity-start, relation extraction only) and `finetune.classifier`
+(`CLASSIFIERS`: linear | mlp). Each is a `core.choices.Choice`: an option is one `register` call that
+declares the task types it applies to. `HeadSpec` is the head as built once from the config: what the
+model is made of, what the export records and what `predict` rebuilds.
 
-`finetune.head` names the layers between the encoder and the output layer; what the model predicts per
-example (a tag per position, classes, labels or a number) is the task encoder's `output_kind`.
+What the model predicts per example (a tag per position, classes, labels or a number) is the task
+encoder's `output_kind`, not a choice.
 
 Every head maps hidden states to logits, logits to a loss, and logits to raw predictions. Token heads
 work on the "tagged positions" of a batch (`tag_mask`: each word's first sub-token, or every sub-token),
@@ -20,41 +22,24 @@ compacted into one dense sequence per example so a CRF sees consecutive tags.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torchcrf import CRF
 
-from core.registry import Registry
+from core.choices import Choice
 from datamodules.encoders import IGNORE_INDEX
+from datamodules.spec import TOKEN_TASK_TYPES
 
 NEG_INF = -1e4  # score of a forbidden CRF transition: never chosen, yet finite for the log-sum-exp
 
 
-@dataclass(frozen=True)
-class HeadLayers:
-    """What a `finetune.head` choice puts around the output layer."""
-
-    bilstm: bool  # a BiLSTM between the encoder and the output layer
-    crf: bool  # a CRF over the output layer's emissions (token tasks only)
-
-
-TOKEN_HEADS: Registry[HeadLayers] = Registry("finetune.head")
-TOKEN_HEADS.register("linear", HeadLayers(bilstm=False, crf=False))
-TOKEN_HEADS.register("bilstm", HeadLayers(bilstm=True, crf=False))
-TOKEN_HEADS.register("crf", HeadLayers(bilstm=False, crf=True))
-TOKEN_HEADS.register("bilstm-crf", HeadLayers(bilstm=True, crf=True))
-# A CRF needs a sequence of tags: sequence tasks take the heads without one.
-SEQUENCE_HEADS: Registry[HeadLayers] = Registry("finetune.head")
-for _name in TOKEN_HEADS.names(lambda layers: not layers.crf):
-    SEQUENCE_HEADS.register(_name, TOKEN_HEADS.get(_name))
-
-
 class BiLSTM(nn.Module):
-    """A one-layer BiLSTM over the encoder output, same width out as in; padding skipped."""
+    """A one-layer BiLSTM over the encoder output, same width out as in; padding skipped. The shape of
+    every `HeadLayers.layer`: built from the hidden size, `forward(hidden, attention_mask)`, `out_size`."""
 
     def __init__(self, hidden_size: int):
         super().__init__()
@@ -68,6 +53,28 @@ class BiLSTM(nn.Module):
         out, _ = self.lstm(packed)
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=hidden.shape[1])
         return out
+
+
+@dataclass(frozen=True)
+class HeadLayers:
+    """What a `finetune.head` option puts around the output layer."""
+
+    # hidden size -> a module between the encoder and the output layer (see BiLSTM), or None
+    layer: Callable[[int], nn.Module] | None = None
+    crf: bool = False  # a CRF over the output layer's emissions: needs a sequence of tags
+
+
+HEADS: Choice[HeadLayers] = Choice("head", "layers around the output layer (Table 12)")
+HEADS.register("linear", HeadLayers())
+HEADS.register("bilstm", HeadLayers(layer=BiLSTM))
+HEADS.register("crf", HeadLayers(crf=True), task_types=TOKEN_TASK_TYPES)
+HEADS.register("bilstm-crf", HeadLayers(layer=BiLSTM, crf=True), task_types=TOKEN_TASK_TYPES)
+
+
+def _layer_keys_renamed(state_dict, prefix, *args) -> None:
+    """Checkpoints and exported heads from before `HeadLayers.layer` name that layer `lstm`."""
+    for key in [k for k in state_dict if k.startswith(prefix + "lstm.")]:
+        state_dict[prefix + "layer." + key[len(prefix) + len("lstm."):]] = state_dict.pop(key)
 
 
 def compact(values: torch.Tensor, mask: torch.Tensor, fill: float | int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,20 +137,20 @@ class ConstrainedCRF(CRF):
 
 
 class TokenTagger(nn.Module):
-    """Token classification over the tagged positions; `head` is a `TOKEN_HEADS` name."""
+    """Token classification over the tagged positions, with the layers of a `HEADS` option."""
 
-    def __init__(self, head: str, hidden_size: int, num_tags: int, dropout: float,
+    def __init__(self, layers: HeadLayers, hidden_size: int, num_tags: int, dropout: float,
                  allowed: tuple[set[int], set[tuple[int, int]], set[int]]):
         super().__init__()
-        layers = TOKEN_HEADS.get(head)
-        self.lstm = BiLSTM(hidden_size) if layers.bilstm else None
+        self.layer = layers.layer(hidden_size) if layers.layer is not None else None
         self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(self.lstm.out_size if self.lstm else hidden_size, num_tags)
+        self.out = nn.Linear(self.layer.out_size if self.layer else hidden_size, num_tags)
         self.crf = ConstrainedCRF(num_tags, allowed) if layers.crf else None
+        self._register_load_state_dict_pre_hook(_layer_keys_renamed)
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.lstm is not None:
-            hidden = self.lstm(hidden, batch["attention_mask"])
+        if self.layer is not None:
+            hidden = self.layer(hidden, batch["attention_mask"])
         return self.out(self.dropout(hidden)).float()
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -207,42 +214,50 @@ class Featurizer:
     build: Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
 
 
-RE_FEATURES: Registry[Featurizer] = Registry("finetune.re_feature")
+RE_FEATURES: Choice[Featurizer] = Choice("re_feature", "relation featurizer (Table 14)")
 RE_FEATURES.register("cls", Featurizer(1, _cls_vector))  # [CLS]; every non-RE sequence task uses it
-RE_FEATURES.register("mention", Featurizer(2, _mention_pools))  # each entity's tokens max-pooled
-RE_FEATURES.register("entity-start", Featurizer(2, _entity_starts))  # the [E1] and [E2] marker tokens
+RE_FEATURES.register("mention", Featurizer(2, _mention_pools), task_types=("re",))  # entity tokens max-pooled
+RE_FEATURES.register("entity-start", Featurizer(2, _entity_starts), task_types=("re",),  # the [E1], [E2]
+                     requires={"re_input": "markers"})  # marker tokens: only the markers input has them
 
+SEQUENCE_TASK_TYPES = ("re", "similarity", "classification", "qa")  # scored on one vector per example
 # A `finetune.classifier`: (feature width, hidden size, labels, dropout) -> the output layer.
-CLASSIFIERS: Registry[Callable[[int, int, int, float], nn.Module]] = Registry("finetune.classifier")
-CLASSIFIERS.register("linear", lambda width, hidden_size, num_labels, dropout: nn.Linear(width, num_labels))
+CLASSIFIERS: Choice[Callable[[int, int, int, float], nn.Module]] = Choice(
+    "classifier", "classification layer on the sequence feature")
+CLASSIFIERS.register("linear", lambda width, hidden_size, num_labels, dropout: nn.Linear(width, num_labels),
+                     task_types=SEQUENCE_TASK_TYPES)
 CLASSIFIERS.register("mlp", lambda width, hidden_size, num_labels, dropout: nn.Sequential(
-    nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)))
+    nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)),
+    task_types=SEQUENCE_TASK_TYPES)
 
 OUTPUT_KINDS = ("classification", "multilabel", "regression")  # a sequence task encoder's output_kind
 
 
 class SequenceClassifier(nn.Module):
-    """One prediction for a whole sequence: `head` (SEQUENCE_HEADS), `feature` (RE_FEATURES) and
-    `classifier` (CLASSIFIERS) build it; `output_kind` picks the loss and decision rule."""
+    """One prediction for a whole sequence: the layers of a `HEADS` option (without a CRF), a
+    `RE_FEATURES` name and a `CLASSIFIERS` name build it; `output_kind` picks the loss and decision rule."""
 
-    def __init__(self, head: str, feature: str, classifier: str, hidden_size: int, num_labels: int,
+    def __init__(self, layers: HeadLayers, feature: str, classifier: str, hidden_size: int, num_labels: int,
                  dropout: float, output_kind: str):
         super().__init__()
         if output_kind not in OUTPUT_KINDS:
             raise ValueError(f"unknown sequence output kind {output_kind!r}; known: {', '.join(OUTPUT_KINDS)}")
+        if layers.crf:
+            raise ValueError("a CRF needs a sequence of tags; a sequence task predicts one output")
         self.output_kind, self.feature = output_kind, feature
         self.featurizer = RE_FEATURES.get(feature)
-        self.lstm = BiLSTM(hidden_size) if SEQUENCE_HEADS.get(head).bilstm else None
-        width = (self.lstm.out_size if self.lstm else hidden_size) * self.featurizer.vectors
+        self.layer = layers.layer(hidden_size) if layers.layer is not None else None
+        width = (self.layer.out_size if self.layer else hidden_size) * self.featurizer.vectors
         self.dropout = nn.Dropout(dropout)
         self.out = CLASSIFIERS.get(classifier)(width, hidden_size, num_labels, dropout)
+        self._register_load_state_dict_pre_hook(_layer_keys_renamed)
 
     def featurize(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.featurizer.build(hidden, batch)
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.lstm is not None:
-            hidden = self.lstm(hidden, batch["attention_mask"])
+        if self.layer is not None:
+            hidden = self.layer(hidden, batch["attention_mask"])
         return self.out(self.dropout(self.featurize(hidden, batch))).float()
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -277,12 +292,35 @@ class SequenceClassifier(nn.Module):
         return logits.argmax(-1)
 
 
-def make_head(finetune_cfg, task_encoder, hidden_size: int) -> nn.Module:
-    """The head for a task encoder and the `finetune.*` choices (validated by ablations.variants)."""
-    ft = finetune_cfg
-    if task_encoder.output_kind == "token":
-        allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
-        return TokenTagger(ft.head, hidden_size, task_encoder.num_labels, ft.dropout, allowed)
-    feature = ft.re_feature if task_encoder.spec.task_type == "re" else "cls"
-    return SequenceClassifier(ft.head, feature, ft.classifier, hidden_size, task_encoder.num_labels,
-                              ft.dropout, task_encoder.output_kind)
+@dataclass(frozen=True)
+class HeadSpec:
+    """The head as chosen: a `HEADS` option, the `RE_FEATURES` featurizer ("cls" for every task but
+    relation extraction), a `CLASSIFIERS` layer and the dropout before the output layer. Built once from
+    the config (`from_config`) or from an exported model's record (`from_metadata`), and `build` makes
+    the module for a task encoder; the export writes `metadata()`."""
+
+    head: str = HEADS.default
+    re_feature: str = RE_FEATURES.default
+    classifier: str = CLASSIFIERS.default
+    dropout: float = 0.1
+
+    @classmethod
+    def from_config(cls, finetune_cfg: Any, task_type: str) -> HeadSpec:
+        ft = finetune_cfg
+        return cls(ft.head, ft.re_feature if task_type == "re" else RE_FEATURES.default, ft.classifier,
+                   float(ft.dropout))
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> HeadSpec:
+        return cls(**{key: metadata[key] for key in cls.__dataclass_fields__})
+
+    def metadata(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def build(self, task_encoder, hidden_size: int) -> nn.Module:
+        layers = HEADS.get(self.head)
+        if task_encoder.output_kind == "token":
+            allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
+            return TokenTagger(layers, hidden_size, task_encoder.num_labels, self.dropout, allowed)
+        return SequenceClassifier(layers, self.re_feature, self.classifier, hidden_size,
+                                  task_encoder.num_labels, self.dropout, task_encoder.output_kind)

@@ -51,8 +51,8 @@ def check_configs(experiment: Experiment) -> None:
     (The checks that import Lightning come after the configs they check were built: a typo is reported
     in a blink.)"""
     from ablations.checks import check_run_config
-    from ablations.variants import check_variants
     from datamodules.registry import get_dataset
+    from lightning_modules.finetune_spec import FinetuneSpec
     from lightning_modules.model_checks import check_model
 
     accelerators = set()
@@ -83,7 +83,7 @@ def check_configs(experiment: Experiment) -> None:
 
         try:
             check_run_config(cfg)
-            check_variants(cfg.finetune, get_dataset(cell.task))
+            FinetuneSpec.from_config(cfg.finetune, get_dataset(cell.task))
             if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
                 check_max_length(cfg)
             # a model folder here (a Hub model is checked when its run starts: loading an experiment must

@@ -18,7 +18,7 @@ from ablations.export import save_finetuned
 from datamodules.encoders import make_encoder
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.vocabs import resolve_vocab
-from lightning_modules.heads import make_head
+from lightning_modules.finetune_spec import FinetuneSpec
 
 
 def test_the_command_keeps_every_setting_but_hides_local_paths():
@@ -51,10 +51,11 @@ def _saved_card(task: str, overrides: list[str], profile: str, data_dir: Path, t
     task_encoder = make_encoder(spec, tokenizer, 64)
     encoder = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
                                    num_attention_heads=2, intermediate_size=64), add_pooling_layer=False)
-    head = make_head(cfg.finetune, task_encoder, 32)
+    choices = FinetuneSpec.from_config(cfg.finetune, spec)
+    head = choices.head.build(task_encoder, 32)
     provenance = Provenance("f" * 16, "r" * 32, "sqlite:///x", "c" * 40, cfg)
     metrics = metrics or {"score": 0.8123456, "precision": 0.75, "recall": 0.9, "tp": 9.0}
-    out = save_finetuned(tmp_path / "model", encoder, head, task_encoder, cfg, provenance, metrics)
+    out = save_finetuned(tmp_path / "model", encoder, head, task_encoder, choices, cfg, provenance, metrics)
     text = (out / "README.md").read_text(encoding="utf-8")
     return yaml.safe_load(text.split("---")[1]), text
 

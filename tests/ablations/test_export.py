@@ -31,7 +31,8 @@ from datamodules.encoders import make_encoder
 from datamodules.finetune_data import subsample
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.vocabs import resolve_vocab
-from lightning_modules.heads import make_head
+from lightning_modules.finetune_spec import FinetuneSpec
+from lightning_modules.heads import HeadSpec
 
 FINETUNE = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=2",
             "finetune.max_length=64", "trainer.progress_bar=false"]
@@ -221,7 +222,7 @@ def test_transformers_class_computes_the_heads_logits(model_type, task, classifi
     task_encoder = _task_encoder(task, data_dir)
     encoder = _random_encoder(model_type)
     ft = SimpleNamespace(head=head, dropout=0.1, re_feature="cls", classifier=classifier)
-    bioablate_head = make_head(ft, task_encoder, 32).eval()
+    bioablate_head = HeadSpec.from_config(ft, task_encoder.spec.task_type).build(task_encoder, 32).eval()
     with torch.no_grad():  # a head of realistic scale, not zeros
         for p in bioablate_head.parameters():
             p.normal_(0, 0.5)
@@ -240,7 +241,8 @@ def test_transformers_class_computes_the_heads_logits(model_type, task, classifi
 def test_heads_transformers_has_no_class_for_stay_bioablate(head, feature, data_dir: Path):
     task_encoder = _task_encoder("bc5-chem", data_dir)
     ft = SimpleNamespace(head=head, dropout=0.1, re_feature=feature, classifier="linear")
-    assert transformers_model(_random_encoder("bert"), make_head(ft, task_encoder, 32), task_encoder) is None
+    assert transformers_model(_random_encoder("bert"), HeadSpec.from_config(ft, task_encoder.spec.task_type).build(task_encoder, 32),
+                             task_encoder) is None
 
 
 @pytest.mark.slow  # reads every dataset: 1-9 s each
@@ -253,9 +255,10 @@ def test_every_task_saves_a_model_that_predicts(task: str, data_dir: Path, tmp_p
     torch.manual_seed(0)
     encoder = BertModel(BertConfig(vocab_size=len(task_encoder.tokenizer), hidden_size=32, num_hidden_layers=1,
                                    num_attention_heads=2, intermediate_size=64), add_pooling_layer=False)
-    head = make_head(cfg.finetune, task_encoder, 32)
+    choices = FinetuneSpec.from_config(cfg.finetune, task_encoder.spec)
+    head = choices.head.build(task_encoder, 32)
     provenance = Provenance("f" * 16, "r" * 32, "sqlite:///x", "c" * 40, cfg)
-    out = save_finetuned(tmp_path / "model", encoder, head, task_encoder, cfg, provenance, {"score": 0.5})
+    out = save_finetuned(tmp_path / "model", encoder, head, task_encoder, choices, cfg, provenance, {"score": 0.5})
     card = (out / "README.md").read_text()
     assert "## Inputs" in card and "- score: 0.5" in card and "r" * 32 in card
     model = load_model(out, task)

@@ -13,11 +13,11 @@ from mlflow.tracking import MlflowClient
 from ablations.cli import main
 from ablations.config import build_config
 from ablations.finetune import run_finetune
-from ablations.variants import check_variants
 from datamodules.encoders import IGNORE_INDEX, make_encoder
 from datamodules.registry import get_dataset
 from datamodules.relation_inputs import RE_INPUTS
-from lightning_modules.heads import ConstrainedCRF, make_head
+from lightning_modules.finetune_spec import FinetuneSpec
+from lightning_modules.heads import ConstrainedCRF
 from lightning_modules.models import load_encoder
 
 FAST = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=2",
@@ -50,14 +50,14 @@ def build(data_dir, task, *overrides, examples=8, max_length=128):
     torch.manual_seed(0)
     cfg = build_config("micro", list(overrides), task=task)
     spec = get_dataset(task)
-    check_variants(cfg.finetune, spec)
+    choices = FinetuneSpec.from_config(cfg.finetune, spec)
     ft = cfg.finetune
     encoder, tokenizer = load_encoder(cfg.model, data_dir, 0.0)
-    task_encoder = make_encoder(spec, tokenizer, max_length, ft.tagging, ft.subtoken_labels, ft.re_input)
+    task_encoder = make_encoder(spec, tokenizer, max_length, choices.encoding)
     instances = spec.read(data_dir)["dev"][:examples]
     features = task_encoder.encode(instances)
     encoder.resize_token_embeddings(len(tokenizer))  # entity markers, where added
-    head = make_head(ft, task_encoder, encoder.config.hidden_size).eval()
+    head = choices.head.build(task_encoder, encoder.config.hidden_size).eval()
     batch = pad(features, tokenizer.pad_token_id)
     with torch.no_grad():
         hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
@@ -87,7 +87,7 @@ def test_table12_each_token_head_builds_its_layers(data_dir):
     built = {head: build(data_dir, "bc5-chem", f"finetune.head={head}", examples=2)[1]
              for head in ("linear", "bilstm", "crf", "bilstm-crf")}
     for head, tagger in built.items():
-        assert isinstance(tagger.lstm.lstm if tagger.lstm else None, torch.nn.LSTM if "bilstm" in head else type(None))
+        assert isinstance(tagger.layer.lstm if tagger.layer else None, torch.nn.LSTM if "bilstm" in head else type(None))
         assert isinstance(tagger.crf, ConstrainedCRF if head.endswith("crf") else type(None)), head
     assert len({layer_types(tagger) for tagger in built.values()}) == 4  # four different models
 
@@ -157,7 +157,7 @@ def test_table14_relation_input_and_feature_build_what_they_name(data_dir, re_in
 def test_sequence_head_and_classifier_build_their_layers(data_dir, head, classifier):
     task_encoder, model_head, instances, _, batch, hidden = build(
         data_dir, "hoc", f"finetune.head={head}", f"finetune.classifier={classifier}", examples=4)
-    assert isinstance(model_head.lstm.lstm if model_head.lstm else None,
+    assert isinstance(model_head.layer.lstm if model_head.layer else None,
                       torch.nn.LSTM if head == "bilstm" else type(None))
     if classifier == "mlp":  # a hidden layer before the output
         assert [type(m).__name__ for m in model_head.out] == ["Linear", "GELU", "Dropout", "Linear"]
@@ -185,7 +185,7 @@ def test_classifier_mlp_on_a_cls_task(data_dir, work_dir):
 
 
 @pytest.mark.parametrize("task,override,fragments", [
-    ("chemprot", "finetune.re_feature=entity-start", ["needs the start markers", "finetune.re_input=markers"]),
+    ("chemprot", "finetune.re_feature=entity-start", ["finetune.re_feature=entity-start needs finetune.re_input=markers"]),
     ("chemprot", "finetune.head=crf", ["unknown finetune.head 'crf' for chemprot", "valid: linear, bilstm"]),
     ("bc5-chem", "finetune.head=crff", ["unknown finetune.head 'crff'", "linear, bilstm, crf, bilstm-crf"]),
     ("bc5-chem", "finetune.tagging=bieo", ["unknown finetune.tagging 'bieo'", "valid: bio, bioul, io"]),

@@ -16,7 +16,7 @@ from core.errors import ConfigError, DataFormatError
 from datamodules.blurb import CHEMPROT_LABELS
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import UserDatasetFile
-from datamodules.encoders import make_encoder
+from datamodules.encoders import EncodingSpec, make_encoder
 from datamodules.instances import Instance, PairInstance, TaggingInstance, TextInstance
 from datamodules.readers.hoc import HOC_LABELS
 from datamodules.registry import dataset_names, get_dataset
@@ -195,7 +195,7 @@ def test_every_relation_input_encodes_the_jsonl_form_as_the_built_in(re_input, d
     featurizers read (entity masks, marker positions) come out the same as from the built-in reader."""
     builtin, user = convert("re-offsets-jsonl", data_dir, tmp_path)
     tokenizers = [BertTokenizer(vocab=str(data_dir / "vocab" / "pubmedbert-uncased" / "vocab.txt")) for _ in "ab"]
-    features = [make_encoder(spec, tokenizer, 128, re_input=re_input).encode(spec.read(data_dir)["dev"][:200])
+    features = [make_encoder(spec, tokenizer, 128, EncodingSpec(re_input=re_input)).encode(spec.read(data_dir)["dev"][:200])
                 for spec, tokenizer in zip((builtin, user), tokenizers)]
     assert features[0] == features[1]
     assert all(sum(f["head_mask"]) > 0 and sum(f["tail_mask"]) > 0 for f in features[1])

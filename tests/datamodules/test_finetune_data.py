@@ -16,11 +16,12 @@ from mlflow.tracking import MlflowClient
 from ablations.config import build_config
 from ablations.finetune import run_finetune
 from datamodules.encoders import TaggingEncoder
+from datamodules.encoders import EncodingSpec
 from datamodules.finetune_data import (BucketBatchSampler, FinetuneDataModule, FinetuneDataOptions,
                                       SortedBatchSampler)
 from datamodules.registry import get_dataset
 from lightning_modules.finetune import FineTuneModule
-from lightning_modules.heads import make_head
+from lightning_modules.heads import HeadSpec
 from lightning_modules.models import load_encoder
 
 FAST = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=1",
@@ -33,7 +34,7 @@ def datamodule(data_dir: Path, cache_dir: Path | None, *overrides: str, task: st
     _, tokenizer = load_encoder(cfg.model, data_dir, 0.1)
     ft = cfg.finetune
     options = FinetuneDataOptions(max_length=max_length, batch_size=16, eval_batch_size=32, max_train_examples=limit,
-                                  max_eval_examples=limit, tagging=ft.tagging, **kwargs)
+                                  max_eval_examples=limit, encoding=EncodingSpec(tagging=ft.tagging), **kwargs)
     dm = FinetuneDataModule(get_dataset(task), data_dir, tokenizer, options, cache_dir=cache_dir)
     dm.setup()
     return dm
@@ -119,7 +120,7 @@ def test_lightning_reshuffles_each_epoch_through_set_epoch(data_dir):
     dm = datamodule(data_dir, None, limit=48)
     cfg = build_config("micro", [], task="bc5-chem")
     encoder, _ = load_encoder(cfg.model, data_dir, 0.1)
-    module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, 64), 1e-3, 0.01, 0.1)
+    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64), 1e-3, 0.01, 0.1)
     seen: list[tuple[int, int, tuple[int, ...]]] = []
 
     class Record(pl.Callback):
@@ -151,7 +152,7 @@ def test_a_run_resumed_from_an_epoch_checkpoint_draws_the_batches_and_dropout_of
         pl.seed_everything(0, verbose=False)
         dm = datamodule(data_dir, None, limit=48)
         encoder, _ = load_encoder(cfg.model, data_dir, 0.1)
-        module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, 64), 1e-3, 0.01, 0.1, seed=5)
+        module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64), 1e-3, 0.01, 0.1, seed=5)
         seen: list[tuple[int, tuple, float]] = []
 
         class Record(pl.Callback):
@@ -239,7 +240,7 @@ def dev_f1(data_dir: Path, cache: Path, seed: int, bucketing: bool) -> float:
     options = FinetuneDataOptions(max_length=64, batch_size=16, eval_batch_size=128, max_train_examples=1000,
                                   max_eval_examples=400, bucketing=bucketing, seed=seed)
     dm = FinetuneDataModule(get_dataset("bc5-chem"), data_dir, tokenizer, options, cache_dir=cache)
-    module = FineTuneModule(encoder, make_head(cfg.finetune, dm.encoder, 64), 2e-3, 0.01, 0.1)
+    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64), 2e-3, 0.01, 0.1)
     trainer = pl.Trainer(max_epochs=3, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                          use_distributed_sampler=False)

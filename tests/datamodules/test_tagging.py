@@ -86,7 +86,7 @@ def test_allowed_transitions_are_exactly_the_sequences_needing_no_repair(name):
 
 
 def test_unknown_scheme():
-    with pytest.raises(UnknownNameError, match="unknown tagging scheme 'bieo'; known: bio, bioul, io"):
+    with pytest.raises(UnknownNameError, match="unknown finetune.tagging 'bieo'; known: bio, bioul, io"):
         get_scheme("bieo")
 
 

@@ -1,0 +1,96 @@
+"""A modelling choice: one config key (`finetune.head`, `finetune.tagging`, ...) and its options, each
+registered with the task types it applies to and the other choices it needs.
+
+    HEADS = Choice("head", "layer over the encoder (Table 12)")
+    HEADS.register("linear", Layers(...))                                  # every task type
+    HEADS.register("crf", Layers(crf=True), task_types=("ner", "pico"))
+    RE_FEATURES.register("entity-start", ..., task_types=("re",), requires={"re_input": "markers"})
+
+A Choice is a Registry (`get(name)` returns the option itself), so the layer that uses an option owns its
+registry, and adding an option is one `register` call: validation, `bioablate list variants` and the
+conformance tests (tests/test_conformance.py) find it there. The first option registered is the default
+(the paper's standard setting).
+
+A choice left at its default never fails (a task it does not apply to ignores it); any other value that
+does not apply to the task, or lacks what it requires, is a one-line ConfigError. So a run's recorded
+params always describe the model it trained.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, TypeVar
+
+from core.errors import ConfigError
+from core.registry import Registry
+
+T = TypeVar("T")
+
+
+class Choice(Registry[T]):
+    def __init__(self, key: str, description: str):
+        super().__init__(f"finetune.{key}")
+        self.key, self.description = key, description
+        self._task_types: dict[str, tuple[str, ...] | None] = {}
+        self._requires: dict[str, dict[str, str]] = {}
+
+    def register(self, name: str, entry: T | None = None, *, task_types: tuple[str, ...] | None = None,
+                 requires: Mapping[str, str] | None = None, replace: bool = False):
+        """`task_types`: where the option applies (None: every task type, today's and future ones);
+        `requires`: other choices' values it only works with, e.g. {"re_input": "markers"}."""
+        if entry is None:
+            def decorator(obj: T) -> T:
+                self.register(name, obj, task_types=task_types, requires=requires, replace=replace)
+                return obj
+            return decorator
+        super().register(name, entry, replace=replace)
+        self._task_types[name] = tuple(task_types) if task_types is not None else None
+        self._requires[name] = dict(requires or {})
+        return entry
+
+    def unregister(self, name: str) -> None:
+        super().unregister(name)
+        self._task_types.pop(name, None)
+        self._requires.pop(name, None)
+
+    @property
+    def default(self) -> str:
+        return next(iter(self))
+
+    def applies(self, name: str, task_type: str) -> bool:
+        where = self._task_types[name]
+        return where is None or task_type in where
+
+    def task_types(self, name: str | None = None) -> tuple[str, ...] | None:
+        """Where option `name` applies, or (no name) where any option other than the default does;
+        None: everywhere."""
+        names = [name] if name is not None else [n for n in self if n != self.default]
+        found: list[str] = []
+        for n in names:
+            if self._task_types[n] is None:
+                return None
+            found += [t for t in self._task_types[n] if t not in found]
+        return tuple(found)
+
+    def requires(self, name: str) -> dict[str, str]:
+        return dict(self._requires[name])
+
+    def options_for(self, task_type: str) -> list[str]:
+        return [n for n in self if self.applies(n, task_type)]
+
+    def check(self, name: str, task_type: str, chosen: Mapping[str, str], dataset: str) -> None:
+        """Raise a one-line ConfigError unless option `name` may be used on `dataset` (a `task_type`
+        task) beside the other choices `chosen` ({key: value})."""
+        if name == self.default:
+            return
+        anywhere = self.task_types()
+        if anywhere is not None and task_type not in anywhere:
+            raise ConfigError(f"{self.kind}={name} does not apply to {dataset} ({task_type} task); "
+                              f"it applies to {', '.join(anywhere)} tasks")
+        valid = self.options_for(task_type)
+        if name not in valid:
+            raise ConfigError(f"unknown {self.kind} '{name}' for {dataset}; valid: {', '.join(valid)}")
+        for key, value in self._requires[name].items():
+            if chosen.get(key) != value:
+                others = [n for n in valid if not self._requires[n]]
+                raise ConfigError(f"{self.kind}={name} needs finetune.{key}={value} (finetune.{key} "
+                                  f"'{chosen.get(key)}' works with {self.key}: {', '.join(others)})")
