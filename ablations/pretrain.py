@@ -36,8 +36,9 @@ from core.claims import claim
 from ablations.tracking import git_commit
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
+from datamodules.pretrain.data import BatchingSpec
 from datamodules.pretrain.datamodule import PretrainData
-from datamodules.pretrain.masking import check_masking
+from datamodules.pretrain.masking import MaskingSpec
 from datamodules.pretrain.shards import Shards, build_shards, open_shards, shards_fingerprint
 from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
@@ -77,7 +78,7 @@ def check_config(cfg: DictConfig) -> None:
     check_run_config(cfg)
     p = cfg.pretrain
     parse_corpus(p.corpus)
-    check_masking(p.masking, p.mask_schedule)
+    MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
     OBJECTIVES.get(p.objective)  # an unknown name: UnknownNameError listing the known ones
     OPTIMIZERS.get(p.optimizer)
     # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
@@ -336,10 +337,8 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
     vocab = read_vocab(inputs.vocab_path)
     tokenizer = hf_tokenizer(inputs.vocab_path, parse_vocab(p.vocab, p.lowercase).lowercase)
     module = _module(cfg, inputs, vocab)
-    datamodule = PretrainData(shards, vocab, batch_size=p.batch_size, accumulate=p.accumulate,
-                              max_steps=p.max_steps, checkpoint_every=p.checkpoint_every, seed=cfg.seed,
-                              masking=p.masking, mask_rate=p.mask_rate, mask_schedule=p.mask_schedule,
-                              num_workers=cfg.trainer.num_workers)
+    datamodule = PretrainData(shards, vocab, batching=BatchingSpec.from_config(p, cfg.seed),
+                              masking=MaskingSpec.from_config(p), num_workers=cfg.trainer.num_workers)
     # last.ckpt, overwritten at every checkpoint: the one file a resume reads. (Lightning's `save_last`
     # writes it only as a second full copy of a top-k checkpoint: a BERT-base one, 1.3 GB, written twice.)
     checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1, every_n_epochs=1,

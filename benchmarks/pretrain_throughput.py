@@ -71,18 +71,16 @@ def prepare(args: argparse.Namespace):
 
 def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: str, total_steps: int,
                compile: bool = False):
-    from datamodules.pretrain.data import MicroBatches
-    from datamodules.pretrain.shards import BatchPlan
-    from datamodules.pretrain.vocab import SPECIAL_TOKENS, read_vocab
+    from datamodules.pretrain.data import BatchingSpec, MicroBatches
+    from datamodules.pretrain.masking import MaskingSpec, MaskTokens
+    from datamodules.pretrain.vocab import read_vocab
     from lightning_modules.compiling import compile_in_place
     from lightning_modules.pretrain import PretrainModule, build_model
 
     p = cfg.pretrain
     vocab = read_vocab(vocab_path)
-    index = {t: i for i, t in enumerate(vocab)}
-    special = [index[t] for t in SPECIAL_TOKENS]
     torch.manual_seed(0)
-    model = build_model("bert", False, len(vocab), index["[PAD]"], cfg.model, p.seq_len)
+    model = build_model("bert", False, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
     module = PretrainModule(model, pair_loss=False, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
     module.train()
@@ -90,10 +88,9 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
         compile_in_place(module.encoders(), dynamic=None)
     opt = module.configure_optimizers()
     optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
-    plan = BatchPlan(shards.stage_sizes, p.batch_size, total_steps, seed=0)
-    data = MicroBatches(shards, plan, 0, total_steps, rank=0, world_size=1, accumulate=1, max_steps=total_steps,
-                        seed=0, masking=p.masking, rate=p.mask_rate, schedule=p.mask_schedule,
-                        mask_id=index["[MASK]"], replace_low=max(special) + 1, special_ids=special)
+    batching = BatchingSpec(p.batch_size, accumulate=1, max_steps=total_steps, checkpoint_every=total_steps, seed=0)
+    data = MicroBatches(shards, range(total_steps), rank=0, world_size=1, batching=batching,
+                        masking=MaskingSpec.from_config(p), tokens=MaskTokens.from_vocab(vocab))
     batches = iter(data)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     tokens: list[int] = []
