@@ -47,7 +47,7 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
-from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, check_init,
+from lightning_modules.pretrain import (OPTIMIZERS, ObjectiveSpec, PretrainModule, build_model, check_init,
                                         export_model, exported_model, load_continual, reinit_embeddings)
 from lightning_modules.progress import StepProgressBar
 
@@ -79,7 +79,7 @@ def check_config(cfg: DictConfig) -> None:
     p = cfg.pretrain
     parse_corpus(p.corpus)
     MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
-    OBJECTIVES.get(p.objective)  # an unknown name: UnknownNameError listing the known ones
+    ObjectiveSpec.from_config(p)  # an unknown objective: UnknownNameError listing the known ones
     OPTIMIZERS.get(p.optimizer)
     # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
     if p.objective == "electra":
@@ -149,8 +149,7 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
 
 def _shard_settings(cfg: DictConfig) -> dict:
     p = cfg.pretrain
-    pairs = "sop" if p.objective == "albert" else ("nsp" if p.nsp and p.objective == "bert" else "none")
-    return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": pairs,
+    return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": ObjectiveSpec.from_config(p).pairs,
             "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
 
 
@@ -313,18 +312,17 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
     """The model to pretrain (fresh, or a checkpoint to continue from), seeded, in its LightningModule."""
     p = cfg.pretrain
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    objective = ObjectiveSpec.from_config(p)
     if inputs.init_dir is None:
-        model = build_model(p.objective, p.nsp, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len,
-                            p.embedding_size, p.share_layers, p.generator_size)
+        model = build_model(objective, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
     else:
-        model = load_continual(inputs.init_dir, p.objective, p.nsp, p.generator_size)
+        model = load_continual(inputs.init_dir, objective)
         if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
-    module = PretrainModule(model, pair_loss=p.objective == "albert" or p.nsp, lr=p.lr,
-                            weight_decay=p.weight_decay, warmup_ratio=p.warmup_ratio, total_steps=p.max_steps,
-                            optimizer=p.optimizer, alum=alum, seed=cfg.seed,
-                            discriminator_weight=p.discriminator_weight)
+    module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
+                            warmup_ratio=p.warmup_ratio, total_steps=p.max_steps, optimizer=p.optimizer,
+                            alum=alum, seed=cfg.seed)
     if cfg.trainer.compile:  # packed sequences: one static shape
         compile_in_place(module.encoders(), dynamic=None, cache_dir=compile_cache_dir(inputs.work_dir))
     return module
@@ -373,7 +371,7 @@ def _card(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedR
     p = cfg.pretrain
     metrics = run.tracker.client.get_run(run.run_id).data.metrics
     facts = PretrainFacts(
-        objective=p.objective, nsp=bool(p.nsp and p.objective == "bert"), corpus=p.corpus,
+        objective=p.objective, nsp=ObjectiveSpec.from_config(p).pairs == "nsp", corpus=p.corpus,
         corpus_documents=shards.meta["documents"], corpus_words=shards.meta["words"],
         corpus_tokens=shards.meta["tokens"], sequences=len(shards), seq_len=p.seq_len, vocab=p.vocab,
         vocab_size=vocab_size, lowercase=parse_vocab(p.vocab, p.lowercase).lowercase, init=p.init,

@@ -75,13 +75,14 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
     from datamodules.pretrain.masking import MaskingSpec, MaskTokens
     from datamodules.pretrain.vocab import read_vocab
     from lightning_modules.compiling import compile_in_place
-    from lightning_modules.pretrain import PretrainModule, build_model
+    from lightning_modules.pretrain import ObjectiveSpec, PretrainModule, build_model
 
     p = cfg.pretrain
     vocab = read_vocab(vocab_path)
     torch.manual_seed(0)
-    model = build_model("bert", False, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
-    module = PretrainModule(model, pair_loss=False, lr=p.lr, weight_decay=p.weight_decay,
+    objective = ObjectiveSpec("bert")
+    model = build_model(objective, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
+    module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
     module.train()
     if compile:  # as `trainer.compile=true` does (ablations.pretrain)
