@@ -44,6 +44,7 @@ import torch
 
 from benchmarks.common import (benchmark_main, bf16_native, interleaved, machine, matmul_peak, resolve_precision,
                                transformer_train_flops_per_token)
+from datamodules.pretrain.masking import MASKING_MODES
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -110,7 +111,7 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
         tokens.append(n)
         return float(n)
 
-    return step, plan, model.config, tokens
+    return step, data.plan, model.config, tokens
 
 
 def build_baseline(cfg, vocab_path: Path, shards, plan, our_config, device: torch.device, total_steps: int,
@@ -184,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
                         help="ours (auto: bf16 where the device computes it natively, else fp32)")
     parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
                         help="hf-strong's autocast dtype (auto: as --precision)")
-    parser.add_argument("--masking", choices=["wwm", "wordpiece"], default="wwm", help="ours")
+    parser.add_argument("--masking", choices=list(MASKING_MODES), default="wwm", help="ours")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and hf-strong torch.compile'd (sides ours-compiled, hf-strong-compiled)")
     parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
