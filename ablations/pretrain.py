@@ -36,8 +36,9 @@ from core.claims import claim
 from ablations.tracking import git_commit
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
+from datamodules.pretrain.data import BatchingSpec
 from datamodules.pretrain.datamodule import PretrainData
-from datamodules.pretrain.masking import check_masking
+from datamodules.pretrain.masking import MaskingSpec
 from datamodules.pretrain.shards import Shards, build_shards, open_shards, shards_fingerprint
 from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
@@ -46,7 +47,7 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
-from lightning_modules.pretrain import (OBJECTIVES, OPTIMIZERS, PretrainModule, build_model, check_init,
+from lightning_modules.pretrain import (OPTIMIZERS, ObjectiveSpec, PretrainModule, build_model, check_init,
                                         export_model, exported_model, load_continual, reinit_embeddings)
 from lightning_modules.progress import StepProgressBar
 
@@ -77,8 +78,8 @@ def check_config(cfg: DictConfig) -> None:
     check_run_config(cfg)
     p = cfg.pretrain
     parse_corpus(p.corpus)
-    check_masking(p.masking, p.mask_schedule)
-    OBJECTIVES.get(p.objective)  # an unknown name: UnknownNameError listing the known ones
+    MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
+    ObjectiveSpec.from_config(p)  # an unknown objective: UnknownNameError listing the known ones
     OPTIMIZERS.get(p.optimizer)
     # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
     if p.objective == "electra":
@@ -148,8 +149,7 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
 
 def _shard_settings(cfg: DictConfig) -> dict:
     p = cfg.pretrain
-    pairs = "sop" if p.objective == "albert" else ("nsp" if p.nsp and p.objective == "bert" else "none")
-    return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": pairs,
+    return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": ObjectiveSpec.from_config(p).pairs,
             "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
 
 
@@ -312,18 +312,17 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
     """The model to pretrain (fresh, or a checkpoint to continue from), seeded, in its LightningModule."""
     p = cfg.pretrain
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    objective = ObjectiveSpec.from_config(p)
     if inputs.init_dir is None:
-        model = build_model(p.objective, p.nsp, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len,
-                            p.embedding_size, p.share_layers, p.generator_size)
+        model = build_model(objective, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
     else:
-        model = load_continual(inputs.init_dir, p.objective, p.nsp, p.generator_size)
+        model = load_continual(inputs.init_dir, objective)
         if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
-    module = PretrainModule(model, pair_loss=p.objective == "albert" or p.nsp, lr=p.lr,
-                            weight_decay=p.weight_decay, warmup_ratio=p.warmup_ratio, total_steps=p.max_steps,
-                            optimizer=p.optimizer, alum=alum, seed=cfg.seed,
-                            discriminator_weight=p.discriminator_weight)
+    module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
+                            warmup_ratio=p.warmup_ratio, total_steps=p.max_steps, optimizer=p.optimizer,
+                            alum=alum, seed=cfg.seed)
     if cfg.trainer.compile:  # packed sequences: one static shape
         compile_in_place(module.encoders(), dynamic=None, cache_dir=compile_cache_dir(inputs.work_dir))
     return module
@@ -336,10 +335,8 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
     vocab = read_vocab(inputs.vocab_path)
     tokenizer = hf_tokenizer(inputs.vocab_path, parse_vocab(p.vocab, p.lowercase).lowercase)
     module = _module(cfg, inputs, vocab)
-    datamodule = PretrainData(shards, vocab, batch_size=p.batch_size, accumulate=p.accumulate,
-                              max_steps=p.max_steps, checkpoint_every=p.checkpoint_every, seed=cfg.seed,
-                              masking=p.masking, mask_rate=p.mask_rate, mask_schedule=p.mask_schedule,
-                              num_workers=cfg.trainer.num_workers)
+    datamodule = PretrainData(shards, vocab, batching=BatchingSpec.from_config(p, cfg.seed),
+                              masking=MaskingSpec.from_config(p), num_workers=cfg.trainer.num_workers)
     # last.ckpt, overwritten at every checkpoint: the one file a resume reads. (Lightning's `save_last`
     # writes it only as a second full copy of a top-k checkpoint: a BERT-base one, 1.3 GB, written twice.)
     checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1, every_n_epochs=1,
@@ -374,7 +371,7 @@ def _card(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedR
     p = cfg.pretrain
     metrics = run.tracker.client.get_run(run.run_id).data.metrics
     facts = PretrainFacts(
-        objective=p.objective, nsp=bool(p.nsp and p.objective == "bert"), corpus=p.corpus,
+        objective=p.objective, nsp=ObjectiveSpec.from_config(p).pairs == "nsp", corpus=p.corpus,
         corpus_documents=shards.meta["documents"], corpus_words=shards.meta["words"],
         corpus_tokens=shards.meta["tokens"], sequences=len(shards), seq_len=p.seq_len, vocab=p.vocab,
         vocab_size=vocab_size, lowercase=parse_vocab(p.vocab, p.lowercase).lowercase, init=p.init,

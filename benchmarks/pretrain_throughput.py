@@ -44,6 +44,7 @@ import torch
 
 from benchmarks.common import (benchmark_main, bf16_native, interleaved, machine, matmul_peak, resolve_precision,
                                transformer_train_flops_per_token)
+from datamodules.pretrain.masking import MASKING_MODES
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -71,29 +72,27 @@ def prepare(args: argparse.Namespace):
 
 def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: str, total_steps: int,
                compile: bool = False):
-    from datamodules.pretrain.data import MicroBatches
-    from datamodules.pretrain.shards import BatchPlan
-    from datamodules.pretrain.vocab import SPECIAL_TOKENS, read_vocab
+    from datamodules.pretrain.data import BatchingSpec, MicroBatches
+    from datamodules.pretrain.masking import MaskingSpec, MaskTokens
+    from datamodules.pretrain.vocab import read_vocab
     from lightning_modules.compiling import compile_in_place
-    from lightning_modules.pretrain import PretrainModule, build_model
+    from lightning_modules.pretrain import ObjectiveSpec, PretrainModule, build_model
 
     p = cfg.pretrain
     vocab = read_vocab(vocab_path)
-    index = {t: i for i, t in enumerate(vocab)}
-    special = [index[t] for t in SPECIAL_TOKENS]
     torch.manual_seed(0)
-    model = build_model("bert", False, len(vocab), index["[PAD]"], cfg.model, p.seq_len)
-    module = PretrainModule(model, pair_loss=False, lr=p.lr, weight_decay=p.weight_decay,
+    objective = ObjectiveSpec("bert")
+    model = build_model(objective, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
+    module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
     module.train()
     if compile:  # as `trainer.compile=true` does (ablations.pretrain)
         compile_in_place(module.encoders(), dynamic=None)
     opt = module.configure_optimizers()
     optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
-    plan = BatchPlan(shards.stage_sizes, p.batch_size, total_steps, seed=0)
-    data = MicroBatches(shards, plan, 0, total_steps, rank=0, world_size=1, accumulate=1, max_steps=total_steps,
-                        seed=0, masking=p.masking, rate=p.mask_rate, schedule=p.mask_schedule,
-                        mask_id=index["[MASK]"], replace_low=max(special) + 1, special_ids=special)
+    batching = BatchingSpec(p.batch_size, accumulate=1, max_steps=total_steps, checkpoint_every=total_steps, seed=0)
+    data = MicroBatches(shards, range(total_steps), rank=0, world_size=1, batching=batching,
+                        masking=MaskingSpec.from_config(p), tokens=MaskTokens.from_vocab(vocab))
     batches = iter(data)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     tokens: list[int] = []
@@ -112,7 +111,7 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
         tokens.append(n)
         return float(n)
 
-    return step, plan, model.config, tokens
+    return step, data.plan, model.config, tokens
 
 
 def build_baseline(cfg, vocab_path: Path, shards, plan, our_config, device: torch.device, total_steps: int,
@@ -186,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
                         help="ours (auto: bf16 where the device computes it natively, else fp32)")
     parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
                         help="hf-strong's autocast dtype (auto: as --precision)")
-    parser.add_argument("--masking", choices=["wwm", "wordpiece"], default="wwm", help="ours")
+    parser.add_argument("--masking", choices=list(MASKING_MODES), default="wwm", help="ours")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and hf-strong torch.compile'd (sides ours-compiled, hf-strong-compiled)")
     parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "

@@ -23,6 +23,7 @@ discriminator) that `bioablate finetune --model DIR` loads.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,8 +43,8 @@ from datamodules.pretrain.data import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup, lamb_with_linear_warmup
 
-# `pretrain.objective` -> builder(common BERT-size settings, nsp, embedding_size, share_layers,
-# generator_size) of a freshly initialised model with SDPA attention
+# `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a freshly initialised model
+# with SDPA attention
 OBJECTIVES: Registry[Callable[..., nn.Module]] = Registry("objective")
 # `pretrain.optimizer` -> factory(model, lr, weight_decay, warmup_ratio, total_steps) returning what
 # `configure_optimizers` returns
@@ -52,45 +53,74 @@ OPTIMIZERS.register("adamw", adamw_with_linear_warmup)
 OPTIMIZERS.register("lamb", lamb_with_linear_warmup)
 
 
+# ------------------------------------------------------------------------------------------- objective
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """What a run pretrains: `pretrain.objective` (an OBJECTIVES name) and the keys that shape it: `nsp`
+    (bert: + next-sentence prediction), ALBERT's `embedding_size` and `share_layers`, ELECTRA's
+    `generator_size` and `discriminator_weight`. Built once from the config (`from_config`)."""
+
+    name: str = "bert"
+    nsp: bool = False
+    embedding_size: int = 128
+    share_layers: bool = True
+    generator_size: float = 0.25
+    discriminator_weight: float = 50.0
+
+    def __post_init__(self) -> None:
+        OBJECTIVES.get(self.name)  # an unknown name: UnknownNameError listing the known ones
+
+    @classmethod
+    def from_config(cls, pretrain: Any) -> "ObjectiveSpec":
+        """From the `pretrain` section of a run config."""
+        return cls(pretrain.objective, pretrain.nsp, pretrain.embedding_size, pretrain.share_layers,
+                   pretrain.generator_size, pretrain.discriminator_weight)
+
+    @property
+    def pairs(self) -> str:
+        """The sentence-pair task the shards carry labels for: sop (albert), nsp (bert with nsp), none."""
+        return "sop" if self.name == "albert" else ("nsp" if self.nsp and self.name == "bert" else "none")
+
+
 # ------------------------------------------------------------------------------------------- models
 
-def build_model(objective: str, nsp: bool, vocab_size: int, pad_id: int, model_cfg: Any, seq_len: int,
-                embedding_size: int = 128, share_layers: bool = True, generator_size: float = 0.25) -> nn.Module:
+def build_model(objective: ObjectiveSpec, vocab_size: int, pad_id: int, model_cfg: Any, seq_len: int) -> nn.Module:
     """A freshly initialised pretraining model of the configured size, with SDPA attention."""
-    builder = OBJECTIVES.get(objective)
+    builder = OBJECTIVES.get(objective.name)
     common = dict(vocab_size=vocab_size, hidden_size=model_cfg.hidden_size,
                   num_hidden_layers=model_cfg.num_layers, num_attention_heads=model_cfg.num_heads,
                   intermediate_size=model_cfg.intermediate_size,
                   max_position_embeddings=max(seq_len, model_cfg.max_position_embeddings),
                   pad_token_id=pad_id)
-    return builder(common, nsp, embedding_size, share_layers, generator_size)
+    return builder(common, objective)
 
 
 @OBJECTIVES.register("bert")
-def _bert(common: dict, nsp: bool, embedding_size: int, share_layers: bool, generator_size: float) -> nn.Module:
+def _bert(common: dict, objective: ObjectiveSpec) -> nn.Module:
     config = BertConfig(**common)
     config._attn_implementation = "sdpa"
-    return BertForPreTraining(config) if nsp else BertForMaskedLM(config)
+    return BertForPreTraining(config) if objective.nsp else BertForMaskedLM(config)
 
 
 @OBJECTIVES.register("albert")
-def _albert(common: dict, nsp: bool, embedding_size: int, share_layers: bool, generator_size: float) -> nn.Module:
-    config = AlbertConfig(embedding_size=embedding_size, num_hidden_groups=1, inner_group_num=1,
+def _albert(common: dict, objective: ObjectiveSpec) -> nn.Module:
+    config = AlbertConfig(embedding_size=objective.embedding_size, num_hidden_groups=1, inner_group_num=1,
                           hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, **common)
     config._attn_implementation = "sdpa"
     model = AlbertForPreTraining(config)
-    if not share_layers:
+    if not objective.share_layers:
         raise ConfigError("pretrain.share_layers=false is not supported by transformers' ALBERT "
                           "(num_hidden_groups must divide the layers); use objective=bert")
     return model
 
 
 @OBJECTIVES.register("electra")
-def _electra(common: dict, nsp: bool, embedding_size: int, share_layers: bool, generator_size: float) -> nn.Module:
+def _electra(common: dict, objective: ObjectiveSpec) -> nn.Module:
     # embeddings as wide as the discriminator (ELECTRA-Base's choice; no factorization to tune)
     config = ElectraConfig(embedding_size=common["hidden_size"], **common)
     config._attn_implementation = "sdpa"
-    return Electra(ElectraForPreTraining(config), generator_size)
+    return Electra(ElectraForPreTraining(config), objective.generator_size)
 
 
 def generator_config(discriminator: ElectraConfig, size: float) -> ElectraConfig:
@@ -144,21 +174,23 @@ def check_init(path: Path, objective: str) -> str:
     return model_type
 
 
-def load_continual(path: Path, objective: str, nsp: bool, generator_size: float = 0.25) -> nn.Module:
+def load_continual(path: Path, objective: ObjectiveSpec) -> nn.Module:
     """A pretrained checkpoint with a pretraining head; a head the checkpoint lacks (e.g. MiniLM, saved as
     a bare BertModel) is created fresh by from_pretrained. ELECTRA keeps the checkpoint's encoder as the
     discriminator (from an ELECTRA or a BERT checkpoint: same layers, same parameter names) and adds a
     fresh generator."""
-    model_type = check_init(path, objective)
-    if objective == "bert":
-        model = (BertForPreTraining if nsp else BertForMaskedLM).from_pretrained(path, attn_implementation="sdpa")
-    elif objective == "albert":
+    model_type = check_init(path, objective.name)
+    if objective.name == "bert":
+        model = (BertForPreTraining if objective.nsp else BertForMaskedLM).from_pretrained(
+            path, attn_implementation="sdpa")
+    elif objective.name == "albert":
         model = AlbertForPreTraining.from_pretrained(path, attn_implementation="sdpa")
     elif model_type == "electra":
-        model = Electra(ElectraForPreTraining.from_pretrained(path, attn_implementation="sdpa"), generator_size)
+        model = Electra(ElectraForPreTraining.from_pretrained(path, attn_implementation="sdpa"),
+                        objective.generator_size)
     else:
         model = Electra(bert_as_discriminator(BertModel.from_pretrained(path, add_pooling_layer=False)),
-                        generator_size)
+                        objective.generator_size)
     model.train()  # from_pretrained returns eval mode
     return model
 
@@ -219,9 +251,9 @@ class Parts:
 # ------------------------------------------------------------------------------------------- module
 
 class PretrainModule(pl.LightningModule):
-    def __init__(self, model: nn.Module, *, pair_loss: bool, lr: float, weight_decay: float,
+    def __init__(self, model: nn.Module, *, objective: ObjectiveSpec, lr: float, weight_decay: float,
                  warmup_ratio: float, total_steps: int, optimizer: str = "adamw",
-                 alum: Alum | None = None, seed: int = 0, discriminator_weight: float = 50.0):
+                 alum: Alum | None = None, seed: int = 0):
         super().__init__()
         self.optimizer_factory = OPTIMIZERS.get(optimizer)
         self.model = model
@@ -230,10 +262,10 @@ class PretrainModule(pl.LightningModule):
             raise ConfigError("pretrain.adversarial (ALUM) is implemented for the MLM objectives bert and "
                               "albert, not electra")
         self.parts = None if self.electra else Parts(model)
-        self.pair_loss = pair_loss and self.parts is not None and self.parts.pair_head is not None
+        self.pair_loss = objective.pairs != "none" and self.parts is not None and self.parts.pair_head is not None
         self.lr, self.weight_decay, self.warmup_ratio = lr, weight_decay, warmup_ratio
         self.total_steps, self.alum, self.seed = total_steps, alum, seed
-        self.discriminator_weight = discriminator_weight
+        self.discriminator_weight = objective.discriminator_weight
         # the objective's loss per micro-batch (this process): MLM for bert/albert, MLM + w x RTD for electra
         self.history: list[float] = []
         self._tick: float | None = None

@@ -1,6 +1,6 @@
 """Batches for pretraining: one dataset item is one whole micro-batch, masked on the fly.
 
-`MicroBatches` yields the micro-batches this process trains at micro-steps ``first .. last - 1``. Micro-step
+`MicroBatches` yields the micro-batches this process trains at the micro-steps `micro_steps` (a range). Micro-step
 `m` reads global micro-batch ``m * world_size + rank`` of the `BatchPlan`, and its masks come from a
 generator seeded with (seed, that global micro-batch): fresh masks every time a sequence comes round
 again, identical masks in a resumed run. The masking rate follows the schedule on the optimizer-step
@@ -17,11 +17,14 @@ batches round-robin, i.e. in micro-step order.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from datamodules.pretrain.masking import mask_batch, masking_rate
+from datamodules.pretrain.masking import MaskingSpec, MaskTokens, mask_batch
 from datamodules.pretrain.shards import BatchPlan, Shards
 
 
@@ -31,22 +34,53 @@ def batch_seed(seed: int, micro_batch: int, stream: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(micro_batch), stream]).generate_state(1)[0])
 
 
+@dataclass(frozen=True)
+class BatchingSpec:
+    """How a run cuts its shards into steps: `batch_size` sequences per micro-batch (per process),
+    `accumulate` micro-batches per optimizer step, `max_steps` optimizer steps, a checkpoint (a Lightning
+    epoch) every `checkpoint_every` of them, and the `seed` of the data order and the masks."""
+
+    batch_size: int
+    accumulate: int
+    max_steps: int
+    checkpoint_every: int
+    seed: int
+
+    @classmethod
+    def from_config(cls, pretrain: Any, seed: int) -> "BatchingSpec":
+        """From the `pretrain` section of a run config and the run's seed."""
+        return cls(pretrain.batch_size, pretrain.accumulate, pretrain.max_steps, pretrain.checkpoint_every, seed)
+
+    def plan(self, shards: Shards, world_size: int) -> BatchPlan:
+        """Which sequences each global micro-batch of the whole run (every process) holds."""
+        return BatchPlan(shards.stage_sizes, self.batch_size, self.max_steps * self.accumulate * world_size,
+                         self.seed)
+
+    def epoch(self, global_step: int) -> range:
+        """The micro-steps of the epoch that starts at optimizer step `global_step`: up to the next
+        checkpoint boundary, or the end of training."""
+        micro_per_epoch = self.checkpoint_every * self.accumulate
+        first = global_step * self.accumulate
+        return range(first, min((first // micro_per_epoch + 1) * micro_per_epoch, self.max_steps * self.accumulate))
+
+    def progress(self, micro_step: int) -> float:
+        """Training progress at a micro-step (0 at the first optimizer step): what the mask schedule reads."""
+        return (micro_step // self.accumulate) / self.max_steps
+
+
 class MicroBatches(IterableDataset):
-    def __init__(self, shards: Shards, plan: BatchPlan, first_micro_step: int, last_micro_step: int, *,
-                 rank: int, world_size: int, accumulate: int, max_steps: int, seed: int, masking: str,
-                 rate: float, schedule: str, mask_id: int, replace_low: int, special_ids: list[int]):
-        self.shards, self.plan = shards, plan
-        self.first, self.last = first_micro_step, last_micro_step
-        self.rank, self.world_size, self.accumulate, self.max_steps = rank, world_size, accumulate, max_steps
-        self.seed, self.masking, self.rate, self.schedule = seed, masking, rate, schedule
-        self.mask_id, self.replace_low = mask_id, replace_low
+    def __init__(self, shards: Shards, micro_steps: range, *, rank: int, world_size: int, batching: BatchingSpec,
+                 masking: MaskingSpec, tokens: MaskTokens):
+        self.shards, self.plan = shards, batching.plan(shards, world_size)
+        self.micro_steps, self.rank, self.world_size = micro_steps, rank, world_size
+        self.batching, self.masking, self.tokens = batching, masking, tokens
         self.special = torch.zeros(shards.meta["vocab_size"], dtype=torch.bool)
-        self.special[special_ids] = True
+        self.special[list(tokens.special_ids)] = True
 
     def __iter__(self):
         worker = get_worker_info()
         offset, stride = (0, 1) if worker is None else (worker.id, worker.num_workers)
-        for micro_step in range(self.first + offset, self.last, stride):
+        for micro_step in self.micro_steps[offset::stride]:
             yield self.batch(micro_step)
 
     def batch(self, micro_step: int) -> dict:
@@ -57,10 +91,10 @@ class MicroBatches(IterableDataset):
         lengths = torch.from_numpy(np.asarray(self.shards.lengths[rows], dtype=np.int64))
         attention = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
         special = self.special[ids] | ~attention
-        rate = masking_rate((micro_step // self.accumulate) / self.max_steps, self.schedule, self.rate)
-        generator = torch.Generator().manual_seed(batch_seed(self.seed, global_micro, 0))
-        inputs, labels = mask_batch(ids, word_start, special, rate, self.masking, self.mask_id,
-                                    self.replace_low, len(self.special), generator)
+        rate = self.masking.rate_at(self.batching.progress(micro_step))
+        generator = torch.Generator().manual_seed(batch_seed(self.batching.seed, global_micro, 0))
+        inputs, labels = mask_batch(ids, word_start, special, rate, self.masking.mode, self.tokens.mask_id,
+                                    self.tokens.replace_low, len(self.special), generator)
         return {"input_ids": inputs, "labels": labels, "attention_mask": attention.long(),
                 "token_type_ids": torch.from_numpy(np.asarray(self.shards.token_type_ids[rows], dtype=np.int64)),
                 "pair_labels": torch.from_numpy(np.asarray(self.shards.pair_labels[rows], dtype=np.int64)),

@@ -10,37 +10,23 @@ from __future__ import annotations
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader
 
-from datamodules.pretrain.data import MicroBatches
-from datamodules.pretrain.shards import BatchPlan, Shards
-from datamodules.pretrain.vocab import SPECIAL_TOKENS
+from datamodules.pretrain.data import BatchingSpec, MicroBatches
+from datamodules.pretrain.masking import MaskingSpec, MaskTokens
+from datamodules.pretrain.shards import Shards
 
 
 class PretrainData(pl.LightningDataModule):
-    def __init__(self, shards: Shards, vocab: list[str], *, batch_size: int, accumulate: int, max_steps: int,
-                 checkpoint_every: int, seed: int, masking: str, mask_rate: float, mask_schedule: str,
+    def __init__(self, shards: Shards, vocab: list[str], *, batching: BatchingSpec, masking: MaskingSpec,
                  num_workers: int = 0):
         super().__init__()
-        self.shards, self.vocab = shards, vocab
-        self.batch_size, self.accumulate, self.max_steps = batch_size, accumulate, max_steps
-        self.checkpoint_every, self.seed = checkpoint_every, seed
-        self.masking, self.mask_rate, self.mask_schedule = masking, mask_rate, mask_schedule
-        self.num_workers = num_workers
+        self.shards, self.tokens = shards, MaskTokens.from_vocab(vocab)
+        self.batching, self.masking, self.num_workers = batching, masking, num_workers
 
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
-        world = trainer.world_size
-        micro_per_epoch = self.checkpoint_every * self.accumulate
-        total_micro = self.max_steps * self.accumulate
         # keyed by the restored optimizer step, not Lightning's epoch counter (a resumed fit loop counts
         # the interrupted epoch its own way); an epoch ends at the next checkpoint boundary
-        first = trainer.global_step * self.accumulate
-        last = min((first // micro_per_epoch + 1) * micro_per_epoch, total_micro)
-        plan = BatchPlan(self.shards.stage_sizes, self.batch_size, total_micro * world, self.seed)
-        index = {t: i for i, t in enumerate(self.vocab)}
-        special_ids = [index[t] for t in SPECIAL_TOKENS]
-        dataset = MicroBatches(
-            self.shards, plan, first, last, rank=trainer.global_rank,
-            world_size=world, accumulate=self.accumulate, max_steps=self.max_steps, seed=self.seed,
-            masking=self.masking, rate=self.mask_rate, schedule=self.mask_schedule, mask_id=index["[MASK]"],
-            replace_low=max(special_ids) + 1, special_ids=special_ids)
+        dataset = MicroBatches(self.shards, self.batching.epoch(trainer.global_step), rank=trainer.global_rank,
+                               world_size=trainer.world_size, batching=self.batching, masking=self.masking,
+                               tokens=self.tokens)
         return DataLoader(dataset, batch_size=None, shuffle=False, num_workers=self.num_workers)

@@ -9,35 +9,58 @@
   10% stay unchanged; labels are the original ids there and -100 elsewhere.
 - `masking_rate`: the configured constant, or the ``ramp`` schedule of the paper (Sec. 2.1.3, after
   ALUM): 5% for the first 20% of training, +5% every further 20%, up to 25%.
+
+The three `pretrain.*` keys travel together as one `MaskingSpec` (built by `MaskingSpec.from_config`), the
+vocabulary ids corruption needs as one `MaskTokens` (`MaskTokens.from_vocab`). A new masking mode is one
+`MASKING_MODES` entry (a `MaskingMode`); tests/datamodules/pretrain/test_masking.py checks every entry.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import torch
 
 from core.registry import Registry
 from datamodules.encoders import IGNORE_INDEX
+from datamodules.pretrain.vocab import SPECIAL_TOKENS
 
-# pretrain.masking: a uniform draw per token [B, L] from (word_start, generator); a token is selected when
-# its draw is below the rate, so tokens that share a draw are selected together.
+# a uniform draw per token [B, L] from (word_start, generator); a token is selected when its draw is below
+# the rate, so tokens that share a draw are selected together.
 Draw = Callable[[torch.Tensor, "torch.Generator | None"], torch.Tensor]
-MASKING_MODES: Registry[Draw] = Registry("masking")
+
+
+@dataclass(frozen=True)
+class MaskingMode:
+    """One `pretrain.masking` mode: its draw, and whether it selects whole words (every piece of a word
+    shares its draw) or may split one."""
+
+    draw: Draw
+    whole_word: bool
+
+    def __call__(self, word_start: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        return self.draw(word_start, generator)
+
+
+# pretrain.masking
+MASKING_MODES: Registry[MaskingMode] = Registry("masking")
 # pretrain.mask_schedule: the rate at a training progress (0 at the first step, 1 at the end).
 SCHEDULES: Registry[Callable[[float, float], float]] = Registry("mask_schedule")
 
 
-@MASKING_MODES.register("wordpiece")
 def _draw_per_token(word_start: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     return torch.rand(word_start.shape, generator=generator)
 
 
-@MASKING_MODES.register("wwm")
 def _draw_per_word(word_start: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     word_index = torch.cumsum(word_start.long(), dim=1)  # tokens of one word share an index
     word_draw = torch.rand((word_start.shape[0], word_start.shape[1] + 1), generator=generator)
     return torch.gather(word_draw, 1, word_index)
+
+
+MASKING_MODES.register("wordpiece", MaskingMode(_draw_per_token, whole_word=False))
+MASKING_MODES.register("wwm", MaskingMode(_draw_per_word, whole_word=True))
 
 
 @SCHEDULES.register("constant")
@@ -53,6 +76,46 @@ def _ramp_rate(progress: float, rate: float) -> float:
 def check_masking(mode: str, schedule: str) -> None:
     MASKING_MODES.get(mode)
     SCHEDULES.get(schedule)
+
+
+@dataclass(frozen=True)
+class MaskingSpec:
+    """How a pretraining run masks: `pretrain.masking` (a MASKING_MODES name), `pretrain.mask_rate` and
+    `pretrain.mask_schedule` (a SCHEDULES name), checked against their registries when built."""
+
+    mode: str = "wwm"
+    rate: float = 0.15
+    schedule: str = "constant"
+
+    def __post_init__(self) -> None:
+        check_masking(self.mode, self.schedule)  # an unknown name: UnknownNameError listing the known
+
+    @classmethod
+    def from_config(cls, pretrain: Any) -> "MaskingSpec":
+        """From the `pretrain` section of a run config (the schema has checked the rate's range)."""
+        return cls(pretrain.masking, pretrain.mask_rate, pretrain.mask_schedule)
+
+    def rate_at(self, progress: float) -> float:
+        """The masking rate at `progress` (0 at the first step, 1 at the end) of training."""
+        return masking_rate(progress, self.schedule, self.rate)
+
+
+@dataclass(frozen=True)
+class MaskTokens:
+    """The vocabulary ids masking reads: [MASK], and the special tokens (never selected; never drawn as a
+    random replacement, which comes from the ids above them)."""
+
+    mask_id: int
+    special_ids: tuple[int, ...]
+
+    @classmethod
+    def from_vocab(cls, vocab: Sequence[str]) -> "MaskTokens":
+        index = {t: i for i, t in enumerate(vocab)}
+        return cls(index["[MASK]"], tuple(index[t] for t in SPECIAL_TOKENS))
+
+    @property
+    def replace_low(self) -> int:
+        return max(self.special_ids) + 1
 
 
 def masking_rate(progress: float, schedule: str = "constant", rate: float = 0.15) -> float:

@@ -21,7 +21,7 @@ from ablations.finetune import run_finetune
 from ablations.pretrain import run_pretrain
 from core.errors import ConfigError
 from lightning_modules.models import load_encoder
-from lightning_modules.pretrain import build_model
+from lightning_modules.pretrain import ObjectiveSpec, build_model
 
 # Batch 8 and 20 steps: enough for every variant's loss to fall clearly (the drop is 0.2-16 nats).
 FAST = ["trainer.progress_bar=false", "pretrain.batch_size=8", "pretrain.max_steps=20",
@@ -114,7 +114,7 @@ def test_mask_schedule_reaches_25_percent(data_dir: Path, work_dir: Path):
 
 def test_electra_generator_is_smaller_and_shares_the_embeddings():
     model_cfg = build_config("micro", task="pretrain").model
-    electra = build_model("electra", False, 500, 0, model_cfg, 64, generator_size=0.25)
+    electra = build_model(ObjectiveSpec("electra", generator_size=0.25), 500, 0, model_cfg, 64)
     gen, disc = electra.generator, electra.discriminator
     assert (gen.config.hidden_size, gen.config.num_attention_heads, gen.config.intermediate_size) == (16, 1, 64)
     assert gen.config.num_hidden_layers == disc.config.num_hidden_layers == 2
@@ -123,7 +123,7 @@ def test_electra_generator_is_smaller_and_shares_the_embeddings():
     # each shared tensor is one parameter to the optimizer
     assert len(list(electra.parameters())) == len({id(p) for p in electra.parameters()})
     with pytest.raises(ConfigError, match="generator_size=0.8: the generator's width 51 is not divisible"):
-        build_model("electra", False, 500, 0, model_cfg, 64, generator_size=0.8)
+        build_model(ObjectiveSpec("electra", generator_size=0.8), 500, 0, model_cfg, 64)
 
 
 def test_continual_pretraining_refuses_a_checkpoint_the_objective_cannot_continue(data_dir: Path, tmp_path: Path):

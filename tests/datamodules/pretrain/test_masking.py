@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from core.errors import UnknownNameError
-from datamodules.pretrain.masking import (MASKING_MODES, SCHEDULES, check_masking, corrupt, mask_batch,
-                                          masking_rate, select_positions)
+from datamodules.pretrain.masking import (MASKING_MODES, SCHEDULES, MaskingSpec, MaskTokens, check_masking,
+                                          corrupt, mask_batch, masking_rate, select_positions)
 from datamodules.pretrain.shards import build_shards
 from datamodules.pretrain.vocab import resolve_vocab_file
 
@@ -85,6 +85,41 @@ def test_wordpiece_masking_splits_words_and_hits_the_rate(real_batch):
             partial += int(not selected[row][in_word].all())
     assert partial > 10  # wordpiece masking does split words
     assert not selected[special].any()
+
+
+@pytest.mark.parametrize("mode", list(MASKING_MODES))
+def test_every_masking_mode_makes_a_valid_mask(real_batch, mode):
+    """Each registered mode (a new entry is covered by being registered): the rate is met, special tokens
+    and padding are never targets, and a whole-word mode never splits a word."""
+    ids, word_start, special = real_batch
+    words = _word_index(word_start, special)
+    for rate in (0.05, 0.15, 0.4):
+        g = torch.Generator().manual_seed(3)
+        inputs, labels = mask_batch(ids, word_start, special, rate, mode, 103, 999, 30522, g)
+        targets = labels != -100
+        assert abs(float(targets.sum() / (~special).sum()) - rate) < 0.015, (mode, rate)
+        assert not targets[special].any() and torch.equal(inputs[special], ids[special])
+        if MASKING_MODES.get(mode).whole_word:
+            # a word's pieces are all targets or none: every word has one target count, 0 or its length
+            pieces = torch.zeros(ids.shape[0], words.max() + 1).scatter_add_(1, words, (~special).float())
+            hit = torch.zeros_like(pieces).scatter_add_(1, words, targets.float())
+            assert ((hit == 0) | (hit == pieces)).all(), mode
+
+
+def test_masking_spec_from_config_and_its_checks():
+    from ablations.config import build_config
+
+    cfg = build_config("micro", ["pretrain.masking=wordpiece", "pretrain.mask_rate=0.2",
+                                 "pretrain.mask_schedule=ramp"], task="pretrain")
+    spec = MaskingSpec.from_config(cfg.pretrain)
+    assert spec == MaskingSpec("wordpiece", 0.2, "ramp") and spec.rate_at(0.5) == masking_rate(0.5, "ramp", 0.2)
+    assert MaskingSpec.from_config(build_config("micro", task="pretrain").pretrain) == MaskingSpec()
+    with pytest.raises(UnknownNameError, match="unknown masking 'span'"):
+        MaskingSpec("span")
+    with pytest.raises(UnknownNameError, match="unknown mask_schedule 'linear'"):
+        MaskingSpec("wwm", 0.15, "linear")
+    tokens = MaskTokens.from_vocab(["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"])
+    assert tokens == MaskTokens(5, (0, 2, 3, 4, 5)) and tokens.replace_low == 6
 
 
 def test_masks_are_seeded_and_fresh(real_batch):
