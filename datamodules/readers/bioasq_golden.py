@@ -8,7 +8,7 @@ them). `exact_answer` is, for a factoid question, a list of synonyms or a list o
 4b-7b files: `[["NGF"], ["nerve growth factor"]]`; the official evaluation accepts a match with any of
 them); for a list question a list of lists, one synonym group per answer item.
 
-Answers are located in each snippet case-insensitively: per answer item (the factoid answer, or each list
+Answers are located in each snippet case-insensitively, as whole words: per answer item (the factoid answer, or each list
 item), the first occurrence of any of its synonyms (the earliest; the longest synonym there). For
 training (`locate_only=True`), snippets where nothing was located are dropped, and so are questions
 whose answer is in none of their snippets: SQuAD-style training needs a span. For evaluation every
@@ -99,14 +99,19 @@ def golden_splits(data_dir: Path, train: Sequence[str], test: Sequence[str], dev
 
 
 def locate(context: str, synonyms: Sequence[str]) -> AnswerSpan | None:
-    """The first case-insensitive occurrence of any synonym in `context` (at equal starts the longest),
-    or None. Matched with a regex so the span is in `context`'s own characters even where lowercasing
-    would change a string's length."""
+    """The first case-insensitive occurrence of any synonym in `context` as whole words (at equal starts
+    the longest), or None. Whole words: "AD" must not be found in "had", and a span that starts or ends
+    inside a word cannot be a token span, so training on it would teach a different answer ("Stroop
+    tests" for "Stroop Test"). Matched with a regex so the span is in `context`'s own characters even
+    where lowercasing would change a string's length."""
     best = None
     for synonym in synonyms:
         if not synonym.strip():
             continue
-        match = re.search(re.escape(synonym), context, re.IGNORECASE)
+        # a word boundary only where the synonym's own edge is a word character ("IL-2+" may end anywhere)
+        pattern = ((r"(?<!\w)" if re.match(r"\w", synonym) else "") + re.escape(synonym)
+                   + (r"(?!\w)" if re.search(r"\w$", synonym) else ""))
+        match = re.search(pattern, context, re.IGNORECASE)
         if match and (best is None or (match.start(), -match.end()) < (best.start, -best.end)):
             best = AnswerSpan(match.start(), match.end())
     return best
