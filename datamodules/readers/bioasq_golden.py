@@ -8,12 +8,13 @@ them). `exact_answer` is, for a factoid question, a list of synonyms or a list o
 4b-7b files: `[["NGF"], ["nerve growth factor"]]`; the official evaluation accepts a match with any of
 them); for a list question a list of lists, one synonym group per answer item.
 
-Answers are located in each snippet case-insensitively, as whole words: per answer item (the factoid answer, or each list
-item), the first occurrence of any of its synonyms (the earliest; the longest synonym there). For
-training (`locate_only=True`), snippets where nothing was located are dropped, and so are questions
-whose answer is in none of their snippets: SQuAD-style training needs a span. For evaluation every
-snippet is kept, located or not, so a question whose answer appears nowhere counts as wrong; a question
-without snippets becomes one instance with an empty context, so it too is scored (and wrong).
+Answers are located in each snippet case-insensitively, as whole words: per answer item (the factoid
+answer, or each list item), the first occurrence of any of its synonyms (the earliest; the longest
+synonym there). For training (`locate_only=True`), snippets where nothing was located are dropped, and
+so are questions whose answer is in none of their snippets: SQuAD-style training needs a span. For
+evaluation every snippet is kept, located or not, so a question whose answer appears nowhere counts as
+wrong; a question without snippets becomes one instance with an empty context, so it too is scored (and
+wrong).
 
 `golden_splits` builds train / dev / test from chosen files (e.g. train on 4b-5b, test on 6b) and drops
 training questions whose id is in the test set.

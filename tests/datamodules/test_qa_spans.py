@@ -55,8 +55,8 @@ def gold_logits(features: list[dict], width: int | None = None) -> torch.Tensor:
 
 def test_long_context_windows_share_stride_tokens_and_locate_the_answer(tokenizer):
     start = LONG_CONTEXT.index(ANSWER)
-    windows = encode_windows(tokenizer, ["What is the target?"], [LONG_CONTEXT], [AnswerSpan(start, start + len(ANSWER))],
-                             max_length=128, stride=32)
+    answer = AnswerSpan(start, start + len(ANSWER))
+    windows = encode_windows(tokenizer, ["What is the target?"], [LONG_CONTEXT], [answer], max_length=128, stride=32)
     assert len(windows) >= 5 and [w.window for w in windows] == list(range(len(windows)))
     assert all(len(w.input_ids) <= 128 and w.example == 0 for w in windows)
     for before, after in zip(windows, windows[1:]):  # consecutive windows overlap by exactly `stride` tokens

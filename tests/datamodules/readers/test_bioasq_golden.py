@@ -115,7 +115,8 @@ def edit_first_factoid(path: Path, change) -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda q: q.update(exact_answer="Intravenous"), r"question 5a7d51dafaa1ab7d2e000017: exact_answer must be a non-empty list"),
+    (lambda q: q.update(exact_answer="Intravenous"),
+     r"question 5a7d51dafaa1ab7d2e000017: exact_answer must be a non-empty list"),
     (lambda q: q.update(exact_answer=[[3]]), r"exact_answer holds int"),
     (lambda q: q["snippets"][1].pop("text"), r"snippets\[1\] has no string key 'text'"),
     (lambda q: q.pop("body"), r"question 5a7d51dafaa1ab7d2e000017 has no key 'body'"),

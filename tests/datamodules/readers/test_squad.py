@@ -71,7 +71,8 @@ def test_answer_not_at_its_offset_names_the_question(tmp_path: Path):
 @pytest.mark.parametrize("qas, message", [
     ([{"question": "Who?"}], r"qas\[0\] has no key 'id'"),
     ([{"id": "q1", "question": 3}], r"qas\[0\]\.question: expected str, found int"),
-    ([{"id": "q1", "question": "?", "answers": [{"text": "cat"}]}], r"answers\[0\] \(id q1\) has no key 'answer_start'"),
+    ([{"id": "q1", "question": "?", "answers": [{"text": "cat"}]}],
+     r"answers\[0\] \(id q1\) has no key 'answer_start'"),
     ([{"id": "q1", "question": "?"}, {"id": "q1", "question": "?"}], r"qas\[1\]: id 'q1' occurs twice"),
 ])
 def test_malformed_qas(tmp_path: Path, qas, message):
