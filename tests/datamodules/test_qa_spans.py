@@ -163,3 +163,15 @@ def test_bioasq_list_with_gold_logits(tokenizer, data_dir: Path):
 def test_stride_must_leave_room(tokenizer):
     with pytest.raises(ValueError, match="no room"):
         ExtractiveQAEncoder(spec("squad_v1"), tokenizer, max_length=128, stride=64, max_question_tokens=64)
+
+
+def test_question_without_snippets_is_scored_wrong(tokenizer):
+    # the golden reader turns a question without snippets into one instance with an empty context: its
+    # window has no context token, so no answer, and the question still counts (strict 1/2, not 1/1)
+    answered = QAInstance("q1_000", "q1", "Which cytokine?", "It is IL-6 here.", ("IL-6",), (AnswerSpan(6, 10),),
+                          question_type="factoid")
+    empty = QAInstance("q2_000", "q2", "Which gene?", "", ("BRCA1",), question_type="factoid")
+    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, max_length=128, stride=32)
+    metrics, predictions = run_split(encoder, [answered, empty])
+    assert predictions[0][0][0] == "IL-6" and predictions[1] == []
+    assert (metrics["strict"], metrics["total"]) == (0.5, 2.0)

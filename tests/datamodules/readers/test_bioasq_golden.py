@@ -125,3 +125,13 @@ def test_malformed_question_names_file_and_question(golden_copy: Path, change, m
     edit_first_factoid(golden_copy, change)
     with pytest.raises(DataFormatError, match=r"6B1_golden\.json: .*" + message):
         read_golden_file(golden_copy)
+
+
+def test_question_without_snippets_kept_at_test_dropped_for_training(golden_copy: Path):
+    edit_first_factoid(golden_copy, lambda q: q.update(snippets=[]))
+    test, counts = read_golden_file(golden_copy)
+    kept = [x for x in test if x.question_id == "5a7d51dafaa1ab7d2e000017"]
+    assert [(x.id, x.context) for x in kept] == [("5a7d51dafaa1ab7d2e000017_000", "")]
+    train, counts = read_golden_file(golden_copy, locate_only=True)
+    assert all(x.question_id != "5a7d51dafaa1ab7d2e000017" for x in train)
+    assert counts.dropped_questions == 7 + 1  # its second snippet held "intravenous"; now it has none
