@@ -7,12 +7,11 @@
 
 The BioASQ measures follow the organisers' evaluation code (github.com/BioASQ/Evaluation-Measures,
 `flat/BioASQEvaluation/src/evaluation/QuestionAnswerEvaluator.java`, `data/ExactAnswer.java`,
-`data/Task1bData.java`, challenge version 3+): the only normalisation is lower-casing (the golden answers
-are lower-cased when read; submitted answers are compared with `equals`), a factoid gold answer is any
-synonym of any of its groups, and each measure is averaged over all questions, so a question without an
-answer scores 0. Our predictions are single strings per rank, lower-cased here too (the organisers'
-own submissions are lower-cased by participants' systems; BioBERT's converter keeps the case, so
-comparing case-insensitively is the reading of "exact match" every later paper uses).
+`data/Task1bData.java`, challenge version 3+): the only normalisation is lower-casing (the same parser
+reads the golden and the submitted file and lower-cases every exact answer; they are then compared with
+`equals`, no trimming or punctuation handling), a factoid gold answer is any synonym of any of its
+groups, and each measure is averaged over all questions, so a question without an answer scores 0.
+Each of our ranked answers is one string (a submission's answer may list synonyms; ours never does).
 
 The SQuAD measures follow the official `evaluate-v1.1.py`: `normalize_answer` lower-cases, removes
 punctuation (`string.punctuation`), the articles a/an/the and extra whitespace; F1 counts the shared
