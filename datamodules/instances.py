@@ -85,3 +85,55 @@ def iob_to_spans(tags: list[str] | tuple[str, ...]) -> tuple[Span, ...]:
         if prefix in ("B", "I") and not continues:
             start, label = i, typ
     return tuple(spans)
+
+
+# ------------------------------------------------------------------------------ extractive QA
+
+QA_QUESTION_TYPES = ("factoid", "list", "squad")
+
+
+@dataclass(frozen=True, order=True)
+class AnswerSpan:
+    """Characters `start` .. `end - 1` of a QA context hold a gold answer (as written there)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class QAInstance:
+    """One question paired with one context: a BioASQ snippet or a SQuAD paragraph.
+
+    A question with several snippets is several instances sharing `question_id`; predictions are merged
+    per question before BioASQ scoring (SQuAD scores each instance on its own).
+
+    - `id`: unique per (question, context), e.g. BioBERT's `<question id>_<nnn>`.
+    - `answers`: every gold answer text, synonyms included (for a list question, the synonyms of all its
+      items); () where the file has none (test inputs).
+    - `answer_spans`: where gold answers were located in `context`, sorted by start; the first is the
+      training target. () where none was found (or no answer is known).
+    - `question_type`: "factoid", "list" (BioASQ) or "squad" (a SQuAD-format file: the type is not known).
+    - `answer_groups`: list questions only: one tuple of synonyms per answer item (BioASQ's list measures
+      count an item found when any of its synonyms is predicted); () otherwise.
+    """
+
+    id: str
+    question_id: str
+    question: str
+    context: str
+    answers: tuple[str, ...]
+    answer_spans: tuple[AnswerSpan, ...] = ()
+    question_type: str = "squad"
+    answer_groups: tuple[tuple[str, ...], ...] = ()
+
+    def __post_init__(self):
+        if self.question_type not in QA_QUESTION_TYPES:
+            raise ValueError(f"question_type {self.question_type!r} is not one of {', '.join(QA_QUESTION_TYPES)}")
+        for span in self.answer_spans:
+            if not 0 <= span.start < span.end <= len(self.context):
+                raise ValueError(f"{self.id}: answer span {span} outside its {len(self.context)}-character context")
+
+    @property
+    def answer_starts(self) -> tuple[int, ...]:
+        """Character offsets of the located answers (SQuAD's `answer_start`)."""
+        return tuple(span.start for span in self.answer_spans)

@@ -1,0 +1,145 @@
+"""Extractive QA metrics, registered in `datamodules.metrics.METRICS` when this module is imported.
+
+- `bioasq_factoid`: BioASQ factoid strict accuracy, lenient accuracy and MRR over up to 5 ranked answers
+  (BioBERT Table 6).
+- `bioasq_list`: BioASQ list mean precision, recall and F-measure per question (over answer items).
+- `squad_v1`: SQuAD v1.1 exact match and token F1, max over the gold answers (Bio-ELECTRA Table 2).
+
+The BioASQ measures follow the organisers' evaluation code (github.com/BioASQ/Evaluation-Measures,
+`flat/BioASQEvaluation/src/evaluation/QuestionAnswerEvaluator.java`, `data/ExactAnswer.java`,
+`data/Task1bData.java`, challenge version 3+): the only normalisation is lower-casing (the same parser
+reads the golden and the submitted file and lower-cases every exact answer; they are then compared with
+`equals`, no trimming or punctuation handling), a factoid gold answer is any synonym of any of its
+groups, and each measure is averaged over all questions, so a question without an answer scores 0.
+Each of our ranked answers is one string (a submission's answer may list synonyms; ours never does).
+
+The SQuAD measures follow the official `evaluate-v1.1.py`: `normalize_answer` lower-cases, removes
+punctuation (`string.punctuation`), the articles a/an/the and extra whitespace; F1 counts the shared
+tokens as a multiset. Scores here are fractions (the script prints percentages).
+
+Metric inputs are per question (BioASQ) or per question x context (SQuAD); `qa_spans.ExtractiveQAEncoder`
+builds them from the model's n-best spans.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+
+from datamodules.metrics import METRIC_NAMES, METRICS, _check_lengths, _ratio
+
+BIOASQ_FACTOID_ANSWERS = 5  # BioASQ 3+ accepts up to five ranked answers to a factoid question
+
+METRIC_NAMES.update({"bioasq_factoid": "MRR", "bioasq_list": "mean F1", "squad_v1": "token F1"})
+
+
+# --------------------------------------------------------------------------------------------- BioASQ
+
+@METRICS.register("bioasq_factoid")
+def bioasq_factoid(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Strict accuracy (the first answer is a gold synonym), lenient accuracy (one of the first five is)
+    and mean reciprocal rank (1 / rank of the first correct answer among the first five, else 0), each
+    averaged over the questions. `gold[i]`: every synonym of question i's answer (empty: nothing can be
+    right); `pred[i]`: its answers, best first (only the first five count). "score" is the MRR, BioASQ's
+    official factoid measure."""
+    _check_lengths(gold, pred)
+    strict = lenient = reciprocal = 0.0
+    for synonyms, answers in zip(gold, pred):
+        accepted = {s.lower() for s in synonyms}
+        rank = next((r for r, a in enumerate(answers[:BIOASQ_FACTOID_ANSWERS], 1) if a.lower() in accepted), None)
+        if rank is not None:
+            strict += rank == 1
+            lenient += 1
+            reciprocal += 1 / rank
+    n = len(gold)
+    return {"score": _ratio(reciprocal, n), "strict": _ratio(strict, n), "lenient": _ratio(lenient, n),
+            "mrr": _ratio(reciprocal, n), "total": float(n)}
+
+
+def list_question_prf(groups: Sequence[Sequence[str]], answers: Sequence[str]) -> tuple[float, float, float]:
+    """One list question's precision, recall and F-measure, as `calculatePRFforListQuestions` computes
+    them: each submitted answer, in order, is a true positive if it is a synonym of a gold item not yet
+    matched (that item is then used up), else a false positive; the gold items no answer matched are
+    false negatives (with the organisers' second pass, below). No answers: all three are 0."""
+    if not answers:
+        return 0.0, 0.0, 0.0
+    unmatched = [{s.lower() for s in group} for group in groups]
+    tp = fp = 0
+    for answer in answers:
+        hit = next((i for i, group in enumerate(unmatched) if answer.lower() in group), None)
+        if hit is None:
+            fp += 1
+        else:
+            tp += 1
+            del unmatched[hit]
+    # The organisers then count a gold item left over as a false negative only if no answer is one of
+    # its synonyms, each answer used up once (it matters only when items share a synonym).
+    leftover = [a.lower() for a in answers]
+    fn = 0
+    for group in unmatched:
+        hit = next((j for j, answer in enumerate(leftover) if answer in group), None)
+        if hit is None:
+            fn += 1
+        else:
+            del leftover[hit]
+    precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    return precision, recall, _ratio(2 * precision * recall, precision + recall)
+
+
+@METRICS.register("bioasq_list")
+def bioasq_list(gold: Sequence[Sequence[Sequence[str]]], pred: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Mean over the questions of each one's precision, recall and F-measure (`list_question_prf`).
+    `gold[i]`: question i's answer items, each a group of synonyms; `pred[i]`: its submitted answers.
+    "score" is the mean F-measure, BioASQ's official list measure."""
+    _check_lengths(gold, pred)
+    totals = [0.0, 0.0, 0.0]
+    for groups, answers in zip(gold, pred):
+        for k, value in enumerate(list_question_prf(groups, answers)):
+            totals[k] += value
+    n = len(gold)
+    precision, recall, f1 = (_ratio(t, n) for t in totals)
+    return {"score": f1, "precision": precision, "recall": recall, "f1": f1, "total": float(n)}
+
+
+# ---------------------------------------------------------------------------------------------- SQuAD
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD v1.1's normalisation: lower-case, drop punctuation, the articles a/an/the, extra spaces
+    (in that order, as `evaluate-v1.1.py` does)."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def squad_exact_match(prediction: str, answer: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(answer))
+
+
+def squad_token_f1(prediction: str, answer: str) -> float:
+    """F1 over the normalised tokens, shared tokens counted as a multiset; 0 when none is shared."""
+    predicted, gold = normalize_answer(prediction).split(), normalize_answer(answer).split()
+    shared = sum((Counter(predicted) & Counter(gold)).values())
+    if shared == 0:
+        return 0.0
+    precision, recall = shared / len(predicted), shared / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+@METRICS.register("squad_v1")
+def squad_v1(gold: Sequence[Sequence[str]], pred: Sequence[str]) -> dict[str, float]:
+    """Exact match ("em") and token F1 ("f1"), each the max over the question's gold answers, averaged
+    over the questions. `gold[i]`: the accepted answers (none: scores 0, as the script cannot score
+    it either); `pred[i]`: one answer. "score" is the F1."""
+    _check_lengths(gold, pred)
+    em = f1 = 0.0
+    for answers, prediction in zip(gold, pred):
+        if answers:
+            em += max(squad_exact_match(prediction, a) for a in answers)
+            f1 += max(squad_token_f1(prediction, a) for a in answers)
+    n = len(gold)
+    return {"score": _ratio(f1, n), "em": _ratio(em, n), "f1": _ratio(f1, n), "total": float(n)}

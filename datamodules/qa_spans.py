@@ -1,0 +1,245 @@
+"""Extractive QA as span prediction: question x context -> sliding windows -> start/end logits -> answers.
+
+1. `encode_windows`: "[CLS] question [SEP] context [SEP]" with a fast tokenizer; a context longer than
+   the window is cut into overlapping windows (`stride` tokens shared), each labelled with the token
+   positions of the answer's first and last tokens, or (0, 0), i.e. [CLS], where the window does not
+   hold the whole answer (as Hugging Face's `run_qa.py` labels them).
+2. `window_candidates` -> `instance_nbest` -> `merge_answers`: the best spans of each window (top start x
+   top end positions in the context, end >= start, at most `max_answer_length` tokens, scored by the sum
+   of the logits), pooled over an instance's windows into its n-best with softmax probabilities (Google's
+   `run_squad.py`, which BioBERT ran), then pooled over a question's snippets: ranked by probability,
+   deduplicated by lower-cased text, the first `top_k` (BioBERT's `transform_n2b_factoid.py`).
+3. `ExtractiveQAEncoder`: the `TaskEncoder` of the task type, output_kind "span".
+
+One instance gives several feature rows (one per window), and BioASQ scores per question over several
+instances; the `TaskEncoder` interface assumes one row per instance. What the datamodule must change:
+
+- `FinetuneDataModule.score` must call `encoder.decode_split(instances, examples, raws)` (all rows at
+  once -> one prediction per instance) instead of `decode` per row; `TaskEncoder` gets that method with
+  the default `[self.decode(e, r) for e, r in zip(examples, raws)]`, so the other encoders are unchanged.
+- `FinetuneDataModule.setup` accepts a cached split when `len(cached) == len(instances)`; it must ask
+  `encoder.encoded_instances(cached) == len(instances)` instead (default `len(cached)`), else a windowed
+  split is re-encoded on every run.
+- The head for output_kind "span" (lightning_modules/heads.py): a linear layer to 2 logits per position;
+  loss = mean of the cross-entropies of the start logits against `labels[:, 0]` and the end logits
+  against `labels[:, 1]` over the attended positions; `predict` returns the [B, T, 2] logits as they are.
+
+Everything else (length-bucketed batches of rows, `gather` / `unpack` keyed by row index, the DDP
+gather, the int32 bookkeeping columns) works as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+import datamodules.qa_metrics  # noqa: F401  (registers the QA metrics this encoder scores with)
+from datamodules.encoders import Features, TaskEncoder
+from datamodules.instances import AnswerSpan, QAInstance
+from datamodules.metrics import METRICS
+from datamodules.spec import DatasetSpec
+
+QUESTION_LEVEL_METRICS = ("bioasq_factoid", "bioasq_list")  # score a question over all its snippets
+NO_OFFSET = -1  # a bookkeeping column's character offset of a token outside the context
+
+
+@dataclass(frozen=True)
+class Window:
+    """One feature row: window `window` of instance `example`."""
+
+    example: int
+    window: int
+    input_ids: list[int]
+    attention_mask: list[int]
+    token_type_ids: list[int]
+    offsets: list[tuple[int, int] | None]  # per token, its characters in the context; None outside it
+    start_position: int  # token of the answer's first character; 0 ([CLS]) where the window lacks it
+    end_position: int
+
+
+@dataclass(frozen=True)
+class SpanCandidate:
+    """Characters `start` .. `end - 1` of the context, with the model's score (start + end logit)."""
+
+    score: float
+    start: int
+    end: int
+
+
+def token_span(offsets: Sequence[tuple[int, int] | None], answer: AnswerSpan) -> tuple[int, int]:
+    """The first and last token of `answer` in a window, or (0, 0) where the window does not hold all of it."""
+    context = [i for i, offset in enumerate(offsets) if offset is not None]
+    if not context or not (offsets[context[0]][0] <= answer.start and offsets[context[-1]][1] >= answer.end):
+        return 0, 0
+    start = next(i for i in reversed(context) if offsets[i][0] <= answer.start)
+    end = next(i for i in context if offsets[i][1] >= answer.end)
+    return start, end
+
+
+def _cut_questions(tokenizer: PreTrainedTokenizerBase, questions: Sequence[str], max_tokens: int) -> list[str]:
+    """Questions cut after their first `max_tokens` tokens (BioBERT's max_query_length), so that a long
+    question never leaves the context no room."""
+    encoded = tokenizer(list(questions), add_special_tokens=False, return_offsets_mapping=True)
+    return [q if len(offsets) <= max_tokens else q[:offsets[max_tokens - 1][1]]
+            for q, offsets in zip(questions, encoded["offset_mapping"])]
+
+
+def encode_windows(tokenizer: PreTrainedTokenizerBase, questions: Sequence[str], contexts: Sequence[str],
+                   answers: Sequence[AnswerSpan | None], max_length: int, stride: int,
+                   max_question_tokens: int = 64) -> list[Window]:
+    """Every window of every (question, context), in instance order; `answers[i]`: the span to label
+    (None: every window of instance i is labelled (0, 0))."""
+    if not tokenizer.is_fast or tokenizer.padding_side != "right":
+        raise ValueError("extractive QA needs a fast tokenizer (offsets) that pads on the right")
+    cut = _cut_questions(tokenizer, questions, max_question_tokens)
+    enc = tokenizer(cut, list(contexts), truncation="only_second", max_length=max_length, stride=stride,
+                    return_overflowing_tokens=True, return_offsets_mapping=True)
+    windows: list[Window] = []
+    for row, example in enumerate(enc["overflow_to_sample_mapping"]):
+        offsets = [tuple(o) if sequence == 1 else None
+                   for o, sequence in zip(enc["offset_mapping"][row], enc.sequence_ids(row))]
+        start, end = token_span(offsets, answers[example]) if answers[example] is not None else (0, 0)
+        number = windows[-1].window + 1 if windows and windows[-1].example == example else 0
+        windows.append(Window(example, number, enc["input_ids"][row], enc["attention_mask"][row],
+                              enc["token_type_ids"][row], offsets, start, end))
+    return windows
+
+
+def window_candidates(start_logits: Sequence[float], end_logits: Sequence[float],
+                      offsets: Sequence[tuple[int, int] | None], n_best: int = 20,
+                      max_answer_length: int = 30) -> list[SpanCandidate]:
+    """The spans of one window from its `n_best` best start and end tokens in the context."""
+    context = [i for i, offset in enumerate(offsets) if offset is not None]
+    starts = sorted(context, key=lambda i: -start_logits[i])[:n_best]
+    ends = sorted(context, key=lambda i: -end_logits[i])[:n_best]
+    return [SpanCandidate(start_logits[s] + end_logits[e], offsets[s][0], offsets[e][1])
+            for s in starts for e in ends if s <= e < s + max_answer_length]
+
+
+def instance_nbest(candidates: Sequence[SpanCandidate], context: str, n_best: int = 20
+                   ) -> list[tuple[str, float]]:
+    """One instance's `n_best` answers over all its windows (a span seen in two overlapping windows
+    keeps its best score), best first, as (text, probability): softmax over the n-best's scores."""
+    best: dict[tuple[int, int], float] = {}
+    for c in candidates:
+        if c.end > c.start and best.get((c.start, c.end), -math.inf) < c.score:
+            best[(c.start, c.end)] = c.score
+    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:n_best]
+    if not ranked:
+        return []
+    top = ranked[0][1]
+    weights = [math.exp(score - top) for _, score in ranked]
+    total = sum(weights)
+    return [(context[s:e], w / total) for ((s, e), _), w in zip(ranked, weights)]
+
+
+def merge_answers(nbests: Sequence[Sequence[tuple[str, float]]], top_k: int = 5) -> list[str]:
+    """A question's answers from the n-best lists of its snippets: all ranked by probability, each
+    text kept once (compared lower-cased, first occurrence wins), the first `top_k`."""
+    ranked = sorted((item for nbest in nbests for item in nbest), key=lambda item: -item[1])
+    answers: dict[str, str] = {}
+    for text, _ in ranked:
+        if text.strip():
+            answers.setdefault(text.lower(), text)
+    return list(answers.values())[:top_k]
+
+
+class ExtractiveQAEncoder(TaskEncoder):
+    """QAInstances -> one feature row per window; start/end logits -> answers -> SQuAD or BioASQ scores.
+
+    A row's features: input_ids, attention_mask, token_type_ids, labels = [start token, end token], and
+    bookkeeping: `_example` [instance index], `_window` [window number], `_context_offsets` (per token:
+    start, end character in the context, or -1, -1). A prediction per instance is its n-best
+    [(text, probability)]; `score` merges them per question for BioASQ metrics (`QUESTION_LEVEL_METRICS`)
+    and takes each instance's best answer for SQuAD's."""
+
+    output_kind = "span"
+
+    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                 stride: int = 128, max_question_tokens: int = 64, max_answer_length: int = 30,
+                 n_best: int = 20, top_k: int = 5):
+        super().__init__(spec, tokenizer, max_length)
+        if stride + max_question_tokens + 3 >= max_length:  # 3: [CLS] and two [SEP]
+            raise ValueError(f"stride {stride} + question {max_question_tokens} tokens leave no room for new "
+                             f"context in a window of {max_length}")
+        self.stride, self.max_question_tokens = stride, max_question_tokens
+        self.max_answer_length, self.n_best, self.top_k = max_answer_length, n_best, top_k
+
+    @property
+    def num_labels(self) -> int:
+        return 2  # a start and an end logit per position
+
+    def encode(self, instances: Sequence[QAInstance]) -> list[Features]:
+        windows = encode_windows(self.tokenizer, [x.question for x in instances], [x.context for x in instances],
+                                 [x.answer_spans[0] if x.answer_spans else None for x in instances],
+                                 self.max_length, self.stride, self.max_question_tokens)
+        return [{"input_ids": w.input_ids, "attention_mask": w.attention_mask, "token_type_ids": w.token_type_ids,
+                 "labels": [w.start_position, w.end_position], "_example": [w.example], "_window": [w.window],
+                 "_context_offsets": [c for offset in w.offsets for c in (offset or (NO_OFFSET, NO_OFFSET))]}
+                for w in windows]
+
+    def encoded_instances(self, split: Any) -> int:
+        """How many instances a stored split (`finetune_data.EncodedSplit`) covers: windows are in
+        instance order and every instance has at least one."""
+        examples = split.columns["_example"]
+        return int(examples[-1]) + 1 if len(examples) else 0
+
+    def gather(self, batch: dict[str, torch.Tensor], predictions: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """[B, T, 2] start/end logits -> the rows of the attended positions, and how many per window."""
+        mask = batch["attention_mask"].bool()
+        return predictions[mask], mask.sum(1)
+
+    def unpack(self, values: torch.Tensor, counts: torch.Tensor) -> list[list[list[float]]]:
+        flat, out, start = values.tolist(), [], 0
+        for count in counts.tolist():
+            out.append(flat[start:start + count])
+            start += count
+        return out
+
+    def decode(self, feature: Features, raw: list[list[float]]) -> list[SpanCandidate]:
+        """One window's [start, end] logits per position -> its candidate spans."""
+        flat = feature["_context_offsets"]
+        offsets = [None if flat[k] == NO_OFFSET else (flat[k], flat[k + 1]) for k in range(0, len(flat), 2)]
+        return window_candidates([r[0] for r in raw], [r[1] for r in raw], offsets[:len(raw)],
+                                 self.n_best, self.max_answer_length)
+
+    def decode_split(self, instances: Sequence[QAInstance], examples: Sequence[Features],
+                     raws: Sequence[Any]) -> list[list[tuple[str, float]]]:
+        """Every row of a split -> one n-best [(text, probability)] per instance, in instance order."""
+        candidates: list[list[SpanCandidate]] = [[] for _ in instances]
+        for feature, raw in zip(examples, raws):
+            candidates[feature["_example"][0]] += self.decode(feature, raw)
+        return [instance_nbest(found, x.context, self.n_best) for found, x in zip(candidates, instances)]
+
+    def gold(self, instance: QAInstance) -> tuple[str, ...]:
+        return instance.answers
+
+    def question_gold(self, instance: QAInstance) -> Any:
+        """What the metric scores a question against: answer groups for list measures (a SQuAD-format
+        file has none: each answer is its own item), else every accepted answer text."""
+        if self.spec.metric == "bioasq_list":
+            return instance.answer_groups or tuple((a,) for a in instance.answers)
+        return instance.answers
+
+    def score(self, instances: Sequence[QAInstance], predictions: Sequence[list[tuple[str, float]]]
+              ) -> dict[str, float]:
+        if len(instances) != len(predictions):
+            raise ValueError(f"{len(instances)} instances but {len(predictions)} predictions")
+        metric = METRICS.get(self.spec.metric)
+        if self.spec.metric not in QUESTION_LEVEL_METRICS:  # SQuAD: each question x context on its own
+            golds = [self.question_gold(x) for x in instances]
+            return metric(golds, [nbest[0][0] if nbest else "" for nbest in predictions], **self.spec.metric_args)
+        questions: dict[str, tuple[QAInstance, list]] = {}
+        for instance, nbest in zip(instances, predictions):
+            questions.setdefault(instance.question_id, (instance, []))[1].append(nbest)
+        golds = [self.question_gold(first) for first, _ in questions.values()]
+        answers = [merge_answers(nbests, self.top_k) for _, nbests in questions.values()]
+        return metric(golds, answers, **self.spec.metric_args)
+
+    def to_json(self, prediction: list[tuple[str, float]]) -> list[list[Any]]:
+        return [[text, probability] for text, probability in prediction]
