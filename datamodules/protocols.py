@@ -4,7 +4,7 @@ hold all three (BioBERT's and Bio-ELECTRA's benchmarks, MANIFEST.md sections 12 
 A `DatasetSpec` (datamodules/spec.py) may declare:
 
 - `carve_dev=CarvedDev(fraction, seed)`: the files give train and test only; dev is a seeded fraction
-  of train (BioBERT's GAD / EU-ADR folds, Bio-ELECTRA's yes/no set).
+  of train's groups (BioBERT's GAD / EU-ADR folds, Bio-ELECTRA's yes/no set).
 - `folds=FileFolds(count, templates)`: the files already hold `count` train/test pairs (BioBERT's
   `RE/GAD/{1..10}/`); every `{fold}` in a template is the fold's number, 1-based.
 - `folds=KFolds(count, seed)`: one pool of instances (the reader's `pool` split) is dealt into `count`
@@ -35,8 +35,8 @@ DEFAULT_FOLD = 1  # what a folded spec reads when no fold is chosen: BioBERT's f
 
 @dataclass(frozen=True)
 class CarvedDev:
-    """Dev = about `fraction` of train, drawn with `random.Random(seed)`, whole groups of equal
-    `group_by` values (None: every instance its own group), stratified by label."""
+    """Dev = `fraction` of train's groups (instances of equal `group_by` value; None: every instance
+    its own group), drawn with `random.Random(seed)`, stratified by label."""
 
     fraction: float
     seed: int
@@ -114,8 +114,9 @@ def _strata(instances: list[Instance], group_by: str | None) -> dict[tuple, list
 
 def deal_folds(instances: list[Instance], count: int, seed: int, group_by: str | None = None) -> list[int]:
     """The fold (0-based) of every instance: within each stratum (in sorted order), groups are shuffled
-    with `random.Random(seed)` and each goes to the fold that so far has the fewest instances of that
-    stratum (ties: the lower fold), which balances sizes even when groups differ in size."""
+    with `random.Random(seed)` and each goes to the fold that so far has the fewest groups of that
+    stratum (ties: fewer instances, then the lower fold). Folds are balanced in groups, the unit a
+    grouped metric averages over (MRR over questions); ungrouped, that is instances."""
     if count < 2:
         raise ValueError(f"k-fold needs at least 2 folds, got {count}")
     rng = random.Random(seed)
@@ -123,9 +124,10 @@ def deal_folds(instances: list[Instance], count: int, seed: int, group_by: str |
     for _, groups in sorted(_strata(instances, group_by).items()):
         groups = list(groups)
         rng.shuffle(groups)
-        sizes = [0] * count
+        group_counts, sizes = [0] * count, [0] * count
         for members in groups:
-            fold = min(range(count), key=lambda k: (sizes[k], k))
+            fold = min(range(count), key=lambda k: (group_counts[k], sizes[k], k))
+            group_counts[fold] += 1
             sizes[fold] += len(members)
             for position in members:
                 assignment[position] = fold
@@ -133,19 +135,15 @@ def deal_folds(instances: list[Instance], count: int, seed: int, group_by: str |
 
 
 def carve(instances: list[Instance], dev: CarvedDev) -> tuple[list[Instance], list[Instance]]:
-    """(train, dev) in file order: per stratum, shuffled groups join dev while it stays within
-    round(fraction * stratum size) instances (groups that would overshoot are skipped)."""
+    """(train, dev) in file order: per stratum, the first round(fraction * groups in the stratum) of
+    its groups, shuffled with `random.Random(seed)`, go to dev."""
     rng = random.Random(dev.seed)
     chosen: set[int] = set()
     for _, groups in sorted(_strata(instances, dev.group_by).items()):
         groups = list(groups)
         rng.shuffle(groups)
-        target = round(dev.fraction * sum(len(g) for g in groups))
-        taken = 0
-        for members in groups:
-            if taken + len(members) <= target:
-                chosen.update(members)
-                taken += len(members)
+        for members in groups[:round(dev.fraction * len(groups))]:
+            chosen.update(members)
     return ([x for i, x in enumerate(instances) if i not in chosen],
             [x for i, x in enumerate(instances) if i in chosen])
 
