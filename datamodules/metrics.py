@@ -10,6 +10,8 @@ The conventions follow Gu et al., *Domain-Specific Language Model Pretraining fo
 - BIOSSES: Pearson correlation                                                       -> `pearson`
 - HoC: micro F1 over (document, hallmark) decisions                                  -> `multilabel_micro_f1`
 - PubMedQA, BioASQ: accuracy                                                         -> `accuracy`
+- Bio-ELECTRA yes/no: P/R/F1 of each class, macro-averaged                           -> `per_class_f1`
+- Bio-ELECTRA answer-candidate ranking: mean reciprocal rank per question            -> `mean_reciprocal_rank`
 - BLURB score: mean within each task type, then mean over the task types            -> `blurb_score`
 
 Metrics score instance-level answers and know nothing of models, so they live in the data layer, where
@@ -259,7 +261,8 @@ def accuracy(gold: Sequence, pred: Sequence) -> dict[str, float]:
     return {"score": _ratio(correct, len(gold)), "correct": float(correct), "total": float(len(gold))}
 
 
-COUNT_KEYS = frozenset({"tp", "fp", "fn", "support", "correct", "total", "n", "constant_prediction"})
+COUNT_KEYS = frozenset({"tp", "fp", "fn", "support", "correct", "total", "n", "constant_prediction",
+                        "questions", "questions_without_positive"})
 COUNT_PREFIXES = ("support_",)  # per-class counts
 
 
@@ -310,3 +313,69 @@ def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> d
         by_type.setdefault(task_types[name], []).append(float(value))
     per_type = {t: sum(by_type[t]) / len(by_type[t]) for t in TASK_TYPES if t in by_type}
     return {"score": sum(per_type.values()) / len(per_type), "per_type": per_type}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bio-ELECTRA's yes/no (per-class P/R/F1, Table 3) and answer-candidate ranking (MRR, Table 5)
+
+@METRICS.register("per_class_f1")
+def per_class_f1(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
+    """Precision, recall and F1 of every class in `labels` on its own ("precision_<label>",
+    "recall_<label>", "f1_<label>", "support_<label>": BioASQ's yes/no measure applied to yes and to no),
+    and their unweighted means: "score" (= macro F1, the mean of the per-class F1s, as scikit-learn's
+    `f1_score(average="macro")`), "precision" and "recall" (the means of the per-class values).
+    A label outside `labels` raises `ValueError`.
+    """
+    _check_lengths(gold, pred)
+    if not labels:
+        raise ValueError("labels must name at least one class")
+    unknown = (set(gold) | set(pred)) - set(labels)
+    if unknown:
+        raise ValueError(f"labels {sorted(unknown)} not in {list(labels)}")
+    result: dict[str, float] = {}
+    for label in labels:
+        tp = sum(g == p == label for g, p in zip(gold, pred))
+        fp = sum(p == label != g for g, p in zip(gold, pred))
+        fn = sum(g == label != p for g, p in zip(gold, pred))
+        precision, recall, f1 = _prf(tp, fp, fn)
+        key = _key(label)
+        result.update({f"precision_{key}": precision, f"recall_{key}": recall, f"f1_{key}": f1,
+                       f"support_{key}": float(tp + fn)})
+    for measure, name in (("f1", "score"), ("precision", "precision"), ("recall", "recall")):
+        result[name] = sum(result[f"{measure}_{_key(label)}"] for label in labels) / len(labels)
+    return result
+
+
+@METRICS.register("mean_reciprocal_rank")
+def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: Sequence[str],
+                         positive: str = "1") -> dict[str, float]:
+    """Mean over questions of 1 / rank of the best-ranked relevant candidate (Bio-ELECTRA's ranking).
+
+    `gold[i]` is candidate i's label (`positive` = relevant), `scores[i]` the model's relevance score
+    (e.g. the probability of `positive`), `groups[i]` its question. Candidates of a question are ranked
+    by score, highest first; ties count against the model (a relevant candidate tied with irrelevant
+    ones ranks below all of them), so a constant scorer cannot profit from file order. Questions
+    without a relevant candidate have no reciprocal rank: they are left out of the mean and counted in
+    "questions_without_positive" ("questions" counts those averaged). "hits_at_1" is the fraction of the
+    averaged questions whose top candidate is relevant.
+    """
+    _check_lengths(gold, scores, "scores")
+    _check_lengths(gold, groups, "groups")
+    by_question: dict[str, list[tuple[float, bool]]] = {}
+    for g, s, q in zip(gold, scores, groups):
+        by_question.setdefault(q, []).append((float(s), g == positive))
+    reciprocal_ranks = []
+    for candidates in by_question.values():
+        relevant = [s for s, is_positive in candidates if is_positive]
+        if not relevant:
+            continue
+        best = max(relevant)
+        rank = 1 + sum(s > best or (s == best and not is_positive) for s, is_positive in candidates)
+        reciprocal_ranks.append(1.0 / rank)
+    answered = len(reciprocal_ranks)
+    return {"score": _ratio(sum(reciprocal_ranks), answered),
+            "hits_at_1": _ratio(sum(r == 1.0 for r in reciprocal_ranks), answered),
+            "questions": float(answered), "questions_without_positive": float(len(by_question) - answered)}
+
+
+METRIC_NAMES.update({"per_class_f1": "macro F1", "mean_reciprocal_rank": "MRR"})

@@ -13,6 +13,7 @@ from core.errors import MissingDataError
 from core.registry import Registry
 from datamodules.blurb import BLURB_DATASETS
 from datamodules.metrics import METRICS
+from datamodules.seed_papers import SEED_PAPER_DATASETS
 from datamodules.spec import TASK_TYPES, DatasetSpec
 
 DATASETS: Registry[DatasetSpec] = Registry("task")
@@ -45,5 +46,5 @@ def check_data_dir(data_dir: Path, names: list[str] | None = None) -> None:
         raise MissingDataError(Path(data_dir), missing)
 
 
-for _spec in BLURB_DATASETS:
+for _spec in (*BLURB_DATASETS, *SEED_PAPER_DATASETS):
     register(_spec)

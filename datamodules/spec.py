@@ -6,13 +6,15 @@ another (the registry imports `blurb.py`, which imports the readers, which impor
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from core.errors import MissingDataError
+from core.errors import ConfigError, MissingDataError
 from core.fingerprints import files_under, hash_files
+from datamodules import protocols
 from datamodules.instances import Instance
+from datamodules.protocols import DEFAULT_FOLD, CarvedDev, FileFolds, Folds, apply_protocol, fold_name
 
 SPLITS = ("train", "dev", "test")
 
@@ -26,7 +28,7 @@ TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
 TOKEN_TASK_TYPES = ("ner", "pico")
 
 Splits = dict[str, list[Instance]]
-Reader = Callable[[Path], Splits]
+Reader = Callable[[Path], Splits]  # a `FileFolds` dataset's reader also takes the fold: reader(path, k)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,35 @@ class DatasetSpec:
     # short name of the terms; () where none is stated. A fine-tuned model's card takes its licence from
     # here (ablations/cards.py): weights trained on the data carry the data's terms.
     licenses: tuple[str, ...] = ()
+    # Evaluation protocol (datamodules/protocols.py); all None for a dataset whose files hold its splits,
+    # which then reads and fingerprints exactly as before these fields existed.
+    carve_dev: CarvedDev | None = None  # dev carved from train (datasets with train + test only)
+    folds: Folds | None = None  # cross-validation folds; `fold(k)` selects one
+    fold_index: int | None = None  # set by `fold(k)`: the fold (1-based) this spec reads
+
+    def __post_init__(self):
+        if isinstance(self.folds, FileFolds) and self.fold_index is None and self.files != self.folds.all_files():
+            raise ValueError(f"dataset {self.name}: files must list every fold's files (FileFolds.all_files())")
+
+    @property
+    def fold_count(self) -> int:
+        """How many folds the dataset has; 0 when it has none."""
+        return 0 if self.folds is None else self.folds.count
+
+    def fold(self, k: int) -> DatasetSpec:
+        """Fold `k` (1 .. fold_count) as a dataset of its own, named `fold_name(name, k)`
+        (`biobert-gad@fold3`), with only that fold's files and its own fingerprint."""
+        if self.folds is None or self.fold_index is not None:
+            what = "has no folds" if self.folds is None else f"is already fold {self.fold_index}"
+            raise ConfigError(f"dataset {self.name} {what}; cannot select fold {k}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.folds.count:
+            raise ConfigError(f"dataset {self.name} has folds 1..{self.folds.count}, not {k!r}")
+        files = self.folds.files(k) if isinstance(self.folds, FileFolds) else self.files
+        return replace(self, name=fold_name(self.name, k), files=files, fold_index=k)
+
+    def each_fold(self) -> list[DatasetSpec]:
+        """Every fold's spec, in order (what a cross-validation study runs); [] without folds."""
+        return [self.fold(k) for k in range(1, self.fold_count + 1)]
 
     def base_dir(self, data_dir: Path | None) -> Path:
         return self.root if self.root is not None else Path(data_dir)
@@ -79,14 +110,17 @@ class DatasetSpec:
         The last datasets read (up to 16: all of BLURB fits, about 230 MB) are kept in memory, keyed by
         their content fingerprint: an experiment fine-tunes many runs on many datasets in one process, and
         parsing each again (ChemProt: ~2 s) added up. Instances are frozen, and each call gets its own
-        lists."""
+        lists. A dataset with folds but none selected reads fold `DEFAULT_FOLD` (1), so that tools that
+        know nothing of folds (`bioablate data stats`, a single run) see BioBERT's fold 1."""
+        if self.folds is not None and self.fold_index is None:
+            return self.fold(DEFAULT_FOLD).read(data_dir)
         missing = self.missing_files(data_dir)
         if missing:
             raise MissingDataError(self.base_dir(data_dir), {self.name: missing})
         key = (self.name, self.fingerprint(data_dir))
         splits = _READ_CACHE.pop(key, None)
         if splits is None:
-            splits = self.reader(self.base_dir(data_dir))
+            splits = self._read_files(self.base_dir(data_dir))
         _READ_CACHE[key] = splits  # most recent last
         while len(_READ_CACHE) > _READ_CACHE_SIZE:
             del _READ_CACHE[next(iter(_READ_CACHE))]
@@ -98,10 +132,28 @@ class DatasetSpec:
         and, for a user dataset, its YAML definition."""
         base = self.base_dir(data_dir)
         sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
+        protocol = self._protocol_key()
+        if protocol:  # the carving and dealing code decides the instances too
+            sources.append(Path(inspect.getsourcefile(protocols) or ""))
         for rel in self.files:
             path = base / rel
             sources += files_under(path) if path.is_dir() else [path]
-        return hash_files(sources, seed=(self.name + self.definition).encode())
+        return hash_files(sources, seed=(self.name + self.definition + protocol).encode())
+
+    def _protocol_key(self) -> str:
+        """The protocol as text for the fingerprint; "" without one, so older fingerprints stay."""
+        if self.carve_dev is None and self.folds is None and self.fold_index is None:
+            return ""
+        return f"|carve_dev={self.carve_dev!r}|folds={self.folds!r}|fold={self.fold_index}"
+
+    def _read_files(self, base: Path) -> Splits:
+        if isinstance(self.folds, FileFolds):
+            splits = self.reader(base, self.fold_index)
+        else:
+            splits = self.reader(base)
+        if self.folds is None and self.carve_dev is None:
+            return splits
+        return apply_protocol(splits, self.folds, self.fold_index, self.carve_dev)
 
 
 _READ_CACHE: dict[tuple[str, str], Splits] = {}  # (name, fingerprint) -> splits, least recent first

@@ -52,6 +52,7 @@ BIOMEDBERT_7B = ("BioMedBERT/biomedbert", "475800f4e1943bebdfd7bcc62cbd1340d8ab3
 BIGBIO = ("bigscience-workshop/biomedical", "913327733b08c9a30ed8d691e15988573e04f0e8")
 HOC = ("sb895/Hallmarks-of-Cancer", "3bc6e6deb90cf5bc4f9988c493fe2c32e9b3cf2a")
 PUBMEDQA = ("pubmedqa/pubmedqa", "1cbae8e92f72f20c8d3747cbb3bf5bc53554d997")
+BIO_ELECTRA = ("SciCrunch/bio_electra", "7a53526773e047c02f03400f61a906a636b9054d")
 PUBMEDBERT = ("anvu03/microsoft-BiomedNLP-BiomedBERT-base-uncased-abstract",
               "19781278455ddb0d4fd59edff83fd6bcf23105d6")
 
@@ -100,18 +101,36 @@ SOURCES = (
          _same(*(f"{task}B{batch}_golden.json" for task in (4, 5, 6) for batch in range(1, 6)))),
     Rule("raw", "BioASQ/golden", BIOMEDBERT_7B, "bioasq", _same("7B_golden.json")),
     Rule("packaged", "BioASQ", names=_same("blurb_dev_question_ids.txt")),
+    # BioBERT's and Bio-ELECTRA's other benchmarks (datamodules/seed_papers.py; MANIFEST.md sections 12-13)
+    *(Rule("raw", f"BioBERT/NER/{d}", BIOMEDBERT, f"datasets/NER/{d}", _same("train.tsv", "devel.tsv", "test.tsv"))
+      for d in ("linnaeus", "s800")),
+    *(Rule("raw", f"BioBERT/RE/{d}/{k}", BIOMEDBERT, f"datasets/RE/{d}/{k}", _same("train.tsv", "test.tsv"))
+      for d in ("GAD", "euadr") for k in range(1, 11)),
+    Rule("raw", "BioELECTRA/yesno", BIO_ELECTRA, "electra/data/finetuning_data/yesno", _same("train.tsv", "test.tsv")),
+    Rule("raw", "BioELECTRA/reranker", BIO_ELECTRA, "electra/data/finetuning_data/reranker", _same("test.tsv")),
     Rule("raw", "vocab/bert-base-uncased", SCIBERT_VOCAB, "vocab", {"basevocab_uncased.vocab": "vocab.txt"}),
     Rule("raw", "vocab/scibert-scivocab-uncased", SCIBERT_VOCAB, "vocab", {"s2vocab_uncased.vocab": "vocab.txt"}),
     Rule("raw", "vocab/pubmedbert-uncased", PUBMEDBERT, "", _same("vocab.txt", "LICENSE.md")),
 )
 
 
+# Staged folders that hold several datasets, and how deep a dataset's own folder lies in them
+# (BioBERT/NER/linnaeus, BioELECTRA/yesno); every other dataset has a top-level folder of its own.
+SHARED_FOLDER_DEPTH = {"BioBERT": 3, "BioELECTRA": 2}
+
+
+def dataset_folder(rel: str) -> str:
+    """The folder of the dataset that a staged path (or a rule's dest_dir) belongs to."""
+    parts = rel.split("/")
+    return "/".join(parts[:SHARED_FOLDER_DEPTH.get(parts[0], 1)])
+
+
 def group_of_folder() -> dict[str, str]:
-    """Top-level staged folder -> the dataset that reads it (each BLURB dataset has its own folder)."""
+    """A dataset's staged folder -> the dataset that reads it."""
     groups = {VOCAB_GROUP: VOCAB_GROUP}
     for name in dataset_names():
         for rel in get_dataset(name).files:
-            folder = rel.split("/")[0]
+            folder = dataset_folder(rel)
             if groups.setdefault(folder, name) != name:
                 raise SystemExit(f"folder {folder} is read by both {groups[folder]} and {name}")
     return groups
@@ -152,7 +171,7 @@ def build(data_dir: Path) -> dict:
             if rule.kind == "packaged":
                 (DERIVED_DIR / rule.dest_dir).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, DERIVED_DIR / rule.dest_dir / dest_name)
-        source = {"kind": rule.kind, "group": groups[rule.dest_dir.split("/")[0]], "dest_dir": rule.dest_dir}
+        source = {"kind": rule.kind, "group": groups[dataset_folder(rule.dest_dir)], "dest_dir": rule.dest_dir}
         if rule.origin is not None:
             source.update(repo=rule.origin[0], commit=rule.origin[1], origin_dir=rule.origin_dir)
         if rule.archive:

@@ -117,7 +117,8 @@ def mirror(data_dir, tmp_path_factory):
             for entry in source.files:
                 link = root / origin_path(source, entry)
                 link.parent.mkdir(parents=True, exist_ok=True)
-                link.symlink_to(data_dir / entry.dest)
+                if not link.is_symlink():  # one origin may feed two datasets (GAD/ and BioBERT/RE/GAD/1/)
+                    link.symlink_to(data_dir / entry.dest)
         elif source.kind == "archive":
             archive = root / source.repo / source.commit / source.archive
             archive.parent.mkdir(parents=True, exist_ok=True)
@@ -318,3 +319,21 @@ def test_a_disk_that_fills_up_during_the_download_is_a_clear_error(server, small
         fetch_data(small_disk, only=["gad"], mirror=server.url, jobs=1, show_progress=False)
     assert "GAD" in str(full.value) and "not enough disk space" in str(full.value)
     assert [p.name for p in small_disk.rglob("*") if p.is_file()] == ["filler"]  # no .part left
+
+
+def test_unstaged_files_name_their_origin_and_verify_by_git_blob_id(data_dir):
+    from datamodules.fetch.unstaged import git_blob_sha1, load_unstaged, verify
+
+    entries = load_unstaged()
+    assert {e.group for e in entries} == {"biobert-qa-train", "bc4chemd", "bioelectra-qa-train", "bioelectra-rerank-train"}
+    assert all(e.size is None and e.sha256 is None for e in entries)  # not staged: not known, not invented
+    pins = (data_dir / "MANIFEST.md").read_text(encoding="utf-8")
+    assert all(f"{e.repo} @ {e.commit}" in pins for e in entries)
+    assert not any((data_dir / e.dest).exists() for e in entries)
+    # git's id of the staged BioELECTRA/yesno/train.tsv, as `git ls-tree` lists it at the pinned commit
+    staged = (data_dir / "BioELECTRA/yesno/train.tsv").read_bytes()
+    assert git_blob_sha1(staged) == "2b53cf61b9d93a195da9a727a3ef4dddc8140936"
+    assert git_blob_sha1(b"") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # git's empty blob
+    assert not verify(entries[0], staged)
+    assert entries[0].url() == ("https://raw.githubusercontent.com/BioMedBERT/biomedbert/"
+                                "9e5e1019d79d07c7aecc4eb49106203af1012663/datasets/QA/BioASQ/BioASQ-train-factoid-4b.json")

@@ -398,6 +398,8 @@ def test_metrics_registry_returns_float_dicts_with_score():
         "pearson": ([1.0, 2.0], [1.0, 3.0]),
         "multilabel_micro_f1": ([["A"]], [["A"]], ["A"]),
         "accuracy": ([1], [1]),
+        "per_class_f1": (["yes"], ["no"], ["yes", "no"]),
+        "mean_reciprocal_rank": (["1", "0"], [0.2, 0.9], ["q", "q"]),
     }
     assert set(METRICS) == set(calls)
     for name, args in calls.items():

@@ -20,7 +20,7 @@ from datamodules.spec import TASK_TYPES
 def test_blurb_datasets_are_registered_in_order():
     assert dataset_names()[:13] == [spec.name for spec in BLURB_DATASETS] and len(BLURB_DATASETS) == 13
     assert all(get_dataset(spec.name) is spec for spec in BLURB_DATASETS)
-    assert dataset_names("re") == ["chemprot", "ddi", "gad"]
+    assert dataset_names("re") == ["chemprot", "ddi", "gad", "biobert-gad", "euadr"]  # BLURB's, then BioBERT's
     assert {spec.task_type for spec in BLURB_DATASETS} == set(TASK_TYPES)
     assert all(spec.metric in METRICS for spec in BLURB_DATASETS)
 

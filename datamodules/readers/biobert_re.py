@@ -1,0 +1,37 @@
+"""BioBERT's 10-fold relation-extraction sets, GAD and EU-ADR (MANIFEST.md section 12).
+
+Each fold is a folder `<dataset>/<k>/` with `train.tsv` (no header; `sentence<TAB>label`) and `test.tsv`
+(header `index<TAB>sentence<TAB>label`), entities already replaced by `@GENE$` and `@DISEASE$`: the format
+of BLURB's GAD (which is BioBERT's GAD fold 1), so the rows are parsed by that reader's file functions
+(`readers/gad.py`) and come out as the same `RelationInstance`s, the placeholders as head and tail, and
+the existing relation encoder takes them unchanged. There is no dev split: the dataset's protocol
+carves one from each fold's train (`DatasetSpec.carve_dev`).
+
+The spec lists `readers/gad.py` in `package_files`, so a change to that parsing changes these
+datasets' fingerprints too (a spec's fingerprint hashes its reader's own file only).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from datamodules.readers import gad
+from datamodules.spec import Splits
+
+GAD_PARSER_FILE = Path(gad.__file__).resolve()
+FOLD_COUNT = 10
+
+
+def fold_templates(folder: str) -> tuple[str, str]:
+    """The files of fold `{fold}` below the data directory (see `FileFolds`)."""
+    return (f"{folder}/{{fold}}/train.tsv", f"{folder}/{{fold}}/test.tsv")
+
+
+def read_biobert_re_fold(folder: str):
+    """A fold reader, reader(data_dir, k), for `<data_dir>/<folder>/<k>/{train,test}.tsv`."""
+
+    def reader(data_dir: Path, fold: int) -> Splits:
+        train_file, test_file = (Path(data_dir) / t.format(fold=fold) for t in fold_templates(folder))
+        return {"train": gad.read_gad_train_file(train_file), "test": gad.read_gad_test_file(test_file)}
+
+    return reader

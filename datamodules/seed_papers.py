@@ -1,0 +1,98 @@
+"""The other benchmarks of the papers the project builds on (`SEED_PAPER_DATASETS`, registered by
+`datamodules/registry.py` after BLURB's): BioBERT's species NER and 10-fold relation extraction (Lee et
+al., Tables 4-5; MANIFEST.md section 12) and Bio-ELECTRA's yes/no classification and answer-candidate
+ranking (Ozyurt, Tables 3 and 5; section 13).
+
+Where the staged files do not hold train, dev and test, the spec declares how they are made
+(`carve_dev`, `folds`: datamodules/protocols.py); `spec.fold(k)` selects fold k. Paper counts are in
+each spec's `count_unit` and only where a paper gives that number for that split; notes say the rest.
+"""
+
+from __future__ import annotations
+
+from datamodules.protocols import CarvedDev, FileFolds, KFolds
+from datamodules.readers.bioelectra import (
+    RERANK_FILE, YESNO_FILES, read_bioelectra_rerank, read_bioelectra_yesno,
+)
+from datamodules.readers.biobert_ner import BIOBERT_NER_FILES, read_biobert_ner
+from datamodules.readers.biobert_re import FOLD_COUNT, GAD_PARSER_FILE, fold_templates, read_biobert_re_fold
+from datamodules.spec import DatasetSpec
+
+SPECIES = "SPECIES"
+# One seed for every carved dev split and fold deal here: the year of BioBERT's paper.
+PROTOCOL_SEED = 2019
+DEV_FRACTION = 0.1  # BioBERT and Bio-ELECTRA have no dev set for these; a tenth of train, as BLURB's GAD
+YESNO_LABELS = ("yes", "no")
+RE_LABELS = ("0", "1")
+
+
+def _biobert_species(name: str, folder: str, counts: dict[str, int], count_unit: str, licenses: tuple[str, ...],
+                     notes: str) -> DatasetSpec:
+    return DatasetSpec(
+        name=name, task_type="ner", reader=read_biobert_ner(folder, SPECIES),
+        files=tuple(f"{folder}/{f}" for f in BIOBERT_NER_FILES.values()),
+        labels=(SPECIES,), metric="entity_f1", max_length=512, count_unit=count_unit,
+        paper_counts=counts, licenses=licenses, notes=notes,
+    )
+
+
+def _biobert_re(name: str, folder: str, licenses: tuple[str, ...], notes: str, paper_counts: dict[str, int]
+                ) -> DatasetSpec:
+    folds = FileFolds(FOLD_COUNT, fold_templates(folder))
+    return DatasetSpec(
+        name=name, task_type="re", reader=read_biobert_re_fold(folder), files=folds.all_files(),
+        labels=RE_LABELS, metric="positive_class_f1", metric_args={"positive": "1"}, max_length=128,
+        count_unit="pairs", paper_counts=paper_counts, licenses=licenses, notes=notes,
+        package_files=(GAD_PARSER_FILE,), folds=folds,
+        # identical sentences (GAD repeats some) stay on one side, as BLURB's GAD dev carving does
+        carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text"),
+    )
+
+
+SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
+    _biobert_species(
+        "linnaeus", "BioBERT/NER/linnaeus", {"train": 2119, "dev": 711, "test": 1433}, "mentions",
+        ("public-research-use",),  # MANIFEST.md section 12
+        notes="BioBERT's preprocessed files with untyped B/I/O tags, read as one type SPECIES; mention counts "
+              "are Bio-ELECTRA's Table 1 (identical); BioBERT's Table 1 gives 11,934 / 7,141 / 4,077 sentences, "
+              "dev and test swapped against the staged files (11,935 / 4,078 / 7,142)",
+    ),
+    _biobert_species(
+        "s800", "BioBERT/NER/s800", {"train": 5733, "dev": 830, "test": 1630}, "sentences",
+        ("cc-by-sa",),  # MANIFEST.md section 12: S800 CC BY-SA (no version stated)
+        notes="BioBERT's preprocessed files with untyped B/I/O tags, read as one type SPECIES; counted in "
+              "sentences, the unit of BioBERT's Table 1 (2,557 / 384 / 767 mentions)",
+    ),
+    _biobert_re(
+        "biobert-gad", "BioBERT/RE/GAD", ("cc-by-4.0",), paper_counts={"test": 534},
+        notes="BioBERT's 10 cross-validation folds (report the mean over folds); no dev split: a seeded tenth "
+              "of each fold's train; fold 1 (the default) = BLURB's GAD files; test 534 = Bio-ELECTRA's Table 1 "
+              "(BioBERT gives 5,339 sentences in all)",
+    ),
+    _biobert_re(
+        "euadr", "BioBERT/RE/euadr", ("public-research-use",), paper_counts={},
+        notes="BioBERT's 10 cross-validation folds (report the mean over folds) of 355 sentences in all "
+              "(BioBERT's Table 1: 355); no dev split: a seeded tenth of each fold's train",
+    ),
+    DatasetSpec(
+        name="bioelectra-yesno", task_type="qa", reader=read_bioelectra_yesno, files=tuple(YESNO_FILES.values()),
+        labels=YESNO_LABELS, metric="per_class_f1", metric_args={"labels": YESNO_LABELS}, max_length=512,
+        count_unit="questions", paper_counts={"train": 728, "test": 128},
+        licenses=("bioasq-nlm-terms",),  # BioASQ 8b questions: registration, NLM's terms
+        carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED),
+        notes="BioASQ 8b yes/no (question, ideal answer) pairs, 80% yes; Bio-ELECTRA has no dev set and trains "
+              "on all 728: ours is a seeded, label-stratified tenth of train; scored per class (Table 3)",
+    ),
+    DatasetSpec(
+        name="bioelectra-rerank", task_type="qa", reader=read_bioelectra_rerank, files=(RERANK_FILE,),
+        labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"}, max_length=512,
+        count_unit="pairs", paper_counts={"train": 44933, "test": 9064},
+        licenses=("bioasq-nlm-terms",),  # BioASQ 5b questions
+        folds=KFolds(10, PROTOCOL_SEED, pool="test", group_by="text_a"),
+        carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text_a"),
+        notes="only Bio-ELECTRA's test file (9,064 pairs, 100 questions) is staged, its 44,933-pair training "
+              "file is not: 10 seeded folds over the test file's questions (all candidates of a question in "
+              "one fold), dev a tenth of each fold's training questions; scores are not comparable to the "
+              "paper's, which trains on the separate training file",
+    ),
+)
