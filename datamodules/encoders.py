@@ -80,6 +80,16 @@ class TaskEncoder(ABC):
     def decode(self, feature: Features, raw: Any) -> Any:
         """A raw prediction -> the instance-level prediction that the metric scores."""
 
+    def decode_split(self, instances: Sequence[Instance], examples: Sequence[Features],
+                     raws: Sequence[Any]) -> list[Any]:
+        """Every feature row of a split (`examples[i]`: row i's bookkeeping, `raws[i]`: its raw
+        prediction) -> one prediction per instance. Default: one row per instance."""
+        return [self.decode(example, raw) for example, raw in zip(examples, raws)]
+
+    def encoded_instances(self, split: Any) -> int:
+        """How many instances a stored split (`finetune_data.EncodedSplit`) covers; default one row each."""
+        return len(split)
+
     @abstractmethod
     def gold(self, instance: Instance) -> Any:
         """The instance-level gold answer, in the same form as `decode`'s output."""

@@ -360,7 +360,7 @@ class FinetuneDataModule(pl.LightningDataModule):
                 entry = Path(self.cache_dir) / key
             if entry is not None and entry.is_dir():
                 cached = EncodedSplit.load(entry)
-                if cached is not None and len(cached) == len(self.instances[split]):
+                if cached is not None and self.encoder.encoded_instances(cached) == len(self.instances[split]):
                     self.features[split], self.from_cache[split] = cached, True
                     continue
                 shutil.rmtree(entry, ignore_errors=True)  # unreadable (e.g. a disk filled up): redo it
@@ -413,7 +413,8 @@ class FinetuneDataModule(pl.LightningDataModule):
         features = self.features[split]
         if len(raw) != len(features) or set(raw) != set(range(len(features))):
             raise RuntimeError(f"{split}: got predictions for {len(raw)} of {len(features)} examples")
-        predictions = [self.encoder.decode(features.example(i), raw[i]) for i in range(len(features))]
+        predictions = self.encoder.decode_split(self.instances[split], [features.example(i) for i in range(len(features))],
+                                                [raw[i] for i in range(len(features))])
         return self.encoder.score(self.instances[split], predictions), predictions
 
 

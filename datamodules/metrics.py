@@ -379,3 +379,8 @@ def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: S
 
 
 METRIC_NAMES.update({"per_class_f1": "macro F1", "mean_reciprocal_rank": "MRR"})
+
+
+# The extractive-QA measures (BioASQ factoid / list, SQuAD v1.1) live in their own module, beside the span
+# decoding they score; imported here so that every metric is registered wherever METRICS is.
+import datamodules.qa_metrics  # noqa: E402,F401  (registers bioasq_factoid, bioasq_list, squad_v1)

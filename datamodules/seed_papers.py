@@ -83,16 +83,21 @@ SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
         notes="BioASQ 8b yes/no (question, ideal answer) pairs, 80% yes; Bio-ELECTRA has no dev set and trains "
               "on all 728: ours is a seeded, label-stratified tenth of train; scored per class (Table 3)",
     ),
-    DatasetSpec(
-        name="bioelectra-rerank", task_type="qa", reader=read_bioelectra_rerank, files=(RERANK_FILE,),
-        labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"}, max_length=512,
-        count_unit="pairs", paper_counts={"train": 44933, "test": 9064},
-        licenses=("bioasq-nlm-terms",),  # BioASQ 5b questions
-        folds=KFolds(10, PROTOCOL_SEED, pool="test", group_by="text_a"),
-        carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text_a"),
-        notes="only Bio-ELECTRA's test file (9,064 pairs, 100 questions) is staged, its 44,933-pair training "
-              "file is not: 10 seeded folds over the test file's questions (all candidates of a question in "
-              "one fold), dev a tenth of each fold's training questions; scores are not comparable to the "
-              "paper's, which trains on the separate training file",
-    ),
+)
+
+
+# Read, dealt into folds and scored (mean_reciprocal_rank) by the data layer, but not registered yet: MRR
+# needs each candidate's score, and the fine-tuning encoders pass predicted labels only. Registering it
+# waits on a ranking output kind (issue 'The other three papers' tables').
+BIOELECTRA_RERANK = DatasetSpec(
+    name="bioelectra-rerank", task_type="qa", reader=read_bioelectra_rerank, files=(RERANK_FILE,),
+    labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"}, max_length=512,
+    count_unit="pairs", paper_counts={"train": 44933, "test": 9064},
+    licenses=("bioasq-nlm-terms",),  # BioASQ 5b questions
+    folds=KFolds(10, PROTOCOL_SEED, pool="test", group_by="text_a"),
+    carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text_a"),
+    notes="only Bio-ELECTRA's test file (9,064 pairs, 100 questions) is staged, its 44,933-pair training "
+          "file is not: 10 seeded folds over the test file's questions (all candidates of a question in "
+          "one fold), dev a tenth of each fold's training questions; scores are not comparable to the "
+          "paper's, which trains on the separate training file",
 )

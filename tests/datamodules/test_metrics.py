@@ -400,6 +400,9 @@ def test_metrics_registry_returns_float_dicts_with_score():
         "accuracy": ([1], [1]),
         "per_class_f1": (["yes"], ["no"], ["yes", "no"]),
         "mean_reciprocal_rank": (["1", "0"], [0.2, 0.9], ["q", "q"]),
+        "bioasq_factoid": ([["il-6"]], [["IL-6", "tnf"]]),
+        "bioasq_list": ([[["a"], ["b"]]], [["a"]]),
+        "squad_v1": ([["the answer"]], ["answer"]),
     }
     assert set(METRICS) == set(calls)
     for name, args in calls.items():

@@ -19,6 +19,7 @@ from datamodules.readers.bioelectra import question_id, read_rerank_file, read_y
 from datamodules.readers.biobert_ner import read_untyped_iob_file
 from datamodules.readers.gad import read_gad
 from datamodules.registry import get_dataset
+from datamodules.seed_papers import BIOELECTRA_RERANK
 
 
 @pytest.mark.parametrize("name, sentences, tokens, mentions", [
@@ -102,7 +103,7 @@ def test_rerank_pool_and_question_grouped_folds(data_dir: Path):
     pool = read_rerank_file(data_dir / "BioELECTRA/reranker/test.tsv")
     assert (len(pool), sum(x.label == "1" for x in pool)) == (9064, 117)  # MANIFEST section 13
     assert len({question_id(x.id) for x in pool}) == len({x.text_a for x in pool}) == 100
-    spec = get_dataset("bioelectra-rerank")
+    spec = BIOELECTRA_RERANK  # not registered yet (datamodules/seed_papers.py says why)
     seen_test = []
     for fold in spec.each_fold():
         splits = fold.read(data_dir)
