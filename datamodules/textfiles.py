@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Iterator
 
 from core.errors import DataFormatError
 
@@ -52,3 +53,20 @@ def read_text_lines(path: Path | str) -> list[str]:
 def open_text(path: Path | str) -> io.StringIO:
     """The decoded file as an in-memory handle: iterating it yields lines as a text-mode file does."""
     return io.StringIO(read_text(path))
+
+
+def conll_blocks(path: Path | str) -> Iterator[list[tuple[int, str]]]:
+    """The blank-line-separated blocks (sentences) of a CoNLL-style file, each as (line number, line
+    without its trailing whitespace) pairs. The loop every one-token-per-line reader needs; readers
+    written before it keep their own (their source is part of their datasets' fingerprints)."""
+    block: list[tuple[int, str]] = []
+    with open_text(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.rstrip()
+            if line:
+                block.append((number, line))
+            elif block:
+                yield block
+                block = []
+    if block:
+        yield block

@@ -13,7 +13,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.spec import Reader, Splits
-from datamodules.textfiles import open_text
+from datamodules.textfiles import conll_blocks
 
 # BioBERT's file name per split ("devel" is its name for the development set)
 BIOBERT_NER_FILES = {"train": "train.tsv", "dev": "devel.tsv", "test": "test.tsv"}
@@ -26,21 +26,9 @@ def read_untyped_iob_file(path: Path, entity_type: str) -> list[TaggingInstance]
     path = Path(path)
     typed = {"B": f"B-{entity_type}", "I": f"I-{entity_type}", "O": "O"}
     instances: list[TaggingInstance] = []
-    tokens: list[str] = []
-    tags: list[str] = []
-
-    def flush() -> None:
-        if tokens:
-            instances.append(TaggingInstance(f"{path.stem}-{len(instances)}", tuple(tokens), iob_to_spans(tags)))
-            tokens.clear()
-            tags.clear()
-
-    with open_text(path) as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            line = raw.rstrip()
-            if not line:
-                flush()
-                continue
+    for sentence in conll_blocks(path):
+        tokens, tags = [], []
+        for line_number, line in sentence:
             fields = line.split("\t")
             if len(fields) != 2 or not fields[0].strip() or fields[1].strip() not in typed:
                 raise DataFormatError(
@@ -49,7 +37,7 @@ def read_untyped_iob_file(path: Path, entity_type: str) -> list[TaggingInstance]
                 )
             tokens.append(fields[0].strip())
             tags.append(typed[fields[1].strip()])
-    flush()
+        instances.append(TaggingInstance(f"{path.stem}-{len(instances)}", tuple(tokens), iob_to_spans(tags)))
     return instances
 
 
