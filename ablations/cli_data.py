@@ -41,7 +41,10 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     result = fetch_data(Path(args.to) if args.to else None, args.only, args.mirror, args.jobs,
                         show_progress=sys.stderr.isatty())
     print(summary(result), file=sys.stderr)
-    names = [name for name in result.groups if name != "vocab"]
+    from datamodules.registry import DATASETS
+
+    # the groups that are datasets (others: vocabularies, files a dataset is not built from yet)
+    names = [name for name in result.groups if name in DATASETS]
     if names:
         _print_stats(result.data_dir, names, None)
     return 0

@@ -39,22 +39,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from core.registry import Registry
 from datamodules.instances import Span
+from datamodules.metric_registry import METRIC_NAMES, METRICS, check_lengths, ratio
 from datamodules.spec import TASK_TYPES
 
-Metric = Callable[..., dict[str, float]]
-METRICS: Registry[Metric] = Registry("metric")
-# Each metric's primary number ("score") as people name it, for figures' axes and model cards (the
-# registry's names are for configs)
-METRIC_NAMES = {"entity_f1": "entity F1", "pico_word_macro_f1": "word macro F1", "relation_micro_f1": "micro F1",
+METRIC_NAMES.update({"entity_f1": "entity F1", "pico_word_macro_f1": "word macro F1", "relation_micro_f1": "micro F1",
                 "positive_class_f1": "F1", "pearson": "Pearson r", "multilabel_micro_f1": "micro F1",
-                "accuracy": "accuracy"}
-
-
-def _check_lengths(gold: Sequence, pred: Sequence, what: str = "pred") -> None:
-    if len(gold) != len(pred):
-        raise ValueError(f"gold has {len(gold)} instances but {what} has {len(pred)}")
+                "accuracy": "accuracy"})
 
 
 def _key(label: str) -> str:
@@ -63,15 +54,11 @@ def _key(label: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_/. -]+", "", label)
 
 
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else 0.0
-
-
 def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
     """Precision, recall and F1 from counts; 0.0 wherever a denominator is zero."""
-    precision = _ratio(tp, tp + fp)
-    recall = _ratio(tp, tp + fn)
-    return precision, recall, _ratio(2 * precision * recall, precision + recall)
+    precision = ratio(tp, tp + fp)
+    recall = ratio(tp, tp + fn)
+    return precision, recall, ratio(2 * precision * recall, precision + recall)
 
 
 def _counts_result(tp: int, fp: int, fn: int) -> dict[str, float]:
@@ -95,7 +82,7 @@ def entity_f1(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) ->
     both a false positive and a false negative. Besides the micro numbers, each non-empty mention type
     gets "f1_<type>" (BLURB collapses types, so usually there is none).
     """
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     gold_set = {(i, s.start, s.end, s.label) for i, spans in enumerate(gold) for s in spans}
     pred_set = {(i, s.start, s.end, s.label) for i, spans in enumerate(pred) for s in spans}
     hits = gold_set & pred_set
@@ -125,8 +112,8 @@ def pico_word_macro_f1(
     `lengths` (words per instance) bounds the spans: a span outside its instance, or with a label not
     in `labels`, raises `ValueError`.
     """
-    _check_lengths(gold, pred)
-    _check_lengths(gold, lengths, "lengths")
+    check_lengths(gold, pred)
+    check_lengths(gold, lengths, "lengths")
     if not labels:
         raise ValueError("labels must name at least one PICO element")
 
@@ -165,7 +152,7 @@ def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str,
     labels=<positive classes>)`. Each positive class also gets "f1_<class>": every class seen in gold or
     pred, and every one of `labels` (so a run's metric names do not depend on the sample).
     """
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     tp: Counter[str] = Counter()
     fp: Counter[str] = Counter()
     fn: Counter[str] = Counter()
@@ -187,7 +174,7 @@ def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str,
 @METRICS.register("positive_class_f1")
 def positive_class_f1(gold: Sequence[str], pred: Sequence[str], positive: str) -> dict[str, float]:
     """Binary F1 of the `positive` class (BLURB GAD); every other label counts as negative."""
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     tp = fp = fn = 0
     for g, p in zip(gold, pred):
         if p == positive:
@@ -208,7 +195,7 @@ def pearson(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
     "constant_prediction" is 1.0 when the predictions are the constant ones (0.0 otherwise).
     Fewer than two pairs also give 0.0.
     """
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     g = np.asarray(gold, dtype=np.float64)
     p = np.asarray(pred, dtype=np.float64)
     constant_pred = len(p) < 2 or bool(p.max() == p.min())
@@ -230,7 +217,7 @@ def multilabel_micro_f1(
     Each instance's gold and predicted label collections are read as sets; a label outside `labels`
     raises `ValueError`.
     """
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     known = set(labels)
     tp = dict.fromkeys(labels, 0)
     fp = dict.fromkeys(labels, 0)
@@ -256,9 +243,9 @@ def multilabel_micro_f1(
 @METRICS.register("accuracy")
 def accuracy(gold: Sequence, pred: Sequence) -> dict[str, float]:
     """Fraction of instances whose prediction equals the gold label (BLURB PubMedQA, BioASQ)."""
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     correct = sum(g == p for g, p in zip(gold, pred))
-    return {"score": _ratio(correct, len(gold)), "correct": float(correct), "total": float(len(gold))}
+    return {"score": ratio(correct, len(gold)), "correct": float(correct), "total": float(len(gold))}
 
 
 COUNT_KEYS = frozenset({"tp", "fp", "fn", "support", "correct", "total", "n", "constant_prediction",
@@ -326,7 +313,7 @@ def per_class_f1(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]
     `f1_score(average="macro")`), "precision" and "recall" (the means of the per-class values).
     A label outside `labels` raises `ValueError`.
     """
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     if not labels:
         raise ValueError("labels must name at least one class")
     unknown = (set(gold) | set(pred)) - set(labels)
@@ -359,8 +346,8 @@ def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: S
     "questions_without_positive" ("questions" counts those averaged). "hits_at_1" is the fraction of the
     averaged questions whose top candidate is relevant.
     """
-    _check_lengths(gold, scores, "scores")
-    _check_lengths(gold, groups, "groups")
+    check_lengths(gold, scores, "scores")
+    check_lengths(gold, groups, "groups")
     by_question: dict[str, list[tuple[float, bool]]] = {}
     for g, s, q in zip(gold, scores, groups):
         by_question.setdefault(q, []).append((float(s), g == positive))
@@ -373,14 +360,14 @@ def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: S
         rank = 1 + sum(s > best or (s == best and not is_positive) for s, is_positive in candidates)
         reciprocal_ranks.append(1.0 / rank)
     answered = len(reciprocal_ranks)
-    return {"score": _ratio(sum(reciprocal_ranks), answered),
-            "hits_at_1": _ratio(sum(r == 1.0 for r in reciprocal_ranks), answered),
+    return {"score": ratio(sum(reciprocal_ranks), answered),
+            "hits_at_1": ratio(sum(r == 1.0 for r in reciprocal_ranks), answered),
             "questions": float(answered), "questions_without_positive": float(len(by_question) - answered)}
 
 
 METRIC_NAMES.update({"per_class_f1": "macro F1", "mean_reciprocal_rank": "MRR"})
 
 
-# The extractive-QA measures (BioASQ factoid / list, SQuAD v1.1) live in their own module, beside the span
-# decoding they score; imported here so that every metric is registered wherever METRICS is.
+# The extractive-QA measures (BioASQ factoid / list, SQuAD v1.1) live in their own module beside the span
+# decoding they score; imported here so that every metric is registered wherever METRICS is read from.
 import datamodules.qa_metrics  # noqa: E402,F401  (registers bioasq_factoid, bioasq_list, squad_v1)

@@ -28,7 +28,7 @@ import string
 from collections import Counter
 from collections.abc import Sequence
 
-from datamodules.metrics import METRIC_NAMES, METRICS, _check_lengths, _ratio
+from datamodules.metric_registry import METRIC_NAMES, METRICS, check_lengths, ratio
 
 BIOASQ_FACTOID_ANSWERS = 5  # BioASQ 3+ accepts up to five ranked answers to a factoid question
 
@@ -44,7 +44,7 @@ def bioasq_factoid(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]])
     averaged over the questions. `gold[i]`: every synonym of question i's answer (empty: nothing can be
     right); `pred[i]`: its answers, best first (only the first five count). "score" is the MRR, BioASQ's
     official factoid measure."""
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     strict = lenient = reciprocal = 0.0
     for synonyms, answers in zip(gold, pred):
         accepted = {s.lower() for s in synonyms}
@@ -54,8 +54,8 @@ def bioasq_factoid(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]])
             lenient += 1
             reciprocal += 1 / rank
     n = len(gold)
-    return {"score": _ratio(reciprocal, n), "strict": _ratio(strict, n), "lenient": _ratio(lenient, n),
-            "mrr": _ratio(reciprocal, n), "total": float(n)}
+    return {"score": ratio(reciprocal, n), "strict": ratio(strict, n), "lenient": ratio(lenient, n),
+            "mrr": ratio(reciprocal, n), "total": float(n)}
 
 
 def list_question_prf(groups: Sequence[Sequence[str]], answers: Sequence[str]) -> tuple[float, float, float]:
@@ -84,8 +84,8 @@ def list_question_prf(groups: Sequence[Sequence[str]], answers: Sequence[str]) -
             fn += 1
         else:
             del leftover[hit]
-    precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-    return precision, recall, _ratio(2 * precision * recall, precision + recall)
+    precision, recall = ratio(tp, tp + fp), ratio(tp, tp + fn)
+    return precision, recall, ratio(2 * precision * recall, precision + recall)
 
 
 @METRICS.register("bioasq_list")
@@ -93,13 +93,13 @@ def bioasq_list(gold: Sequence[Sequence[Sequence[str]]], pred: Sequence[Sequence
     """Mean over the questions of each one's precision, recall and F-measure (`list_question_prf`).
     `gold[i]`: question i's answer items, each a group of synonyms; `pred[i]`: its submitted answers.
     "score" is the mean F-measure, BioASQ's official list measure."""
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     totals = [0.0, 0.0, 0.0]
     for groups, answers in zip(gold, pred):
         for k, value in enumerate(list_question_prf(groups, answers)):
             totals[k] += value
     n = len(gold)
-    precision, recall, f1 = (_ratio(t, n) for t in totals)
+    precision, recall, f1 = (ratio(t, n) for t in totals)
     return {"score": f1, "precision": precision, "recall": recall, "f1": f1, "total": float(n)}
 
 
@@ -135,11 +135,11 @@ def squad_v1(gold: Sequence[Sequence[str]], pred: Sequence[str]) -> dict[str, fl
     """Exact match ("em") and token F1 ("f1"), each the max over the question's gold answers, averaged
     over the questions. `gold[i]`: the accepted answers (none: scores 0, as the script cannot score
     it either); `pred[i]`: one answer. "score" is the F1."""
-    _check_lengths(gold, pred)
+    check_lengths(gold, pred)
     em = f1 = 0.0
     for answers, prediction in zip(gold, pred):
         if answers:
             em += max(squad_exact_match(prediction, a) for a in answers)
             f1 += max(squad_token_f1(prediction, a) for a in answers)
     n = len(gold)
-    return {"score": _ratio(f1, n), "em": _ratio(em, n), "f1": _ratio(f1, n), "total": float(n)}
+    return {"score": ratio(f1, n), "em": ratio(em, n), "f1": ratio(f1, n), "total": float(n)}

@@ -29,6 +29,7 @@ METRIC_KEYS = {
     "pearson": (set(), {"n", "constant_prediction"}),
     "multilabel_micro_f1": ({"precision", "recall", "f1_Cellular energetics"}, {"tp", "support_Cellular energetics"}),
     "accuracy": (set(), {"correct", "total"}),
+    "per_class_f1": ({"precision", "recall", "f1_yes", "f1_no", "precision_no"}, {"support_yes", "support_no"}),
 }
 RELATION_CLASSES = {"chemprot": {"f1_CPR3", "f1_CPR4", "f1_CPR5", "f1_CPR6", "f1_CPR9"},
                     "ddi": {"f1_mechanism", "f1_effect", "f1_advise", "f1_int"}}
