@@ -10,13 +10,25 @@ import sys
 import textwrap
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from core.claims import ClaimHeld, Holder, claim, holder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def stopped(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """The process for the block, killed and reaped after it whatever happens."""
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
 
 
 def hold_in_subprocess(path: Path, seconds: float = 60) -> subprocess.Popen:
@@ -46,16 +58,12 @@ def test_a_free_claim_has_no_holder_and_the_holder_is_described(tmp_path):
 
 def test_another_process_holding_it_makes_no_wait_raise_with_its_description(tmp_path):
     path = tmp_path / "claim.lock"
-    other = hold_in_subprocess(path)
-    try:
+    with stopped(hold_in_subprocess(path)) as other:
         found = holder(path)
         assert found is not None and found.pid == other.pid and found.is_alive_here()
         with pytest.raises(ClaimHeld, match=rf"run x is held by {socket.gethostname()}:{other.pid} since"):
             with claim(path, wait=False, what="run x"):
                 pass
-    finally:
-        other.kill()
-        other.wait()
 
 
 def test_the_os_frees_the_claim_of_a_killed_holder(tmp_path):
@@ -71,16 +79,12 @@ def test_the_os_frees_the_claim_of_a_killed_holder(tmp_path):
 
 def test_a_waiter_says_once_who_it_waits_for_and_gets_the_claim_when_released(tmp_path):
     path = tmp_path / "claim.lock"
-    other = hold_in_subprocess(path, seconds=1.0)
     seen: list[Holder] = []
-    start = time.time()
-    try:
+    with stopped(hold_in_subprocess(path, seconds=1.0)) as other:
+        start = time.time()  # it holds the claim from here on
         with claim(path, on_wait=seen.append) as me:
             assert me.pid == os.getpid()
             assert time.time() - start >= 0.5  # only once the other released it (after ~1 s)
-    finally:
-        other.kill()
-        other.wait()
     assert [h.pid for h in seen] == [other.pid]
 
 
@@ -128,21 +132,13 @@ def test_a_holder_caught_before_it_described_itself_is_waited_for_then_named(tmp
     """The waiter read the lock file between the holder's flock and its write: it said "unknown-host:0
     since 1970-01-01". It now reads again for a moment; a holder that never writes is "another process"."""
     path = tmp_path / "claim.lock"
-    late = lock_then_describe(path, 0.3)
-    try:
+    with stopped(lock_then_describe(path, 0.3)) as late:
         with pytest.raises(ClaimHeld, match=rf"held by {socket.gethostname()}:{late.pid} since 20"):
             with claim(path, wait=False, what="stage x"):
                 pass
-    finally:
-        late.kill()
-        late.wait()
-    silent = lock_then_describe(tmp_path / "other.lock", None)
-    try:
+    with stopped(lock_then_describe(tmp_path / "other.lock", None)) as silent:
         with pytest.raises(ClaimHeld) as held:
             with claim(tmp_path / "other.lock", wait=False, what="stage y"):
                 pass
         assert str(held.value) == ("stage y is held by another process (it has not described itself yet); "
                                    "not waiting (--no-wait)")
-    finally:
-        silent.kill()
-        silent.wait()
