@@ -26,6 +26,8 @@ MIN_SEQUENCE = 8
 TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
 # The task types scored per word, with a tag per word (the tagging choices apply to them only).
 TOKEN_TASK_TYPES = ("ner", "pico")
+# The others predict one output per example, from one vector (classes, labels or a number).
+SEQUENCE_TASK_TYPES = tuple(t for t in TASK_TYPES if t not in TOKEN_TASK_TYPES)
 
 Splits = dict[str, list[Instance]]
 Reader = Callable[[Path], Splits]  # a `FileFolds` dataset's reader also takes the fold: reader(path, k)

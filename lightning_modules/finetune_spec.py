@@ -55,15 +55,11 @@ def check_choices(chosen: Mapping[str, str], dataset: DatasetSpec) -> None:
 
 def describe() -> str:
     """Every choice, its options and where they apply (for `bioablate list variants`)."""
-    lines = []
-    for choice in CHOICES:
-        options = []
-        for name in choice:
-            where = choice.task_types(name)
-            needs = ", ".join(f"{k}={v}" for k, v in choice.requires(name).items())
-            notes = [", ".join(where)] if where is not None else []
-            options.append(name + (f" ({'; '.join(notes + ([f'needs {needs}'] if needs else []))})"
-                                   if notes or needs else ""))
-        lines.append(f"finetune.{choice.key:<16} {', '.join(options)}\n"
-                     f"{'':<26}default {choice.default}; {choice.description}")
-    return "\n".join(lines)
+    def option(choice: Choice, name: str) -> str:
+        where = choice.task_types(name)
+        notes = ([", ".join(where)] if where is not None else []) + \
+            [f"needs {key}={value}" for key, value in choice.requires(name).items()]
+        return f"{name} ({'; '.join(notes)})" if notes else name
+
+    return "\n".join(f"finetune.{choice.key:<16} {', '.join(option(choice, name) for name in choice)}\n"
+                     f"{'':<26}default {choice.default}; {choice.description}" for choice in CHOICES)

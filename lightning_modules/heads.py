@@ -32,7 +32,7 @@ from torchcrf import CRF
 
 from core.choices import Choice
 from datamodules.encoders import IGNORE_INDEX
-from datamodules.spec import TOKEN_TASK_TYPES
+from datamodules.spec import SEQUENCE_TASK_TYPES, TOKEN_TASK_TYPES
 
 NEG_INF = -1e4  # score of a forbidden CRF transition: never chosen, yet finite for the log-sum-exp
 
@@ -220,7 +220,6 @@ RE_FEATURES.register("mention", Featurizer(2, _mention_pools), task_types=("re",
 RE_FEATURES.register("entity-start", Featurizer(2, _entity_starts), task_types=("re",),  # the [E1], [E2]
                      requires={"re_input": "markers"})  # marker tokens: only the markers input has them
 
-SEQUENCE_TASK_TYPES = ("re", "similarity", "classification", "qa")  # scored on one vector per example
 # A `finetune.classifier`: (feature width, hidden size, labels, dropout) -> the output layer.
 CLASSIFIERS: Choice[Callable[[int, int, int, float], nn.Module]] = Choice(
     "classifier", "classification layer on the sequence feature")

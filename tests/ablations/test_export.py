@@ -4,7 +4,6 @@ carries its card; a finished micro fine-tuning run exports (`bioablate export`) 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
@@ -28,11 +27,11 @@ from ablations.predict import load_model, predict
 from ablations.pretrain import run_pretrain
 from core.files import current_umask
 from datamodules.encoders import make_encoder
-from datamodules.finetune_data import subsample
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.vocabs import resolve_vocab
 from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.heads import HeadSpec
+from tests.test_conformance import write_test_inputs
 
 FINETUNE = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=2",
             "finetune.max_length=64", "trainer.progress_bar=false"]
@@ -128,14 +127,6 @@ FINETUNED = {  # case -> (task, overrides, expected format, the transformers cla
 }
 
 
-def _test_inputs(task: str, data_dir: Path, path: Path) -> None:
-    """The run's test examples (the same subsample) as JSONL with the task's fields."""
-    instances = subsample(get_dataset(task).read(data_dir)["test"], 40)
-    with open(path, "w") as f:
-        for instance in instances:
-            f.write(json.dumps(dataclasses.asdict(instance)) + "\n")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(FINETUNED))
 def test_exported_model_predicts_what_the_run_logged(case: str, data_dir: Path, work_dir: Path, tmp_path: Path):
@@ -156,7 +147,7 @@ def test_exported_model_predicts_what_the_run_logged(case: str, data_dir: Path, 
         assert list(model.config.id2label.values()) == meta["labels"]
 
     inputs, predicted = tmp_path / "test.jsonl", tmp_path / "predicted.jsonl"
-    _test_inputs(task, data_dir, inputs)
+    write_test_inputs(task, data_dir, inputs)
     assert main(["predict", "--model", str(out), "--task", task, "--input", str(inputs),
                  "--output", str(predicted)]) == 0
     client = MlflowClient(result.tracking_uri)
