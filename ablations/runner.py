@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -108,23 +109,27 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
 
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     start = time.perf_counter()
-    try:
-        if kind == "pretrain":
-            result = run_pretrain(cfg, wait=wait)
-            out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused,
-                   "model_dir": str(result.model_dir)}
-        else:
-            result = run_finetune(cfg, tags=tags, wait=wait)
-            out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
-    except ClaimHeld as held:  # wait=False: another live process computes it
-        out = {"held": str(held)}
-    except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
-        interrupts.check()  # unless a signal caused it (cut a store write in two): then the signal stops all
-        out = {"error": one_line(error)}
+    try:  # the outer handler also sees an interrupt raised by `interrupts.check()` in the inner one
+        try:
+            if kind == "pretrain":
+                result = run_pretrain(cfg, wait=wait)
+                out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused,
+                       "model_dir": str(result.model_dir)}
+            else:
+                result = run_finetune(cfg, tags=tags, wait=wait)
+                out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
+        except ClaimHeld as held:  # wait=False: another live process computes it
+            out = {"held": str(held)}
+        except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
+            interrupts.check()  # unless a signal caused it (cut a store write in two): the signal stops all
+            out = {"error": one_line(error)}
     except interrupts.Interrupted as stop:
         if _orphaned():  # the run is ended KILLED; nobody is left to take a result or send more work
             os._exit(stop.exit_code)
         raise
+    if _orphaned():  # however the parent's death surfaced here (an error while ending the run KILLED, say):
+        # returning, the worker would take the next cell its dead parent had queued and start another run
+        os._exit(128 + signal.SIGTERM)
     out["seconds"] = time.perf_counter() - start
     out["worker"] = os.getpid()
     return out
