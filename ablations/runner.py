@@ -25,6 +25,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -144,6 +145,7 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
     interrupts.install()  # SIGINT (the terminal's, to the whole group) / SIGTERM: the run ends KILLED
     _PARENT = os.getppid()
     _die_with_parent()
+    _watch_parent()
     if cuda:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     import torch
@@ -168,6 +170,22 @@ def _die_with_parent() -> None:
         return
     if os.getppid() != _PARENT:  # the parent died before the signal was armed
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _watch_parent(grace_s: float = 30.0) -> None:
+    """Backs up the parent-death signal, which a worker can miss (it arrives while the worker waits in the
+    pool for its next cell, or is lost in a race with the kernel's reparenting): a thread notices the
+    orphaning and sends the SIGTERM itself, unless a signal already arrived, so a run in progress still
+    ends KILLED through `execute`; a worker still alive `grace_s` later exits outright."""
+    def watch() -> None:
+        while not _orphaned():
+            time.sleep(0.5)
+        if interrupts.pending() is None:
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="bioablate-parent-watch", daemon=True).start()
 
 
 def _orphaned() -> bool:
