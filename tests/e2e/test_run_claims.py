@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -147,18 +148,31 @@ def test_the_workers_of_a_sigkilled_run_end_their_runs_killed_and_exit(tmp_path,
                                "finetune.epochs=400", "--devices", "2", "--work-dir", str(tmp_path / "work")],
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    # read what the invocation and its workers (who inherit the pipes) write, as a terminal would: a full
+    # pipe would block a worker's write, and with it the worker's ending of its run
+    output: list[str] = []
+    readers = [threading.Thread(target=lambda stream=stream: output.extend(stream), daemon=True)
+               for stream in (victim.stdout, victim.stderr)]
+    for reader in readers:
+        reader.start()
     deadline = time.time() + 300
     while len([r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"
                and r.info.status == "RUNNING"]) < 2:
-        assert time.time() < deadline and victim.poll() is None, victim.communicate()
+        assert time.time() < deadline and victim.poll() is None, "".join(output)[-6000:]
         time.sleep(0.1)
     left = children_of(victim.pid)
     assert len(left) >= 2  # the two workers (and the resource tracker)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     deadline = time.time() + 120
-    while any(alive(pid) for pid in left):
-        assert time.time() < deadline, f"still alive after their parent was killed: {[p for p in left if alive(p)]}"
+    while any(alive(pid) for pid in left) and time.time() < deadline:
         time.sleep(0.2)
+    survivors = [p for p in left if alive(p)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    for reader in readers:
+        reader.join(timeout=10)
+    err = "".join(output)[-6000:]
+    assert survivors == [], f"still alive after their parent was killed: {survivors}\n{err}"
     cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
-    assert sorted(c.info.status for c in cells) == ["KILLED", "KILLED"], [(c.info.status, c.data.tags) for c in cells]
+    assert sorted(c.info.status for c in cells) == ["KILLED", "KILLED"], ([(c.info.status, c.data.tags) for c in cells], err)
