@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -20,10 +19,7 @@ from typing import Any, Iterable, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from ablations.checks import check_run_config
-from core.databases import with_driver
 from core.errors import ConfigError
-from core.files import unwritable
-from datamodules.fetch import fetched_data_dir
 from datamodules.spec import MIN_SEQUENCE
 from core.packaged import resolve_config
 from core.schema import bounded, load_yaml, merge
@@ -105,7 +101,7 @@ class FinetuneConfig:
     warmup_ratio: float = bounded(0.1, ge=0, le=1)
     weight_decay: float = bounded(0.01, ge=0)
     dropout: float = bounded(0.1, ge=0, lt=1)
-    # above the model's position embeddings is an error at run time (ablations/finetune.py)
+    # above the model's position embeddings is an error at run time (ablations/run/finetune.py)
     max_length: Optional[int] = bounded(None, ge=MIN_SEQUENCE)  # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
     # Subsampling for quick runs (micro profile); None keeps the whole split. A fixed, seed-independent
     # prefix of a seeded shuffle, so every seed and variant sees the same examples.
@@ -376,49 +372,3 @@ def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] =
              if under_key(k, FINETUNE_RESULT_KEYS) and not under_key(k, exclude)}
     payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def has_data_dir(data_dir: str | None) -> bool:
-    """Whether a data directory is given (`--data-dir` / `data_dir`, $BIOABLATE_DATA) or fetched to the
-    user data folder: whether `resolve_data_dir` has one to check."""
-    return bool(data_dir or os.environ.get("BIOABLATE_DATA")) or fetched_data_dir() is not None
-
-
-def resolve_data_dir(data_dir: str | None) -> Path:
-    """`--data-dir` / the `data_dir` config key, else $BIOABLATE_DATA, else the user data folder once
-    `bioablate data fetch` has completed there."""
-    raw = data_dir or os.environ.get("BIOABLATE_DATA")
-    if not raw:
-        fetched = fetched_data_dir()
-        if fetched is not None:
-            return fetched
-        raise ConfigError(
-            "no data directory: pass --data-dir DIR, set BIOABLATE_DATA, or run `bioablate data fetch` "
-            "(see docs/data.md, 'Getting the data')"
-        )
-    path = Path(raw).expanduser()
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"data directory {path} is a file, expected the folder of staged datasets (from "
-                          "--data-dir or BIOABLATE_DATA)")
-    if not path.is_dir():
-        raise ConfigError(f"data directory {path} does not exist (from --data-dir or BIOABLATE_DATA)")
-    return path
-
-
-def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
-    """The work directory, created if needed and checked writable (a read-only or full one is a one-line
-    ConfigError here, before any run exists, not a store traceback or a run left RUNNING later)."""
-    raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "outputs"
-    path = Path(raw).expanduser().resolve()
-    reason = unwritable(path, probe_bytes=4096)
-    if reason is not None:
-        raise ConfigError(f"work directory {path} is not usable: {reason} (from --work-dir, work_dir "
-                          "or BIOABLATE_WORK); free space or pick a writable folder")
-    return path
-
-
-def resolve_tracking_uri(cfg: DictConfig | None = None, work_dir: Path | None = None) -> str:
-    explicit = (cfg.tracking_uri if cfg is not None else None) or os.environ.get("MLFLOW_TRACKING_URI")
-    if explicit:
-        return with_driver(explicit)  # postgresql:// names the installed driver
-    return f"sqlite:///{(work_dir or resolve_work_dir(cfg)) / 'mlruns.db'}"

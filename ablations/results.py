@@ -16,7 +16,7 @@ FAILED = "FAILED"      # the run raised; reason holds the error
 RUNNING = "RUNNING"    # started and not finished (in progress, or killed: rerun the experiment)
 NOT_RUN = "NOT_RUN"    # never started: run the experiment
 BLOCKED = "BLOCKED"    # cannot be identified yet, e.g. its pretraining stage has not finished
-# What one `bioablate run` did with a planned run (ablations/runner.py): computed it, reused a FINISHED
+# What one `bioablate run` did with a planned run (ablations/experiment/runner.py): computed it, reused a FINISHED
 # one, or it ended FAILED / BLOCKED
 COMPUTED = "COMPUTED"
 REUSED = "REUSED"

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from ablations.hardware import machine  # noqa: F401  (re-exported for the benchmarks)
+from core.hardware import machine  # noqa: F401  (re-exported for the benchmarks)
 
 
 def _sync(device: torch.device) -> None:

@@ -60,7 +60,7 @@ SIZES = {"micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_s
 def build_ours(task: str, size: str, batch_size: int, device: torch.device, work_dir: Path, data_dir: Path,
                precision: str, max_length: int | None, steps_per_round: int = 1,
                max_train_examples: int | None = None, compile: bool = False):
-    from ablations.config import build_config
+    from ablations import api
     from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
     from datamodules.registry import get_dataset
     from lightning_modules.compiling import compile_in_place
@@ -70,7 +70,7 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     from lightning_modules.optim import adamw_with_linear_warmup
 
     overrides = [f"model.{k}={v}" for k, v in SIZES[size].items()] + [f"finetune.batch_size={batch_size}"]
-    cfg = build_config("mini", overrides, task=task)
+    cfg = api.config("mini", overrides, task=task)
     spec = get_dataset(task)
     torch.manual_seed(0)
     encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
@@ -81,7 +81,7 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     dm.setup()
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
         encoder.resize_token_embeddings(len(tokenizer))
-    if compile:  # as `trainer.compile=true` does (ablations.finetune)
+    if compile:  # as `trainer.compile=true` does (ablations.run.finetune)
         compile_in_place([encoder], dynamic=True)
     module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, encoder.config.hidden_size),
                             cfg.finetune.lr, cfg.finetune.weight_decay, cfg.finetune.warmup_ratio).to(device)
@@ -289,7 +289,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> dict:
     """Time every task's three sides and return the results (what --json writes)."""
-    from ablations.config import resolve_data_dir, resolve_work_dir
+    from ablations.places import resolve_data_dir, resolve_work_dir
 
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)

@@ -56,14 +56,14 @@ SIZES = {"micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_s
 
 def prepare(args: argparse.Namespace):
     """Config, vocabulary and shards (built once, cached under the work directory)."""
-    from ablations.config import build_config
-    from ablations.pretrain import prepare_shards, resolve_pretrain_vocab
+    from ablations import api
+    from ablations.run.pretrain import prepare_shards, resolve_pretrain_vocab
     from datamodules.pretrain.corpora import corpus_fingerprint
 
     overrides = [f"model.{k}={v}" for k, v in SIZES[args.size].items()] + [
         f"pretrain.vocab={args.vocab}", f"pretrain.seq_len={args.seq_len}", f"pretrain.batch_size={args.batch_size}",
         f"pretrain.max_words={args.max_words}", f"pretrain.masking={args.masking}", "pretrain.accumulate=1"]
-    cfg = build_config("mini", overrides, task="pretrain", data_dir=str(args.data_dir), work_dir=str(args.work_dir))
+    cfg = api.config("mini", overrides, task="pretrain", data_dir=str(args.data_dir), work_dir=str(args.work_dir))
     corpus_fp = corpus_fingerprint(cfg.pretrain.corpus, args.data_dir)
     vocab_path = resolve_pretrain_vocab(cfg, args.data_dir, args.work_dir, corpus_fp)
     shards = prepare_shards(cfg, args.data_dir, args.work_dir, vocab_path, corpus_fp)
@@ -86,7 +86,7 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
     module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
     module.train()
-    if compile:  # as `trainer.compile=true` does (ablations.pretrain)
+    if compile:  # as `trainer.compile=true` does (ablations.run.pretrain)
         compile_in_place(module.encoders(), dynamic=None)
     opt = module.configure_optimizers()
     optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
@@ -201,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> dict:
     """Build the three sides, time them interleaved, and return the results (what --json writes)."""
-    from ablations.config import resolve_data_dir, resolve_work_dir
+    from ablations.places import resolve_data_dir, resolve_work_dir
 
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)

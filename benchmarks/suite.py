@@ -11,10 +11,10 @@ the process's peak RSS on a CPU, reset before each section):
   at each sequence length of the size (base: 128 and 512; the batch holds the same number of tokens);
 - **finetune**: `benchmarks.finetune_throughput` on BC5-chem and ChemProt (ours vs the HF `Trainer`
   naive and strong); skipped with the reason when accelerate (pip extra `bench`) is missing;
-- **smoke**: the real `bioablate pretrain` code path end to end: `ablations.pretrain.run_pretrain` with
+- **smoke**: the real `bioablate pretrain` code path end to end: `ablations.run.pretrain.run_pretrain` with
   the size's profile (base: BERT-base, batch 64 x 128, whole-word masking) for `--smoke-steps` optimizer
   steps (base: 300) from an empty work directory (vocabulary, shards, training, export), then
-  `ablations.finetune.run_finetune` of one epoch on BC5-chem from the exported model; test F1 printed.
+  `ablations.run.finetune.run_finetune` of one epoch on BC5-chem from the exported model; test F1 printed.
 
 Sizes: micro = plumbing (a 2-layer 64-wide model, a few steps, the micro profile: numbers mean nothing);
 mini = the CPU defaults of the two throughput benchmarks (4 layers, 256 wide); base = BERT-base.
@@ -99,9 +99,7 @@ def finetune_section(args: argparse.Namespace) -> dict:
 def smoke_section(args: argparse.Namespace) -> dict:
     """`bioablate pretrain` then `bioablate finetune` through their real code paths, from an empty work
     directory (removed afterwards: a BERT-base export is 440 MB)."""
-    from ablations.config import build_config
-    from ablations.finetune import run_finetune
-    from ablations.pretrain import run_pretrain
+    from ablations import api
 
     profile, steps = SUITE_SIZES[args.size]["profile"], args.smoke_steps
     data_dir = str(args.data_dir) if args.data_dir else None
@@ -111,16 +109,16 @@ def smoke_section(args: argparse.Namespace) -> dict:
     if not bf16_native(device):  # as the benchmarks' `--precision auto`: emulated bf16 is slower than fp32
         trainer.append("trainer.precision=32-true")
     with tempfile.TemporaryDirectory(prefix="smoke-", dir=args.out) as work:
-        pre_cfg = build_config(profile, [*trainer, f"pretrain.max_steps={steps}", "pretrain.accumulate=1",
+        pre_cfg = api.config(profile, [*trainer, f"pretrain.max_steps={steps}", "pretrain.accumulate=1",
                                          f"pretrain.checkpoint_every={steps}", "pretrain.masking=wwm"],
                                task="pretrain", experiment_name="pretrain", data_dir=data_dir, work_dir=work)
         start = time.perf_counter()
-        pretrained = run_pretrain(pre_cfg)
+        pretrained = api.pretrain(pre_cfg)
         pretrain_s = time.perf_counter() - start
-        ft_cfg = build_config(profile, [*trainer, "finetune.epochs=1", f"model.name_or_path={pretrained.model_dir}"],
+        ft_cfg = api.config(profile, [*trainer, "finetune.epochs=1", f"model.name_or_path={pretrained.model_dir}"],
                               task=SMOKE_TASK, data_dir=data_dir, work_dir=work)
         start = time.perf_counter()
-        tuned = run_finetune(ft_cfg)
+        tuned = api.finetune(ft_cfg)
         finetune_s = time.perf_counter() - start
     losses = pretrained.losses
     out = {"profile": profile, "precision": pre_cfg.trainer.precision, "compiled": bool(args.compile),
@@ -235,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("--device cuda: no CUDA device visible")
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ablations.config import resolve_work_dir
+    from ablations.places import resolve_work_dir
 
     args.size = args.size or ("base" if device.type == "cuda" else "mini")
     args.smoke_steps = args.smoke_steps or SUITE_SIZES[args.size]["smoke_steps"]

@@ -9,7 +9,7 @@ releases it when the holder exits or dies (SIGKILL, OOM, power loss of the holde
 lock server), so a claim is never left behind by a dead process and never needs a timeout. Works across
 machines on a shared filesystem that supports POSIX/flock locks (local disks, Lustre/GPFS with locking,
 NFSv4; Linux emulates flock with POSIX locks over NFS). For stores shared across machines *without* a
-shared work directory, `ablations.lifecycle` adds a heartbeat on the tracked run.
+shared work directory, `ablations.run.lifecycle` adds a heartbeat on the tracked run.
 
 The lock file holds the holder's description (JSON: host, pid, since) for `holder` and for the "waiting for
 ..." line; the lock, not the text, decides. Lock files are never deleted: removing one while another

@@ -57,7 +57,7 @@ class DatasetSpec:
     definition: str = ""  # a user dataset's YAML, normalized: its labels, format, max_length... shape the run
     # The data's licences, as the Hugging Face Hub names them where it has a name (`cc-by-4.0`), else a
     # short name of the terms; () where none is stated. A fine-tuned model's card takes its licence from
-    # here (ablations/cards.py): weights trained on the data carry the data's terms.
+    # here (ablations/run/cards.py): weights trained on the data carry the data's terms.
     licenses: tuple[str, ...] = ()
     # Evaluation protocol (datamodules/protocols.py); all None for a dataset whose files hold its splits,
     # which then reads and fingerprints exactly as before these fields existed.

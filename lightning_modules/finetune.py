@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 
 from datamodules.metrics import curve_keys, summary_keys
-from datamodules.pretrain.data import batch_seed
+from core.seeding import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup
 

@@ -39,7 +39,7 @@ from transformers.models.bert.modeling_bert import BertPooler
 from core.errors import ConfigError
 from core.files import publish_dir
 from core.registry import Registry
-from datamodules.pretrain.data import batch_seed
+from core.seeding import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup, lamb_with_linear_warmup
 

@@ -62,7 +62,7 @@ def main() -> None:
 
     from mlflow.tracking import MlflowClient
 
-    from ablations.dashboard import runs_url
+    from ablations.run.dashboard import runs_url
 
     client = MlflowClient(f"sqlite:///{work / 'mlruns.db'}")
     finetune = client.get_experiment_by_name("finetune")

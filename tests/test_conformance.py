@@ -12,7 +12,7 @@ test module goes through the same path (the last test).
 
 The pretraining registries (masking modes, objectives) are walked by
 tests/datamodules/pretrain/test_masking.py (every mode makes a valid mask) and
-tests/ablations/test_export.py::test_pretrained_folder_loads_cleanly_and_has_its_card (every objective
+tests/ablations/run/test_export.py::test_pretrained_folder_loads_cleanly_and_has_its_card (every objective
 trains, exports and loads).
 """
 
@@ -31,8 +31,8 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 
 from ablations.cli import main
 from ablations.config import build_config
-from ablations.export import HEAD_FILE, META_FILE
-from ablations.finetune import run_finetune
+from ablations.run.export import HEAD_FILE, META_FILE
+from ablations.run.finetune import run_finetune
 from datamodules.finetune_data import subsample
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.spec import TASK_TYPES

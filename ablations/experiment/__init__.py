@@ -12,7 +12,7 @@ store is found again. The full annotated spec is in docs/experiments.md.
 - `definition`: the loaded `Experiment`, its stages and `PlannedCell`s, and the config of each run;
 - `store`: the tracking store read in bulk (`Store`, `run_status`);
 - `plan`: each stage and cell resolved against the store into a `PlannedRun` (config, identity, status,
-  reason), shared by the runner (ablations/runner.py), `plan_lines`, `collect` and the tables;
+  reason), shared by the runner (ablations/experiment/runner.py), `plan_lines`, `collect` and the tables;
 - `record`: the plan's identities recorded when a table is rendered, for rendering it again without the data;
 - `invocations`: which (profile, command-line overrides) of an experiment the store has runs of, read
   without loading it (`bioablate table` with no --profile).

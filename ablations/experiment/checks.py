@@ -62,7 +62,7 @@ def check_configs(experiment: Experiment) -> None:
             init = experiment.models[init].name_or_path or "scratch"
         cfg = experiment.stage_config(name, init or "scratch")
         accelerators.add(str(cfg.trainer.accelerator))
-        from ablations.pretrain import check_config as check_pretrain
+        from ablations.run.pretrain import check_config as check_pretrain
 
         try:
             check_pretrain(cfg)
@@ -79,7 +79,7 @@ def check_configs(experiment: Experiment) -> None:
         model = experiment.models[cell.model]
         cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
         accelerators.add(str(cfg.trainer.accelerator))
-        from ablations.finetune import check_max_length
+        from ablations.run.finetune import check_max_length
 
         try:
             check_run_config(cfg)

@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ablations import results
-from ablations.config import (PRETRAIN_EXPERIMENT, RunConfig, dotted_layer, merge_layer, parse_overrides,
-                              resolve_tracking_uri, resolve_work_dir, with_profile)
+from ablations.config import PRETRAIN_EXPERIMENT, RunConfig, dotted_layer, merge_layer, parse_overrides, with_profile
+from ablations.places import resolve_tracking_uri, resolve_work_dir
 from core.errors import ConfigError
 from core.schema import check_ranges, check_shapes
 from lightning_modules.models import RANDOM_BERT

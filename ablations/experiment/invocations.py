@@ -5,7 +5,7 @@ that profile's model was not installed), and the report notebook lists them.
 
 Two sources, both keyed by the experiment's `name` (read from its YAML with no validation, `experiment_header`):
 
-- the parent runs of `bioablate run` (ablations/runner.py: tags `kind=experiment`, `experiment`, `profile`,
+- the parent runs of `bioablate run` (ablations/experiment/runner.py: tags `kind=experiment`, `experiment`, `profile`,
   `cli_overrides`; older parents only have the `cli_overrides` param, space-joined), in any MLflow experiment;
 - the plans recorded when a table was rendered with the data (record.py, <work-dir>/tables/<name>/plans/),
   counted only where the store has a run of one of the recorded identities (`run --launcher slurm` jobs have

@@ -3,7 +3,7 @@ tracking store in one place (`resolve_stage`, `resolve_cell`) into a `PlannedRun
 identity (the fingerprint `bioablate pretrain` / `bioablate finetune` gives it, which finds it in the
 store), its status and the reason it is not FINISHED. Nothing here runs anything:
 
-- the runner (ablations/runner.py) executes the planned runs that are not FINISHED (or BLOCKED);
+- the runner (ablations/experiment/runner.py) executes the planned runs that are not FINISHED (or BLOCKED);
 - `plan_lines` prints what the runner would do with each (`bioablate run --dry-run`);
 - `collect` hands the tables one `results.CellRun` per planned cell.
 
@@ -40,13 +40,13 @@ def identify(kind: str, cfg: DictConfig) -> Optional[RunIdentity]:
     """The identity `bioablate pretrain` / `bioablate finetune` would give the run of `cfg` (the one place
     that turns their identities into a RunIdentity). None for a stage whose vocabulary the run itself trains."""
     if kind == PRETRAIN:
-        from ablations.pretrain import identify as identify_pretrain
+        from ablations.run.pretrain import identify as identify_pretrain
 
         stage = identify_pretrain(cfg)
         if stage is None:
             return None
         return RunIdentity(PRETRAIN, cfg.experiment_name, stage.fingerprint, stage.model_dir)
-    from ablations.finetune import identify as identify_finetune
+    from ablations.run.finetune import identify as identify_finetune
 
     return RunIdentity(FINETUNE, cfg.experiment_name, identify_finetune(cfg).fingerprint)
 

@@ -80,7 +80,7 @@ class TableSchema:
 
 @dataclass
 class VocabSchema:
-    """kind: vocab -- computed from the staged vocabularies (ablations/vocab_compare.py), no runs."""
+    """kind: vocab -- computed from the staged vocabularies (ablations/tables/vocab_compare.py), no runs."""
 
     table: str = "terms"  # terms: Table 1 (how vocabularies split biomedical terms); lengths: Table 8
     vocabs: List[str] = field(default_factory=lambda: ["bert-base-uncased", "scibert-scivocab-uncased",

@@ -20,7 +20,7 @@ class Store:
     def __init__(self, tracking_uri: str):
         from mlflow.tracking import MlflowClient
 
-        from ablations.tracking import SignalSafeClient, check_tracking_uri
+        from ablations.run.tracking import SignalSafeClient, check_tracking_uri
 
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri

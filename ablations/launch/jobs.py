@@ -59,7 +59,7 @@ def _requeue_and_exit(reason: str, limit: int) -> None:
 def _execute(kind: str, cfg: Any, tags: dict[str, str], max_requeues: int) -> dict[str, Any]:
     """One run, as `bioablate run` executes it, inside a job: a preemption requeues the job, a failed
     run fails it."""
-    from ablations.runner import execute
+    from ablations.experiment.workers import execute
 
     try:
         out = execute(kind, cfg, {**tags, "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})

@@ -16,11 +16,11 @@ from omegaconf import DictConfig
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
-from ablations.config import resolve_tracking_uri, resolve_work_dir
+from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.sweep.spec import SweepSpec
 from ablations.sweep.storage import quiet_experimental
 from core.databases import redact
-from ablations.tracking import Tracker
+from ablations.run.tracking import Tracker
 
 RUN_IDS_ATTR = "mlflow_run_ids"  # trial user attr: the MLflow runs of the trial, one per seed
 

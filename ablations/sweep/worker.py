@@ -31,8 +31,9 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from ablations.checks import check_accelerator_present
-from ablations.config import REPO_ROOT, build_config, resolve_tracking_uri, resolve_work_dir
-from ablations.finetune import run_finetune
+from ablations.config import REPO_ROOT, build_config
+from ablations.places import resolve_tracking_uri, resolve_work_dir
+from ablations.run.finetune import run_finetune
 from ablations.sweep.spec import SPEC_ATTR, SweepSpec, check_single_process, make_pruner, make_sampler
 from ablations.sweep.storage import (STORAGE_ENV, ClaimLock, default_storage, open_storage, quiet_experimental,
                                      sqlite_single_process)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from ablations.hardware import machine
+from core.hardware import machine
 from ablations.results import CellRun
 from ablations.tables.stats import STATUSES
 
@@ -55,7 +55,7 @@ def code_state() -> str:
     import subprocess
 
     from ablations.config import REPO_ROOT
-    from ablations.tracking import git_commit
+    from ablations.run.tracking import git_commit
 
     commit = git_commit()
     try:

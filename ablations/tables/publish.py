@@ -88,7 +88,7 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
 
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
-    from ablations.tracking import Tracker, preserved_tracking_env
+    from ablations.run.tracking import Tracker, preserved_tracking_env
 
     tracker = Tracker(tracking_uri, TABLE_MLFLOW_EXPERIMENT, artifact_root=artifact_root)
     client = tracker.client
@@ -149,7 +149,7 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
                  invocation: str | None = None) -> Published:
     """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged to the
     table run of `invocation`. `stages` (name, status, MLflow run id) are its pretraining stages, for the header."""
-    from ablations.tracking import git_commit
+    from ablations.run.tracking import git_commit
 
     data = table_data(layout, runs)
     header = provenance(name, profile, runs, tracking_uri, stages)
@@ -168,7 +168,7 @@ def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifa
                  seconds: float | None = None, zero_based: bool = False, invocation: str | None = None) -> Published:
     """A vocabulary table (Table 1 or 8), computed in `seconds`: rendered, plotted and logged like a
     fine-tuning table."""
-    from ablations.tracking import git_commit
+    from ablations.run.tracking import git_commit
 
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}

@@ -18,7 +18,8 @@ from typing import Any, Iterator
 
 from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
-from ablations.tables.render import Grid, check_format, md_escape, table1_grid, table8_grid
+from ablations.tables.render import Grid, check_format, md_escape
+from ablations.tables.vocab_grids import table1_grid, table8_grid
 
 
 @dataclass
@@ -40,7 +41,7 @@ def stored_tables(tracking_uri: str) -> list[StoredTable]:
     PNG read back from the run's artifacts."""
     from mlflow.tracking import MlflowClient
 
-    from ablations.tracking import preserved_tracking_env
+    from ablations.run.tracking import preserved_tracking_env
 
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(TABLE_MLFLOW_EXPERIMENT)
@@ -155,9 +156,9 @@ def report_tracking_uri(explicit: str | None = None) -> str:
 
 def vocab_grid(experiment) -> Grid:
     """A `kind: vocab` experiment's table, computed from the staged vocabularies (and, for input lengths,
-    the staged datasets) by ablations/vocab_compare.py."""
-    from ablations.config import resolve_data_dir
-    from ablations.vocab_compare import table1, table8
+    the staged datasets) by ablations/tables/vocab_compare.py."""
+    from ablations.places import resolve_data_dir
+    from ablations.tables.vocab_compare import table1, table8
 
     vocab = experiment.vocab
     data_dir = resolve_data_dir(experiment.data_dir)

@@ -24,14 +24,9 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from core.seeding import batch_seed
 from datamodules.pretrain.masking import MaskingSpec, MaskTokens, mask_batch
 from datamodules.pretrain.shards import BatchPlan, Shards
-
-
-def batch_seed(seed: int, micro_batch: int, stream: int) -> int:
-    """A seed for one random stream (0: masks, 1: the training step) of one global micro-batch;
-    different streams of the same micro-batch get unrelated seeds."""
-    return int(np.random.SeedSequence([int(seed), int(micro_batch), stream]).generate_state(1)[0])
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import yaml
 from omegaconf import OmegaConf
 
 from ablations.cli import main
-from ablations.config import (PROFILES, RunConfig, build_config, fingerprint, merge_file, profile_path,
-                              resolve_data_dir, resolve_work_dir)
-from ablations.pretrain import pretrain_fingerprint
+from ablations.config import PROFILES, RunConfig, build_config, fingerprint, merge_file, profile_path
+from ablations.places import resolve_data_dir, resolve_work_dir
+from ablations.run.pretrain import pretrain_fingerprint
 from core.errors import ConfigError
 from core.schema import RANGE, load_yaml
 from tests import shapes

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
 from ablations.config import build_config
-from ablations.finetune import run_finetune
+from ablations.run.finetune import run_finetune
 from datamodules.encoders import IGNORE_INDEX, make_encoder
 from datamodules.registry import get_dataset
 from datamodules.relation_inputs import RE_INPUTS

@@ -26,7 +26,7 @@ logging.getLogger("lightning.pytorch").setLevel(logging.INFO)
 logging.getLogger("pytorch_lightning.utilities.rank_zero").info("GPU available: False")
 logging.getLogger("lightning.pytorch.utilities.rank_zero").warning("a banner")
 logging.getLogger("lightning.pytorch.trainer").error("a real error")
-logging.getLogger("ablations.runner").info("our progress")
+logging.getLogger("ablations.experiment.runner").info("our progress")
 """
 
 
@@ -35,7 +35,7 @@ def test_quieting_imports_nothing_and_holds_for_a_library_imported_later():
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)}, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["imported: []", "env: ERROR error",
-                                        "lightning.pytorch.trainer a real error", "ablations.runner our progress"]
+                                        "lightning.pytorch.trainer a real error", "ablations.experiment.runner our progress"]
 
 
 def test_one_line_flattens_and_caps():

@@ -342,7 +342,7 @@ def test_a_label_outside_labels_names_the_data_file_and_line(tmp_path):
 def test_the_run_fingerprint_covers_the_dataset_yaml(data_dir, tmp_path):
     """Issue 18: changing max_length (or labels, or the format's keys) in the YAML reused a finished run."""
     from ablations.config import build_config
-    from ablations.finetune import identify
+    from ablations.run.finetune import identify
 
     yaml = write_dataset(tmp_path, "custom-fp")
 
@@ -367,7 +367,7 @@ def test_the_run_fingerprint_covers_the_dataset_yaml(data_dir, tmp_path):
                                         "multilabel-jsonl", "qa-jsonl"])
 def test_a_micro_run_on_the_user_file_scores_as_the_built_in(conversion, data_dir, tmp_path):
     from ablations.config import build_config
-    from ablations.finetune import run_finetune
+    from ablations.run.finetune import run_finetune
 
     builtin, user = convert(conversion, data_dir, tmp_path)
     results = []

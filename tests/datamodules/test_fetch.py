@@ -25,7 +25,7 @@ from urllib.parse import unquote
 import pytest
 
 from ablations.cli import main
-from ablations.config import resolve_data_dir
+from ablations.places import resolve_data_dir
 from datamodules.fetch import (
     MARKER_FILE, DiskFullError, DownloadError, FetchError, default_data_dir, fetch_data, fetched_data_dir,
     load_manifest,

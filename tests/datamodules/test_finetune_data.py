@@ -14,7 +14,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from ablations.config import build_config
-from ablations.finetune import run_finetune
+from ablations.run.finetune import run_finetune
 from datamodules.encoders import TaggingEncoder
 from datamodules.encoders import EncodingSpec
 from datamodules.finetune_data import (BucketBatchSampler, FinetuneDataModule, FinetuneDataOptions,

@@ -19,7 +19,7 @@ from ablations import results
 from ablations.cli import main
 from ablations.config import REPO_ROOT
 from ablations.experiment import collect, experiment_files, load_experiment
-from ablations.runner import run_experiment
+from ablations.experiment.runner import run_experiment
 from core.errors import ConfigError
 from core.packaged import resolve_config
 

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from ablations.config import REPO_ROOT, build_config
-from ablations.finetune import identify
+from ablations.run.finetune import identify
 from lightning_modules.models import NAMED_MODELS, resolve_model
 from tests.hub_cache import add_snapshot, offline_environment, tiny_bert
 

@@ -17,7 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
-from ablations.tracking import store_creation_lock
+from ablations.run.tracking import store_creation_lock
 
 pytestmark = pytest.mark.slow
 

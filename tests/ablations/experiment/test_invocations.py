@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.experiment import experiment_header, load_experiment, stored_invocations
-from ablations.runner import run_experiment
+from ablations.experiment.runner import run_experiment
 from ablations.tables import render_experiment
 
 EXPERIMENT = """\

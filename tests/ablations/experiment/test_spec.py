@@ -75,7 +75,7 @@ def test_a_mistake_in_a_dataset_file_names_the_experiment_and_the_entry(tmp_path
 
 @pytest.mark.slow
 def test_an_experiment_runs_on_its_user_dataset(tmp_path, data_dir):
-    from ablations.runner import run_experiment
+    from ablations.experiment.runner import run_experiment
 
     experiment = load_experiment(write_experiment(tmp_path, tasks="[user-sentiment]"), profile="micro",
                                  data_dir=str(data_dir), work_dir=str(tmp_path / "work"))

@@ -155,7 +155,7 @@ def test_seen_hashes_match_a_set_in_eight_bytes_a_hash():
 @pytest.mark.slow
 def test_a_baseline_yaml_pretrains_a_micro_model(data_dir: Path, tmp_path: Path, baseline_yaml):
     from ablations.config import build_config
-    from ablations.pretrain import run_pretrain
+    from ablations.run.pretrain import run_pretrain
 
     yaml = baseline_yaml(4)
     cfg = build_config("micro", ["trainer.progress_bar=false", f"pretrain.corpus={yaml}", "pretrain.max_steps=8",

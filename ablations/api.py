@@ -1,0 +1,192 @@
+"""The study layer's front door: everything bioablate does, as plain functions of plain values.
+
+    from ablations import api
+
+    cfg = api.config("mini", ["finetune.lr=3e-5"], task="bc5-chem")
+    result = api.finetune(cfg)                  # computed, or reused by fingerprint, or resumed
+    experiment = api.experiment("table13_tagging", profile="micro")
+    summary = api.run(experiment, devices=2)    # every planned run the store does not hold yet
+    print(api.table(experiment).text)           # the paper's table, ours beside the paper's numbers
+    api.export(result.run_id, Path("my-model")); api.predict(Path("my-model"), Path("in.txt"))
+
+The command line (ablations/cli/) parses its arguments, calls these and prints what they return; the
+benchmarks and the report notebook call them as they are. Nothing here parses arguments or prints.
+
+Below this module, SLURM jobs and sweep workers run one run each through the run layer
+(`ablations.experiment.workers.execute`, `ablations.run.finetune.run_finetune`), never through argv:
+this module submits them, so they do not import it back (tests/core/test_layering.py: no import loop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional, Sequence
+
+from omegaconf import DictConfig
+
+from ablations.config import PRETRAIN_EXPERIMENT, build_config
+from ablations.experiment.spec import MAX_RUNS
+from core.errors import ConfigError
+
+def config(profile: str = "micro", overrides: Sequence[str] = (), config_files: Iterable[Path | str] = (),
+           **keys: Any) -> DictConfig:
+    """A validated run config: schema defaults, the profile, `config_files`, `key=value` overrides, then
+    `keys` (dotted config keys as keyword names: `**{"model.name_or_path": ...}`; None: not given)."""
+    return build_config(profile, list(overrides), config_files=config_files, **keys)
+
+
+def pretrain_config(profile: str = "micro", overrides: Sequence[str] = (), **keys: Any) -> DictConfig:
+    """A pretraining run's config (`task=pretrain`, logged to the `pretrain` MLflow experiment unless the
+    overrides name another)."""
+    overrides = list(overrides)
+    if not any(o.startswith("experiment_name=") for o in overrides):
+        overrides.insert(0, f"experiment_name={PRETRAIN_EXPERIMENT}")
+    return build_config(profile, overrides, task="pretrain", **keys)
+
+
+def finetune(cfg: DictConfig, force: bool = False, wait: bool = True, tags: Optional[dict[str, str]] = None):
+    """One fine-tuning run of `cfg`: a finished run with its fingerprint is reused, an unfinished one
+    resumed from its checkpoint; `force` computes it anew. While another live process holds it this waits
+    and reuses its result (`wait=False`: raises `core.claims.ClaimHeld`). Returns its `FinetuneResult`."""
+    from ablations.run.finetune import run_finetune  # Lightning, MLflow, transformers: once a config checked out
+
+    return run_finetune(cfg, force=force, tags=tags, wait=wait)
+
+
+def pretrain(cfg: DictConfig, force: bool = False, wait: bool = True):
+    """One pretraining run of `cfg` (reused, resumed or computed, as `finetune`), its model exported to a
+    Hugging Face folder. Returns its `PretrainResult`."""
+    from ablations.run.pretrain import run_pretrain
+
+    return run_pretrain(cfg, force=force, wait=wait)
+
+
+def pretrain_plan(cfg: DictConfig) -> list[str]:
+    """What `pretrain(cfg)` would train on and how often it would see it, without training."""
+    from ablations.run.pretrain import dry_run
+
+    return dry_run(cfg)
+
+
+def experiment(path: Path | str, profile: Optional[str] = None, overrides: Sequence[str] = (),
+               data_dir: Optional[str] = None, work_dir: Optional[str] = None, tracking_uri: Optional[str] = None,
+               max_runs: Optional[int] = MAX_RUNS):
+    """An experiment YAML (or a packaged experiment's name), validated for `profile` (default: its own):
+    every mistake is a one-line ConfigError before anything runs."""
+    from ablations.experiment import load_experiment
+
+    return load_experiment(path, profile=profile, overrides=list(overrides), data_dir=data_dir, work_dir=work_dir,
+                           tracking_uri=tracking_uri, max_runs=max_runs)
+
+
+def plan(experiment) -> Iterator[str]:
+    """The experiment's runs, each resolved against the store (reuse, resume, compute), one line each."""
+    from ablations.experiment import plan_lines
+
+    return plan_lines(experiment)
+
+
+def run(experiment, devices: int = 1, ddp: bool = False, runs_per_device: int = 1, wait: bool = True):
+    """Every planned run of `experiment` the store does not hold yet: `devices x runs_per_device` at a
+    time in worker processes, or each run on all `devices` (`ddp`). Returns the `RunSummary`."""
+    if devices < 1:
+        raise ConfigError(f"--devices must be at least 1 (got {devices})")
+    if runs_per_device < 1:
+        raise ConfigError(f"--runs-per-device must be at least 1 (got {runs_per_device})")
+    if ddp and runs_per_device > 1:
+        raise ConfigError("--runs-per-device applies without --ddp (a DDP run takes its devices whole)")
+    from ablations.experiment.runner import run_experiment
+
+    return run_experiment(experiment, devices=devices, ddp=ddp, wait=wait, runs_per_device=runs_per_device)
+
+
+def status(experiment) -> list[str]:
+    """Where each planned run stands in the store (and in SLURM, for submitted jobs)."""
+    from ablations.launch import status_lines
+
+    return status_lines(experiment)
+
+
+@dataclass(frozen=True)
+class Table:
+    text: str  # in the format asked for
+    out_dir: Path  # table.md / .tex / .csv and the figure
+    tracking_uri: str
+    recorded: Any = None  # the plan recorded with the runs, used when no data directory was given
+
+
+def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zero_based: bool = False) -> Table:
+    """The experiment's table from the runs in its store (nothing is run), written to `out_dir` (default
+    `<work dir>/tables/<name>/`) and logged to MLflow. The runs' fingerprints hash the data: without a data
+    directory, they are read from the plan recorded with the runs."""
+    from ablations.experiment import recorded_plan
+    from ablations.places import has_data_dir
+    from ablations.tables import render_experiment
+
+    work_dir, tracking_uri = experiment.store()
+    recorded = None
+    if experiment.kind == "finetune" and not has_data_dir(experiment.shared_config().data_dir):
+        recorded = recorded_plan(experiment)
+    out = out_dir or work_dir / "tables" / experiment.name
+    text = render_experiment(experiment, tracking_uri, fmt, out, zero_based=zero_based, recorded=recorded)
+    return Table(text, out, tracking_uri, recorded)
+
+
+def sweep_spec(path: Path | str, task: Optional[str] = None, overrides: Sequence[str] = (),
+               n_trials: Optional[int] = None, study: Optional[str] = None):
+    """A sweep YAML (or a packaged sweep's name), validated; command-line values win over the file's."""
+    from ablations.sweep import load_sweep
+
+    return load_sweep(path, task=task, overrides=list(overrides), n_trials=n_trials, study=study)
+
+
+def sweep(spec, storage: Optional[str] = None, workers: int = 1, worker_index: int = 0,
+          data_dir: Optional[str] = None, work_dir: Optional[str] = None, tracking_uri: Optional[str] = None,
+          verbose: bool = False):
+    """Run (or resume) the Optuna study of `spec` (`sweep_spec`): each trial one fine-tuning run in
+    MLflow, `workers` local processes. Returns the `SweepSummary`."""
+    from ablations.sweep import SweepPaths, run_sweep
+
+    return run_sweep(spec, storage, workers, worker_index, SweepPaths(data_dir, work_dir, tracking_uri),
+                     verbose=verbose)
+
+
+def export(run: str, to: Path, work_dir: Optional[str] = None, tracking_uri: Optional[str] = None) -> str:
+    """A finished fine-tuning run (id or fingerprint) as a Hugging Face model folder with its head, card
+    and bioablate.json; returns what was written and how to use it."""
+    from ablations.run.export import export_command
+
+    return export_command(run, Path(to), work_dir, tracking_uri)
+
+
+def predict(model_dir: Path, input_path: Path, output: Optional[Path] = None, task: Optional[str] = None) -> int:
+    """Predictions of an exported model for every example of `input_path`, as JSON lines to `output`
+    (else stdout); returns how many."""
+    from ablations.run.predict import predict_file
+
+    return predict_file(Path(model_dir), task, Path(input_path), Path(output) if output else None)
+
+
+def stored_tables(tracking_uri: str) -> list:
+    """Every table rendered into the store (one per experiment and invocation), newest first, its markdown
+    and figure read back from MLflow: what the report notebook shows."""
+    from ablations.tables import stored_tables as read_tables
+
+    return read_tables(tracking_uri)
+
+
+def experiments_markdown(tracking_uri: str) -> str:
+    """The experiments in the store, one row per invocation, with each one's table run or the command
+    that renders it."""
+    from ablations.tables import experiments_markdown as describe
+
+    return describe(tracking_uri)
+
+
+def report_tracking_uri(explicit: Optional[str] = None) -> str:
+    """The store the report notebook reads: `explicit`, else $BIOABLATE_TRACKING_URI, else
+    $MLFLOW_TRACKING_URI, else the default work directory's store."""
+    from ablations.tables import report_tracking_uri as default_store
+
+    return default_store(explicit)

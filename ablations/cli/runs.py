@@ -1,0 +1,250 @@
+"""The `bioablate` commands that compute runs or read them back: `finetune`, `pretrain`, `run`, `status` and
+`table` (ablations/cli/ parses their arguments). Heavy imports stay inside the commands: `--help` loads none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from ablations.config import build_config
+    from ablations.places import resolve_work_dir
+    from core.errors import ConfigError
+
+    if args.task is None and not args.config:
+        raise ConfigError("--task is required (or a --config file that sets `task`)")
+    cfg = build_config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
+                       data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                       **{"model.name_or_path": args.model,
+                          "datasets": args.datasets})
+    from ablations.run.dashboard import browse_lines
+    from ablations.run.finetune import run_finetune  # Lightning, MLflow, transformers: after a config error
+
+    result = run_finetune(cfg, force=args.force, wait=args.wait)
+    if result.run_id is None:  # a DDP worker process: rank 0 reports
+        return 0
+    state = "reused finished run" if result.reused else "finished"
+    print(f"{cfg.task}: {state} {result.run_id} (fingerprint {result.fingerprint})")
+    print("  best dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items())
+                                     if k in ("score", "f1", "precision", "recall")))
+    print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items())
+                                     if k in ("score", "f1", "precision", "recall")))
+    print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
+    return 0
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from ablations import api
+    from ablations.places import resolve_work_dir
+    from ablations.run.dashboard import browse_lines
+
+    cfg = api.pretrain_config(args.profile, args.overrides, seed=args.seed, data_dir=args.data_dir,
+                       work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                       **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
+                          "pretrain.masking": args.masking, "pretrain.objective": args.objective,
+                          "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
+                          "trainer.devices": args.devices, "trainer.num_nodes": args.num_nodes,
+                          "trainer.strategy": args.strategy})
+    if args.dry_run:
+        print("\n".join(api.pretrain_plan(cfg)))
+        return 0
+    if args.launcher == "slurm":
+        return _pretrain_on_slurm(args, cfg)
+    result = api.pretrain(cfg, force=args.force, wait=args.wait)
+    if result.run_id is None:  # a DDP worker process: rank 0 reports
+        return 0
+    state = "reused finished run" if result.reused else "finished"
+    print(f"pretrain: {state} {result.run_id} (fingerprint {result.fingerprint})")
+    if result.losses:
+        print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
+              f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
+    print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
+    print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
+    return 0
+
+
+def launcher_layer(cfg, args: argparse.Namespace):
+    """`cfg` with the --launcher-config file's `launcher:` block merged on."""
+    from ablations.config import merge_layer
+    from core.errors import ConfigError
+    from core.schema import load_yaml
+
+    if not args.launcher_config:
+        return cfg
+    layer = load_yaml(args.launcher_config)
+    if set(layer.keys()) != {"launcher"}:
+        raise ConfigError(f"{args.launcher_config}: expected one top-level key, `launcher:` (found "
+                          f"{', '.join(map(str, layer.keys())) or 'none'})")
+    return merge_layer(cfg, layer, args.launcher_config)
+
+
+def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
+    from ablations.places import resolve_work_dir
+    from ablations.launch import submit_pretraining, wait_for
+    from ablations.launch.slurm import result_of
+    from core.errors import ConfigError
+
+    cfg = launcher_layer(cfg, args)
+    launcher = cfg.launcher
+    nodes = args.nodes or launcher.nodes
+    tasks = args.gpus_per_node or launcher.gpus_per_node or max(1, launcher.gpus_per_run)
+    if nodes < 1 or tasks < 1:
+        raise ConfigError(f"--nodes and --gpus-per-node must be at least 1 (got {nodes}, {tasks})")
+    cfg.trainer.num_nodes, cfg.trainer.devices = nodes, tasks
+    if nodes * tasks > 1:
+        cfg.trainer.strategy = "ddp"
+    if not launcher.gpus_per_run:
+        cfg.trainer.accelerator = "cpu"
+    if args.force:
+        raise ConfigError("--force is not supported with --launcher slurm; remove the run's MLflow run instead")
+    folder = resolve_work_dir(cfg) / "slurm" / "pretrain"
+    job = submit_pretraining(cfg, folder, nodes, tasks)
+    print(f"submitted pretraining job {job}: {nodes} node(s) x {tasks} rank(s); logs: {folder / 'logs'}")
+    if args.follow:
+        wait_for([job])
+        outcome = result_of(folder / "logs", job)
+        print(f"job {job}: {outcome.state if outcome else 'ended without a result'}"
+              + (f": {outcome.reason}" if outcome and outcome.reason else ""))
+        return 0 if outcome is not None and outcome.state == "ENDED" else 1
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ablations import api
+    from core.claims import EXIT_CLAIM_HELD
+    from core.distributed import is_ddp_worker
+    from core.errors import ConfigError
+
+    if args.devices < 1:  # (api.run says so too: here, before the experiment loads)
+        raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
+    overrides = list(args.overrides)
+    if args.ddp:
+        overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
+    experiment = api.experiment(args.experiment, profile=args.profile, overrides=overrides,
+                                data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                                **_max_runs(args))
+    if args.dry_run:
+        for line in api.plan(experiment):  # printed as each run is resolved
+            print(line, flush=True)
+        return 0
+    if args.launcher == "slurm":
+        return _run_on_slurm(args, experiment)
+    from ablations.tables import render_experiment
+
+    summary = api.run(experiment, devices=args.devices, ddp=args.ddp, runs_per_device=args.runs_per_device,
+                      wait=args.wait)
+    if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
+        return 0
+    print("\n".join(summary.lines()))
+    print()
+    print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
+    print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
+          f"parent run {summary.parent_run_id}")
+    if summary.only_held:
+        return EXIT_CLAIM_HELD  # as `finetune --no-wait`: another process holds some of the runs
+    return 0 if summary.ok else 1
+
+
+def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
+    from ablations.experiment import Store, resolve
+    from ablations.launch import status_lines, submit_experiment, wait_for
+    from ablations.results import FINISHED
+    from ablations.tables import render_experiment
+    from core.errors import ConfigError
+
+    if args.ddp or args.devices != 1 or args.runs_per_device != 1:
+        raise ConfigError("--devices/--ddp/--runs-per-device do not apply with --launcher slurm: "
+                          "set launcher.gpus_per_run")
+    launcher = launcher_layer(experiment.shared_config(), args).launcher
+    submission = submit_experiment(experiment, launcher)
+    print("\n".join(submission.lines()))
+    if not args.follow:
+        print(f"follow with: bioablate status {experiment.path} --profile {experiment.profile}"
+              + (f" --work-dir {args.work_dir}" if args.work_dir else "")
+              + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
+        return 0
+    wait_for(submission.job_ids())
+    lines = status_lines(experiment)
+    print("\n".join(lines))
+    _, tracking_uri = experiment.store()
+    print()
+    print(render_experiment(experiment, tracking_uri, fmt="markdown"), end="")  # also saved and logged
+    plan = resolve(experiment, Store(tracking_uri))
+    return 0 if all(p.status == FINISHED for p in [*plan.stages.values(), *plan.cells]) else 1
+
+
+def _max_runs(args: argparse.Namespace) -> dict:
+    """`--max-runs N` for the planner; none given: its default limit."""
+    return {} if args.max_runs is None else {"max_runs": args.max_runs}
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ablations import api
+
+    experiment = api.experiment(args.experiment, profile=args.profile, overrides=args.overrides,
+                                data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                                **_max_runs(args))
+    print("\n".join(api.status(experiment)))
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from ablations import api
+    from ablations.tables import FORMATS
+    from core.errors import UnknownNameError
+
+    if args.format not in FORMATS:  # before loading anything
+        raise UnknownNameError("table format", args.format, FORMATS)
+    profile, overrides = args.profile, list(args.overrides)
+    if profile is None:  # the invocation the store has runs of, before loading under any profile
+        profile, overrides = _stored_invocation(args)
+    experiment = api.experiment(args.experiment, profile=profile, overrides=overrides, data_dir=args.data_dir,
+                                work_dir=args.work_dir, tracking_uri=args.tracking_uri, **_max_runs(args))
+    table = api.table(experiment, args.format, Path(args.out) if args.out else None, zero_based=args.zero_based)
+    print(table.text, end="")
+    if table.recorded is not None:
+        print(f"bioablate: used the plan recorded at {table.recorded.recorded_at} ({table.recorded.path}) because "
+              "no data directory was given", file=sys.stderr)
+    print(f"written to {table.out_dir}/ (table.md, .tex, .csv; figure .png, .svg, .pdf); MLflow: "
+          f"{table.tracking_uri}, experiment 'tables'",
+          file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
+    return 0
+
+
+def _stored_invocation(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """`table` without --profile: the (profile, overrides) of the one invocation of the experiment the store
+    has runs of (only those with the given overrides, if any were given), said on stderr; none: the
+    experiment's default profile, said too; several: a one-line error naming them and how to pick one. Read
+    from the YAML's name and the store alone: loading the experiment under its default profile can fail
+    (its model's package not installed) where the runs in the store are of another profile."""
+    from ablations.places import resolve_tracking_uri, resolve_work_dir
+    from ablations.experiment import experiment_header, stored_invocations
+    from core.errors import ConfigError
+    from omegaconf import OmegaConf
+
+    overrides = list(args.overrides)
+    _, name, kind = experiment_header(args.experiment)
+    if name is None or kind != "finetune":  # no name: load_experiment says what is wrong; vocab: no runs
+        return None, overrides
+    probe = OmegaConf.create({"work_dir": args.work_dir, "tracking_uri": args.tracking_uri})
+    work_dir = resolve_work_dir(probe)
+    tracking_uri = resolve_tracking_uri(probe, work_dir)
+    found = stored_invocations(tracking_uri, work_dir, name)
+    if overrides:
+        found = [i for i in found if list(i.overrides) == overrides]
+    given = f" with overrides {' '.join(overrides)}" if overrides else ""
+    if not found:
+        print(f"bioablate: no run of experiment '{name}'{given} is in {tracking_uri}: rendering its default "
+              "profile (pick another with --profile P)", file=sys.stderr)
+        return None, overrides
+    if len(found) > 1:
+        raise ConfigError(f"experiment '{name}'{given} has runs of {len(found)} invocations in {tracking_uri}: "
+                          f"{'; '.join(i.describe() for i in found)}; pick one with --profile P and its overrides "
+                          f"(e.g. bioablate table {args.experiment} {found[0].options()})")
+    invocation = found[0]
+    print(f"bioablate: rendering the runs of {invocation.options()}, the one invocation of experiment '{name}' "
+          f"in {tracking_uri}", file=sys.stderr)
+    return invocation.profile, list(invocation.overrides)

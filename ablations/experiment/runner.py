@@ -1,0 +1,332 @@
+"""`bioablate run EXPERIMENT.yaml`: execute the planned runs of an experiment (ablations/experiment/, which
+resolves each against the tracking store) that the store does not hold yet.
+
+Pretraining stages run first (a continual stage after the stage it continues from), then the
+fine-tuning runs of each model. Every run is looked up by its fingerprint first: FINISHED runs are
+reused (so a model or cell shared by several tables is computed once per store), and an interrupted
+experiment resumes where it stopped (run_pretrain / run_finetune take over a RUNNING or FAILED run and
+its checkpoints). A run that fails is recorded (MLflow status FAILED, error tag) and the others go on;
+runs that need a failed stage are reported as blocked.
+
+Parallelism: `devices=N, runs_per_device=K` runs N x K runs at a time in worker processes, K per device
+(CUDA: each worker sees its GPU through CUDA_VISIBLE_DEVICES; small profiles leave a GPU mostly idle, so
+K > 1 fills it); every worker gets an equal share of the host's cores for its CPU threads. `ddp=True`
+instead gives every single run N devices (trainer.devices=N, strategy ddp), one run at a time.
+
+MLflow: one parent run per invocation (tags kind=experiment, experiment, experiment_file, profile,
+cli_overrides as a JSON list, invocation) in the fine-tuning runs' MLflow experiment; runs *created* by the
+invocation get `mlflow.parentRunId` and `experiment` tags (reused runs keep theirs: they are found by
+fingerprint, not by parent).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from omegaconf import OmegaConf
+
+from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
+                                  RunIdentity, Store, resolve_cell, resolve_stage, run_status)
+from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
+from ablations.run import lifecycle
+from ablations.checks import check_accelerator_present
+from ablations.experiment.workers import InProcess, execute, no_progress_bars, worker_pool
+from ablations.run.lifecycle import Heartbeat, claim_tags, live_holder
+from core import interrupts
+from core.claims import Holder
+from core.console import one_line
+from core.distributed import is_ddp_worker
+
+OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED, HELD)
+
+
+@dataclass
+class Outcome:
+    kind: str  # pretrain | finetune
+    name: str  # the stage name, or model/task/variant/seed
+    status: str  # one of OUTCOMES
+    run_id: Optional[str] = None
+    fingerprint: Optional[str] = None
+    error: Optional[str] = None
+    seconds: float = 0.0
+    worker: Optional[int] = None  # the process that computed it (its pid)
+
+
+@dataclass
+class RunSummary:
+    experiment: str
+    profile: str
+    tracking_uri: str
+    parent_run_id: Optional[str]
+    kind: str = "finetune"
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def ok(self) -> bool:
+        return self.count(FAILED) == 0 and self.count(BLOCKED) == 0 and self.count(HELD) == 0
+
+    @property
+    def only_held(self) -> bool:
+        """Nothing failed; what was not done is held by other live processes (`--no-wait`), or blocked
+        behind a held stage: try again later."""
+        return self.count(HELD) > 0 and self.count(FAILED) == 0
+
+    def lines(self) -> list[str]:
+        if self.kind != "finetune":
+            return [f"{self.experiment} (kind {self.kind}): no runs; computed from the staged vocabularies "
+                    "and datasets"]
+        stages = sum(o.kind == "pretrain" for o in self.outcomes)
+        counts = ", ".join(f"{self.count(status)} {status.lower()}" for status in OUTCOMES
+                           if status != HELD or self.count(HELD))
+        out = [f"{self.experiment} (profile {self.profile}): {stages} pretraining, "
+               f"{len(self.outcomes) - stages} fine-tuning runs: {counts}"]
+        for o in self.outcomes:
+            if o.status in (FAILED, BLOCKED, HELD):
+                out.append(f"  {o.status} {o.kind} {o.name}: {o.error}")
+        return out
+
+
+def _uses_cuda(experiment: Experiment) -> bool:
+    accelerator = experiment.shared_config().trainer.accelerator
+    if accelerator not in ("auto", "gpu", "cuda"):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The experiment
+
+
+class _Parent:
+    """The invocation's parent MLflow run. It carries its process's claim tags and heartbeat
+    (`ablations.run.lifecycle`), so that the next invocation of the experiment ends a parent whose process
+    died (SIGKILL, a lost node) as KILLED instead of leaving it RUNNING for ever."""
+
+    def __init__(self, experiment: Experiment, tracking_uri: str, work_dir: Path, devices: int, ddp: bool,
+                 runs_per_device: int = 1):
+        from ablations.run.tracking import Tracker, git_commit
+
+        self.tracker = Tracker(tracking_uri, experiment.shared_config().experiment_name,
+                               artifact_root=work_dir / "mlartifacts", kind="finetune")  # its runs' experiment
+        self._end_dead_parents(experiment.name)
+        holder = Holder.me()
+        # profile + cli_overrides (a JSON list): the invocation `bioablate table` finds (experiment/invocations.py)
+        tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
+                "profile": experiment.profile, "cli_overrides": json.dumps(list(experiment.cli_overrides)),
+                "invocation": experiment.invocation(), "git_commit": git_commit(),
+                "mlflow.note.content": experiment.description, **claim_tags(holder)}
+        params = {"overrides": " ".join(f"{k}={v}" for k, v in experiment.overrides.items()),
+                  "cli_overrides": " ".join(experiment.cli_overrides), "devices": devices, "ddp": ddp,
+                  "runs_per_device": runs_per_device}
+        self.run_id = self.tracker.create(f"experiment-{experiment.name}", tags, params)
+        self.tracker.client.update_run(self.run_id, status="RUNNING")
+        self.child_tags = {"mlflow.parentRunId": self.run_id, "experiment": experiment.name}
+        self.heartbeat = Heartbeat(self.tracker, lambda: self.run_id, lifecycle.HEARTBEAT_S, lambda: holder).__enter__()
+
+    def _end_dead_parents(self, name: str) -> None:
+        running = self.tracker.client.search_runs(
+            [self.tracker.experiment_id], f"tags.kind = '{PARENT_KIND}' and tags.experiment = '{name}' and "
+                                          "attributes.status = 'RUNNING'")
+        for run in running:
+            if live_holder(run.data.tags) is None:
+                self.tracker.client.set_tag(run.info.run_id, "stopped", "its process died")
+                self.tracker.client.set_terminated(run.info.run_id, "KILLED")
+
+    def adopt(self, run_id: str) -> None:
+        self.tracker.set_tags(run_id, self.child_tags)
+
+    def close(self, summary: RunSummary | None, status: str) -> None:
+        if summary is not None:
+            self.tracker.log_metrics(self.run_id, {
+                "runs_planned": len(summary.outcomes), **{f"runs_{s.lower()}": summary.count(s) for s in OUTCOMES}})
+        self.heartbeat.__exit__()
+        self.tracker.client.set_terminated(self.run_id, status)
+
+
+def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
+                   echo: Callable[[str], None] = print, wait: bool = True, runs_per_device: int = 1) -> RunSummary:
+    """Compute every planned run the store does not hold yet; return what happened to each. A run that
+    another live process is computing is waited for and reused (`wait=False`: recorded as HELD, naming
+    the holder). The first SIGINT / SIGTERM stops the whole experiment (parent run KILLED)."""
+    work_dir, tracking_uri = experiment.store()
+    no_progress_bars()
+    for accelerator in experiment.accelerators:  # a device this machine lacks: refused before the parent run
+        check_accelerator_present(OmegaConf.create({"trainer": {"accelerator": accelerator}}))
+    child = is_ddp_worker()
+    if child:
+        echo = _silent
+    parent = None if child else _Parent(experiment, tracking_uri, work_dir, devices, ddp, runs_per_device)
+    summary = RunSummary(experiment.name, experiment.profile, tracking_uri, parent.run_id if parent else None,
+                         experiment.kind)
+    if experiment.kind != "finetune":
+        if parent is not None:
+            parent.close(summary, "FINISHED")
+        return summary
+    if ddp and runs_per_device > 1:
+        from core.errors import ConfigError
+
+        raise ConfigError("--runs-per-device applies without --ddp (a DDP run takes its devices whole)")
+    parallel = devices * runs_per_device > 1 and not ddp and not child
+    executor = worker_pool(devices, runs_per_device, _uses_cuda(experiment)) if parallel else InProcess()
+    try:
+        _Run(experiment, Store(tracking_uri), executor, parent, summary, echo, child, wait).go()
+    except BaseException:
+        if parent is not None:
+            parent.close(summary, "KILLED")
+        if parallel:  # the workers stop too (their runs end KILLED), rather than being waited for
+            for process in list(getattr(executor, "_processes", {}).values()):
+                process.terminate()
+        raise
+    finally:
+        executor.shutdown(cancel_futures=True)
+    if parent is not None:  # an invocation that left held runs to their holders did not fail
+        parent.close(summary, "FINISHED" if summary.ok or summary.only_held else "FAILED")
+    return summary
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+class _Run:
+    """One invocation: executes the planned stages and cells as their dependencies finish. Each is
+    resolved against the store (ablations.experiment.plan) only once the stages it needs are settled."""
+
+    def __init__(self, experiment: Experiment, store: Store, executor: Any, parent: Optional[_Parent],
+                 summary: RunSummary, echo: Callable[[str], None], ddp_worker: bool, wait: bool = True):
+        self.experiment, self.store, self.executor, self.parent = experiment, store, executor, parent
+        self.summary, self.echo, self.ddp_worker, self.wait = summary, echo, ddp_worker, wait
+        self.stages: dict[str, PlannedRun] = {}  # settled stages: FINISHED, FAILED or BLOCKED
+        self.started_ms = int(time.time() * 1000)
+        self.total = len(experiment.stage_order()) + len(experiment.cells())
+        self.running: dict[Future, PlannedRun] = {}
+
+    def go(self) -> None:
+        stages = list(self.experiment.stage_order())
+        cells = list(self.experiment.cells())
+        while stages or cells or self.running:
+            interrupts.check()  # a signal whose exception a finalizer swallowed still stops the loop
+            for name in list(stages):
+                dependency = self.experiment.init_stage(name)
+                if dependency is None or dependency in self.stages:
+                    stages.remove(name)
+                    self._stage(name)
+            for cell in list(cells):
+                if not self.experiment.models[cell.model].is_stage or cell.model in self.stages:
+                    interrupts.check()
+                    cells.remove(cell)
+                    self._cell(cell)
+            if self.running:
+                done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._finished(future)
+
+    # -- outcomes
+
+    def _record(self, outcome: Outcome) -> None:
+        self.summary.outcomes.append(outcome)
+        where = f" ({outcome.seconds:.1f} s)" if outcome.status == COMPUTED else ""
+        detail = f": {outcome.error}" if outcome.error else ""
+        self.echo(f"[{len(self.summary.outcomes):>{len(str(self.total))}}/{self.total}] "
+                  f"{outcome.status.lower():<8} {outcome.kind:<8} {outcome.name}{where}{detail}")
+
+    def _tags(self) -> dict[str, str]:
+        return dict(self.parent.child_tags) if self.parent is not None else {}
+
+    # -- planned runs
+
+    def _stage(self, name: str) -> None:
+        try:
+            planned = resolve_stage(self.experiment, name, self.stages, self.store)
+        except Exception as error:  # noqa: BLE001 -- e.g. its data is missing: recorded, the others go on
+            self.stages[name] = PlannedRun(PRETRAIN, name, FAILED, one_line(error))
+            self._record(Outcome(PRETRAIN, name, FAILED, error=one_line(error)))
+            return
+        if planned.status in (FINISHED, BLOCKED):
+            self.stages[name] = planned
+            self._record(Outcome(PRETRAIN, name, REUSED if planned.status == FINISHED else BLOCKED,
+                                 planned.run_id, planned.fingerprint, error=planned.reason))
+            return
+        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  pretrain {name}")
+        self._submit(planned, {})
+
+    def _cell(self, cell: PlannedCell) -> None:
+        try:
+            planned = resolve_cell(self.experiment, cell, self.stages, self.store)
+        except Exception as error:  # noqa: BLE001
+            self._record(Outcome(FINETUNE, cell.name, FAILED, error=one_line(error)))
+            return
+        if planned.status == BLOCKED:
+            self._record(Outcome(FINETUNE, cell.name, BLOCKED, error=planned.reason))
+        elif planned.status == FINISHED:
+            if not self.ddp_worker:
+                self._record(Outcome(FINETUNE, cell.name, REUSED, planned.run_id, planned.fingerprint))
+        else:
+            self._submit(planned, self._tags())
+
+    def _submit(self, planned: PlannedRun, tags: dict[str, str]) -> None:
+        cfg = planned.config
+        payload = cfg if isinstance(self.executor, InProcess) else OmegaConf.to_container(cfg, resolve=True)
+        future = self.executor.submit(execute, planned.kind, payload, tags, self.wait)
+        self.running[future] = planned
+        if future.done() and isinstance(self.executor, InProcess):
+            self._finished(future)
+
+    def _finished(self, future: Future) -> None:
+        planned = self.running.pop(future)
+        try:
+            out = future.result()
+        except Exception as error:  # noqa: BLE001 -- the worker process itself died
+            out = {"error": f"worker process failed: {one_line(error)}", "seconds": 0.0}
+        if "held" in out:
+            if planned.kind == PRETRAIN:  # its cells wait for the holder's run: blocked here, not failed
+                self.stages[planned.name] = replace(planned, status=BLOCKED, reason=out["held"])
+            self._record(Outcome(planned.kind, planned.name, HELD, error=out["held"], seconds=out["seconds"],
+                                 worker=out.get("worker")))
+            return
+        if "error" in out:
+            if planned.kind == PRETRAIN:
+                self.stages[planned.name] = replace(planned, status=FAILED, reason=out["error"])
+            self._record(Outcome(planned.kind, planned.name, FAILED, error=out["error"], seconds=out["seconds"],
+                                 worker=out.get("worker")))
+            return
+        if planned.kind == PRETRAIN:
+            identity = RunIdentity(PRETRAIN, planned.config.experiment_name, out["fingerprint"],
+                                   Path(out["model_dir"]))
+            if self.ddp_worker and not self._wait_for_rank_zero(identity):
+                self.stages[planned.name] = replace(planned, status=FAILED, reason="rank 0 did not finish the stage")
+                return
+            self.stages[planned.name] = replace(planned, status=FINISHED, reason=None, identity=identity, run=None,
+                                                run_id=out["run_id"])
+            if self.parent is not None and out["run_id"] and not out["reused"]:
+                run = self.store.client.get_run(out["run_id"])
+                if run.info.start_time >= self.started_ms:  # created by this invocation, not resumed
+                    self.parent.adopt(out["run_id"])
+        status = REUSED if out["reused"] else COMPUTED
+        if not self.ddp_worker:
+            self._record(Outcome(planned.kind, planned.name, status, out["run_id"], out["fingerprint"],
+                                 seconds=out["seconds"], worker=out.get("worker")))
+
+    def _wait_for_rank_zero(self, identity: RunIdentity, timeout_s: float = 3600) -> bool:
+        """A DDP worker leaves fit() while rank 0 still exports the model and marks the run FINISHED: wait
+        for that before fine-tuning from the model directory (else the ranks would load different files)."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            self.store.forget(identity.experiment_name)
+            status = run_status(self.store.find(identity.experiment_name, identity.fingerprint))[0]
+            if status == FINISHED:
+                return True
+            if status == FAILED:
+                return False
+            time.sleep(1)
+        return False

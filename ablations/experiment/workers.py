@@ -1,0 +1,149 @@
+"""Executing one run of an experiment, in this process or in a pool worker process.
+
+`execute` runs one pretraining or fine-tuning run and returns what happened (a failure is returned, not
+raised, so the other runs go on); SLURM jobs (ablations/launch/jobs.py) call it too. `worker_pool` starts
+`devices x runs_per_device` worker processes, each holding one device slot for its life; `InProcess` has
+the same interface and runs each run at once, in this process.
+
+A worker never outlives the invocation that started it: the parent-death signal (and a thread backing it
+up) ends its run KILLED and the worker with it, so a SIGKILLed `bioablate run` leaves no process training
+for nobody and no queued cell started by an orphan.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, Callable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from core import interrupts
+from core.claims import ClaimHeld
+from core.console import one_line, quiet_libraries
+
+
+def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True) -> dict[str, Any]:
+    """Run one pretraining or fine-tuning run; a failure is returned, not raised, so the others go on
+    (an interrupt is raised: `core.interrupts.Interrupted` is no Exception). `wait`: wait for a run that
+    another live process holds (then reuse it), else return it as held."""
+    from ablations.run.finetune import run_finetune
+    from ablations.run.pretrain import run_pretrain
+
+    cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    start = time.perf_counter()
+    try:  # the outer handler also sees an interrupt raised by `interrupts.check()` in the inner one
+        try:
+            if kind == "pretrain":
+                result = run_pretrain(cfg, wait=wait)
+                out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused,
+                       "model_dir": str(result.model_dir)}
+            else:
+                result = run_finetune(cfg, tags=tags, wait=wait)
+                out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
+        except ClaimHeld as held:  # wait=False: another live process computes it
+            out = {"held": str(held)}
+        except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
+            interrupts.check()  # unless a signal caused it (cut a store write in two): the signal stops all
+            out = {"error": one_line(error)}
+    except interrupts.Interrupted as stop:
+        if _orphaned():  # the run is ended KILLED; nobody is left to take a result or send more work
+            os._exit(stop.exit_code)
+        raise
+    if _orphaned():  # however the parent's death surfaced here (an error while ending the run KILLED, say):
+        # returning, the worker would take the next cell its dead parent had queued and start another run
+        os._exit(128 + signal.SIGTERM)
+    out["seconds"] = time.perf_counter() - start
+    out["worker"] = os.getpid()
+    return out
+
+
+_PARENT: Optional[int] = None  # in a pool worker: the pid of the invocation that started it
+
+
+def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
+    global _PARENT
+    device = devices.get()
+    interrupts.install()  # SIGINT (the terminal's, to the whole group) / SIGTERM: the run ends KILLED
+    _PARENT = os.getppid()
+    _die_with_parent()
+    _watch_parent()
+    if cuda:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    import torch
+
+    torch.set_num_threads(threads)  # on a GPU too: tokenization, collation and the optimizer's host side
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    quiet_libraries()
+    no_progress_bars()
+
+
+def _die_with_parent() -> None:
+    """SIGTERM to this worker when its parent dies (SIGKILL, a lost terminal), as Linux's parent-death
+    signal: its run ends KILLED and the worker exits (`execute`). Without it, workers outlived a killed
+    `bioablate run`, finished their runs, then blocked for ever sending results to nobody."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the orphan check in `execute` still ends the worker
+        return
+    if os.getppid() != _PARENT:  # the parent died before the signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _watch_parent(grace_s: float = 30.0) -> None:
+    """Backs up the parent-death signal, which a worker can miss (it arrives while the worker waits in the
+    pool for its next cell, or is lost in a race with the kernel's reparenting): a thread notices the
+    orphaning and sends the SIGTERM itself, unless a signal already arrived, so a run in progress still
+    ends KILLED through `execute`; a worker still alive `grace_s` later exits outright."""
+    def watch() -> None:
+        while not _orphaned():
+            time.sleep(0.5)
+        if interrupts.pending() is None:
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="bioablate-parent-watch", daemon=True).start()
+
+
+def _orphaned() -> bool:
+    return _PARENT is not None and os.getppid() != _PARENT
+
+
+class InProcess:
+    """The executor interface, running each run at once in this process."""
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+    def shutdown(self, cancel_futures: bool = False) -> None:
+        pass
+
+
+def worker_pool(devices: int, runs_per_device: int, cuda: bool) -> ProcessPoolExecutor:
+    """`devices x runs_per_device` worker processes; each takes one device slot for its lifetime."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: CUDA_VISIBLE_DEVICES applies
+    queue = context.Queue()
+    workers = devices * runs_per_device
+    for slot in range(workers):
+        queue.put(slot % devices)
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                               initargs=(queue, cuda, threads))
+
+
+def no_progress_bars() -> None:
+    """transformers' weight loading / saving bars, one pair per run, would bury the progress lines."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()

@@ -1,0 +1,308 @@
+"""One fine-tuning run, end to end: config -> data -> model -> Trainer -> MLflow.
+
+A run is identified by its fingerprint (config minus bookkeeping keys, data content, model content) and
+goes through the tracked-run lifecycle of `ablations.run.lifecycle`: a FINISHED run is reused (unless
+`force`), a FAILED / KILLED / dead RUNNING one is taken over and resumed from
+`<work_dir>/runs/<fingerprint>/checkpoints/last.ckpt`, otherwise a new MLflow run is created. A finished
+run keeps its best weights in `<work_dir>/runs/<fingerprint>/model/` (`bioablate export`, ablations.run.export).
+
+Under DDP (`trainer.devices=N trainer.strategy=ddp`) Lightning starts the other ranks by rerunning the
+command; those processes train and evaluate but never touch the tracking store: the MLflow run, its
+metrics and artifacts belong to rank 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, Sequence
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from ablations.run.cards import Provenance
+from ablations.checks import check_accelerator_present, check_run_config
+from ablations.config import fingerprint, run_params
+from ablations.places import resolve_data_dir, resolve_work_dir
+from ablations.run.dashboard import log_datasets, write_details
+from ablations.run.export import save_finetuned
+from ablations.run.lifecycle import InterruptCheck, TrackedRun
+from ablations.run.figures import confusion_figure, curves_figure
+from ablations.run.tracking import git_commit
+from core.errors import ConfigError, MissingDataError
+from datamodules.custom import register_from_yaml
+from datamodules.metrics import METRIC_NAMES, summary_keys
+from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
+from datamodules.registry import get_dataset
+from datamodules.spec import DatasetSpec
+from lightning_modules.algorithms.alum import Alum
+from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
+from lightning_modules.compiling import compile_cache_dir, compile_in_place
+from lightning_modules.finetune import FineTuneModule
+from lightning_modules.finetune_spec import FinetuneSpec
+from lightning_modules.model_checks import check_model
+from lightning_modules.models import (RANDOM_BERT, RANDOM_BERT_KEYS, load_encoder, max_positions, model_fingerprint,
+                                      model_params)
+
+log = logging.getLogger("bioablate")
+
+
+@dataclass
+class FinetuneResult:
+    run_id: str | None  # None in a DDP worker process (rank > 0): rank 0 owns the MLflow run
+    fingerprint: str
+    reused: bool  # True: an earlier FINISHED run with the same fingerprint was found
+    tracking_uri: str
+    best_dev: dict[str, float] = field(default_factory=dict)
+    test: dict[str, float] = field(default_factory=dict)
+    experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
+
+
+class FinetuneIdentity(NamedTuple):
+    """What a fine-tuning config computes. Indexes like the tuple `identify` returned before:
+    [0] spec, [1] data_dir, [2] data_fingerprint, [3] fingerprint."""
+
+    spec: DatasetSpec
+    data_dir: Path
+    data_fingerprint: str
+    fingerprint: str  # the run's: finds it in the tracking store (tag `fingerprint`)
+    choices: FinetuneSpec  # the modelling choices, checked against the task
+
+
+def identify(cfg: DictConfig) -> FinetuneIdentity:
+    """Check a fine-tuning config and name what it would compute, e.g. to find its run for reuse or
+    for rendering a table without running anything."""
+    check_run_config(cfg)
+    for dataset_file in cfg.datasets:
+        register_from_yaml(dataset_file)
+    spec = get_dataset(cfg.task)
+    choices = FinetuneSpec.from_config(cfg.finetune, spec)
+    check_max_length(cfg)
+    data_dir = resolve_data_dir(cfg.data_dir)
+    missing = spec.missing_files(data_dir)
+    if missing:
+        raise MissingDataError(spec.base_dir(data_dir), {spec.name: missing})
+    if cfg.finetune.adversarial and spec.task_type == "similarity":
+        raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
+                          "distributions and a regression task has none; drop the override")
+    data_fp = spec.fingerprint(data_dir)
+    # A model directory or named model counts by its files' content, not by where it lies, so the same
+    # pretrained model finds the same runs from any work directory; a random BERT has no files to hash
+    # beyond its vocabulary, so its name stays in.
+    by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
+    run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir), exclude=by_content)
+    return FinetuneIdentity(spec, data_dir, data_fp, run_fp, choices)
+
+
+def check_max_length(cfg: DictConfig) -> None:
+    """An explicit finetune.max_length the model cannot take is an error (never silently clamped: the
+    logged param would then name a length the run did not use)."""
+    if cfg.finetune.max_length is None:  # the dataset's own length, which every encoder here takes
+        return
+    limit = max_positions(cfg.model)
+    if cfg.finetune.max_length > limit:
+        raise ConfigError(f"finetune.max_length = {cfg.finetune.max_length}: above the maximum input length "
+                          f"of model '{cfg.model.name_or_path}' ({limit} positions); set finetune.max_length "
+                          f"<= {limit} (config key finetune.max_length)")
+
+
+def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),
+                 tags: dict[str, str] | None = None,
+                 stop_exceptions: tuple[type[BaseException], ...] = (), wait: bool = True) -> FinetuneResult:
+    """Run (or reuse, or resume) one fine-tuning run.
+
+    `callbacks` are added to the Trainer (e.g. an Optuna pruning callback), `tags` to a newly created
+    MLflow run (e.g. `mlflow.parentRunId` for a sweep's trial), and `stop_exceptions` end the run as
+    KILLED rather than FAILED (e.g. optuna.TrialPruned). While another live process works on the same
+    fingerprint this waits for it and then reuses its run; with `wait=False` it raises
+    `core.claims.ClaimHeld` instead.
+    """
+    identity = identify(cfg)
+    # what only this machine and the model's files can tell, before a run exists (identify does not read
+    # them: it also names runs to render tables, where neither need be at hand)
+    check_accelerator_present(cfg)
+    check_model(cfg.model, identity.data_dir)
+    run = TrackedRun.open(cfg, identity.fingerprint, force, kind="finetune")
+    done = run.finished()
+    if done is None:
+        with run.claimed(wait):
+            done = run.finished()  # the holder we waited for may have finished it
+            if done is None:
+                return _train(cfg, identity, run, callbacks, tags, stop_exceptions)
+    return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
+                          _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"), done.info.experiment_id)
+
+
+def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
+           tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...]) -> FinetuneResult:
+    params, model_tags = _params(cfg)
+    run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
+    with run.tracked(stop_exceptions):
+        module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, callbacks)
+        best_dev = module.dev_history[best_epoch]
+        run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
+        run.set_tag("best_epoch", str(best_epoch))
+        if not run.is_worker:
+            _log_artifacts(run, cfg, datamodule, module, best_epoch)
+            if cfg.keep_model:
+                _store_model(run, cfg, identity, module, datamodule)
+    return FinetuneResult(run.run_id, identity.fingerprint, False, run.tracking_uri, best_dev,
+                          module.test_metrics, "" if run.is_worker else run.tracker.experiment_id)
+
+
+def _params(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
+    """The run's params and its model's tags: the config keys that apply to it; for a model folder or a
+    Hub model its loaded config in place of the random-BERT keys, and the Hub commit it resolved to."""
+    params = run_params(cfg, "finetune")
+    if cfg.model.name_or_path != RANDOM_BERT:
+        params = {k: v for k, v in params.items() if k not in RANDOM_BERT_KEYS}
+    model, model_tags = model_params(cfg.model)
+    return {**params, **model}, model_tags
+
+
+def _metrics_of(run, prefix: str) -> dict[str, float]:
+    return {k[len(prefix):]: v for k, v in run.data.metrics.items() if k.startswith(prefix)}
+
+
+def _run_name(cfg: DictConfig, spec: DatasetSpec) -> str:
+    return f"{spec.name}-{cfg.model.name_or_path.rsplit('/', 1)[-1]}-s{cfg.seed}"
+
+
+def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
+    spec = identity.spec
+    return {"task": spec.name, "task_type": spec.task_type, "dataset": spec.name,
+            "model": cfg.model.name_or_path, "seed": str(cfg.seed), "profile": cfg.profile,
+            "metric": spec.metric, "data_fingerprint": identity.data_fingerprint, "kind": "finetune"}
+
+
+def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
+                  callbacks: Sequence[pl.Callback]) -> tuple[FineTuneModule, FinetuneDataModule, int]:
+    """Train with dev evaluation every epoch (resuming from the run's checkpoint if it has one), then
+    score test with the best dev epoch's weights. Returns the module, the data and the best epoch."""
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    ft = cfg.finetune
+    encoder, tokenizer = load_encoder(cfg.model, identity.data_dir, ft.dropout)
+    datamodule = _datamodule(cfg, identity, tokenizer, encoder.config.max_position_embeddings)
+    if not run.is_worker:  # the examples it reads, as MLflow dataset inputs
+        spec = identity.spec
+        log_datasets(run.tracker.client, run.run_id, spec.name, spec.base_dir(identity.data_dir),
+                     identity.data_fingerprint, datamodule.instances)
+    hits = set(datamodule.from_cache.values())
+    run.set_tag("tokenization_cache", "off" if datamodule.cache_dir is None else
+                "hit" if hits == {True} else "miss" if hits == {False} else "partial")
+    _check_unknown_tokens(run, datamodule)
+    if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
+        encoder.resize_token_embeddings(len(tokenizer))
+    if cfg.trainer.compile:  # length-bucketed batches: one graph with a symbolic length
+        compile_in_place([encoder], dynamic=True, cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
+    head = identity.choices.head.build(datamodule.encoder, encoder.config.hidden_size)
+    alum = Alum(**ft.alum) if ft.adversarial else None
+    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
+    # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
+    # moments would double the file (BERT-base: 0.44 GB instead of 1.3 GB, written at every improvement)
+    checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="best", monitor="dev/score",
+                                  mode="max", save_top_k=1, save_weights_only=True)
+    # last.ckpt (what a killed run resumes from) after every epoch: Lightning's own `save_last` writes it
+    # only when the best checkpoint changes, so a resume went back to the best epoch and redid the rest
+    latest = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1,
+                             enable_version_counter=False)
+    trainer = pl.Trainer(
+        max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
+        precision=cfg.trainer.precision, logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
+        callbacks=[checkpoints, latest, InterruptCheck(), *run.callbacks(), *callbacks],
+        enable_progress_bar=cfg.trainer.progress_bar,
+        enable_model_summary=False, num_sanity_val_steps=0,
+        log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time
+        # the datamodule's samplers shard batches over ranks themselves (disjoint evaluation shares,
+        # length bucketing): Lightning must not wrap them in a DistributedSampler
+        use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
+    )
+    # rank 0 checked it in `run.start` (setting an unreadable one aside); a worker checks it here
+    resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
+    best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
+    # the best dev epoch's weights: in memory when it is the last one (better than every earlier epoch, so
+    # the best checkpoint holds these very weights), else read back from the best checkpoint
+    best = None if best_epoch == len(module.dev_history) - 1 else checkpoints.best_model_path or None
+    history = module.dev_history  # the best checkpoint holds the history up to its epoch: keep the whole
+    trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
+    module.dev_history = history
+    return module, datamodule, best_epoch
+
+
+UNK_WARNING = 0.3  # a share of [UNK] input tokens above which the tokenizer does not fit the text
+
+
+def _check_unknown_tokens(run: TrackedRun, datamodule: FinetuneDataModule) -> None:
+    """The share of the training inputs the tokenizer could not split into its vocabulary, as the run's
+    tag `unk_rate`, and a warning where it is large: a tokenizer of another model (or a handful of
+    tokens) fine-tunes on [UNK]s without a word of complaint otherwise."""
+    unk = datamodule.tokenizer.unk_token_id
+    if unk is None:  # byte-level tokenizers have no unknown token
+        return
+    rate = datamodule.features["train"].token_share(unk)
+    run.set_tag("unk_rate", f"{rate:.4f}")
+    if rate > UNK_WARNING:
+        log.warning("%.0f%% of the training input tokens of %s are [UNK]: the tokenizer does not fit this text "
+                    "(the vocabulary of another model?); the run goes on", 100 * rate, datamodule.spec.name)
+
+
+def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_positions: int) -> FinetuneDataModule:
+    """The task's data, encoded (or read from the tokenization cache) and ready to batch."""
+    ft, spec = cfg.finetune, identity.spec
+    options = FinetuneDataOptions(
+        # an explicit max_length is within the model's (check_max_length); the dataset's is clamped to it
+        max_length=ft.max_length or min(spec.max_length, max_positions), batch_size=ft.batch_size,
+        eval_batch_size=ft.eval_batch_size, max_train_examples=ft.max_train_examples,
+        max_eval_examples=ft.max_eval_examples, num_workers=cfg.trainer.num_workers,
+        encoding=identity.choices.encoding, bucketing=ft.bucketing, seed=cfg.seed)
+    cache_dir = resolve_work_dir(cfg) / "cache" / "tokenized" if ft.cache_tokenized else None
+    datamodule = FinetuneDataModule(spec, identity.data_dir, tokenizer, options, cache_dir=cache_dir,
+                                    data_fingerprint=identity.data_fingerprint)
+    datamodule.setup()
+    return datamodule
+
+
+def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataModule, module: FineTuneModule,
+                   best_epoch: int) -> None:
+    """The resolved config, the test predictions, the scores' details (`ablations.run.dashboard`) and the
+    run's figures (`ablations.run.figures`)."""
+    out = run.run_dir / "artifacts"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    encoder, golds, predicted = datamodule.encoder, [], []
+    with open(out / "test_predictions.jsonl", "w") as f:
+        for instance, prediction in zip(datamodule.instances["test"], module.test_predictions):
+            golds.append(encoder.to_json(encoder.gold(instance)))
+            predicted.append(encoder.to_json(prediction))
+            f.write(json.dumps({"id": instance.id, "gold": golds[-1], "prediction": predicted[-1]}) + "\n")
+    run.log_artifacts([out / "config.yaml", out / "test_predictions.jsonl"])
+    run.log_artifacts(write_details(out / "metrics", module.dev_history, best_epoch, module.test_metrics), "metrics")
+    spec = datamodule.spec
+    title = _run_name(cfg, spec)
+    client, steps = run.tracker.client, {}
+    history = {key: [(m.step, m.value) for m in client.get_metric_history(run.run_id, key)]
+               for key in ("train/loss", "train/loss_epoch", "dev/score")}
+    if len(history["dev/score"]) == len(module.dev_history):  # the steps of the dev evaluations, in order
+        steps = dict(enumerate(sorted(step for step, _ in history["dev/score"])))
+    figures = [curves_figure(out / "figures" / "curves.png", history, title, METRIC_NAMES.get(spec.metric, "score"),
+                             steps.get(best_epoch))]
+    if getattr(encoder, "output_kind", None) == "classification":
+        figures.append(confusion_figure(out / "figures" / "confusion_matrix.png", golds, predicted,
+                                        encoder.labels, f"{title}\ntest split"))
+    run.log_artifacts([path for path in figures if path is not None], "figures")
+
+
+def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, module: FineTuneModule,
+                 datamodule: FinetuneDataModule) -> None:
+    """Keep the best dev epoch's weights (the module holds them after testing) as a Hugging Face folder,
+    `<run dir>/model/`, for `bioablate export` (ablations.run.export); MLflow tag `model_dir`."""
+    provenance = Provenance(identity.fingerprint, run.run_id, run.tracking_uri, git_commit(), cfg)
+    model_dir = save_finetuned(run.run_dir / "model", module.encoder, module.head, datamodule.encoder,
+                               identity.choices, cfg,
+                               provenance, module.test_metrics)
+    run.set_tag("model_dir", str(model_dir))

@@ -1,0 +1,278 @@
+"""`bioablate predict`: tag or classify new text with a fine-tuned model folder (`bioablate export`).
+
+The input is encoded by the task's own encoder (`datamodules.encoders`, with the tagging scheme,
+sub-token labelling, relation transform and max_length the model was trained with, from its
+`bioablate.json`, which also names the task: `--task` is only checked against it), batched as evaluation
+batches are, run through the model, and decoded as the test set was; so a model predicts here exactly what
+its run's `test_predictions.jsonl` says for the same examples.
+
+Input, one example per line:
+- plain text: NER/PICO and document classification take the text (split into words on spaces and
+  punctuation for tagging); similarity and QA take two texts separated by a tab; relation extraction
+  needs JSONL (the entities' offsets).
+- JSONL (`.jsonl`, or lines starting with `{`): the task's fields (`datamodules.instances`): `text` and/or
+  `tokens` for tagging (both: the tokens must occur in the text in order; tokens alone: the text is
+  them joined by spaces); `text`, `head` and `tail` ({start, end, type}: character offsets) for relation
+  extraction; `text` for classification; `text_a` and `text_b` for pairs; `id` optional everywhere.
+Output: JSONL, one line per example: `id` and `prediction` in the form of the run's test predictions, and
+- tagging: `text`, `entities` as a Hugging Face token-classification pipeline with
+  `aggregation_strategy="simple"` gives them (`entity_group`, `score`: the mean probability of the
+  predicted tags over the mention's tagged positions, `word`, and `start` / `end`: character offsets into
+  `text`, so `text[start:end] == word`), plus `tokens`, the words the `prediction` spans index;
+- classification: `probabilities`, each class's (softmax); multi-label: each label's (sigmoid);
+- similarity (regression): the number alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification,
+                          AutoModelForTokenClassification, AutoTokenizer)
+from transformers.utils import logging as hf_logging
+
+from ablations.run.export import HEAD_FILE, META_FILE, TRANSFORMERS, label_names
+from core.errors import ConfigError, DataFormatError
+from core.files import write_text_atomic
+from datamodules.encoders import Features, TaggingEncoder, TaskEncoder, make_encoder
+from datamodules.finetune_data import EncodedSplit, SortedBatchSampler
+from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
+                                   TextInstance)
+from datamodules.registry import get_dataset
+from datamodules.textfiles import read_text
+from lightning_modules.finetune_spec import FinetuneSpec
+
+WORDS = re.compile(r"\w+|[^\w\s]")  # plain text -> words for tagging: runs of word characters, punctuation
+
+
+@dataclass(frozen=True)
+class Example:
+    """One input: the task's instance and, for tagging, the text with each word's character span in it
+    (what entity offsets index)."""
+
+    instance: Instance
+    text: str = ""
+    words: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass
+class ExportedModel:
+    """A fine-tuned model folder, loaded: the network, its task encoder, and the head that turns logits
+    into predictions (in the `transformers` format only its decision rule is used: the logits come from
+    the transformers class)."""
+
+    path: Path
+    meta: dict[str, Any]
+    network: nn.Module  # the transformers task model, or (format `bioablate`) the bare encoder
+    head: nn.Module
+    task_encoder: TaskEncoder
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        if self.meta["format"] == TRANSFORMERS:
+            return self.network(**inputs).logits.float()
+        return self.head(self.network(**inputs).last_hidden_state, batch)
+
+
+def load_model(path: Path | str, task: str | None = None) -> ExportedModel:
+    """Load an exported fine-tuned model folder; `task`, if given, must be the one it was trained on."""
+    path = Path(path).expanduser()
+    if not (path / META_FILE).is_file():
+        raise ConfigError(f"--model {path}: no {META_FILE}; pass a folder written by `bioablate export`")
+    meta = json.loads((path / META_FILE).read_text())
+    if task is not None and task != meta["task"]:
+        raise ConfigError(f"--task {task}: the model in {path} was fine-tuned on '{meta['task']}'; "
+                          f"pass --task {meta['task']}")
+    spec = get_dataset(meta["task"])
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    choices = FinetuneSpec.from_metadata(meta)
+    task_encoder = make_encoder(spec, tokenizer, meta["max_length"], choices.encoding)
+    if label_names(task_encoder) != meta["labels"]:
+        raise ConfigError(f"--model {path}: its labels ({', '.join(meta['labels'])}) are not those of "
+                          f"dataset '{spec.name}' as registered now; use the bioablate version that made it")
+    config = AutoConfig.from_pretrained(path)
+    head = choices.head.build(task_encoder, config.hidden_size)
+    if meta["format"] == TRANSFORMERS:
+        auto = AutoModelForTokenClassification if task_encoder.output_kind == "token" else \
+            AutoModelForSequenceClassification
+        network = auto.from_pretrained(path)
+    else:
+        # as lightning_modules.models.load_encoder: the heads read hidden states, no pooler was trained
+        no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert") else {}
+        network = AutoModel.from_pretrained(path, **no_pooler)
+        head.load_state_dict(load_file(str(path / HEAD_FILE)))
+    return ExportedModel(path, meta, network.eval(), head.eval(), task_encoder)
+
+
+def _run(model: ExportedModel, instances: list[Instance], batch_size: int | None = None
+         ) -> list[tuple[Features, Any, Any]]:
+    """(bookkeeping, raw prediction, probabilities) of each instance, in input order: tagging gives a tag
+    id and a row of tag probabilities per tagged position; classification the class (or labels) and
+    their probabilities; regression the number and None."""
+    encoder = model.task_encoder
+    split = EncodedSplit.from_features(encoder.encode(instances), encoder.output_kind == "token")
+    raw: dict[int, tuple[Any, Any]] = {}
+    # the evaluation batches of training (same size, same length order): the same padding, the same numbers
+    sampler = SortedBatchSampler(split.lengths, batch_size or model.meta["eval_batch_size"])
+    with torch.inference_mode():
+        for indices in sampler:
+            batch = split.batch(indices, encoder.tokenizer.pad_token_id)
+            logits = model.logits(batch)
+            values, counts = encoder.gather(batch, model.head.predict(logits, batch))
+            probabilities = model.head.probabilities(logits, batch)
+            probs = [None] * len(indices) if probabilities is None else \
+                encoder.unpack(*encoder.gather(batch, probabilities))
+            raw.update(zip(batch["index"].tolist(), zip(encoder.unpack(values, counts), probs)))
+    return [(split.example(i), *raw[i]) for i in range(len(split))]
+
+
+def predict(model: ExportedModel, instances: list[Instance], batch_size: int | None = None) -> list[Any]:
+    """Instance-level predictions (as `TaskEncoder.decode` gives them), in input order."""
+    return [model.task_encoder.decode(feature, raw) for feature, raw, _ in _run(model, instances, batch_size)]
+
+
+def _entities(encoder: TaggingEncoder, example: Example, feature: Features, tags: list[int],
+              probs: list[list[float]]) -> list[dict[str, Any]]:
+    """The mentions of one example as the Hugging Face pipeline reports them (module docstring). The
+    spans are decoded as `TaggingEncoder.decode` does, on the tagged positions, so that each one's
+    score is read where its tags were."""
+    words = feature["_unit_words"]
+    out = []
+    for span in encoder.scheme.decode([encoder.tags[t] for t in tags]):
+        start, end = example.words[words[span.start]][0], example.words[words[span.end - 1]][1]
+        score = sum(probs[u][tags[u]] for u in range(span.start, span.end)) / (span.end - span.start)
+        out.append({"entity_group": span.label, "score": score, "word": example.text[start:end],
+                    "start": start, "end": end})
+    return out
+
+
+def predict_records(model: ExportedModel, examples: list[Example], batch_size: int | None = None
+                    ) -> list[dict[str, Any]]:
+    """What `bioablate predict` writes for each example (module docstring), in input order."""
+    encoder = model.task_encoder
+    records = []
+    for example, (feature, raw, probs) in zip(examples, _run(model, [e.instance for e in examples], batch_size)):
+        instance, prediction = example.instance, encoder.to_json(encoder.decode(feature, raw))
+        if isinstance(encoder, TaggingEncoder):
+            records.append({"id": instance.id, "text": example.text,
+                            "entities": _entities(encoder, example, feature, raw, probs),
+                            "prediction": prediction, "tokens": list(instance.tokens)})
+        else:
+            records.append({"id": instance.id, "prediction": prediction}
+                           | ({} if probs is None else {"probabilities": dict(zip(encoder.labels, probs))}))
+    return records
+
+
+# ----------------------------------------------------------------------------------------------- input
+
+def _placeholder_label(spec) -> Any:
+    """Encoders build a training label from every instance; new text has none, so it gets a dummy one
+    (never read: only the predictions come back)."""
+    return 0.0 if spec.task_type == "similarity" else spec.labels[0]
+
+
+def _word_spans(tokens: list[str], text: str, where: tuple[Path, int]) -> tuple[tuple[int, int], ...]:
+    """Each token's character span in `text`, found in order with only whitespace between them."""
+    spans, at = [], 0
+    for token in tokens:
+        start = text.find(token, at)
+        if start < 0 or text[at:start].strip():
+            raise DataFormatError(where[0], where[1], f"token {token!r} is not where the text continues "
+                                                      f"({text[at:at + 20]!r}); give tokens in the text's order, "
+                                                      "or the text alone")
+        spans.append((start, start + len(token)))
+        at = start + len(token)
+    return tuple(spans)
+
+
+def example_from_json(record: dict[str, Any], spec, where: tuple[Path, int]) -> Example:
+    """One JSONL record -> the task's instance (`datamodules.instances`), with the text and word offsets
+    that tagging output indexes."""
+    rid = str(record.get("id", where[1]))
+    try:
+        if spec.task_type in ("ner", "pico"):
+            if "text" in record:
+                text = str(record["text"])
+                if "tokens" in record:
+                    tokens = [str(t) for t in record["tokens"]]
+                    words = _word_spans(tokens, text, where)
+                else:
+                    found = list(WORDS.finditer(text))
+                    tokens, words = [m.group() for m in found], tuple(m.span() for m in found)
+            else:
+                tokens = [str(t) for t in record["tokens"]]
+                text = " ".join(tokens)
+                words = _word_spans(tokens, text, where)
+            return Example(TaggingInstance(rid, tuple(tokens), ()), text, words)
+        if spec.task_type == "re":
+            head, tail = (Mention(int(m["start"]), int(m["end"]), str(m["type"]))
+                          for m in (record["head"], record["tail"]))
+            return Example(RelationInstance(rid, record["text"], head, tail, _placeholder_label(spec)))
+        if spec.task_type in ("similarity", "qa"):
+            return Example(PairInstance(rid, record["text_a"], record["text_b"], _placeholder_label(spec)))
+        return Example(TextInstance(rid, record["text"], (_placeholder_label(spec),)))
+    except (KeyError, TypeError, ValueError) as error:
+        fields = {"ner": "tokens or text", "pico": "tokens or text", "re": "text, head and tail {start, end, type}",
+                  "similarity": "text_a and text_b", "qa": "text_a and text_b"}.get(spec.task_type, "text")
+        raise DataFormatError(where[0], where[1], f"a {spec.name} record needs {fields} "
+                                                  f"({type(error).__name__}: {error})") from None
+
+
+def read_inputs(path: Path, spec) -> list[Example]:
+    """The examples of an input file (module docstring)."""
+    if not path.is_file():
+        raise ConfigError(f"--input {path}: no such file")
+    lines = [(n, line) for n, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]  # not UTF-8: one line
+    if not lines:
+        raise DataFormatError(path, None, "no examples (one per line)")
+    jsonl = path.suffix == ".jsonl" or lines[0][1].lstrip().startswith("{")
+    examples = []
+    for n, line in lines:
+        if jsonl:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DataFormatError(path, n, f"not a JSON object ({error.msg}); write one object per line")
+            if not isinstance(record, dict):
+                raise DataFormatError(path, n, "not a JSON object; write one object per line")
+        elif spec.task_type == "re":
+            raise DataFormatError(path, n, "relation extraction needs JSONL with text, head and tail "
+                                           "(character offsets {start, end, type})")
+        elif spec.task_type in ("similarity", "qa"):
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise DataFormatError(path, n, "a pair task needs two texts separated by one tab")
+            record = {"text_a": parts[0], "text_b": parts[1]}
+        else:
+            record = {"text": line}
+        examples.append(example_from_json(record, spec, (path, n)))
+    return examples
+
+
+def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Path | None) -> int:
+    """`bioablate predict`: predictions for every example of `input_path`, as JSONL to `output` (else
+    stdout); returns how many. `task` None: the one the folder's bioablate.json names."""
+    hf_logging.disable_progress_bar()  # stderr is for errors and the summary line
+    if output is not None and Path(output).is_dir():  # before the model is loaded and every example predicted
+        raise ConfigError(f"--output {output} is a folder; name the JSONL file to write, e.g. "
+                          f"{Path(output) / 'predictions.jsonl'}")
+    model = load_model(model_dir, task)
+    records = predict_records(model, read_inputs(input_path, model.task_encoder.spec))
+    lines = "".join(json.dumps(record) + "\n" for record in records)
+    if output is None:
+        sys.stdout.write(lines)
+    else:
+        try:
+            write_text_atomic(Path(output), lines)
+        except OSError as error:
+            raise ConfigError(f"--output {output}: cannot write it ({error.strerror or error})") from None
+        print(f"{len(records)} predictions -> {output}", file=sys.stderr)
+    return len(records)

@@ -1,0 +1,385 @@
+"""One pretraining run, end to end: corpus -> vocabulary -> shards -> model -> Trainer -> HF directory.
+
+A run is identified by a fingerprint of its `pretrain.*` / `model.*` settings, seed, precision, corpus
+files, vocabulary and starting checkpoint, and goes through the tracked-run lifecycle of
+`ablations.run.lifecycle` (as fine-tuning does): FINISHED already, with its exported model still there:
+reused. Killed (SIGKILL) or failed: the same command takes the MLflow run over and resumes from
+`<work>/runs/<fingerprint>/checkpoints/last.ckpt`. Checkpoints are written every
+`pretrain.checkpoint_every` optimizer steps (a Lightning "epoch" is that many steps), and data order,
+masks and dropout depend only on (seed, step), so the resumed run ends with the weights an
+uninterrupted one would have. The model is exported, with its model card, to
+`<work>/models/<objective>-<corpus>-<masking>-s<seed>-<fingerprint[:8]>/` (`model_dir_name`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
+from ablations.checks import check_accelerator_present, check_run_config
+from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, run_params, under_key
+from ablations.places import resolve_data_dir, resolve_work_dir
+from ablations.run.dashboard import log_corpus
+from ablations.run.figures import curves_figure
+from ablations.run.lifecycle import InterruptCheck, TrackedRun
+from core.claims import claim
+from ablations.run.tracking import git_commit
+from core.errors import ConfigError
+from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
+from datamodules.pretrain.data import BatchingSpec
+from datamodules.pretrain.datamodule import PretrainData
+from datamodules.pretrain.masking import MaskingSpec
+from datamodules.pretrain.shards import Shards, build_shards, open_shards, shards_fingerprint
+from datamodules.pretrain.summary import corpus_summary
+from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
+                                        train_wordpiece)
+from lightning_modules.algorithms.alum import Alum
+from lightning_modules.compiling import compile_cache_dir, compile_in_place
+from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
+from lightning_modules.models import model_fingerprint, resolve_model_dir
+from lightning_modules.pretrain import (OPTIMIZERS, ObjectiveSpec, PretrainModule, build_model, check_init,
+                                        export_model, exported_model, load_continual, reinit_embeddings)
+from lightning_modules.progress import StepProgressBar
+
+log = logging.getLogger("bioablate")
+EXPERIMENT = PRETRAIN_EXPERIMENT
+
+
+@dataclass
+class PretrainResult:
+    run_id: str | None  # None in a DDP worker process (rank > 0): rank 0 owns the MLflow run
+    fingerprint: str
+    model_dir: Path
+    reused: bool
+    tracking_uri: str
+    losses: list[float] = field(default_factory=list)  # MLM loss per micro-batch of this invocation
+    experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
+
+
+class PretrainIdentity(NamedTuple):
+    """What a pretraining config computes. Unpacks and indexes like the tuple `identify` returned
+    before: [0] fingerprint, [1] model_dir."""
+
+    fingerprint: str  # the run's: finds it in the tracking store (tag `fingerprint`)
+    model_dir: Path  # where the finished run's model is exported
+
+
+def check_config(cfg: DictConfig) -> None:
+    check_run_config(cfg)
+    p = cfg.pretrain
+    parse_corpus(p.corpus)
+    MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
+    ObjectiveSpec.from_config(p)  # an unknown objective: UnknownNameError listing the known ones
+    OPTIMIZERS.get(p.optimizer)
+    # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
+    if p.objective == "electra":
+        if p.nsp:
+            raise ConfigError("pretrain.nsp=true needs objective=bert (electra has no sentence-pair task)")
+        if p.adversarial:
+            raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
+                              "not electra")
+    if p.init != "scratch":
+        check_init(resolve_model_dir(p.init), p.objective)
+
+
+def _corpus_settings(cfg: DictConfig) -> dict:
+    p = cfg.pretrain
+    return {"corpus": p.corpus, "max_words": p.max_words, "min_words": p.min_words, "dedup": p.dedup,
+            "exclude_eval_pmids": p.exclude_eval_pmids, "seed": cfg.seed}
+
+
+def _load_corpus(cfg: DictConfig, data_dir: Path):
+    p = cfg.pretrain
+    cache_dir = resolve_work_dir(cfg) / "cache"
+    exclude = evaluation_pmids(data_dir, cache_dir) if p.exclude_eval_pmids else None
+    return load_corpus(p.corpus, data_dir, max_words=p.max_words, min_words=p.min_words, dedup=p.dedup,
+                       exclude_pmids=exclude, seed=cfg.seed, cache_dir=cache_dir)
+
+
+def init_vocab_file(init_dir: Path, work_dir: Path) -> Path:
+    """vocab.txt of a checkpoint, or one written from its tokenizer.json (WordPiece)."""
+    if (init_dir / "vocab.txt").is_file():
+        return init_dir / "vocab.txt"
+    tok = init_dir / "tokenizer.json"
+    if tok.is_file():
+        vocab = json.loads(tok.read_text())["model"].get("vocab")
+        if isinstance(vocab, dict):
+            out = work_dir / "cache" / "vocab" / f"init-{file_hash(tok)}" / "vocab.txt"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+            return out
+    raise ConfigError(f"pretrain.init {init_dir}: no WordPiece vocabulary (vocab.txt or tokenizer.json) "
+                      "to inherit; set pretrain.vocab")
+
+
+def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corpus_fp: str,
+                           train: bool = True) -> Path | None:
+    """The vocabulary file; a `train:SIZE` one is trained into the cache unless `train` is false (then
+    None while it is not there)."""
+    p = cfg.pretrain
+    spec = parse_vocab(p.vocab, p.lowercase)
+    if spec.kind == "init":
+        if p.init == "scratch":
+            raise ConfigError("pretrain.vocab=init needs pretrain.init to name a checkpoint")
+        return init_vocab_file(resolve_model_dir(p.init), work_dir)
+    if spec.kind == "file":
+        return resolve_vocab_file(p.vocab, data_dir)
+    key = json.dumps({"corpus": corpus_fp, **_corpus_settings(cfg), "size": spec.size,
+                      "lowercase": spec.lowercase}, sort_keys=True)
+    out_dir = work_dir / "cache" / "vocab" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    if not (out_dir / "vocab.txt").is_file():
+        if not train:
+            return None
+        with claim(out_dir.with_name(out_dir.name + ".lock"), what=f"vocabulary {out_dir}"):  # one trainer
+            if not (out_dir / "vocab.txt").is_file():
+                log.info("training a %d-entry WordPiece vocabulary on %s", spec.size, p.corpus)
+                train_wordpiece(_load_corpus(cfg, data_dir).sentences(), spec.size, spec.lowercase, out_dir)
+    return out_dir / "vocab.txt"
+
+
+def _shard_settings(cfg: DictConfig) -> dict:
+    p = cfg.pretrain
+    return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": ObjectiveSpec.from_config(p).pairs,
+            "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
+
+
+def _shards_dir(cfg: DictConfig, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Path:
+    return work_dir / "cache" / "shards" / shards_fingerprint(corpus_fp, vocab_path, _shard_settings(cfg))
+
+
+def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Shards:
+    p, settings = cfg.pretrain, _shard_settings(cfg)
+    out_dir = _shards_dir(cfg, work_dir, vocab_path, corpus_fp)
+    if (found := open_shards(out_dir)) is not None:
+        return found
+    shards = build_shards(_load_corpus(cfg, data_dir), vocab_path, settings["lowercase"], p.seq_len,
+                          settings["pairs"], cfg.seed, out_dir)
+    log.info("tokenized %s: %d documents, %d words, %d sequences -> %s", p.corpus, shards.meta["documents"],
+             shards.meta["words"], len(shards), out_dir)
+    return shards
+
+
+def dry_run(cfg: DictConfig) -> list[str]:
+    """What `run_pretrain(cfg)` would train on, and how often it would see it, without building or
+    training anything: the corpus size (exact once its shards exist, else estimated from samples), the
+    steps, tokens seen and passes over the corpus, with a warning past ~10 passes."""
+    check_config(cfg)
+    p = cfg.pretrain
+    data_dir, work_dir = resolve_data_dir(cfg.data_dir), resolve_work_dir(cfg)
+    corpus_fp = corpus_fingerprint(p.corpus, data_dir)
+    vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp, train=False)
+    meta = None
+    if vocab_path is not None:
+        meta_file = _shards_dir(cfg, work_dir, vocab_path, corpus_fp) / "meta.json"
+        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
+    devices = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) and cfg.trainer.devices > 0 else 1
+    settings = _shard_settings(cfg)
+    return corpus_summary(_load_corpus(cfg, data_dir), seq_len=p.seq_len, batch_size=p.batch_size,
+                          accumulate=p.accumulate, max_steps=p.max_steps,
+                          world_size=devices * cfg.trainer.num_nodes, pairs=settings["pairs"],
+                          vocab_path=vocab_path, lowercase=settings["lowercase"], shards_meta=meta).lines()
+
+
+def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
+    items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
+             # a continual run's starting model counts by content (init_fp), not by its path
+             and not (k == "pretrain.init" and init_fp != "scratch")}
+    payload = json.dumps({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path),
+                          "init": init_fp}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class PretrainInputs:
+    """Everything a pretraining run reads besides its config, resolved once."""
+
+    identity: PretrainIdentity
+    data_dir: Path
+    work_dir: Path
+    corpus_fp: str
+    vocab_path: Path
+    init_dir: Path | None  # the checkpoint continual pretraining starts from; None: from scratch
+
+
+def resolve_inputs(cfg: DictConfig, train_vocab: bool = True) -> PretrainInputs | None:
+    """The run's inputs and identity (config already checked). None only without `train_vocab`, while a
+    `train:SIZE` vocabulary is not trained yet."""
+    p = cfg.pretrain
+    data_dir = resolve_data_dir(cfg.data_dir)
+    work_dir = resolve_work_dir(cfg)
+    corpus_fp = corpus_fingerprint(p.corpus, data_dir)
+    vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp, train=train_vocab)
+    if vocab_path is None:
+        return None
+    init_dir = None if p.init == "scratch" else resolve_model_dir(p.init)
+    init_fp = ("scratch" if init_dir is None
+               else model_fingerprint(OmegaConf.create({"name_or_path": p.init}), data_dir))
+    run_fp = pretrain_fingerprint(cfg, corpus_fp, vocab_path, init_fp)
+    return PretrainInputs(PretrainIdentity(run_fp, export_dir(cfg, work_dir, run_fp)), data_dir, work_dir,
+                          corpus_fp, vocab_path, init_dir)
+
+
+def export_dir(cfg: DictConfig, work_dir: Path, run_fp: str) -> Path:
+    """Where the run's model is exported: `<work>/models/<model_dir_name>/`; a model exported before
+    folders had readable names (`<work>/models/<fingerprint>/`) stays where it is and is found there, so
+    finished runs of an older work directory are still reused."""
+    legacy = work_dir / "models" / run_fp
+    named = work_dir / "models" / model_dir_name(cfg, run_fp)
+    return legacy if (legacy / "config.json").is_file() and not named.exists() else named
+
+
+def model_dir_name(cfg: DictConfig, run_fp: str) -> str:
+    """A folder name a person can read (objective, corpus, masking, seed) plus the fingerprint's first 8
+    characters, which tell apart runs that differ elsewhere (size, steps, vocabulary ...). A corpus given
+    as a YAML file counts by its file name; a continued sequence `a>b` reads `a-then-b`."""
+    p = cfg.pretrain
+    corpus = "+".join(Path(part).stem if part.endswith((".yaml", ".yml")) else part
+                      for part in p.corpus.replace(">", "-then-").split("+"))
+    name = f"{p.objective}-{corpus}-{p.masking}-s{cfg.seed}"
+    return f"{re.sub(r'[^A-Za-z0-9._+-]+', '_', name)}-{run_fp[:8]}"
+
+
+def identify(cfg: DictConfig) -> PretrainIdentity | None:
+    """What `run_pretrain(cfg)` would compute or reuse, without running anything, computed as
+    run_pretrain does. None while it cannot be known: a `train:SIZE` vocabulary that is not trained yet
+    (the run trains it)."""
+    check_config(cfg)
+    inputs = resolve_inputs(cfg, train_vocab=False)
+    return None if inputs is None else inputs.identity
+
+
+def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> PretrainResult:
+    """Run (or reuse, or resume) one pretraining run and export its model. While another live process
+    works on the same fingerprint this waits for it and then reuses its run; with `wait=False` it raises
+    `core.claims.ClaimHeld` instead."""
+    check_config(cfg)
+    check_accelerator_present(cfg)
+    inputs = resolve_inputs(cfg)
+    run_fp, model_dir = inputs.identity
+    run = TrackedRun.open(cfg, run_fp, force, kind="pretrain")
+    usable = lambda _: (model_dir / "config.json").is_file()  # noqa: E731
+    done = run.finished(usable)
+    if done is None:
+        with run.claimed(wait):
+            done = run.finished(usable)  # the holder we waited for may have finished it
+            if done is None:
+                return _train(cfg, inputs, run)
+    return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri,
+                          experiment_id=done.info.experiment_id)
+
+
+def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> PretrainResult:
+    model_dir = inputs.identity.model_dir
+    shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
+    run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
+              _run_tags(cfg, model_dir, shards), run_params(cfg, "pretrain"))
+    if not run.is_worker:  # its corpus, as the run's MLflow dataset input
+        log_corpus(run.tracker.client, run.run_id, cfg.pretrain.corpus, shards.path, inputs.corpus_fp, len(shards))
+    with run.tracked():
+        module = _fit_and_export(cfg, inputs, shards, run)
+        run.set_tag("model_dir", str(model_dir))
+        if module.history:
+            run.log_metrics({f"final/{module.history_name}": module.history[-1]})
+        if not run.is_worker:
+            history = {"train/loss": [(m.step, m.value) for m in run.tracker.client.get_metric_history(
+                run.run_id, "train/loss")]}
+            figure = curves_figure(run.run_dir / "artifacts" / "figures" / "curves.png", history,
+                                   f"{cfg.pretrain.objective} on {cfg.pretrain.corpus}, seed {cfg.seed}")
+            run.log_artifacts([figure] if figure else [], "figures")
+    return PretrainResult(run.run_id, inputs.identity.fingerprint, model_dir, False, run.tracking_uri,
+                          module.history, "" if run.is_worker else run.tracker.experiment_id)
+
+
+def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards) -> dict[str, str]:
+    p = cfg.pretrain
+    return {"kind": "pretrain", "corpus": p.corpus, "objective": p.objective, "masking": p.masking,
+            "vocab": p.vocab, "init": p.init, "seed": str(cfg.seed), "profile": cfg.profile,
+            "model_dir": str(model_dir), "shards": str(shards.path), "corpus_words": str(shards.meta["words"]),
+            "corpus_tokens": str(shards.meta["tokens"]), "sequences": str(len(shards))}
+
+
+def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> PretrainModule:
+    """The model to pretrain (fresh, or a checkpoint to continue from), seeded, in its LightningModule."""
+    p = cfg.pretrain
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    objective = ObjectiveSpec.from_config(p)
+    if inputs.init_dir is None:
+        model = build_model(objective, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
+    else:
+        model = load_continual(inputs.init_dir, objective)
+        if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
+            reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
+    alum = Alum(**p.alum) if p.adversarial else None
+    module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
+                            warmup_ratio=p.warmup_ratio, total_steps=p.max_steps, optimizer=p.optimizer,
+                            alum=alum, seed=cfg.seed)
+    if cfg.trainer.compile:  # packed sequences: one static shape
+        compile_in_place(module.encoders(), dynamic=None, cache_dir=compile_cache_dir(inputs.work_dir))
+    return module
+
+
+def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun) -> PretrainModule:
+    """Train to `pretrain.max_steps` (resuming from the run's checkpoint if it has one), checkpointing
+    every `checkpoint_every` steps, and export the model (rank 0)."""
+    p = cfg.pretrain
+    vocab = read_vocab(inputs.vocab_path)
+    tokenizer = hf_tokenizer(inputs.vocab_path, parse_vocab(p.vocab, p.lowercase).lowercase)
+    module = _module(cfg, inputs, vocab)
+    datamodule = PretrainData(shards, vocab, batching=BatchingSpec.from_config(p, cfg.seed),
+                              masking=MaskingSpec.from_config(p), num_workers=cfg.trainer.num_workers)
+    # last.ckpt, overwritten at every checkpoint: the one file a resume reads. (Lightning's `save_last`
+    # writes it only as a second full copy of a top-k checkpoint: a BERT-base one, 1.3 GB, written twice.)
+    checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1, every_n_epochs=1,
+                                  enable_version_counter=False)
+    trainer = pl.Trainer(
+        max_steps=p.max_steps, max_epochs=-1,
+        accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,
+        accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
+        strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
+        logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
+        callbacks=[checkpoints, InterruptCheck(), *run.callbacks(), *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
+        enable_progress_bar=cfg.trainer.progress_bar,
+        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+        log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time
+        reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
+    )
+    # rank 0 checked it in `run.start` (setting an unreadable one aside); a worker checks it here
+    resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
+    if trainer.is_global_zero:
+        model = exported_model(module.model)
+        card = _card(cfg, inputs, shards, run, trainer, model, len(vocab))
+        export_model(model, tokenizer, inputs.identity.model_dir, inputs.vocab_path, card)
+    return module
+
+
+def _card(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun, trainer: pl.Trainer,
+          model, vocab_size: int) -> str | None:
+    """The exported model's card (None in a process without the MLflow run)."""
+    if run.is_worker:
+        return None
+    p = cfg.pretrain
+    metrics = run.tracker.client.get_run(run.run_id).data.metrics
+    facts = PretrainFacts(
+        objective=p.objective, nsp=ObjectiveSpec.from_config(p).pairs == "nsp", corpus=p.corpus,
+        corpus_documents=shards.meta["documents"], corpus_words=shards.meta["words"],
+        corpus_tokens=shards.meta["tokens"], sequences=len(shards), seq_len=p.seq_len, vocab=p.vocab,
+        vocab_size=vocab_size, lowercase=parse_vocab(p.vocab, p.lowercase).lowercase, init=p.init,
+        masking=p.masking, steps=trainer.global_step,
+        sequences_per_step=p.batch_size * p.accumulate * trainer.world_size,
+        final_losses={k.removeprefix("train/"): v for k, v in metrics.items()
+                      if k.startswith("train/") and k.endswith("loss")},
+        max_position_embeddings=model.config.max_position_embeddings,
+        pooler_untrained=p.objective == "bert" and not p.nsp)
+    provenance = Provenance(inputs.identity.fingerprint, run.run_id, run.tracking_uri, git_commit(), cfg)
+    return pretrain_card(facts, provenance)

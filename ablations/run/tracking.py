@@ -1,0 +1,331 @@
+"""MLflow tracking: one MLflow run per bioablate run, found again by its fingerprint.
+
+A run's final status is decided here, not by Lightning's logger: `tracked_run` marks a run FINISHED only
+when the body completes, FAILED when it raises (with the error as a tag), KILLED on Ctrl-C. A run killed
+outright (SIGKILL, power loss) stays RUNNING; the next invocation with the same fingerprint takes it over
+and resumes from its checkpoint. The whole lifecycle (find, reuse, resume or create, clean up) is
+`ablations.run.lifecycle.TrackedRun`, built on this.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+from urllib.parse import urlparse
+
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+import pytorch_lightning as pl
+from pytorch_lightning.loggers import MLFlowLogger
+
+from ablations.config import REPO_ROOT
+from ablations.run.dashboard import describe_experiment
+from core.claims import claim
+from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
+from core.errors import ConfigError
+from core import interrupts
+from core.interrupts import Interrupted
+
+PROBE_TIMEOUT_S = 3.0  # an MLflow server that does not answer /health within this is unreachable
+log = logging.getLogger("bioablate")
+MAX_PARAM_LENGTH = 6000  # MLflow 3 limit on a param value
+PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
+METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The checkout's commit, read once per process (a `git` subprocess each time was two per run; the
+    code a process runs is what it imported when it started, whatever is committed meanwhile)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def store_creation_lock(tracking_uri: str):
+    """Two processes starting on a new SQLite store would both create its tables (one fails): the first
+    touch of one happens under a lock beside it, one process at a time. Other stores need none. Anything
+    else that may open a store a bioablate run is creating (a test polling it) takes the same lock."""
+    if tracking_uri.startswith("sqlite:///"):
+        return claim(Path(tracking_uri.removeprefix("sqlite:///") + ".lock"))
+    return nullcontext()
+
+
+@functools.lru_cache(maxsize=None)
+def check_tracking_uri(tracking_uri: str) -> None:
+    """Fail in seconds, as one ConfigError naming the URI, where MLflow would retry for minutes (an HTTP
+    server that is not there) or raise a traceback (an unknown scheme, a store it cannot open). Checked
+    once per URI and process."""
+    scheme = urlparse(tracking_uri).scheme.lower()
+    if scheme in ("http", "https"):
+        url = tracking_uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S):
+                pass
+        except urllib.error.HTTPError as e:  # something answers: an MLflow server behind a proxy may
+            if e.code >= 500:  # not serve /health (404, 401), but a 5xx is a broken server
+                raise ConfigError(f"tracking URI {tracking_uri}: the server answers {url} with HTTP {e.code}; "
+                                  "check the MLflow server's log") from None
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            raise ConfigError(f"tracking URI {tracking_uri}: no MLflow server answers within "
+                              f"{PROBE_TIMEOUT_S:g} s ({reason}); start it (mlflow server) or pass another "
+                              "--tracking-uri (default: sqlite:///<work-dir>/mlruns.db)") from None
+        return
+    if dialect(tracking_uri) in SERVER_DIALECTS:  # MLflow would retry an unreachable server for minutes
+        reason = unreachable(tracking_uri, PROBE_TIMEOUT_S)
+        if reason is not None:
+            raise ConfigError(f"tracking URI {redact(tracking_uri)}: cannot connect ({reason})")
+    elif scheme == "sqlite" and Path(tracking_uri.split(":///", 1)[-1]).is_dir():
+        raise ConfigError(f"tracking URI {tracking_uri}: that path is a folder; name the database file, "
+                          "e.g. sqlite:///<folder>/mlruns.db")
+    try:
+        with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
+            MlflowClient(tracking_uri).search_experiments(max_results=1)
+    except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
+        raise ConfigError(f"tracking URI {tracking_uri}: cannot open the store ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:300]}); a local store is sqlite:///<path>/mlruns.db in "
+                          "a writable folder") from None
+
+
+class Tracker:
+    """A thin wrapper over MlflowClient bound to one tracking URI and one experiment."""
+
+    def __init__(self, tracking_uri: str, experiment_name: str, artifact_root: Path | None = None,
+                 kind: str | None = None):
+        """`kind` ('finetune', 'pretrain'): the experiment gets that kind's description and saved view of
+        its runs list where it has none (`ablations.run.dashboard.describe_experiment`)."""
+        check_tracking_uri(tracking_uri)
+        self.tracking_uri = tracking_uri
+        self.client = SignalSafeClient(MlflowClient(tracking_uri))
+        with store_creation_lock(tracking_uri):
+            experiment = self._experiment(experiment_name, artifact_root)
+        self.experiment_id = experiment.experiment_id
+        describe_experiment(self.client, experiment, kind)
+
+    def _experiment(self, name: str, artifact_root: Path | None) -> Any:
+        """The MLflow experiment `name`, created if missing. Jobs on a cluster may create it at the same
+        moment: whoever loses the race reads the winner's. A tracking server keeps the artifacts itself
+        (its --artifacts-destination); a local store puts them under the work directory."""
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment
+        served = self.tracking_uri.startswith(("http://", "https://"))
+        location = artifact_root.resolve().as_uri() if artifact_root is not None and not served else None
+        try:
+            return self.client.get_experiment(self.client.create_experiment(name, artifact_location=location))
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self.client.get_experiment_by_name(name)
+
+    def find(self, fingerprint: str) -> Any | None:
+        """The newest run with this fingerprint, or None."""
+        runs = self.client.search_runs([self.experiment_id], f"tags.fingerprint = '{fingerprint}'",
+                                       order_by=["attributes.start_time DESC"], max_results=1)
+        return runs[0] if runs else None
+
+    def create(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
+        """A new RUNNING run with `tags` and `params`; its id. A signal meanwhile is raised once both are
+        stored (`core.interrupts.deferred`: inside MLflow's call the run may exist before its id is known,
+        and nobody could end it), and ends the run KILLED: the caller's `tracked_run` has not begun."""
+        run_id = None
+        try:
+            with interrupts.deferred():
+                run_id = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags).info.run_id
+                items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
+                for start in range(0, len(items), PARAMS_PER_BATCH):
+                    self.client.log_batch(run_id, params=items[start:start + PARAMS_PER_BATCH])
+        except Interrupted as stop:
+            if run_id is not None:
+                self.end_killed(run_id, str(stop))
+            raise
+        return run_id
+
+    def end_killed(self, run_id: str, reason: str) -> None:
+        """End the run KILLED, tagged `stopped` with `reason` (a signal's name, a stop exception's)."""
+        self.client.set_tag(run_id, "stopped", reason)
+        self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
+        """All of them in one store write (one `log_metric` each was a SQLite transaction each, ~40 ms)."""
+        now = int(time.time() * 1000)
+        self.client.log_batch(run_id, metrics=[Metric(key, float(value), now, step or 0)
+                                               for key, value in metrics.items()])
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        """All of them in one store write, as `log_metrics`."""
+        self.client.log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
+
+    @contextmanager
+    def tracked_run(self, run_id: str, stop_exceptions: tuple[type[BaseException], ...] = ()
+                    ) -> Iterator[str]:
+        """FINISHED if the body completes; KILLED on Ctrl-C, SIGTERM (`core.interrupts.Interrupted`) or one
+        of `stop_exceptions` (a deliberate stop, e.g. an Optuna trial being pruned), tagged `stopped` (the
+        exception's name, or the signal's); FAILED, tagged `error`, otherwise. An error raised while a signal
+        is pending (a store write that the signal cut in two, in Lightning's MLflow logger) is the signal's:
+        KILLED, and `Interrupted` is raised from it."""
+        try:  # an interrupt while marking it RUNNING must end it KILLED as well
+            self.client.update_run(run_id, status="RUNNING")
+            with preserved_tracking_env():
+                yield run_id
+        except (KeyboardInterrupt, Interrupted, *stop_exceptions) as stop:
+            self.end_killed(run_id, str(stop) if isinstance(stop, Interrupted) else type(stop).__name__)
+            raise
+        except BaseException as error:
+            signum = interrupts.pending()
+            if signum is not None:
+                self.end_killed(run_id, str(Interrupted(signum)))
+                raise Interrupted(signum) from error
+            try:
+                self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
+                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            except Exception as store_error:  # e.g. the store's disk is full too: report the first error
+                if store_failure(error) is None:  # (a store failure's own message says the run stays RUNNING)
+                    log.warning("could not mark MLflow run %s FAILED (%s); the next run with its fingerprint "
+                                "takes it over", run_id, " ".join(str(store_error).split())[:200])
+            raise
+        else:
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+
+    def lightning_logger(self, run_id: str, flush_every: int = 1) -> MLFlowLogger:
+        """Lightning's logger for `run_id`: every step's points, stored `flush_every` steps at a time."""
+        return _RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id, flush_every=flush_every)
+
+
+def store_failure(error: BaseException) -> str | None:
+    """One line for an error of the tracking store itself (locked past its timeout, its disk full, its
+    server gone), or None for any other error. MLflow wraps SQLAlchemy's OperationalError in an
+    MlflowException (TEMPORARILY_UNAVAILABLE) whose message carries the SQL and a 390-line traceback."""
+    import sqlalchemy
+
+    seen: BaseException | None = error
+    while seen is not None:
+        store = isinstance(seen, sqlalchemy.exc.OperationalError) or (
+            isinstance(seen, MlflowException) and seen.error_code == "TEMPORARILY_UNAVAILABLE")
+        if store:
+            cause = getattr(seen, "orig", None) or seen
+            detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+            return (f"the tracking store did not answer ({detail[:200]}); a run in progress was left RUNNING: "
+                    "rerun the same command once the store answers, and it takes the run over")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextmanager
+def preserved_tracking_env() -> Iterator[None]:
+    """Lightning's MLflow logger calls `mlflow.set_tracking_uri`, which in MLflow 3 also sets
+    $MLFLOW_TRACKING_URI for the rest of the process (and its children): a later run with another work
+    directory would then log to this run's store. Put the variable back as it was."""
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
+
+
+class SignalSafeClient:
+    """An MlflowClient whose calls a SIGINT / SIGTERM does not cut in two: the signal is raised when the
+    call returns (`core.interrupts.deferred`; a second one at once). Cut inside SQLAlchemy's session
+    handling, a call failed with another error ("This transaction is closed") and could leave its session
+    unable to close, its connection holding the SQLite lock, so that nothing could end the run KILLED."""
+
+    def __init__(self, client: MlflowClient):
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_client":  # not set yet (e.g. while unpickling): no recursion through __getattr__
+            raise AttributeError(name)
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        @functools.wraps(attribute)
+        def whole(*args: Any, **kwargs: Any) -> Any:
+            with interrupts.deferred():
+                return attribute(*args, **kwargs)
+
+        return whole
+
+
+class _RunOwnedMLFlowLogger(MLFlowLogger):
+    """Lightning's MLflow logger, minus ending the run: `Tracker.tracked_run` decides the final status
+    (Lightning would mark the run FINISHED after `fit`, before the test set is scored). Its store calls
+    are signal-safe, as the tracker's.
+
+    Every step's points are kept (the Trainer logs every step) and written `flush_every` steps at a time,
+    in one store write (a SQLite transaction per step would cost more than a micro model's step), and
+    whenever `flush` is called: before every checkpoint (`FlushPoints`: a resumed run keeps the points
+    below its checkpoint's step, so they must be stored by then), after each validation, at the end.
+    Lightning's `epoch` point, added to every logging call, is left out: a chart of the epoch number."""
+
+    def __init__(self, *args: Any, flush_every: int = 1, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._mlflow_client = SignalSafeClient(self._mlflow_client)
+        self.flush_every = flush_every
+        self._points: list[Metric] = []
+        self._steps: set[int] = set()
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        now = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if key != "epoch" and not isinstance(value, str):
+                self._points.append(Metric(re.sub(r"[^a-zA-Z0-9_/. -]+", "", key), float(value), now, step or 0))
+        self._steps.add(step or 0)
+        if len(self._steps) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the points kept so far, in as few store writes as MLflow allows."""
+        points, self._points, self._steps = self._points, [], set()
+        for start in range(0, len(points), METRICS_PER_BATCH):
+            self.experiment.log_batch(run_id=self.run_id, metrics=points[start:start + METRICS_PER_BATCH])
+
+    def finalize(self, status: str = "success") -> None:
+        if status == "success":
+            self.flush()
+            return
+        try:  # a failed or interrupted fit: keep what it logged, but never hide its own error behind ours
+            self.flush()
+        except Exception as error:  # noqa: BLE001
+            log.warning("could not store the last metric points of MLflow run %s (%s)", self.run_id,
+                        " ".join(str(error).split())[:200])
+
+
+class FlushPoints(pl.Callback):
+    """Stores the run's kept metric points before every checkpoint (see `_RunOwnedMLFlowLogger`), after
+    each validation (the dev scores show up while training goes on) and when training or testing ends."""
+
+    @staticmethod
+    def _flush(trainer: pl.Trainer) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, _RunOwnedMLFlowLogger):
+                logger.flush()
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        self._flush(trainer)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(trainer)
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(trainer)

@@ -1,0 +1,12 @@
+"""Seeds derived from a run's seed, shared by pretraining (the masks and the step of each micro-batch) and
+fine-tuning (each step's dropout): one function, so a stream's seed never depends on which layer asks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def batch_seed(seed: int, micro_batch: int, stream: int) -> int:
+    """A seed for one random stream (0: masks, 1: the training step) of one global micro-batch;
+    different streams of the same micro-batch get unrelated seeds."""
+    return int(np.random.SeedSequence([int(seed), int(micro_batch), stream]).generate_state(1)[0])

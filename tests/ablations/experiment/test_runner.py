@@ -1,0 +1,98 @@
+"""The runner (ablations/experiment/runner.py) executes the planned runs as ablations.experiment.plan resolves them:
+a cell FINISHED in the store is reused without computing anything, and a stage that fails when run
+blocks the stage continuing from it and every cell that needs either."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlflow.tracking import MlflowClient
+
+from ablations import results
+from ablations.experiment import Store, load_experiment, resolve
+from ablations.experiment.runner import run_experiment
+
+TINY_PRETRAIN = "{corpus: pubmed, vocab: pubmedbert-uncased, max_steps: 4, checkpoint_every: 2, max_words: 4000}"
+
+
+def finetune_runs(tracking_uri: str) -> list:
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name("finetune")
+    return client.search_runs([found.experiment_id], "tags.fingerprint != ''") if found else []
+
+
+def test_a_cell_finished_in_the_store_is_reused_and_nothing_is_computed(tmp_path, data_dir):
+    path = tmp_path / "reuse.yaml"
+    path.write_text("name: reuse\nmodels:\n  random: {name_or_path: random-bert}\ntasks: [biosses]\n"
+                    "table: {rows: task, columns: model}\n")
+    experiment = load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    uri = experiment.store()[1]
+    [planned] = resolve(experiment, Store(uri)).cells
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment(planned.identity.experiment_name),
+                               tags={"fingerprint": planned.fingerprint}).info.run_id
+    client.log_metric(run_id, "test/score", 0.5)
+    client.set_terminated(run_id, "FINISHED")
+
+    lines: list[str] = []
+    summary = run_experiment(experiment, echo=lines.append)
+    [outcome] = summary.outcomes
+    assert (outcome.status, outcome.run_id, outcome.fingerprint) == (results.REUSED, run_id, planned.fingerprint)
+    assert summary.ok and summary.count(results.COMPUTED) == 0
+    assert lines == ["[1/1] reused   finetune random/biosses/s1"]
+    assert [r.info.run_id for r in finetune_runs(uri)] == [run_id]
+
+
+@pytest.mark.slow
+def test_a_stage_that_fails_blocks_the_stage_continuing_from_it_and_their_cells(tmp_path, data_dir):
+    broken = tmp_path / "broken-model"  # a BERT directory without its weights
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "bert"}')
+    path = tmp_path / "blocked.yaml"
+    path.write_text(f"""
+name: blocked
+models:
+  base: {{pretrain: {TINY_PRETRAIN}, init: {broken}}}
+  continued: {{pretrain: {TINY_PRETRAIN}, init: base}}
+tasks: [biosses]
+table: {{rows: task, columns: model}}
+""")
+    experiment = load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    summary = run_experiment(experiment, echo=lambda _: None)
+    outcomes = {o.name: o for o in summary.outcomes}
+    assert list(outcomes) == ["base", "continued", "base/biosses/s1", "continued/biosses/s1"]
+    assert outcomes["base"].status == results.FAILED and "no file named model.safetensors" in outcomes["base"].error
+    assert (outcomes["continued"].status, outcomes["continued"].error) == (
+        results.BLOCKED, "continues from pretraining stage 'base', which failed")
+    assert (outcomes["base/biosses/s1"].status, outcomes["base/biosses/s1"].error) == (
+        results.BLOCKED, "needs pretraining stage 'base', which failed")
+    assert (outcomes["continued/biosses/s1"].status, outcomes["continued/biosses/s1"].error) == (
+        results.BLOCKED, "needs pretraining stage 'continued', which is blocked")
+    assert not summary.ok and summary.lines()[0].endswith("0 computed, 0 reused, 1 failed, 3 blocked")
+    assert not finetune_runs(experiment.store()[1])
+
+
+@pytest.mark.slow
+def test_runs_per_device_computes_cells_in_that_many_worker_processes_at_once(tmp_path, data_dir):
+    """`--runs-per-device 2` on one device: two worker processes (neither this one) share the cells, with
+    overlapping run times, and each finished run is in the store once."""
+    import os
+
+    path = tmp_path / "parallel.yaml"
+    path.write_text("name: parallel\nmodels:\n  random: {name_or_path: random-bert}\n"
+                    "tasks: [biosses, gad]\nseeds: 2\ntable: {rows: task, columns: model}\n")
+    experiment = load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    summary = run_experiment(experiment, echo=lambda _: None, devices=1, runs_per_device=2)
+    assert summary.ok and summary.count(results.COMPUTED) == 4
+    workers = {o.worker for o in summary.outcomes}
+    assert len(workers) == 2 and os.getpid() not in workers
+    runs = finetune_runs(experiment.store()[1])
+    assert sorted(r.data.tags["fingerprint"] for r in runs) == sorted(o.fingerprint for o in summary.outcomes)
+    spans = {}
+    for run in runs:
+        spans.setdefault(run.info.run_id, (run.info.start_time, run.info.end_time))
+    by_worker = {}
+    for o in summary.outcomes:
+        by_worker.setdefault(o.worker, []).append(spans[o.run_id])
+    first, second = by_worker.values()
+    assert any(a0 < b1 and b0 < a1 for a0, a1 in first for b0, b1 in second), "the two workers never overlapped"

@@ -1,0 +1,198 @@
+"""Micro pretraining runs end to end on real text: every variant's loss falls and the exported model of
+every architecture fine-tunes with `bioablate finetune`; a SIGKILLed run is resumed by the same command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+from safetensors.torch import load_file
+
+from ablations.config import REPO_ROOT, build_config
+from ablations.run.finetune import run_finetune
+from ablations.run.pretrain import run_pretrain
+from core.errors import ConfigError
+from lightning_modules.models import load_encoder
+from lightning_modules.pretrain import ObjectiveSpec, build_model
+
+# Batch 8 and 20 steps: enough for every variant's loss to fall clearly (the drop is 0.2-16 nats).
+FAST = ["trainer.progress_bar=false", "pretrain.batch_size=8", "pretrain.max_steps=20",
+        "pretrain.checkpoint_every=10"]
+FINETUNE = ["finetune.max_train_examples=32", "finetune.max_eval_examples=16", "finetune.epochs=1",
+            "finetune.max_length=64", "trainer.progress_bar=false"]
+# Continual pretraining starts from MiniLM (6 layers, 384 wide: ~1 s a step here): 8 steps show the fall.
+CONTINUAL = ["pretrain.init=general-minilm", "pretrain.max_steps=8", "pretrain.checkpoint_every=4",
+             "trainer.log_every_n_steps=2"]
+
+VARIANTS = {
+    "bert-wwm-pubmed": [],
+    "wordpiece": ["pretrain.masking=wordpiece"],
+    "nsp": ["pretrain.nsp=true"],
+    "mask-schedule": ["pretrain.mask_schedule=ramp"],
+    "adversarial": ["pretrain.adversarial=true"],
+    "albert-sop": ["pretrain.objective=albert", "pretrain.embedding_size=32"],
+    "lamb": ["pretrain.optimizer=lamb", "pretrain.lr=2e-2"],
+    "bf16-mixed": ["trainer.precision=bf16-mixed", "pretrain.max_steps=12"],  # gradient clipping, fused AdamW
+    "trained-vocab": ["pretrain.vocab=train:2000"],
+    "pmc": ["pretrain.corpus=pmc"],
+    "pubmed+pmc": ["pretrain.corpus=pubmed+pmc"],
+    "general>pubmed": ["pretrain.corpus=general>pubmed"],
+    "continual-minilm": [*CONTINUAL, "pretrain.vocab=init", "pretrain.lr=5e-4"],
+    "continual-new-vocab": [*CONTINUAL, "pretrain.vocab=pubmedbert-uncased", "pretrain.lr=1e-3"],
+    "electra": ["pretrain.objective=electra"],
+    "electra-from-bert": [*CONTINUAL, "pretrain.objective=electra", "pretrain.vocab=init", "pretrain.lr=5e-4"],
+}
+# Variants that change only the text, the masking or the optimizer export the standard model's
+# architecture and vocabulary: fine-tuning their export would prove nothing "bert-wwm-pubmed" does not.
+SAME_EXPORT = {"wordpiece", "mask-schedule", "adversarial", "lamb", "bf16-mixed", "pmc", "pubmed+pmc",
+               "general>pubmed"}
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pretrain-work")
+
+
+def pretrain_config(data_dir: Path, work_dir: Path, *overrides: str):
+    return build_config("micro", [*FAST, *overrides], task="pretrain", experiment_name="pretrain",
+                        data_dir=str(data_dir), work_dir=str(work_dir))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_micro_pretraining_variant_learns_and_fine_tunes(variant: str, data_dir: Path, work_dir: Path):
+    result = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
+    losses = result.losses
+    assert len(losses) >= 8
+    k = len(losses) // 4  # the mean loss of the last quarter of the steps is clearly below the first's
+    assert sum(losses[-k:]) / k < sum(losses[:k]) / k - 0.1, (losses[:k], losses[-k:])
+    run = MlflowClient(result.tracking_uri).get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["model_dir"] == str(result.model_dir)
+    assert "train/loss" in run.data.metrics and "train/mask_rate" in run.data.metrics
+    if "pretrain.objective=electra" in VARIANTS[variant]:
+        assert {"train/gen_loss", "train/rtd_loss", "train/rtd_accuracy"} <= set(run.data.metrics)
+        assert json.loads((result.model_dir / "config.json").read_text())["architectures"] == \
+            ["ElectraForPreTraining"]  # the discriminator is what fine-tuning gets
+    assert (result.model_dir / "config.json").is_file() and (result.model_dir / "vocab.txt").is_file()
+    again = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS[variant]))
+    assert again.reused and again.run_id == result.run_id
+    if variant in SAME_EXPORT:
+        return
+
+    ft_cfg = build_config("micro", FINETUNE, task="gad", data_dir=str(data_dir), work_dir=str(work_dir),
+                          **{"model.name_or_path": str(result.model_dir)})
+    ft = run_finetune(ft_cfg)
+    ft_run = MlflowClient(ft.tracking_uri).get_run(ft.run_id)
+    assert ft_run.info.status == "FINISHED" and "test/score" in ft_run.data.metrics
+    # fine-tuning starts from the pretrained encoder: every encoder weight it loads is the exported one
+    exported = load_file(result.model_dir / "model.safetensors")
+    encoder, _ = load_encoder(ft_cfg.model, data_dir, 0.0)
+    weights = encoder.state_dict()
+    for name, tensor in weights.items():
+        stored = [key for key in exported if key == name or key.endswith("." + name)]
+        assert len(stored) == 1 and torch.equal(exported[stored[0]], tensor), name
+
+
+@pytest.mark.slow
+def test_mask_schedule_reaches_25_percent(data_dir: Path, work_dir: Path):
+    result = run_pretrain(pretrain_config(data_dir, work_dir, *VARIANTS["mask-schedule"],
+                                          "trainer.log_every_n_steps=1"), force=True)
+    client = MlflowClient(result.tracking_uri)
+    rates = [m.value for m in client.get_metric_history(result.run_id, "train/mask_rate")]
+    assert rates == sorted(rates) and len(rates) == 20
+    assert rates[0] == pytest.approx(0.05) and rates[-1] == pytest.approx(0.25)
+    assert sorted({round(r, 2) for r in rates}) == [0.05, 0.10, 0.15, 0.20, 0.25]
+
+
+def test_electra_generator_is_smaller_and_shares_the_embeddings():
+    model_cfg = build_config("micro", task="pretrain").model
+    electra = build_model(ObjectiveSpec("electra", generator_size=0.25), 500, 0, model_cfg, 64)
+    gen, disc = electra.generator, electra.discriminator
+    assert (gen.config.hidden_size, gen.config.num_attention_heads, gen.config.intermediate_size) == (16, 1, 64)
+    assert gen.config.num_hidden_layers == disc.config.num_hidden_layers == 2
+    assert gen.electra.embeddings is disc.electra.embeddings  # token, position, token-type, LayerNorm
+    assert gen.generator_lm_head.weight is disc.electra.embeddings.word_embeddings.weight
+    # each shared tensor is one parameter to the optimizer
+    assert len(list(electra.parameters())) == len({id(p) for p in electra.parameters()})
+    with pytest.raises(ConfigError, match="generator_size=0.8: the generator's width 51 is not divisible"):
+        build_model(ObjectiveSpec("electra", generator_size=0.8), 500, 0, model_cfg, 64)
+
+
+def test_continual_pretraining_refuses_a_checkpoint_the_objective_cannot_continue(data_dir: Path, tmp_path: Path):
+    with pytest.raises(ConfigError, match="'bert' checkpoint cannot start objective=albert"):
+        run_pretrain(pretrain_config(data_dir, tmp_path, "pretrain.objective=albert", "pretrain.init=general-minilm"))
+
+
+def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+def _pretrain_command(data_dir: Path, work: Path, *overrides: str) -> list[str]:
+    return [sys.executable, "-m", "ablations.cli", "pretrain", "--corpus", "pubmed", "--masking", "wwm",
+            "--objective", "bert", "--profile", "micro", "--data-dir", str(data_dir), "--work-dir", str(work),
+            "trainer.progress_bar=false", *overrides]
+
+
+@pytest.mark.slow
+def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Path, tmp_path: Path):
+    # accumulation and two loader workers: the resumed run must re-enter both at the right micro-step
+    overrides = ["pretrain.max_steps=20", "pretrain.checkpoint_every=5", "pretrain.accumulate=2",
+                 "trainer.num_workers=2"]
+    assert "MLFLOW_TRACKING_URI" not in os.environ  # no earlier test leaked its store
+    reference = subprocess.run(_pretrain_command(data_dir, tmp_path / "reference", *overrides), cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=300)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+
+    work = tmp_path / "killed"
+    cmd = _pretrain_command(data_dir, work, *overrides)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(work.glob("runs/*/checkpoints/last.ckpt")):
+        assert proc.poll() is None, "the run ended before its first checkpoint"
+        time.sleep(0.2)
+    time.sleep(0.3)  # mid-run, past the first checkpoint
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # one checkpoint file, overwritten: not a second full copy of each one
+    assert [p.name for p in work.glob("runs/*/checkpoints/*.ckpt")] == ["last.ckpt"]
+    assert not list(work.glob("models/*/config.json"))
+
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "finished" in done.stdout
+    uri = done.stdout.split("MLflow: ")[1].split()[0]
+    assert uri == f"sqlite:///{work.resolve() / 'mlruns.db'}"
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("pretrain").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"  # the killed run was taken over
+
+    # data, masks and dropout depend only on (seed, micro-batch): the resumed run is bitwise the same
+    model_dir = next(work.glob("models/*/config.json")).parent
+    reference_dir = next((tmp_path / "reference").glob("models/*/config.json")).parent
+    assert model_dir.name == reference_dir.name  # same fingerprint
+    ours, ref = _weights(model_dir), _weights(reference_dir)
+    assert ours.keys() == ref.keys()
+    worst = max((ours[k] - ref[k]).abs().max().item() for k in ref)
+    assert worst == 0.0, f"resumed weights differ from the uninterrupted run's by up to {worst:g}"
+
+
+def test_a_model_exported_under_its_fingerprint_alone_is_still_found(data_dir: Path, tmp_path: Path):
+    """Work directories from before readable folder names keep their finished runs."""
+    from ablations.run.pretrain import identify
+
+    cfg = pretrain_config(data_dir, tmp_path)
+    named = identify(cfg).model_dir
+    assert named.name.startswith("bert-pubmed-wwm-s42-") and not named.exists()
+    legacy = tmp_path / "models" / identify(cfg).fingerprint
+    legacy.mkdir(parents=True)
+    (legacy / "config.json").write_text("{}")
+    assert identify(cfg).model_dir == legacy

@@ -1,0 +1,121 @@
+"""`bioablate ui` as a researcher opens it (ablations/serve/mlflow_app.py, ablations/serve/ui.py): a real micro
+fine-tuning run, the real server on loopback, and a real headless Chromium (tests/browser.py) reading the
+pages after MLflow's scripts ran. One store, one server and one run for the module."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ablations.run.dashboard import runs_url
+from ablations.serve.mlflow_app import PAGE_SETUP, index_page
+from tests.browser import open_page, page_text
+from tests.cli import bioablate_in_process, stop_group
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+ASSISTANT_PANE = "Ask questions about your experiments"  # the text of MLflow's assistant pane when it opens
+
+
+def test_the_page_setup_goes_into_the_head_of_mlflows_index_page():
+    from mlflow.server import app
+
+    original = (Path(app.static_folder) / "index.html").read_text()
+    page = index_page(original)
+    assert page.replace(PAGE_SETUP, "") == original
+    assert page.index("<head>") < page.index(PAGE_SETUP) < page.index("</head>")
+    assert '"mlflow.assistant.fab.autoOpenedOnFirstLoad_v1", "true"' in PAGE_SETUP
+    with pytest.raises(ValueError, match="no </head>"):
+        index_page("<html><body></body></html>")
+
+
+@pytest.fixture(scope="module")
+def micro_run(tmp_path_factory, data_dir) -> tuple[Path, str, str, str]:
+    """A micro fine-tuning run through the CLI: (work dir, what it printed, experiment id, run id). Two
+    training steps: fewer than trainer.log_every_n_steps (10), so its loss points come from the last write."""
+    work = tmp_path_factory.mktemp("ui-store")
+    done = bioablate_in_process("finetune", "--task", "gad", "--work-dir", str(work), "--data-dir", str(data_dir),
+                                "trainer.progress_bar=false", cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    experiment_id, run_id = re.search(r"#/experiments/(\w+)/runs/(\w+)", done.stdout).groups()
+    return work, done.stdout, experiment_id, run_id
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ui(micro_run) -> str:
+    """`bioablate ui` over the micro run's work directory, as a user starts it: its base URL."""
+    work = micro_run[0]
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    server = subprocess.Popen([sys.executable, "-m", "ablations.cli", "ui", "--work-dir", str(work), "--port",
+                               str(port)], cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300  # a loaded 2-core machine takes a while to import MLflow twice
+        while True:
+            assert server.poll() is None, server.stderr.read().decode()[-3000:]
+            try:
+                urllib.request.urlopen(f"{base}/health", timeout=5).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.time() < deadline, "bioablate ui did not come up"
+                time.sleep(0.5)
+        yield base
+    finally:
+        stop_group(server)
+
+
+def test_the_run_page_shows_the_runs_score_and_no_assistant_pane(chromium, micro_run, ui):
+    """The run page, at the path `bioablate finetune` printed: its test score in the metrics table, and
+    no assistant pane (plain `mlflow server` opens it beside the page on a browser's first visit)."""
+    work, printed, experiment_id, run_id = micro_run
+    path = f"#/experiments/{experiment_id}/runs/{run_id}"
+    assert f"then open http://127.0.0.1:5000/{path}" in printed and f"bioablate ui --work-dir {work}" in printed
+    score = MlflowClient(f"sqlite:///{work / 'mlruns.db'}").get_run(run_id).data.metrics["test/score"]
+    shown = f"test/score {score!r}"  # the metrics table: name, then value
+    text = page_text(open_page(chromium, f"{ui}/{path}", ready=lambda text: shown in text))
+    assert shown in text, text[:3000]
+    assert "gad-random-bert-s42" in text and "Finished" in text
+    assert ASSISTANT_PANE not in text
+
+
+def test_the_metrics_tab_charts_the_training_loss(chromium, micro_run, ui):
+    """The run's metrics tab draws a train/loss chart (two steps, both logged) beside the dev curves,
+    and no assistant pane."""
+    _, _, experiment_id, run_id = micro_run
+    legends = [f"gad-random-bert-s42 ({chart})" for chart in ("train/loss", "train/loss_epoch", "dev/score")]
+    text = page_text(open_page(chromium, f"{ui}/#/experiments/{experiment_id}/runs/{run_id}/model-metrics",
+                               ready=lambda text: all(legend in text for legend in legends), size=(1400, 2400)))
+    for legend in legends:  # each chart's legend: the run's name (the metric)
+        assert legend in text, (legend, text[:3000])
+    assert "test/fn" not in text and "test/support" not in text  # counts are no charts
+    assert ASSISTANT_PANE not in text
+
+
+def test_the_runs_list_view_has_the_key_metrics_as_columns(chromium, micro_run, ui):
+    """The experiment's saved view `bioablate`: the runs list grouped by task, with the test score, the
+    task and the model as columns, and the experiment's description above it."""
+    _, _, experiment_id, _ = micro_run
+    text = page_text(open_page(chromium, runs_url(ui, experiment_id), size=(2400, 900),
+                               ready=lambda text: "gad-random-bert-s42" in text))
+    for column in ("test/score", "best_dev/score", "task", "model", "seed"):
+        assert re.search(rf"\b{re.escape(column)}\b", text), (column, text[:3000])
+    assert "Group: gad" in text and "gad-random-bert-s42" in text
+    assert "Fine-tuning runs of bioablate" in text
+    assert ASSISTANT_PANE not in text
