@@ -55,7 +55,7 @@ HEAD_FILE = "head.safetensors"
 POOLER_EPS = 1e-4  # scale of the linearised pooler (see the module docstring)
 TRANSFORMERS, BIOABLATE = "transformers", "bioablate"
 PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": "multi_label_classification",
-                 "regression": "regression"}
+                 "regression": "regression", "ranking": "single_label_classification"}
 
 
 def label_names(task_encoder: TaskEncoder) -> list[str]:
