@@ -44,6 +44,11 @@ SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_
 
 Features = dict[str, Any]
 
+# Metrics that rank candidates by score (Bio-ELECTRA's answer re-ranking): a pair task scored by one is
+# trained as classification, and its prediction per pair is the relevant label's probability (output kind
+# "ranking"); the metric groups the pairs by their first text, the question.
+RANKING_METRICS = ("mean_reciprocal_rank",)
+
 
 class TaskEncoder(ABC):
     """The interface the datamodule and the LightningModule rely on."""
@@ -205,6 +210,9 @@ class SequenceEncoder(TaskEncoder):
         self.label_ids = {label: i for i, label in enumerate(self.labels)}
         if spec.task_type == "similarity":
             self.output_kind = "regression"
+        elif spec.metric in RANKING_METRICS:
+            self.output_kind = "ranking"
+            self._check_ranking()
         elif spec.multi_label:
             self.output_kind = "multilabel"
         else:
@@ -263,7 +271,22 @@ class SequenceEncoder(TaskEncoder):
             })
         return features
 
+    def _check_ranking(self) -> None:
+        positive = self.spec.metric_args.get("positive")
+        if len(self.labels) != 2 or self.labels[-1] != positive:
+            raise ValueError(f"dataset {self.spec.name}: a ranking task has two labels, the relevant one "
+                             f"(metric_args positive={positive!r}) last; got {self.labels}")
+
+    def _metric_args(self, instances: Sequence[Instance]) -> dict[str, Any]:
+        """A ranking metric ranks each question's candidates: a pair's group is its first text."""
+        args = dict(self.spec.metric_args)
+        if self.output_kind == "ranking":
+            args["groups"] = [x.text_a for x in instances]
+        return args
+
     def decode(self, feature: Features, raw: Any) -> Any:
+        if self.output_kind == "ranking":  # the probability of the relevant label: the candidate's score
+            return float(raw)
         if self.output_kind == "classification":
             return self.labels[raw]
         if self.output_kind == "multilabel":

@@ -49,6 +49,24 @@ def _biobert_re(name: str, folder: str, licenses: tuple[str, ...], notes: str, p
     )
 
 
+# Answer-candidate re-ranking (Bio-ELECTRA Table 5): pair classification whose prediction per pair is the
+# relevant label's probability (datamodules/encoders.py, output kind "ranking"), scored by MRR over each
+# question's candidates. Protocol (only the test file is staged): 10 seeded folds over its questions, all
+# candidates of a question in one fold; dev a tenth of each fold's training questions.
+BIOELECTRA_RERANK = DatasetSpec(
+    name="bioelectra-rerank", task_type="qa", reader=read_bioelectra_rerank, files=(RERANK_FILE,),
+    labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"}, max_length=512,
+    count_unit="pairs", paper_counts={"train": 44933, "test": 9064},
+    licenses=("bioasq-nlm-terms",),  # BioASQ 5b questions
+    folds=KFolds(10, PROTOCOL_SEED, pool="test", group_by="text_a"),
+    carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text_a"),
+    notes="only Bio-ELECTRA's test file (9,064 pairs, 100 questions) is staged, its 44,933-pair training "
+          "file is not: 10 seeded folds over the test file's questions (all candidates of a question in "
+          "one fold), dev a tenth of each fold's training questions; scores are not comparable to the "
+          "paper's, which trains on the separate training file",
+)
+
+
 SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
     _biobert_species(
         "linnaeus", "BioBERT/NER/linnaeus", {"train": 2119, "dev": 711, "test": 1433}, "mentions",
@@ -74,6 +92,7 @@ SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
         notes="BioBERT's 10 cross-validation folds (report the mean over folds) of 355 sentences in all "
               "(BioBERT's Table 1: 355); no dev split: a seeded tenth of each fold's train",
     ),
+    BIOELECTRA_RERANK,
     DatasetSpec(
         name="bioelectra-yesno", task_type="qa", reader=read_bioelectra_yesno, files=tuple(YESNO_FILES.values()),
         labels=YESNO_LABELS, metric="per_class_f1", metric_args={"labels": YESNO_LABELS}, max_length=512,
@@ -83,21 +102,4 @@ SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
         notes="BioASQ 8b yes/no (question, ideal answer) pairs, 80% yes; Bio-ELECTRA has no dev set and trains "
               "on all 728: ours is a seeded, label-stratified tenth of train; scored per class (Table 3)",
     ),
-)
-
-
-# Read, dealt into folds and scored (mean_reciprocal_rank) by the data layer, but not registered yet: MRR
-# needs each candidate's score, and the fine-tuning encoders pass predicted labels only. Registering it
-# waits on a ranking output kind (issue 'The other three papers' tables').
-BIOELECTRA_RERANK = DatasetSpec(
-    name="bioelectra-rerank", task_type="qa", reader=read_bioelectra_rerank, files=(RERANK_FILE,),
-    labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"}, max_length=512,
-    count_unit="pairs", paper_counts={"train": 44933, "test": 9064},
-    licenses=("bioasq-nlm-terms",),  # BioASQ 5b questions
-    folds=KFolds(10, PROTOCOL_SEED, pool="test", group_by="text_a"),
-    carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text_a"),
-    notes="only Bio-ELECTRA's test file (9,064 pairs, 100 questions) is staged, its 44,933-pair training "
-          "file is not: 10 seeded folds over the test file's questions (all candidates of a question in "
-          "one fold), dev a tenth of each fold's training questions; scores are not comparable to the "
-          "paper's, which trains on the separate training file",
 )

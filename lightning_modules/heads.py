@@ -229,7 +229,9 @@ CLASSIFIERS.register("mlp", lambda width, hidden_size, num_labels, dropout: nn.S
     nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)),
     task_types=SEQUENCE_TASK_TYPES)
 
-OUTPUT_KINDS = ("classification", "multilabel", "regression")  # a sequence task encoder's output_kind
+# a sequence task encoder's output_kind; "ranking": trained as classification, predicts the last (positive)
+# class's probability, the candidate's score that a ranking metric orders by
+OUTPUT_KINDS = ("classification", "multilabel", "regression", "ranking")
 
 
 class SequenceClassifier(nn.Module):
@@ -288,6 +290,8 @@ class SequenceClassifier(nn.Module):
             return logits.squeeze(-1)
         if self.output_kind == "multilabel":
             return (logits > 0).long()  # sigmoid(logit) > 0.5
+        if self.output_kind == "ranking":
+            return logits.float().softmax(-1)[..., -1]
         return logits.argmax(-1)
 
 

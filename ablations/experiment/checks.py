@@ -36,13 +36,26 @@ def check_inits(models: dict[str, ModelDef], path: Path) -> None:
         except ConfigError as e:
             raise ConfigError(f"{path}: models.{name}.init: '{model.init}' is neither a model of this experiment "
                               f"({', '.join(models)}) nor an existing one ({e})") from None
+    for name, model in models.items():
+        if model.init in models and models[model.init].finetuned is not None:
+            raise ConfigError(f"{path}: models.{name}.init: '{model.init}' is a fine-tuned model; a pretraining "
+                              "stage continues from a pretrained one")
+        if model.finetuned is not None and model.finetuned.source not in models:
+            raise ConfigError(f"{path}: models.{name}.finetuned.from: '{model.finetuned.source}' is not a model "
+                              f"of this experiment ({', '.join(models)}); define it under `models` (finetune: "
+                              "false if it needs no column of its own)")
+
+    def start(name: str) -> Optional[str]:  # what model `name` starts from
+        model = models[name]
+        return model.finetuned.source if model.finetuned is not None else model.init
+
     for name in models:  # cycles
-        seen, current = [name], models[name].init
+        seen, current = [name], start(name)
         while current in models:
             if current in seen:
-                raise ConfigError(f"{path}: models: `init` cycle {' -> '.join([*seen, current])}")
+                raise ConfigError(f"{path}: models: `init` / `finetuned.from` cycle {' -> '.join([*seen, current])}")
             seen.append(current)
-            current = models[current].init
+            current = start(current)
 
 
 def check_configs(experiment: Experiment) -> None:
@@ -57,6 +70,8 @@ def check_configs(experiment: Experiment) -> None:
 
     accelerators = set()
     for name in experiment.stage_order():
+        if not experiment.models[name].is_stage:  # a first-stage fine-tune: below
+            continue
         init = experiment.models[name].init
         if init in experiment.models:
             init = experiment.models[init].name_or_path or "scratch"
@@ -68,6 +83,18 @@ def check_configs(experiment: Experiment) -> None:
             check_pretrain(cfg)
         except BioablateError as e:
             raise ConfigError(f"{experiment.models[name].source}: models.{name}: {e}") from None
+    for name in experiment.stage_order():  # first-stage fine-tunes
+        first = experiment.models[name].finetuned
+        if first is None:
+            continue
+        source = experiment.models[first.source]
+        cfg = experiment.first_stage_config(name, source.name_or_path or RANDOM_BERT)
+        accelerators.add(str(cfg.trainer.accelerator))
+        try:
+            check_run_config(cfg)
+            FinetuneSpec.from_config(cfg.finetune, get_dataset(first.task))
+        except BioablateError as e:
+            raise ConfigError(f"{experiment.models[name].source}: models.{name}.finetuned: {e}") from None
     seen: set[str] = set()
     for cell in experiment.cells():
         # variants depend on the task and the finetune.* keys, not on the model's weights (repr: a value
@@ -84,7 +111,7 @@ def check_configs(experiment: Experiment) -> None:
         try:
             check_run_config(cfg)
             FinetuneSpec.from_config(cfg.finetune, get_dataset(cell.task))
-            if not model.is_stage:  # a stage's model does not exist yet: checked when its run starts
+            if not model.is_planned:  # a planned model does not exist yet: checked when its run starts
                 check_max_length(cfg)
             # a model folder here (a Hub model is checked when its run starts: loading an experiment must
             # not need the network, nor a random BERT's vocabulary the data directory)

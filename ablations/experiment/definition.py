@@ -26,6 +26,16 @@ from lightning_modules.models import RANDOM_BERT
 
 
 @dataclass(frozen=True)
+class FinetunedFrom:
+    """A two-stage model: the best checkpoint of fine-tuning model `source` (of this experiment) on `task`
+    with `seed`, a planned run of its own (the first stage); the experiment's cells fine-tune it again."""
+
+    source: str
+    task: str
+    seed: int = 1
+
+
+@dataclass(frozen=True)
 class ModelDef:
     name: str
     label: str
@@ -35,10 +45,18 @@ class ModelDef:
     finetune: bool
     overrides: dict[str, Any]  # dotted config keys
     source: str  # the file that defines it (for messages)
+    finetuned: Optional[FinetunedFrom] = None  # a first-stage fine-tune of another model
 
     @property
     def is_stage(self) -> bool:
+        """A pretraining stage."""
         return self.pretrain is not None
+
+    @property
+    def is_planned(self) -> bool:
+        """Its weights come from a planned run of this experiment: a pretraining stage or a first-stage
+        fine-tune."""
+        return self.pretrain is not None or self.finetuned is not None
 
 
 @dataclass(frozen=True)
@@ -102,20 +120,28 @@ class Experiment:
         init = self.models[name].init
         return init if init in self.models and self.models[init].is_stage else None
 
+    def depends_on(self, name: str) -> Optional[str]:
+        """The planned model (pretraining stage or first-stage fine-tune) that planned model `name` starts
+        from, if any."""
+        finetuned = self.models[name].finetuned
+        if finetuned is not None:
+            return finetuned.source if self.models[finetuned.source].is_planned else None
+        return self.init_stage(name)
+
     def stage_order(self) -> list[str]:
-        """The pretraining stages to run, each after the stage it continues from. A stage that is not
-        fine-tuned and that no other stage continues from is not planned."""
+        """The pretraining stages and first-stage fine-tunes to run, each after the one it starts from.
+        One that is not fine-tuned and that no other starts from is not planned."""
         order: list[str] = []
 
         def visit(name: str) -> None:
             if name in order:
                 return
-            if self.init_stage(name):
-                visit(self.init_stage(name))
+            if self.depends_on(name):
+                visit(self.depends_on(name))
             order.append(name)
 
         for name, model in self.models.items():
-            if model.is_stage and model.finetune:
+            if model.is_planned and model.finetune:
                 visit(name)
         return order
 
@@ -192,6 +218,20 @@ class Experiment:
              (f"{model.source}: models.{name}.overrides", model.overrides),
              (f"{model.source}: models.{name}.pretrain", pretrain)],
             {"task": "pretrain", "experiment_name": PRETRAIN_EXPERIMENT, "pretrain.init": init})
+
+    def first_stage_config(self, name: str, model_path: str) -> DictConfig:
+        """The `bioablate finetune` config of two-stage model `name`'s first stage: its source model (at
+        `model_path`) on the first task, with the experiment's overrides, the task's and the source model's
+        (no `vary`: one first stage per model). It keeps its best weights (keep_model), which the second
+        stage starts from."""
+        first = self.models[name].finetuned
+        source = self.models[first.source]
+        return self._build(
+            [(f"{self.path}: overrides", self.overrides),
+             (f"{self.path}: task_overrides.{first.task}", self.task_overrides.get(first.task, {})),
+             (f"{source.source}: models.{first.source}.overrides", source.overrides),
+             ("model", {"model.name_or_path": model_path})],
+            {"task": first.task, "seed": first.seed, "keep_model": True})
 
     def finetune_config(self, cell: PlannedCell, model_path: str) -> DictConfig:
         """The `bioablate finetune` config of `cell`, with the model at `model_path` (name or directory)."""

@@ -97,6 +97,12 @@ def _found(kind: str, name: str, cfg: DictConfig, identity: RunIdentity, store: 
         status, reason = results.NOT_RUN, f"model directory {identity.model_dir} is missing: rerun the experiment"
     if kind == PRETRAIN and status != results.FINISHED:
         reason = f"pretraining stage '{name}': {reason}"
+    if kind == FINETUNE and cell is None:  # a first stage: its kept best weights are the next stage's model
+        if status == results.FINISHED and not (identity.model_dir / "config.json").is_file():
+            status, reason = results.FAILED, (f"its run finished but its model directory {identity.model_dir} is "
+                                              "missing (work directory moved?): rerun the experiment with --force")
+        elif status != results.FINISHED:
+            reason = f"first-stage fine-tuning '{name}': {reason}"
     return PlannedRun(kind, name, status, reason, cfg, identity, cell, run,
                       run.info.run_id if run is not None else None)
 
@@ -129,20 +135,46 @@ def stage_init(experiment: Experiment, name: str,
 
 def model_for(experiment: Experiment, model: str,
               stages: dict[str, PlannedRun]) -> tuple[Optional[str], Optional[str]]:
-    """(the model a cell fine-tunes: a name or directory; None with the reason while its stage has not
-    finished)."""
+    """(the model a cell fine-tunes: a name or directory; None with the reason while its pretraining stage
+    or first-stage fine-tune has not finished)."""
     definition = experiment.models[model]
-    if not definition.is_stage:
+    if not definition.is_planned:
         return definition.name_or_path, None
-    stage = stages[model]
-    if stage.status != results.FINISHED:
-        return None, f"needs pretraining stage '{model}', which {_unfinished(stage)}"
+    stage = stages.get(model)
+    if stage is None or stage.status != results.FINISHED:
+        what = "pretraining stage" if definition.is_stage else "first-stage fine-tuning"
+        return None, f"needs {what} '{model}', which {_unfinished(stage)}"
     return str(stage.model_dir), None
+
+
+def first_stage_model_dir(cfg: DictConfig, fingerprint: str) -> Path:
+    """Where a finished fine-tuning run of `cfg` keeps its best weights (ablations.run.finetune `_store_model`)."""
+    from ablations.places import resolve_work_dir
+
+    return resolve_work_dir(cfg) / "runs" / fingerprint / "model"
+
+
+def resolve_first_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRun], store: Store,
+                        identities: Identities = COMPUTED) -> PlannedRun:
+    """The first stage of two-stage model `name`: its source model fine-tuned on the first task."""
+    source, blocked = model_for(experiment, experiment.models[name].finetuned.source, stages)
+    if source is None:
+        return PlannedRun(FINETUNE, name, results.BLOCKED, blocked)
+    cfg = experiment.first_stage_config(name, source)
+    identity, reason = identities.of(FINETUNE, name, cfg)
+    if identity is None:
+        return PlannedRun(FINETUNE, name, results.NOT_RUN, reason, cfg)
+    if identity.model_dir is None:
+        identity = identity._replace(model_dir=first_stage_model_dir(cfg, identity.fingerprint))
+    return _found(FINETUNE, name, cfg, identity, store)
 
 
 def resolve_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRun], store: Store,
                   identities: Identities = COMPUTED) -> PlannedRun:
-    """Pretraining stage `name`, given the stages it may continue from (`stages`, by name)."""
+    """Pretraining stage (or first-stage fine-tune) `name`, given the stages it may continue from
+    (`stages`, by name)."""
+    if experiment.models[name].finetuned is not None:
+        return resolve_first_stage(experiment, name, stages, store, identities)
     init, blocked = stage_init(experiment, name, stages)
     if init is None:
         return PlannedRun(PRETRAIN, name, results.BLOCKED, blocked)
@@ -226,14 +258,17 @@ ACTIONS = {results.FINISHED: "reuse", results.RUNNING: "resume", results.FAILED:
            results.NOT_RUN: "compute", results.BLOCKED: "compute later"}
 
 
-def _note(planned: PlannedRun) -> str:
+def _note(experiment: Experiment, planned: PlannedRun) -> str:
+    first = experiment.models[planned.name].finetuned if planned.cell is None else None
+    what = f" = {first.source} fine-tuned on {first.task} (s{first.seed}), first stage" if first else ""
     if planned.status == results.FINISHED:
-        return f" (run {planned.run_id})"
-    if planned.status == results.BLOCKED and planned.kind == FINETUNE:
-        return f" (after pretraining stage '{planned.cell.model}')"
+        return f"{what} (run {planned.run_id})"
+    if planned.status == results.BLOCKED and planned.cell is not None:
+        stage = "pretraining stage" if experiment.models[planned.cell.model].is_stage else "first stage"
+        return f" (after {stage} '{planned.cell.model}')"
     if planned.status != results.NOT_RUN and planned.reason:
-        return f" ({planned.reason})"
-    return ""
+        return f"{what} ({planned.reason})"
+    return what
 
 
 def plan_lines(experiment: Experiment) -> Iterator[str]:
@@ -253,7 +288,7 @@ def plan_lines(experiment: Experiment) -> Iterator[str]:
     def line(planned: PlannedRun) -> str:
         what = ACTIONS[planned.status]
         counts[what] = counts.get(what, 0) + 1
-        return f"  {what:<13} {planned.kind} {planned.name}{_note(planned)}"
+        return f"  {what:<13} {planned.kind} {planned.name}{_note(experiment, planned)}"
 
     for planned in stages.values():
         yield line(planned)

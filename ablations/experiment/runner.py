@@ -217,12 +217,12 @@ class _Run:
         while stages or cells or self.running:
             interrupts.check()  # a signal whose exception a finalizer swallowed still stops the loop
             for name in list(stages):
-                dependency = self.experiment.init_stage(name)
+                dependency = self.experiment.depends_on(name)
                 if dependency is None or dependency in self.stages:
                     stages.remove(name)
                     self._stage(name)
             for cell in list(cells):
-                if not self.experiment.models[cell.model].is_stage or cell.model in self.stages:
+                if not self.experiment.models[cell.model].is_planned or cell.model in self.stages:
                     interrupts.check()
                     cells.remove(cell)
                     self._cell(cell)
@@ -246,19 +246,22 @@ class _Run:
     # -- planned runs
 
     def _stage(self, name: str) -> None:
+        """A pretraining stage, or a two-stage model's first fine-tuning run (kind FINETUNE, no cell)."""
+        kind = PRETRAIN if self.experiment.models[name].is_stage else FINETUNE
         try:
             planned = resolve_stage(self.experiment, name, self.stages, self.store)
         except Exception as error:  # noqa: BLE001 -- e.g. its data is missing: recorded, the others go on
-            self.stages[name] = PlannedRun(PRETRAIN, name, FAILED, one_line(error))
-            self._record(Outcome(PRETRAIN, name, FAILED, error=one_line(error)))
+            self.stages[name] = PlannedRun(kind, name, FAILED, one_line(error))
+            self._record(Outcome(kind, name, FAILED, error=one_line(error)))
             return
-        if planned.status in (FINISHED, BLOCKED):
-            self.stages[name] = planned
-            self._record(Outcome(PRETRAIN, name, REUSED if planned.status == FINISHED else BLOCKED,
-                                 planned.run_id, planned.fingerprint, error=planned.reason))
+        kept_nothing = planned.status == FAILED and planned.run is not None and planned.run.info.status == FINISHED
+        if planned.status in (FINISHED, BLOCKED) or kept_nothing:  # kept_nothing: a finished first stage
+            self.stages[name] = planned  # without its model directory (resuming would only reuse it)
+            status = {FINISHED: REUSED, BLOCKED: BLOCKED}.get(planned.status, FAILED)
+            self._record(Outcome(kind, name, status, planned.run_id, planned.fingerprint, error=planned.reason))
             return
-        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  pretrain {name}")
-        self._submit(planned, {})
+        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  {kind} {name}")
+        self._submit(planned, {} if kind == PRETRAIN else self._tags())
 
     def _cell(self, cell: PlannedCell) -> None:
         try:
@@ -288,26 +291,28 @@ class _Run:
             out = future.result()
         except Exception as error:  # noqa: BLE001 -- the worker process itself died
             out = {"error": f"worker process failed: {one_line(error)}", "seconds": 0.0}
+        stage = planned.cell is None  # a pretraining stage or a first-stage fine-tune: others wait for it
         if "held" in out:
-            if planned.kind == PRETRAIN:  # its cells wait for the holder's run: blocked here, not failed
+            if stage:  # its cells wait for the holder's run: blocked here, not failed
                 self.stages[planned.name] = replace(planned, status=BLOCKED, reason=out["held"])
             self._record(Outcome(planned.kind, planned.name, HELD, error=out["held"], seconds=out["seconds"],
                                  worker=out.get("worker")))
             return
         if "error" in out:
-            if planned.kind == PRETRAIN:
+            if stage:
                 self.stages[planned.name] = replace(planned, status=FAILED, reason=out["error"])
             self._record(Outcome(planned.kind, planned.name, FAILED, error=out["error"], seconds=out["seconds"],
                                  worker=out.get("worker")))
             return
-        if planned.kind == PRETRAIN:
-            identity = RunIdentity(PRETRAIN, planned.config.experiment_name, out["fingerprint"],
-                                   Path(out["model_dir"]))
+        if stage:  # a first-stage fine-tune's model directory is where its planned identity says
+            identity = planned.identity if planned.kind == FINETUNE else \
+                RunIdentity(PRETRAIN, planned.config.experiment_name, out["fingerprint"], Path(out["model_dir"]))
             if self.ddp_worker and not self._wait_for_rank_zero(identity):
                 self.stages[planned.name] = replace(planned, status=FAILED, reason="rank 0 did not finish the stage")
                 return
             self.stages[planned.name] = replace(planned, status=FINISHED, reason=None, identity=identity, run=None,
                                                 run_id=out["run_id"])
+        if planned.kind == PRETRAIN:
             if self.parent is not None and out["run_id"] and not out["reused"]:
                 run = self.store.client.get_run(out["run_id"])
                 if run.info.start_time >= self.started_ms:  # created by this invocation, not resumed

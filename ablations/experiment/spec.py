@@ -17,7 +17,7 @@ from omegaconf import MISSING, OmegaConf
 from ablations import results
 from ablations.config import NON_RESULT_KEYS, PROFILES, RunConfig
 from ablations.experiment.checks import check_configs, check_grid_size, check_inits
-from ablations.experiment.definition import Axis, Experiment, ModelDef, VocabDef
+from ablations.experiment.definition import Axis, Experiment, FinetunedFrom, ModelDef, VocabDef
 from ablations.experiment.layout import AXES_BUILTIN, table_layout, table_text
 from ablations.experiment.values import DEFAULT_ONLY, UNSET, dotted, is_per_profile, per_profile
 from core.errors import BioablateError, ConfigError
@@ -46,6 +46,9 @@ class ModelSchema:
     name_or_path: Any = None  # an existing model: general-minilm | random-bert | an HF directory
     pretrain: Optional[Dict[str, Any]] = None  # a pretraining stage: pretrain.* keys (corpus, vocab, ...)
     init: Any = None  # stage only: continue from another model of this experiment (or a named model)
+    # two-stage: {from: MODEL, task: TASK, seed: 1}: the best checkpoint of fine-tuning MODEL (of this
+    # experiment) on TASK, a planned run of its own; per-profile values allowed inside
+    finetuned: Optional[Dict[str, Any]] = None
     label: Any = None  # column header (default: the model's name)
     finetune: Any = True  # false: only pretrained, as the `init` of other stages (no table column)
     overrides: Dict[str, Any] = field(default_factory=dict)  # config keys for this model's runs (model.*, ...)
@@ -128,9 +131,10 @@ def _model_def(name: str, entry: dict[str, Any], source: Path, path: Path, profi
     if isinstance(entry.get("pretrain"), dict) and is_per_profile(entry["pretrain"]):
         entry["pretrain"] = None if per_profile(entry["pretrain"], profile) is UNSET else \
             per_profile(entry["pretrain"], profile)
-    if (entry.get("name_or_path") is None) == (entry.get("pretrain") is None):
-        raise ConfigError(f"{where}: give exactly one of `name_or_path` (an existing model) or `pretrain` "
-                          "(a pretraining stage)")
+    if sum(entry.get(key) is not None for key in ("name_or_path", "pretrain", "finetuned")) != 1:
+        raise ConfigError(f"{where}: give exactly one of `name_or_path` (an existing model), `pretrain` "
+                          "(a pretraining stage) or `finetuned` (a model of this experiment fine-tuned on a "
+                          "first task: {from: MODEL, task: TASK})")
     if entry.get("init") is not None and entry.get("pretrain") is None:
         raise ConfigError(f"{where}: `init` continues a pretraining stage; it needs a `pretrain` section")
     pretrain = None
@@ -139,7 +143,30 @@ def _model_def(name: str, entry: dict[str, Any], source: Path, path: Path, profi
         if "pretrain.init" in pretrain:
             raise ConfigError(f"{where}.pretrain: set `init` beside `pretrain`, not inside it")
     return ModelDef(name, entry.get("label") or name, entry.get("name_or_path"), pretrain, entry.get("init"),
-                    entry.get("finetune") is not False, dotted(entry.get("overrides") or {}, profile), str(source))
+                    entry.get("finetune") is not False, dotted(entry.get("overrides") or {}, profile), str(source),
+                    _finetuned(entry.get("finetuned"), f"{where}.finetuned", profile))
+
+
+def _finetuned(raw: Any, where: str, profile: str) -> Optional[FinetunedFrom]:
+    """`finetuned: {from: MODEL, task: TASK, seed: N}` (the model and task are checked by `check_inits`
+    and `load_experiment`, once every model is read)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping {{from: MODEL, task: TASK}} (optional: seed)")
+    values = {k: per_profile(v, profile) for k, v in raw.items()}
+    unknown = sorted(set(values) - {"from", "task", "seed"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key '{unknown[0]}'; valid keys: from, task, seed")
+    for key in ("from", "task"):
+        if not isinstance(values.get(key), str) or not values[key]:
+            raise ConfigError(f"{where}.{key}: missing; give the "
+                              + ("model of this experiment to fine-tune first" if key == "from"
+                                 else "dataset of the first stage (bioablate list tasks)"))
+    seed = values.get("seed", 1)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"{where}.seed: expected a whole number (the first stage's seed), got {seed!r}")
+    return FinetunedFrom(values["from"], values["task"], seed)
 
 
 def _model(name: str, written: dict[str, Any], path: Path, profile: str) -> ModelDef:
@@ -263,6 +290,17 @@ def _tasks(raw: Any, path: Path) -> list[str]:
     return [str(t) for t in raw]
 
 
+def _check_first_tasks(models: dict[str, ModelDef], path: Path) -> None:
+    from datamodules.registry import get_dataset
+
+    for name, model in models.items():
+        if model.finetuned is not None:
+            try:
+                get_dataset(model.finetuned.task)
+            except BioablateError as e:
+                raise ConfigError(f"{path}: models.{name}.finetuned.task: {e}") from None
+
+
 def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: list[str] | tuple = (),
                     data_dir: Optional[str] = None, work_dir: Optional[str] = None,
                     tracking_uri: Optional[str] = None, max_runs: Optional[int] = MAX_RUNS) -> Experiment:
@@ -333,6 +371,7 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
                           "use: NAME for experiments/models/NAME.yaml)")
     models = {str(n): _model(str(n), entry or {}, path, profile) for n, entry in written["models"].items()}
     check_inits(models, path)
+    _check_first_tasks(models, path)
     if not any(m.finetune for m in models.values()):
         raise ConfigError(f"{path}: models: every model has finetune: false; nothing to fine-tune")
     axes = [_axis(str(n), axis, path, profile) for n, axis in (written.get("vary") or {}).items()]

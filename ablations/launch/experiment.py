@@ -87,7 +87,7 @@ def submit_experiment(experiment: Experiment, launcher: DictConfig) -> Submissio
             if job is not None:
                 queued.append((job, PRETRAIN, name))
             else:
-                after = stage_jobs.get(experiment.init_stage(name) or "")
+                after = stage_jobs.get(experiment.depends_on(name) or "")
                 ex = executor(launcher, logs, f"{experiment.name}:{name}",
                               dependency=f"afterok:{after}" if after else None)
                 job = ex.submit(PlannedRunJob(source, PRETRAIN, name, launcher.max_requeues)).job_id
@@ -103,7 +103,7 @@ def submit_experiment(experiment: Experiment, launcher: DictConfig) -> Submissio
                 queued.append((job, FINETUNE, planned.name))
                 continue
             model = planned.cell.model
-            arrays[stage_jobs.get(model) if experiment.models[model].is_stage else None].append(planned)
+            arrays[stage_jobs.get(model) if experiment.models[model].is_planned else None].append(planned)
         for after, cells in arrays.items():
             ex = executor(launcher, logs, f"{experiment.name}:finetune", array=True,
                           dependency=f"afterok:{after}" if after else None)

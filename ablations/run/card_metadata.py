@@ -15,7 +15,8 @@ from datamodules.metrics import METRIC_NAMES
 from lightning_modules.models import HUB_ID, MODEL_CARD, NAMED_MODELS, RANDOM_BERT, split_revision
 
 PIPELINES = {"token": "token-classification", "classification": "text-classification",
-             "multilabel": "text-classification", "regression": "text-classification"}
+             "multilabel": "text-classification", "regression": "text-classification",
+             "ranking": "text-classification"}
 
 
 # Licence ids the Hub knows (https://hf.co/docs/hub/repositories-licenses) among the data's; any other

@@ -55,7 +55,7 @@ HEAD_FILE = "head.safetensors"
 POOLER_EPS = 1e-4  # scale of the linearised pooler (see the module docstring)
 TRANSFORMERS, BIOABLATE = "transformers", "bioablate"
 PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": "multi_label_classification",
-                 "regression": "regression"}
+                 "regression": "regression", "ranking": "single_label_classification"}
 
 
 def label_names(task_encoder: TaskEncoder) -> list[str]:
@@ -203,3 +203,47 @@ def export_command(ref: str, to: Path, work_dir: str | None, tracking_uri: str |
            else "encoder + bioablate head, see its README.md")
     return (f"{meta['task']} model of run {meta['run_id']} -> {out} ({how})\n"
             f"  bioablate predict --model {out} --input FILE")
+
+
+# ------------------------------------------------------------- fine-tuning a fine-tuned model further
+
+HEAD_CHOICES = ("head", "re_feature", "classifier")  # what shapes the head's weights (dropout does not)
+
+
+def carry_head(model_dir: Path, head: nn.Module, task_encoder: TaskEncoder, choices: FinetuneSpec) -> str:
+    """Fine-tuning a model folder this module wrote (a finished run's `model/`, or its export): load its
+    head into the freshly built `head` where the two tasks share a label space (same task type, output
+    kind and labels) and the head is built alike (`HEAD_CHOICES`); otherwise the head stays as initialised.
+    The encoder is loaded from the folder either way (`lightning_modules.models.load_encoder`). Returns
+    what happened, for the run's tag `head_init`: `new`, `new (WHY)` or `carried over from TASK`."""
+    if not (model_dir / META_FILE).is_file():
+        return "new"
+    meta = json.loads((model_dir / META_FILE).read_text())
+    first = meta.get("task", "?")
+    spec = task_encoder.spec
+    if (meta.get("task_type"), meta.get("output_kind")) != (spec.task_type, task_encoder.output_kind):
+        return f"new (its head was trained on {first}, a {meta.get('task_type')} task)"
+    if meta.get("labels") != label_names(task_encoder):
+        return f"new ({first}'s labels {', '.join(meta.get('labels') or [])} are not {spec.name}'s)"
+    built = choices.head.metadata()
+    other = [key for key in HEAD_CHOICES if meta.get(key) != built[key]]
+    if other:
+        return f"new (its head was built with finetune.{other[0]}={meta.get(other[0])}, this run's is {built[other[0]]})"
+    head.load_state_dict(_exported_head_state(model_dir, meta, head))
+    return f"carried over from {first}"
+
+
+def _exported_head_state(model_dir: Path, meta: dict[str, Any], head: nn.Module) -> dict[str, torch.Tensor]:
+    """The head's weights as `save_finetuned` wrote them: `head.safetensors`, or (format `transformers`)
+    the transformers class's classifier, undoing the linearised pooler's scale (module docstring)."""
+    from safetensors.torch import load_file
+
+    if meta["format"] != TRANSFORMERS:
+        return load_file(str(model_dir / HEAD_FILE))
+    weights = load_file(str(model_dir / "model.safetensors"))
+    if isinstance(head, TokenTagger):
+        return {"out.weight": weights["classifier.weight"], "out.bias": weights["classifier.bias"]}
+    if isinstance(head.out, nn.Linear):  # BERT / ALBERT: classifier = ours / POOLER_EPS
+        return {"out.weight": weights["classifier.weight"] * POOLER_EPS, "out.bias": weights["classifier.bias"]}
+    return {"out.0.weight": weights["classifier.dense.weight"], "out.0.bias": weights["classifier.dense.bias"],
+            "out.3.weight": weights["classifier.out_proj.weight"], "out.3.bias": weights["classifier.out_proj.bias"]}

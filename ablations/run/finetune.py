@@ -28,7 +28,7 @@ from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, run_params
 from ablations.places import resolve_data_dir, resolve_work_dir
 from ablations.run.dashboard import log_datasets, write_details
-from ablations.run.export import save_finetuned
+from ablations.run.export import carry_head, save_finetuned
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.tracking import git_commit
@@ -45,7 +45,7 @@ from lightning_modules.finetune import FineTuneModule
 from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.model_checks import check_model
 from lightning_modules.models import (RANDOM_BERT, RANDOM_BERT_KEYS, load_encoder, max_positions, model_fingerprint,
-                                      model_params)
+                                      model_params, resolve_model_dir)
 
 log = logging.getLogger("bioablate")
 
@@ -59,6 +59,7 @@ class FinetuneResult:
     best_dev: dict[str, float] = field(default_factory=dict)
     test: dict[str, float] = field(default_factory=dict)
     experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
+    head_init: str = ""  # "new", or "carried over from TASK" when the model folder's head fits (tag head_init)
 
 
 class FinetuneIdentity(NamedTuple):
@@ -133,7 +134,8 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
             if done is None:
                 return _train(cfg, identity, run, callbacks, tags, stop_exceptions)
     return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
-                          _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"), done.info.experiment_id)
+                          _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"), done.info.experiment_id,
+                          done.data.tags.get("head_init", ""))
 
 
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
@@ -150,7 +152,7 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
             if cfg.keep_model:
                 _store_model(run, cfg, identity, module, datamodule)
     return FinetuneResult(run.run_id, identity.fingerprint, False, run.tracking_uri, best_dev,
-                          module.test_metrics, "" if run.is_worker else run.tracker.experiment_id)
+                          module.test_metrics, "" if run.is_worker else run.tracker.experiment_id, module.head_init)
 
 
 def _params(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
@@ -199,8 +201,13 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     if cfg.trainer.compile:  # length-bucketed batches: one graph with a symbolic length
         compile_in_place([encoder], dynamic=True, cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
     head = identity.choices.head.build(datamodule.encoder, encoder.config.hidden_size)
+    # a fine-tuned model folder (a two-stage model): its head too where the label spaces agree
+    head_init = "new" if cfg.model.name_or_path == RANDOM_BERT else \
+        carry_head(resolve_model_dir(cfg.model.name_or_path), head, datamodule.encoder, identity.choices)
+    run.set_tag("head_init", head_init)
     alum = Alum(**ft.alum) if ft.adversarial else None
     module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
+    module.head_init = head_init
     # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
     # moments would double the file (BERT-base: 0.44 GB instead of 1.3 GB, written at every improvement)
     checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="best", monitor="dev/score",

@@ -226,8 +226,10 @@ def run_setups(experiment, plan) -> list[RunSetup]:
         model = experiment.models[cell.model]
         cfg = planned.config if planned.config is not None else \
             experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
-        shown = f"{cell.model} (pretrained by this experiment)" if model.is_stage else str(model.name_or_path)
-        if not (model.is_stage and planned.config is None):  # a stage not run yet has no model to measure
+        shown = f"{cell.model} (pretrained by this experiment)" if model.is_stage else \
+            f"{cell.model} ({model.finetuned.source} fine-tuned on {model.finetuned.task} by this experiment)" \
+            if model.finetuned else str(model.name_or_path)
+        if not (model.is_planned and planned.config is None):  # a stage not run yet has no model to measure
             path = str(cfg.model.name_or_path)
             key = (path, cfg.model.num_layers, cfg.model.hidden_size) if path == RANDOM_BERT else (path,)
             if key not in sizes:

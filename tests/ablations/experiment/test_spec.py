@@ -177,7 +177,7 @@ def test_a_wrong_container_in_a_shared_model_file_is_one_line(tmp_path, case):
     _one_line(str(error.value), shared, case)
 
 
-KEYS = {"models": "use, name_or_path, pretrain, init, label, finetune, overrides, description",
+KEYS = {"models": "use, name_or_path, pretrain, init, finetuned, label, finetune, overrides, description",
         "table": "title, rows, columns, metric, baseline, row_order, column_order, labels, paper, blurb_row, "
                  "caption",
         "finetune": "lr, batch_size, eval_batch_size, epochs, warmup_ratio, weight_decay, dropout, max_length, "

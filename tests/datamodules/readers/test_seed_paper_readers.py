@@ -103,7 +103,7 @@ def test_rerank_pool_and_question_grouped_folds(data_dir: Path):
     pool = read_rerank_file(data_dir / "BioELECTRA/reranker/test.tsv")
     assert (len(pool), sum(x.label == "1" for x in pool)) == (9064, 117)  # MANIFEST section 13
     assert len({question_id(x.id) for x in pool}) == len({x.text_a for x in pool}) == 100
-    spec = BIOELECTRA_RERANK  # not registered yet (datamodules/seed_papers.py says why)
+    spec = BIOELECTRA_RERANK  # registered as bioelectra-rerank (tests/datamodules/test_ranking.py)
     seen_test = []
     for fold in spec.each_fold():
         splits = fold.read(data_dir)
