@@ -83,7 +83,8 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
         baseline=table["baseline"], row_order=tuple(table["row_order"]) or tuple(rows),
         column_order=tuple(table["column_order"]) or tuple(columns), column_labels=labels,
         paper={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper"].items()},
-        blurb_row=table["blurb_row"], caption=table_text(table, "caption", profile, path))
+        blurb_row=table["blurb_row"], caption=table_text(table, "caption", profile, path),
+        paper_source=table["paper_source"])
 
 
 def _check_metric(metric: str, tasks: list[str], path: Path) -> None:

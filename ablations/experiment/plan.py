@@ -209,7 +209,7 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
             wall = (run.info.end_time - run.info.start_time) / 1000
     return results.CellRun(row=cell.row, column=cell.column, task=cell.task, seed=cell.seed, status=status,
                            value=value, reason=reason, run_id=planned.run_id, fingerprint=planned.fingerprint,
-                           wall_time_s=wall)
+                           wall_time_s=wall, fold=cell.fold)
 
 
 def collect(experiment: Experiment, tracking_uri: Optional[str] = None) -> list[results.CellRun]:
