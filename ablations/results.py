@@ -41,6 +41,7 @@ class TableLayout:
     blurb_row: bool = False        # add the BLURB score row (rows must be tasks)
     caption: str = ""              # the experiment's text under the title (for this profile)
     setup: str = ""                # what the runs were, written from their resolved configs (tables/report.py)
+    metrics: tuple[str, ...] = ()  # the `metric` axis's values (rows or columns), each a test metric
     paper_source: str = "Gu et al."  # who reported the `paper` numbers (named in the table's notes)
 
 

@@ -139,7 +139,7 @@ class Experiment:
                 for combo in itertools.product(*[list(axis.values.items()) for axis in self.axes]):
                     labels = {axis.name: label for axis, (label, _) in zip(self.axes, combo)}
                     overrides = tuple((k, v) for _, values in combo for k, v in values.items())
-                    coords = {"task": task, "model": model, **labels}
+                    coords = {"task": task, "model": model, "metric": "", **labels}  # metric: per CellRun
                     for seed in self.seeds_by_task[task]:
                         for fold in self.folds_by_task.get(task, [None]):
                             out.append(PlannedCell(coords[self.layout.rows], coords[self.layout.columns], model,

@@ -67,6 +67,8 @@ class TableSchema:
     rows: str = "task"  # task | model | a vary axis
     columns: str = "model"
     metric: str = "score"
+    # several test metrics as an axis (`rows: metric` or `columns: metric`): Bio-ELECTRA's per-class P/R/F1
+    metrics: List[str] = field(default_factory=list)
     baseline: Optional[str] = None  # a column value: the others are tested against it
     row_order: List[str] = field(default_factory=list)
     column_order: List[str] = field(default_factory=list)

@@ -88,7 +88,7 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
     metric = "score (each task's primary metric)" if layout.metric == "score" else f"'{layout.metric}'"
     notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100 "
              "(Pearson for BIOSSES too), n = seeds with a finished run (n=k/m: k of m planned seeds). "
-             + ("Best mean per column (task) in bold." if layout.columns == "task" and layout.rows != "task"
+             + ("Best mean per column (task) in bold." if layout.columns in ("task", "metric") and layout.rows != "task"
                 else "Best mean per row in bold.")]
     if data.has_paper:
         notes.append(f"'paper': the number reported by {layout.paper_source} for the same cell.")

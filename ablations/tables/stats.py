@@ -219,7 +219,7 @@ def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
                     _paired_test(cell, base)
     # Bold the best of the alternatives compared: along each row, or down each column when the columns
     # are tasks (Table 14: variants as rows; numbers of different tasks are not comparable).
-    lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns == "task" and
+    lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns in ("task", "metric") and
              layout.rows != "task" else [row_cells for _, row_cells in data.body_rows()])
     for line in lines:
         # a BLURB score over fewer tasks is not comparable; a lone number is not "best" of anything
