@@ -41,6 +41,6 @@ def test_a_template_reads_once_its_files_are_there(tmp_path, data_dir):
         for name in ("train.tsv", "devel.tsv", "test.tsv"):
             shutil.copy(data_dir / "BioBERT" / "NER" / "s800" / name, tmp_path / "BC4CHEMD" / name)
         splits = spec.read(None)
-        assert splits["train"] and {s.type for x in splits["train"] for s in x.spans} == {"Chemical"}
+        assert splits["train"] and {s.label for x in splits["train"] for s in x.spans} == {"Chemical"}
     finally:
         DATASETS.unregister("bc4chemd")
