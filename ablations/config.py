@@ -90,7 +90,7 @@ class ModelConfig:
 
 @decides(finetune="lr batch_size eval_batch_size epochs warmup_ratio weight_decay dropout max_length "
                   "max_train_examples max_eval_examples tagging head subtoken_labels re_input re_feature "
-                  "classifier bucketing adversarial alum",
+                  "classifier bucketing adversarial alum class_weights",
          none="cache_tokenized")
 @dataclass
 class FinetuneConfig:
@@ -122,6 +122,10 @@ class FinetuneConfig:
     # AlumConfig is defined below: the factory looks it up when a config is built.
     adversarial: bool = False
     alum: AlumConfig = field(default_factory=lambda: AlumConfig())
+    # Class-weighted cross-entropy for single-label classification (Bio-ELECTRA's yes/no, 80% yes):
+    # null (off) | balanced (n / (classes * count), from the training split) | [w, ...] in the dataset's label
+    # order | {class: w} (others 1). datamodules/class_weights.py.
+    class_weights: Any = None
 
 
 @decides(finetune="accelerator devices num_nodes strategy", both="precision",
@@ -365,10 +369,16 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
     return {k: v for k, v in flatten(cfg).items() if not under_key(k, ("launcher", *NOT_READ[kind]))}
 
 
+# Result keys added after runs were stored: left out of a run's fingerprint while at their default (which
+# computes what every run did before the key existed), so those runs keep their fingerprints.
+LATER_KEYS = {"finetune.class_weights": None}
+
+
 def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:
     """A fine-tuning run's identity: hash of the keys that decide its result (FINETUNE_RESULT_KEYS, less
     `exclude`: keys whose content the caller has put into `data_fingerprint` instead) and the data."""
     items = {k: v for k, v in flatten(cfg).items()
-             if under_key(k, FINETUNE_RESULT_KEYS) and not under_key(k, exclude)}
+             if under_key(k, FINETUNE_RESULT_KEYS) and not under_key(k, exclude)
+             and not (k in LATER_KEYS and v == LATER_KEYS[k])}
     payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

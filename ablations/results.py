@@ -41,6 +41,8 @@ class TableLayout:
     blurb_row: bool = False        # add the BLURB score row (rows must be tasks)
     caption: str = ""              # the experiment's text under the title (for this profile)
     setup: str = ""                # what the runs were, written from their resolved configs (tables/report.py)
+    metrics: tuple[str, ...] = ()  # the `metric` axis's values (rows or columns), each a test metric
+    paper_source: str = "Gu et al."  # who reported the `paper` numbers (named in the table's notes)
 
 
 @dataclass
@@ -57,3 +59,9 @@ class CellRun:
     run_id: str | None = None
     fingerprint: str | None = None
     wall_time_s: float | None = None
+    fold: int | None = None        # the fold (1-based) of a cross-validated task; None: the task has no folds
+
+    @property
+    def seed_label(self) -> str:
+        """The seed as a table's notes name it: `3`, or `3 fold 2` for one fold of a cross-validated task."""
+        return f"{self.seed}" if self.fold is None else f"{self.seed} fold {self.fold}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from core.errors import ConfigError
 from datamodules.instances import Instance
 
 
@@ -47,3 +48,54 @@ def training_class_weights(train: Sequence[Instance], classes: Sequence[str]) ->
             label = text_labels[0]
         labels.append(label)
     return balanced_class_weights(labels, classes)
+
+
+# Task types whose loss is a cross-entropy over one class per example: where `finetune.class_weights` applies.
+WEIGHTED_TASK_TYPES = ("re", "classification", "qa")
+KEY = "finetune.class_weights"
+
+
+def check_class_weights(value, spec) -> None:
+    """`finetune.class_weights` (None, `balanced`, a list of one weight per class in the dataset's label
+    order, or a mapping class -> weight, unnamed classes 1) against dataset `spec`, before any data is read;
+    a mistake is one ConfigError line naming the key."""
+    if value is None:
+        return
+    if spec.task_type not in WEIGHTED_TASK_TYPES or spec.multi_label:
+        what = "multi-label classification" if spec.multi_label else f"task type {spec.task_type}"
+        raise ConfigError(f"{KEY} applies to single-label classification ({', '.join(WEIGHTED_TASK_TYPES)}), "
+                          f"not to {spec.name} ({what}); drop the override")
+    if isinstance(value, str):
+        if value != "balanced":
+            raise ConfigError(f"{KEY} = {value!r}: give `balanced`, a list of {len(spec.labels)} weights "
+                              f"(in the order {list(spec.labels)}) or a mapping class -> weight")
+        return
+    items = list(value.items()) if isinstance(value, dict) else list(zip(spec.labels, value))
+    if isinstance(value, (list, tuple)) and len(value) != len(spec.labels):
+        raise ConfigError(f"{KEY}: {len(value)} weights for {len(spec.labels)} classes of {spec.name} "
+                          f"({list(spec.labels)}); give one per class, in that order")
+    for label, weight in items:
+        if isinstance(label, bool):
+            raise ConfigError(f"{KEY}: YAML reads yes/no/true/false as booleans, not as classes; quote them, "
+                              "e.g. {'no': 4}")
+        if str(label) not in spec.labels:
+            raise ConfigError(f"{KEY}: '{label}' is not a class of {spec.name} ({list(spec.labels)})")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+            raise ConfigError(f"{KEY}: the weight of '{label}' must be a positive number, got {weight!r}")
+
+
+def resolve_class_weights(value, spec, train: Sequence[Instance]) -> tuple[float, ...] | None:
+    """The loss's weight per class, in `spec.labels` order (the classifier's outputs), or None (no
+    weighting): `balanced` from the `train` instances the run trains on, else as given."""
+    check_class_weights(value, spec)
+    if value is None:
+        return None
+    if value == "balanced":
+        try:
+            return training_class_weights(train, spec.labels)
+        except ValueError as e:
+            raise ConfigError(f"{KEY} = balanced on {spec.name}: {e}; give the weights explicitly") from None
+    if isinstance(value, dict):
+        given = {str(k): float(v) for k, v in value.items()}
+        return tuple(given.get(label, 1.0) for label in spec.labels)
+    return tuple(float(w) for w in value)

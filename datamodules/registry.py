@@ -14,6 +14,7 @@ from core.registry import Registry
 from datamodules.blurb import BLURB_DATASETS
 from datamodules.metrics import METRICS
 from datamodules.seed_papers import SEED_PAPER_DATASETS
+from datamodules.protocols import split_fold_name
 from datamodules.spec import TASK_TYPES, DatasetSpec
 
 DATASETS: Registry[DatasetSpec] = Registry("task")
@@ -28,6 +29,11 @@ def register(spec: DatasetSpec, *, replace: bool = False) -> DatasetSpec:
 
 
 def get_dataset(name: str) -> DatasetSpec:
+    """A registered dataset, or one fold of a dataset with folds: `euadr@fold3` is `euadr`'s `fold(3)`."""
+    if name not in DATASETS:
+        base, fold = split_fold_name(name)
+        if fold is not None and base in DATASETS:
+            return DATASETS.get(base).fold(fold)
     return DATASETS.get(name)
 
 

@@ -239,7 +239,7 @@ class SequenceClassifier(nn.Module):
     `RE_FEATURES` name and a `CLASSIFIERS` name build it; `output_kind` picks the loss and decision rule."""
 
     def __init__(self, layers: HeadLayers, feature: str, classifier: str, hidden_size: int, num_labels: int,
-                 dropout: float, output_kind: str):
+                 dropout: float, output_kind: str, class_weights: tuple[float, ...] | None = None):
         super().__init__()
         if output_kind not in OUTPUT_KINDS:
             raise ValueError(f"unknown sequence output kind {output_kind!r}; known: {', '.join(OUTPUT_KINDS)}")
@@ -252,6 +252,11 @@ class SequenceClassifier(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = CLASSIFIERS.get(classifier)(width, hidden_size, num_labels, dropout)
         self._register_load_state_dict_pre_hook(_layer_keys_renamed)
+        # the cross-entropy's weight per class (finetune.class_weights); training only, never saved
+        weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
+        if weights is not None and (output_kind != "classification" or len(weights) != num_labels):
+            raise ValueError(f"class weights need {num_labels} classes of one label each, got {class_weights}")
+        self.register_buffer("class_weights", weights, persistent=False)
 
     def featurize(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.featurizer.build(hidden, batch)
@@ -267,7 +272,7 @@ class SequenceClassifier(nn.Module):
             return F.mse_loss(logits.squeeze(-1), labels.float())
         if self.output_kind == "multilabel":
             return F.binary_cross_entropy_with_logits(logits, labels.float())
-        return F.cross_entropy(logits, labels)
+        return F.cross_entropy(logits, labels, weight=self.class_weights)
 
     def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The distributions ALUM compares (softmax over the last dimension): the classes; for multi-label
@@ -320,10 +325,10 @@ class HeadSpec:
     def metadata(self) -> dict[str, Any]:
         return asdict(self)
 
-    def build(self, task_encoder, hidden_size: int) -> nn.Module:
+    def build(self, task_encoder, hidden_size: int, class_weights: tuple[float, ...] | None = None) -> nn.Module:
         layers = HEADS.get(self.head)
         if task_encoder.output_kind == "token":
             allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
             return TokenTagger(layers, hidden_size, task_encoder.num_labels, self.dropout, allowed)
         return SequenceClassifier(layers, self.re_feature, self.classifier, hidden_size,
-                                  task_encoder.num_labels, self.dropout, task_encoder.output_kind)
+                                  task_encoder.num_labels, self.dropout, task_encoder.output_kind, class_weights)

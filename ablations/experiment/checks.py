@@ -13,12 +13,13 @@ from lightning_modules.models import RANDOM_BERT
 
 
 def check_grid_size(path: Path, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis],
-                     seeds: dict[str, list[int]], max_runs: Optional[int]) -> None:
+                     seeds: dict[str, list[int]], max_runs: Optional[int],
+                     folds: Optional[dict[str, list[int]]] = None) -> None:
     """Counted, not enumerated: a typo'd grid (300 values on an axis) is refused in milliseconds, before
-    its runs' configs are built (~85 KB and ~8 ms each)."""
+    its runs' configs are built (~85 KB and ~8 ms each). A task with folds runs each seed once per fold."""
     finetuned = sum(m.finetune for m in models.values())
     combos = math.prod(len(a.values) for a in axes)
-    count = finetuned * combos * sum(len(seeds[t]) for t in tasks)
+    count = finetuned * combos * sum(len(seeds[t]) * len((folds or {}).get(t, [None])) for t in tasks)
     if max_runs is not None and count > max_runs:
         sizes = " x ".join([f"{finetuned} models", *(f"{len(a.values)} {a.name}" for a in axes)])
         raise ConfigError(f"{path}: plans {count:,} fine-tuning runs ({sizes}, over {len(tasks)} tasks and their "

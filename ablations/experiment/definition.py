@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -22,6 +22,7 @@ from ablations.config import PRETRAIN_EXPERIMENT, RunConfig, dotted_layer, merge
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from core.errors import ConfigError
 from core.schema import check_ranges, check_shapes
+from datamodules.protocols import fold_name
 from lightning_modules.models import RANDOM_BERT
 
 
@@ -77,11 +78,17 @@ class PlannedCell:
     seed: int
     variant: tuple[tuple[str, str], ...]  # (axis, label) for every vary axis
     overrides: tuple[tuple[str, Any], ...]  # the variant's dotted config keys
+    fold: Optional[int] = None  # a cross-validated task: the fold (1-based) this run trains and tests on
+
+    @property
+    def run_task(self) -> str:
+        """The run's `task` config key: the task, or its fold (`euadr@fold3`, datamodules/protocols.py)."""
+        return self.task if self.fold is None else fold_name(self.task, self.fold)
 
     @property
     def name(self) -> str:
         parts = [self.model, self.task, *[label for _, label in self.variant], f"s{self.seed}"]
-        return "/".join(parts)
+        return "/".join(parts + ([] if self.fold is None else [f"fold{self.fold}"]))
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,8 @@ class Experiment:
     work_dir: Optional[str] = None
     tracking_uri: Optional[str] = None
     accelerators: tuple[str, ...] = ()  # every run's trainer.accelerator (load_experiment records them)
+    # task -> the folds each of its (model, variant, seed) cells runs; a task without folds is absent
+    folds_by_task: dict[str, list[int]] = field(default_factory=dict)
 
     # -- what it plans
 
@@ -156,10 +165,11 @@ class Experiment:
                 for combo in itertools.product(*[list(axis.values.items()) for axis in self.axes]):
                     labels = {axis.name: label for axis, (label, _) in zip(self.axes, combo)}
                     overrides = tuple((k, v) for _, values in combo for k, v in values.items())
-                    coords = {"task": task, "model": model, **labels}
+                    coords = {"task": task, "model": model, "metric": "", **labels}  # metric: per CellRun
                     for seed in self.seeds_by_task[task]:
-                        out.append(PlannedCell(coords[self.layout.rows], coords[self.layout.columns], model,
-                                               task, seed, tuple(labels.items()), overrides))
+                        for fold in self.folds_by_task.get(task, [None]):
+                            out.append(PlannedCell(coords[self.layout.rows], coords[self.layout.columns], model,
+                                                   task, seed, tuple(labels.items()), overrides, fold))
         return out
 
     # -- configs: schema <- profile <- overrides <- task_overrides <- model <- vary <- command line
@@ -242,7 +252,7 @@ class Experiment:
              (f"{model.source}: models.{cell.model}.overrides", model.overrides),
              ("model", {"model.name_or_path": model_path}),
              (f"{self.path}: vary", dict(cell.overrides))],
-            {"task": cell.task, "seed": cell.seed})
+            {"task": cell.run_task, "seed": cell.seed})
 
     def invocation(self) -> str:
         """`<profile>-<hash of the command-line overrides>`: tells this experiment's invocations apart in the

@@ -15,6 +15,7 @@ from ablations.experiment.values import UNSET, per_profile
 from core.errors import ConfigError
 
 AXES_BUILTIN = ("task", "model")
+METRIC_AXIS = "metric"  # an axis of test metrics, when table.metrics names them
 
 
 def axis_values(axis: str, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis]) -> list[str]:
@@ -38,19 +39,22 @@ def table_text(table: dict[str, Any], key: str, profile: str, path: Path) -> str
 
 def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], tasks: list[str], axes: list[Axis],
             path: Path, profile: str) -> results.TableLayout:
-    names = [*AXES_BUILTIN, *[a.name for a in axes]]
+    names = [*AXES_BUILTIN, *[a.name for a in axes], *([METRIC_AXIS] if table["metrics"] else [])]
     row_axis, column_axis = table["rows"], table["columns"]
+
+    def values(axis: str) -> list[str]:
+        return list(table["metrics"]) if axis == METRIC_AXIS else axis_values(axis, models, tasks, axes)
+
     for key in ("rows", "columns"):
         if table[key] not in names:
             raise ConfigError(f"{path}: table.{key}: unknown axis '{table[key]}'; axes: {', '.join(names)}")
     if row_axis == column_axis:
         raise ConfigError(f"{path}: table.rows and table.columns are both '{row_axis}'")
     for axis in names:
-        if axis not in (row_axis, column_axis) and len(axis_values(axis, models, tasks, axes)) > 1:
+        if axis not in (row_axis, column_axis) and len(values(axis)) > 1:
             raise ConfigError(f"{path}: axis '{axis}' has several values but is neither table.rows nor "
                               f"table.columns ({row_axis} x {column_axis})")
-    rows = axis_values(row_axis, models, tasks, axes)
-    columns = axis_values(column_axis, models, tasks, axes)
+    rows, columns = values(row_axis), values(column_axis)
     if table["baseline"] is not None and table["baseline"] not in columns:
         raise ConfigError(f"{path}: table.baseline: '{table['baseline']}' is not a column ({', '.join(columns)})")
     for key, valid in (("row_order", rows), ("column_order", columns)):
@@ -77,13 +81,16 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
             raise ConfigError(f"{path}: table.labels: '{column}' is not a column ({', '.join(columns)})")
     if table["blurb_row"] and row_axis != "task":
         raise ConfigError(f"{path}: table.blurb_row needs rows: task")
-    _check_metric(table["metric"], tasks, path)
+    for metric in table["metrics"] or [table["metric"]]:
+        _check_metric(metric, tasks, path)
     return results.TableLayout(
-        title=table_text(table, "title", profile, path) or name, rows=row_axis, columns=column_axis, metric=table["metric"],
+        title=table_text(table, "title", profile, path) or name, rows=row_axis, columns=column_axis,
+        metric=", ".join(table["metrics"]) or table["metric"],
         baseline=table["baseline"], row_order=tuple(table["row_order"]) or tuple(rows),
         column_order=tuple(table["column_order"]) or tuple(columns), column_labels=labels,
         paper={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper"].items()},
-        blurb_row=table["blurb_row"], caption=table_text(table, "caption", profile, path))
+        blurb_row=table["blurb_row"], caption=table_text(table, "caption", profile, path),
+        paper_source=table["paper_source"], metrics=tuple(table["metrics"]))
 
 
 def _check_metric(metric: str, tasks: list[str], path: Path) -> None:

@@ -13,7 +13,7 @@ directory is at hand, read from the plan recorded when it was last resolved with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple, Optional
 
@@ -214,9 +214,13 @@ class Plan:
     stages: dict[str, PlannedRun]  # by name, in the order they run
     cells: list[PlannedRun]  # in `experiment.cells()` order
 
-    def cell_runs(self, metric: str) -> list[results.CellRun]:
-        """The cells as the tables see them (`cell_result`)."""
-        return [cell_result(planned, metric) for planned in self.cells]
+    def cell_runs(self, metric: str, layout: Optional[results.TableLayout] = None) -> list[results.CellRun]:
+        """The cells as the tables see them (`cell_result`); with a `metric` axis (layout.metrics), one per
+        planned cell and metric, that metric's value at the metric's row or column."""
+        if layout is None or not layout.metrics:
+            return [cell_result(planned, metric) for planned in self.cells]
+        axis = "row" if layout.rows == "metric" else "column"
+        return [replace(cell_result(planned, m), **{axis: m}) for planned in self.cells for m in layout.metrics]
 
 
 def resolve(experiment: Experiment, store: Store, identities: Identities = COMPUTED) -> Plan:
@@ -241,7 +245,7 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
             wall = (run.info.end_time - run.info.start_time) / 1000
     return results.CellRun(row=cell.row, column=cell.column, task=cell.task, seed=cell.seed, status=status,
                            value=value, reason=reason, run_id=planned.run_id, fingerprint=planned.fingerprint,
-                           wall_time_s=wall)
+                           wall_time_s=wall, fold=cell.fold)
 
 
 def collect(experiment: Experiment, tracking_uri: Optional[str] = None) -> list[results.CellRun]:
@@ -250,7 +254,8 @@ def collect(experiment: Experiment, tracking_uri: Optional[str] = None) -> list[
     pretraining stage has not finished."""
     if experiment.kind != "finetune":
         raise ConfigError(f"{experiment.path}: kind {experiment.kind} has no runs to collect")
-    return resolve(experiment, Store(tracking_uri or experiment.store()[1])).cell_runs(experiment.layout.metric)
+    return resolve(experiment, Store(tracking_uri or experiment.store()[1])).cell_runs(experiment.layout.metric,
+                                                                                      experiment.layout)
 
 
 # what `bioablate run` does with a planned run of each status

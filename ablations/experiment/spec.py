@@ -70,11 +70,14 @@ class TableSchema:
     rows: str = "task"  # task | model | a vary axis
     columns: str = "model"
     metric: str = "score"
+    # several test metrics as an axis (`rows: metric` or `columns: metric`): Bio-ELECTRA's per-class P/R/F1
+    metrics: List[str] = field(default_factory=list)
     baseline: Optional[str] = None  # a column value: the others are tested against it
     row_order: List[str] = field(default_factory=list)
     column_order: List[str] = field(default_factory=list)
     labels: Dict[str, str] = field(default_factory=dict)  # column value -> header
     paper: Dict[str, Dict[str, float]] = field(default_factory=dict)  # paper[row][column], as printed
+    paper_source: str = "Gu et al."  # who printed them, as the table's notes name it ("Lee et al., Table 5")
     blurb_row: bool = False
     # text under the title, or per profile ({mini: "...", default: "..."}): a profile the mapping does not
     # name gets none. Every table also gets a line written from its runs' resolved configs (model, epochs, ...).
@@ -103,6 +106,9 @@ class ExperimentSchema:
     tasks: Any = "blurb"  # a list of dataset names (BLURB's or `datasets`'), or `blurb` (all 13); may be per-profile
     vary: Dict[str, AxisSchema] = field(default_factory=dict)
     seeds: Any = 1  # count | list | per-profile {micro: 1, mini: 3, base: {default: 5, biosses: 10}}
+    # tasks with cross-validation folds (biobert-gad, euadr): `all` of them, or the first N; may be
+    # per-profile ({micro: 2, default: all}). Every fold is a run of its own; a cell averages its folds.
+    folds: Any = "all"
     overrides: Dict[str, Any] = field(default_factory=dict)  # config keys for every run (stages too)
     task_overrides: Dict[str, Any] = field(default_factory=dict)  # task -> config keys for its runs
     table: TableSchema = field(default_factory=TableSchema)
@@ -256,6 +262,25 @@ def _seeds(raw: Any, profile: str, tasks: list[str], path: Path) -> dict[str, li
     return {t: seeds for t in tasks}
 
 
+def _folds(raw: Any, profile: str, tasks: list[str], path: Path, written: bool) -> dict[str, list[int]]:
+    """Task -> the folds its cells run (the first N, or all), for the tasks that have folds."""
+    from datamodules.registry import get_dataset
+
+    value = per_profile(raw, profile)
+    value = "all" if value is UNSET else value
+    if value != "all" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{path}: folds: expected `all` or a number of folds (at least 1), got {value!r}")
+    counts = {t: get_dataset(t).fold_count for t in tasks if get_dataset(t).fold_count}
+    if written and not counts:
+        raise ConfigError(f"{path}: folds: no task of this experiment has folds ({', '.join(tasks)}); "
+                          "remove the key")
+    too_few = [f"{t} ({n})" for t, n in counts.items() if value != "all" and n < value]
+    if too_few:
+        raise ConfigError(f"{path}: folds: {value} folds, but {', '.join(too_few)} has fewer; "
+                          "lower the number or use `all`")
+    return {t: list(range(1, (n if value == "all" else value) + 1)) for t, n in counts.items()}
+
+
 def _register_datasets(files: list[str], path: Path) -> list[str]:
     """Register the experiment's user datasets (paths relative to the experiment file); returns their
     absolute paths, which every run's `datasets` config key gets, so a run registers them itself."""
@@ -352,7 +377,7 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
                   work_dir=work_dir, tracking_uri=tracking_uri)
 
     if spec["kind"] == "vocab":
-        for key in ("models", "vary", "seeds"):
+        for key in ("models", "vary", "seeds", "folds"):
             if key in written:
                 raise ConfigError(f"{path}: '{key}' does not apply to kind: vocab (computed from the staged "
                                   "vocabularies, no runs)")
@@ -376,9 +401,11 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
         raise ConfigError(f"{path}: models: every model has finetune: false; nothing to fine-tune")
     axes = [_axis(str(n), axis, path, profile) for n, axis in (written.get("vary") or {}).items()]
     seeds = _seeds(spec["seeds"], profile, tasks, path)
-    check_grid_size(path, models, tasks, axes, seeds, max_runs)
+    folds = _folds(spec["folds"], profile, tasks, path, "folds" in written)
+    check_grid_size(path, models, tasks, axes, seeds, max_runs, folds)
     layout = table_layout(table, name, models, tasks, axes, path, profile)
-    experiment = Experiment(**common, models=models, axes=axes, seeds_by_task=seeds, layout=layout, vocab=None)
+    experiment = Experiment(**common, models=models, axes=axes, seeds_by_task=seeds, layout=layout, vocab=None,
+                            folds_by_task=folds)
     check_configs(experiment)
     return experiment
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.run.cards import Provenance
@@ -33,6 +33,7 @@ from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.tracking import git_commit
 from core.errors import ConfigError, MissingDataError
+from datamodules.class_weights import check_class_weights, resolve_class_weights
 from datamodules.custom import register_from_yaml
 from datamodules.metrics import METRIC_NAMES, summary_keys
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
@@ -81,6 +82,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
     choices = FinetuneSpec.from_config(cfg.finetune, spec)
+    check_class_weights(plain(cfg.finetune.class_weights), spec)
     check_max_length(cfg)
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
@@ -96,6 +98,11 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
     run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir), exclude=by_content)
     return FinetuneIdentity(spec, data_dir, data_fp, run_fp, choices)
+
+
+def plain(value: Any) -> Any:
+    """A config value as plain Python (a list or mapping out of OmegaConf's containers)."""
+    return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
 
 
 def check_max_length(cfg: DictConfig) -> None:
@@ -177,7 +184,8 @@ def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
     spec = identity.spec
     return {"task": spec.name, "task_type": spec.task_type, "dataset": spec.name,
             "model": cfg.model.name_or_path, "seed": str(cfg.seed), "profile": cfg.profile,
-            "metric": spec.metric, "data_fingerprint": identity.data_fingerprint, "kind": "finetune"}
+            "metric": spec.metric, "data_fingerprint": identity.data_fingerprint, "kind": "finetune",
+            **({} if spec.fold_index is None else {"fold": str(spec.fold_index)})}
 
 
 def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
@@ -200,7 +208,10 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         encoder.resize_token_embeddings(len(tokenizer))
     if cfg.trainer.compile:  # length-bucketed batches: one graph with a symbolic length
         compile_in_place([encoder], dynamic=True, cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
-    head = identity.choices.head.build(datamodule.encoder, encoder.config.hidden_size)
+    weights = resolve_class_weights(plain(ft.class_weights), identity.spec, datamodule.instances["train"])
+    if weights is not None:  # what the loss used, for `balanced` computed from this run's training split
+        run.set_tag("class_weights", ", ".join(f"{c}={w:.4g}" for c, w in zip(identity.spec.labels, weights)))
+    head = identity.choices.head.build(datamodule.encoder, encoder.config.hidden_size, weights)
     # a fine-tuned model folder (a two-stage model): its head too where the label spaces agree
     head_init = "new" if cfg.model.name_or_path == RANDOM_BERT else \
         carry_head(resolve_model_dir(cfg.model.name_or_path), head, datamodule.encoder, identity.choices)

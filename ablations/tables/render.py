@@ -88,10 +88,10 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
     metric = "score (each task's primary metric)" if layout.metric == "score" else f"'{layout.metric}'"
     notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100 "
              "(Pearson for BIOSSES too), n = seeds with a finished run (n=k/m: k of m planned seeds). "
-             + ("Best mean per column (task) in bold." if layout.columns == "task" and layout.rows != "task"
+             + ("Best mean per column (task) in bold." if layout.columns in ("task", "metric") and layout.rows != "task"
                 else "Best mean per row in bold.")]
     if data.has_paper:
-        notes.append("'paper': the number reported by Gu et al. for the same cell.")
+        notes.append(f"'paper': the number reported by {layout.paper_source} for the same cell.")
     untested = {c.untested for _, cells in data.body_rows() for c in cells if c.untested}
     per_cell_untested = len(untested) > 1 or any(
         c.p_value is not None for _, cells in data.body_rows() for c in cells)
@@ -266,7 +266,7 @@ def _missing_text(cell: Cell) -> str:
     """The CSV's `missing`: the seeds without a value, grouped by reason, and what a BLURB score leaves out."""
     seeds_by_reason: dict[str, list[str]] = {}
     for r in cell.missing:
-        seeds_by_reason.setdefault(_reason(r), []).append(f"{r.seed}" + (f" ({r.task})" if len(cell.tasks) > 1 else ""))
+        seeds_by_reason.setdefault(_reason(r), []).append(r.seed_label + (f" ({r.task})" if len(cell.tasks) > 1 else ""))
     missing = "; ".join(f"seed(s) {', '.join(seeds)} {reason}" for reason, seeds in seeds_by_reason.items())
     if cell.partial:
         missing = "; ".join(filter(None, [missing, f"BLURB over {cell.partial}"]))

@@ -205,7 +205,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
             record_plan(experiment, plan)
         else:
             plan = resolve(experiment, Store(tracking_uri), recorded)
-        runs = plan.cell_runs(experiment.layout.metric)
+        runs = plan.cell_runs(experiment.layout.metric, experiment.layout)
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
         layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",

@@ -99,19 +99,36 @@ def _paper(layout: TableLayout, row: str, column: str) -> float | None:
     return None if value is None else float(value)
 
 
+def _replicate(run: CellRun, single_task: bool) -> int | tuple[int, int]:
+    """What a cell's mean and ± run over: its seeds, or, for one cross-validated task, its (seed, fold)
+    pairs (so the ± is over folds and seeds, and a paired test pairs equal folds and seeds)."""
+    return run.seed if run.fold is None or not single_task else (run.seed, run.fold)
+
+
+def _mean_of(done: list[CellRun]) -> float:
+    """The mean over tasks; a cross-validated task in a cell of several tasks counts by its folds' mean."""
+    if all(r.fold is None for r in done):
+        return statistics.fmean(r.value for r in done)
+    by_task: dict[str, list[float]] = {}
+    for r in done:
+        by_task.setdefault(r.task, []).append(r.value)
+    return statistics.fmean(statistics.fmean(values) for values in by_task.values())
+
+
 def _fill(cell: Cell, runs: list[CellRun]) -> None:
-    """Per seed, the mean over the cell's tasks (one task for a task row) when all of them finished."""
+    """Per seed, the mean over the cell's tasks (one task for a task row) when all of them finished; per
+    (seed, fold) for a task with folds alone in its cell."""
     cell.tasks = tuple(dict.fromkeys(r.task for r in runs))
-    by_seed: dict[int, list[CellRun]] = {}
+    by_seed: dict[int | tuple[int, int], list[CellRun]] = {}
     for run in runs:
-        by_seed.setdefault(run.seed, []).append(run)
+        by_seed.setdefault(_replicate(run, len(cell.tasks) == 1), []).append(run)
     cell.planned_seeds = tuple(sorted(by_seed))
     for seed in cell.planned_seeds:
         seed_runs = by_seed[seed]
         done = [r for r in seed_runs if r.status == FINISHED and r.value is not None]
         cell.missing += [r for r in seed_runs if not (r.status == FINISHED and r.value is not None)]
         if done and {r.task for r in done} == set(cell.tasks):
-            cell.values[seed] = SCALE * statistics.fmean(r.value for r in done)
+            cell.values[seed] = SCALE * _mean_of(done)
 
 
 def _paired_test(cell: Cell, base: Cell) -> None:
@@ -148,7 +165,7 @@ def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -
         per_task: dict[str, dict[int, float]] = {t: {} for t in tasks}
         for r in col_runs:
             if r.status == FINISHED and r.value is not None:
-                per_task[r.task][r.seed] = SCALE * r.value
+                per_task[r.task][_replicate(r, True)] = SCALE * r.value
         cell = Cell(BLURB_ROW, column, tuple(tasks), planned_seeds=tuple(sorted({r.seed for r in col_runs})),
                     paper=_paper(layout, BLURB_ROW, column))
         means = {t: statistics.fmean(v.values()) for t, v in per_task.items() if v}
@@ -202,7 +219,7 @@ def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
                     _paired_test(cell, base)
     # Bold the best of the alternatives compared: along each row, or down each column when the columns
     # are tasks (Table 14: variants as rows; numbers of different tasks are not comparable).
-    lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns == "task" and
+    lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns in ("task", "metric") and
              layout.rows != "task" else [row_cells for _, row_cells in data.body_rows()])
     for line in lines:
         # a BLURB score over fewer tasks is not comparable; a lone number is not "best" of anything
@@ -212,6 +229,10 @@ def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
             for cell in comparable:
                 cell.best = round(cell.mean, DIGITS) == max(shown)
 
+    folded = sorted({(r.task, r.fold) for r in runs if r.fold is not None})
+    for task in dict.fromkeys(t for t, _ in folded):
+        data.notes.append(f"Task '{task}' is cross-validated: each seed runs {sum(t == task for t, _ in folded)} "
+                          "folds; its cells give the mean ± std over folds and seeds (n counts fold runs).")
     for row in rows:  # several tasks under one row label (not a row of tasks-as-columns)
         tasks = {t for c in columns if len(cells[(row, c)].tasks) > 1 for t in cells[(row, c)].tasks}
         if tasks:
