@@ -94,7 +94,7 @@ class ModelConfig:
 
 @decides(finetune="lr batch_size eval_batch_size epochs warmup_ratio weight_decay dropout max_length "
                   "max_train_examples max_eval_examples tagging head subtoken_labels re_input re_feature "
-                  "classifier bucketing adversarial alum",
+                  "classifier qa_stride max_answer_length bucketing adversarial alum",
          none="cache_tokenized")
 @dataclass
 class FinetuneConfig:
@@ -118,6 +118,10 @@ class FinetuneConfig:
     re_input: str = "dummify"  # relation input transform: dummify | markers | original
     re_feature: str = "cls"  # relation featurizer: cls | mention | entity-start (markers only)
     classifier: str = "linear"  # [CLS]/relation classifier: linear | mlp
+    # Extractive QA (datamodules/qa_spans.py): context tokens shared by overlapping windows (null: a third
+    # of the window, BioBERT's 128 of 384) and the longest answer span, in tokens (BioBERT: 30).
+    qa_stride: Optional[int] = bounded(None, ge=0)
+    max_answer_length: int = bounded(30, ge=1)
     # Speed (docs/performance.md): length-bucketed training batches (sorted within large random chunks,
     # batches shuffled); the tokenization cache under <work_dir>/cache/tokenized (never changes a result).
     bucketing: bool = True

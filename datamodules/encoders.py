@@ -26,10 +26,11 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from core.choices import Choice
+from core.errors import ConfigError
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
 from datamodules.metrics import METRICS
 from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
-from datamodules.spec import TOKEN_TASK_TYPES, DatasetSpec
+from datamodules.spec import SPAN_TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
 from datamodules.tagging import SCHEMES, get_scheme
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
@@ -104,6 +105,11 @@ class TaskEncoder(ABC):
     def to_json(self, prediction: Any) -> Any:
         """A prediction as JSON (for the test-predictions artifact)."""
         return prediction
+
+    def question_records(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> list[dict[str, Any]]:
+        """Per-question answers where a question spans several instances (extractive QA: the test-answers
+        artifact); [] where each instance is scored on its own."""
+        return []
 
 
 class TaggingEncoder(TaskEncoder):
@@ -286,6 +292,10 @@ class EncodingSpec:
     tagging: str = SCHEMES.default
     subtoken_labels: str = SUBTOKEN_LABELS.default
     re_input: str = RE_INPUTS.default
+    # extractive QA's windows: context tokens two windows share (None: a third of the window, BioBERT's
+    # 128 of 384) and the longest answer in tokens (datamodules/qa_spans.py); other tasks ignore them
+    qa_stride: int | None = None
+    max_answer_length: int = 30
 
     @classmethod
     def from_config(cls, finetune_cfg: Any) -> EncodingSpec:
@@ -293,7 +303,9 @@ class EncodingSpec:
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> EncodingSpec:
-        return cls(**{key: metadata[key] for key in cls.__dataclass_fields__})
+        """An exported model's record; one from before the QA keys existed gets their defaults."""
+        defaults = cls()
+        return cls(**{key: metadata.get(key, getattr(defaults, key)) for key in cls.__dataclass_fields__})
 
     def metadata(self) -> dict[str, str]:
         return asdict(self)
@@ -301,6 +313,28 @@ class EncodingSpec:
 
 def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
                  encoding: EncodingSpec = EncodingSpec()) -> TaskEncoder:
+    if spec.task_type in SPAN_TASK_TYPES:
+        return _span_encoder(spec, tokenizer, max_length, encoding)
     if spec.task_type in TOKEN_TASK_TYPES:
         return TaggingEncoder(spec, tokenizer, max_length, encoding.tagging, encoding.subtoken_labels)
     return SequenceEncoder(spec, tokenizer, max_length, encoding.re_input)
+
+
+def _span_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                  encoding: EncodingSpec) -> TaskEncoder:
+    """Extractive QA's encoder; the question keeps at most a quarter of the window (64 tokens, BioBERT's
+    max_query_length, from 256 up), so that a micro window of 64 still holds context."""
+    from datamodules.qa_spans import ExtractiveQAEncoder  # it subclasses TaskEncoder, defined above
+
+    stride = encoding.qa_stride if encoding.qa_stride is not None else max_length // 3
+    question = min(64, max_length // 4)
+    if stride + question + 3 >= max_length:
+        raise ConfigError(f"finetune.qa_stride = {stride}: windows of {max_length} tokens (finetune.max_length) "
+                          f"hold a question of up to {question} tokens and 3 special tokens, so a stride of "
+                          f"{stride} leaves no new context; set finetune.qa_stride below "
+                          f"{max_length - question - 3} (or null: a third of the window)")
+    if encoding.max_answer_length < 1:
+        raise ConfigError(f"finetune.max_answer_length = {encoding.max_answer_length}: an answer has at "
+                          "least one token; set it to 1 or more (BioBERT: 30)")
+    return ExtractiveQAEncoder(spec, tokenizer, max_length, stride=stride, max_question_tokens=question,
+                               max_answer_length=encoding.max_answer_length)
