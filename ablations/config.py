@@ -373,11 +373,16 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
     return {k: v for k, v in flatten(cfg).items() if not under_key(k, ("launcher", *NOT_READ[kind]))}
 
 
+# Result keys added after stores were written, with their defaults: hashed only when set to another value,
+# so every run from before them keeps its fingerprint (tests/ablations/test_config.py pins some).
+LATER_KEYS = {"finetune.qa_stride": None, "finetune.max_answer_length": 30}
+
+
 def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:
     """A fine-tuning run's identity: hash of the keys that decide its result (FINETUNE_RESULT_KEYS, less
     `exclude`: keys whose content the caller has put into `data_fingerprint` instead) and the data."""
-    items = {k: v for k, v in flatten(cfg).items()
-             if under_key(k, FINETUNE_RESULT_KEYS) and not under_key(k, exclude)}
+    items = {k: v for k, v in flatten(cfg).items() if under_key(k, FINETUNE_RESULT_KEYS)
+             and not under_key(k, exclude) and not (k in LATER_KEYS and v == LATER_KEYS[k])}
     payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

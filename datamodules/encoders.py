@@ -18,20 +18,19 @@ ops) and `unpack` once per evaluation, and the datamodule calls `decode` and `sc
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-import torch
 from transformers import PreTrainedTokenizerBase
 
 from core.choices import Choice
 from core.errors import ConfigError
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
-from datamodules.metrics import METRICS
+from datamodules.qa_spans import ExtractiveQAEncoder
 from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
 from datamodules.spec import SPAN_TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
 from datamodules.tagging import SCHEMES, get_scheme
+from datamodules.task_encoder import Features, TaskEncoder  # importers of this module find them here too
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
 # the one definition, used by the fine-tuning heads and by pretraining's masking too.
@@ -42,75 +41,6 @@ SUBTOKEN_LABELS: Choice[str] = Choice("subtoken_labels", "which sub-tokens carry
                                                            "per word either way)")
 SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
 SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)
-
-Features = dict[str, Any]
-
-
-class TaskEncoder(ABC):
-    """The interface the datamodule and the LightningModule rely on."""
-
-    # What the model predicts per example: "token" (a tag per tagged position), "classification",
-    # "multilabel" or "regression"; picks the head's kind and loss. (Not `finetune.head`, the layer choice.)
-    output_kind: str
-
-    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
-        self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
-
-    @property
-    @abstractmethod
-    def num_labels(self) -> int:
-        """Width of the model's output layer."""
-
-    @abstractmethod
-    def encode(self, instances: Sequence[Instance]) -> list[Features]:
-        """Tokenize a split; each feature has input_ids, attention_mask, token_type_ids, labels."""
-
-    def gather(self, batch: dict[str, torch.Tensor], predictions: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One batch of model predictions -> (values, counts): the rows of `values` that belong to each
-        example, concatenated in batch order, and how many rows each example has. Tensor ops only (it
-        runs in the evaluation loop); `unpack` turns the concatenation over a whole split into Python
-        once per epoch. Default: one row per example."""
-        return predictions, torch.ones(len(predictions), dtype=torch.long, device=predictions.device)
-
-    def unpack(self, values: torch.Tensor, counts: torch.Tensor) -> list[Any]:
-        """Concatenated `gather` outputs -> one plain-Python raw prediction per example."""
-        return values.tolist()
-
-    @abstractmethod
-    def decode(self, feature: Features, raw: Any) -> Any:
-        """A raw prediction -> the instance-level prediction that the metric scores."""
-
-    def decode_split(self, instances: Sequence[Instance], examples: Sequence[Features],
-                     raws: Sequence[Any]) -> list[Any]:
-        """Every feature row of a split (`examples[i]`: row i's bookkeeping, `raws[i]`: its raw
-        prediction) -> one prediction per instance. Default: one row per instance."""
-        return [self.decode(example, raw) for example, raw in zip(examples, raws)]
-
-    def encoded_instances(self, split: Any) -> int:
-        """How many instances a stored split (`finetune_data.EncodedSplit`) covers; default one row each."""
-        return len(split)
-
-    @abstractmethod
-    def gold(self, instance: Instance) -> Any:
-        """The instance-level gold answer, in the same form as `decode`'s output."""
-
-    def score(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> dict[str, float]:
-        golds = [self.gold(x) for x in instances]
-        return METRICS.get(self.spec.metric)(golds, list(predictions), **self._metric_args(instances))
-
-    def _metric_args(self, instances: Sequence[Instance]) -> dict[str, Any]:
-        return dict(self.spec.metric_args)
-
-    def to_json(self, prediction: Any) -> Any:
-        """A prediction as JSON (for the test-predictions artifact)."""
-        return prediction
-
-    def question_records(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> list[dict[str, Any]]:
-        """Per-question answers where a question spans several instances (extractive QA: the test-answers
-        artifact); [] where each instance is scored on its own."""
-        return []
-
 
 class TaggingEncoder(TaskEncoder):
     """Tags on the tagged positions; `subtoken_labels` picks which positions those are."""
@@ -324,8 +254,6 @@ def _span_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_len
                   encoding: EncodingSpec) -> TaskEncoder:
     """Extractive QA's encoder; the question keeps at most a quarter of the window (64 tokens, BioBERT's
     max_query_length, from 256 up), so that a micro window of 64 still holds context."""
-    from datamodules.qa_spans import ExtractiveQAEncoder  # it subclasses TaskEncoder, defined above
-
     stride = encoding.qa_stride if encoding.qa_stride is not None else max_length // 3
     question = min(64, max_length // 4)
     if stride + question + 3 >= max_length:

@@ -38,7 +38,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 import datamodules.qa_metrics  # noqa: F401  (registers the QA metrics this encoder scores with)
-from datamodules.encoders import Features, TaskEncoder
+from datamodules.task_encoder import Features, TaskEncoder
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.metrics import METRICS
 from datamodules.spec import DatasetSpec
