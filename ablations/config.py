@@ -90,7 +90,7 @@ class ModelConfig:
 
 @decides(finetune="lr batch_size eval_batch_size epochs warmup_ratio weight_decay dropout max_length "
                   "max_train_examples max_eval_examples tagging head subtoken_labels re_input re_feature "
-                  "classifier bucketing adversarial alum class_weights",
+                  "classifier qa_stride max_answer_length bucketing adversarial alum class_weights",
          none="cache_tokenized")
 @dataclass
 class FinetuneConfig:
@@ -114,6 +114,10 @@ class FinetuneConfig:
     re_input: str = "dummify"  # relation input transform: dummify | markers | original
     re_feature: str = "cls"  # relation featurizer: cls | mention | entity-start (markers only)
     classifier: str = "linear"  # [CLS]/relation classifier: linear | mlp
+    # Extractive QA (datamodules/qa_spans.py): context tokens shared by overlapping windows (null: a third
+    # of the window, BioBERT's 128 of 384) and the longest answer span, in tokens (BioBERT: 30).
+    qa_stride: Optional[int] = bounded(None, ge=0)
+    max_answer_length: int = bounded(30, ge=1)
     # Speed (docs/performance.md): length-bucketed training batches (sorted within large random chunks,
     # batches shuffled); the tokenization cache under <work_dir>/cache/tokenized (never changes a result).
     bucketing: bool = True
@@ -369,16 +373,16 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
     return {k: v for k, v in flatten(cfg).items() if not under_key(k, ("launcher", *NOT_READ[kind]))}
 
 
-# Result keys added after runs were stored: left out of a run's fingerprint while at their default (which
-# computes what every run did before the key existed), so those runs keep their fingerprints.
-LATER_KEYS = {"finetune.class_weights": None}
+# Result keys added after stores were written, with their defaults: left out of a run's fingerprint while
+# at their default (which computes what every run did before the key existed), so those runs keep their
+# fingerprints (tests/ablations/test_config.py pins some).
+LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finetune.max_answer_length": 30}
 
 
 def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:
     """A fine-tuning run's identity: hash of the keys that decide its result (FINETUNE_RESULT_KEYS, less
     `exclude`: keys whose content the caller has put into `data_fingerprint` instead) and the data."""
-    items = {k: v for k, v in flatten(cfg).items()
-             if under_key(k, FINETUNE_RESULT_KEYS) and not under_key(k, exclude)
-             and not (k in LATER_KEYS and v == LATER_KEYS[k])}
+    items = {k: v for k, v in flatten(cfg).items() if under_key(k, FINETUNE_RESULT_KEYS)
+             and not under_key(k, exclude) and not (k in LATER_KEYS and v == LATER_KEYS[k])}
     payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -18,19 +18,19 @@ ops) and `unpack` once per evaluation, and the datamodule calls `decode` and `sc
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-import torch
 from transformers import PreTrainedTokenizerBase
 
 from core.choices import Choice
+from core.errors import ConfigError
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
-from datamodules.metrics import METRICS
+from datamodules.qa_spans import ExtractiveQAEncoder
 from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
-from datamodules.spec import TOKEN_TASK_TYPES, DatasetSpec
+from datamodules.spec import SPAN_TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
 from datamodules.tagging import SCHEMES, get_scheme
+from datamodules.task_encoder import Features, TaskEncoder  # importers of this module find them here too
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
 # the one definition, used by the fine-tuning heads and by pretraining's masking too.
@@ -42,73 +42,10 @@ SUBTOKEN_LABELS: Choice[str] = Choice("subtoken_labels", "which sub-tokens carry
 SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
 SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)
 
-Features = dict[str, Any]
-
 # Metrics that rank candidates by score (Bio-ELECTRA's answer re-ranking): a pair task scored by one is
 # trained as classification, and its prediction per pair is the relevant label's probability (output kind
 # "ranking"); the metric groups the pairs by their first text, the question.
 RANKING_METRICS = ("mean_reciprocal_rank",)
-
-
-class TaskEncoder(ABC):
-    """The interface the datamodule and the LightningModule rely on."""
-
-    # What the model predicts per example: "token" (a tag per tagged position), "classification",
-    # "multilabel" or "regression"; picks the head's kind and loss. (Not `finetune.head`, the layer choice.)
-    output_kind: str
-
-    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
-        self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
-
-    @property
-    @abstractmethod
-    def num_labels(self) -> int:
-        """Width of the model's output layer."""
-
-    @abstractmethod
-    def encode(self, instances: Sequence[Instance]) -> list[Features]:
-        """Tokenize a split; each feature has input_ids, attention_mask, token_type_ids, labels."""
-
-    def gather(self, batch: dict[str, torch.Tensor], predictions: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One batch of model predictions -> (values, counts): the rows of `values` that belong to each
-        example, concatenated in batch order, and how many rows each example has. Tensor ops only (it
-        runs in the evaluation loop); `unpack` turns the concatenation over a whole split into Python
-        once per epoch. Default: one row per example."""
-        return predictions, torch.ones(len(predictions), dtype=torch.long, device=predictions.device)
-
-    def unpack(self, values: torch.Tensor, counts: torch.Tensor) -> list[Any]:
-        """Concatenated `gather` outputs -> one plain-Python raw prediction per example."""
-        return values.tolist()
-
-    @abstractmethod
-    def decode(self, feature: Features, raw: Any) -> Any:
-        """A raw prediction -> the instance-level prediction that the metric scores."""
-
-    def decode_split(self, instances: Sequence[Instance], examples: Sequence[Features],
-                     raws: Sequence[Any]) -> list[Any]:
-        """Every feature row of a split (`examples[i]`: row i's bookkeeping, `raws[i]`: its raw
-        prediction) -> one prediction per instance. Default: one row per instance."""
-        return [self.decode(example, raw) for example, raw in zip(examples, raws)]
-
-    def encoded_instances(self, split: Any) -> int:
-        """How many instances a stored split (`finetune_data.EncodedSplit`) covers; default one row each."""
-        return len(split)
-
-    @abstractmethod
-    def gold(self, instance: Instance) -> Any:
-        """The instance-level gold answer, in the same form as `decode`'s output."""
-
-    def score(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> dict[str, float]:
-        golds = [self.gold(x) for x in instances]
-        return METRICS.get(self.spec.metric)(golds, list(predictions), **self._metric_args(instances))
-
-    def _metric_args(self, instances: Sequence[Instance]) -> dict[str, Any]:
-        return dict(self.spec.metric_args)
-
-    def to_json(self, prediction: Any) -> Any:
-        """A prediction as JSON (for the test-predictions artifact)."""
-        return prediction
 
 
 class TaggingEncoder(TaskEncoder):
@@ -309,6 +246,10 @@ class EncodingSpec:
     tagging: str = SCHEMES.default
     subtoken_labels: str = SUBTOKEN_LABELS.default
     re_input: str = RE_INPUTS.default
+    # extractive QA's windows: context tokens two windows share (None: a third of the window, BioBERT's
+    # 128 of 384) and the longest answer in tokens (datamodules/qa_spans.py); other tasks ignore them
+    qa_stride: int | None = None
+    max_answer_length: int = 30
 
     @classmethod
     def from_config(cls, finetune_cfg: Any) -> EncodingSpec:
@@ -316,7 +257,9 @@ class EncodingSpec:
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> EncodingSpec:
-        return cls(**{key: metadata[key] for key in cls.__dataclass_fields__})
+        """An exported model's record; one from before the QA keys existed gets their defaults."""
+        defaults = cls()
+        return cls(**{key: metadata.get(key, getattr(defaults, key)) for key in cls.__dataclass_fields__})
 
     def metadata(self) -> dict[str, str]:
         return asdict(self)
@@ -324,6 +267,26 @@ class EncodingSpec:
 
 def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
                  encoding: EncodingSpec = EncodingSpec()) -> TaskEncoder:
+    if spec.task_type in SPAN_TASK_TYPES:
+        return _span_encoder(spec, tokenizer, max_length, encoding)
     if spec.task_type in TOKEN_TASK_TYPES:
         return TaggingEncoder(spec, tokenizer, max_length, encoding.tagging, encoding.subtoken_labels)
     return SequenceEncoder(spec, tokenizer, max_length, encoding.re_input)
+
+
+def _span_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                  encoding: EncodingSpec) -> TaskEncoder:
+    """Extractive QA's encoder; the question keeps at most a quarter of the window (64 tokens, BioBERT's
+    max_query_length, from 256 up), so that a micro window of 64 still holds context."""
+    stride = encoding.qa_stride if encoding.qa_stride is not None else max_length // 3
+    question = min(64, max_length // 4)
+    if stride + question + 3 >= max_length:
+        raise ConfigError(f"finetune.qa_stride = {stride}: windows of {max_length} tokens (finetune.max_length) "
+                          f"hold a question of up to {question} tokens and 3 special tokens, so a stride of "
+                          f"{stride} leaves no new context; set finetune.qa_stride below "
+                          f"{max_length - question - 3} (or null: a third of the window)")
+    if encoding.max_answer_length < 1:
+        raise ConfigError(f"finetune.max_answer_length = {encoding.max_answer_length}: an answer has at "
+                          "least one token; set it to 1 or more (BioBERT: 30)")
+    return ExtractiveQAEncoder(spec, tokenizer, max_length, stride=stride, max_question_tokens=question,
+                               max_answer_length=encoding.max_answer_length)

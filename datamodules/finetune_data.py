@@ -181,7 +181,8 @@ class EncodedSplit:
 
 
 ENCODER_CODE = [Path(__file__).with_name(name) for name in
-                ("encoders.py", "tagging.py", "relation_inputs.py", "instances.py", "finetune_data.py")]
+                ("encoders.py", "tagging.py", "relation_inputs.py", "instances.py", "finetune_data.py",
+                 "qa_spans.py", "task_encoder.py")]
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:

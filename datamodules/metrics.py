@@ -41,7 +41,7 @@ import numpy as np
 
 from datamodules.instances import Span
 from datamodules.metric_registry import METRIC_NAMES, METRICS, check_lengths, ratio
-from datamodules.spec import TASK_TYPES
+from datamodules.spec import BLURB_TASK_TYPES
 
 METRIC_NAMES.update({"entity_f1": "entity F1", "pico_word_macro_f1": "word macro F1", "relation_micro_f1": "micro F1",
                 "positive_class_f1": "F1", "pearson": "Pearson r", "multilabel_micro_f1": "micro F1",
@@ -283,7 +283,7 @@ def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> d
     """The BLURB score: average the datasets within each task type, then average over the task types.
 
     `scores` maps dataset name to its primary score, `task_types` maps dataset name to one of
-    `TASK_TYPES` (ner, pico, re, similarity, classification, qa). Only the types present in `scores`
+    `BLURB_TASK_TYPES` (ner, pico, re, similarity, classification, qa). Only the types present in `scores`
     are averaged, so with all 13 BLURB datasets each of the six types weighs 1/6 (Gu et al., Sec. 2.5).
     Returns {"score": float, "per_type": {type: mean}}; the scale (0-1 or 0-100) is that of `scores`.
     """
@@ -292,13 +292,14 @@ def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> d
     untyped = sorted(name for name in scores if name not in task_types)
     if untyped:
         raise ValueError(f"no task type for dataset(s): {', '.join(untyped)}")
-    unknown = sorted({task_types[name] for name in scores} - set(TASK_TYPES))
+    unknown = sorted({task_types[name] for name in scores} - set(BLURB_TASK_TYPES))
     if unknown:
-        raise ValueError(f"unknown task type(s) {', '.join(unknown)}; known: {', '.join(TASK_TYPES)}")
+        raise ValueError(f"task type(s) {', '.join(unknown)} are not BLURB's; BLURB averages "
+                         f"{', '.join(BLURB_TASK_TYPES)}")
     by_type: dict[str, list[float]] = {}
     for name, value in scores.items():
         by_type.setdefault(task_types[name], []).append(float(value))
-    per_type = {t: sum(by_type[t]) / len(by_type[t]) for t in TASK_TYPES if t in by_type}
+    per_type = {t: sum(by_type[t]) / len(by_type[t]) for t in BLURB_TASK_TYPES if t in by_type}
     return {"score": sum(per_type.values()) / len(per_type), "per_type": per_type}
 
 

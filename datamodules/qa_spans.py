@@ -38,7 +38,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 import datamodules.qa_metrics  # noqa: F401  (registers the QA metrics this encoder scores with)
-from datamodules.encoders import Features, TaskEncoder
+from datamodules.task_encoder import Features, TaskEncoder
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.metrics import METRICS
 from datamodules.spec import DatasetSpec
@@ -241,5 +241,20 @@ class ExtractiveQAEncoder(TaskEncoder):
         answers = [merge_answers(nbests, self.top_k) for _, nbests in questions.values()]
         return metric(golds, answers, **self.spec.metric_args)
 
-    def to_json(self, prediction: list[tuple[str, float]]) -> list[list[Any]]:
-        return [[text, probability] for text, probability in prediction]
+    def to_json(self, prediction: Sequence[Any]) -> list[Any]:
+        """An instance's n-best -> its first `top_k` as [text, probability]; gold answers (texts) as a list."""
+        if all(isinstance(item, str) for item in prediction):
+            return list(prediction)
+        return [[text, probability] for text, probability in prediction[:self.top_k]]
+
+    def question_records(self, instances: Sequence[QAInstance], predictions: Sequence[list[tuple[str, float]]]
+                         ) -> list[dict[str, Any]]:
+        """One record per question, in first-seen order: its gold and the `top_k` answers merged over its
+        contexts, as `score` ranks them for BioASQ (what a BioASQ submission would hold)."""
+        questions: dict[str, tuple[QAInstance, list]] = {}
+        for instance, nbest in zip(instances, predictions):
+            questions.setdefault(instance.question_id, (instance, []))[1].append(nbest)
+        return [{"id": qid, "question": first.question, "contexts": len(nbests),
+                 "gold": [list(g) for g in first.answer_groups] or list(first.answers),
+                 "answers": merge_answers(nbests, self.top_k)}
+                for qid, (first, nbests) in questions.items()]

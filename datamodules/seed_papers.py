@@ -1,6 +1,6 @@
 """The other benchmarks of the papers the project builds on (`SEED_PAPER_DATASETS`, registered by
-`datamodules/registry.py` after BLURB's): BioBERT's species NER and 10-fold relation extraction (Lee et
-al., Tables 4-5; MANIFEST.md section 12) and Bio-ELECTRA's yes/no classification and answer-candidate
+`datamodules/registry.py` after BLURB's): BioBERT's species NER, 10-fold relation extraction and BioASQ
+factoid extractive QA (Lee et al., Tables 4-6; MANIFEST.md sections 9 and 12) and Bio-ELECTRA's yes/no classification and answer-candidate
 ranking (Ozyurt, Tables 3 and 5; section 13).
 
 Where the staged files do not hold train, dev and test, the spec declares how they are made
@@ -16,6 +16,7 @@ from datamodules.readers.bioelectra import (
 )
 from datamodules.readers.biobert_ner import BIOBERT_NER_FILES, read_biobert_ner
 from datamodules.readers.biobert_re import FOLD_COUNT, GAD_PARSER_FILE, fold_templates, read_biobert_re_fold
+from datamodules.readers.bioasq_golden import GOLDEN_7B, golden_reader
 from datamodules.spec import DatasetSpec
 
 SPECIES = "SPECIES"
@@ -67,6 +68,35 @@ BIOELECTRA_RERANK = DatasetSpec(
 )
 
 
+def _golden_batches(year: int) -> tuple[str, ...]:
+    return tuple(f"BioASQ/golden/{year}B{batch}_golden.json" for batch in range(1, 6))
+
+
+# BioBERT's Table 6: test = a year's five golden batches; train = factoid questions of the other staged
+# years (BioBERT's own training files, the organisers' training set of that year, are not staged).
+FACTOID_TRAIN_YEARS = {4: (5, 6, 7), 5: (4,), 6: (4, 5)}
+
+
+def _bioasq_factoid(year: int, paper_counts: dict[str, int]) -> DatasetSpec:
+    train = tuple(f for y in FACTOID_TRAIN_YEARS[year] for f in (_golden_batches(y) if y < 7 else (GOLDEN_7B,)))
+    test = _golden_batches(year)
+    earlier = [y for y in FACTOID_TRAIN_YEARS[year] if y < year]
+    where = (f"the earlier years' golden batches ({', '.join(f'{y}B1-5' for y in earlier)})" if earlier else
+             "the later years' golden batches (5B1-5, 6B1-5, 7B: no earlier year is staged)")
+    return DatasetSpec(
+        name=f"bioasq-{year}b-factoid", task_type="qa-extractive", reader=golden_reader(train, test),
+        files=(*train, *test), labels=(), metric="bioasq_factoid", max_length=384,  # BioBERT's max_seq_length
+        count_unit="questions", paper_counts=paper_counts,
+        licenses=("bioasq-nlm-terms",),  # registration, NLM's terms (MANIFEST.md section 9)
+        carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="question_id"),
+        notes=f"test = the factoid questions of {year}B1-5 golden, every snippet a context (a question whose "
+              f"answer is in no snippet counts as wrong); train = factoid questions of {where}, answer located in "
+              "the snippets (unanswerable questions and answerless snippets dropped, test question ids removed); "
+              "dev = a seeded tenth of train's questions; no SQuAD pre-training as BioBERT's; scored per question: "
+              "strict / lenient accuracy and MRR over the top 5 answers merged over its snippets",
+    )
+
+
 SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
     _biobert_species(
         "linnaeus", "BioBERT/NER/linnaeus", {"train": 2119, "dev": 711, "test": 1433}, "mentions",
@@ -102,4 +132,8 @@ SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
         notes="BioASQ 8b yes/no (question, ideal answer) pairs, 80% yes; Bio-ELECTRA has no dev set and trains "
               "on all 728: ours is a seeded, label-stratified tenth of train; scored per class (Table 3)",
     ),
+    # BioBERT's Table 3 (train, test questions)
+    _bioasq_factoid(4, {"train": 327, "test": 161}),
+    _bioasq_factoid(5, {"train": 486, "test": 150}),
+    _bioasq_factoid(6, {"train": 618, "test": 161}),
 )

@@ -23,11 +23,15 @@ SPLITS = ("train", "dev", "test")
 MIN_SEQUENCE = 8
 
 # The six BLURB task types; the BLURB score averages within each, then over them.
-TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
+BLURB_TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
+# Every task type: BLURB's, then extractive QA (BioBERT's Table 6: an answer span in a context).
+TASK_TYPES = (*BLURB_TASK_TYPES, "qa-extractive")
 # The task types scored per word, with a tag per word (the tagging choices apply to them only).
 TOKEN_TASK_TYPES = ("ner", "pico")
+# The task types that predict a span of the context: a start and an end logit per position.
+SPAN_TASK_TYPES = ("qa-extractive",)
 # The others predict one output per example, from one vector (classes, labels or a number).
-SEQUENCE_TASK_TYPES = tuple(t for t in TASK_TYPES if t not in TOKEN_TASK_TYPES)
+SEQUENCE_TASK_TYPES = tuple(t for t in TASK_TYPES if t not in TOKEN_TASK_TYPES + SPAN_TASK_TYPES)
 
 Splits = dict[str, list[Instance]]
 Reader = Callable[[Path], Splits]  # a `FileFolds` dataset's reader also takes the fold: reader(path, k)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from datamodules.instances import Instance, TaggingInstance
+from datamodules.instances import Instance, QAInstance, TaggingInstance
 from datamodules.spec import SPLITS, DatasetSpec
 from datamodules.tagging import io_merges
 
@@ -17,6 +17,8 @@ def count(spec: DatasetSpec, instances: list[Instance]) -> int:
     if spec.count_unit == "PICO words":  # words inside at least one P, I or O span
         return sum(len({i for s in x.spans for i in range(s.start, s.end)}) for x in instances
                    if isinstance(x, TaggingInstance))
+    if spec.count_unit == "questions" and instances and isinstance(instances[0], QAInstance):
+        return len({x.question_id for x in instances})  # extractive QA: one instance per question x context
     return len(instances)
 
 

@@ -12,8 +12,8 @@ Sequence tasks (relation extraction, classification, similarity, QA) then take `
 declares the task types it applies to. `HeadSpec` is the head as built once from the config: what the
 model is made of, what the export records and what `predict` rebuilds.
 
-What the model predicts per example (a tag per position, classes, labels or a number) is the task
-encoder's `output_kind`, not a choice.
+What the model predicts per example (a tag per position, classes, labels, a number, or a span's start
+and end: extractive QA, `SpanPredictor`) is the task encoder's `output_kind`, not a choice.
 
 Every head maps hidden states to logits, logits to a loss, and logits to raw predictions. Token heads
 work on the "tagged positions" of a batch (`tag_mask`: each word's first sub-token, or every sub-token),
@@ -300,6 +300,46 @@ class SequenceClassifier(nn.Module):
         return logits.argmax(-1)
 
 
+class SpanPredictor(nn.Module):
+    """Extractive QA (output_kind "span"): the layers of a `HEADS` option (without a CRF), then a linear
+    layer to a start and an end logit per position, as BERT's SQuAD head. The loss is the mean of the
+    start and the end cross-entropy over each window's attended positions (labels [B, 2]: the answer's
+    first and last token, 0 = [CLS] where the window lacks it); `predict` returns the [B, T, 2] logits,
+    from which the encoder (`datamodules.qa_spans`) picks the best spans."""
+
+    def __init__(self, layers: HeadLayers, hidden_size: int, dropout: float):
+        super().__init__()
+        if layers.crf:
+            raise ValueError("a CRF tags a sequence; extractive QA predicts a span")
+        self.layer = layers.layer(hidden_size) if layers.layer is not None else None
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(self.layer.out_size if self.layer else hidden_size, 2)
+
+    def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.layer is not None:
+            hidden = self.layer(hidden, batch["attention_mask"])
+        return self.out(self.dropout(hidden)).float()
+
+    def _masked(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[B, 2, T] start and end logits with padding at NEG_INF: no probability goes to padding."""
+        return logits.masked_fill(~batch["attention_mask"].bool()[..., None], NEG_INF).transpose(1, 2)
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        masked = self._masked(logits, batch)
+        return (F.cross_entropy(masked[:, 0], batch["labels"][:, 0])
+                + F.cross_entropy(masked[:, 1], batch["labels"][:, 1])) / 2
+
+    def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """ALUM compares the start and the end distributions over positions ([B, 2, T])."""
+        return self._masked(logits, batch)
+
+    def probabilities(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
+        return None  # an answer's probability is over its question's n-best spans (datamodules.qa_spans)
+
+    def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return logits
+
+
 @dataclass(frozen=True)
 class HeadSpec:
     """The head as chosen: a `HEADS` option, the `RE_FEATURES` featurizer ("cls" for every task but
@@ -330,5 +370,7 @@ class HeadSpec:
         if task_encoder.output_kind == "token":
             allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
             return TokenTagger(layers, hidden_size, task_encoder.num_labels, self.dropout, allowed)
+        if task_encoder.output_kind == "span":
+            return SpanPredictor(layers, hidden_size, self.dropout)
         return SequenceClassifier(layers, self.re_feature, self.classifier, hidden_size,
                                   task_encoder.num_labels, self.dropout, task_encoder.output_kind, class_weights)

@@ -8,6 +8,9 @@ import argparse
 import sys
 from pathlib import Path
 
+# the scores `bioablate finetune` prints: the primary one, F1 with its parts, extractive QA's measures
+SHOWN = ("score", "f1", "precision", "recall", "strict", "lenient", "mrr", "em")
+
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     from ablations.config import build_config
@@ -32,10 +35,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         print(f"  head: {result.head_init} (the labels agree); encoder from {cfg.model.name_or_path}")
     elif result.head_init.startswith("new ("):
         print(f"  head: {result.head_init[len('new ('):-1]}: a new head on the encoder of {cfg.model.name_or_path}")
-    print("  best dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items())
-                                     if k in ("score", "f1", "precision", "recall")))
-    print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items())
-                                     if k in ("score", "f1", "precision", "recall")))
+    print("  best dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items()) if k in SHOWN))
+    print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items()) if k in SHOWN))
     print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
     return 0
 

@@ -16,7 +16,7 @@ from lightning_modules.models import HUB_ID, MODEL_CARD, NAMED_MODELS, RANDOM_BE
 
 PIPELINES = {"token": "token-classification", "classification": "text-classification",
              "multilabel": "text-classification", "regression": "text-classification",
-             "ranking": "text-classification"}
+             "ranking": "text-classification", "span": "question-answering"}
 
 
 # Licence ids the Hub knows (https://hf.co/docs/hub/repositories-licenses) among the data's; any other
@@ -25,8 +25,8 @@ HUB_LICENSES = frozenset({"apache-2.0", "mit", "cc-by-4.0", "cc-by-sa-4.0", "cc-
                           "cc-by-sa-3.0", "cc0-1.0", "gpl-3.0", "bsd-3-clause", "odc-by", "unknown"})
 TASK_NAMES = {"ner": "Named Entity Recognition", "pico": "PICO Extraction", "re": "Relation Extraction",
               "similarity": "Sentence Similarity", "classification": "Document Classification",
-              "qa": "Question Answering"}
-HUB_METRIC_TYPES = {"pearson": "pearsonr", "accuracy": "accuracy"}  # the rest are F1s
+              "qa": "Question Answering", "qa-extractive": "Extractive Question Answering"}
+HUB_METRIC_TYPES = {"pearson": "pearsonr", "accuracy": "accuracy", "bioasq_factoid": "mrr"}  # the rest are F1s
 
 
 def license_metadata(licenses: tuple[str, ...]) -> dict[str, Any]:

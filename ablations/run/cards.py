@@ -200,6 +200,11 @@ def _inputs_text(meta: dict[str, Any]) -> str:
                    "entity-start": "The classifier reads the `[E1]` and `[E2]` marker tokens: it needs their "
                                    "positions (`bioablate predict` finds them)."}[meta["re_feature"]]
         return f"Relation extraction: {transform}, then classify the sentence. {cut} {feature}"
+    if kind == "span":
+        return (f"A question and a context (`tokenizer(question, context)`), the context cut into overlapping "
+                f"windows of {meta['max_length']} tokens ({meta.get('qa_stride')} shared; null: a third of the "
+                f"window). The model gives a start and an end logit per token; an answer is the best start + end "
+                f"over the windows, at most {meta.get('max_answer_length')} tokens (`bioablate predict` does it).")
     if task_type == "qa":
         return f"A pair: question, then the reference text (`tokenizer(question, text)`). {cut} Only the text is cut."
     if task_type == "similarity":

@@ -17,7 +17,8 @@ formats, recorded in `bioablate.json` (`format`):
   error is below 3e-7, float32's own rounding: the logits equal ours to float precision. (Fine-tuning such
   an export further should re-initialise the pooler.)
 - ``bioablate``: heads transformers has no class for (CRF, BiLSTM, the `mention` / `entity-start`
-  relation features, `mlp` on BERT/ALBERT, `linear` on ELECTRA): the encoder as a transformers folder
+  relation features, `mlp` on BERT/ALBERT, `linear` on ELECTRA), and extractive QA's span head (its
+  answers come from bioablate's window merging, which transformers' QA classes do not do): the encoder as a transformers folder
   (`AutoModel` loads it) plus `head.safetensors`, rebuilt from `lightning_modules.heads` by
   `ablations.run.predict.load_model`.
 
@@ -62,6 +63,8 @@ def label_names(task_encoder: TaskEncoder) -> list[str]:
     """The output layer's label of each index: tags, classes, or the task's name for regression."""
     if task_encoder.output_kind == "token":
         return list(task_encoder.tags)
+    if task_encoder.output_kind == "span":  # extractive QA: a start and an end logit per position
+        return ["start", "end"]
     if task_encoder.output_kind == "regression":
         return [task_encoder.spec.name]
     return list(task_encoder.labels)

@@ -298,7 +298,12 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
             golds.append(encoder.to_json(encoder.gold(instance)))
             predicted.append(encoder.to_json(prediction))
             f.write(json.dumps({"id": instance.id, "gold": golds[-1], "prediction": predicted[-1]}) + "\n")
-    run.log_artifacts([out / "config.yaml", out / "test_predictions.jsonl"])
+    artifacts = [out / "config.yaml", out / "test_predictions.jsonl"]
+    questions = encoder.question_records(datamodule.instances["test"], module.test_predictions)
+    if questions:  # extractive QA: each question's top answers over its contexts, as it was scored
+        (out / "test_answers.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+        artifacts.append(out / "test_answers.jsonl")
+    run.log_artifacts(artifacts)
     run.log_artifacts(write_details(out / "metrics", module.dev_history, best_epoch, module.test_metrics), "metrics")
     spec = datamodule.spec
     title = _run_name(cfg, spec)

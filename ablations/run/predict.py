@@ -8,19 +8,22 @@ its run's `test_predictions.jsonl` says for the same examples.
 
 Input, one example per line:
 - plain text: NER/PICO and document classification take the text (split into words on spaces and
-  punctuation for tagging); similarity and QA take two texts separated by a tab; relation extraction
-  needs JSONL (the entities' offsets).
+  punctuation for tagging); similarity and QA take two texts separated by a tab (extractive QA: the
+  question, a tab, the context); relation extraction needs JSONL (the entities' offsets).
 - JSONL (`.jsonl`, or lines starting with `{`): the task's fields (`datamodules.instances`): `text` and/or
   `tokens` for tagging (both: the tokens must occur in the text in order; tokens alone: the text is
   them joined by spaces); `text`, `head` and `tail` ({start, end, type}: character offsets) for relation
-  extraction; `text` for classification; `text_a` and `text_b` for pairs; `id` optional everywhere.
+  extraction; `text` for classification; `text_a` and `text_b` for pairs; `question` and `context`
+  for extractive QA (`question_id` optional); `id` optional everywhere.
 Output: JSONL, one line per example: `id` and `prediction` in the form of the run's test predictions, and
 - tagging: `text`, `entities` as a Hugging Face token-classification pipeline with
   `aggregation_strategy="simple"` gives them (`entity_group`, `score`: the mean probability of the
   predicted tags over the mention's tagged positions, `word`, and `start` / `end`: character offsets into
   `text`, so `text[start:end] == word`), plus `tokens`, the words the `prediction` spans index;
 - classification: `probabilities`, each class's (softmax); multi-label: each label's (sigmoid);
-- similarity (regression): the number alone.
+- similarity (regression): the number alone;
+- extractive QA: `prediction`, the context's best answers over all its windows, [text, probability]
+  each (the five most probable of the n-best).
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ from core.errors import ConfigError, DataFormatError
 from core.files import write_text_atomic
 from datamodules.encoders import Features, TaggingEncoder, TaskEncoder, make_encoder
 from datamodules.finetune_data import EncodedSplit, SortedBatchSampler
-from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
-                                   TextInstance)
+from datamodules.instances import (Instance, Mention, PairInstance, QAInstance, RelationInstance,
+                                   TaggingInstance, TextInstance)
 from datamodules.registry import get_dataset
 from datamodules.textfiles import read_text
 from lightning_modules.finetune_spec import FinetuneSpec
@@ -135,8 +138,9 @@ def _run(model: ExportedModel, instances: list[Instance], batch_size: int | None
 
 
 def predict(model: ExportedModel, instances: list[Instance], batch_size: int | None = None) -> list[Any]:
-    """Instance-level predictions (as `TaskEncoder.decode` gives them), in input order."""
-    return [model.task_encoder.decode(feature, raw) for feature, raw, _ in _run(model, instances, batch_size)]
+    """Instance-level predictions (as `TaskEncoder.decode_split` gives them), in input order."""
+    rows = _run(model, instances, batch_size)
+    return model.task_encoder.decode_split(instances, [feature for feature, _, _ in rows], [raw for _, raw, _ in rows])
 
 
 def _entities(encoder: TaggingEncoder, example: Example, feature: Features, tags: list[int],
@@ -158,8 +162,11 @@ def predict_records(model: ExportedModel, examples: list[Example], batch_size: i
                     ) -> list[dict[str, Any]]:
     """What `bioablate predict` writes for each example (module docstring), in input order."""
     encoder = model.task_encoder
+    instances = [e.instance for e in examples]
+    if encoder.output_kind == "span":  # several windows per example: decoded together, as the test set was
+        return [{"id": x.id, "prediction": encoder.to_json(p)} for x, p in zip(instances, predict(model, instances, batch_size))]
     records = []
-    for example, (feature, raw, probs) in zip(examples, _run(model, [e.instance for e in examples], batch_size)):
+    for example, (feature, raw, probs) in zip(examples, _run(model, instances, batch_size)):
         instance, prediction = example.instance, encoder.to_json(encoder.decode(feature, raw))
         if isinstance(encoder, TaggingEncoder):
             records.append({"id": instance.id, "text": example.text,
@@ -216,12 +223,16 @@ def example_from_json(record: dict[str, Any], spec, where: tuple[Path, int]) -> 
             head, tail = (Mention(int(m["start"]), int(m["end"]), str(m["type"]))
                           for m in (record["head"], record["tail"]))
             return Example(RelationInstance(rid, record["text"], head, tail, _placeholder_label(spec)))
+        if spec.task_type == "qa-extractive":
+            return Example(QAInstance(rid, str(record.get("question_id", rid)), str(record["question"]),
+                                      str(record["context"]), answers=()))
         if spec.task_type in ("similarity", "qa"):
             return Example(PairInstance(rid, record["text_a"], record["text_b"], _placeholder_label(spec)))
         return Example(TextInstance(rid, record["text"], (_placeholder_label(spec),)))
     except (KeyError, TypeError, ValueError) as error:
         fields = {"ner": "tokens or text", "pico": "tokens or text", "re": "text, head and tail {start, end, type}",
-                  "similarity": "text_a and text_b", "qa": "text_a and text_b"}.get(spec.task_type, "text")
+                  "similarity": "text_a and text_b", "qa": "text_a and text_b",
+                  "qa-extractive": "question and context"}.get(spec.task_type, "text")
         raise DataFormatError(where[0], where[1], f"a {spec.name} record needs {fields} "
                                                   f"({type(error).__name__}: {error})") from None
 
@@ -246,11 +257,12 @@ def read_inputs(path: Path, spec) -> list[Example]:
         elif spec.task_type == "re":
             raise DataFormatError(path, n, "relation extraction needs JSONL with text, head and tail "
                                            "(character offsets {start, end, type})")
-        elif spec.task_type in ("similarity", "qa"):
+        elif spec.task_type in ("similarity", "qa", "qa-extractive"):
             parts = line.split("\t")
             if len(parts) != 2:
                 raise DataFormatError(path, n, "a pair task needs two texts separated by one tab")
-            record = {"text_a": parts[0], "text_b": parts[1]}
+            record = ({"question": parts[0], "context": parts[1]} if spec.task_type == "qa-extractive"
+                      else {"text_a": parts[0], "text_b": parts[1]})
         else:
             record = {"text": line}
         examples.append(example_from_json(record, spec, (path, n)))

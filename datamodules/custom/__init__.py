@@ -2,8 +2,8 @@
 
     # my-re.yaml
     name: my-re
-    format: jsonl              # conll | jsonl | tsv
-    task_type: re              # ner | pico | re | similarity | classification | pair-classification | qa
+    format: jsonl              # conll | jsonl | tsv | squad | bioasq-golden (the last two: qa-extractive)
+    task_type: re              # ner | pico | re | similarity | classification | pair-classification | qa | qa-extractive
     path: data/my-re           # relative paths are resolved against this YAML file's folder
     files: {train: train.jsonl, dev: dev.jsonl, test: test.jsonl}
     labels: [CPR:3, CPR:4, false]
@@ -25,8 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.errors import ConfigError
+from datamodules.custom.qa import read_qa_file
 from datamodules.custom.records import read_records
-from datamodules.custom.schema import Definition, load_definition
+from datamodules.custom.schema import QA_FORMATS, Definition, load_definition
 from datamodules.custom.tagged import read_conll
 from datamodules.instances import Instance
 from datamodules.registry import register
@@ -39,7 +40,9 @@ PACKAGE_FILES = tuple(sorted(Path(__file__).resolve().parent.glob("*.py")))
 _SOURCES: dict[str, Path] = {}  # user dataset name -> the YAML file it was registered from
 
 
-def read_file(definition: Definition, path: Path) -> list[Instance]:
+def read_file(definition: Definition, path: Path, split: str = "test") -> list[Instance]:
+    if definition.format in QA_FORMATS:
+        return read_qa_file(definition, path, split)
     if definition.format == "conll":
         return read_conll(definition, path)
     return read_records(definition, path)
@@ -49,7 +52,7 @@ def register_from_yaml(path: str | Path) -> DatasetSpec:
     definition = load_definition(Path(path))
 
     def reader(base: Path) -> Splits:
-        return {split: read_file(definition, base / definition.files[split]) for split in SPLITS}
+        return {split: read_file(definition, base / definition.files[split], split) for split in SPLITS}
 
     spec = DatasetSpec(
         name=definition.name, task_type=definition.kind.task_type, reader=reader,

@@ -20,7 +20,9 @@ from core.registry import Registry
 from core.schema import bounded, load_yaml, validate
 from datamodules.spec import MIN_SEQUENCE
 
-FORMATS = ("conll", "jsonl", "tsv")
+FORMATS = ("conll", "jsonl", "tsv", "squad", "bioasq-golden")
+# Extractive QA files: whole-file formats of questions, contexts and answer spans (datamodules/custom/qa.py)
+QA_FORMATS = ("squad", "bioasq-golden")
 
 
 @dataclass
@@ -35,7 +37,7 @@ class UserDatasetFile:
     """The keys of a user dataset YAML file (README, "Your own dataset, no Python", shows each type)."""
 
     name: str = MISSING
-    format: str = MISSING  # conll | jsonl | tsv
+    format: str = MISSING  # conll | jsonl | tsv | squad | bioasq-golden
     task_type: Optional[str] = None  # a name in KINDS; default: ner for conll, classification for tsv
     path: str = MISSING  # data folder, relative to the YAML file
     files: SplitFiles = field(default_factory=SplitFiles)
@@ -83,8 +85,13 @@ KINDS.register("pair-classification", Kind("classification", ("text_a", "text_b"
                                            {"text_a": 0, "text_b": 1, "label": 2}, _CLASS_METRICS, "pairs"))
 KINDS.register("qa", Kind("qa", ("question", "context", "label"), ("id",),
                           {"question": 0, "context": 1, "label": 2}, _CLASS_METRICS, "questions"))
+KINDS.register("qa-extractive", Kind("qa-extractive", (), (), {}, ("squad_v1", "bioasq_factoid", "bioasq_list"),
+                                     "questions"))
 
-DEFAULT_KIND = {"conll": "ner", "tsv": "classification"}  # jsonl names its task_type
+# jsonl names its task_type; the QA formats hold extractive QA only
+DEFAULT_KIND = {"conll": "ner", "tsv": "classification", "squad": "qa-extractive", "bioasq-golden": "qa-extractive"}
+# a QA format's default metric: SQuAD's per question x context, BioASQ's per question over its snippets
+QA_DEFAULT_METRIC = {"squad": "squad_v1", "bioasq-golden": "bioasq_factoid"}
 TAGGING = ("ner", "pico")
 
 
@@ -144,6 +151,9 @@ def check(path: Path, cfg: DictConfig) -> Definition:
         kind = KINDS.get(kind_name)
     except UnknownNameError as e:
         raise fail(str(e)) from None
+    if (cfg.format in QA_FORMATS) != (kind_name == "qa-extractive"):
+        raise fail(f"task_type qa-extractive is read from format {' or '.join(QA_FORMATS)}, and those formats hold "
+                   f"only it; not format {cfg.format} with task_type {kind_name}")
     if cfg.format == "conll" and kind_name not in TAGGING:
         raise fail(f"format conll holds tagged tokens (task_type ner or pico), not {kind_name}; use jsonl or tsv")
     if cfg.format == "tsv" and kind_name in TAGGING:
@@ -176,9 +186,10 @@ def _labels(cfg: DictConfig, kind_name: str, fail) -> tuple[str, ...]:
             return (cfg.collapse_type,)
         if cfg.labels is None and cfg.entity_type:
             return (cfg.entity_type,)
-    if kind_name == "similarity":
+    if kind_name in ("similarity", "qa-extractive"):
         if cfg.labels:
-            raise fail("labels: a similarity dataset has scores, not classes; remove the key")
+            what = "scores" if kind_name == "similarity" else "answer spans"
+            raise fail(f"labels: a {kind_name} dataset has {what}, not classes; remove the key")
         return ()
     if not cfg.labels:
         raise fail("missing key 'labels' (the entity types or classes the data uses)")
@@ -191,6 +202,10 @@ def _labels(cfg: DictConfig, kind_name: str, fail) -> tuple[str, ...]:
 
 def _field_maps(cfg: DictConfig, kind: Kind, kind_name: str, fail) -> tuple[dict[str, int], dict[str, str]]:
     valid = kind.fields + kind.optional
+    if cfg.format in QA_FORMATS:
+        if cfg.columns or cfg.fields:
+            raise fail(f"format {cfg.format} has its own keys; remove 'columns' and 'fields'")
+        return {}, {}
     if cfg.format == "jsonl":
         if cfg.columns:
             raise fail("columns applies to formats conll and tsv; a jsonl file maps its keys with fields")
@@ -234,6 +249,8 @@ def _metric(cfg: DictConfig, kind: Kind, kind_name: str, labels: tuple[str, ...]
             metric = "positive_class_f1"
         elif cfg.negative_label is not None:
             metric = "relation_micro_f1"
+        elif cfg.format in QA_DEFAULT_METRIC:
+            metric = QA_DEFAULT_METRIC[cfg.format]
         else:
             metric = metrics[0]
     if metric not in metrics:

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from core.errors import DataFormatError
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.readers.jsonfile import load_json_object
-from datamodules.spec import SPLITS, Splits
+from datamodules.spec import SPLITS, Reader, Splits
 
 GOLDEN_FILES = tuple(f"BioASQ/golden/{year}B{batch}_golden.json" for year in (4, 5, 6) for batch in range(1, 6))
 GOLDEN_7B = "BioASQ/golden/7B_golden.json"
@@ -97,6 +97,14 @@ def golden_splits(data_dir: Path, train: Sequence[str], test: Sequence[str], dev
         counts.test_overlap_dropped += len(leaked)
         splits[split] = [x for x in splits[split] if x.question_id not in leaked]
     return splits, counts
+
+
+def golden_reader(train: Sequence[str], test: Sequence[str], question_types: Sequence[str] = ("factoid",)
+                  ) -> Reader:
+    """A `DatasetSpec` reader of `golden_splits` (train and test files; dev is left to the spec's protocol)."""
+    def read(data_dir: Path) -> Splits:
+        return golden_splits(data_dir, train=train, test=test, question_types=question_types)[0]
+    return read
 
 
 def locate(context: str, synonyms: Sequence[str]) -> AnswerSpan | None:

@@ -232,7 +232,7 @@ def test_sentence_pairs_classify_and_documents_keep_single_labels(data_dir, tmp_
     (GOOD.replace("format: tsv\n", ""), ["missing key 'format'"]),
     (GOOD.replace("test: test.tsv", "test: test.tsv, validation: v.tsv"),
      ["unknown key 'files.validation'", "valid keys under 'files': train, dev, test"]),
-    (GOOD.replace("format: tsv", "format: tssv"), ["unknown format 'tssv'", "known: conll, jsonl, tsv"]),
+    (GOOD.replace("format: tsv", "format: tssv"), ["unknown format 'tssv'", "known: bioasq-golden, conll, jsonl, squad, tsv"]),
     (GOOD.replace("format: tsv", "format: jsonl"), ["missing key 'task_type'"]),
     (GOOD + "task_type: relation\n", ["unknown task_type 'relation'", "pair-classification"]),
     (GOOD + "max_length: long\n", ["bad value for 'max_length'"]),

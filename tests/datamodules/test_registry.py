@@ -14,14 +14,14 @@ from datamodules.blurb import BLURB_DATASETS
 from datamodules.custom import register_from_yaml
 from datamodules.metrics import METRICS
 from datamodules.registry import DATASETS, dataset_names, get_dataset, register
-from datamodules.spec import TASK_TYPES
+from datamodules.spec import BLURB_TASK_TYPES
 
 
 def test_blurb_datasets_are_registered_in_order():
     assert dataset_names()[:13] == [spec.name for spec in BLURB_DATASETS] and len(BLURB_DATASETS) == 13
     assert all(get_dataset(spec.name) is spec for spec in BLURB_DATASETS)
     assert dataset_names("re") == ["chemprot", "ddi", "gad", "biobert-gad", "euadr"]  # BLURB's, then BioBERT's
-    assert {spec.task_type for spec in BLURB_DATASETS} == set(TASK_TYPES)
+    assert {spec.task_type for spec in BLURB_DATASETS} == set(BLURB_TASK_TYPES)
     assert all(spec.metric in METRICS for spec in BLURB_DATASETS)
 
 

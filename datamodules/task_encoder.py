@@ -1,0 +1,83 @@
+"""The interface every task encoder implements (`TaskEncoder`), apart from the encoders themselves
+(datamodules/encoders.py, datamodules/qa_spans.py), so that `make_encoder` can import each of them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Sequence
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from datamodules.instances import Instance
+from datamodules.metrics import METRICS
+from datamodules.spec import DatasetSpec
+
+Features = dict[str, Any]
+
+
+class TaskEncoder(ABC):
+    """The interface the datamodule and the LightningModule rely on."""
+
+    # What the model predicts per example: "token" (a tag per tagged position), "classification",
+    # "multilabel" or "regression"; picks the head's kind and loss. (Not `finetune.head`, the layer choice.)
+    output_kind: str
+
+    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
+        self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
+
+    @property
+    @abstractmethod
+    def num_labels(self) -> int:
+        """Width of the model's output layer."""
+
+    @abstractmethod
+    def encode(self, instances: Sequence[Instance]) -> list[Features]:
+        """Tokenize a split; each feature has input_ids, attention_mask, token_type_ids, labels."""
+
+    def gather(self, batch: dict[str, torch.Tensor], predictions: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One batch of model predictions -> (values, counts): the rows of `values` that belong to each
+        example, concatenated in batch order, and how many rows each example has. Tensor ops only (it
+        runs in the evaluation loop); `unpack` turns the concatenation over a whole split into Python
+        once per epoch. Default: one row per example."""
+        return predictions, torch.ones(len(predictions), dtype=torch.long, device=predictions.device)
+
+    def unpack(self, values: torch.Tensor, counts: torch.Tensor) -> list[Any]:
+        """Concatenated `gather` outputs -> one plain-Python raw prediction per example."""
+        return values.tolist()
+
+    @abstractmethod
+    def decode(self, feature: Features, raw: Any) -> Any:
+        """A raw prediction -> the instance-level prediction that the metric scores."""
+
+    def decode_split(self, instances: Sequence[Instance], examples: Sequence[Features],
+                     raws: Sequence[Any]) -> list[Any]:
+        """Every feature row of a split (`examples[i]`: row i's bookkeeping, `raws[i]`: its raw
+        prediction) -> one prediction per instance. Default: one row per instance."""
+        return [self.decode(example, raw) for example, raw in zip(examples, raws)]
+
+    def encoded_instances(self, split: Any) -> int:
+        """How many instances a stored split (`finetune_data.EncodedSplit`) covers; default one row each."""
+        return len(split)
+
+    @abstractmethod
+    def gold(self, instance: Instance) -> Any:
+        """The instance-level gold answer, in the same form as `decode`'s output."""
+
+    def score(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> dict[str, float]:
+        golds = [self.gold(x) for x in instances]
+        return METRICS.get(self.spec.metric)(golds, list(predictions), **self._metric_args(instances))
+
+    def _metric_args(self, instances: Sequence[Instance]) -> dict[str, Any]:
+        return dict(self.spec.metric_args)
+
+    def to_json(self, prediction: Any) -> Any:
+        """A prediction as JSON (for the test-predictions artifact)."""
+        return prediction
+
+    def question_records(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> list[dict[str, Any]]:
+        """Per-question answers where a question spans several instances (extractive QA: the test-answers
+        artifact); [] where each instance is scored on its own."""
+        return []

@@ -1,0 +1,139 @@
+"""Extractive QA (task type qa-extractive) end to end on the staged BioASQ golden files: a question whose
+answer is in no snippet counts as wrong at test, a micro fine-tune reports BioBERT's Table 6 measures and
+logs each question's top-5 answers, the exported model answers through `bioablate predict`, and user
+SQuAD / BioASQ golden files train and evaluate from a dataset YAML alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from transformers import BertTokenizer
+
+from ablations.cli import main
+from ablations.config import build_config
+from ablations.run.finetune import run_finetune
+from core.errors import ConfigError
+from datamodules.custom import register_from_yaml
+from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions, subsample
+from datamodules.registry import get_dataset
+
+MICRO = ["finetune.max_train_examples=48", "finetune.max_eval_examples=40", "finetune.epochs=1",
+         "trainer.progress_bar=false"]
+
+
+def oracle_raw(datamodule: FinetuneDataModule, split: str) -> dict[int, list[list[float]]]:
+    """Raw predictions as the LightningModule hands them over (per window: [start, end] logits of its
+    attended positions), peaked at each window's labelled answer tokens: the best a model can do."""
+    features = datamodule.features[split]
+    raw = {}
+    for i in range(len(features)):
+        start, end = features.columns["labels"][i].tolist()
+        logits = [[0.0, 0.0] for _ in range(int(features.lengths[i]))]
+        logits[start][0] = logits[end][1] = 20.0
+        raw[i] = logits
+    return raw
+
+
+def test_a_question_whose_answer_is_in_no_snippet_counts_as_wrong_at_test(data_dir):
+    tokenizer = BertTokenizer(vocab=str(data_dir / "vocab/bert-base-uncased/vocab.txt"), do_lower_case=True)
+    datamodule = FinetuneDataModule(get_dataset("bioasq-6b-factoid"), data_dir, tokenizer,
+                                    FinetuneDataOptions(max_length=384, batch_size=8, eval_batch_size=8))
+    datamodule.setup()
+    test = datamodule.instances["test"]
+    questions = {x.question_id for x in test}
+    unanswerable = questions - {x.question_id for x in test if x.answer_spans}
+    assert len(questions) == 161 and len(unanswerable) > 30  # BioBERT's 161 test questions, all kept
+    assert all(x.answer_spans for x in datamodule.instances["train"])  # training: located answers only
+
+    metrics, predictions = datamodule.score("test", oracle_raw(datamodule, "test"))
+    records = datamodule.encoder.question_records(test, predictions)
+    assert metrics["total"] == 161 and len(records) == 161
+    correct = {r["id"] for r in records if r["answers"] and r["answers"][0].lower() in
+               {g.lower() for g in r["gold"]}}
+    assert not correct & unanswerable  # nothing to find: wrong
+    assert metrics["strict"] == pytest.approx(len(correct) / 161)
+    # the oracle answers nearly every answerable question, so the unanswerable ones are what it misses
+    assert len(correct) >= 0.9 * (161 - len(unanswerable)) and metrics["strict"] < 1 - len(unanswerable) / 161 + 1e-9
+    assert metrics["score"] == metrics["mrr"] >= metrics["strict"] and metrics["lenient"] >= metrics["strict"]
+
+
+@pytest.mark.slow
+def test_micro_finetune_reports_table6_measures_logs_top5_answers_and_predicts(data_dir, tmp_path, capsys):
+    work = tmp_path / "work"
+    cfg = build_config("micro", MICRO, task="bioasq-5b-factoid", data_dir=str(data_dir), work_dir=str(work))
+    result = run_finetune(cfg)
+    assert {"strict", "lenient", "mrr", "score"} <= set(result.test) and result.test["score"] == result.test["mrr"]
+    assert 0.0 <= result.test["strict"] <= result.test["lenient"] <= 1.0
+
+    client = MlflowClient(result.tracking_uri)
+    answers = Path(client.download_artifacts(result.run_id, "test_answers.jsonl", str(tmp_path)))
+    records = [json.loads(line) for line in answers.read_text().splitlines()]
+    tested = subsample(get_dataset("bioasq-5b-factoid").read(data_dir)["test"], 40)  # the run's test contexts
+    assert [r["id"] for r in records] == list(dict.fromkeys(x.question_id for x in tested))
+    assert all(r["answers"] and len(r["answers"]) <= 5 and all(isinstance(a, str) for a in r["answers"])
+               for r in records)
+    assert any(len(r["answers"]) == 5 for r in records)
+    assert all(r["gold"] for r in records) and all(r["contexts"] >= 1 for r in records)
+
+    out = tmp_path / "model"
+    assert main(["export", result.fingerprint, "--to", str(out), "--work-dir", str(work)]) == 0
+    inputs = tmp_path / "questions.txt"  # plain text: question, tab, context
+    inputs.write_text("Which gene is mutated in cystic fibrosis?\tCystic fibrosis is caused by mutations in the "
+                      "CFTR gene on chromosome 7.\nWhat does insulin regulate?\tInsulin regulates glucose uptake.\n")
+    capsys.readouterr()
+    assert main(["predict", "--model", str(out), "--input", str(inputs)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["id"] for line in lines] == ["1", "2"]
+    for line, context in zip(lines, ("Cystic fibrosis is caused by mutations in the CFTR gene on chromosome 7.",
+                                     "Insulin regulates glucose uptake.")):
+        assert 1 <= len(line["prediction"]) <= 5
+        assert all(text.lower() in context.lower() and 0 < p <= 1 for text, p in line["prediction"])
+
+
+def write_yaml(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt,files,measures", [
+    ("squad", "{train: BioELECTRA/bioasq/dev.json, dev: BioELECTRA/bioasq/dev.json, test: BioELECTRA/bioasq/dev.json}",
+     {"em", "f1"}),
+    ("bioasq-golden", "{train: BioASQ/golden/4B1_golden.json, dev: BioASQ/golden/4B2_golden.json, "
+                      "test: BioASQ/golden/4B3_golden.json}", {"strict", "lenient", "mrr"}),
+])
+def test_a_user_qa_file_trains_and_evaluates_from_a_dataset_yaml(fmt, files, measures, data_dir, tmp_path):
+    name = f"user-qa-{fmt}"
+    yaml = write_yaml(tmp_path / f"{name}.yaml",
+                      f"name: {name}\nformat: {fmt}\npath: {data_dir}\nfiles: {files}\nmax_length: 256\n")
+    spec = register_from_yaml(yaml)
+    assert spec.task_type == "qa-extractive" and spec.metric == ("squad_v1" if fmt == "squad" else "bioasq_factoid")
+    splits = spec.read(None)
+    if fmt == "bioasq-golden":  # training keeps located answers only; test every snippet
+        assert all(x.answer_spans for x in splits["train"]) and any(not x.answer_spans for x in splits["test"])
+    cfg = build_config("micro", MICRO, task=name, data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    result = run_finetune(cfg)
+    assert measures <= set(result.test)
+
+
+@pytest.mark.parametrize("body,fragment", [
+    ("format: squad\nlabels: [a, b]\n", "labels: a qa-extractive dataset has answer spans"),
+    ("format: jsonl\ntask_type: qa-extractive\n", "task_type qa-extractive is read from format squad or bioasq-golden"),
+    ("format: squad\nmetric: accuracy\n", "metric 'accuracy' cannot score task_type qa-extractive"),
+])
+def test_qa_yaml_mistakes_are_one_line_naming_the_file(body, fragment, tmp_path):
+    yaml = write_yaml(tmp_path / "bad.yaml", "name: bad-qa\npath: .\nfiles: {train: a, dev: b, test: c}\n" + body)
+    with pytest.raises(ConfigError) as error:
+        register_from_yaml(yaml)
+    assert str(error.value).startswith(str(yaml)) and fragment in str(error.value) and "\n" not in str(error.value)
+
+
+def test_list_tasks_shows_the_extractive_qa_datasets(capsys):
+    assert main(["list", "tasks"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "qa-extractive" in line]
+    assert {row.split()[0] for row in rows} >= {"bioasq-4b-factoid", "bioasq-5b-factoid", "bioasq-6b-factoid"}
+    assert all("bioasq_factoid" in row for row in rows)
