@@ -12,6 +12,7 @@ for nobody and no queued cell started by an orphan.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import signal
@@ -98,19 +99,41 @@ def _die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _watch_parent(grace_s: float = 30.0) -> None:
-    """Backs up the parent-death signal, which a worker can miss (it arrives while the worker waits in the
-    pool for its next cell, or is lost in a race with the kernel's reparenting): a thread notices the
-    orphaning and sends the SIGTERM itself, unless a signal already arrived, so a run in progress still
-    ends KILLED through `execute`; a worker still alive `grace_s` later exits outright."""
-    def watch() -> None:
-        while not _orphaned():
-            time.sleep(0.5)
-        if interrupts.pending() is None:
-            os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(grace_s)
-        os._exit(128 + signal.SIGTERM)
+SIGNAL_GRACE_S = 10.0  # how long an orphaned worker waits for the parent-death signal before sending one
+EXIT_GRACE_S = 30.0  # how long it then has to end its run KILLED before it exits outright
 
+
+def watch_for_orphaning(orphaned: Callable[[], bool], signalled: Callable[[], bool], send_signal: Callable[[], None],
+                        exit_now: Callable[[], None], poll_s: float = 0.5, signal_grace_s: float = SIGNAL_GRACE_S,
+                        exit_grace_s: float = EXIT_GRACE_S, sleep: Callable[[float], None] = time.sleep) -> None:
+    """What a worker's watch thread does (`_watch_parent`): once the worker is orphaned, wait up to
+    `signal_grace_s` for the parent-death signal to reach the main thread; only if none did, send the
+    signal (it was lost); `exit_grace_s` later, exit outright whatever the main thread is doing.
+
+    Why wait before sending: the kernel's signal reaches Python's handler only when the main thread next
+    runs Python code, which can be tens of milliseconds away (a training step in C). A signal sent in that
+    window is a *second* SIGTERM once the handler has run, and a second one raises at once even inside a
+    store write (`core.interrupts`): the write cut in two left its SQLite transaction open, the run's
+    ending KILLED failed behind that lock, and the run stayed RUNNING (issue 27, about 1 kill in 8)."""
+    while not orphaned():
+        sleep(poll_s)
+    waited = 0.0
+    while not signalled() and waited < signal_grace_s:
+        sleep(poll_s)
+        waited += poll_s
+    if not signalled():
+        send_signal()
+    sleep(exit_grace_s)
+    exit_now()
+
+
+def _watch_parent() -> None:
+    """Backs up the parent-death signal, which a worker can miss (its exception raised inside a finalizer
+    and dropped while the worker waits in the pool for its next cell): a thread sends the SIGTERM itself
+    if none arrived after the worker was orphaned, so a run in progress still ends KILLED through
+    `execute`, and a worker still alive after that exits (`watch_for_orphaning`)."""
+    watch = functools.partial(watch_for_orphaning, _orphaned, lambda: interrupts.pending() is not None,
+                              lambda: os.kill(os.getpid(), signal.SIGTERM), lambda: os._exit(128 + signal.SIGTERM))
     threading.Thread(target=watch, name="bioablate-parent-watch", daemon=True).start()
 
 

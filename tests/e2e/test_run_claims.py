@@ -133,8 +133,6 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process parents from /proc (Linux)")
-@pytest.mark.xfail(strict=False, reason="known intermittent defect, issue 27 open: about 1 run in 8 on a 2-core host "
-                   "ends with a third KILLED run (an orphaned worker took one more cell) or one left RUNNING")
 def test_the_workers_of_a_sigkilled_run_end_their_runs_killed_and_exit(tmp_path, data_dir):
     """`run --devices 2`: SIGKILL of the invocation while its two workers train. The workers get the
     parent-death signal: each ends its run KILLED and exits; nothing is left behind (the workers, and the
