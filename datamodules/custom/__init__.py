@@ -14,6 +14,24 @@
 The keys are `schema.UserDatasetFile`; the fields of each task type, the CoNLL rules and the TSV columns
 are in `records.py` and `tagged.py`; README, "Your own dataset, no Python", shows one file per type.
 
+Without a dev file, dev is carved from train (`protocol.py`); `dev: none` has no dev at all, and a run
+trains `finetune.epochs` epochs and tests the last epoch's weights (tag `epoch_selection`):
+
+    files: {train: train.tsv, test: test.tsv}
+    dev: {fraction: 0.1, seed: 13}    # the default, said once when registered; or: dev: none
+
+Cross-validation folds, in place of `files` (an experiment runs every fold; its table shows the mean ±
+std over folds and seeds; `--task my-re@fold3` is one fold), each fold's dev carved from its train or none:
+
+    folds:                            # train/test pairs ...
+      - {train: 1/train.tsv, test: 1/test.tsv}
+      - {train: 2/train.tsv, test: 2/test.tsv}
+    folds: {k: 10, seed: 13, file: all.tsv}    # ... or k seeded, stratified folds over one file
+
+A tagged dataset (ner, pico) may leave out `labels` (and `entity_type`): its entity types are read from
+the training files, sorted, said once ("my-ner: labels read from train.txt: Chemical, Disease") and
+logged on each run (tags `labels`, `labels_from`); a type only dev or test use is then an error.
+
 Register with `bioablate finetune --task my-re --datasets my-re.yaml`, the `datasets` config key, or an
 experiment's `datasets:` list. A name that is already taken (a BLURB task, or a dataset of another file)
 is refused; registering the same file again replaces its earlier entry. The dataset's fingerprint covers
