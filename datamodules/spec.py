@@ -73,6 +73,7 @@ class DatasetSpec:
     no_dev: bool = False
     # A user tagged dataset without `labels:`: the files its entity types were read from ("" otherwise)
     labels_from: str = ""
+    source: str = ""  # a user dataset: the YAML file it was registered from
 
     def __post_init__(self):
         if isinstance(self.folds, FILE_FOLDS) and self.fold_index is None and self.files != self.folds.all_files():
@@ -117,6 +118,11 @@ class DatasetSpec:
                 out.append(f"{f} ({what}, expected a regular file)")
         return out
 
+    def missing_error(self, data_dir: Path | None, missing: list[str]) -> MissingDataError:
+        """The error for `missing` files (`missing_files`): a user dataset's names its YAML file."""
+        hint = f"check 'path', 'files' and 'folds' in {self.source}" if self.source else None
+        return MissingDataError(self.base_dir(data_dir), {self.name: missing}, hint)
+
     def read(self, data_dir: Path | None) -> Splits:
         """Read all splits; raises MissingDataError naming the missing files first.
 
@@ -129,7 +135,7 @@ class DatasetSpec:
             return self.fold(DEFAULT_FOLD).read(data_dir)
         missing = self.missing_files(data_dir)
         if missing:
-            raise MissingDataError(self.base_dir(data_dir), {self.name: missing})
+            raise self.missing_error(data_dir, missing)
         key = (self.name, self.fingerprint(data_dir))
         splits = _READ_CACHE.pop(key, None)
         if splits is None:

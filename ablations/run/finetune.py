@@ -36,7 +36,7 @@ from ablations.run.export import carry_head, save_finetuned
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.tracking import git_commit
-from core.errors import ConfigError, MissingDataError
+from core.errors import ConfigError
 from datamodules.class_weights import check_class_weights, resolve_class_weights
 from datamodules.custom import register_from_yaml
 from datamodules.metrics import METRIC_NAMES, summary_keys
@@ -91,7 +91,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
     if missing:
-        raise MissingDataError(spec.base_dir(data_dir), {spec.name: missing})
+        raise spec.missing_error(data_dir, missing)
     if cfg.finetune.adversarial and spec.task_type == "similarity":
         raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
                           "distributions and a regression task has none; drop the override")

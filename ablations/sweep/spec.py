@@ -321,7 +321,7 @@ def check_has_dev(cfg: DictConfig, source: Path | str) -> None:
     except (ConfigError, UnknownNameError):  # an unknown task: said where its first run starts
         return
     if spec.no_dev:
-        raise ConfigError(f"{source}: task {cfg.task} has no dev split ({spec.notes.split(';')[0]}, with dev: none), "
+        raise ConfigError(f"{source}: task {cfg.task} has no dev split (dev: none in {spec.source}), "
                           "and a sweep's objective is a dev metric; carve one instead, dev: {fraction: 0.1, seed: 13}")
 
 

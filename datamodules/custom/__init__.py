@@ -144,7 +144,7 @@ def register_from_yaml(path: str | Path) -> DatasetSpec:
         max_length=definition.max_length, count_unit=definition.kind.count_unit, root=definition.root,
         notes=f"registered from {definition.source}" + (f"; labels read from {labels_from}" if labels_from else ""),
         package_files=PACKAGE_FILES, definition=definition.normalized, carve_dev=protocol.carve_dev,
-        folds=protocol.folds, no_dev=protocol.no_dev, labels_from=labels_from,
+        folds=protocol.folds, no_dev=protocol.no_dev, labels_from=labels_from, source=str(definition.source),
     )
     source = Path(path).resolve()
     try:  # the registry refuses a name already taken, unless this same file registered it before

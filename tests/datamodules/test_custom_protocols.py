@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError, DataFormatError
+from core.errors import ConfigError, DataFormatError, MissingDataError
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import load_definition
 from datamodules.protocols import CarvedDev, KFolds, ListedFolds
@@ -282,3 +282,18 @@ def test_the_definition_covers_dev_and_folds(tmp_path):
     assert normalized(PAIRS)["folds"] == [{"train": "train.txt", "test": "test.txt"},
                                           {"train": "test.txt", "test": "train.txt"}]
     assert "files" in normalized(PAIRS) and normalized(PAIRS)["files"] == {}
+
+
+def test_a_missing_fold_file_is_one_line_naming_the_dataset_file(ner, data_dir):
+    from ablations.config import build_config
+    from ablations.run.finetune import identify
+
+    path = dataset(ner, "user-gone", NER + "labels: [Chemical, Disease]\nfolds:\n  - {train: train.txt, test: test.txt}\n"
+                                          "  - {train: test.txt, test: gone.txt}\n")
+    identify(build_config("micro", [f"datasets=[{path}]"], task="user-gone@fold1", data_dir=str(data_dir)))
+    with pytest.raises(MissingDataError) as error:
+        identify(build_config("micro", [f"datasets=[{path}]"], task="user-gone@fold2", data_dir=str(data_dir)))
+    assert str(error.value) == (f"data directory {ner / 'data'} is missing files (user-gone@fold2: gone.txt); "
+                                f"check 'path', 'files' and 'folds' in {path}")
+    with pytest.raises(MissingDataError, match="user-gone@fold2: gone.txt"):
+        get_dataset("user-gone@fold2").read(None)

@@ -116,7 +116,7 @@ def test_a_sweep_refuses_a_dataset_without_dev(data_dir, tmp_path):
                                            "space: {finetune.lr: {type: categorical, choices: [1.0e-4]}}\n")
     with pytest.raises(ConfigError) as error:
         load_sweep(sweep, task="user-nodev-sweep")
-    assert str(error.value).startswith(f"{sweep}: task user-nodev-sweep has no dev split (registered from {yaml}")
+    assert str(error.value).startswith(f"{sweep}: task user-nodev-sweep has no dev split (dev: none in {yaml})")
     assert "a sweep's objective is a dev metric" in str(error.value) and "\n" not in str(error.value)
 
 
