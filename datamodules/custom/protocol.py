@@ -132,7 +132,7 @@ def _folds(folds: Any, group_by: str | None, format: str, fail: Callable[[str], 
             for split in ("train", "test"):
                 if split not in pair:
                     raise fail(f"folds[{i}]: missing key '{split}' (each fold is {{train: FILE, test: FILE}})")
-            pairs.append((_file(pair["train"], f"folds[{i}].train", fail), _file(pair["test"], f"folds[{i}].test", fail)))
+            pairs.append(tuple(_file(pair[split], f"folds[{i}].{split}", fail) for split in ("train", "test")))
         for i, (train, test) in enumerate(pairs):
             if train == test:
                 raise fail(f"folds[{i}]: train and test are the same file ({train})")

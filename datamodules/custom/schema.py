@@ -187,7 +187,8 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     return Definition(
         source=path, name=cfg.name, format=cfg.format, kind_name=kind_name, kind=kind,
         root=(path.parent / cfg.path).resolve(), files=files, protocol=protocol, labels=labels,
-        labels_from_train=kind_name in TAGGING and not labels, multi_label=cfg.multi_label, metric=metric, metric_args=metric_args, entity_type=cfg.entity_type,
+        labels_from_train=kind_name in TAGGING and not labels, multi_label=cfg.multi_label, metric=metric,
+        metric_args=metric_args, entity_type=cfg.entity_type,
         collapse_type=cfg.collapse_type, columns=columns, header=cfg.header, fields=fields,
         entity_types=tuple(cfg.entity_types) if cfg.entity_types is not None else None,
         label_separator=cfg.label_separator, max_length=cfg.max_length,

@@ -50,11 +50,11 @@ class TagRules:
                                                   "to name the type of B/I tags")
             typ = d.entity_type or d.collapse_type
         typ = d.collapse_type or typ
-        if d.labels_from_train and typ not in d.labels and d.labels:
-            raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not among the types of the "
-                                              f"training split {list(d.labels)}, which {d.source} takes as its "
-                                              "labels; list every type under 'labels' or set collapse_type")
-        if typ not in d.labels and not d.labels_from_train:
+        if typ not in d.labels and (d.labels or not d.labels_from_train):  # no labels yet: reading them
+            if d.labels_from_train:
+                raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not among the types of "
+                                                  f"the training split {list(d.labels)}, which {d.source} takes as "
+                                                  "its labels; list every type under 'labels' or set collapse_type")
             raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not in labels "
                                               f"{list(d.labels)} of {d.source}; add it there or set collapse_type")
         self._known[tag] = f"{prefix}-{typ}"
