@@ -7,10 +7,6 @@ A `DatasetSpec` (datamodules/spec.py) may declare:
   of train's groups (BioBERT's GAD / EU-ADR folds, Bio-ELECTRA's yes/no set).
 - `folds=FileFolds(count, templates)`: the files already hold `count` train/test pairs (BioBERT's
   `RE/GAD/{1..10}/`); every `{fold}` in a template is the fold's number, 1-based.
-- `folds=ListedFolds(files_by_fold)`: the same, each fold's files named one by one (a user dataset
-  YAML's `folds:` list of train/test pairs).
-- `no_dev=True` (a DatasetSpec flag, not an object here): no dev split at all; a run trains a fixed
-  number of epochs and tests the last (a user dataset's `dev: none`).
 - `folds=KFolds(count, seed)`: one pool of instances (the reader's `pool` split) is dealt into `count`
   parts; fold k tests on part k and trains on the others (Bio-ELECTRA's reranker, of which only the
   test file is staged).
@@ -66,28 +62,6 @@ class FileFolds:
 
 
 @dataclass(frozen=True)
-class ListedFolds:
-    """Folds stored as files named one by one: `files_by_fold[k - 1]` are fold k's files (train, test)."""
-
-    files_by_fold: tuple[tuple[str, ...], ...]
-
-    @property
-    def count(self) -> int:
-        return len(self.files_by_fold)
-
-    def files(self, fold: int) -> tuple[str, ...]:
-        return self.files_by_fold[fold - 1]
-
-    def all_files(self) -> tuple[str, ...]:
-        """Every fold's files, each once, in order of first mention."""
-        return tuple(dict.fromkeys(f for files in self.files_by_fold for f in files))
-
-
-# Folds whose files the reader reads per fold: `reader(path, k)`
-FILE_FOLDS = (FileFolds, ListedFolds)
-
-
-@dataclass(frozen=True)
 class KFolds:
     """`count` seeded folds over the reader's `pool` split, whole groups of equal `group_by` values,
     stratified by the groups' label sets."""
@@ -98,7 +72,7 @@ class KFolds:
     group_by: str | None = None
 
 
-Folds = Union[FileFolds, ListedFolds, KFolds]
+Folds = Union[FileFolds, KFolds]
 
 
 def fold_name(dataset: str, fold: int) -> str:
@@ -177,7 +151,7 @@ def carve(instances: list[Instance], dev: CarvedDev) -> tuple[list[Instance], li
 def apply_protocol(splits: dict[str, list[Instance]], folds: Folds | None, fold: int | None,
                    dev: CarvedDev | None) -> dict[str, list[Instance]]:
     """What the reader returned -> train / dev / test: fold `fold` (1-based) of a `KFolds` pool first,
-    then dev carved from train. `FILE_FOLDS` need nothing here: the reader read the fold's files."""
+    then dev carved from train. `FileFolds` need nothing here: the reader read the fold's files."""
     splits = dict(splits)
     if isinstance(folds, KFolds):
         pool = splits.pop(folds.pool)

@@ -14,7 +14,8 @@ from core.errors import ConfigError, MissingDataError
 from core.fingerprints import files_under, hash_files
 from datamodules import protocols
 from datamodules.instances import Instance
-from datamodules.protocols import DEFAULT_FOLD, FILE_FOLDS, CarvedDev, Folds, apply_protocol, fold_name
+from datamodules.fold_lists import FILE_FOLDS, ListedFolds
+from datamodules.protocols import DEFAULT_FOLD, CarvedDev, Folds, apply_protocol, fold_name
 
 SPLITS = ("train", "dev", "test")
 
@@ -66,7 +67,7 @@ class DatasetSpec:
     # Evaluation protocol (datamodules/protocols.py); all None for a dataset whose files hold its splits,
     # which then reads and fingerprints exactly as before these fields existed.
     carve_dev: CarvedDev | None = None  # dev carved from train (datasets with train + test only)
-    folds: Folds | None = None  # cross-validation folds; `fold(k)` selects one
+    folds: Folds | ListedFolds | None = None  # cross-validation folds (fold_lists.py too); `fold(k)` selects one
     fold_index: int | None = None  # set by `fold(k)`: the fold (1-based) this spec reads
     # No dev split at all (a user dataset's `dev: none`): a run trains finetune.epochs epochs without dev
     # evaluation and tests the last epoch's weights; dev is [] when read.

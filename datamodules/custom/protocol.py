@@ -21,7 +21,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from datamodules.protocols import CarvedDev, KFolds, ListedFolds
+from datamodules.fold_lists import ListedFolds
+from datamodules.protocols import CarvedDev, KFolds
 
 DEFAULT_FRACTION = 0.1
 DEFAULT_SEED = 13

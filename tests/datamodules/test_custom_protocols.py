@@ -15,7 +15,8 @@ import pytest
 from core.errors import ConfigError, DataFormatError, MissingDataError
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import load_definition
-from datamodules.protocols import CarvedDev, KFolds, ListedFolds
+from datamodules.fold_lists import ListedFolds
+from datamodules.protocols import CarvedDev, KFolds
 from datamodules.registry import get_dataset
 from tests.user_data import GAD_RE, gad_lines, two_type_conll, write
 
