@@ -32,13 +32,13 @@ class UnknownNameError(BioablateError):
 class MissingDataError(BioablateError):
     """Dataset files are not where they are expected."""
 
-    def __init__(self, data_dir: Path, missing: dict[str, list[str]]):
+    def __init__(self, data_dir: Path, missing: dict[str, list[str]], hint: str | None = None):
+        """`hint`: how to fix it, where not by pointing at the staged data (a user dataset's YAML file)."""
         self.data_dir, self.missing = data_dir, missing
         parts = [f"{name}: {', '.join(files)}" for name, files in sorted(missing.items())]
-        super().__init__(
-            f"data directory {data_dir} is missing files ({'; '.join(parts)}); point --data-dir or "
-            "BIOABLATE_DATA at the folder that holds the staged datasets (see README, 'Data')"
-        )
+        hint = hint or ("point --data-dir or BIOABLATE_DATA at the folder that holds the staged datasets (see "
+                        "README, 'Data')")
+        super().__init__(f"data directory {data_dir} is missing files ({'; '.join(parts)}); {hint}")
 
 
 class DataFormatError(BioablateError):

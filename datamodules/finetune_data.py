@@ -348,6 +348,9 @@ class FinetuneDataModule(pl.LightningDataModule):
         token_labels = self.encoder.output_kind == "token"
         tokenizer_fp = tokenizer_fingerprint(self.tokenizer) if self.cache_dir is not None else ""
         for split in SPLITS:
+            if split == "dev" and self.spec.no_dev:  # trained for a fixed number of epochs: nothing to evaluate
+                self.instances[split] = []
+                continue
             if not splits.get(split):
                 raise BioablateError(f"dataset '{self.spec.name}' has no {split} split in "
                                      f"{self.spec.base_dir(self.data_dir)}; see docs/data.md")

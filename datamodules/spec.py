@@ -14,7 +14,8 @@ from core.errors import ConfigError, MissingDataError
 from core.fingerprints import files_under, hash_files
 from datamodules import protocols
 from datamodules.instances import Instance
-from datamodules.protocols import DEFAULT_FOLD, CarvedDev, FileFolds, Folds, apply_protocol, fold_name
+from datamodules.fold_lists import FILE_FOLDS, ListedFolds
+from datamodules.protocols import DEFAULT_FOLD, CarvedDev, Folds, apply_protocol, fold_name
 
 SPLITS = ("train", "dev", "test")
 
@@ -34,7 +35,7 @@ SPAN_TASK_TYPES = ("qa-extractive",)
 SEQUENCE_TASK_TYPES = tuple(t for t in TASK_TYPES if t not in TOKEN_TASK_TYPES + SPAN_TASK_TYPES)
 
 Splits = dict[str, list[Instance]]
-Reader = Callable[[Path], Splits]  # a `FileFolds` dataset's reader also takes the fold: reader(path, k)
+Reader = Callable[[Path], Splits]  # a `FILE_FOLDS` dataset's reader also takes the fold: reader(path, k)
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,20 @@ class DatasetSpec:
     # Evaluation protocol (datamodules/protocols.py); all None for a dataset whose files hold its splits,
     # which then reads and fingerprints exactly as before these fields existed.
     carve_dev: CarvedDev | None = None  # dev carved from train (datasets with train + test only)
-    folds: Folds | None = None  # cross-validation folds; `fold(k)` selects one
+    folds: Folds | ListedFolds | None = None  # cross-validation folds (fold_lists.py too); `fold(k)` selects one
     fold_index: int | None = None  # set by `fold(k)`: the fold (1-based) this spec reads
+    # No dev split at all (a user dataset's `dev: none`): a run trains finetune.epochs epochs without dev
+    # evaluation and tests the last epoch's weights; dev is [] when read.
+    no_dev: bool = False
+    # A user tagged dataset without `labels:`: the files its entity types were read from ("" otherwise)
+    labels_from: str = ""
+    source: str = ""  # a user dataset: the YAML file it was registered from
 
     def __post_init__(self):
-        if isinstance(self.folds, FileFolds) and self.fold_index is None and self.files != self.folds.all_files():
-            raise ValueError(f"dataset {self.name}: files must list every fold's files (FileFolds.all_files())")
+        if isinstance(self.folds, FILE_FOLDS) and self.fold_index is None and self.files != self.folds.all_files():
+            raise ValueError(f"dataset {self.name}: files must list every fold's files (folds.all_files())")
+        if self.no_dev and self.carve_dev is not None:
+            raise ValueError(f"dataset {self.name}: no_dev and carve_dev exclude each other")
 
     @property
     def fold_count(self) -> int:
@@ -86,7 +95,7 @@ class DatasetSpec:
             raise ConfigError(f"dataset {self.name} {what}; cannot select fold {k}")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.folds.count:
             raise ConfigError(f"dataset {self.name} has folds 1..{self.folds.count}, not {k!r}")
-        files = self.folds.files(k) if isinstance(self.folds, FileFolds) else self.files
+        files = self.folds.files(k) if isinstance(self.folds, FILE_FOLDS) else self.files
         return replace(self, name=fold_name(self.name, k), files=files, fold_index=k)
 
     def each_fold(self) -> list[DatasetSpec]:
@@ -110,6 +119,11 @@ class DatasetSpec:
                 out.append(f"{f} ({what}, expected a regular file)")
         return out
 
+    def missing_error(self, data_dir: Path | None, missing: list[str]) -> MissingDataError:
+        """The error for `missing` files (`missing_files`): a user dataset's names its YAML file."""
+        hint = f"check 'path', 'files' and 'folds' in {self.source}" if self.source else None
+        return MissingDataError(self.base_dir(data_dir), {self.name: missing}, hint)
+
     def read(self, data_dir: Path | None) -> Splits:
         """Read all splits; raises MissingDataError naming the missing files first.
 
@@ -122,7 +136,7 @@ class DatasetSpec:
             return self.fold(DEFAULT_FOLD).read(data_dir)
         missing = self.missing_files(data_dir)
         if missing:
-            raise MissingDataError(self.base_dir(data_dir), {self.name: missing})
+            raise self.missing_error(data_dir, missing)
         key = (self.name, self.fingerprint(data_dir))
         splits = _READ_CACHE.pop(key, None)
         if splits is None:
@@ -148,12 +162,13 @@ class DatasetSpec:
 
     def _protocol_key(self) -> str:
         """The protocol as text for the fingerprint; "" without one, so older fingerprints stay."""
-        if self.carve_dev is None and self.folds is None and self.fold_index is None:
+        if self.carve_dev is None and self.folds is None and self.fold_index is None and not self.no_dev:
             return ""
-        return f"|carve_dev={self.carve_dev!r}|folds={self.folds!r}|fold={self.fold_index}"
+        return (f"|carve_dev={self.carve_dev!r}|folds={self.folds!r}|fold={self.fold_index}"
+                + ("|no_dev" if self.no_dev else ""))
 
     def _read_files(self, base: Path) -> Splits:
-        if isinstance(self.folds, FileFolds):
+        if isinstance(self.folds, FILE_FOLDS):
             splits = self.reader(base, self.fold_index)
         else:
             splits = self.reader(base)

@@ -11,7 +11,8 @@ One batch, start to finish:
        rank, unpacked by example index, and the datamodule decodes and scores them.
 
 Dev is scored every epoch (`dev/<metric>`, `dev/score` = the primary metric); the best dev epoch is what
-ModelCheckpoint keeps and what the test set is scored with.
+ModelCheckpoint keeps and what the test set is scored with. A dataset without a dev split trains with
+validation off (`limit_val_batches=0`) and the test set is scored with the last epoch's weights.
 
 Exact resume: a run resumed from a checkpoint ends with the weights and scores of an uninterrupted one.
 The batches depend only on (seed, epoch) (`datamodules.finetune_data.BucketBatchSampler`), and dropout
@@ -84,6 +85,13 @@ class FineTuneModule(pl.LightningModule):
         self._loss_sum = self._loss_sum + loss.detach()
         self._loss_steps += 1
         return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        # without dev evaluation (no dev split), the epoch's mean training loss at its last step; here, not
+        # at the epoch's end, where the last.ckpt of the epoch would be written before the sums are reset
+        if self.trainer.limit_val_batches == 0 and self.trainer.is_last_batch and self._loss_steps:
+            self.log("train/loss_epoch", float(self._loss_sum) / self._loss_steps)
+            self._loss_sum, self._loss_steps = 0.0, 0
 
     # ---- evaluation: keep tensors per batch, decode and score once per epoch ----
 

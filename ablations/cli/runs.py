@@ -35,7 +35,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         print(f"  head: {result.head_init} (the labels agree); encoder from {cfg.model.name_or_path}")
     elif result.head_init.startswith("new ("):
         print(f"  head: {result.head_init[len('new ('):-1]}: a new head on the encoder of {cfg.model.name_or_path}")
-    print("  best dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items()) if k in SHOWN))
+    print("  best dev: " + (", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items()) if k in SHOWN)
+                            or "none (the dataset has no dev split: test scores the last epoch)"))
     print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items()) if k in SHOWN))
     print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
     return 0

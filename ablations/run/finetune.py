@@ -6,6 +6,10 @@ goes through the tracked-run lifecycle of `ablations.run.lifecycle`: a FINISHED 
 `<work_dir>/runs/<fingerprint>/checkpoints/last.ckpt`, otherwise a new MLflow run is created. A finished
 run keeps its best weights in `<work_dir>/runs/<fingerprint>/model/` (`bioablate export`, ablations.run.export).
 
+Test is scored with the weights of the best dev epoch (tags `best_epoch`, `tested_epoch`); a dataset with
+no dev split at all (a user dataset's `dev: none`) trains `finetune.epochs` epochs without evaluating and
+tests the last (tag `epoch_selection` says which).
+
 Under DDP (`trainer.devices=N trainer.strategy=ddp`) Lightning starts the other ranks by rerunning the
 command; those processes train and evaluate but never touch the tracking store: the MLflow run, its
 metrics and artifacts belong to rank 0.
@@ -32,7 +36,7 @@ from ablations.run.export import carry_head, save_finetuned
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.tracking import git_commit
-from core.errors import ConfigError, MissingDataError
+from core.errors import ConfigError
 from datamodules.class_weights import check_class_weights, resolve_class_weights
 from datamodules.custom import register_from_yaml
 from datamodules.metrics import METRIC_NAMES, summary_keys
@@ -87,7 +91,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
     if missing:
-        raise MissingDataError(spec.base_dir(data_dir), {spec.name: missing})
+        raise spec.missing_error(data_dir, missing)
     if cfg.finetune.adversarial and spec.task_type == "similarity":
         raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
                           "distributions and a regression task has none; drop the override")
@@ -151,9 +155,12 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
     with run.tracked(stop_exceptions):
         module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, callbacks)
-        best_dev = module.dev_history[best_epoch]
-        run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
-        run.set_tag("best_epoch", str(best_epoch))
+        best_dev = module.dev_history[best_epoch] if module.dev_history else {}
+        if best_dev:
+            run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
+            run.set_tag("best_epoch", str(best_epoch))
+        run.set_tag("tested_epoch", str(best_epoch))
+        run.set_tag("epoch_selection", "last (dev: none)" if identity.spec.no_dev else "best dev")
         if not run.is_worker:
             _log_artifacts(run, cfg, datamodule, module, best_epoch)
             if cfg.keep_model:
@@ -185,13 +192,16 @@ def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
     return {"task": spec.name, "task_type": spec.task_type, "dataset": spec.name,
             "model": cfg.model.name_or_path, "seed": str(cfg.seed), "profile": cfg.profile,
             "metric": spec.metric, "data_fingerprint": identity.data_fingerprint, "kind": "finetune",
-            **({} if spec.fold_index is None else {"fold": str(spec.fold_index)})}
+            **({} if spec.fold_index is None else {"fold": str(spec.fold_index)}),
+            # a user tagged dataset without `labels:`: the entity types read from its training split
+            **({"labels": ", ".join(spec.labels), "labels_from": spec.labels_from} if spec.labels_from else {})}
 
 
 def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
                   callbacks: Sequence[pl.Callback]) -> tuple[FineTuneModule, FinetuneDataModule, int]:
     """Train with dev evaluation every epoch (resuming from the run's checkpoint if it has one), then
-    score test with the best dev epoch's weights. Returns the module, the data and the best epoch."""
+    score test with the best dev epoch's weights (without a dev split: the last epoch's). Returns the
+    module, the data and the tested epoch."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     ft = cfg.finetune
     encoder, tokenizer = load_encoder(cfg.model, identity.data_dir, ft.dropout)
@@ -199,7 +209,7 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     if not run.is_worker:  # the examples it reads, as MLflow dataset inputs
         spec = identity.spec
         log_datasets(run.tracker.client, run.run_id, spec.name, spec.base_dir(identity.data_dir),
-                     identity.data_fingerprint, datamodule.instances)
+                     identity.data_fingerprint, {s: x for s, x in datamodule.instances.items() if x or s != "dev"})
     hits = set(datamodule.from_cache.values())
     run.set_tag("tokenization_cache", "off" if datamodule.cache_dir is None else
                 "hit" if hits == {True} else "miss" if hits == {False} else "partial")
@@ -221,8 +231,10 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     module.head_init = head_init
     # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
     # moments would double the file (BERT-base: 0.44 GB instead of 1.3 GB, written at every improvement)
-    checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="best", monitor="dev/score",
-                                  mode="max", save_top_k=1, save_weights_only=True)
+    no_dev = identity.spec.no_dev  # no dev split: no evaluation, no best checkpoint; test the last epoch
+    checkpoints = None if no_dev else ModelCheckpoint(dirpath=run.checkpoint_dir, filename="best",
+                                                      monitor="dev/score", mode="max", save_top_k=1,
+                                                      save_weights_only=True)
     # last.ckpt (what a killed run resumes from) after every epoch: Lightning's own `save_last` writes it
     # only when the best checkpoint changes, so a resume went back to the best epoch and redid the rest
     latest = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1,
@@ -231,7 +243,8 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision, logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
-        callbacks=[checkpoints, latest, InterruptCheck(), *run.callbacks(), *callbacks],
+        callbacks=[*([checkpoints] if checkpoints else []), latest, InterruptCheck(), *run.callbacks(), *callbacks],
+        limit_val_batches=0 if no_dev else None,
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time
@@ -242,10 +255,13 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     # rank 0 checked it in `run.start` (setting an unreadable one aside); a worker checks it here
     resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
-    best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
-    # the best dev epoch's weights: in memory when it is the last one (better than every earlier epoch, so
-    # the best checkpoint holds these very weights), else read back from the best checkpoint
-    best = None if best_epoch == len(module.dev_history) - 1 else checkpoints.best_model_path or None
+    if no_dev:  # the last epoch's weights, in memory
+        best_epoch, best = ft.epochs - 1, None
+    else:
+        best_epoch = max(range(len(module.dev_history)), key=lambda i: module.dev_history[i]["score"])
+        # the best dev epoch's weights: in memory when it is the last one (better than every earlier epoch, so
+        # the best checkpoint holds these very weights), else read back from the best checkpoint
+        best = None if best_epoch == len(module.dev_history) - 1 else checkpoints.best_model_path or None
     history = module.dev_history  # the best checkpoint holds the history up to its epoch: keep the whole
     trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
     module.dev_history = history

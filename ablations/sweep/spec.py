@@ -292,6 +292,7 @@ def load_sweep(path: Path | str, task: str | None = None, overrides: Sequence[st
         except ConfigError as error:
             raise ConfigError(f"{source}: {error}") from None
     check_single_process(sample_cfg, source)
+    check_has_dev(sample_cfg, source)
     make_sampler(spec)  # sampler and pruner options Optuna rejects fail here, not in a worker
     make_pruner(spec)
     total = n_trials if n_trials is not None else raw["n_trials"]
@@ -306,6 +307,22 @@ def load_sweep(path: Path | str, task: str | None = None, overrides: Sequence[st
     if grid_size is not None and total > grid_size:
         raise ConfigError(f"{source}: n_trials is {total} but the grid has only {grid_size} points")
     return dataclasses.replace(spec, n_trials=total)
+
+
+def check_has_dev(cfg: DictConfig, source: Path | str) -> None:
+    """A sweep's objective is a dev metric: a dataset without a dev split (`dev: none`) has none."""
+    from datamodules.custom import register_from_yaml
+    from datamodules.registry import get_dataset
+
+    for dataset_file in cfg.datasets:
+        register_from_yaml(dataset_file)
+    try:
+        spec = get_dataset(cfg.task)
+    except (ConfigError, UnknownNameError):  # an unknown task: said where its first run starts
+        return
+    if spec.no_dev:
+        raise ConfigError(f"{source}: task {cfg.task} has no dev split (dev: none in {spec.source}), "
+                          "and a sweep's objective is a dev metric; carve one instead, dev: {fraction: 0.1, seed: 13}")
 
 
 def check_single_process(cfg: DictConfig, source: Path | str) -> None:

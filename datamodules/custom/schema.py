@@ -9,7 +9,7 @@ one ConfigError line naming the file and the key.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -18,6 +18,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from core.errors import ConfigError, UnknownNameError
 from core.registry import Registry
 from core.schema import bounded, load_yaml, validate
+from datamodules.custom.protocol import Protocol, parse as parse_protocol
 from datamodules.spec import MIN_SEQUENCE
 
 FORMATS = ("conll", "jsonl", "tsv", "squad", "bioasq-golden")
@@ -27,9 +28,9 @@ QA_FORMATS = ("squad", "bioasq-golden")
 
 @dataclass
 class SplitFiles:
-    train: str = MISSING
-    dev: str = MISSING
-    test: str = MISSING
+    train: Optional[str] = None
+    dev: Optional[str] = None  # none: dev is carved from train (`dev:`), or there is none (`dev: none`)
+    test: Optional[str] = None
 
 
 @dataclass
@@ -41,7 +42,13 @@ class UserDatasetFile:
     task_type: Optional[str] = None  # a name in KINDS; default: ner for conll, classification for tsv
     path: str = MISSING  # data folder, relative to the YAML file
     files: SplitFiles = field(default_factory=SplitFiles)
-    labels: Optional[List[str]] = None  # entity types or classes; ner: default [entity_type]
+    # without files.dev: {fraction: 0.1, seed: 13} (the default: a seeded share of train), or `none` (no dev:
+    # train finetune.epochs epochs and test the last); datamodules/custom/protocol.py
+    dev: Any = None
+    # cross-validation, in place of `files`: a list of {train: FILE, test: FILE}, or {k: 10, seed: 13, file: FILE}
+    folds: Any = None
+    # entity types or classes; ner: default [entity_type], else (ner, pico) the types of the training split
+    labels: Optional[List[str]] = None
     multi_label: bool = False  # classification: each instance has a list of labels
     metric: Optional[str] = None  # default: the task type's first metric (see KINDS)
     negative_label: Optional[str] = None  # re: the no-relation class, left out of micro F1 (ChemProt, DDI)
@@ -105,8 +112,10 @@ class Definition:
     kind_name: str
     kind: Kind
     root: Path
-    files: dict[str, str]  # split -> file, relative to root
-    labels: tuple[str, ...]
+    files: dict[str, str]  # split -> file, relative to root (the splits the YAML names)
+    protocol: Protocol  # dev carved or none, folds (datamodules/custom/protocol.py)
+    labels: tuple[str, ...]  # () while `labels_from_train` has not been read (register_from_yaml reads it)
+    labels_from_train: bool  # a tagged dataset without `labels`: its entity types are the training split's
     multi_label: bool
     metric: str
     metric_args: dict[str, Any]
@@ -170,22 +179,36 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     columns, fields = _field_maps(cfg, kind, kind_name, fail)
     metric, metric_args = _metric(cfg, kind, kind_name, labels, fail)
     container = OmegaConf.to_container(cfg, resolve=True)
+    files = {split: name for split, name in container["files"].items() if name is not None}
+    protocol = parse_protocol(files, container.pop("dev"), container.pop("folds"), kind_name, cfg.format, fail)
+    # new keys only where given (or defaulted): a file with all three split files normalizes as it did
+    # before `dev:` and `folds:` existed
+    normalized = {**container, "files": files, **protocol.normalized}
     return Definition(
         source=path, name=cfg.name, format=cfg.format, kind_name=kind_name, kind=kind,
-        root=(path.parent / cfg.path).resolve(), files=dict(container["files"]), labels=labels,
-        multi_label=cfg.multi_label, metric=metric, metric_args=metric_args, entity_type=cfg.entity_type,
+        root=(path.parent / cfg.path).resolve(), files=files, protocol=protocol, labels=labels,
+        labels_from_train=kind_name in TAGGING and not labels, multi_label=cfg.multi_label, metric=metric,
+        metric_args=metric_args, entity_type=cfg.entity_type,
         collapse_type=cfg.collapse_type, columns=columns, header=cfg.header, fields=fields,
         entity_types=tuple(cfg.entity_types) if cfg.entity_types is not None else None,
         label_separator=cfg.label_separator, max_length=cfg.max_length,
-        normalized=json.dumps(container, sort_keys=True))
+        normalized=json.dumps(normalized, sort_keys=True))
+
+
+def with_labels(definition: Definition, labels: tuple[str, ...]) -> Definition:
+    """`definition` with the labels read from its training split (metric arguments that list them too)."""
+    args = dict(definition.metric_args)
+    if "labels" in args:
+        args["labels"] = labels
+    return replace(definition, labels=labels, metric_args=args)
 
 
 def _labels(cfg: DictConfig, kind_name: str, fail) -> tuple[str, ...]:
     if kind_name in TAGGING:
         if cfg.collapse_type:
             return (cfg.collapse_type,)
-        if cfg.labels is None and cfg.entity_type:
-            return (cfg.entity_type,)
+        if cfg.labels is None:  # the entity type of untyped tags, else the types the training split uses
+            return (cfg.entity_type,) if cfg.entity_type else ()
     if kind_name in ("similarity", "qa-extractive"):
         if cfg.labels:
             what = "scores" if kind_name == "similarity" else "answer spans"

@@ -7,7 +7,9 @@ spaces. A blank line ends a sentence. `-DOCSTART-` lines end a document; one wri
 PICO reader gives them; elsewhere ids are `<file stem>-<n>`, as the built-in NER reader gives them.
 
 Tags are IOB2 or IO, typed (`B-Chemical`, `I-PAR`) or untyped (`B`, `I`: their type is `entity_type`).
-`collapse_type` renames every type before spans are built (BLURB scores NER with one type).
+`collapse_type` renames every type before spans are built (BLURB scores NER with one type). A YAML without
+`labels` (nor `entity_type`, `collapse_type`) takes the entity types of its training split, sorted
+(`entity_types`); a type that only dev or test use is then an error naming it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ _DOCSTART = re.compile(r"-DOCSTART-(?:\s+\((\S+)\))?")
 
 class TagRules:
     """Checks and normalizes the tags of one dataset: every tag becomes `O` or `B-<type>` / `I-<type>`
-    with a type among the YAML's `labels`."""
+    with a type among the YAML's `labels` (any type while the labels are being read from the training
+    split: `labels_from_train` and no labels yet)."""
 
     def __init__(self, definition: Definition):
         self.definition = definition
@@ -47,7 +50,11 @@ class TagRules:
                                                   "to name the type of B/I tags")
             typ = d.entity_type or d.collapse_type
         typ = d.collapse_type or typ
-        if typ not in d.labels:
+        if typ not in d.labels and (d.labels or not d.labels_from_train):  # no labels yet: reading them
+            if d.labels_from_train:
+                raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not among the types of "
+                                                  f"the training split {list(d.labels)}, which {d.source} takes as "
+                                                  "its labels; list every type under 'labels' or set collapse_type")
             raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not in labels "
                                               f"{list(d.labels)} of {d.source}; add it there or set collapse_type")
         self._known[tag] = f"{prefix}-{typ}"
@@ -97,3 +104,8 @@ def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
             tags.append(rules.normalize(parts[tag_column].strip(), path, number))
     flush()
     return instances
+
+
+def entity_types(instances: list[TaggingInstance]) -> tuple[str, ...]:
+    """The entity types the instances' spans have, sorted."""
+    return tuple(sorted({span.label for x in instances for span in x.spans}))

@@ -228,7 +228,7 @@ def test_sentence_pairs_classify_and_documents_keep_single_labels(data_dir, tmp_
 
 @pytest.mark.parametrize("body,fragments", [
     (GOOD.replace("labels:", "label:"), ["unknown key 'label'", "did you mean 'labels'", "valid keys"]),
-    (GOOD.replace("dev: dev.tsv, ", ""), ["missing key 'files.dev'"]),
+    (GOOD.replace(", test: test.tsv", ""), ["missing key 'files.test'", "or 'folds'"]),  # no dev file: carved
     (GOOD.replace("format: tsv\n", ""), ["missing key 'format'"]),
     (GOOD.replace("test: test.tsv", "test: test.tsv, validation: v.tsv"),
      ["unknown key 'files.validation'", "valid keys under 'files': train, dev, test"]),
