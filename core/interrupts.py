@@ -65,6 +65,15 @@ def _raise(signum: int, _frame) -> None:
     raise Interrupted(signum)
 
 
+def deliver_once(signum: int) -> None:
+    """Act as if `signum` arrived now, unless a signal already did: for a signal that stands for another
+    and may come several times for one event (a pool worker's parent-death signal, which Linux sends again
+    each time the worker is reparented, once per exiting thread of its parent). A real second SIGINT /
+    SIGTERM raises at once, even inside a `deferred` block: a repeat of one event must not."""
+    if _pending is None:
+        _raise(signum, None)
+
+
 def pending() -> int | None:
     """The signal received inside `handling_interrupts`, or None."""
     return _pending

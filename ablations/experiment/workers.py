@@ -64,6 +64,7 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
 
 
 _PARENT: Optional[int] = None  # in a pool worker: the pid of the invocation that started it
+_PARENT_GONE = False  # in a pool worker: the parent-death signal came (`_parent_died`)
 
 
 def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
@@ -84,19 +85,34 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
 
 
 def _die_with_parent() -> None:
-    """SIGTERM to this worker when its parent dies (SIGKILL, a lost terminal), as Linux's parent-death
-    signal: its run ends KILLED and the worker exits (`execute`). Without it, workers outlived a killed
-    `bioablate run`, finished their runs, then blocked for ever sending results to nobody."""
+    """SIGHUP to this worker when its parent dies (SIGKILL, a lost terminal), as Linux's parent-death
+    signal, taken as one SIGTERM (`_parent_died`): its run ends KILLED and the worker exits (`execute`).
+    Without it, workers outlived a killed `bioablate run`, finished their runs, then blocked for ever
+    sending results to nobody."""
     import ctypes
-    import signal
 
+    signal.signal(signal.SIGHUP, _parent_died)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        libc.prctl(1, signal.SIGHUP)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the orphan check in `execute` still ends the worker
         return
     if os.getppid() != _PARENT:  # the parent died before the signal was armed
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGHUP)
+
+
+def _parent_died(_signum: int, _frame: Any) -> None:
+    """The parent-death signal, a SIGHUP of its own rather than a SIGTERM because the kernel sends it once
+    per thread of the parent that exits while it is the worker's parent (the thread that started the
+    worker, then the last one): as SIGTERMs, the second raised at once inside the store write that ended
+    the run KILLED, cut it in two and left the run RUNNING (issue 27). Only the first one counts.
+
+    The first can come while the parent process still has threads (and still is the worker's parent, for
+    `getppid`): it marks the worker orphaned all the same, or the worker, its run ended, would take the
+    next cell its dying parent had queued and start another run."""
+    global _PARENT_GONE
+    _PARENT_GONE = True
+    interrupts.deliver_once(signal.SIGTERM)
 
 
 SIGNAL_GRACE_S = 10.0  # how long an orphaned worker waits for the parent-death signal before sending one
@@ -113,8 +129,8 @@ def watch_for_orphaning(orphaned: Callable[[], bool], signalled: Callable[[], bo
     Why wait before sending: the kernel's signal reaches Python's handler only when the main thread next
     runs Python code, which can be tens of milliseconds away (a training step in C). A signal sent in that
     window is a *second* SIGTERM once the handler has run, and a second one raises at once even inside a
-    store write (`core.interrupts`): the write cut in two left its SQLite transaction open, the run's
-    ending KILLED failed behind that lock, and the run stayed RUNNING (issue 27, about 1 kill in 8)."""
+    store write (`core.interrupts`): the write cut in two, the run's ending KILLED fails and the run
+    stays RUNNING (issue 27)."""
     while not orphaned():
         sleep(poll_s)
     waited = 0.0
@@ -138,7 +154,7 @@ def _watch_parent() -> None:
 
 
 def _orphaned() -> bool:
-    return _PARENT is not None and os.getppid() != _PARENT
+    return _PARENT is not None and (_PARENT_GONE or os.getppid() != _PARENT)
 
 
 class InProcess:

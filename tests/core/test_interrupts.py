@@ -74,6 +74,21 @@ def test_a_second_signal_inside_deferred_raises_at_once():
     assert steps == ["first signal deferred"]
 
 
+def test_a_repeated_delivery_of_one_event_waits_for_the_deferred_block():
+    """A pool worker's parent-death signal comes once per exiting thread of its parent: taken with
+    `deliver_once`, the repeat neither raises inside the store write nor raises twice."""
+    steps = []
+    with pytest.raises(Interrupted) as raised:
+        with handling_interrupts():
+            with interrupts.deferred():
+                interrupts.deliver_once(signal.SIGTERM)
+                steps.append("first delivery deferred")
+                interrupts.deliver_once(signal.SIGTERM)
+                steps.append("repeat ignored")
+            steps.append("not reached: raised when the block ended")
+    assert steps == ["first delivery deferred", "repeat ignored"] and raised.value.signum == signal.SIGTERM
+
+
 def test_an_error_leaving_the_block_while_a_signal_is_pending_leaves_it_as_the_signal():
     with pytest.raises(Interrupted) as raised:
         with handling_interrupts():
