@@ -75,7 +75,7 @@ def test_capped_bioasq_questions_are_scored_over_all_their_snippets(data_dir, to
     assert datamodule.encoder.score(test, [[] for _ in test])["total"] == len(records)
 
 
-@pytest.mark.parametrize("task", ["bc5-chem"])
+@pytest.mark.parametrize("task", ["bioelectra-factoid", "bc5-chem"])
 def test_tasks_scored_per_instance_are_capped_per_instance(task, data_dir, tokenizer):
     datamodule = capped(task, data_dir, tokenizer)
     assert datamodule.encoder.group_by is None
