@@ -76,5 +76,9 @@ def test_data_stats_counts_the_fold_and_says_what_differs(data_dir, capsys):
     rows = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("bioelectra-factoid ")}
     assert set(rows) == {"train", "dev", "test"} and rows["test"][4] == "1809"  # ours (fold 1) vs the paper's
     assert sum(int(r[3]) for r in rows.values()) == 1809
+    header = out.splitlines()[0]  # the dataset column as wide as the longest name
+    assert header.index("split") == len("bioelectra-factoid") + 1
+    assert all(line.index(" train " if " train " in line else " dev " if " dev " in line else " test ") ==
+               len("bioelectra-factoid") for line in out.splitlines() if line.startswith("bioelectra-factoid "))
     assert "10 seeded folds over the test file's questions" in out and "not comparable" in out
     assert "counts fold 1" in out
