@@ -12,7 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from datamodules.instances import Instance
 from datamodules.metrics import METRICS
-from datamodules.spec import SPAN_TASK_TYPES, DatasetSpec
+from datamodules.spec import DatasetSpec
 
 Features = dict[str, Any]
 
@@ -31,7 +31,7 @@ def scoring_group(spec: DatasetSpec) -> str | None:
     is scored on its own. A subsample for evaluation keeps such groups whole (finetune_data.subsample)."""
     if spec.metric in RANKING_METRICS:
         return "text_a"
-    if spec.task_type in SPAN_TASK_TYPES and spec.metric in QUESTION_LEVEL_METRICS:
+    if spec.metric in QUESTION_LEVEL_METRICS:  # extractive QA's (QAInstance.question_id)
         return "question_id"
     return None
 
