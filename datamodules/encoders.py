@@ -30,7 +30,7 @@ from datamodules.qa_spans import ExtractiveQAEncoder
 from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
 from datamodules.spec import SPAN_TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
 from datamodules.tagging import SCHEMES, get_scheme
-from datamodules.task_encoder import Features, TaskEncoder  # importers of this module find them here too
+from datamodules.task_encoder import RANKING_METRICS, Features, TaskEncoder  # importers find them here too
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
 # the one definition, used by the fine-tuning heads and by pretraining's masking too.
@@ -41,11 +41,6 @@ SUBTOKEN_LABELS: Choice[str] = Choice("subtoken_labels", "which sub-tokens carry
                                                            "per word either way)")
 SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
 SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)
-
-# Metrics that rank candidates by score (Bio-ELECTRA's answer re-ranking): a pair task scored by one is
-# trained as classification, and its prediction per pair is the relevant label's probability (output kind
-# "ranking"); the metric groups the pairs by their first text, the question.
-RANKING_METRICS = ("mean_reciprocal_rank",)
 
 
 class TaggingEncoder(TaskEncoder):
@@ -218,7 +213,7 @@ class SequenceEncoder(TaskEncoder):
         """A ranking metric ranks each question's candidates: a pair's group is its first text."""
         args = dict(self.spec.metric_args)
         if self.output_kind == "ranking":
-            args["groups"] = [x.text_a for x in instances]
+            args["groups"] = [getattr(x, self.group_by) for x in instances]
         return args
 
     def decode(self, feature: Features, raw: Any) -> Any:

@@ -52,13 +52,30 @@ log = logging.getLogger("bioablate")
 CACHE_FORMAT = 1  # bump when EncodedSplit's stored layout changes
 
 
-def subsample(instances: list[Instance], limit: int | None) -> list[Instance]:
+def subsample(instances: list[Instance], limit: int | None, group_by: str | None = None) -> list[Instance]:
     """A fixed subset of `limit` instances, in corpus order. The shuffle seed is constant on purpose:
-    every seed and every variant of an ablation must see the same examples."""
+    every seed and every variant of an ablation must see the same examples.
+
+    `group_by`: an instance attribute whose equal values the metric scores together (a ranking's question,
+    a BioASQ question's snippets: `TaskEncoder.group_by`); then whole groups are kept: the groups in a
+    fixed random order, taken while the subset stays within `limit` (the first group even when it alone
+    is larger), so that no question is scored on part of its candidates or snippets."""
     if limit is None or limit >= len(instances):
         return instances
-    keep = sorted(random.Random(0).sample(range(len(instances)), limit))
-    return [instances[i] for i in keep]
+    if group_by is None:
+        keep = sorted(random.Random(0).sample(range(len(instances)), limit))
+        return [instances[i] for i in keep]
+    groups: dict[Any, list[int]] = {}
+    for position, instance in enumerate(instances):
+        groups.setdefault(getattr(instance, group_by), []).append(position)
+    order = list(groups.values())
+    random.Random(0).shuffle(order)
+    chosen: list[int] = []
+    for members in order:
+        if chosen and len(chosen) + len(members) > limit:
+            break
+        chosen += members
+    return [instances[i] for i in sorted(chosen)]
 
 
 # Per-position features, padded to the batch's longest example with these values; everything else is one
@@ -207,11 +224,13 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 def split_fingerprint(data_fingerprint: str, split: str, limit: int | None, tokenizer_fp: str,
-                      encoder: TaskEncoder, encoding: dict[str, Any]) -> str:
+                      encoder: TaskEncoder, encoding: dict[str, Any], group_by: str | None = None) -> str:
     """Everything that changes a split's encoded tensors: the dataset content and reader, the split and
-    its subsample, the tokenizer, max_length and the encoding choices, and the encoding code."""
+    its subsample (`group_by`: of whole groups), the tokenizer, max_length and the encoding choices, and
+    the encoding code."""
+    subset = {"limit": limit} if group_by is None else {"limit": limit, "group_by": group_by}
     payload = json.dumps({
-        "format": CACHE_FORMAT, "data": data_fingerprint, "split": split, "limit": limit,
+        "format": CACHE_FORMAT, "data": data_fingerprint, "split": split, **subset,
         "tokenizer": tokenizer_fp, "max_length": encoder.max_length, "encoder": type(encoder).__name__,
         "encoding": encoding, "code": hash_files(ENCODER_CODE),
     }, sort_keys=True)
@@ -308,7 +327,8 @@ class SortedBatchSampler(Sampler[list[int]]):
 @dataclass(frozen=True)
 class FinetuneDataOptions:
     """How a fine-tuning dataset is encoded and batched (the `finetune.*` settings it depends on).
-    `max_train_examples` / `max_eval_examples`: a fixed subsample of each split (None: all);
+    `max_train_examples` / `max_eval_examples`: a fixed subsample of each split (None: all; evaluation
+    splits of a task scored by group keep whole groups: `subsample`);
     `encoding`: the encoding choices (`bioablate list variants`);
     `bucketing`: length-bucketed training batches; `seed`: the training batch order."""
 
@@ -354,13 +374,15 @@ class FinetuneDataModule(pl.LightningDataModule):
             if not splits.get(split):
                 raise BioablateError(f"dataset '{self.spec.name}' has no {split} split in "
                                      f"{self.spec.base_dir(self.data_dir)}; see docs/data.md")
-            self.instances[split] = subsample(splits[split], self.limits[split])
+            # evaluation keeps whole the groups its metric scores together (training needs no such care)
+            group_by = self.encoder.group_by if split != "train" and self.limits[split] is not None else None
+            self.instances[split] = subsample(splits[split], self.limits[split], group_by)
             entry = None
             if self.cache_dir is not None:
                 if self.data_fingerprint is None:
                     self.data_fingerprint = self.spec.fingerprint(self.data_dir)
                 key = split_fingerprint(self.data_fingerprint, split, self.limits[split], tokenizer_fp,
-                                        self.encoder, self.encoding)
+                                        self.encoder, self.encoding, group_by)
                 entry = Path(self.cache_dir) / key
             if entry is not None and entry.is_dir():
                 cached = EncodedSplit.load(entry)

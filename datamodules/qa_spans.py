@@ -43,7 +43,6 @@ from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.metrics import METRICS
 from datamodules.spec import DatasetSpec
 
-QUESTION_LEVEL_METRICS = ("bioasq_factoid", "bioasq_list")  # score a question over all its snippets
 NO_OFFSET = -1  # a bookkeeping column's character offset of a token outside the context
 
 
@@ -154,8 +153,9 @@ class ExtractiveQAEncoder(TaskEncoder):
     A row's features: input_ids, attention_mask, token_type_ids, labels = [start token, end token], and
     bookkeeping: `_example` [instance index], `_window` [window number], `_context_offsets` (per token:
     start, end character in the context, or -1, -1). A prediction per instance is its n-best
-    [(text, probability)]; `score` merges them per question for BioASQ metrics (`QUESTION_LEVEL_METRICS`)
-    and takes each instance's best answer for SQuAD's."""
+    [(text, probability)]; `score` merges them per question for BioASQ's question-level metrics
+    (`group_by` = "question_id": task_encoder.QUESTION_LEVEL_METRICS) and takes each instance's best answer
+    for SQuAD's."""
 
     output_kind = "span"
 
@@ -231,7 +231,7 @@ class ExtractiveQAEncoder(TaskEncoder):
         if len(instances) != len(predictions):
             raise ValueError(f"{len(instances)} instances but {len(predictions)} predictions")
         metric = METRICS.get(self.spec.metric)
-        if self.spec.metric not in QUESTION_LEVEL_METRICS:  # SQuAD: each question x context on its own
+        if self.group_by is None:  # SQuAD: each question x context on its own
             golds = [self.question_gold(x) for x in instances]
             return metric(golds, [nbest[0][0] if nbest else "" for nbest in predictions], **self.spec.metric_args)
         questions: dict[str, tuple[QAInstance, list]] = {}

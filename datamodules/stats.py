@@ -55,13 +55,14 @@ def dataset_stats(spec: DatasetSpec, data_dir: Path | None, tagging: str | None 
 
 def render(rows: list[SplitStats], notes: dict[str, str]) -> str:
     with_io = any(r.io_merged is not None for r in rows)
-    header = f"{'dataset':<13} {'split':<5} {'unit':<11} {'ours':>8} {'paper':>8} {'diff':>8} {'instances':>9}"
+    width = max([13, *(len(r.dataset) for r in rows)])  # the longest name (bioelectra-factoid) fits
+    header = f"{'dataset':<{width}} {'split':<5} {'unit':<11} {'ours':>8} {'paper':>8} {'diff':>8} {'instances':>9}"
     header += f" {'io merges':>9}" if with_io else ""
     lines = [header, "-" * len(header)]
     for r in rows:
         diff = "" if r.diff_percent is None else ("=" if r.ours == r.paper else f"{r.diff_percent:+.2f}%")
         paper = "" if r.paper is None else str(r.paper)
-        line = f"{r.dataset:<13} {r.split:<5} {r.unit:<11} {r.ours:>8} {paper:>8} {diff:>8} {r.instances:>9}"
+        line = f"{r.dataset:<{width}} {r.split:<5} {r.unit:<11} {r.ours:>8} {paper:>8} {diff:>8} {r.instances:>9}"
         if with_io:
             line += f" {'' if r.io_merged is None else r.io_merged:>9}"
         lines.append(line)

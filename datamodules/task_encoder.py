@@ -16,6 +16,25 @@ from datamodules.spec import DatasetSpec
 
 Features = dict[str, Any]
 
+# Metrics that score groups of instances, not each instance on its own:
+# - ranking (Bio-ELECTRA's answer re-ranking): a pair task scored by one is trained as classification, its
+#   prediction per pair is the relevant label's probability (output kind "ranking"), and the metric ranks
+#   the pairs of each question (their first text) against each other;
+# - BioASQ's question-level measures: an extractive QA question's answers are merged over its snippets.
+RANKING_METRICS = ("mean_reciprocal_rank",)
+QUESTION_LEVEL_METRICS = ("bioasq_factoid", "bioasq_list")
+
+
+def scoring_group(spec: DatasetSpec) -> str | None:
+    """The instance attribute whose equal values a dataset's metric scores together (`text_a`: a
+    ranking's question; `question_id`: a BioASQ question over its snippets), or None where each instance
+    is scored on its own. A subsample for evaluation keeps such groups whole (finetune_data.subsample)."""
+    if spec.metric in RANKING_METRICS:
+        return "text_a"
+    if spec.metric in QUESTION_LEVEL_METRICS:  # extractive QA's (QAInstance.question_id)
+        return "question_id"
+    return None
+
 
 class TaskEncoder(ABC):
     """The interface the datamodule and the LightningModule rely on."""
@@ -26,6 +45,7 @@ class TaskEncoder(ABC):
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
         self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
+        self.group_by = scoring_group(spec)  # what the metric scores together (None: each instance)
 
     @property
     @abstractmethod

@@ -254,7 +254,8 @@ class SequenceClassifier(nn.Module):
         self._register_load_state_dict_pre_hook(_layer_keys_renamed)
         # the cross-entropy's weight per class (finetune.class_weights); training only, never saved
         weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
-        if weights is not None and (output_kind != "classification" or len(weights) != num_labels):
+        # a ranking head is trained as classification (Bio-ELECTRA's weighted re-ranker weights that loss)
+        if weights is not None and (output_kind not in ("classification", "ranking") or len(weights) != num_labels):
             raise ValueError(f"class weights need {num_labels} classes of one label each, got {class_weights}")
         self.register_buffer("class_weights", weights, persistent=False)
 

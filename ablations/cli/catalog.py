@@ -54,11 +54,17 @@ def _value(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows of fields, each column but the last as wide as its longest field, one space between."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)] if rows else []
+    return [" ".join([*(f"{field:<{w}}" for field, w in zip(row, widths)), row[-1]]) for row in rows]
+
+
 def tasks() -> list[str]:
     from datamodules.registry import dataset_names, get_dataset
 
-    return [f"{name:<14} {spec.task_type:<15} {spec.metric:<20} max_length={spec.max_length}"
-            for name, spec in ((name, get_dataset(name)) for name in dataset_names())]
+    return _columns([(name, spec.task_type, spec.metric, f"max_length={spec.max_length}")
+                     for name, spec in ((name, get_dataset(name)) for name in dataset_names())])
 
 
 def models() -> list[str]:
@@ -93,9 +99,9 @@ def experiments() -> list[str]:
     for name in packaged_names("experiment"):
         raw = load_yaml(packaged_dir("experiment") / f"{name}.yaml")
         kind, profile = raw.get("kind", "finetune"), raw.get("profile", "micro")
-        rows.append(f"{name:<20} {kind:<8} {profile:<5}  {raw.get('description', '')}")
-    return [*rows, "(run one: bioablate run NAME [--profile micro|mini|base]; or the path of your own YAML; "
-                   "docs/experiments.md)"]
+        rows.append((name, kind, f"{profile:<5} ", str(raw.get("description", ""))))
+    return [*_columns(rows), "(run one: bioablate run NAME [--profile micro|mini|base]; or the path of your own "
+                             "YAML; docs/experiments.md)"]
 
 
 def profiles() -> list[str]:

@@ -41,10 +41,14 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     result = fetch_data(Path(args.to) if args.to else None, args.only, args.mirror, args.jobs,
                         show_progress=sys.stderr.isatty())
     print(summary(result), file=sys.stderr)
-    from datamodules.registry import DATASETS
+    from datamodules.fetch.manifest import load_manifest, select
+    from datamodules.registry import dataset_names, get_dataset
 
-    # the groups that are datasets (others: vocabularies, files a dataset is not built from yet)
-    names = [name for name in result.groups if name in DATASETS]
+    # every dataset built from the fetched files, in `data stats` order (one group may make several:
+    # BioASQ's golden files are bioasq-4b/5b/6b-factoid's too; vocabularies make none)
+    fetched = {entry.dest for source in select(load_manifest(), result.groups) for entry in source.files}
+    names = [name for name in dataset_names() if get_dataset(name).root is None and any(
+        path == f or path.startswith(f.rstrip("/") + "/") for f in get_dataset(name).files for path in fetched)]
     if names:
         _print_stats(result.data_dir, names, None)
     return 0

@@ -43,6 +43,7 @@ from datamodules.metrics import METRIC_NAMES, summary_keys
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
 from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
+from datamodules.task_encoder import scoring_group
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
@@ -100,7 +101,11 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     # pretrained model finds the same runs from any work directory; a random BERT has no files to hash
     # beyond its vocabulary, so its name stays in.
     by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
-    run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir), exclude=by_content)
+    # a capped evaluation of a task scored by group keeps whole groups (finetune_data.subsample); runs
+    # capped before that cut questions apart, so they are not this run
+    group = scoring_group(spec) if cfg.finetune.max_eval_examples is not None else None
+    whole_groups = f"|eval-groups={group}" if group else ""
+    run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir) + whole_groups, exclude=by_content)
     return FinetuneIdentity(spec, data_dir, data_fp, run_fp, choices)
 
 

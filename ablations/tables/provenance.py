@@ -142,6 +142,8 @@ class RunSetup:
     batch_size: int
     max_train_examples: int | None  # None: the whole training split
     max_eval_examples: int | None
+    # its task is scored by question (ranking, BioASQ): a capped evaluation keeps whole questions
+    eval_by_question: bool = False
 
 
 def _plural(n: int, word: str) -> str:
@@ -189,4 +191,9 @@ def setup_line(runs: Sequence[RunSetup]) -> str:
         if field.startswith("max_") and values == [None]:
             continue  # not capped: the whole splits
         parts.append(one(values[0]) if len(values) == 1 else f"{name} {_several(items, show)}")
+        if field == "max_eval_examples":
+            whole = dict.fromkeys(run.task.partition("@fold")[0] for run in runs
+                                  if run.eval_by_question and run.max_eval_examples is not None)
+            if whole:  # the cap counts instances, but no question is cut: it may take more
+                parts[-1] += f" (whole questions for {', '.join(whole)}: all their candidates or snippets)"
     return "Runs: " + "; ".join(parts) + " (from the runs' resolved configs)."

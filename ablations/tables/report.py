@@ -20,6 +20,8 @@ from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape
 from ablations.tables.vocab_grids import table1_grid, table8_grid
+from datamodules.registry import get_dataset
+from datamodules.task_encoder import scoring_group
 
 
 @dataclass
@@ -237,7 +239,8 @@ def run_setups(experiment, plan) -> list[RunSetup]:
             shown += f" ({sizes[key]})" if sizes[key] else ""
         out.append(RunSetup(cell.task, cell.row, labels.get(cell.column, cell.column), shown,
                             int(cfg.finetune.epochs), float(cfg.finetune.lr), int(cfg.finetune.batch_size),
-                            cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples))
+                            cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples,
+                            scoring_group(get_dataset(cell.task)) is not None))
     return out
 
 

@@ -11,7 +11,8 @@ Bio-ELECTRA `<question id>:<n>`; such an id's question id is the part before the
 BioASQ scoring can merge a question's snippets. Any other id is its own question.
 
 Files (MANIFEST sections 12 and 13): `BioBERT/QA/BioASQ-test-factoid-{4b,5b,6b}-{1..5}.json` (no answers),
-`BioELECTRA/bioasq/dev.json` (1 809 pairs, one answer each).
+`BioELECTRA/bioasq/dev.json` (1 809 pairs of 214 questions, one answer each; `read_bioelectra_bioasq` returns
+it as the pool that the `bioelectra-factoid` dataset deals into folds by question, datamodules/seed_papers.py).
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ def read_squad_splits(data_dir: Path, files: Mapping[str, str | tuple[str, ...]]
         for name in (names,) if isinstance(names, str) else names:
             splits[split].extend(read_squad_file(Path(data_dir) / name, question_type))
     return splits
+
+
+def read_bioelectra_bioasq(data_dir: Path) -> Splits:
+    """Bio-ELECTRA's BioASQ 8b factoid + list test file as the "test" pool (its training file is not
+    staged); the file does not say which questions are factoid and which list ones."""
+    return {"test": read_squad_file(Path(data_dir) / BIOELECTRA_BIOASQ_FILE)}
 
 
 def _field(path: Path, where: str, obj: Any, key: str, kind: type) -> Any:

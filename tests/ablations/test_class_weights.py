@@ -51,6 +51,11 @@ def test_the_weighted_loss_is_the_one_computed_by_hand():
     assert "class_weights" not in head.state_dict()  # an exported head loads without them
     with pytest.raises(ValueError):
         SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 3, 0.0, "classification", weights)
+    # a ranking head trains as classification: the same weighted loss (Bio-ELECTRA's weighted re-ranker)
+    ranking = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 2, 0.0, "ranking", weights)
+    assert ranking.loss(logits, {"labels": labels}).item() == pytest.approx(by_hand.item(), rel=1e-6)
+    with pytest.raises(ValueError):
+        SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 1, 0.0, "regression", weights[:1])
 
 
 def test_default_off_keeps_fingerprints_and_a_weighting_makes_a_new_run():
@@ -81,6 +86,19 @@ def test_a_weighting_that_cannot_apply_is_one_line_naming_the_key(value, task, m
                  f"finetune.class_weights={value}"])
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err and message in err
+
+
+def test_a_weighted_ranking_run_finishes_with_the_relevant_class_weighted_up(data_dir, tmp_path):
+    """Bio-ELECTRA's weighted re-ranker: balanced weights from the run's training pairs (about 1 relevant
+    per 99), the relevant class weighted far above the others, scored by MRR."""
+    cfg = build_config("micro", [*FAST, "finetune.max_train_examples=320", "finetune.class_weights=balanced"],
+                       task="bioelectra-rerank", data_dir=str(data_dir), work_dir=str(tmp_path))
+    result = run_finetune(cfg)
+    run = MlflowClient(result.tracking_uri).get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["class_weights"].startswith("0=")
+    irrelevant, relevant = (float(part.split("=")[1]) for part in run.data.tags["class_weights"].split(", "))
+    assert relevant > 20 * irrelevant
+    assert {"test/score", "test/hits_at_1"} <= set(run.data.metrics)
 
 
 def test_a_weighted_yes_no_run_logs_its_weights_and_per_class_scores(data_dir, tmp_path):

@@ -71,7 +71,8 @@ def test_micro_finetune_reports_table6_measures_logs_top5_answers_and_predicts(d
     client = MlflowClient(result.tracking_uri)
     answers = Path(client.download_artifacts(result.run_id, "test_answers.jsonl", str(tmp_path)))
     records = [json.loads(line) for line in answers.read_text().splitlines()]
-    tested = subsample(get_dataset("bioasq-5b-factoid").read(data_dir)["test"], 40)  # the run's test contexts
+    # the run's test contexts: whole questions (BioASQ scores a question over all its snippets)
+    tested = subsample(get_dataset("bioasq-5b-factoid").read(data_dir)["test"], 40, group_by="question_id")
     assert [r["id"] for r in records] == list(dict.fromkeys(x.question_id for x in tested))
     assert all(r["answers"] and len(r["answers"]) <= 5 and all(isinstance(a, str) for a in r["answers"])
                for r in records)
@@ -134,6 +135,7 @@ def test_qa_yaml_mistakes_are_one_line_naming_the_file(body, fragment, tmp_path)
 def test_list_tasks_shows_the_extractive_qa_datasets(capsys):
     assert main(["list", "tasks"]) == 0
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if "qa-extractive" in line]
-    assert {row.split()[0] for row in rows} >= {"bioasq-4b-factoid", "bioasq-5b-factoid", "bioasq-6b-factoid"}
-    assert all("bioasq_factoid" in row for row in rows)
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if "qa-extractive" in line}
+    assert set(rows) >= {"bioasq-4b-factoid", "bioasq-5b-factoid", "bioasq-6b-factoid", "bioelectra-factoid"}
+    assert all(rows[f"bioasq-{year}b-factoid"][:2] == ["qa-extractive", "bioasq_factoid"] for year in (4, 5, 6))
+    assert rows["bioelectra-factoid"][:2] == ["qa-extractive", "squad_v1"]

@@ -96,7 +96,10 @@ def test_every_experiment_yaml_validates_under_every_profile(profile):
         experiment = load_experiment(path, profile=profile)
         assert experiment.profile == profile
         if experiment.kind == "finetune":
-            assert experiment.cells() and set(experiment.layout.column_order) == {c.column for c in experiment.cells()}
+            layout = experiment.layout
+            # a metric axis is every run's (its cells are one per metric, CellRun): the columns are the metrics
+            planned = set(layout.metrics) if layout.columns == "metric" else {c.column for c in experiment.cells()}
+            assert experiment.cells() and set(layout.column_order) == planned
 
 
 def test_seeds_follow_the_profile_and_the_per_task_rule():

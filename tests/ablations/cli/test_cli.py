@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shlex
 import shutil
 import sys
@@ -129,6 +130,18 @@ def test_user_dataset_yaml_with_unknown_key(capsys, data_dir, tmp_path):
 def test_list(capsys, what, expected):
     code, out, _ = run_cli(capsys, "list", what)
     assert code == 0 and expected in out
+
+
+@pytest.mark.parametrize("what,fields", [("tasks", 4), ("experiments", 3)])
+def test_list_columns_are_as_wide_as_their_longest_entry(capsys, what, fields):
+    """Every row's columns start at the same place, one space past the longest name (bioelectra-factoid,
+    bioelectra_table3_yesno), however long the names registered or packaged."""
+    code, out, _ = run_cli(capsys, "list", what)
+    rows = [line for line in out.splitlines() if not line.startswith("(")]
+    assert code == 0 and len(rows) > 10
+    starts = {tuple(m.start() for m in re.finditer(r"(?<= )\S", row))[:fields - 1] for row in rows}
+    longest = max(len(row.split()[0]) for row in rows)
+    assert len(starts) == 1 and starts.pop()[0] == longest + 1, starts
 
 
 def test_list_alone_lists_what_can_be_listed(capsys):

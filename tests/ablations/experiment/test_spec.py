@@ -248,3 +248,28 @@ def test_a_caption_that_is_not_text_is_a_one_line_error(tmp_path, caption):
     path.write_text(CAPTIONED.replace("TITLE", "t").replace("CAPTION", caption))
     with pytest.raises(ConfigError, match=r"exp.yaml: table.caption: expected text, or text per profile"):
         load_experiment(path, profile="mini")
+
+
+# The authors whose numbers a table's `paper:` section holds, as its comments name them, and the name
+# `table.paper_source` must start with (the rendered note says "the number reported by <paper_source>").
+PAPER_AUTHORS = ("Gu", "Lee", "Naseem", "Ozyurt")
+
+
+def test_every_table_with_paper_numbers_names_the_paper_they_come_from():
+    """BioBERT's Table 6 showed "reported by Gu et al." under Lee et al.'s MRR: the comment that says
+    whose numbers they are and `table.paper_source` agree, for every packaged experiment."""
+    import re
+
+    from ablations.experiment import experiment_files
+
+    checked = 0
+    for path in experiment_files():
+        table = path.read_text().partition("\ntable:")[2]
+        if "\n  paper:" not in table:
+            continue
+        authors = re.findall(rf"^\s*(?:paper:\s*)?#\s*({'|'.join(PAPER_AUTHORS)})\b", table, re.M)
+        assert authors, f"{path.name}: no comment names whose numbers table.paper holds"
+        source = load_experiment(path, profile="micro").layout.paper_source
+        assert source.split()[0] == authors[0], (path.name, source, authors[0])
+        checked += 1
+    assert checked >= 15

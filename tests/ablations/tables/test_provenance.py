@@ -54,3 +54,16 @@ def test_several_models_each_with_where_it_runs():
 
 def test_no_runs_no_line():
     assert setup_line([]) == ""
+
+
+def test_a_cap_on_a_task_scored_by_question_says_it_keeps_whole_questions():
+    """The cap counts instances, but a ranked question keeps all its candidates (it may take more): the
+    line says so for the tasks scored by question, each named once whatever its folds."""
+    table = [RunSetup(f"bioelectra-rerank@fold{k}", "bioelectra", column, **MICRO, eval_by_question=True)
+             for k in (1, 2) for column in ("plain", "weighted")]
+    table += runs(**{"gad": {}})
+    assert "at most 32 evaluation examples (whole questions for bioelectra-rerank: all their candidates or " \
+           "snippets)" in setup_line(table)
+    assert "whole questions" not in setup_line(runs(**{"gad": {}}))
+    uncapped = [RunSetup("bioelectra-rerank", "r", "c", **{**MICRO, "max_eval_examples": None}, eval_by_question=True)]
+    assert "whole questions" not in setup_line(uncapped)
