@@ -76,7 +76,8 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
     from datamodules.pretrain.masking import MaskingSpec, MaskTokens
     from datamodules.pretrain.vocab import read_vocab
     from lightning_modules.compiling import compile_in_place
-    from lightning_modules.pretrain import ObjectiveSpec, PretrainModule, build_model
+    from lightning_modules.pretrain import PretrainModule
+    from lightning_modules.pretrain_models import ObjectiveSpec, build_model
 
     p = cfg.pretrain
     vocab = read_vocab(vocab_path)

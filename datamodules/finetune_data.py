@@ -6,15 +6,12 @@ Three things make it fast without changing what is learned:
   tensor per per-position feature plus offsets) under `<cache_dir>/<fingerprint>/`. The fingerprint
   covers everything that changes the encoded tensors (`split_fingerprint`), so a changed tokenizer,
   max_length, tagging scheme, input transform, encoder code or subsample is a new entry, never a stale hit.
-- **Length-bucketed batches** (`BucketBatchSampler`): training examples are sorted by length within large
-  random chunks, cut into batches, and the batches shuffled, so a batch pads to a length close to each of
-  its examples'. Evaluation batches are sorted by length; predictions are keyed by example index, so
-  their order does not matter.
+- **Length-bucketed batches** (`BucketBatchSampler`, datamodules/batch_samplers.py): training examples
+  are sorted by length within large random chunks, cut into batches, and the batches shuffled, so a batch
+  pads to a length close to each of its examples'. Evaluation batches are sorted by length; predictions
+  are keyed by example index, so their order does not matter. Under DDP the samplers give each rank a
+  disjoint share; the Trainer must run with `use_distributed_sampler=False`.
 - **Vectorised dynamic padding**: a batch is gathered from the flat columns with a few tensor ops.
-
-Under DDP the samplers give each rank a disjoint share (training: the same number of batches per rank, so
-no rank waits for gradients that never come; evaluation: every example exactly once, nothing padded or
-repeated into the metrics). The Trainer must run with `use_distributed_sampler=False`.
 
 It also owns scoring, because it holds the instances: the LightningModule hands it raw predictions keyed
 by example index, and it returns the metrics of the split and the instance-level predictions.
@@ -31,7 +28,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -39,6 +36,7 @@ from torch.utils.data import DataLoader, Sampler
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerBase
 
+from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
 from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder, make_encoder
 from core.console import one_line
 from core.errors import BioablateError
@@ -235,91 +233,6 @@ def split_fingerprint(data_fingerprint: str, split: str, limit: int | None, toke
         "encoding": encoding, "code": hash_files(ENCODER_CODE),
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-# ------------------------------------------------------------------------------------------ samplers
-
-def _check_rank(rank: int, world_size: int) -> None:
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} outside world size {world_size}")
-
-
-class BucketBatchSampler(Sampler[list[int]]):
-    """Training batches, seeded by (seed, epoch) so every epoch is reproducible and a resumed run sees
-    the batches an uninterrupted one would.
-
-    With `bucketing`: shuffle all examples, sort by length within chunks of `chunk_batches` batches, cut
-    each chunk into batches, shuffle the batches. Without: shuffle and cut. The batch list is then dealt
-    round-robin to the `world_size` ranks, padded with repeats of its first batches to a multiple of the
-    world size so every rank takes the same number of optimizer steps.
-
-    The epoch: with `steps_done` (the trainer's optimizer steps so far; one step per batch), the epoch an
-    iteration starts is `steps_done() // len(self)` when its first batch is drawn, which a resumed run
-    gets right (a run resumed from the first epoch's checkpoint drew its second epoch in the first
-    epoch's order: Lightning made that iterator before restoring the checkpoint, and `set_epoch(1)`
-    came after it). Without it (no trainer), the epoch given to `set_epoch` (Lightning calls it on a
-    DataLoader's `sampler` at each epoch start)."""
-
-    def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int, bucketing: bool = True,
-                 chunk_batches: int = 64, rank: int = 0, world_size: int = 1,
-                 steps_done: Callable[[], int | None] | None = None):
-        _check_rank(rank, world_size)
-        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
-        self.bucketing, self.chunk_batches = bucketing, chunk_batches
-        self.rank, self.world_size, self.epoch = rank, world_size, 0
-        self.steps_done = steps_done
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def global_batches(self) -> list[list[int]]:
-        """Every rank's batches of this epoch, before dealing them out."""
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        order = torch.randperm(len(self.lengths), generator=generator)
-        if self.bucketing:
-            chunk = self.batch_size * self.chunk_batches
-            pieces = []
-            for start in range(0, len(order), chunk):
-                part = order[start:start + chunk]
-                # stable sort of a random order: equal lengths stay randomly ordered
-                pieces.append(part[torch.argsort(self.lengths[part], stable=True)])
-            order = torch.cat(pieces)
-        batches = list(torch.split(order, self.batch_size))
-        if self.bucketing:  # otherwise already in random order; keep the last (short) batch last
-            batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
-        return [b.tolist() for b in batches]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        # A generator: the epoch is read when the first batch is drawn, not when the DataLoader makes
-        # its iterator (Lightning makes the first one before it restores a checkpoint's step count).
-        steps = self.steps_done() if self.steps_done is not None else None
-        if steps is not None:
-            self.epoch = steps // len(self)
-        batches = self.global_batches()
-        extra = (-len(batches)) % self.world_size
-        batches += batches[:extra]
-        yield from batches[self.rank::self.world_size]
-
-    def __len__(self) -> int:
-        total = -(-len(self.lengths) // self.batch_size)
-        return -(-total // self.world_size)
-
-
-class SortedBatchSampler(Sampler[list[int]]):
-    """Evaluation batches: this rank's share of the examples (every `world_size`-th one in length order,
-    so each rank gets a similar mix), sorted by length, cut into batches. No example repeats across
-    ranks."""
-
-    def __init__(self, lengths: torch.Tensor, batch_size: int, rank: int = 0, world_size: int = 1):
-        _check_rank(rank, world_size)
-        order = torch.argsort(lengths, stable=True)[rank::world_size]
-        self.batches = [b.tolist() for b in torch.split(order, batch_size)]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches)
-
-    def __len__(self) -> int:
-        return len(self.batches)
 
 
 # ----------------------------------------------------------------------------------------- datamodule

@@ -26,8 +26,15 @@ class Span:
 
 
 @dataclass(frozen=True)
-class TaggingInstance:
+class Identified:
+    """What every instance has first: its id, unique within its dataset (`<file stem>-<n>`, a PMID, a
+    question's id...), by which predictions, errors and exports name it."""
+
     id: str
+
+
+@dataclass(frozen=True)
+class TaggingInstance(Identified):
     tokens: tuple[str, ...]
     spans: tuple[Span, ...]
 
@@ -42,8 +49,7 @@ class Mention:
 
 
 @dataclass(frozen=True)
-class RelationInstance:
-    id: str
+class RelationInstance(Identified):
     text: str
     head: Mention
     tail: Mention
@@ -51,15 +57,13 @@ class RelationInstance:
 
 
 @dataclass(frozen=True)
-class TextInstance:
-    id: str
+class TextInstance(Identified):
     text: str
     labels: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class PairInstance:
-    id: str
+class PairInstance(Identified):
     text_a: str
     text_b: str
     label: Union[str, float]
@@ -101,7 +105,7 @@ class AnswerSpan:
 
 
 @dataclass(frozen=True)
-class QAInstance:
+class QAInstance(Identified):
     """One question paired with one context: a BioASQ snippet or a SQuAD paragraph.
 
     A question with several snippets is several instances sharing `question_id`; predictions are merged
@@ -117,7 +121,6 @@ class QAInstance:
       count an item found when any of its synonyms is predicted); () otherwise.
     """
 
-    id: str
     question_id: str
     question: str
     context: str

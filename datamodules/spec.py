@@ -149,7 +149,12 @@ class DatasetSpec:
     def fingerprint(self, data_dir: Path | None) -> str:
         """Content hash of everything that decides the instances and how they are scored: the data files,
         the reader's source (a changed sentence splitter means different instances), shipped split files
-        and, for a user dataset, its YAML definition."""
+        and, for a user dataset, its YAML definition.
+
+        The reader's source is hashed byte for byte, so any edit of a reader file, a comment included,
+        gives every stored run on its datasets a new fingerprint (they would be computed again). That is
+        why readers/ner.py and readers/pico.py keep their own CoNLL line loops beside the general one of
+        custom/tagged.py (issue 25): a shared loop would change both files."""
         base = self.base_dir(data_dir)
         sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
         protocol = self._protocol_key()

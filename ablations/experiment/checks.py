@@ -4,8 +4,11 @@ every run's config built once (a bad key or value, an invalid variant, a model f
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
+
+from omegaconf import DictConfig
 
 from ablations.experiment.definition import Axis, Experiment, ModelDef
 from core.errors import BioablateError, ConfigError
@@ -64,38 +67,31 @@ def check_configs(experiment: Experiment) -> None:
     disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`).
     (The checks that import Lightning come after the configs they check were built: a typo is reported
     in a blink.)"""
-    from ablations.checks import check_run_config
-    from datamodules.registry import get_dataset
-    from lightning_modules.finetune_spec import FinetuneSpec
-    from lightning_modules.model_checks import check_model
+    accelerators: set[str] = set()
 
-    accelerators = set()
+    def check(cfg: DictConfig, where: str, checks: Callable[[DictConfig], None]) -> None:
+        """One run's config: `checks` on it, a failure one ConfigError naming `where`."""
+        accelerators.add(str(cfg.trainer.accelerator))
+        try:
+            checks(cfg)
+        except BioablateError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
     for name in experiment.stage_order():
-        if not experiment.models[name].is_stage:  # a first-stage fine-tune: below
+        model = experiment.models[name]
+        if not model.is_stage:  # a first-stage fine-tune: below
             continue
-        init = experiment.models[name].init
+        init = model.init
         if init in experiment.models:
             init = experiment.models[init].name_or_path or "scratch"
-        cfg = experiment.stage_config(name, init or "scratch")
-        accelerators.add(str(cfg.trainer.accelerator))
-        from ablations.run.pretrain import check_config as check_pretrain
-
-        try:
-            check_pretrain(cfg)
-        except BioablateError as e:
-            raise ConfigError(f"{experiment.models[name].source}: models.{name}: {e}") from None
+        check(experiment.stage_config(name, init or "scratch"), f"{model.source}: models.{name}", _check_stage)
     for name in experiment.stage_order():  # first-stage fine-tunes
-        first = experiment.models[name].finetuned
-        if first is None:
+        model = experiment.models[name]
+        if model.finetuned is None:
             continue
-        source = experiment.models[first.source]
-        cfg = experiment.first_stage_config(name, source.name_or_path or RANDOM_BERT)
-        accelerators.add(str(cfg.trainer.accelerator))
-        try:
-            check_run_config(cfg)
-            FinetuneSpec.from_config(cfg.finetune, get_dataset(first.task))
-        except BioablateError as e:
-            raise ConfigError(f"{experiment.models[name].source}: models.{name}.finetuned: {e}") from None
+        source = experiment.models[model.finetuned.source]
+        check(experiment.first_stage_config(name, source.name_or_path or RANDOM_BERT),
+              f"{model.source}: models.{name}.finetuned", partial(_check_finetune, task=model.finetuned.task))
     seen: set[str] = set()
     for cell in experiment.cells():
         # variants depend on the task and the finetune.* keys, not on the model's weights (repr: a value
@@ -105,20 +101,38 @@ def check_configs(experiment: Experiment) -> None:
             continue
         seen.add(key)
         model = experiment.models[cell.model]
-        cfg = experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
-        accelerators.add(str(cfg.trainer.accelerator))
-        from ablations.run.finetune import check_max_length
-
-        try:
-            check_run_config(cfg)
-            FinetuneSpec.from_config(cfg.finetune, get_dataset(cell.task))
-            if not model.is_planned:  # a planned model does not exist yet: checked when its run starts
-                check_max_length(cfg)
-            # a model folder here (a Hub model is checked when its run starts: loading an experiment must
-            # not need the network, nor a random BERT's vocabulary the data directory)
-            if model.name_or_path not in (None, RANDOM_BERT) and Path(model.name_or_path).expanduser().is_dir():
-                check_model(cfg.model, None)
-        except BioablateError as e:
-            raise ConfigError(f"{experiment.path}: {cell.model} on {cell.task} with "
-                              f"{', '.join(label for _, label in cell.variant) or 'no variant'}: {e}") from None
+        check(experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT),
+              f"{experiment.path}: {cell.model} on {cell.task} with "
+              f"{', '.join(label for _, label in cell.variant) or 'no variant'}",
+              partial(_check_cell, task=cell.task, model=model))
     experiment.accelerators = tuple(sorted(accelerators))
+
+
+def _check_stage(cfg: DictConfig) -> None:
+    from ablations.run.pretrain import check_config
+
+    check_config(cfg)
+
+
+def _check_finetune(cfg: DictConfig, task: str) -> None:
+    """What every fine-tuning config is checked for: its values, and its choices for `task`."""
+    from ablations.checks import check_run_config
+    from datamodules.registry import get_dataset
+    from lightning_modules.finetune_spec import FinetuneSpec
+
+    check_run_config(cfg)
+    FinetuneSpec.from_config(cfg.finetune, get_dataset(task))
+
+
+def _check_cell(cfg: DictConfig, task: str, model: ModelDef) -> None:
+    """A cell's config: a fine-tuning config, whose model, where it exists, takes its inputs."""
+    from ablations.run.finetune import check_max_length
+    from lightning_modules.model_checks import check_model
+
+    _check_finetune(cfg, task)
+    if not model.is_planned:  # a planned model does not exist yet: checked when its run starts
+        check_max_length(cfg)
+    # a model folder here (a Hub model is checked when its run starts: loading an experiment must
+    # not need the network, nor a random BERT's vocabulary the data directory)
+    if model.name_or_path not in (None, RANDOM_BERT) and Path(model.name_or_path).expanduser().is_dir():
+        check_model(cfg.model, None)

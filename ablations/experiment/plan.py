@@ -14,8 +14,9 @@ directory is at hand, read from the plan recorded when it was last resolved with
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 from omegaconf import DictConfig
 
@@ -154,19 +155,30 @@ def first_stage_model_dir(cfg: DictConfig, fingerprint: str) -> Path:
     return resolve_work_dir(cfg) / "runs" / fingerprint / "model"
 
 
+def _resolved(kind: str, name: str, start: tuple[Optional[str], Optional[str]], config: Callable[[str], DictConfig],
+              store: Store, identities: Identities, cell: Optional[PlannedCell] = None,
+              model_dir: Optional[Callable[[DictConfig, str], Path]] = None) -> PlannedRun:
+    """How every planned run is resolved: BLOCKED while the model it starts from is not there (`start`: the
+    model, or None with the reason); else its config (`config(model)`), NOT_RUN while it has no identity
+    yet; else what the store holds. `model_dir`: where the run keeps its model, when its identity does not say."""
+    model, blocked = start
+    if model is None:
+        return PlannedRun(kind, name, results.BLOCKED, blocked, cell=cell)
+    cfg = config(model)
+    identity, reason = identities.of(kind, name, cfg)
+    if identity is None:
+        return PlannedRun(kind, name, results.NOT_RUN, reason, cfg, cell=cell)
+    if model_dir is not None and identity.model_dir is None:
+        identity = identity._replace(model_dir=model_dir(cfg, identity.fingerprint))
+    return _found(kind, name, cfg, identity, store, cell)
+
+
 def resolve_first_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRun], store: Store,
                         identities: Identities = COMPUTED) -> PlannedRun:
     """The first stage of two-stage model `name`: its source model fine-tuned on the first task."""
-    source, blocked = model_for(experiment, experiment.models[name].finetuned.source, stages)
-    if source is None:
-        return PlannedRun(FINETUNE, name, results.BLOCKED, blocked)
-    cfg = experiment.first_stage_config(name, source)
-    identity, reason = identities.of(FINETUNE, name, cfg)
-    if identity is None:
-        return PlannedRun(FINETUNE, name, results.NOT_RUN, reason, cfg)
-    if identity.model_dir is None:
-        identity = identity._replace(model_dir=first_stage_model_dir(cfg, identity.fingerprint))
-    return _found(FINETUNE, name, cfg, identity, store)
+    return _resolved(FINETUNE, name, model_for(experiment, experiment.models[name].finetuned.source, stages),
+                     partial(experiment.first_stage_config, name), store, identities,
+                     model_dir=first_stage_model_dir)
 
 
 def resolve_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRun], store: Store,
@@ -175,27 +187,15 @@ def resolve_stage(experiment: Experiment, name: str, stages: dict[str, PlannedRu
     (`stages`, by name)."""
     if experiment.models[name].finetuned is not None:
         return resolve_first_stage(experiment, name, stages, store, identities)
-    init, blocked = stage_init(experiment, name, stages)
-    if init is None:
-        return PlannedRun(PRETRAIN, name, results.BLOCKED, blocked)
-    cfg = experiment.stage_config(name, init)
-    identity, reason = identities.of(PRETRAIN, name, cfg)
-    if identity is None:
-        return PlannedRun(PRETRAIN, name, results.NOT_RUN, reason, cfg)
-    return _found(PRETRAIN, name, cfg, identity, store)
+    return _resolved(PRETRAIN, name, stage_init(experiment, name, stages), partial(experiment.stage_config, name),
+                     store, identities)
 
 
 def resolve_cell(experiment: Experiment, cell: PlannedCell, stages: dict[str, PlannedRun],
                  store: Store, identities: Identities = COMPUTED) -> PlannedRun:
     """Fine-tuning cell `cell`, given the pretraining stages (`stages`, by name) it may fine-tune."""
-    model_path, blocked = model_for(experiment, cell.model, stages)
-    if model_path is None:
-        return PlannedRun(FINETUNE, cell.name, results.BLOCKED, blocked, cell=cell)
-    cfg = experiment.finetune_config(cell, model_path)
-    identity, reason = identities.of(FINETUNE, cell.name, cfg)
-    if identity is None:
-        return PlannedRun(FINETUNE, cell.name, results.NOT_RUN, reason, cfg, cell=cell)
-    return _found(FINETUNE, cell.name, cfg, identity, store, cell)
+    return _resolved(FINETUNE, cell.name, model_for(experiment, cell.model, stages),
+                     partial(experiment.finetune_config, cell), store, identities, cell)
 
 
 def stage_states(experiment: Experiment, store: Store,

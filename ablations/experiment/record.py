@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from ablations.config import flatten
+from ablations.config import at_later_default, flatten
 from ablations.experiment.definition import Experiment
 from ablations.experiment.plan import Identities, Plan, RunIdentity
 from core.errors import ConfigError
@@ -44,8 +44,10 @@ def record_path(experiment: Experiment) -> Path:
 
 
 def config_digest(cfg: DictConfig) -> str:
-    """A planned run's config, less where it goes: equal digests, equal runs (given the same data)."""
-    items = {k: v for k, v in flatten(cfg).items() if k.split(".")[0] not in LOCATION_KEYS}
+    """A planned run's config, less where it goes: equal digests, equal runs (given the same data). A key
+    added since plans were recorded counts only off its default, as in the fingerprints (LATER_KEYS)."""
+    items = {k: v for k, v in flatten(cfg).items()
+             if k.split(".")[0] not in LOCATION_KEYS and not at_later_default(k, v)}
     return hashlib.sha256(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -1,6 +1,7 @@
 """The experiment YAML (experiments/*.yaml, one per paper table; annotated in docs/experiments.md): its
 schema, and `load_experiment`, which validates it through `core.schema` and checks everything it names
-(tasks, models, variants, the table layout, every run's config) before anything runs.
+(tasks, models, variants, the table layout, every run's config) before anything runs. The `models`
+section is read in model_entries.py.
 
     experiment = load_experiment("experiments/table13_tagging.yaml", profile="micro")
 """
@@ -16,43 +17,26 @@ from omegaconf import MISSING, OmegaConf
 
 from ablations import results
 from ablations.config import NON_RESULT_KEYS, PROFILES, RunConfig
-from ablations.experiment.checks import check_configs, check_grid_size, check_inits
-from ablations.experiment.definition import Axis, Experiment, FinetunedFrom, ModelDef, VocabDef
+from ablations.experiment.checks import check_configs, check_grid_size
+from ablations.experiment.definition import Axis, Experiment, VocabDef
 from ablations.experiment.layout import AXES_BUILTIN, table_layout, table_text
-from ablations.experiment.values import DEFAULT_ONLY, UNSET, dotted, is_per_profile, per_profile
+from ablations.experiment.model_entries import ModelSchema, read_models
+from ablations.experiment.values import DEFAULT_ONLY, UNSET, dotted, per_profile
 from core.errors import BioablateError, ConfigError
 from core.packaged import packaged_dir, resolve_config
 from core.schema import load_yaml, validate
 
 KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)
-# An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
-# starting with a '.' (no "..", no path separators, no hidden folders).
 MAX_RUNS = 5000  # fine-tuning runs an experiment may plan unless --max-runs says otherwise (README)
 STORE_KEYS = ("tracking_uri", "work_dir")  # given on the command line: the runs and the table share one store
+# An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
+# starting with a '.' (no "..", no path separators, no hidden folders).
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 # ---------------------------------------------------------------------------------------------------
 # The YAML schema (OmegaConf structured configs: unknown keys are errors)
-
-
-@dataclass
-class ModelSchema:
-    """One model of an experiment: an existing model, or a pretraining stage."""
-
-    # Values may be per-profile ({micro: ..., default: ...}) except `use`.
-    use: Optional[str] = None  # a shared definition: experiments/models/<use>.yaml (this file's keys win)
-    name_or_path: Any = None  # an existing model: general-minilm | random-bert | an HF directory
-    pretrain: Optional[Dict[str, Any]] = None  # a pretraining stage: pretrain.* keys (corpus, vocab, ...)
-    init: Any = None  # stage only: continue from another model of this experiment (or a named model)
-    # two-stage: {from: MODEL, task: TASK, seed: 1}: the best checkpoint of fine-tuning MODEL (of this
-    # experiment) on TASK, a planned run of its own; per-profile values allowed inside
-    finetuned: Optional[Dict[str, Any]] = None
-    label: Any = None  # column header (default: the model's name)
-    finetune: Any = True  # false: only pretrained, as the `init` of other stages (no table column)
-    overrides: Dict[str, Any] = field(default_factory=dict)  # config keys for this model's runs (model.*, ...)
-    description: str = ""
 
 
 @dataclass
@@ -117,82 +101,6 @@ class ExperimentSchema:
 
 # ---------------------------------------------------------------------------------------------------
 # Loading
-
-
-def _shared_model_file(name: str, experiment_path: Path) -> Path:
-    for folder in (experiment_path.parent / "models", packaged_dir("model")):
-        candidate = folder / f"{name}.yaml"
-        if candidate.is_file():
-            return candidate
-    known = sorted({p.stem for folder in (experiment_path.parent / "models", packaged_dir("model"))
-                    if folder.is_dir() for p in folder.glob("*.yaml")})
-    raise ConfigError(f"{experiment_path}: models: unknown shared model '{name}' (no {name}.yaml in "
-                      f"experiments/models/); known: {', '.join(known) or 'none'}")
-
-
-def _model_def(name: str, entry: dict[str, Any], source: Path, path: Path, profile: str) -> ModelDef:
-    where = f"{path}: models.{name}"
-    entry = {k: (None if per_profile(v, profile) is UNSET else per_profile(v, profile))
-             if k in ("name_or_path", "init", "label", "finetune") else v for k, v in entry.items()}
-    if isinstance(entry.get("pretrain"), dict) and is_per_profile(entry["pretrain"]):
-        entry["pretrain"] = None if per_profile(entry["pretrain"], profile) is UNSET else \
-            per_profile(entry["pretrain"], profile)
-    if sum(entry.get(key) is not None for key in ("name_or_path", "pretrain", "finetuned")) != 1:
-        raise ConfigError(f"{where}: give exactly one of `name_or_path` (an existing model), `pretrain` "
-                          "(a pretraining stage) or `finetuned` (a model of this experiment fine-tuned on a "
-                          "first task: {from: MODEL, task: TASK})")
-    if entry.get("init") is not None and entry.get("pretrain") is None:
-        raise ConfigError(f"{where}: `init` continues a pretraining stage; it needs a `pretrain` section")
-    pretrain = None
-    if entry.get("pretrain") is not None:
-        pretrain = {f"pretrain.{k}": v for k, v in dotted(entry["pretrain"], profile).items()}
-        if "pretrain.init" in pretrain:
-            raise ConfigError(f"{where}.pretrain: set `init` beside `pretrain`, not inside it")
-    return ModelDef(name, entry.get("label") or name, entry.get("name_or_path"), pretrain, entry.get("init"),
-                    entry.get("finetune") is not False, dotted(entry.get("overrides") or {}, profile), str(source),
-                    _finetuned(entry.get("finetuned"), f"{where}.finetuned", profile))
-
-
-def _finetuned(raw: Any, where: str, profile: str) -> Optional[FinetunedFrom]:
-    """`finetuned: {from: MODEL, task: TASK, seed: N}` (the model and task are checked by `check_inits`
-    and `load_experiment`, once every model is read)."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping {{from: MODEL, task: TASK}} (optional: seed)")
-    values = {k: per_profile(v, profile) for k, v in raw.items()}
-    unknown = sorted(set(values) - {"from", "task", "seed"})
-    if unknown:
-        raise ConfigError(f"{where}: unknown key '{unknown[0]}'; valid keys: from, task, seed")
-    for key in ("from", "task"):
-        if not isinstance(values.get(key), str) or not values[key]:
-            raise ConfigError(f"{where}.{key}: missing; give the "
-                              + ("model of this experiment to fine-tune first" if key == "from"
-                                 else "dataset of the first stage (bioablate list tasks)"))
-    seed = values.get("seed", 1)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"{where}.seed: expected a whole number (the first stage's seed), got {seed!r}")
-    return FinetunedFrom(values["from"], values["task"], seed)
-
-
-def _model(name: str, written: dict[str, Any], path: Path, profile: str) -> ModelDef:
-    """A model entry as written; a `use:` entry is the shared file's keys, then the ones written here."""
-    if not written.get("use"):
-        return _model_def(name, written, path, path, profile)
-    shared_path = _shared_model_file(written["use"], path)
-    shared_raw = load_yaml(shared_path)
-    validate(shared_path, shared_raw, ModelSchema)
-    merged = OmegaConf.to_container(shared_raw, resolve=True)
-    if merged.get("use"):
-        raise ConfigError(f"{shared_path}: a shared model cannot `use` another one")
-    for key, value in written.items():
-        if key == "use":
-            continue
-        if key in ("pretrain", "overrides") and isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **value}
-        else:
-            merged[key] = value
-    return _model_def(name, merged, shared_path, path, profile)
 
 
 def _axis(name: str, raw: dict[str, Any], path: Path, profile: str) -> Axis:
@@ -315,17 +223,6 @@ def _tasks(raw: Any, path: Path) -> list[str]:
     return [str(t) for t in raw]
 
 
-def _check_first_tasks(models: dict[str, ModelDef], path: Path) -> None:
-    from datamodules.registry import get_dataset
-
-    for name, model in models.items():
-        if model.finetuned is not None:
-            try:
-                get_dataset(model.finetuned.task)
-            except BioablateError as e:
-                raise ConfigError(f"{path}: models.{name}.finetuned.task: {e}") from None
-
-
 def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: list[str] | tuple = (),
                     data_dir: Optional[str] = None, work_dir: Optional[str] = None,
                     tracking_uri: Optional[str] = None, max_runs: Optional[int] = MAX_RUNS) -> Experiment:
@@ -391,14 +288,7 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
     if "vocab" in written:
         raise ConfigError(f"{path}: 'vocab' applies to kind: vocab only")
 
-    if not written.get("models"):
-        raise ConfigError(f"{path}: models: name at least one model (name_or_path: ..., pretrain: {{...}} or "
-                          "use: NAME for experiments/models/NAME.yaml)")
-    models = {str(n): _model(str(n), entry or {}, path, profile) for n, entry in written["models"].items()}
-    check_inits(models, path)
-    _check_first_tasks(models, path)
-    if not any(m.finetune for m in models.values()):
-        raise ConfigError(f"{path}: models: every model has finetune: false; nothing to fine-tune")
+    models = read_models(written.get("models"), path, profile)
     axes = [_axis(str(n), axis, path, profile) for n, axis in (written.get("vary") or {}).items()]
     seeds = _seeds(spec["seeds"], profile, tasks, path)
     folds = _folds(spec["folds"], profile, tasks, path, "folds" in written)

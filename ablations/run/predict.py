@@ -45,8 +45,9 @@ from transformers.utils import logging as hf_logging
 from ablations.run.export import HEAD_FILE, META_FILE, TRANSFORMERS, label_names
 from core.errors import ConfigError, DataFormatError
 from core.files import write_text_atomic
+from datamodules.batch_samplers import SortedBatchSampler
 from datamodules.encoders import Features, TaggingEncoder, TaskEncoder, make_encoder
-from datamodules.finetune_data import EncodedSplit, SortedBatchSampler
+from datamodules.finetune_data import EncodedSplit
 from datamodules.instances import (Instance, Mention, PairInstance, QAInstance, RelationInstance,
                                    TaggingInstance, TextInstance)
 from datamodules.registry import get_dataset

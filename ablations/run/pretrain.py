@@ -47,8 +47,9 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
-from lightning_modules.pretrain import (OPTIMIZERS, ObjectiveSpec, PretrainModule, build_model, check_init,
-                                        export_model, exported_model, load_continual, reinit_embeddings)
+from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
+from lightning_modules.pretrain_models import (ObjectiveSpec, build_model, check_init, export_model, exported_model,
+                                               load_continual, reinit_embeddings)
 from lightning_modules.progress import StepProgressBar
 
 log = logging.getLogger("bioablate")

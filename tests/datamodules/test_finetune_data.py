@@ -17,8 +17,8 @@ from ablations.config import build_config
 from ablations.run.finetune import run_finetune
 from datamodules.encoders import TaggingEncoder
 from datamodules.encoders import EncodingSpec
-from datamodules.finetune_data import (BucketBatchSampler, FinetuneDataModule, FinetuneDataOptions,
-                                      SortedBatchSampler)
+from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
+from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
 from datamodules.registry import get_dataset
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.heads import HeadSpec

@@ -6,7 +6,7 @@ import pytest
 
 from ablations.config import build_config
 from core.errors import UnknownNameError
-from lightning_modules.pretrain import OBJECTIVES, ObjectiveSpec
+from lightning_modules.pretrain_models import OBJECTIVES, ObjectiveSpec
 
 
 def test_from_config_reads_every_objective_key():

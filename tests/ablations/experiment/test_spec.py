@@ -11,7 +11,8 @@ import yaml
 from ablations import results
 from ablations.cli import main
 from ablations.experiment import load_experiment
-from ablations.experiment.spec import ExperimentSchema, ModelSchema
+from ablations.experiment.model_entries import ModelSchema
+from ablations.experiment.spec import ExperimentSchema
 from core.errors import ConfigError
 from datamodules.blurb import BLURB_DATASETS
 from tests import shapes

@@ -21,7 +21,7 @@ from ablations.run.finetune import run_finetune
 from ablations.run.pretrain import run_pretrain
 from core.errors import ConfigError
 from lightning_modules.models import load_encoder
-from lightning_modules.pretrain import ObjectiveSpec, build_model
+from lightning_modules.pretrain_models import ObjectiveSpec, build_model
 
 # Batch 8 and 20 steps: enough for every variant's loss to fall clearly (the drop is 0.2-16 nats).
 FAST = ["trainer.progress_bar=false", "pretrain.batch_size=8", "pretrain.max_steps=20",
