@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from transformers import BertConfig, BertModel
 
@@ -22,20 +21,14 @@ from ablations.experiment import collect, experiment_files, load_experiment
 from ablations.experiment.runner import run_experiment
 from core.errors import ConfigError
 from core.packaged import resolve_config
+from tests.experiment_runs import SEED_PAPER_PREFIXES, run_under_micro_and_check, runs_in_store, single_threaded
 
 EXPERIMENTS = experiment_files()
+# The seed papers' tables run in tests/e2e/test_seed_paper_experiments.py, a file of their own so that
+# the two xdist workers share the suite's longest tests (each file a store of its own).
+GU_ET_AL = [p for p in EXPERIMENTS if not p.stem.startswith(SEED_PAPER_PREFIXES)]
 # Cheap stages for the behaviour tests below (the micro profile's 30 steps are for the real YAMLs).
 TINY_PRETRAIN = "{corpus: pubmed, vocab: pubmedbert-uncased, max_steps: 4, checkpoint_every: 2, max_words: 4000}"
-
-
-def runs_in_store(tracking_uri: str, kind: str | None = None) -> list:
-    """The store's runs of one `kind` (tag), or of every kind."""
-    client = MlflowClient(tracking_uri)
-    out = []
-    for experiment in client.search_experiments():
-        out += client.search_runs([experiment.experiment_id], f"tags.kind = '{kind}'" if kind else "",
-                                  max_results=5000)
-    return out
 
 
 def write(path: Path, text: str) -> Path:
@@ -54,36 +47,14 @@ def shared_work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    """Micro models are too small to gain from intra-op threads, and a second thread spinning on a shared
-    CI core costs more than it gives: ~220 runs in this module run single-threaded."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with single_threaded():
+        yield
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
+@pytest.mark.parametrize("path", GU_ET_AL, ids=[p.stem for p in GU_ET_AL])
 def test_experiment_runs_end_to_end_under_micro_and_renders_its_table(path, shared_work, data_dir, capsys):
-    code = main(["run", str(path), "--profile", "micro", "--work-dir", str(shared_work), "--data-dir", str(data_dir)])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    experiment = load_experiment(path, profile="micro", data_dir=str(data_dir), work_dir=str(shared_work))
-    _, tracking_uri = experiment.store()
-    assert experiment.layout.title in out and f"MLflow: {tracking_uri}" in out
-    assert (shared_work / "tables" / experiment.name / "table.md").is_file()
-    if experiment.kind == "finetune":
-        cells = collect(experiment)
-        assert cells and all(c.status == results.FINISHED and c.value is not None for c in cells), \
-            [(c.row, c.column, c.status, c.reason) for c in cells if c.status != results.FINISHED]
-        assert len(cells) == len(experiment.cells()) * max(1, len(experiment.layout.metrics))  # a metric axis
-    # shared models and cells are computed once across all the experiments run into this store so far
-    stored = runs_in_store(tracking_uri)  # one read of a store that grows to ~250 runs, not one per kind
-    for kind in ("pretrain", "finetune"):
-        fingerprints = Counter(r.data.tags["fingerprint"] for r in stored if r.data.tags.get("kind") == kind)
-        assert not [fp for fp, n in fingerprints.items() if n > 1], kind
+    run_under_micro_and_check(path, shared_work, data_dir, capsys)
 
 
 # ---- the YAMLs validate under every profile; mistakes are one-line errors ----
