@@ -27,7 +27,6 @@ from omegaconf import DictConfig
 
 from ablations.config import PRETRAIN_EXPERIMENT, build_config
 from ablations.experiment.spec import MAX_RUNS
-from core.errors import ConfigError
 
 def config(profile: str = "micro", overrides: Sequence[str] = (), config_files: Iterable[Path | str] = (),
            **keys: Any) -> DictConfig:
@@ -90,13 +89,7 @@ def plan(experiment) -> Iterator[str]:
 def run(experiment, devices: int = 1, ddp: bool = False, runs_per_device: int = 1, wait: bool = True):
     """Every planned run of `experiment` the store does not hold yet: `devices x runs_per_device` at a
     time in worker processes, or each run on all `devices` (`ddp`). Returns the `RunSummary`."""
-    if devices < 1:
-        raise ConfigError(f"--devices must be at least 1 (got {devices})")
-    if runs_per_device < 1:
-        raise ConfigError(f"--runs-per-device must be at least 1 (got {runs_per_device})")
-    if ddp and runs_per_device > 1:
-        raise ConfigError("--runs-per-device applies without --ddp (a DDP run takes its devices whole)")
-    from ablations.experiment.runner import run_experiment
+    from ablations.experiment.runner import run_experiment  # (it checks the three together first)
 
     return run_experiment(experiment, devices=devices, ddp=ddp, wait=wait, runs_per_device=runs_per_device)
 

@@ -51,6 +51,19 @@ def _biobert_re(name: str, folder: str, licenses: tuple[str, ...], notes: str, p
     )
 
 
+def _folds_over_test_questions(group_by: str) -> dict:
+    """The protocol of a Bio-ELECTRA set of which only the test file is staged: 10 seeded folds over its
+    questions (`group_by` names a question: all its rows in one fold), dev a tenth of each fold's training
+    questions."""
+    return {"folds": KFolds(10, PROTOCOL_SEED, pool="test", group_by=group_by),
+            "carve_dev": CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by=group_by)}
+
+
+def _test_folds_note(rows: str) -> str:
+    return (f"10 seeded folds over the test file's questions (all {rows} of a question in one fold), dev a tenth "
+            "of each fold's training questions")
+
+
 # Answer-candidate re-ranking (Bio-ELECTRA Table 5): pair classification whose prediction per pair is the
 # relevant label's probability (datamodules/encoders.py, output kind "ranking"), scored by MRR over each
 # question's candidates. Protocol (only the test file is staged): 10 seeded folds over its questions, all
@@ -60,11 +73,9 @@ BIOELECTRA_RERANK = DatasetSpec(
     labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"}, max_length=512,
     count_unit="pairs", paper_counts={"train": 44933, "test": 9064},
     licenses=("bioasq-nlm-terms",),  # BioASQ 5b questions
-    folds=KFolds(10, PROTOCOL_SEED, pool="test", group_by="text_a"),
-    carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text_a"),
+    **_folds_over_test_questions("text_a"),
     notes="only Bio-ELECTRA's test file (9,064 pairs, 100 questions) is staged, its 44,933-pair training "
-          "file is not: 10 seeded folds over the test file's questions (all candidates of a question in "
-          "one fold), dev a tenth of each fold's training questions; scores are not comparable to the "
+          f"file is not: {_test_folds_note('candidates')}; scores are not comparable to the "
           "paper's, which trains on the separate training file",
 )
 
@@ -80,12 +91,10 @@ BIOELECTRA_FACTOID = DatasetSpec(
     max_length=192,  # Bio-ELECTRA's max_seq_length for it (SciCrunch/bio_electra, train_bioasq_qa_*.sh)
     count_unit="pairs", paper_counts={"train": 9557, "test": 1809},
     licenses=("bioasq-nlm-terms",),  # BioASQ 8b questions
-    folds=KFolds(10, PROTOCOL_SEED, pool="test", group_by="question_id"),
-    carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="question_id"),
+    **_folds_over_test_questions("question_id"),
     notes="BioASQ 8b factoid + list question x snippet pairs (SQuAD v1.1 format, one answer each); only "
           "Bio-ELECTRA's test file (1,809 pairs, 214 questions) is staged, its 9,557-pair training file is "
-          "not: 10 seeded folds over the test file's questions (all snippets of a question in one fold), dev "
-          "a tenth of each fold's training questions; scored per pair with SQuAD's exact match and token F1; "
+          f"not: {_test_folds_note('snippets')}; scored per pair with SQuAD's exact match and token F1; "
           "no SQuAD pre-training as the paper's; scores are not comparable to the paper's, which trains on "
           "the separate training file (`data stats` counts fold 1)",
 )

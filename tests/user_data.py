@@ -11,21 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from datamodules.textfiles import conll_blocks
+
 GAD_RE = ("format: tsv\ntask_type: re\nlabels: ['0', '1']\npositive_label: '1'\nentity_types: [GENE, DISEASE]\n"
           "max_length: 128\n")
 
 
 def _sentences(path: Path) -> list[list[list[str]]]:
-    out, current = [], []
-    for line in path.read_text().split("\n"):
-        if line.strip():
-            current.append(line.split("\t"))
-        elif current:
-            out.append(current)
-            current = []
-    if current:
-        out.append(current)
-    return out
+    return [[line.split("\t") for _, line in block] for block in conll_blocks(path)]
 
 
 def two_type_conll(data_dir: Path, split: str, start: int, stop: int) -> str:

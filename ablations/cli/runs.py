@@ -120,12 +120,11 @@ def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ablations import api
+    from ablations.experiment.workers import check_parallelism
     from core.claims import EXIT_CLAIM_HELD
     from core.distributed import is_ddp_worker
-    from core.errors import ConfigError
 
-    if args.devices < 1:  # (api.run says so too: here, before the experiment loads)
-        raise ConfigError(f"--devices must be at least 1 (got {args.devices})")
+    check_parallelism(args.devices, args.ddp, args.runs_per_device)  # before the experiment loads
     overrides = list(args.overrides)
     if args.ddp:
         overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]

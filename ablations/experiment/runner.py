@@ -35,7 +35,7 @@ from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, P
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations.run import lifecycle
 from ablations.checks import check_accelerator_present
-from ablations.experiment.workers import InProcess, execute, no_progress_bars, worker_pool
+from ablations.experiment.workers import InProcess, check_parallelism, execute, no_progress_bars, worker_pool
 from ablations.run.lifecycle import Heartbeat, claim_tags, live_holder
 from core import interrupts
 from core.claims import Holder
@@ -158,6 +158,7 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
     """Compute every planned run the store does not hold yet; return what happened to each. A run that
     another live process is computing is waited for and reused (`wait=False`: recorded as HELD, naming
     the holder). The first SIGINT / SIGTERM stops the whole experiment (parent run KILLED)."""
+    check_parallelism(devices, ddp, runs_per_device)  # before a parent run exists
     work_dir, tracking_uri = experiment.store()
     no_progress_bars()
     for accelerator in experiment.accelerators:  # a device this machine lacks: refused before the parent run
@@ -172,10 +173,6 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
         if parent is not None:
             parent.close(summary, "FINISHED")
         return summary
-    if ddp and runs_per_device > 1:
-        from core.errors import ConfigError
-
-        raise ConfigError("--runs-per-device applies without --ddp (a DDP run takes its devices whole)")
     parallel = devices * runs_per_device > 1 and not ddp and not child
     executor = worker_pool(devices, runs_per_device, _uses_cuda(experiment)) if parallel else InProcess()
     try:

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from core import interrupts
 from core.claims import ClaimHeld
 from core.console import one_line, quiet_libraries
+from core.errors import ConfigError
 
 
 def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True) -> dict[str, Any]:
@@ -167,6 +168,16 @@ class InProcess:
 
     def shutdown(self, cancel_futures: bool = False) -> None:
         pass
+
+
+def check_parallelism(devices: int, ddp: bool, runs_per_device: int) -> None:
+    """`--devices`, `--ddp` and `--runs-per-device` together, as one ConfigError each way they cannot be."""
+    if devices < 1:
+        raise ConfigError(f"--devices must be at least 1 (got {devices})")
+    if runs_per_device < 1:
+        raise ConfigError(f"--runs-per-device must be at least 1 (got {runs_per_device})")
+    if ddp and runs_per_device > 1:
+        raise ConfigError("--runs-per-device applies without --ddp (a DDP run takes its devices whole)")
 
 
 def worker_pool(devices: int, runs_per_device: int, cuda: bool) -> ProcessPoolExecutor:

@@ -20,6 +20,7 @@ from datamodules.metrics import (
     positive_class_f1,
     relation_micro_f1,
 )
+from datamodules.textfiles import conll_blocks
 
 
 def D(start: int, end: int, label: str = "Disease") -> Span:
@@ -90,16 +91,7 @@ def test_entity_f1_length_mismatch_names_both_lengths():
 
 def _read_iob(path: Path) -> list[list[str]]:
     """Tags of a `token<TAB>tag` file, one list per blank-line-separated sentence."""
-    sentences, current = [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            current.append(line.split("\t")[1])
-        elif current:
-            sentences.append(current)
-            current = []
-    if current:
-        sentences.append(current)
-    return sentences
+    return [[line.split("\t")[1] for _, line in block] for block in conll_blocks(path)]
 
 
 def _corrupt(sentences: list[list[str]], rng: random.Random) -> list[list[str]]:
