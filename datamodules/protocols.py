@@ -13,7 +13,7 @@ A `DatasetSpec` (datamodules/spec.py) may declare:
 
 A fold is selected with `spec.fold(k)` (k = 1 .. `spec.fold_count`), a DatasetSpec of its own named
 `fold_name(spec.name, k)` ("biobert-gad@fold3") with its own fingerprint. The protocol objects are
-frozen dataclasses, so their repr is stable and goes into that fingerprint.
+frozen dataclasses, so their repr is stable and goes into that fingerprint, with `PROTOCOL_VERSION`.
 
 Carving and dealing keep *groups* whole (instances whose `group_by` attribute is equal: identical GAD
 sentences, all candidates of one question) and are stratified by the groups' label sets when the
@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from typing import Union
 
 from datamodules.instances import Instance
+
+# Bumped whenever the splits carving or dealing produces change: it enters every dataset's fingerprint
+# that has a protocol (DatasetSpec.code_version).
+PROTOCOL_VERSION = 1
 
 FOLD_SEPARATOR = "@fold"
 DEFAULT_FOLD = 1  # what a folded spec reads when no fold is chosen: BioBERT's fold 1, as BLURB's GAD

@@ -15,7 +15,7 @@ from datamodules.readers.bioelectra import (
     RERANK_FILE, YESNO_FILES, read_bioelectra_rerank, read_bioelectra_yesno,
 )
 from datamodules.readers.biobert_ner import BIOBERT_NER_FILES, read_biobert_ner
-from datamodules.readers.biobert_re import FOLD_COUNT, GAD_PARSER_FILE, fold_templates, read_biobert_re_fold
+from datamodules.readers.biobert_re import FOLD_COUNT, fold_templates, read_biobert_re_fold
 from datamodules.readers.bioasq_golden import GOLDEN_7B, golden_reader
 from datamodules.readers.squad import BIOELECTRA_BIOASQ_FILE, read_bioelectra_bioasq
 from datamodules.spec import DatasetSpec
@@ -45,7 +45,7 @@ def _biobert_re(name: str, folder: str, licenses: tuple[str, ...], notes: str, p
         name=name, task_type="re", reader=read_biobert_re_fold(folder), files=folds.all_files(),
         labels=RE_LABELS, metric="positive_class_f1", metric_args={"positive": "1"}, max_length=128,
         count_unit="pairs", paper_counts=paper_counts, licenses=licenses, notes=notes,
-        package_files=(GAD_PARSER_FILE,), folds=folds,
+        folds=folds,
         # identical sentences (GAD repeats some) stay on one side, as BLURB's GAD dev carving does
         carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by="text"),
     )

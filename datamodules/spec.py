@@ -5,7 +5,7 @@ another (the registry imports `blurb.py`, which imports the readers, which impor
 
 from __future__ import annotations
 
-import inspect
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -14,6 +14,7 @@ from core.errors import ConfigError, MissingDataError
 from core.fingerprints import files_under, hash_files
 from datamodules import protocols
 from datamodules.instances import Instance
+from datamodules.legacy_fingerprints import legacy_fingerprint
 from datamodules.fold_lists import FILE_FOLDS, ListedFolds
 from datamodules.protocols import DEFAULT_FOLD, CarvedDev, Folds, apply_protocol, fold_name
 
@@ -148,22 +149,35 @@ class DatasetSpec:
 
     def fingerprint(self, data_dir: Path | None) -> str:
         """Content hash of everything that decides the instances and how they are scored: the data files,
-        the reader's source (a changed sentence splitter means different instances), shipped split files
-        and, for a user dataset, its YAML definition.
+        files shipped with bioablate for them (frozen splits), the version of the code that reads them
+        (`code_version`), the protocol and, for a user dataset, its YAML definition.
 
-        The reader's source is hashed byte for byte, so any edit of a reader file, a comment included,
-        gives every stored run on its datasets a new fingerprint (they would be computed again). That is
-        why readers/ner.py and readers/pico.py keep their own CoNLL line loops beside the general one of
-        custom/tagged.py (issue 25): a shared loop would change both files."""
+        Code enters by its declared version, not by its bytes, so that tidying a reader (a comment, a
+        shared loop) does not recompute every stored run on its datasets, while a reader whose output
+        changes bumps its `READER_VERSION` and so does. tests/datamodules/test_dataset_contents.py pins
+        every built-in dataset's instances on the staged data: a changed output without a bump fails
+        there. Fingerprints recorded when the reader's bytes were hashed are kept
+        (datamodules/legacy_fingerprints.py)."""
         base = self.base_dir(data_dir)
-        sources = [Path(inspect.getsourcefile(self.reader) or ""), *self.package_files]
-        protocol = self._protocol_key()
-        if protocol:  # the carving and dealing code decides the instances too
-            sources.append(Path(inspect.getsourcefile(protocols) or ""))
+        sources = list(self.package_files)
         for rel in self.files:
             path = base / rel
             sources += files_under(path) if path.is_dir() else [path]
-        return hash_files(sources, seed=(self.name + self.definition + protocol).encode())
+        protocol = self._protocol_key()
+        digest = hash_files(sources, seed=(self.name + self.definition + protocol + "|code="
+                                           + self.code_version()).encode())
+        return legacy_fingerprint(self.name, digest)
+
+    def code_version(self) -> str:
+        """The versions of the code that shapes the instances: the reader's module (`READER_VERSION`,
+        which covers everything the reader calls) and, with a protocol, `protocols.PROTOCOL_VERSION`."""
+        module = sys.modules[self.reader.__module__]
+        version = getattr(module, "READER_VERSION", None)
+        if version is None:  # a programming error, caught by any test that fingerprints the dataset
+            raise TypeError(f"dataset {self.name}: the reader's module {module.__name__} declares no "
+                            "READER_VERSION (an int, bumped whenever its instances change)")
+        code = f"{module.__name__}:{version}"
+        return code + (f"|protocols:{protocols.PROTOCOL_VERSION}" if self._protocol_key() else "")
 
     def _protocol_key(self) -> str:
         """The protocol as text for the fingerprint; "" without one, so older fingerprints stay."""

@@ -55,11 +55,12 @@ from datamodules.protocols import KFolds
 from datamodules.registry import register
 from datamodules.spec import SPLITS, DatasetSpec, Splits
 
-log = logging.getLogger("bioablate")
+# Bumped whenever the instances this package reads from a user's files change (any of its modules: the
+# reader below is only the entry point): it enters the datasets' fingerprints in place of the code's
+# bytes (DatasetSpec.fingerprint).
+READER_VERSION = 1
 
-# The code that decides a user dataset's instances, part of its fingerprint (the reader below is only
-# the entry point).
-PACKAGE_FILES = tuple(sorted(Path(__file__).resolve().parent.glob("*.py")))
+log = logging.getLogger("bioablate")
 
 _SOURCES: dict[str, Path] = {}  # user dataset name -> the YAML file it was registered from
 _SAID: set[tuple[Path, str]] = set()  # (YAML file, note) already shown: each note once per process
@@ -144,7 +145,7 @@ def register_from_yaml(path: str | Path) -> DatasetSpec:
         metric_args=definition.metric_args, multi_label=definition.multi_label,
         max_length=definition.max_length, count_unit=definition.kind.count_unit, root=definition.root,
         notes=f"registered from {definition.source}" + (f"; labels read from {labels_from}" if labels_from else ""),
-        package_files=PACKAGE_FILES, definition=definition.normalized, carve_dev=protocol.carve_dev,
+        definition=definition.normalized, carve_dev=protocol.carve_dev,
         folds=protocol.folds, no_dev=protocol.no_dev, labels_from=labels_from, source=str(definition.source),
     )
     source = Path(path).resolve()

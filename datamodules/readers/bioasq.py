@@ -32,6 +32,10 @@ from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Splits
 from datamodules.textfiles import read_text_lines
 
+# Bumped whenever the instances this module's readers return change: it enters their datasets'
+# fingerprints in place of the code's bytes (DatasetSpec.fingerprint).
+READER_VERSION = 1
+
 TEST_FILE = "BioASQ/golden/7B_golden.json"
 TRAIN_FILES = tuple(f"BioASQ/golden/{task}B{batch}_golden.json" for task in (4, 5, 6) for batch in range(1, 6))
 DEV_IDS_FILE = "BioASQ/blurb_dev_question_ids.txt"

@@ -32,6 +32,10 @@ from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Reader, Splits
 
+# Bumped whenever the instances this module's readers return change: it enters their datasets'
+# fingerprints in place of the code's bytes (DatasetSpec.fingerprint).
+READER_VERSION = 1
+
 GOLDEN_FILES = tuple(f"BioASQ/golden/{year}B{batch}_golden.json" for year in (4, 5, 6) for batch in range(1, 6))
 GOLDEN_7B = "BioASQ/golden/7B_golden.json"
 QA_TYPES = ("factoid", "list")

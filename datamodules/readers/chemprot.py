@@ -30,6 +30,10 @@ from datamodules.instances import Mention, RelationInstance
 from datamodules.spec import Splits
 from datamodules.textfiles import decode_utf8, read_bytes
 
+# Bumped whenever the instances this module's readers return change: it enters their datasets'
+# fingerprints in place of the code's bytes (DatasetSpec.fingerprint).
+READER_VERSION = 1
+
 # Only these CPR groups are evaluated (ChemProt guidelines, BLURB); everything else is `false`.
 EVALUATED_GROUPS = ("CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9")
 NEGATIVE_LABEL = "false"

@@ -23,6 +23,10 @@ from datamodules.instances import Mention, RelationInstance
 from datamodules.spec import Splits
 from datamodules.textfiles import decode_utf8, read_bytes
 
+# Bumped whenever the instances this module's readers return change: it enters their datasets'
+# fingerprints in place of the code's bytes (DatasetSpec.fingerprint).
+READER_VERSION = 1
+
 TRAIN_FILE = "GAD/train.tsv"
 TEST_FILE = "GAD/test.tsv"
 TEST_HEADER = ("index", "sentence", "label")

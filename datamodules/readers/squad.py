@@ -26,6 +26,10 @@ from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Splits
 
+# Bumped whenever the instances this module's readers return change: it enters their datasets'
+# fingerprints in place of the code's bytes (DatasetSpec.fingerprint).
+READER_VERSION = 1
+
 BIOBERT_TEST_FILES = tuple(f"BioBERT/QA/BioASQ-test-factoid-{year}b-{batch}.json"
                            for year in (4, 5, 6) for batch in range(1, 6))
 BIOELECTRA_BIOASQ_FILE = "BioELECTRA/bioasq/dev.json"

@@ -85,6 +85,9 @@ def test_fold_names_round_trip():
     assert split_fold_name("gad") == ("gad", None)
 
 
+READER_VERSION = 1  # the reader below is this module's: its fingerprint takes this version
+
+
 def _tiny_kfold_spec(tmp_path: Path) -> DatasetSpec:
     (tmp_path / "pool.txt").write_text("".join(f"w{i}\n" for i in range(10)))
 
