@@ -57,8 +57,7 @@ def open_text(path: Path | str) -> io.StringIO:
 
 def conll_blocks(path: Path | str) -> Iterator[list[tuple[int, str]]]:
     """The blank-line-separated blocks (sentences) of a CoNLL-style file, each as (line number, line
-    without its trailing whitespace) pairs. The loop every one-token-per-line reader needs; readers
-    written before it keep their own (their source is part of their datasets' fingerprints)."""
+    without its trailing whitespace) pairs: the loop every one-token-per-line reader needs."""
     block: list[tuple[int, str]] = []
     with open_text(path) as handle:
         for number, raw in enumerate(handle, start=1):

@@ -19,7 +19,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance, iob_to_spans
 from datamodules.spec import Reader, Splits
-from datamodules.textfiles import open_text, read_text
+from datamodules.textfiles import conll_blocks, open_text, read_text
 
 # Bumped whenever the instances this module's readers return change: it enters their datasets'
 # fingerprints in place of the code's bytes (DatasetSpec.fingerprint).
@@ -49,25 +49,13 @@ def read_conll_file(path: Path, collapse_type: str | None = None) -> list[Taggin
     Trailing whitespace and a missing final blank line are accepted.
     """
     path = Path(path)
-    stem = path.stem
     instances: list[TaggingInstance] = []
-    tokens: list[str] = []
-    tags: list[str] = []
     # Validating each distinct tag once keeps the loop cheap on the 370k-line BC2GM train file.
     known_tags: dict[str, str] = {}
-
-    def flush() -> None:
-        if tokens:
-            instances.append(TaggingInstance(f"{stem}-{len(instances)}", tuple(tokens), iob_to_spans(tags)))
-            tokens.clear()
-            tags.clear()
-
-    with open_text(path) as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            line = raw.rstrip()
-            if not line:
-                flush()
-                continue
+    for sentence in conll_blocks(path):
+        tokens: list[str] = []
+        tags: list[str] = []
+        for line_number, line in sentence:
             if line.startswith("-DOCSTART-"):
                 continue
             token, sep, tag = line.partition("\t")
@@ -75,14 +63,15 @@ def read_conll_file(path: Path, collapse_type: str | None = None) -> list[Taggin
             collapsed = known_tags.get(tag)
             if collapsed is None:
                 if not _TAG.fullmatch(tag):
-                    raise _format_error(path, line_number, raw.rstrip("\n"))
+                    raise _format_error(path, line_number, line)
                 collapsed = tag if tag == "O" or collapse_type is None else f"{tag[0]}-{collapse_type}"
                 known_tags[tag] = collapsed
             if not sep or not token:
-                raise _format_error(path, line_number, raw.rstrip("\n"))
+                raise _format_error(path, line_number, line)
             tokens.append(token)
             tags.append(collapsed)
-    flush()
+        if tokens:
+            instances.append(TaggingInstance(f"{path.stem}-{len(instances)}", tuple(tokens), iob_to_spans(tags)))
     return instances
 
 

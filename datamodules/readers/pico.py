@@ -15,7 +15,7 @@ from pathlib import Path
 from core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.spec import Splits
-from datamodules.textfiles import open_text
+from datamodules.textfiles import conll_blocks
 
 # Bumped whenever the instances this module's readers return change: it enters their datasets'
 # fingerprints in place of the code's bytes (DatasetSpec.fingerprint).
@@ -42,29 +42,19 @@ def read_pico_file(path: Path) -> list[Document]:
     """
     path = Path(path)
     documents: list[Document] = []
-    tokens: list[str] = []
-    labels: list[str] = []
-
-    def flush() -> None:
-        if tokens:
-            pmid, segments = documents[-1]
-            segments.append(TaggingInstance(f"{pmid}-{len(segments)}", tuple(tokens), iob_to_spans(labels)))
-            tokens.clear()
-            labels.clear()
-
-    with open_text(path) as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            line = raw.strip()
-            if not line:
-                flush()
-                continue
+    for block in conll_blocks(path):
+        tokens: list[str] = []
+        labels: list[str] = []
+        for line_number, line in block:
+            line = line.lstrip()
             if line.startswith("-DOCSTART-"):
                 match = _DOCSTART.fullmatch(line)
                 if match is None:
                     raise DataFormatError(
                         path, line_number, f"expected '-DOCSTART- (<PMID>)', got {line!r}; fix the header"
                     )
-                flush()
+                _add_segment(documents, tokens, labels)  # the lines above the header end the previous abstract
+                tokens, labels = [], []
                 documents.append((match.group(1), []))
                 continue
             columns = line.split()
@@ -81,8 +71,15 @@ def read_pico_file(path: Path) -> list[Document]:
                 )
             tokens.append(columns[0])
             labels.append(columns[3])
-    flush()
+        _add_segment(documents, tokens, labels)
     return documents
+
+
+def _add_segment(documents: list[Document], tokens: list[str], labels: list[str]) -> None:
+    """The tokens as the next segment of the last document (none where there are no tokens)."""
+    if tokens:
+        pmid, segments = documents[-1]
+        segments.append(TaggingInstance(f"{pmid}-{len(segments)}", tuple(tokens), iob_to_spans(labels)))
 
 
 def split_pool(pmids: list[str]) -> dict[str, list[str]]:
