@@ -70,7 +70,8 @@ def _test_folds_note(rows: str) -> str:
 # candidates of a question in one fold; dev a tenth of each fold's training questions.
 BIOELECTRA_RERANK = DatasetSpec(
     name="bioelectra-rerank", task_type="qa", reader=read_bioelectra_rerank, files=(RERANK_FILE,),
-    labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"}, max_length=512,
+    labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"},
+    max_length=64,  # Bio-ELECTRA's max_seq_length for it (SciCrunch/bio_electra, train_*reranker*.sh)
     count_unit="pairs", paper_counts={"train": 44933, "test": 9064},
     licenses=("bioasq-nlm-terms",),  # BioASQ 5b questions
     **_folds_over_test_questions("text_a"),
@@ -158,7 +159,8 @@ SEED_PAPER_DATASETS: tuple[DatasetSpec, ...] = (
     BIOELECTRA_RERANK,
     DatasetSpec(
         name="bioelectra-yesno", task_type="qa", reader=read_bioelectra_yesno, files=tuple(YESNO_FILES.values()),
-        labels=YESNO_LABELS, metric="per_class_f1", metric_args={"labels": YESNO_LABELS}, max_length=512,
+        labels=YESNO_LABELS, metric="per_class_f1", metric_args={"labels": YESNO_LABELS},
+        max_length=192,  # Bio-ELECTRA's max_seq_length for it (SciCrunch/bio_electra, train_yesno*.sh)
         count_unit="questions", paper_counts={"train": 728, "test": 128},
         licenses=("bioasq-nlm-terms",),  # BioASQ 8b questions: registration, NLM's terms
         carve_dev=CarvedDev(DEV_FRACTION, PROTOCOL_SEED),

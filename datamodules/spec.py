@@ -5,6 +5,7 @@ another (the registry imports `blurb.py`, which imports the readers, which impor
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -150,7 +151,8 @@ class DatasetSpec:
     def fingerprint(self, data_dir: Path | None) -> str:
         """Content hash of everything that decides the instances and how they are scored: the data files,
         files shipped with bioablate for them (frozen splits), the version of the code that reads them
-        (`code_version`), the protocol and, for a user dataset, its YAML definition.
+        (`code_version`), the protocol, the fields that shape a run (`_shape_key`: labels, metric,
+        max_length...) and, for a user dataset, its YAML definition.
 
         Code enters by its declared version, not by its bytes, so that tidying a reader (a comment, a
         shared loop) does not recompute every stored run on its datasets, while a reader whose output
@@ -165,8 +167,14 @@ class DatasetSpec:
             sources += files_under(path) if path.is_dir() else [path]
         protocol = self._protocol_key()
         digest = hash_files(sources, seed=(self.name + self.definition + protocol + "|code="
-                                           + self.code_version()).encode())
+                                           + self.code_version() + "|shape=" + self._shape_key()).encode())
         return legacy_fingerprint(self.name, digest)
+
+    def _shape_key(self) -> str:
+        """The spec's fields that change what a run trains on or how it is scored (a built-in dataset's
+        max_length edited in blurb.py must not find the runs made at the old length)."""
+        return json.dumps([self.task_type, self.labels, self.metric, self.metric_args, self.max_length,
+                           self.multi_label], sort_keys=True, default=repr)
 
     def code_version(self) -> str:
         """The versions of the code that shapes the instances: the reader's module (`READER_VERSION`,

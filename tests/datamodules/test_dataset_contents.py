@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,19 @@ def test_builtin_datasets_keep_their_fingerprints_from_before_reader_versions(da
              if not get_dataset(name).missing_files(data_dir) and get_dataset(name).fingerprint(data_dir) != entry[1]}
     assert not stale, (f"{sorted(stale)} no longer get the fingerprint their runs were stored under; after a "
                        "deliberate READER_VERSION bump, delete their entries in datamodules/legacy_fingerprints.py")
-    assert set(BEFORE_VERSIONS) == {spec.name for spec in builtin_specs()}
+    assert set(BEFORE_VERSIONS) <= {spec.name for spec in builtin_specs()}
+    # the datasets changed on purpose since (bioelectra-yesno and -rerank: the paper's max_length) have none
+    assert not {"bioelectra-yesno", "bioelectra-rerank@fold1"} & set(BEFORE_VERSIONS)
+
+
+def test_a_field_that_shapes_runs_changes_the_fingerprint(data_dir: Path):
+    spec = get_dataset("chemprot")
+    changed = [replace(spec, max_length=128), replace(spec, labels=spec.labels[:-1]),
+               replace(spec, metric_args={"negative": "other"}), replace(spec, metric="accuracy")]
+    assert len({spec.fingerprint(data_dir), *(c.fingerprint(data_dir) for c in changed)}) == 1 + len(changed)
+    # what only describes the data (notes, the paper's counts, licences) does not
+    described = replace(spec, notes="reworded", paper_counts={}, licenses=())
+    assert described.fingerprint(data_dir) == spec.fingerprint(data_dir) == BEFORE_VERSIONS["chemprot"][1]
 
 
 def test_a_version_bump_changes_the_fingerprint(data_dir: Path, monkeypatch):
