@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import resource
 import statistics
 import time
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -144,6 +147,30 @@ def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int 
             out[name].seconds.append(time.perf_counter() - start)
             out[name].items.append(items)
     return out
+
+
+def add_shared_arguments(parser: argparse.ArgumentParser, cache: str) -> None:
+    """The options both throughput benchmarks take: the peak's size, where data and `cache` live, --json."""
+    parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
+                        "benchmarks.common's)")
+    parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
+    parser.add_argument("--work-dir", type=Path, help=f"for the {cache} (default: ./outputs)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+
+
+def start_run(args: argparse.Namespace) -> torch.device:
+    """What both benchmarks' runs begin with: libraries quiet, the data and work directories resolved in
+    `args`, TF32 off on CUDA (the fp32 baseline computes in fp32, as its peak); the device."""
+    from ablations.places import resolve_data_dir, resolve_work_dir
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
+    args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir.resolve()
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+    return device
 
 
 def benchmark_main(make_parser: Callable[[], argparse.ArgumentParser], run: Callable, report: Callable,

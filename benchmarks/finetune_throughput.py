@@ -38,17 +38,15 @@ of the real tokens per second / the measured matmul peak of the dtype each side 
 from __future__ import annotations
 
 import argparse
-import logging
 import tempfile
-import warnings
 from itertools import count
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import (benchmark_main, bf16_native, interleaved, machine, matmul_peak, resolve_precision,
-                               transformer_train_flops_per_token)
+from benchmarks.common import (add_shared_arguments, benchmark_main, bf16_native, interleaved, machine, matmul_peak,
+                               resolve_precision, start_run, transformer_train_flops_per_token)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing
@@ -279,25 +277,13 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline-max-length", type=int, help="hf-naive's padding (default: --max-length); "
                         "shorter than an example truncates it, as run_ner.py's --max_seq_length does")
     parser.add_argument("--max-train-examples", type=int, help="train on a prefix of a seeded shuffle (micro)")
-    parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
-                        "benchmarks.common's)")
-    parser.add_argument("--data-dir", type=Path, help="staged datasets (default: $BIOABLATE_DATA)")
-    parser.add_argument("--work-dir", type=Path, help="for the tokenization cache (default: ./outputs)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    add_shared_arguments(parser, cache="tokenization cache")
     return parser
 
 
 def run(args: argparse.Namespace) -> dict:
     """Time every task's three sides and return the results (what --json writes)."""
-    from ablations.places import resolve_data_dir, resolve_work_dir
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
-    args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir
-    device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 baseline computes in fp32, as its peak
+    device = start_run(args)
     # the peak of each dtype a side computes in (a CPU that only emulates bf16 takes seconds per bf16
     # matmul, and no side computes in it there)
     used = {"fp32", *(resolve_precision(p, device) for p in (args.precision, args.strong_precision))}

@@ -35,15 +35,13 @@ a baseline computing it at every position gets no credit for the positions the l
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import warnings
 from pathlib import Path
 
 import torch
 
-from benchmarks.common import (benchmark_main, bf16_native, interleaved, machine, matmul_peak, resolve_precision,
-                               transformer_train_flops_per_token)
+from benchmarks.common import (add_shared_arguments, benchmark_main, bf16_native, interleaved, machine, matmul_peak,
+                               resolve_precision, start_run, transformer_train_flops_per_token)
 from datamodules.pretrain.masking import MASKING_MODES
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -189,28 +187,16 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--masking", choices=list(MASKING_MODES), default="wwm", help="ours")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and hf-strong torch.compile'd (sides ours-compiled, hf-strong-compiled)")
-    parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
-                        "benchmarks.common's)")
     parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
     parser.add_argument("--max-words", type=int, default=300_000, help="PubMed words to tokenize")
-    parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
-    parser.add_argument("--work-dir", type=Path, help="for the shard cache (default: ./outputs)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    add_shared_arguments(parser, cache="shard cache")
     return parser
 
 
 def run(args: argparse.Namespace) -> dict:
     """Build the three sides, time them interleaved, and return the results (what --json writes)."""
-    from ablations.places import resolve_data_dir, resolve_work_dir
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
-    args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir.resolve()
-    device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 baseline computes in fp32, as its peak
+    device = start_run(args)
 
     precision, strong_precision = (resolve_precision(p, device) for p in (args.precision, args.strong_precision))
     cfg, vocab_path, shards = prepare(args)
