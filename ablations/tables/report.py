@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ablations.tables.pretrain_curves import StageChain, StageSegment, tokens_per_step, write_pretraining_curves
 from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape
@@ -212,6 +213,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, stages, zero_based, experiment.invocation())
+        write_pretraining_curves(stage_chains(experiment, plan), tracking_uri, out, experiment.layout.title)
     return published.texts[fmt]
 
 
@@ -274,3 +276,24 @@ def model_size(name_or_path: str, cfg) -> str:
         return f"{int(values['num_hidden_layers'])} layers × {int(values['hidden_size'])} hidden"
     except (OSError, ValueError, KeyError, TypeError):
         return ""
+
+
+def stage_chains(experiment, plan) -> list[StageChain]:
+    """Each fine-tuned model that was pretrained here, as the chain of its finished stages (root first);
+    a chain stops at its first stage without a run in the store (a running stage shows its progress)."""
+    chains = []
+    for name in experiment.finetuned_models():
+        if not experiment.models[name].is_stage:
+            continue
+        names = [name]
+        while experiment.init_stage(names[0]) is not None:
+            names.insert(0, experiment.init_stage(names[0]))
+        segments = []
+        for stage in names:
+            planned = plan.stages.get(stage)
+            if planned is None or planned.run is None:
+                break
+            segments.append(StageSegment(planned.run.info.run_id, tokens_per_step(planned.run.data.params), stage))
+        if segments:
+            chains.append(StageChain(experiment.models[name].label or name, tuple(segments)))
+    return chains

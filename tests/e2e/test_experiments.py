@@ -90,6 +90,22 @@ def test_the_standard_model_is_one_pretraining_run_for_every_table():
     assert len(configs) == 1
 
 
+@pytest.mark.parametrize("profile", ["micro", "mini", "base"])
+def test_the_table9_proxy_pretrains_exactly_table9s_stages(profile):
+    """table9_proxy is Table 9 fine-tuned on fewer, capped tasks: its pretraining stages must be Table 9's
+    (one fingerprint each, so a store that holds one table's stages serves the other)."""
+    from ablations.experiment.plan import identify
+
+    table9, proxy = (load_experiment(name, profile=profile) for name in ("table9_corpora_time", "table9_proxy"))
+    assert proxy.stage_order() == table9.stage_order()
+    for name in table9.stage_order():
+        if table9.models[name].init is None:  # a stage from scratch: its fingerprint is known before any run
+            assert identify("pretrain", proxy.stage_config(name)) == identify("pretrain", table9.stage_config(name))
+        else:  # a continued stage: the same config, continued from the same (equal) init stage
+            assert OmegaConf.to_yaml(proxy.stage_config(name, init="x").pretrain) == \
+                OmegaConf.to_yaml(table9.stage_config(name, init="x").pretrain)
+
+
 GOOD = """
 name: t
 models:
