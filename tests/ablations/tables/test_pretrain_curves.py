@@ -3,7 +3,6 @@ a real MLflow store with hand-logged loss histories."""
 
 from __future__ import annotations
 
-import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
