@@ -10,6 +10,9 @@
    (Google's `run_squad.py`, which BioBERT ran), then pooled over a question's snippets by the rule that
    `finetune.qa_merge` names (below), the first `top_k`.
 3. `ExtractiveQAEncoder`: the `TaskEncoder` of the task type, output_kind "span".
+4. `word_bounds` -> `whole_word_answers`: `bioablate predict`'s answers, as Hugging Face's
+   question-answering pipeline gives them ({answer, score, start, end}), each widened to the tokenizer's
+   whole words where the model's span starts or ends inside one (scoring uses the spans as they are).
 
 The rules of `finetune.qa_merge` (read from each paper's code):
 
