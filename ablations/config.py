@@ -90,7 +90,7 @@ class ModelConfig:
 
 @decides(finetune="lr batch_size eval_batch_size epochs warmup_ratio weight_decay dropout max_length "
                   "max_train_examples max_eval_examples tagging head subtoken_labels re_input re_feature "
-                  "classifier qa_stride max_answer_length bucketing adversarial alum class_weights",
+                  "classifier qa_stride max_answer_length qa_merge bucketing adversarial alum class_weights",
          none="cache_tokenized")
 @dataclass
 class FinetuneConfig:
@@ -118,6 +118,7 @@ class FinetuneConfig:
     # of the window, BioBERT's 128 of 384) and the longest answer span, in tokens (BioBERT: 30).
     qa_stride: Optional[int] = bounded(None, ge=0)
     max_answer_length: int = bounded(30, ge=1)
+    qa_merge: str = "best-snippet"  # a question's answers over its snippets: best-snippet | biobert-sum | bioelectra-pairs
     # Speed (docs/performance.md): length-bucketed training batches (sorted within large random chunks,
     # batches shuffled); the tokenization cache under <work_dir>/cache/tokenized (never changes a result).
     bucketing: bool = True
@@ -377,7 +378,8 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
 # at their default (which computes what every run did before the key existed), so those runs keep their
 # fingerprints (tests/ablations/test_config.py pins some), and out of the config digest of a recorded plan,
 # so plans recorded before them are still read (ablations/experiment/record.py).
-LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finetune.max_answer_length": 30}
+LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finetune.max_answer_length": 30,
+              "finetune.qa_merge": "best-snippet"}
 
 
 def at_later_default(key: str, value: Any) -> bool:

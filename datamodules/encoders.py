@@ -26,7 +26,7 @@ from transformers import PreTrainedTokenizerBase
 from core.choices import Choice
 from core.errors import ConfigError
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
-from datamodules.qa_spans import ExtractiveQAEncoder
+from datamodules.qa_spans import QA_MERGES, ExtractiveQAEncoder
 from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
 from datamodules.spec import SPAN_TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
 from datamodules.tagging import SCHEMES, get_scheme
@@ -233,10 +233,11 @@ class SequenceEncoder(TaskEncoder):
 
 @dataclass(frozen=True)
 class EncodingSpec:
-    """How a task's instances become features: the `finetune.*` encoding choices, each a name in its
-    Choice (SCHEMES, SUBTOKEN_LABELS, RE_INPUTS). Built once from the config; the datamodule encodes with
-    it, the tokenization cache is keyed by it, the exported model folder records it and `predict`
-    rebuilds the same encoder from that record."""
+    """How a task's instances become features and its predictions answers: the `finetune.*` encoding
+    choices, each a name in its Choice (SCHEMES, SUBTOKEN_LABELS, RE_INPUTS, QA_MERGES). Built once from
+    the config; the datamodule encodes with it, the tokenization cache is keyed by its encoding keys
+    (`cache_key`), the exported model folder records it and `predict` rebuilds the same encoder from
+    that record."""
 
     tagging: str = SCHEMES.default
     subtoken_labels: str = SUBTOKEN_LABELS.default
@@ -245,6 +246,9 @@ class EncodingSpec:
     # 128 of 384) and the longest answer in tokens (datamodules/qa_spans.py); other tasks ignore them
     qa_stride: int | None = None
     max_answer_length: int = 30
+    # extractive QA: how a question's answers are merged over its snippets (decoding only: the features
+    # are the same under every rule, so the tokenization cache is shared)
+    qa_merge: str = QA_MERGES.default
 
     @classmethod
     def from_config(cls, finetune_cfg: Any) -> EncodingSpec:
@@ -258,6 +262,10 @@ class EncodingSpec:
 
     def metadata(self) -> dict[str, str]:
         return asdict(self)
+
+    def cache_key(self) -> dict[str, str]:
+        """The keys that shape the encoded features (what the tokenization cache is keyed by)."""
+        return {key: value for key, value in asdict(self).items() if key != "qa_merge"}
 
 
 def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
@@ -284,4 +292,4 @@ def _span_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_len
         raise ConfigError(f"finetune.max_answer_length = {encoding.max_answer_length}: an answer has at "
                           "least one token; set it to 1 or more (BioBERT: 30)")
     return ExtractiveQAEncoder(spec, tokenizer, max_length, stride=stride, max_question_tokens=question,
-                               max_answer_length=encoding.max_answer_length)
+                               max_answer_length=encoding.max_answer_length, merge=encoding.qa_merge)

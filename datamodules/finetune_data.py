@@ -266,7 +266,7 @@ class FinetuneDataModule(pl.LightningDataModule):
         self.spec, self.data_dir, self.tokenizer, self.options = spec, data_dir, tokenizer, options
         self.limits = {"train": options.max_train_examples, "dev": options.max_eval_examples,
                        "test": options.max_eval_examples}
-        self.encoding = options.encoding.metadata()  # part of the tokenization cache's key
+        self.encoding = options.encoding.cache_key()  # part of the tokenization cache's key
         self.encoder: TaskEncoder = make_encoder(spec, tokenizer, options.max_length, options.encoding)
         self.cache_dir, self.data_fingerprint = cache_dir, data_fingerprint
         self.instances: dict[str, list[Instance]] = {}

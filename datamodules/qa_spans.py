@@ -4,12 +4,30 @@
    the window is cut into overlapping windows (`stride` tokens shared), each labelled with the token
    positions of the answer's first and last tokens, or (0, 0), i.e. [CLS], where the window does not
    hold the whole answer (as Hugging Face's `run_qa.py` labels them).
-2. `window_candidates` -> `instance_nbest` -> `merge_answers`: the best spans of each window (top start x
-   top end positions in the context, end >= start, at most `max_answer_length` tokens, scored by the sum
-   of the logits), pooled over an instance's windows into its n-best with softmax probabilities (Google's
-   `run_squad.py`, which BioBERT ran), then pooled over a question's snippets: ranked by probability,
-   deduplicated by lower-cased text, the first `top_k` (BioBERT's `transform_n2b_factoid.py`).
+2. `window_candidates` -> `instance_nbest` -> a rule of `QA_MERGES`: the best spans of each window (top
+   start x top end positions in the context, end >= start, at most `max_answer_length` tokens, scored by
+   the sum of the logits), pooled over an instance's windows into its n-best with softmax probabilities
+   (Google's `run_squad.py`, which BioBERT ran), then pooled over a question's snippets by the rule that
+   `finetune.qa_merge` names (below), the first `top_k`.
 3. `ExtractiveQAEncoder`: the `TaskEncoder` of the task type, output_kind "span".
+4. `word_bounds` -> `whole_word_answers`: `bioablate predict`'s answers, as Hugging Face's
+   question-answering pipeline gives them ({answer, score, start, end}), each widened to the tokenizer's
+   whole words where the model's span starts or ends inside one (scoring uses the spans as they are).
+
+The rules of `finetune.qa_merge` (read from each paper's code):
+
+- `best-snippet` (default; bioablate's rule before the choice existed): an answer ranks by its best
+  probability in any one snippet; texts compared lower-cased, the first (most probable) form kept.
+- `biobert-sum`: BioBERT's `biocodes/transform_nbset2bioasqform.py` (dmis-lab/biobert; its BioASQ 8b
+  `transform_n2b_factoid.py` does the same): an answer's probabilities are summed over every snippet,
+  texts compared lower-cased (the most probable form shown), answers over 100 characters dropped. A
+  snippet's n-best holds distinct texts, as `run_squad.py`'s does (a text found at two places of one
+  snippet counts once, at its better span, in the softmax).
+- `bioelectra-pairs`: Bio-ELECTRA's (SciCrunch/bio_electra, `electra/finetune/qa/qa_metrics.py` then SQuAD's
+  `evaluate-v1.1.py` over the question x snippet pairs): nothing is pooled; each pair is scored on its
+  own, by its n-best (distinct texts, as ELECTRA's `write_predictions`). A dataset scored with SQuAD's
+  measures (`squad_v1`) is always scored so, whatever the rule: the rule then shapes only each pair's
+  n-best, never its first answer.
 
 One instance gives several feature rows (one per window), and BioASQ scores per question over several
 instances; the `TaskEncoder` interface assumes one row per instance. What the datamodule must change:
@@ -32,13 +50,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
 import datamodules.qa_metrics  # noqa: F401  (registers the QA metrics this encoder scores with)
-from datamodules.task_encoder import Features, TaskEncoder
+from core.choices import Choice
+from datamodules.task_encoder import QUESTION_LEVEL_METRICS, Features, TaskEncoder
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.metrics import METRICS
 from datamodules.spec import DatasetSpec
@@ -119,32 +138,154 @@ def window_candidates(start_logits: Sequence[float], end_logits: Sequence[float]
             for s in starts for e in ends if s <= e < s + max_answer_length]
 
 
-def instance_nbest(candidates: Sequence[SpanCandidate], context: str, n_best: int = 20
-                   ) -> list[tuple[str, float]]:
+class Answer(NamedTuple):
+    """One answer of an instance's n-best: its text, probability, and characters `start` .. `end - 1` of
+    the context (`context[start:end] == text`)."""
+
+    text: str
+    probability: float
+    start: int
+    end: int
+
+
+def instance_nbest(candidates: Sequence[SpanCandidate], context: str, n_best: int = 20,
+                   distinct_texts: bool = False) -> list[Answer]:
     """One instance's `n_best` answers over all its windows (a span seen in two overlapping windows
-    keeps its best score), best first, as (text, probability): softmax over the n-best's scores."""
+    keeps its best score), best first: softmax over the n-best's scores. `distinct_texts`: a text found
+    at two spans is one answer, at its better span (run_squad.py's n-best); else each span is one."""
     best: dict[tuple[int, int], float] = {}
     for c in candidates:
         if c.end > c.start and best.get((c.start, c.end), -math.inf) < c.score:
             best[(c.start, c.end)] = c.score
-    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:n_best]
+    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))
+    if distinct_texts:
+        kept: dict[str, tuple[tuple[int, int], float]] = {}
+        for (s, e), score in ranked:
+            kept.setdefault(context[s:e], ((s, e), score))
+        ranked = list(kept.values())
+    ranked = ranked[:n_best]
     if not ranked:
         return []
     top = ranked[0][1]
     weights = [math.exp(score - top) for _, score in ranked]
     total = sum(weights)
-    return [(context[s:e], w / total) for ((s, e), _), w in zip(ranked, weights)]
+    return [Answer(context[s:e], w / total, s, e) for ((s, e), _), w in zip(ranked, weights)]
 
 
-def merge_answers(nbests: Sequence[Sequence[tuple[str, float]]], top_k: int = 5) -> list[str]:
-    """A question's answers from the n-best lists of its snippets: all ranked by probability, each
-    text kept once (compared lower-cased, first occurrence wins), the first `top_k`."""
-    ranked = sorted((item for nbest in nbests for item in nbest), key=lambda item: -item[1])
-    answers: dict[str, str] = {}
-    for text, _ in ranked:
-        if text.strip():
-            answers.setdefault(text.lower(), text)
+def word_bounds(tokenizer: PreTrainedTokenizerBase, context: str) -> list[tuple[int, int]]:
+    """The context's words as the tokenizer's pre-tokenizer splits them (BERT's: at whitespace and
+    punctuation), each as its (start, end) characters: from the offsets of its tokens."""
+    enc = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    words: dict[int, tuple[int, int]] = {}
+    for word, (start, end) in zip(enc.word_ids(), enc["offset_mapping"]):
+        if word is not None and end > start:
+            first, last = words.get(word, (start, end))
+            words[word] = (min(first, start), max(last, end))
+    return sorted(words.values())
+
+
+def whole_word_answers(nbest: Sequence[Answer], context: str, words: Sequence[tuple[int, int]],
+                       top_k: int = 5) -> list[dict[str, Any]]:
+    """An instance's n-best as Hugging Face's question-answering pipeline gives answers: `answer`,
+    `score`, and `start` / `end` characters of the context, each span widened to whole words where it
+    starts or ends inside one (`words`: `word_bounds`; "oquine" of "Chloroquine" -> "Chloroquine"). Two
+    answers that become the same span are one, at the better score; the first `top_k`."""
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for item in nbest:
+        start = next((s for s, e in words if s <= item.start < e), item.start)
+        end = next((e for s, e in words if s < item.end <= e), item.end)
+        out.setdefault((start, end), {"answer": context[start:end], "score": item.probability,
+                                      "start": start, "end": end})
+    return list(out.values())[:top_k]
+
+
+class Ranked(NamedTuple):
+    """One of a question's ranked answers: its text, the score it was ranked by, and where it was found
+    (the snippet's position among the question's, and the n-best item there)."""
+
+    text: str
+    score: float
+    snippet: int
+    item: Any  # an `Answer`, or any (text, probability) pair
+
+
+def _by_probability(nbests: Sequence[Sequence[Any]]) -> list[tuple[int, Any]]:
+    """Every (snippet, item) of a question's n-best lists, most probable first (ties: snippet order)."""
+    return sorted(((snippet, item) for snippet, nbest in enumerate(nbests) for item in nbest),
+                  key=lambda found: -found[1][1])
+
+
+def rank_best_snippet(nbests: Sequence[Sequence[Any]], top_k: int = 5) -> list[Ranked]:
+    """`best-snippet`: each text (compared lower-cased) once, at its best probability in any snippet, in
+    the form of that occurrence; the first `top_k`."""
+    answers: dict[str, Ranked] = {}
+    for snippet, item in _by_probability(nbests):
+        if item[0].strip():
+            answers.setdefault(item[0].lower(), Ranked(item[0], item[1], snippet, item))
     return list(answers.values())[:top_k]
+
+
+BIOBERT_MAX_ANSWER_CHARS = 100  # transform_nbset2bioasqform.py drops longer answers
+
+
+def rank_biobert_sum(nbests: Sequence[Sequence[Any]], top_k: int = 5) -> list[Ranked]:
+    """`biobert-sum`: each text (compared lower-cased) once, scored by the sum of its probabilities over
+    every snippet, in the form of its most probable occurrence; answers over 100 characters dropped;
+    ranked by the sums (ties: the order of first occurrence), the first `top_k`."""
+    answers: dict[str, Ranked] = {}
+    for snippet, item in _by_probability(nbests):
+        text = item[0]
+        if not text.strip() or len(text) > BIOBERT_MAX_ANSWER_CHARS:
+            continue
+        found = answers.get(text.lower())
+        answers[text.lower()] = Ranked(text, item[1], snippet, item) if found is None else \
+            found._replace(score=found.score + item[1])
+    return sorted(answers.values(), key=lambda ranked: -ranked.score)[:top_k]
+
+
+def merge_answers(nbests: Sequence[Sequence[Any]], top_k: int = 5) -> list[str]:
+    """A question's answers by `best-snippet` (the default rule), as texts."""
+    return [ranked.text for ranked in rank_best_snippet(nbests, top_k)]
+
+
+@dataclass(frozen=True)
+class AnswerRule:
+    """A rule of `finetune.qa_merge` (module docstring): how a question's answers are ranked from the
+    n-best lists of its snippets (`rank`), whether its snippets are pooled at all (else each question x
+    snippet pair is scored on its own, ranked by `rank` over its one n-best), and whether a snippet's
+    n-best holds distinct texts. `source`: where the rule comes from, as tables name it."""
+
+    rank: Callable[[Sequence[Sequence[Any]], int], list[Ranked]]
+    pooled: bool
+    distinct_texts: bool
+    source: str
+
+
+QA_MERGES: Choice[AnswerRule] = Choice("qa_merge", "how a question's answers are merged over its snippets "
+                                                   "(extractive QA's BioASQ measures)")  # default first
+EXTRACTIVE = ("qa-extractive",)
+QA_MERGES.register("best-snippet", AnswerRule(
+    rank_best_snippet, pooled=True, distinct_texts=False,
+    source="bioablate's rule: an answer ranked by its best probability in any one snippet"), task_types=EXTRACTIVE)
+QA_MERGES.register("biobert-sum", AnswerRule(
+    rank_biobert_sum, pooled=True, distinct_texts=True,
+    source="BioBERT's rule: an answer's probabilities summed over a question's snippets, answers over 100 "
+           "characters dropped"), task_types=EXTRACTIVE)
+QA_MERGES.register("bioelectra-pairs", AnswerRule(
+    rank_best_snippet, pooled=False, distinct_texts=True,
+    source="Bio-ELECTRA's rule: each question × snippet pair scored on its own, no merging"), task_types=EXTRACTIVE)
+
+
+def merge_in_effect(spec: DatasetSpec, merge: str) -> str:
+    """The rule a run of `spec` with `finetune.qa_merge=merge` is scored by: SQuAD's measures score each
+    question x snippet pair on its own (`bioelectra-pairs`), whatever the rule."""
+    return merge if spec.metric in QUESTION_LEVEL_METRICS else "bioelectra-pairs"
+
+
+def describe_merge(spec: DatasetSpec, merge: str) -> str:
+    """What a table says of an extractive-QA run's answers: the rule in effect, named after its source."""
+    name = merge_in_effect(spec, merge)
+    return f"QA answers by {name} ({QA_MERGES.get(name).source})"
 
 
 class ExtractiveQAEncoder(TaskEncoder):
@@ -152,17 +293,20 @@ class ExtractiveQAEncoder(TaskEncoder):
 
     A row's features: input_ids, attention_mask, token_type_ids, labels = [start token, end token], and
     bookkeeping: `_example` [instance index], `_window` [window number], `_context_offsets` (per token:
-    start, end character in the context, or -1, -1). A prediction per instance is its n-best
-    [(text, probability)]; `score` merges them per question for BioASQ's question-level metrics
-    (`group_by` = "question_id": task_encoder.QUESTION_LEVEL_METRICS) and takes each instance's best answer
-    for SQuAD's."""
+    start, end character in the context, or -1, -1). A prediction per instance is its n-best [Answer];
+    `score` merges them per question by the `merge` rule (`QA_MERGES`) for BioASQ's question-level metrics
+    (`group_by` = "question_id": task_encoder.QUESTION_LEVEL_METRICS; None under `bioelectra-pairs`, which
+    scores each question x snippet pair on its own) and takes each instance's best answer for SQuAD's."""
 
     output_kind = "span"
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
                  stride: int = 128, max_question_tokens: int = 64, max_answer_length: int = 30,
-                 n_best: int = 20, top_k: int = 5):
+                 n_best: int = 20, top_k: int = 5, merge: str = QA_MERGES.default):
         super().__init__(spec, tokenizer, max_length)
+        self.merge, self.rule = merge, QA_MERGES.get(merge)
+        if not self.rule.pooled:
+            self.group_by = None  # each question x snippet pair scored on its own
         if stride + max_question_tokens + 3 >= max_length:  # 3: [CLS] and two [SEP]
             raise ValueError(f"stride {stride} + question {max_question_tokens} tokens leave no room for new "
                              f"context in a window of {max_length}")
@@ -214,7 +358,8 @@ class ExtractiveQAEncoder(TaskEncoder):
         candidates: list[list[SpanCandidate]] = [[] for _ in instances]
         for feature, raw in zip(examples, raws):
             candidates[feature["_example"][0]] += self.decode(feature, raw)
-        return [instance_nbest(found, x.context, self.n_best) for found, x in zip(candidates, instances)]
+        return [instance_nbest(found, x.context, self.n_best, self.rule.distinct_texts)
+                for found, x in zip(candidates, instances)]
 
     def gold(self, instance: QAInstance) -> tuple[str, ...]:
         return instance.answers
@@ -226,35 +371,51 @@ class ExtractiveQAEncoder(TaskEncoder):
             return instance.answer_groups or tuple((a,) for a in instance.answers)
         return instance.answers
 
-    def score(self, instances: Sequence[QAInstance], predictions: Sequence[list[tuple[str, float]]]
-              ) -> dict[str, float]:
+    def _scored_units(self, instances: Sequence[QAInstance], predictions: Sequence[list[Answer]]
+                      ) -> list[tuple[QAInstance, list[QAInstance], list[list[Answer]]]]:
+        """What the rule pools: each question's (first instance, instances, n-best lists) in first-seen
+        order, or under `bioelectra-pairs` each instance on its own."""
         if len(instances) != len(predictions):
             raise ValueError(f"{len(instances)} instances but {len(predictions)} predictions")
+        units: dict[str, tuple[QAInstance, list, list]] = {}
+        for instance, nbest in zip(instances, predictions):
+            key = instance.question_id if self.rule.pooled else instance.id
+            unit = units.setdefault(key, (instance, [], []))
+            unit[1].append(instance)
+            unit[2].append(nbest)
+        return list(units.values())
+
+    def score(self, instances: Sequence[QAInstance], predictions: Sequence[list[Answer]]) -> dict[str, float]:
         metric = METRICS.get(self.spec.metric)
-        if self.group_by is None:  # SQuAD: each question x context on its own
+        if self.spec.metric not in QUESTION_LEVEL_METRICS:  # SQuAD: each question x context, its best answer
+            if len(instances) != len(predictions):
+                raise ValueError(f"{len(instances)} instances but {len(predictions)} predictions")
             golds = [self.question_gold(x) for x in instances]
             return metric(golds, [nbest[0][0] if nbest else "" for nbest in predictions], **self.spec.metric_args)
-        questions: dict[str, tuple[QAInstance, list]] = {}
-        for instance, nbest in zip(instances, predictions):
-            questions.setdefault(instance.question_id, (instance, []))[1].append(nbest)
-        golds = [self.question_gold(first) for first, _ in questions.values()]
-        answers = [merge_answers(nbests, self.top_k) for _, nbests in questions.values()]
+        units = self._scored_units(instances, predictions)
+        golds = [self.question_gold(first) for first, _, _ in units]
+        answers = [[r.text for r in self.rule.rank(nbests, self.top_k)] for _, _, nbests in units]
         return metric(golds, answers, **self.spec.metric_args)
 
     def to_json(self, prediction: Sequence[Any]) -> list[Any]:
         """An instance's n-best -> its first `top_k` as [text, probability]; gold answers (texts) as a list."""
         if all(isinstance(item, str) for item in prediction):
             return list(prediction)
-        return [[text, probability] for text, probability in prediction[:self.top_k]]
+        return [[item[0], item[1]] for item in prediction[:self.top_k]]
 
-    def question_records(self, instances: Sequence[QAInstance], predictions: Sequence[list[tuple[str, float]]]
+    def question_records(self, instances: Sequence[QAInstance], predictions: Sequence[list[Answer]]
                          ) -> list[dict[str, Any]]:
-        """One record per question, in first-seen order: its gold and the `top_k` answers merged over its
-        contexts, as `score` ranks them for BioASQ (what a BioASQ submission would hold)."""
-        questions: dict[str, tuple[QAInstance, list]] = {}
-        for instance, nbest in zip(instances, predictions):
-            questions.setdefault(instance.question_id, (instance, []))[1].append(nbest)
-        return [{"id": qid, "question": first.question, "contexts": len(nbests),
-                 "gold": [list(g) for g in first.answer_groups] or list(first.answers),
-                 "answers": merge_answers(nbests, self.top_k)}
-                for qid, (first, nbests) in questions.items()]
+        """One record per question (per question x snippet pair under `bioelectra-pairs`), in first-seen
+        order: its gold and the `top_k` answers ranked over its contexts by the merge rule, as `score`
+        ranks them for BioASQ (what a BioASQ submission would hold); `spans`: each answer's score (the
+        rule's), the context it was taken from (`id`) and its characters there (`start`, `end`)."""
+        records = []
+        for first, members, nbests in self._scored_units(instances, predictions):
+            ranked = self.rule.rank(nbests, self.top_k)
+            records.append({
+                "id": first.question_id if self.rule.pooled else first.id, "question": first.question,
+                "contexts": len(nbests), "gold": [list(g) for g in first.answer_groups] or list(first.answers),
+                "answers": [r.text for r in ranked],
+                "spans": [{"answer": r.text, "score": r.score, "id": members[r.snippet].id,
+                           "start": r.item.start, "end": r.item.end} for r in ranked]})
+        return records

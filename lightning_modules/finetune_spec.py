@@ -6,9 +6,9 @@
 
 The choices themselves live with the layer that uses them, each a `core.choices.Choice` whose options
 declare the task types they apply to: the encoding choices in the data layer (`datamodules.tagging`,
-`datamodules.encoders`, `datamodules.relation_inputs`), the head's in `lightning_modules.heads`. This
-module only lists them (in `bioablate list variants` order) and checks them together, since one choice
-may require another (entity-start features need the markers input).
+`datamodules.encoders`, `datamodules.relation_inputs`, `datamodules.qa_spans`), the head's in
+`lightning_modules.heads`. This module only lists them (in `bioablate list variants` order) and checks
+them together, since one choice may require another (entity-start features need the markers input).
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from typing import Any, Mapping
 
 from core.choices import Choice
 from datamodules.encoders import SUBTOKEN_LABELS, EncodingSpec
+from datamodules.qa_spans import QA_MERGES
 from datamodules.relation_inputs import RE_INPUTS
 from datamodules.spec import DatasetSpec
 from datamodules.tagging import SCHEMES
 from lightning_modules.heads import CLASSIFIERS, HEADS, RE_FEATURES, HeadSpec
 
 # Every `finetune.<key>` that names an option: the keys of FinetuneConfig that are choices.
-CHOICES: tuple[Choice, ...] = (SCHEMES, HEADS, SUBTOKEN_LABELS, RE_INPUTS, RE_FEATURES, CLASSIFIERS)
+CHOICES: tuple[Choice, ...] = (SCHEMES, HEADS, SUBTOKEN_LABELS, RE_INPUTS, RE_FEATURES, CLASSIFIERS, QA_MERGES)
 
 
 @dataclass(frozen=True)

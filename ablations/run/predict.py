@@ -23,7 +23,11 @@ Output: JSONL, one line per example: `id` and `prediction` in the form of the ru
 - classification: `probabilities`, each class's (softmax); multi-label: each label's (sigmoid);
 - similarity (regression): the number alone;
 - extractive QA: `prediction`, the context's best answers over all its windows, [text, probability]
-  each (the five most probable of the n-best).
+  each (the five most probable of the n-best, as the run's test predictions); and `answers`, the same as
+  Hugging Face's question-answering pipeline gives them (`answer`, `score`: its probability, and `start` /
+  `end`: character offsets into `context`, so `context[start:end] == answer`), each widened to whole
+  words where the model's span starts or ends inside one ("oquine" of "Chloroquine" -> "Chloroquine";
+  words as the model's tokenizer splits them, `datamodules.qa_spans.whole_word_answers`).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from datamodules.encoders import Features, TaggingEncoder, TaskEncoder, make_enc
 from datamodules.finetune_data import EncodedSplit
 from datamodules.instances import (Instance, Mention, PairInstance, QAInstance, RelationInstance,
                                    TaggingInstance, TextInstance)
+from datamodules.qa_spans import whole_word_answers, word_bounds
 from datamodules.registry import get_dataset
 from datamodules.textfiles import read_text
 from lightning_modules.finetune_spec import FinetuneSpec
@@ -165,7 +170,9 @@ def predict_records(model: ExportedModel, examples: list[Example], batch_size: i
     encoder = model.task_encoder
     instances = [e.instance for e in examples]
     if encoder.output_kind == "span":  # several windows per example: decoded together, as the test set was
-        return [{"id": x.id, "prediction": encoder.to_json(p)} for x, p in zip(instances, predict(model, instances, batch_size))]
+        return [{"id": x.id, "prediction": encoder.to_json(p),
+                 "answers": whole_word_answers(p, x.context, word_bounds(encoder.tokenizer, x.context), encoder.top_k)}
+                for x, p in zip(instances, predict(model, instances, batch_size))]
     records = []
     for example, (feature, raw, probs) in zip(examples, _run(model, instances, batch_size)):
         instance, prediction = example.instance, encoder.to_json(encoder.decode(feature, raw))

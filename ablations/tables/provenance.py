@@ -1,7 +1,7 @@
 """What produced a table, as the header block of its files: the experiment, profile, runs by status, their
 wall time (MLflow's start/end times), the machine that rendered it and the code's git state; and the line
 under a table's title saying what its runs were (`setup_line`: model and size, epochs, learning rate, batch
-size, capped example counts), written from the runs' resolved configs."""
+size, capped example counts, extractive QA's answer merging rule), written from the runs' resolved configs."""
 
 from __future__ import annotations
 
@@ -144,6 +144,7 @@ class RunSetup:
     max_eval_examples: int | None
     # its task is scored by question (ranking, BioASQ): a capped evaluation keeps whole questions
     eval_by_question: bool = False
+    answers: str = ""  # extractive QA: the rule its answers are merged by, named after its source
 
 
 def _plural(n: int, word: str) -> str:
@@ -180,8 +181,9 @@ def _several(items: list[tuple[RunSetup, Any]], show: Callable[[Any], str]) -> s
 
 
 def setup_line(runs: Sequence[RunSetup]) -> str:
-    """One line saying what a table's runs were: model and size, epochs, learning rate, batch size, and
-    the training / evaluation examples where a run is capped; a value that differs says where."""
+    """One line saying what a table's runs were: model and size, epochs, learning rate, batch size, the
+    training / evaluation examples where a run is capped, and the rule extractive-QA runs merge answers by;
+    a value that differs says where."""
     if not runs:
         return ""
     parts = []
@@ -196,4 +198,8 @@ def setup_line(runs: Sequence[RunSetup]) -> str:
                                   if run.eval_by_question and run.max_eval_examples is not None)
             if whole:  # the cap counts instances, but no question is cut: it may take more
                 parts[-1] += f" (whole questions for {', '.join(whole)}: all their candidates or snippets)"
+    answered = [(run, run.answers) for run in runs if run.answers]
+    if answered:
+        rules = list(dict.fromkeys(rule for _, rule in answered))
+        parts.append(rules[0] if len(rules) == 1 else _several(answered, str))
     return "Runs: " + "; ".join(parts) + " (from the runs' resolved configs)."

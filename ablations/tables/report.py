@@ -21,6 +21,7 @@ from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape
 from ablations.tables.vocab_grids import table1_grid, table8_grid
+from datamodules.qa_spans import QA_MERGES, describe_merge
 from datamodules.registry import get_dataset
 from datamodules.task_encoder import scoring_group
 
@@ -239,10 +240,13 @@ def run_setups(experiment, plan) -> list[RunSetup]:
             if key not in sizes:
                 sizes[key] = model_size(path, cfg)
             shown += f" ({sizes[key]})" if sizes[key] else ""
+        spec = get_dataset(cell.task)
+        extractive, merge = spec.task_type == "qa-extractive", str(cfg.finetune.qa_merge)
+        by_question = scoring_group(spec) is not None and (not extractive or QA_MERGES.get(merge).pooled)
         out.append(RunSetup(cell.task, cell.row, labels.get(cell.column, cell.column), shown,
                             int(cfg.finetune.epochs), float(cfg.finetune.lr), int(cfg.finetune.batch_size),
-                            cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples,
-                            scoring_group(get_dataset(cell.task)) is not None))
+                            cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples, by_question,
+                            describe_merge(spec, merge) if extractive else ""))
     return out
 
 

@@ -28,6 +28,17 @@ std over folds and seeds; `--task my-re@fold3` is one fold), each fold's dev car
       - {train: 2/train.tsv, test: 2/test.tsv}
     folds: {k: 10, seed: 13, file: all.tsv}    # ... or k seeded, stratified folds over one file
 
+A TSV file may give its own layout where the dataset's files differ (layouts.py): under `files:` or in a
+`folds:` pair, a mapping in place of the name. BioBERT's relation folds ship that way:
+
+    files:
+      train: train.tsv                                              # no header: sentence, label
+      test: {path: test.tsv, header: true, columns: {text: 1, label: 2}}   # index, sentence, label
+
+No line is dropped in silence: a header row (`header: true`) is said once and never read as an example, a
+first line that looks like an example under `header: true` is refused, and one whose label is unknown under
+`header: false` says to set `header: true` if it is a header (records.py).
+
 A tagged dataset (ner, pico) may leave out `labels` (and `entity_type`): its entity types are read from
 the training files, sorted, said once ("my-ner: labels read from train.txt: Chemical, Disease") and
 logged on each run (tags `labels`, `labels_from`); a type only dev or test use is then an error.
@@ -68,12 +79,14 @@ _SAID: set[tuple[Path, str]] = set()  # (YAML file, note) already shown: each no
 _TYPES: dict[tuple, tuple[str, ...]] = {}
 
 
-def read_file(definition: Definition, path: Path, split: str = "test") -> list[Instance]:
+def read_file(definition: Definition, base: Path, name: str, split: str = "test") -> list[Instance]:
+    """The instances of file `name` (as the YAML names it) under `base`, read as the `split` it is."""
+    path = base / name
     if definition.format in QA_FORMATS:
         return read_qa_file(definition, path, split)
     if definition.format == "conll":
         return read_conll(definition, path)
-    return read_records(definition, path)
+    return read_records(definition, path, definition.layout(name))
 
 
 def _reader(definition: Definition):
@@ -83,16 +96,16 @@ def _reader(definition: Definition):
     if isinstance(folds, ListedFolds):
         def read_fold(base: Path, fold: int) -> Splits:
             train, test = folds.files(fold)
-            return {"train": read_file(definition, base / train, "train"), "dev": [],
-                    "test": read_file(definition, base / test, "test")}
+            return {"train": read_file(definition, base, train, "train"), "dev": [],
+                    "test": read_file(definition, base, test, "test")}
         return read_fold
     if isinstance(folds, KFolds):
         def read_pool(base: Path) -> Splits:
-            return {POOL: read_file(definition, base / definition.protocol.files[0], "test")}
+            return {POOL: read_file(definition, base, definition.protocol.files[0], "test")}
         return read_pool
 
     def reader(base: Path) -> Splits:
-        return {split: read_file(definition, base / definition.files[split], split) if split in definition.files
+        return {split: read_file(definition, base, definition.files[split], split) if split in definition.files
                 else [] for split in SPLITS}
     return reader
 
@@ -119,7 +132,7 @@ def _train_types(definition: Definition) -> tuple[Definition, str]:
     if key not in _TYPES:
         found: set[str] = set()
         for name in files:
-            found.update(entity_types(read_file(definition, definition.root / name, "train")))
+            found.update(entity_types(read_file(definition, definition.root, name, "train")))
         _TYPES[key] = tuple(sorted(found))
     where = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more training files"
     if not _TYPES[key]:

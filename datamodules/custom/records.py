@@ -3,7 +3,9 @@
 - JSONL: one JSON object a line; `fields:` maps each field (`text`, `label`, `head`, ...) to the key the
   lines use (default: the field's own name).
 - TSV: TAB-separated columns; `columns:` maps each field to its 0-based column (-1: the last), `header:
-  true` skips each file's first line. Multi-label lines join their labels with `label_separator`.
+  true` reads each file's first line as its header (said once, never as an example; one that looks like an
+  example is an error); a file may give its own (`files: {test: {path: test.tsv, header: true, columns:
+  {text: 1, label: 2}}}`, layouts.py). Multi-label lines join their labels with `label_separator`.
 
 Fields by task type (schema.KINDS): ner/pico `tokens` + `tags` (lists, JSONL only); re `text`, `label`
 and `head` / `tail` mentions (`{"start": 0, "end": 5, "type": "GENE"}` or `[0, 5, "GENE"]`, character
@@ -16,11 +18,13 @@ of passages, joined by spaces), `label`. Every kind takes an optional `id` (defa
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Iterator
 
 from core.errors import DataFormatError
 from datamodules.textfiles import read_text
+from datamodules.custom.layouts import FileLayout
 from datamodules.custom.schema import TAGGING, Definition
 from datamodules.custom.tagged import TagRules
 from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
@@ -28,11 +32,16 @@ from datamodules.instances import (Instance, Mention, PairInstance, RelationInst
 
 Record = dict[str, Any]  # field -> value (absent fields are missing)
 
+log = logging.getLogger("bioablate")
+_HEADERS_SAID: set[tuple[Path, str]] = set()  # (YAML file, header) already said
 
-def read_records(definition: Definition, path: Path) -> list[Instance]:
-    """Every instance of one JSONL or TSV file."""
-    lines = _jsonl(definition, path) if definition.format == "jsonl" else _tsv(definition, path)
-    build = _Builder(definition, path)
+
+def read_records(definition: Definition, path: Path, layout: FileLayout | None = None) -> list[Instance]:
+    """Every instance of one JSONL or TSV file (`layout`: the TSV file's header and columns, default the
+    dataset's)."""
+    layout = layout or FileLayout(definition.header, definition.columns)
+    lines = _jsonl(definition, path) if definition.format == "jsonl" else _tsv(definition, path, layout)
+    build = _Builder(definition, path, layout)
     return [build(index, number, record) for index, (number, record) in enumerate(lines)]
 
 
@@ -57,15 +66,47 @@ def _jsonl(definition: Definition, path: Path) -> Iterator[tuple[int, Record]]:
         yield number, {field: data[key] for field, key in definition.fields.items() if key in data}
 
 
-def _tsv(definition: Definition, path: Path) -> Iterator[tuple[int, Record]]:
-    columns = definition.columns
+def _looks_like_data(definition: Definition, value: str) -> bool:
+    """A header row's label column holds a class of `labels` (a score, for similarity): an example."""
+    if definition.kind_name == "similarity":
+        try:
+            float(value)
+            return True
+        except ValueError:
+            return False
+    values = value.split(definition.label_separator) if definition.multi_label else [value]
+    return any(v.strip() in definition.labels for v in values)
+
+
+def _tsv(definition: Definition, path: Path, layout: FileLayout) -> Iterator[tuple[int, Record]]:
+    columns = layout.columns
     required = [f for f in columns if f != "id"]
     width = max(c + 1 if c >= 0 else -c for c in columns.values())
     lines = _lines(path)
-    if definition.header:
-        next(lines, None)
+    if layout.header:  # read as the header, and said: never an example dropped in silence
+        number, line = next(lines, (0, ""))
+        parts = line.split("\t")
+        label = parts[columns["label"]] if number and "label" in columns and len(parts) >= width else None
+        if label is not None and _looks_like_data(definition, label):
+            raise DataFormatError(path, number, f"header: true reads this line as the header, but it looks like "
+                                                f"an example (label {label.strip()!r}); if the file has no header, "
+                                                f"set header: false for it ({definition.source}: files: {{<split>: "
+                                                f"{{path: {path.name}, header: false}}}})")
+        if number and (definition.source, line) not in _HEADERS_SAID:  # once per header text, for all its files
+            _HEADERS_SAID.add((definition.source, line))
+            log.info("%s: line %d of %s is its header (%s), not an example (header: true)", definition.name,
+                     number, path, " | ".join(parts))
+    first = not layout.header
     for number, line in lines:
         parts = line.split("\t")
+        if first and "label" in columns and len(parts) >= width and \
+                not _looks_like_data(definition, parts[columns["label"]]):  # a header row, read as data?
+            raise DataFormatError(path, number, f"label {parts[columns['label']].strip()!r} (column "
+                                                f"{columns['label']}) is not in labels {list(definition.labels)}: if "
+                                                f"this first line is a header, set header: true for the file "
+                                                f"({definition.source}: files: {{<split>: {{path: {path.name}, header: "
+                                                "true}}), else add the label to labels")
+        first = False
         if len(parts) < width:
             where = ", ".join(f"{f} {columns[f]}" for f in required)
             raise DataFormatError(path, number, f"expected at least {width} TAB-separated columns ({where}: the "
@@ -79,8 +120,8 @@ def _tsv(definition: Definition, path: Path) -> Iterator[tuple[int, Record]]:
 class _Builder:
     """Record -> instance for one file of one dataset; every problem names the file, line and key."""
 
-    def __init__(self, definition: Definition, path: Path):
-        self.d, self.path = definition, path
+    def __init__(self, definition: Definition, path: Path, layout: FileLayout):
+        self.d, self.path, self.layout = definition, path, layout
         self.tag_rules = TagRules(definition) if definition.kind_name in TAGGING else None
         self.labels = set(definition.labels)
 
@@ -120,7 +161,7 @@ class _Builder:
         """How the YAML names the place of `field` in a line, for messages."""
         if self.d.format == "jsonl":
             return f"field '{self.d.fields[field]}' (fields.{field})"
-        return f"column {self.d.columns[field]} (columns.{field})"
+        return f"column {self.layout.columns[field]} (columns.{field})"
 
     def error(self, message: str) -> DataFormatError:
         return DataFormatError(self.path, self.number, f"{message}; see {self.d.source}")

@@ -18,6 +18,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from core.errors import ConfigError, UnknownNameError
 from core.registry import Registry
 from core.schema import bounded, load_yaml, validate
+from datamodules.custom.layouts import FileLayout, split_names
 from datamodules.custom.protocol import Protocol, parse as parse_protocol
 from datamodules.spec import MIN_SEQUENCE
 
@@ -28,9 +29,11 @@ QA_FORMATS = ("squad", "bioasq-golden")
 
 @dataclass
 class SplitFiles:
-    train: Optional[str] = None
-    dev: Optional[str] = None  # none: dev is carved from train (`dev:`), or there is none (`dev: none`)
-    test: Optional[str] = None
+    """Each a file name, or (tsv) a mapping {path, header, columns} with the file's own layout (layouts.py)."""
+
+    train: Any = None
+    dev: Any = None  # none: dev is carved from train (`dev:`), or there is none (`dev: none`)
+    test: Any = None
 
 
 @dataclass
@@ -128,6 +131,12 @@ class Definition:
     label_separator: str
     max_length: int
     normalized: str  # the file's keys with defaults filled in, as sorted JSON: part of the fingerprint
+    # tsv: the files given as {path, header, columns}, by name (the others are read with header, columns)
+    layouts: dict[str, FileLayout] = field(default_factory=dict)
+
+    def layout(self, name: str) -> FileLayout:
+        """How file `name` is read: its own layout, else the dataset's header and columns."""
+        return self.layouts.get(name) or FileLayout(self.header, self.columns)
 
 
 def load_definition(path: Path) -> Definition:
@@ -179,11 +188,17 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     columns, fields = _field_maps(cfg, kind, kind_name, fail)
     metric, metric_args = _metric(cfg, kind, kind_name, labels, fail)
     container = OmegaConf.to_container(cfg, resolve=True)
-    files = {split: name for split, name in container["files"].items() if name is not None}
-    protocol = parse_protocol(files, container.pop("dev"), container.pop("folds"), kind_name, cfg.format, fail)
+    given = {split: entry for split, entry in container["files"].items() if entry is not None}
+    folds_given = container.pop("folds")
+    files, folds, own = split_names(given, folds_given, fail)
+    layouts = {name: _layout(cfg, keys, columns, kind_name, name, fail) for name, keys in own.items()}
+    protocol = parse_protocol(files, container.pop("dev"), folds, kind_name, cfg.format, fail)
     # new keys only where given (or defaulted): a file with all three split files normalizes as it did
-    # before `dev:` and `folds:` existed
-    normalized = {**container, "files": files, **protocol.normalized}
+    # before `dev:` and `folds:` existed; a file given with its own layout, as written
+    written = {split: entry if isinstance(entry, dict) else files[split] for split, entry in given.items()}
+    normalized = {**container, "files": written, **protocol.normalized}
+    if folds != folds_given:
+        normalized["folds"] = folds_given
     return Definition(
         source=path, name=cfg.name, format=cfg.format, kind_name=kind_name, kind=kind,
         root=(path.parent / cfg.path).resolve(), files=files, protocol=protocol, labels=labels,
@@ -192,7 +207,7 @@ def check(path: Path, cfg: DictConfig) -> Definition:
         collapse_type=cfg.collapse_type, columns=columns, header=cfg.header, fields=fields,
         entity_types=tuple(cfg.entity_types) if cfg.entity_types is not None else None,
         label_separator=cfg.label_separator, max_length=cfg.max_length,
-        normalized=json.dumps(normalized, sort_keys=True))
+        normalized=json.dumps(normalized, sort_keys=True), layouts=layouts)
 
 
 def with_labels(definition: Definition, labels: tuple[str, ...]) -> Definition:
@@ -243,15 +258,35 @@ def _field_maps(cfg: DictConfig, kind: Kind, kind_name: str, fail) -> tuple[dict
     if cfg.format == "tsv":
         columns.pop("head", None)
         columns.pop("tail", None)
-    for key, column in cfg.columns.items():
-        if key not in columns and not (key == "id" and cfg.format == "tsv"):
-            raise fail(f"unknown key 'columns.{key}'; valid keys under 'columns' for format {cfg.format}, "
-                       f"task_type {kind_name}: {', '.join([*columns, 'id'] if cfg.format == 'tsv' else columns)}")
-        columns[key] = int(column)
+    columns = _columns(columns, cfg.columns, "columns", cfg.format, kind_name, fail)
     if kind_name == "re" and cfg.format == "tsv" and cfg.entity_types is None:
         raise fail("missing key 'entity_types': a tsv relation file has its entities replaced by @TYPE$ "
                    "placeholders; name them, e.g. entity_types: [GENE, DISEASE]")
     return columns, {}
+
+
+def _columns(base: dict[str, int], given: Any, where: str, format: str, kind_name: str, fail) -> dict[str, int]:
+    """`base` (field -> column) with the columns `given` under key `where`; an unknown field is an error."""
+    columns = dict(base)
+    for key, column in given.items():
+        if key not in base and not (key == "id" and format == "tsv"):
+            valid = [*base, "id"] if format == "tsv" else list(base)
+            raise fail(f"unknown key '{where}.{key}'; valid keys under '{where}' for format {format}, "
+                       f"task_type {kind_name}: {', '.join(dict.fromkeys(valid))}")
+        if isinstance(column, bool) or not isinstance(column, int):
+            raise fail(f"{where}.{key}: expected a 0-based column number (-1: the last), got {column!r}")
+        columns[key] = int(column)
+    return columns
+
+
+def _layout(cfg: DictConfig, keys: dict[str, Any], columns: dict[str, int], kind_name: str, name: str,
+            fail) -> FileLayout:
+    """File `name`'s own header and columns (layouts.py), over the dataset's."""
+    if cfg.format != "tsv" and keys:
+        raise fail(f"files: {name}: a file's own header and columns apply to format tsv; give the file's "
+                   "name alone")
+    return FileLayout(keys.get("header", cfg.header),
+                      _columns(columns, keys.get("columns", {}), f"{name}: columns", cfg.format, kind_name, fail))
 
 
 def _metric(cfg: DictConfig, kind: Kind, kind_name: str, labels: tuple[str, ...], fail

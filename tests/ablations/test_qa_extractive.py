@@ -78,6 +78,9 @@ def test_micro_finetune_reports_table6_measures_logs_top5_answers_and_predicts(d
                for r in records)
     assert any(len(r["answers"]) == 5 for r in records)
     assert all(r["gold"] for r in records) and all(r["contexts"] >= 1 for r in records)
+    contexts = {x.id: x.context for x in tested}  # each answer's characters in the snippet it came from
+    assert all([s["answer"] for s in r["spans"]] == r["answers"] and
+               all(contexts[s["id"]][s["start"]:s["end"]] == s["answer"] for s in r["spans"]) for r in records)
 
     out = tmp_path / "model"
     assert main(["export", result.fingerprint, "--to", str(out), "--work-dir", str(work)]) == 0
@@ -92,6 +95,28 @@ def test_micro_finetune_reports_table6_measures_logs_top5_answers_and_predicts(d
                                      "Insulin regulates glucose uptake.")):
         assert 1 <= len(line["prediction"]) <= 5
         assert all(text.lower() in context.lower() and 0 < p <= 1 for text, p in line["prediction"])
+
+    # the run's real BioASQ test snippets: each answer with character offsets into its context, never
+    # starting or ending inside a word (the model's sub-word spans widened to whole words)
+    snippets, predicted = tmp_path / "snippets.jsonl", tmp_path / "answers.jsonl"
+    snippets.write_text("".join(json.dumps({"id": x.id, "question": x.question, "context": x.context}) + "\n"
+                                for x in tested))
+    assert main(["predict", "--model", str(out), "--input", str(snippets), "--output", str(predicted)]) == 0
+    widened = 0
+    for x, line in zip(tested, (json.loads(line) for line in predicted.read_text().splitlines())):
+        context = x.context
+        assert line["id"] == x.id and len(line["answers"]) <= 5 and bool(line["answers"]) == bool(context.strip())
+        if not line["answers"]:  # a question without snippets: an empty context, nothing to answer
+            continue
+        for answer in line["answers"]:
+            start, end = answer["start"], answer["end"]
+            assert list(answer) == ["answer", "score", "start", "end"] and context[start:end] == answer["answer"]
+            assert not (start > 0 and context[start - 1].isalnum() and context[start].isalnum()), answer
+            assert not (end < len(context) and context[end - 1].isalnum() and context[end].isalnum()), answer
+        first, best = line["answers"][0], line["prediction"][0]
+        assert best[0] in first["answer"] and first["score"] == best[1]  # the model's best answer, widened
+        widened += first["answer"] != best[0]
+    assert widened  # the micro model's best span started or ended inside a word somewhere
 
 
 def write_yaml(path: Path, text: str) -> Path:

@@ -13,13 +13,20 @@ from transformers import BertTokenizer
 from datamodules.finetune_data import EncodedSplit
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.qa_spans import (
+    QA_MERGES,
+    Answer,
     ExtractiveQAEncoder,
     SpanCandidate,
     encode_windows,
     instance_nbest,
     merge_answers,
+    merge_in_effect,
+    rank_best_snippet,
+    rank_biobert_sum,
     token_span,
+    whole_word_answers,
     window_candidates,
+    word_bounds,
 )
 from datamodules.readers.bioasq_golden import read_golden_file
 from datamodules.readers.squad import BIOELECTRA_BIOASQ_FILE, read_squad_file
@@ -95,7 +102,7 @@ def test_window_candidates_respect_context_order_and_length():
 def test_instance_nbest_softmax_and_merge_dedupes_lowercased():
     nbest = instance_nbest([SpanCandidate(2.0, 0, 4), SpanCandidate(0.0, 5, 9), SpanCandidate(1.0, 0, 4)], "IL-6 il-6")
     # (0, 4) keeps its best score 2; probabilities e^2 / (e^2 + e^0) and 1 / (e^2 + 1)
-    assert [t for t, _ in nbest] == ["IL-6", "il-6"]
+    assert [a.text for a in nbest] == ["IL-6", "il-6"] and [(a.start, a.end) for a in nbest] == [(0, 4), (5, 9)]
     assert nbest[0][1] == pytest.approx(math.exp(2) / (math.exp(2) + 1))
     merged = merge_answers([nbest, [("x", 0.95), ("y", 0.01)]], top_k=5)
     assert merged == ["x", "IL-6", "y"]  # "il-6" is "IL-6" lower-cased: kept once, at its best rank
@@ -175,3 +182,101 @@ def test_question_without_snippets_is_scored_wrong(tokenizer):
     metrics, predictions = run_split(encoder, [answered, empty])
     assert predictions[0][0][0] == "IL-6" and predictions[1] == []
     assert (metrics["strict"], metrics["total"]) == (0.5, 2.0)
+
+
+# ------------------------------------------------------------------------ finetune.qa_merge, by hand
+
+def test_distinct_texts_count_a_text_found_twice_in_a_snippet_once_in_its_softmax():
+    context = "IL-6 binds IL-6"
+    found = [SpanCandidate(2.0, 0, 4), SpanCandidate(1.0, 11, 15), SpanCandidate(0.0, 5, 10)]
+    spans = instance_nbest(found, context)  # every span: e^2, e^1, e^0 over their sum
+    assert [(a.text, a.start) for a in spans] == [("IL-6", 0), ("IL-6", 11), ("binds", 5)]
+    assert spans[1].probability == pytest.approx(math.e / (math.e ** 2 + math.e + 1))
+    texts = instance_nbest(found, context, distinct_texts=True)  # run_squad.py: "IL-6" once, at its better span
+    assert [(a.text, a.start) for a in texts] == [("IL-6", 0), ("binds", 5)]
+    assert texts[0].probability == pytest.approx(math.e ** 2 / (math.e ** 2 + 1))
+
+
+# One question, three snippets' n-best lists (probabilities of each snippet's softmax)
+SNIPPETS = [[("Chloroquine", 0.5), ("malaria", 0.3), ("quinine", 0.2)],
+            [("quinine", 0.45), ("Malaria", 0.35), ("fever", 0.2)],
+            [("malaria", 0.4), ("QUININE", 0.25), ("x" * 101, 0.35)]]
+
+
+def test_best_snippet_ranks_by_the_best_probability_in_any_one_snippet():
+    ranked = rank_best_snippet(SNIPPETS, 5)
+    # .5 Chloroquine, .45 quinine, .4 malaria, .35 Malaria (= malaria: once) and x*101 (the later snippet
+    # at a tie), .3 malaria, .25 QUININE, .2 quinine and fever
+    assert [(r.text, r.score, r.snippet) for r in ranked] == [
+        ("Chloroquine", 0.5, 0), ("quinine", 0.45, 1), ("malaria", 0.4, 2), ("x" * 101, 0.35, 2), ("fever", 0.2, 1)]
+    assert merge_answers(SNIPPETS, 2) == ["Chloroquine", "quinine"]
+
+
+def test_biobert_sum_adds_an_answers_probabilities_over_snippets_and_drops_long_ones():
+    ranked = rank_biobert_sum(SNIPPETS, 5)
+    # malaria .4 + .35 + .3 = 1.05, quinine .45 + .25 + .2 = .90, Chloroquine .5, fever .2; x*101 (101
+    # characters) dropped; each shown in its most probable form
+    assert [r.text for r in ranked] == ["malaria", "quinine", "Chloroquine", "fever"]
+    assert [r.score for r in ranked] == pytest.approx([1.05, 0.90, 0.5, 0.2])
+    assert [r.snippet for r in ranked] == [2, 1, 0, 1]
+    assert [r.text for r in rank_biobert_sum(SNIPPETS, 2)] == ["malaria", "quinine"]
+
+
+def hand_built_question(tokenizer, merge: str):
+    """The question of SNIPPETS (gold: malaria) as three instances with those n-best lists, and its encoder."""
+    contexts = [" ".join(text for text, _ in nbest) for nbest in SNIPPETS]
+    instances = [QAInstance(f"q1_{k:03d}", "q1", "What does chloroquine treat?", context, ("malaria",),
+                            question_type="factoid") for k, context in enumerate(contexts)]
+    predictions = []
+    for context, nbest in zip(contexts, SNIPPETS):
+        at, answers = 0, []
+        for text, probability in nbest:
+            answers.append(Answer(text, probability, at, at + len(text)))
+            at += len(text) + 1
+        predictions.append(answers)
+    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, max_length=128, stride=32, merge=merge)
+    return encoder, instances, predictions
+
+
+@pytest.mark.parametrize("merge,strict,lenient,mrr,total", [
+    ("best-snippet", 0.0, 1.0, 1 / 3, 1),  # malaria third: 1/3
+    ("biobert-sum", 1.0, 1.0, 1.0, 1),  # malaria first
+    ("bioelectra-pairs", 1 / 3, 1.0, 2 / 3, 3),  # three pairs: malaria 2nd, 2nd ("Malaria"), 1st: (.5 + .5 + 1) / 3
+])
+def test_each_merge_rule_scores_the_hand_built_question_as_worked_out(tokenizer, merge, strict, lenient, mrr,
+                                                                      total):
+    encoder, instances, predictions = hand_built_question(tokenizer, merge)
+    metrics = encoder.score(instances, predictions)
+    assert (metrics["strict"], metrics["lenient"], metrics["mrr"], metrics["total"]) == \
+        pytest.approx((strict, lenient, mrr, total))
+    assert encoder.group_by == (None if merge == "bioelectra-pairs" else "question_id")
+    records = encoder.question_records(instances, predictions)
+    assert len(records) == total
+    contexts = {x.id: x.context for x in instances}
+    for record in records:  # each answer's characters in the context it was taken from
+        assert record["answers"] == [span["answer"] for span in record["spans"]]
+        assert all(contexts[span["id"]][span["start"]:span["end"]] == span["answer"] for span in record["spans"])
+
+
+def test_the_rule_in_effect_on_a_dataset_scored_per_pair_is_bioelectras():
+    assert list(QA_MERGES) == ["best-snippet", "biobert-sum", "bioelectra-pairs"]
+    assert merge_in_effect(spec("bioasq_factoid"), "biobert-sum") == "biobert-sum"
+    assert merge_in_effect(spec("squad_v1"), "best-snippet") == "bioelectra-pairs"
+
+
+def test_answers_are_widened_to_the_tokenizers_whole_words_with_offsets_into_the_context(tokenizer):
+    context = "Chloroquine is an antimalarial; interleukin-6 (IL-6) is not."
+    at = context.index
+    nbest = [Answer("oquine is an antimalarial", 0.4, 5, at(";")),  # starts inside "Chloroquine"
+             Answer("Chloroquine is an antimal", 0.3, 0, at("arial")),  # ends inside "antimalarial": the same span
+             Answer("interleukin-6", 0.2, at("interleukin"), at(" (IL")),  # whole words ("-" is one): kept
+             Answer("L-6", 0.1, at("L-6)"), at(") is"))]
+    words = word_bounds(tokenizer, context)
+    assert (0, len("Chloroquine")) in words and (at("-6"), at("-6") + 1) in words  # BERT splits at punctuation
+    answers = whole_word_answers(nbest, context, words, top_k=5)
+    assert answers == [
+        {"answer": "Chloroquine is an antimalarial", "score": 0.4, "start": 0, "end": at(";")},
+        {"answer": "interleukin-6", "score": 0.2, "start": at("interleukin"), "end": at(" (IL")},
+        {"answer": "IL-6", "score": 0.1, "start": at("IL-6)"), "end": at(") is")}]
+    assert all(context[a["start"]:a["end"]] == a["answer"] for a in answers)
+    assert whole_word_answers(nbest, context, words, top_k=1) == answers[:1]

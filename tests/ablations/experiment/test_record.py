@@ -93,7 +93,7 @@ def test_a_plan_recorded_before_the_later_keys_existed_is_still_read(name):
 
 
 @pytest.mark.parametrize("key, value", [("finetune.class_weights", "balanced"), ("finetune.qa_stride", "64"),
-                                        ("finetune.max_answer_length", "20")])
+                                        ("finetune.max_answer_length", "20"), ("finetune.qa_merge", "biobert-sum")])
 def test_a_later_key_off_its_default_is_another_config(key, value):
     assert key in LATER_KEYS
     assert config_digest(build_config("micro", [f"{key}={value}"], task="gad")) != \

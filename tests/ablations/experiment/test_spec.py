@@ -183,8 +183,8 @@ KEYS = {"models": "use, name_or_path, pretrain, init, finetuned, label, finetune
                  "blurb_row, caption",
         "finetune": "lr, batch_size, eval_batch_size, epochs, warmup_ratio, weight_decay, dropout, max_length, "
                     "max_train_examples, max_eval_examples, tagging, head, subtoken_labels, re_input, re_feature, "
-                    "classifier, qa_stride, max_answer_length, bucketing, cache_tokenized, adversarial, alum, "
-                    "class_weights"}
+                    "classifier, qa_stride, max_answer_length, qa_merge, bucketing, cache_tokenized, adversarial, "
+                    "alum, class_weights"}
 ISSUE_CASES = [  # issue 27: each ended in a TypeError or an AttributeError traceback
     ({"vary": {"head": ["linear", "bilstm"]}}, "vary.head: expected a mapping with keys key, values, got a list"),
     ({"models": ["random"]}, f"models: expected a mapping of names, each a mapping with keys {KEYS['models']}, "

@@ -4,6 +4,8 @@ cap on the examples shows only where a run is capped."""
 
 from __future__ import annotations
 
+import pytest
+
 from ablations.tables.provenance import RunSetup, setup_line
 
 MICRO = dict(model="random-bert (2 layers × 64 hidden)", epochs=1, lr=5e-4, batch_size=16, max_train_examples=32,
@@ -67,3 +69,31 @@ def test_a_cap_on_a_task_scored_by_question_says_it_keeps_whole_questions():
     assert "whole questions" not in setup_line(runs(**{"gad": {}}))
     uncapped = [RunSetup("bioelectra-rerank", "r", "c", **{**MICRO, "max_eval_examples": None}, eval_by_question=True)]
     assert "whole questions" not in setup_line(uncapped)
+
+
+def test_extractive_qa_runs_name_their_answer_merging_rule_and_other_runs_say_nothing():
+    rule = "QA answers by biobert-sum (BioBERT's rule: ...)"
+    table = runs(**{"bioasq-4b-factoid": {"answers": rule}, "gad": {}})
+    assert setup_line(table).endswith(f"; {rule} (from the runs' resolved configs).")
+    assert "QA answers" not in setup_line(runs(**{"gad": {}}))
+    mixed = runs(**{"bioasq-4b-factoid": {"answers": "QA answers by biobert-sum"},
+                    "bioelectra-factoid": {"answers": "QA answers by bioelectra-pairs"}})
+    assert "QA answers by biobert-sum (bioasq-4b-factoid), QA answers by bioelectra-pairs (bioelectra-factoid)" \
+        in setup_line(mixed)
+
+
+@pytest.mark.parametrize("name,rule", [
+    ("biobert_table6_qa", "QA answers by biobert-sum (BioBERT's rule: an answer's probabilities summed over a "
+                          "question's snippets, answers over 100 characters dropped)"),
+    ("bioelectra_table2_qa", "QA answers by bioelectra-pairs (Bio-ELECTRA's rule: each question × snippet pair "
+                             "scored on its own, no merging)"),
+])
+def test_the_seed_papers_qa_tables_name_the_rule_their_paper_merged_answers_by(name, rule, data_dir, tmp_path):
+    """The line under the title of BioBERT's Table 6 and Bio-ELECTRA's Table 2, as `bioablate table` writes it
+    from the planned runs' resolved configs (nothing is run)."""
+    from ablations.experiment import Store, load_experiment, resolve
+    from ablations.tables.report import run_setups
+
+    experiment = load_experiment(name, profile="micro", data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
+    line = setup_line(run_setups(experiment, resolve(experiment, Store(experiment.store()[1]))))
+    assert line.endswith(f"; {rule} (from the runs' resolved configs).")
