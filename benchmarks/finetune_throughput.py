@@ -74,7 +74,9 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
     length = min(max_length or spec.max_length, encoder.config.max_position_embeddings)
     options = FinetuneDataOptions(max_length=length, batch_size=batch_size, eval_batch_size=batch_size,
-                                  bucketing=True, max_train_examples=max_train_examples, seed=0)
+                                  bucketing=True, max_train_examples=max_train_examples, seed=0,
+                                  # nothing here evaluates: encode a few dev/test examples, not whole splits
+                                  max_eval_examples=16)
     dm = FinetuneDataModule(spec, data_dir, tokenizer, options, cache_dir=work_dir / "cache" / "tokenized")
     dm.setup()
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:

@@ -1,0 +1,156 @@
+"""The lent-GPU session script (scripts/gpu_session.sh -> benchmarks.gpu_session), rehearsed on the CPU so it
+cannot rot between lent sessions: the wrapper installs a wheelhouse and the session runs every section at
+toy size, recording each in session.json and session.md; a section whose budget does not fit is skipped
+and recorded so; one that runs past its cut-off is stopped and the session goes on."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from benchmarks import gpu_session
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SIDES = ("ours", "hf-naive", "hf-strong")
+
+
+def make_wheel(folder: Path, name: str, source: str) -> Path:
+    """A real (minimal) wheel of one module `name` with `source`, installable by pip offline."""
+    info = f"{name}-0.1.dist-info"
+    files = {f"{name}.py": source,
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             f"{info}/top_level.txt": f"{name}\n"}
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+        z.writestr(f"{info}/RECORD", "\n".join(record + [f"{info}/RECORD,,"]) + "\n")
+    return wheel
+
+
+@pytest.mark.slow
+def test_cpu_rehearsal_records_every_section_and_skips_the_one_over_budget(data_dir: Path, tmp_path: Path):
+    make_wheel(tmp_path / "wheelhouse", "gpu_session_probe", "ANSWER = 42\n")
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "BIOABLATE_WORK", "PYTHONPATH")}
+    env.update(BIOABLATE_DATA=str(data_dir), PYTHON=sys.executable, WHEELHOUSE=str(tmp_path / "wheelhouse"),
+               SITE=str(tmp_path / "site"))
+    # generous budgets (a shared 2-core CI machine), but one that cannot fit: runs_per_device is skipped
+    budgets = [f"{name}=300" for name in gpu_session.SECTION_NAMES if name != "runs_per_device"]
+    command = ["bash", "scripts/gpu_session.sh", str(out), "--device", "cpu", "--size", "micro", "--budget", "100000",
+               "--section-budget", *budgets, "runs_per_device=1000000", "--work-dir", str(tmp_path / "work")]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+
+    data = json.loads((out / "session.json").read_text())
+    sections = data["sections"]
+    assert list(sections) == gpu_session.SECTION_NAMES  # every section, in order
+    statuses = {name: entry["status"] for name, entry in sections.items()}
+    assert statuses == {**{name: "done" for name in gpu_session.SECTION_NAMES}, "runs_per_device": "skipped"}
+    assert "does not fit" in sections["runs_per_device"]["reason"]
+    assert data["session"]["wall_s"] > 0 and data["session"]["device"] == "cpu"
+
+    install = sections["install"]["result"]
+    assert install["packages"] == {"gpu_session_probe": "0.1"} and not install["import_failures"]
+    assert install["seconds"] > 0 and (out / "install.log").is_file()
+    env_result = sections["environment"]["result"]
+    assert env_result["torch"] and env_result["peaks"]["fp32"] > 0 and "gpu_session_probe" in env_result["pip_list"]
+
+    for name in ("preflight_pretrain", "pretrain_base"):
+        r = sections[name]["result"]
+        assert all(r[side]["tokens_per_s"] > 0 for side in SIDES), name
+        assert r["peak_memory"]["bytes"] > 0 and sections[name]["wall_s"] > 0
+    assert [t["task"] for t in sections["preflight_finetune"]["result"]["results"]] == ["bc5-chem"]
+    finetune = sections["finetune_base"]["result"]
+    assert [t["task"] for t in finetune["results"]] == ["bc5-chem", "chemprot"]
+    assert all(t[side]["examples_per_s"] > 0 for t in finetune["results"] for side in SIDES)
+    smoke = sections["preflight_smoke"]["result"]
+    assert smoke["pretrain_steps"] == 10 and 0.0 <= smoke["test_f1"] <= 1.0
+
+    summary = (out / "session.md").read_text()
+    for section in gpu_session.SECTIONS:
+        assert f"## {section.title} (`{section.name}`)" in summary
+    assert "**skipped**: its budget of 1000000 s does not fit" in summary
+    assert "| bc5-chem | hf-strong |" in summary and "test F1" in summary
+    assert (out / "session.log").read_text().count("[preflight_smoke]") == 2  # the wrapper kept the output
+
+
+def session_args(tmp_path: Path, *extra: str):
+    args = gpu_session.parser().parse_args(["--out", str(tmp_path), "--device", "cpu", *extra])
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def test_a_section_past_its_cut_off_is_stopped_and_the_sections_before_and_after_are_kept(tmp_path: Path):
+    session = gpu_session.Session(session_args(tmp_path, "--section-budget", "environment=1"))
+
+    def endless() -> dict:
+        while True:  # Python between steps, as a training loop is: the alarm stops it
+            time.sleep(0.05)
+
+    session.run("install", lambda: {"seconds": 1.0})
+    session.run("environment", endless)  # cut off at twice its budget: 2 s
+    session.run("preflight_pretrain", lambda: {"after": True})
+    sections = json.loads((tmp_path / "session.json").read_text())["sections"]
+    assert [sections[n]["status"] for n in ("install", "environment", "preflight_pretrain")] == ["done", "cut off", "done"]
+    assert 1.9 < sections["environment"]["wall_s"] < 10 and sections["environment"]["over_budget"]
+    assert sections["preflight_pretrain"]["result"]["after"] is True
+
+
+def test_a_failing_section_is_recorded_with_its_error_and_the_session_goes_on(tmp_path: Path):
+    session = gpu_session.Session(session_args(tmp_path))
+
+    def broken() -> dict:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    session.run("preflight_smoke", broken)
+    session.run("pretrain_base", lambda: {"ran": True})
+    sections = json.loads((tmp_path / "session.json").read_text())["sections"]
+    assert sections["preflight_smoke"]["status"] == "failed"
+    assert "illegal memory access" in sections["preflight_smoke"]["reason"]
+    assert "RuntimeError" in sections["preflight_smoke"]["traceback"]
+    assert sections["pretrain_base"]["status"] == "done"
+    assert "**failed**: RuntimeError: CUDA error" in (tmp_path / "session.md").read_text()
+
+
+def test_a_section_is_skipped_when_its_budget_exceeds_what_is_left(tmp_path: Path):
+    session = gpu_session.Session(session_args(tmp_path, "--budget", "30", "--section-budget", "pretrain_base=31"))
+    ran = []
+    session.run("pretrain_base", lambda: ran.append(1) or {})
+    session.run("finetune_base", lambda: ran.append(2) or {}, skip=None)  # 115 s > 30 s left
+    session.run("environment", lambda: ran.append(3) or {})  # 20 s fits
+    sections = json.loads((tmp_path / "session.json").read_text())["sections"]
+    assert ran == [3]
+    assert sections["pretrain_base"]["status"] == sections["finetune_base"]["status"] == "skipped"
+    assert "its budget of 31 s does not fit" in sections["pretrain_base"]["reason"]
+
+
+def test_the_install_check_names_a_carried_module_that_does_not_import(tmp_path: Path):
+    wheels = [make_wheel(tmp_path / "wheelhouse", "fine_probe", "X = 1\n"),
+              make_wheel(tmp_path / "wheelhouse", "broken_probe", "import a_module_the_image_lacks\n")]
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site),
+                    *map(str, wheels)], check=True)
+    sys.path.insert(0, str(site))
+    try:
+        args = session_args(tmp_path / "out", "--installed", str(site), "--install-seconds", "1")
+        with pytest.raises(RuntimeError, match="broken_probe: broken_probe.*ModuleNotFoundError.*a_module_the_image_lacks"):
+            gpu_session.install_section(args)
+    finally:
+        sys.path.remove(str(site))
+        sys.modules.pop("fine_probe", None)
