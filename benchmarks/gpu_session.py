@@ -127,6 +127,8 @@ class Session:
         """Run `section` if its budget fits in what is left (else record it skipped, with the reason),
         cut off at twice its budget or the session's end; record and save either way."""
         budget, left = self.budget[name], self.left()
+        if skip is None and self.args.only and name not in self.args.only:
+            skip = "not named by --only"
         if skip is None and budget > left:
             skip = f"its budget of {budget:.0f} s does not fit in the {max(left, 0):.0f} s left of the session's {self.args.budget:.0f} s"
         if skip:
@@ -287,8 +289,11 @@ def runs_per_device_section(args: argparse.Namespace, size: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------ report
 
-def _compiled_ok(result: dict | None) -> bool:
-    """Whether a preflight throughput result timed its compiled sides."""
+def compiled_passed(session: Session, name: str, result: dict | None) -> bool:
+    """Whether preflight `name` timed its compiled sides; True where it did not run (skipped: nothing
+    known against compiling)."""
+    if session.data["sections"][name]["status"] == "skipped":
+        return True
     if result is None:
         return False
     found = [result] if "sides" in result else result.get("results", [])
@@ -354,6 +359,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=float, default=480, help="seconds for the whole session, install included")
     parser.add_argument("--section-budget", nargs="+", default=[], metavar="NAME=SECONDS", type=_budget,
                         help=f"another budget for a section ({', '.join(SECTION_NAMES)})")
+    parser.add_argument("--only", nargs="+", choices=SECTION_NAMES[1:], metavar="NAME",
+                        help="run these sections, record the others skipped (a rerun of what failed, after a fix)")
     parser.add_argument("--no-compile", action="store_true", help="eager only (the CPU rehearsal's default: "
                         "compiling on 2 CPU cores takes minutes)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
@@ -409,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
                                                     compile))
     session.run("preflight_smoke", lambda: smoke_run(args, size["smoke_steps"]))
     # a compiled path that failed at micro would take the eager sides of the base sections down with it
-    pretrain_compile = compile and _compiled_ok(pre_pretrain)
-    finetune_compile = compile and _compiled_ok(pre_finetune)
+    pretrain_compile = compile and compiled_passed(session, "preflight_pretrain", pre_pretrain)
+    finetune_compile = compile and compiled_passed(session, "preflight_finetune", pre_finetune)
     session.data["session"]["compiled"] = {"pretrain": pretrain_compile, "finetune": finetune_compile}
     session.run("pretrain_base", lambda: pretrain_run(args, size["throughput_size"], size["pretrain"],
                                                       size["pretrain_args"], pretrain_compile))
