@@ -81,22 +81,25 @@ MICRO_PRETRAIN = ["--max-words", "20000", "--rounds", "2", "--warmup", "1", "--p
 MICRO_FINETUNE = ["--batch-size", "8", "--max-length", "64", "--max-train-examples", "64", "--rounds", "2",
                   "--warmup", "1", "--steps-per-round", "2", "--peak-size", "256"]
 # the CPU rehearsal's "base" sections: the same code at the least work that still times every side
-TOY_PRETRAIN = ["--max-words", "20000", "--rounds", "1", "--warmup", "1", "--peak-size", "128"]
+TOY_PRETRAIN = ["--max-words", "20000", "--rounds", "1", "--warmup", "1", "--peak-size", "128", "--peak-seconds", "0.1"]
 TOY_FINETUNE = ["--batch-size", "8", "--max-length", "32", "--max-train-examples", "16", "--rounds", "1",
-                "--warmup", "1", "--steps-per-round", "1", "--peak-size", "128"]
+                "--warmup", "1", "--steps-per-round", "1", "--peak-size", "128", "--peak-seconds", "0.1"]
 SIZES = {
-    "base": dict(preflight_pretrain_args=MICRO_PRETRAIN, preflight_finetune_args=MICRO_FINETUNE, throughput_size="base", pretrain=(128, 64), pretrain_args=["--rounds", "20"],
-                 finetune_args=["--rounds", "8", "--warmup", "1"], smoke_steps=30, runs_profile="mini", runs=8,
+    "base": dict(preflight_pretrain_args=MICRO_PRETRAIN, preflight_finetune_args=MICRO_FINETUNE, smoke_steps=30,
+                 throughput_size="base", pretrain=(128, 64), pretrain_args=["--rounds", "20"],
+                 finetune_args=["--rounds", "8", "--warmup", "1"], runs_profile="mini", runs=8,
                  runs_overrides=["finetune.epochs=1", "finetune.max_train_examples=2000",
                                  "finetune.max_eval_examples=500"]),
-    "micro": dict(preflight_pretrain_args=TOY_PRETRAIN, preflight_finetune_args=TOY_FINETUNE, throughput_size="micro", pretrain=(64, 8), pretrain_args=TOY_PRETRAIN,
-                  finetune_args=TOY_FINETUNE, smoke_steps=10, runs_profile="micro", runs=2,
+    "micro": dict(preflight_pretrain_args=TOY_PRETRAIN, preflight_finetune_args=TOY_FINETUNE, smoke_steps=10,
+                  throughput_size="micro", pretrain=(64, 8), pretrain_args=TOY_PRETRAIN,
+                  finetune_args=TOY_FINETUNE, runs_profile="micro", runs=2,
                   runs_overrides=["finetune.max_train_examples=16", "finetune.max_eval_examples=16"]),
 }
 
 
-class SectionCutOff(Exception):
-    """Raised by the alarm in the section that ran past its cut-off."""
+class SectionCutOff(BaseException):
+    """Raised by the alarm in the section that ran past its cut-off (a BaseException, as KeyboardInterrupt:
+    the libraries' `except Exception` retries and fallbacks must not swallow it)."""
 
 
 def _alarm(signum, frame):
@@ -110,9 +113,9 @@ class Session:
         self.args = args
         self.start = args.started_at or time.time()
         self.budget = {s.name: s.budget_s for s in SECTIONS} | dict(args.section_budget)
+        started = datetime.fromtimestamp(self.start, timezone.utc).isoformat(timespec="seconds")
         self.data = {"session": {"device": args.device, "size": args.size, "budget_s": args.budget,
-                                 "started": datetime.fromtimestamp(self.start, timezone.utc).isoformat(timespec="seconds"),
-                                 "argv": sys.argv[1:], "machine": machine()},
+                                 "started": started, "argv": sys.argv[1:], "machine": machine()},
                      "sections": {}}
 
     def left(self) -> float:
@@ -130,7 +133,8 @@ class Session:
         if skip is None and self.args.only and name not in self.args.only:
             skip = "not named by --only"
         if skip is None and budget > left:
-            skip = f"its budget of {budget:.0f} s does not fit in the {max(left, 0):.0f} s left of the session's {self.args.budget:.0f} s"
+            skip = (f"its budget of {budget:.0f} s does not fit in the {max(left, 0):.0f} s left of the session's "
+                    f"{self.args.budget:.0f} s")
         if skip:
             print(f"[{name}] skipped: {skip}", flush=True)
             self.record(name, {"status": "skipped", "reason": skip})
@@ -206,16 +210,18 @@ def environment_section(args: argparse.Namespace) -> dict:
     out = {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
            "torch": torch.__version__, "cuda": torch.version.cuda,
            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-           "nvidia_smi": subprocess.run([smi], capture_output=True, text=True).stdout if smi else "nvidia-smi: not found",
+           "nvidia_smi": (subprocess.run([smi], capture_output=True, text=True).stdout if smi
+                          else "nvidia-smi: not found"),
            "pip_list": _pip_list()}
     print(out["nvidia_smi"], flush=True)
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
-        out["device"] = {"name": p.name, "capability": f"{p.major}.{p.minor}", "multiprocessors": p.multi_processor_count,
+        out["device"] = {"name": p.name, "capability": f"{p.major}.{p.minor}",
+                         "multiprocessors": p.multi_processor_count,
                          "memory_bytes": p.total_memory, "bf16": torch.cuda.is_bf16_supported()}
     size = args.peak_size or (8192 if device.type == "cuda" else 512)
-    out["peaks"] = {name: matmul_peak(dtype, device, size) for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32))
-                    if device.type == "cuda" or name == "fp32"}
+    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32} if device.type == "cuda" else {"fp32": torch.float32}
+    out["peaks"] = {name: matmul_peak(dtype, device, size) for name, dtype in dtypes.items()}
     out["peak_size"] = size
     print(f"torch {out['torch']}, CUDA {out['cuda']}, cuDNN {out['cudnn']}; matmul peaks "
           + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in out["peaks"].items()), flush=True)
@@ -267,7 +273,8 @@ def runs_per_device_section(args: argparse.Namespace, size: dict) -> dict:
     tasks = ["bc5-chem", "chemprot"]
     yaml = args.work_dir / "runs-per-device.yaml"
     yaml.write_text(f"name: gpu-session-runs\nmodels:\n  random: {{name_or_path: random-bert}}\n"
-                    f"tasks: [{', '.join(tasks)}]\nseeds: {runs // len(tasks)}\ntable: {{rows: task, columns: model}}\n")
+                    f"tasks: [{', '.join(tasks)}]\nseeds: {runs // len(tasks)}\n"
+                    "table: {rows: task, columns: model}\n")
     accelerator = "gpu" if torch.device(args.device).type == "cuda" else "cpu"
     overrides = [*size["runs_overrides"], f"trainer.accelerator={accelerator}", "trainer.progress_bar=false"]
     out = {"runs": runs, "profile": size["runs_profile"], "tasks": tasks, "overrides": overrides}
@@ -319,7 +326,8 @@ def markdown(data: dict) -> str:
         try:
             lines += _section_lines(name, entry["result"]) + [""]
         except (KeyError, TypeError, ValueError) as error:  # a result of another shape: the JSON, not a lost file
-            lines += [f"- (not rendered: {type(error).__name__} {error}) `{json.dumps(entry['result'], default=str)[:1000]}`", ""]
+            raw = json.dumps(entry["result"], default=str)[:1000]
+            lines += [f"- (not rendered: {type(error).__name__} {error}) `{raw}`", ""]
     return "\n".join(lines)
 
 
@@ -331,7 +339,8 @@ def _section_lines(name: str, r: dict) -> list[str]:
     if name == "environment":
         dev = r.get("device", {})
         peaks = ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in r["peaks"].items())
-        return [f"- Python {r['python']}, torch {r['torch']}, CUDA {r['cuda']}, cuDNN {r['cudnn']}, {r['cpu_count']} CPUs",
+        return [f"- Python {r['python']}, torch {r['torch']}, CUDA {r['cuda']}, cuDNN {r['cudnn']}, "
+                f"{r['cpu_count']} CPUs",
                 *([f"- {dev['name']}, compute capability {dev['capability']}, {dev['multiprocessors']} SMs, "
                    f"{dev['memory_bytes'] / 2 ** 30:.0f} GiB"] if dev else []),
                 f"- matmul peaks ({r['peak_size']}^3, measured now): {peaks}"]
@@ -343,8 +352,9 @@ def _section_lines(name: str, r: dict) -> list[str]:
         return suite.smoke_markdown(r)[2:]
     if name == "runs_per_device":
         a, b = r["one_after_another"], r["at_once"]
-        return [f"- {r['runs']} `{r['profile']}` fine-tuning runs ({', '.join(r['tasks'])}; {' '.join(r['overrides'])}): "
-                f"one after another {a['wall_s']:.0f} s, `--runs-per-device {b['runs_per_device']}` {b['wall_s']:.0f} s: "
+        return [f"- {r['runs']} `{r['profile']}` fine-tuning runs ({', '.join(r['tasks'])}; "
+                f"{' '.join(r['overrides'])}): one after another {a['wall_s']:.0f} s, "
+                f"`--runs-per-device {b['runs_per_device']}` {b['wall_s']:.0f} s: "
                 f"**{r['speedup']:.2f}x**"]
     return [f"- `{json.dumps(r, default=str)[:1000]}`"]
 
@@ -353,7 +363,8 @@ def _section_lines(name: str, r: dict) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="where session.json and session.md go (the device's $OUT)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="where session.json and session.md go (the device's $OUT)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", choices=sorted(SIZES), help="default: base on CUDA, micro on a CPU")
     parser.add_argument("--budget", type=float, default=480, help="seconds for the whole session, install included")
@@ -409,8 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         session.record("install", {"status": "skipped", "reason": args.install_reason})
     session.run("environment", lambda: environment_section(args))
-    pre_pretrain = session.run("preflight_pretrain", lambda: pretrain_run(args, "micro", (64, 8), size["preflight_pretrain_args"],
-                                                                            compile))
+    pre_pretrain = session.run("preflight_pretrain",
+                               lambda: pretrain_run(args, "micro", (64, 8), size["preflight_pretrain_args"], compile))
     pre_finetune = session.run("preflight_finetune",
                                lambda: finetune_run(args, "micro", ["bc5-chem"], size["preflight_finetune_args"],
                                                     compile))

@@ -128,8 +128,8 @@ def download(name: str, version: str, python_version: str, out: Path) -> None:
 def own_wheel(out: Path) -> str:
     """bioablate's wheel, built from this checkout."""
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp, str(REPO)],
-                              capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp,
+                               str(REPO)], capture_output=True, text=True)
         wheels = list(Path(tmp).glob("bioablate-*.whl"))
         if done.returncode or len(wheels) != 1:
             sys.exit(f"build_wheelhouse: building bioablate's wheel failed:\n{done.stderr[-3000:]}")

@@ -44,6 +44,9 @@ export BIOABLATE_WORK="$work"
 # unpacks its data (the device sees no ../shared/data), and runs every section at toy size
 cd "$repo"
 unset PYTHONPATH BIOABLATE_DATA BIOABLATE_WORK
+# (budgets for a shared 2-core machine, where a toy section can wait minutes for a core)
+budgets=(install=600 environment=600 preflight_pretrain=600 preflight_finetune=600 preflight_smoke=600 \
+  pretrain_base=600 finetune_base=600 runs_per_device=600)
 PYTHON="$venv/bin/python" SITE="$venv/session-site" bash scripts/gpu_session.sh "$work/session" --device cpu \
-  --size micro --budget 3600 --work-dir "$work/session-work"
+  --size micro --budget 7200 --section-budget "${budgets[@]}" --work-dir "$work/session-work" --threads 1
 echo "rehearsal: the wheelhouse installs and runs bioablate's micro path on Python $("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"
