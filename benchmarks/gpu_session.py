@@ -126,9 +126,11 @@ class Session:
         self.data["session"]["wall_s"] = time.time() - self.start
         self.save()
 
-    def run(self, name: str, section: Callable[[], dict], skip: str | None = None) -> dict | None:
+    def run(self, name: str, section: Callable[[], dict], skip: str | None = None,
+            partial: dict | None = None) -> dict | None:
         """Run `section` if its budget fits in what is left (else record it skipped, with the reason),
-        cut off at twice its budget or the session's end; record and save either way."""
+        cut off at twice its budget or the session's end; record and save either way. `partial`: a dict
+        the section fills as it goes, recorded where it does not finish."""
         budget, left = self.budget[name], self.left()
         if skip is None and self.args.only and name not in self.args.only:
             skip = "not named by --only"
@@ -155,6 +157,8 @@ class Session:
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, previous)
+        if entry["status"] != "done" and partial:
+            entry["partial"] = partial
         entry["wall_s"] = time.perf_counter() - start
         entry["cpu_s"] = time.process_time() - cpu  # this process's threads: on a shared CPU, the steadier figure
         entry["over_budget"] = entry["wall_s"] > budget
@@ -264,9 +268,10 @@ def smoke_run(args: argparse.Namespace, steps: int) -> dict:
     return suite.smoke_section(namespace, bf16)
 
 
-def runs_per_device_section(args: argparse.Namespace, size: dict) -> dict:
+def runs_per_device_section(args: argparse.Namespace, size: dict, out: dict) -> dict:
     """The same `size['runs']` fine-tuning runs one after another, then `--runs-per-device` that many at
-    once on the one device, each from a work directory of its own (nothing reused between the two)."""
+    once on the one device, each from a work directory of its own (nothing reused between the two);
+    `out` fills as it goes (a cut-off keeps the first half)."""
     from ablations import api
 
     runs = size["runs"]
@@ -277,7 +282,7 @@ def runs_per_device_section(args: argparse.Namespace, size: dict) -> dict:
                     "table: {rows: task, columns: model}\n")
     accelerator = "gpu" if torch.device(args.device).type == "cuda" else "cpu"
     overrides = [*size["runs_overrides"], f"trainer.accelerator={accelerator}", "trainer.progress_bar=false"]
-    out = {"runs": runs, "profile": size["runs_profile"], "tasks": tasks, "overrides": overrides}
+    out.update(runs=runs, profile=size["runs_profile"], tasks=tasks, overrides=overrides)
     for mode, per_device in (("one_after_another", 1), ("at_once", runs)):
         work = args.work_dir / f"runs-{mode}"
         shutil.rmtree(work, ignore_errors=True)
@@ -322,6 +327,8 @@ def markdown(data: dict) -> str:
         lines += [f"## {titles[name]} (`{name}`)", ""]
         if entry["status"] != "done":
             lines += [f"**{entry['status']}**: {entry.get('reason', '')}", ""]
+            if entry.get("partial"):
+                lines += [f"- done before that: `{json.dumps(entry['partial'], default=str)[:1500]}`", ""]
             continue
         try:
             lines += _section_lines(name, entry["result"]) + [""]
@@ -434,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                                                       size["pretrain_args"], pretrain_compile))
     session.run("finetune_base", lambda: finetune_run(args, size["throughput_size"], ["bc5-chem", "chemprot"],
                                                       size["finetune_args"], finetune_compile))
-    session.run("runs_per_device", lambda: runs_per_device_section(args, size))
+    progress: dict = {}
+    session.run("runs_per_device", lambda: runs_per_device_section(args, size, progress), partial=progress)
     gc.collect()
     statuses = {name: entry["status"] for name, entry in session.data["sections"].items()}
     print(f"\n{session.data['session']['wall_s']:.0f} s; {statuses}; results in {args.out}/session.json and session.md",

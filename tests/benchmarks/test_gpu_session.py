@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -43,12 +44,25 @@ def make_wheel(folder: Path, name: str, source: str) -> Path:
     return wheel
 
 
+def session_data(data_dir: Path, folder: Path) -> Path:
+    """A data folder holding only what scripts/build_wheelhouse.py packs for the device (links into the
+    staged data): every section must run on that alone."""
+    spec = importlib.util.spec_from_file_location("build_wheelhouse", REPO_ROOT / "scripts" / "build_wheelhouse.py")
+    wheelhouse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wheelhouse)
+    for part in wheelhouse.DATA:
+        (folder / part).parent.mkdir(parents=True, exist_ok=True)
+        (folder / part).symlink_to(data_dir / part)
+    return folder
+
+
 @pytest.mark.slow
 def test_cpu_rehearsal_records_every_section_and_skips_the_one_over_budget(data_dir: Path, tmp_path: Path):
     make_wheel(tmp_path / "wheelhouse", "gpu_session_probe", "ANSWER = 42\n")
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "BIOABLATE_WORK", "PYTHONPATH")}
-    env.update(BIOABLATE_DATA=str(data_dir), PYTHON=sys.executable, WHEELHOUSE=str(tmp_path / "wheelhouse"),
+    env.update(BIOABLATE_DATA=str(session_data(data_dir, tmp_path / "data")), PYTHON=sys.executable,
+               WHEELHOUSE=str(tmp_path / "wheelhouse"),
                SITE=str(tmp_path / "site"))
     # generous budgets (a shared 2-core CI machine), but one that cannot fit: runs_per_device is skipped
     budgets = [f"{name}=300" for name in gpu_session.SECTION_NAMES if name != "runs_per_device"]
@@ -100,17 +114,20 @@ def session_args(tmp_path: Path, *extra: str):
 def test_a_section_past_its_cut_off_is_stopped_and_the_sections_before_and_after_are_kept(tmp_path: Path):
     session = gpu_session.Session(session_args(tmp_path, "--section-budget", "environment=1"))
 
-    def endless() -> dict:
+    def endless(progress: dict) -> dict:
+        progress["first half"] = "done"
         while True:  # Python between steps, as a training loop is: the alarm stops it
             time.sleep(0.05)
 
     session.run("install", lambda: {"seconds": 1.0})
-    session.run("environment", endless)  # cut off at twice its budget: 2 s
+    progress: dict = {}
+    session.run("environment", lambda: endless(progress), partial=progress)  # cut off at twice its budget: 2 s
     session.run("preflight_pretrain", lambda: {"after": True})
     sections = json.loads((tmp_path / "session.json").read_text())["sections"]
     statuses = [sections[n]["status"] for n in ("install", "environment", "preflight_pretrain")]
     assert statuses == ["done", "cut off", "done"]
     assert 1.9 < sections["environment"]["wall_s"] < 10 and sections["environment"]["over_budget"]
+    assert sections["environment"]["partial"] == {"first half": "done"}  # what it finished is kept
     assert sections["preflight_pretrain"]["result"]["after"] is True
 
 
