@@ -149,10 +149,27 @@ def pack_data(data_dir: Path, out: Path) -> Path:
 
 
 def travelling_tree_bytes() -> int:
-    """Bytes of what a device call sends besides carried paths: tracked and untracked-not-ignored files."""
+    """Bytes of what a device call sends besides carried paths: tracked and untracked-not-ignored files,
+    and a shared/ folder inside the checkout (it travels, ignored or not)."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout.split("\0")
-    return sum((REPO / f).stat().st_size for f in listed if f and (REPO / f).is_file())
+    files = {REPO / f for f in listed if f and (REPO / f).is_file()}
+    if (REPO / "shared").is_dir():
+        files |= {f for f in (REPO / "shared").rglob("*") if f.is_file()}
+    return sum(f.stat().st_size for f in files)
+
+
+def fits(folder: Path, limit_mib: float = LIMIT_MIB) -> bool:
+    """Whether `folder` (carried) and the travelling tree fit in one device command: prints the sizes,
+    and a loud line to stderr where they do not."""
+    house, tree, mib = folder_bytes(folder), travelling_tree_bytes(), 2 ** 20
+    print(f"wheelhouse {folder}: {house / mib:.1f} MiB; working tree {tree / mib:.1f} MiB; together "
+          f"{(house + tree) / mib:.1f} MiB of the {limit_mib:g} MiB one device command carries")
+    if house + tree > limit_mib * mib:
+        print(f"build_wheelhouse: DOES NOT FIT: {(house + tree) / mib:.1f} MiB > {limit_mib:g} MiB: carry less "
+              "(--no-data, fewer packages) or shrink the tree", file=sys.stderr)
+        return False
+    return True
 
 
 def folder_bytes(folder: Path) -> int:
@@ -165,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python-version", default="3.12", help="the device image's Python (default 3.12)")
     parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data",
                         help="staged data to pack (default: ../shared/data)")
+    parser.add_argument("--limit-mib", type=float, default=LIMIT_MIB, help="what one device command carries")
     parser.add_argument("--no-data", action="store_true", help="wheels only (a local rehearsal has the data)")
     parser.add_argument("--image-requirements", type=Path,
                         help="also write the image's packages this needs, pinned (the image's versions where the "
@@ -192,18 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                 "files": {p.name: p.stat().st_size for p in sorted(args.out.iterdir())}}
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
-    house, tree = folder_bytes(args.out), travelling_tree_bytes()
-    mib = 2 ** 20
     for name, size in sorted(manifest["files"].items(), key=lambda item: -item[1]):
-        print(f"{size / mib:8.2f} MiB  {name}")
-    print(f"wheelhouse {args.out}: {len(carried)} packages + bioablate, {house / mib:.1f} MiB; "
-          f"working tree {tree / mib:.1f} MiB; together {(house + tree) / mib:.1f} MiB of the {LIMIT_MIB} MiB "
-          "one device command carries")
-    if house + tree > LIMIT_MIB * mib:
-        print(f"build_wheelhouse: DOES NOT FIT: {(house + tree) / mib:.1f} MiB > {LIMIT_MIB} MiB", file=sys.stderr)
-        return 1
-    return 0
-
+        print(f"{size / 2 ** 20:8.2f} MiB  {name}")
+    print(f"{len(carried)} packages + bioablate")
+    return 0 if fits(args.out, args.limit_mib) else 1
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -44,13 +44,18 @@ def make_wheel(folder: Path, name: str, source: str) -> Path:
     return wheel
 
 
+def build_wheelhouse():
+    """scripts/build_wheelhouse.py as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("build_wheelhouse", REPO_ROOT / "scripts" / "build_wheelhouse.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def session_data(data_dir: Path, folder: Path) -> Path:
     """A data folder holding only what scripts/build_wheelhouse.py packs for the device (links into the
     staged data): every section must run on that alone."""
-    spec = importlib.util.spec_from_file_location("build_wheelhouse", REPO_ROOT / "scripts" / "build_wheelhouse.py")
-    wheelhouse = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(wheelhouse)
-    for part in wheelhouse.DATA:
+    for part in build_wheelhouse().DATA:
         (folder / part).parent.mkdir(parents=True, exist_ok=True)
         (folder / part).symlink_to(data_dir / part)
     return folder
@@ -174,3 +179,15 @@ def test_the_install_check_names_a_carried_module_that_does_not_import(tmp_path:
     finally:
         sys.path.remove(str(site))
         sys.modules.pop("fine_probe", None)
+
+
+def test_the_wheelhouse_size_check_counts_the_travelling_tree_and_fails_loudly_over_the_limit(tmp_path, capsys):
+    folder = tmp_path / "wheelhouse"
+    folder.mkdir()
+    (folder / "big.whl").write_bytes(os.urandom(3 * 2 ** 20))
+    wheelhouse = build_wheelhouse()
+    tree_mib = wheelhouse.travelling_tree_bytes() / 2 ** 20
+    assert tree_mib > 1  # the checkout's files are counted, not only the wheelhouse
+    assert wheelhouse.fits(folder, limit_mib=tree_mib + 3.5)
+    assert not wheelhouse.fits(folder, limit_mib=tree_mib + 2.5)
+    assert "DOES NOT FIT" in capsys.readouterr().err
