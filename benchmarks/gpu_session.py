@@ -317,7 +317,12 @@ def markdown(data: dict) -> str:
     lines = [f"# GPU session: {s['size']} on {s['device']}", "",
              f"Machine: `{s['machine']}`. Started {s['started']} (UTC), {s.get('wall_s', 0):.0f} s of the "
              f"{s['budget_s']:.0f} s budget. Ratios are ours / each baseline, from steps interleaved in one process.",
-             "", "| section | status | budget | wall |", "|---|---|---|---|"]
+             ""]
+    if "compiled" in s:
+        lines += ["Compiled sides in the base sections: " + ", ".join(
+            f"{k} {'yes' if v else 'no'}" for k, v in s["compiled"].items())
+            + " (no: not asked for, or its preflight did not time them).", ""]
+    lines += ["| section | status | budget | wall |", "|---|---|---|---|"]
     titles = {x.name: x.title for x in SECTIONS}
     for name, entry in data["sections"].items():
         wall = f"{entry['wall_s']:.1f} s" if "wall_s" in entry else "-"
