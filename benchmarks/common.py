@@ -150,9 +150,12 @@ def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int 
 
 
 def add_shared_arguments(parser: argparse.ArgumentParser, cache: str) -> None:
-    """The options both throughput benchmarks take: the peak's size, where data and `cache` live, --json."""
+    """The options both throughput benchmarks take: the peak's size and time, where data and `cache` live,
+    --json."""
     parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
                         "benchmarks.common's)")
+    parser.add_argument("--peak-seconds", type=float, default=1.0, help="how long each peak measurement runs "
+                        "(default 1; the CPU rehearsal of benchmarks.gpu_session takes less)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
     parser.add_argument("--work-dir", type=Path, help=f"for the {cache} (default: ./outputs)")
     parser.add_argument("--json", type=Path, help="also write the results here")

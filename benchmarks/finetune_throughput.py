@@ -74,7 +74,9 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
     encoder, tokenizer = load_encoder(cfg.model, data_dir, cfg.finetune.dropout)
     length = min(max_length or spec.max_length, encoder.config.max_position_embeddings)
     options = FinetuneDataOptions(max_length=length, batch_size=batch_size, eval_batch_size=batch_size,
-                                  bucketing=True, max_train_examples=max_train_examples, seed=0)
+                                  bucketing=True, max_train_examples=max_train_examples, seed=0,
+                                  # nothing here evaluates: encode a few dev/test examples, not whole splits
+                                  max_eval_examples=16)
     dm = FinetuneDataModule(spec, data_dir, tokenizer, options, cache_dir=work_dir / "cache" / "tokenized")
     dm.setup()
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
@@ -287,12 +289,12 @@ def run(args: argparse.Namespace) -> dict:
     # the peak of each dtype a side computes in (a CPU that only emulates bf16 takes seconds per bf16
     # matmul, and no side computes in it there)
     used = {"fp32", *(resolve_precision(p, device) for p in (args.precision, args.strong_precision))}
-    peaks = {dtype: matmul_peak(DTYPES[dtype], device, args.peak_size) for dtype in sorted(used)}
+    peaks = {dtype: matmul_peak(DTYPES[dtype], device, args.peak_size, args.peak_seconds) for dtype in sorted(used)}
     results = [benchmark(task, args, device) for task in args.task]
     # a busy machine depresses a one-second peak measurement: measure again after the timings and keep
     # the better one, so MFU is not inflated by one unlucky measurement
     for dtype in peaks:
-        peaks[dtype] = max(peaks[dtype], matmul_peak(DTYPES[dtype], device, args.peak_size))
+        peaks[dtype] = max(peaks[dtype], matmul_peak(DTYPES[dtype], device, args.peak_size, args.peak_seconds))
     for r in results:
         for name in r["sides"]:
             r[name]["mfu"] = r[name]["model_flops_per_s"] / peaks[r[name]["dtype"]]

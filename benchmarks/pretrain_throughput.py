@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> dict:
     # the peak of each dtype a side computes in; bf16's also on a GPU (the headline MFU there), not on a
     # CPU that only emulates it (seconds per matmul, and no side would pick it)
     used = {x["dtype"] for x in setups.values()} | ({"bf16"} if device.type == "cuda" else set())
-    peaks = {dtype: matmul_peak(DTYPES[dtype], device, args.peak_size) for dtype in sorted(used)}
+    peaks = {dtype: matmul_peak(DTYPES[dtype], device, args.peak_size, args.peak_seconds) for dtype in sorted(used)}
     timings = interleaved(sides, rounds=args.rounds, warmup=args.warmup, device=device)
     size = SIZES[args.size]
     flops = transformer_train_flops_per_token(size["hidden_size"], size["num_layers"], size["intermediate_size"],

@@ -36,6 +36,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -96,9 +97,9 @@ def finetune_section(args: argparse.Namespace) -> dict:
     return out
 
 
-def smoke_section(args: argparse.Namespace) -> dict:
+def smoke_section(args: argparse.Namespace, overrides: Sequence[str] = ()) -> dict:
     """`bioablate pretrain` then `bioablate finetune` through their real code paths, from an empty work
-    directory (removed afterwards: a BERT-base export is 440 MB)."""
+    directory (removed afterwards: a BERT-base export is 440 MB); `overrides` go to both configs last."""
     from ablations import api
 
     profile, steps = SUITE_SIZES[args.size]["profile"], args.smoke_steps
@@ -108,6 +109,7 @@ def smoke_section(args: argparse.Namespace) -> dict:
                "trainer.progress_bar=false", f"trainer.compile={str(bool(args.compile)).lower()}"]
     if not bf16_native(device):  # as the benchmarks' `--precision auto`: emulated bf16 is slower than fp32
         trainer.append("trainer.precision=32-true")
+    trainer += overrides
     with tempfile.TemporaryDirectory(prefix="smoke-", dir=args.out) as work:
         pre_cfg = api.config(profile, [*trainer, f"pretrain.max_steps={steps}", "pretrain.accumulate=1",
                                          f"pretrain.checkpoint_every={steps}", "pretrain.masking=wwm"],
@@ -138,6 +140,53 @@ def _mib(memory: dict) -> str:
     return f"{memory['bytes'] / 2 ** 20:,.0f} MiB ({memory['what']})"
 
 
+def pretrain_markdown(sections: list[dict]) -> list[str]:
+    """The pretraining table of `sections` (each a `pretrain_section` result with its peak memory)."""
+    lines = ["## Pretraining (MLM) throughput", "",
+             "| seq | batch | side | dtype | tokens/s | MFU | MFU of bf16 peak | ours / side | peak memory |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in sections:
+        for name in r["sides"]:
+            x = r[name]
+            ratio = (f"{r['ratios'][name]:.2f}x ({pretrain_throughput.COMPARED_WITH[name]})"
+                     if name in r["ratios"] else "")
+            bf16 = "-" if x["mfu_bf16"] is None else f"{x['mfu_bf16']:.1%}"
+            lines.append(f"| {r['seq_len']} | {r['batch_size']} | {name} | {x['dtype']} | "
+                         f"{x['tokens_per_s']:,.0f} | {x['mfu']:.1%} | {bf16} | {ratio} | "
+                         f"{_mib(r['peak_memory']) if name == 'ours' else ''} |")
+    return lines + ["", "MFU: of the matmul peak of the dtype the side computes in (encoder matmuls of the real "
+                    "tokens; the MLM output layer not counted). Peak memory: the whole section, all sides.", ""]
+
+
+def finetune_markdown(ft: dict) -> list[str]:
+    """The fine-tuning table of `ft` (a `finetune_section` result with its peak memory)."""
+    lines = ["## Fine-tuning throughput", ""]
+    if "skipped" in ft:
+        return lines + [f"Skipped: {ft['skipped']}", ""]
+    lines += ["| task | side | dtype | examples/s | tokens/s | MFU | ours / side |", "|---|---|---|---|---|---|---|"]
+    for r in ft["results"]:
+        for name in r["sides"]:
+            x = r[name]
+            ratio = (f"{r['ratios'][name]:.2f}x ({finetune_throughput.COMPARED_WITH[name]})"
+                     if name in r["ratios"] else "")
+            lines.append(f"| {r['task']} | {name} | {x['dtype']} | {x['examples_per_s']:,.1f} | "
+                         f"{x['tokens_per_s']:,.0f} | {x['mfu']:.1%} | {ratio} |")
+    peaks = ", ".join(f"{d} {v / 1e12:.3f} TFLOP/s" for d, v in ft["peaks"].items())
+    return lines + ["", f"Peak memory (both tasks, all sides): {_mib(ft['peak_memory'])}; matmul peak {peaks}.", ""]
+
+
+def smoke_markdown(sm: dict) -> list[str]:
+    """What `smoke_section` did, with its peak memory."""
+    return ["## End-to-end smoke (`run_pretrain` -> export -> `run_finetune`)", "",
+            f"- pretraining: profile `{sm['profile']}` ({sm['model']}, {sm.get('precision', '?')}"
+            f"{', compiled' if sm.get('compiled') else ''}), {sm['pretrain_steps']} steps of "
+            f"{sm['batch']}, {sm['masking']}: {sm['pretrain_s']:.0f} s (vocabulary, shards, training, "
+            f"export), MLM loss {sm['first_loss']:.2f} -> {sm['last_loss']:.2f}",
+            f"- fine-tuning: {sm['finetune_epochs']} epoch on {sm['task']} from the exported model: "
+            f"{sm['finetune_s']:.0f} s, **test F1 {sm['test_f1']:.4f}**",
+            f"- peak memory: {_mib(sm['peak_memory'])}", ""]
+
+
 def summary(results: dict) -> str:
     """The markdown summary of `results` (what results.json holds)."""
     s = results["suite"]
@@ -145,49 +194,11 @@ def summary(results: dict) -> str:
              f"Machine: `{s['machine']}`. Started {s['started']}, {s.get('wall_s', 0):.0f} s in all. "
              "Ratios are ours / each baseline, from steps interleaved in one process.", ""]
     if results["pretrain"]:
-        lines += ["## Pretraining (MLM) throughput", "",
-                  "| seq | batch | side | dtype | tokens/s | MFU | MFU of bf16 peak | ours / side | peak memory |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for r in results["pretrain"]:
-            for name in r["sides"]:
-                x = r[name]
-                ratio = (f"{r['ratios'][name]:.2f}x ({pretrain_throughput.COMPARED_WITH[name]})"
-                         if name in r["ratios"] else "")
-                bf16 = "-" if x["mfu_bf16"] is None else f"{x['mfu_bf16']:.1%}"
-                lines.append(f"| {r['seq_len']} | {r['batch_size']} | {name} | {x['dtype']} | "
-                             f"{x['tokens_per_s']:,.0f} | {x['mfu']:.1%} | {bf16} | {ratio} | "
-                             f"{_mib(r['peak_memory']) if name == 'ours' else ''} |")
-        lines += ["", "MFU: of the matmul peak of the dtype the side computes in (encoder matmuls of the real "
-                  "tokens; the MLM output layer not counted). Peak memory: the whole section, all three sides.",
-                  ""]
-        lines.append("")
-    ft = results.get("finetune")
-    if ft:
-        lines += ["## Fine-tuning throughput", ""]
-        if "skipped" in ft:
-            lines += [f"Skipped: {ft['skipped']}", ""]
-        else:
-            lines += ["| task | side | dtype | examples/s | tokens/s | MFU | ours / side |",
-                      "|---|---|---|---|---|---|---|"]
-            for r in ft["results"]:
-                for name in r["sides"]:
-                    x = r[name]
-                    ratio = (f"{r['ratios'][name]:.2f}x ({finetune_throughput.COMPARED_WITH[name]})"
-                             if name in r["ratios"] else "")
-                    lines.append(f"| {r['task']} | {name} | {x['dtype']} | {x['examples_per_s']:,.1f} | "
-                                 f"{x['tokens_per_s']:,.0f} | {x['mfu']:.1%} | {ratio} |")
-            peaks = ", ".join(f"{d} {v / 1e12:.3f} TFLOP/s" for d, v in ft["peaks"].items())
-            lines += ["", f"Peak memory (both tasks, all sides): {_mib(ft['peak_memory'])}; matmul peak {peaks}.", ""]
-    sm = results.get("smoke")
-    if sm:
-        lines += ["## End-to-end smoke (`run_pretrain` -> export -> `run_finetune`)", "",
-                  f"- pretraining: profile `{sm['profile']}` ({sm['model']}, {sm.get('precision', '?')}), "
-                  f"{sm['pretrain_steps']} steps of "
-                  f"{sm['batch']}, {sm['masking']}: {sm['pretrain_s']:.0f} s (vocabulary, shards, training, "
-                  f"export), MLM loss {sm['first_loss']:.2f} -> {sm['last_loss']:.2f}",
-                  f"- fine-tuning: {sm['finetune_epochs']} epoch on {sm['task']} from the exported model: "
-                  f"{sm['finetune_s']:.0f} s, **test F1 {sm['test_f1']:.4f}**",
-                  f"- peak memory: {_mib(sm['peak_memory'])}", ""]
+        lines += pretrain_markdown(results["pretrain"]) + [""]
+    if results.get("finetune"):
+        lines += finetune_markdown(results["finetune"])
+    if results.get("smoke"):
+        lines += smoke_markdown(results["smoke"])
     return "\n".join(lines)
 
 

@@ -1,0 +1,460 @@
+"""A lent GPU session in one command: every section timed against its budget, results kept as they come.
+
+    bash scripts/gpu_session.sh "$OUT"                          # on the device (installs the wheelhouse first)
+    python -m benchmarks.gpu_session --out /tmp/s --device cpu --size micro    # the CPU rehearsal (CI)
+
+A lent GPU comes for 15 minutes of device time in all, one command at most 10; this is the one command
+(8 minutes by default, `--budget`). Sections, in order, each with a time budget (`SECTIONS`); a section
+runs only if its budget fits in what is left of the session's, else it is recorded as skipped with the
+reason, and one that runs past twice its budget (or past the session's end) is cut off and recorded so:
+
+- **install** (done by scripts/gpu_session.sh before this starts): its status and time, and whether
+  every carried package imports from where it was installed;
+- **environment**: nvidia-smi, Python, torch, CUDA, cuDNN, the device's properties, the image's `pip
+  list`, and the bf16 and fp32 matmul peaks measured now (the ceilings every MFU below is against);
+- **preflight** at micro size, every code path a GPU takes before the expensive sections use it:
+  `preflight_pretrain` (the MLM step: bf16 autocast, fused AdamW, SDPA, ours and hf-strong eager and
+  compiled), `preflight_finetune` (BC5-chem, ours and the HF Trainer, eager and compiled) and
+  `preflight_smoke` (`run_pretrain` -> export -> `run_finetune`, Lightning in bf16). Where a compiled path
+  failed here, the sections after it run eager only and say why;
+- **pretrain_base**: BERT-base MLM at 128 tokens, ours eager and compiled against hf-naive and hf-strong
+  eager and compiled (benchmarks.pretrain_throughput), MFU of the bf16 peak, peak memory;
+- **finetune_base**: BERT-base on BC5-chem and ChemProt against the HF Trainer, same sides
+  (benchmarks.finetune_throughput);
+- **runs_per_device**, with what is left: 8 `mini` fine-tuning runs (BC5-chem and ChemProt, 4 seeds)
+  one after another, then the same 8 with `--runs-per-device 8` on the one device: wall times and ratio.
+
+`session.json` and `session.md` in `--out` are replaced (atomically) after every section, so a session
+cut off by the device's time limit keeps every section it finished. `--size micro` runs the same sections
+at toy size (the CPU rehearsal, tests/benchmarks/test_gpu_session.py); its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from benchmarks import finetune_throughput, pretrain_throughput, suite
+from benchmarks.common import machine, matmul_peak
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    budget_s: float  # on one H100/H200; the skip rule reads it, the cut-off is twice it
+    title: str
+
+
+# The budgets add up to 430 s of the 480: install's is the wrapper's, runs_per_device runs only if the
+# sections before it left room. First estimates, before any GPU ran this: correct them from session.json.
+SECTIONS = [
+    Section("install", 45, "Wheelhouse install"),
+    Section("environment", 20, "Environment"),
+    Section("preflight_pretrain", 50, "Preflight: MLM step, micro, eager and compiled"),
+    Section("preflight_finetune", 50, "Preflight: fine-tuning step, micro, eager and compiled"),
+    Section("preflight_smoke", 40, "Preflight: pretrain -> export -> fine-tune through Lightning, micro"),
+    Section("pretrain_base", 110, "BERT-base MLM throughput"),
+    Section("finetune_base", 115, "BERT-base fine-tuning throughput"),
+    Section("runs_per_device", 90, "Fine-tuning runs sharing one device (--runs-per-device)"),
+]
+SECTION_NAMES = [s.name for s in SECTIONS]
+
+# per size: the throughput benchmarks' arguments, and the runs of runs_per_device
+MICRO_PRETRAIN = ["--max-words", "20000", "--rounds", "2", "--warmup", "1", "--peak-size", "256"]
+MICRO_FINETUNE = ["--batch-size", "8", "--max-length", "64", "--max-train-examples", "64", "--rounds", "2",
+                  "--warmup", "1", "--steps-per-round", "2", "--peak-size", "256"]
+# the CPU rehearsal's "base" sections: the same code at the least work that still times every side
+TOY_PRETRAIN = ["--max-words", "20000", "--rounds", "1", "--warmup", "1", "--peak-size", "128", "--peak-seconds", "0.1"]
+TOY_FINETUNE = ["--batch-size", "8", "--max-length", "32", "--max-train-examples", "16", "--rounds", "1",
+                "--warmup", "1", "--steps-per-round", "1", "--peak-size", "128", "--peak-seconds", "0.1"]
+SIZES = {
+    "base": dict(preflight_pretrain_args=MICRO_PRETRAIN, preflight_finetune_args=MICRO_FINETUNE, smoke_steps=30,
+                 throughput_size="base", pretrain=(128, 64), pretrain_args=["--rounds", "20"],
+                 finetune_args=["--rounds", "8", "--warmup", "1"], runs_profile="mini", runs=8,
+                 runs_overrides=["finetune.epochs=1", "finetune.max_train_examples=2000",
+                                 "finetune.max_eval_examples=500"]),
+    "micro": dict(preflight_pretrain_args=TOY_PRETRAIN, preflight_finetune_args=TOY_FINETUNE, smoke_steps=10,
+                  throughput_size="micro", pretrain=(64, 8), pretrain_args=TOY_PRETRAIN,
+                  finetune_args=TOY_FINETUNE, runs_profile="micro", runs=2,
+                  runs_overrides=["finetune.max_train_examples=16", "finetune.max_eval_examples=16"]),
+}
+
+
+class SectionCutOff(BaseException):
+    """Raised by the alarm in the section that ran past its cut-off (a BaseException, as KeyboardInterrupt:
+    the libraries' `except Exception` retries and fallbacks must not swallow it)."""
+
+
+def _alarm(signum, frame):
+    raise SectionCutOff()
+
+
+class Session:
+    """The sections' results and their files: `session.json` and `session.md`, rewritten after each."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.start = args.started_at or time.time()
+        self.budget = {s.name: s.budget_s for s in SECTIONS} | dict(args.section_budget)
+        started = datetime.fromtimestamp(self.start, timezone.utc).isoformat(timespec="seconds")
+        self.data = {"session": {"device": args.device, "size": args.size, "budget_s": args.budget,
+                                 "started": started, "argv": sys.argv[1:], "machine": machine()},
+                     "sections": {}}
+
+    def left(self) -> float:
+        return self.args.budget - (time.time() - self.start)
+
+    def record(self, name: str, entry: dict) -> None:
+        self.data["sections"][name] = {"budget_s": self.budget[name], **entry}
+        self.data["session"]["wall_s"] = time.time() - self.start
+        self.save()
+
+    def run(self, name: str, section: Callable[[], dict], skip: str | None = None,
+            partial: dict | None = None) -> dict | None:
+        """Run `section` if its budget fits in what is left (else record it skipped, with the reason),
+        cut off at twice its budget or the session's end; record and save either way. `partial`: a dict
+        the section fills as it goes, recorded where it does not finish."""
+        budget, left = self.budget[name], self.left()
+        if skip is None and self.args.only and name not in self.args.only:
+            skip = "not named by --only"
+        if skip is None and budget > left:
+            skip = (f"its budget of {budget:.0f} s does not fit in the {max(left, 0):.0f} s left of the session's "
+                    f"{self.args.budget:.0f} s")
+        if skip:
+            print(f"[{name}] skipped: {skip}", flush=True)
+            self.record(name, {"status": "skipped", "reason": skip})
+            return None
+        print(f"[{name}] budget {budget:.0f} s, {left:.0f} s left", flush=True)
+        cut = max(1, int(min(2 * budget, left)))
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(cut)
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            result = suite.measured(self.device, section)
+            entry = {"status": "done", "result": result}
+        except SectionCutOff:
+            entry = {"status": "cut off", "reason": f"still running after {cut} s (budget {budget:.0f} s)"}
+        except Exception as error:  # a CUDA failure is a finding: recorded, and the session goes on
+            entry = {"status": "failed", "reason": f"{type(error).__name__}: {error}"[:2000],
+                     "traceback": traceback.format_exc()[-6000:]}
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+        if entry["status"] != "done" and partial:
+            entry["partial"] = partial
+        entry["wall_s"] = time.perf_counter() - start
+        entry["cpu_s"] = time.process_time() - cpu  # this process's threads: on a shared CPU, the steadier figure
+        entry["over_budget"] = entry["wall_s"] > budget
+        print(f"[{name}] {entry['status']} in {entry['wall_s']:.1f} s ({entry['cpu_s']:.1f} s of CPU)"
+              + (f": {entry['reason'].splitlines()[0]}" if "reason" in entry else ""), flush=True)
+        self.record(name, entry)
+        return entry.get("result")
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.args.device)
+
+    def save(self) -> None:
+        out = self.args.out
+        for name, text in (("session.json", json.dumps(self.data, indent=1, default=str)),
+                           ("session.md", markdown(self.data))):
+            temporary = out / f".{name}.tmp"  # a cut-off command never leaves half a file
+            temporary.write_text(text)
+            temporary.replace(out / name)
+
+
+# ------------------------------------------------------------------------------------------ sections
+
+def install_section(args: argparse.Namespace) -> dict:
+    """What scripts/gpu_session.sh reported, and whether each package it installed imports."""
+    site = Path(args.installed) if args.installed else None
+    result = {"seconds": args.install_seconds, "site": str(site) if site else None}
+    packages, failures = {}, {}
+    for dist in importlib.metadata.distributions(path=[str(site)]) if site else []:
+        name = dist.metadata["Name"]
+        packages[name] = dist.version
+        for module in _top_level_modules(dist):
+            try:
+                importlib.import_module(module)
+            except Exception as error:
+                failures[f"{name}: {module}"] = f"{type(error).__name__}: {error}"[:300]
+    result.update(packages=packages, import_failures=failures)
+    if failures:
+        raise RuntimeError(f"{len(failures)} installed modules do not import: {failures}")
+    return result
+
+
+def _top_level_modules(dist) -> list[str]:
+    """The importable top-level names a distribution installed (its top_level.txt, else its files)."""
+    text = dist.read_text("top_level.txt")
+    names = text.split() if text else {Path(str(f)).parts[0].removesuffix(".py") for f in dist.files or []}
+    return sorted(n for n in names if n.isidentifier() and not n.startswith("_") and n not in ("bin", "tests"))
+
+
+def environment_section(args: argparse.Namespace) -> dict:
+    device = torch.device(args.device)
+    smi = shutil.which("nvidia-smi")
+    out = {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
+           "torch": torch.__version__, "cuda": torch.version.cuda,
+           "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+           "nvidia_smi": (subprocess.run([smi], capture_output=True, text=True).stdout if smi
+                          else "nvidia-smi: not found"),
+           "pip_list": _pip_list()}
+    print(out["nvidia_smi"], flush=True)
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        out["device"] = {"name": p.name, "capability": f"{p.major}.{p.minor}",
+                         "multiprocessors": p.multi_processor_count,
+                         "memory_bytes": p.total_memory, "bf16": torch.cuda.is_bf16_supported()}
+    size = args.peak_size or (8192 if device.type == "cuda" else 512)
+    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32} if device.type == "cuda" else {"fp32": torch.float32}
+    out["peaks"] = {name: matmul_peak(dtype, device, size) for name, dtype in dtypes.items()}
+    out["peak_size"] = size
+    print(f"torch {out['torch']}, CUDA {out['cuda']}, cuDNN {out['cudnn']}; matmul peaks "
+          + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in out["peaks"].items()), flush=True)
+    return out
+
+
+def _pip_list() -> dict[str, str]:
+    """Every installed distribution and its version (the image's, plus the wheelhouse's)."""
+    return {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()}
+
+
+def suite_args(args: argparse.Namespace, size: str, compile: bool) -> argparse.Namespace:
+    """The namespace benchmarks.suite's sections read."""
+    return argparse.Namespace(device=args.device, size=size, work_dir=args.work_dir, data_dir=args.data_dir,
+                              threads=args.threads, compile=compile, out=args.work_dir, smoke_steps=None)
+
+
+def pretrain_run(args: argparse.Namespace, size: str, seq_batch: tuple[int, int], extra: list[str],
+                 compile: bool) -> dict:
+    seq_len, batch_size = seq_batch
+    argv = [*suite.common_args(suite_args(args, size, compile)), "--seq-len", str(seq_len),
+            "--batch-size", str(batch_size), *extra]
+    out = pretrain_throughput.run(pretrain_throughput.parser().parse_args(argv))
+    print(pretrain_throughput.report(out), flush=True)
+    return out
+
+
+def finetune_run(args: argparse.Namespace, size: str, tasks: list[str], extra: list[str], compile: bool) -> dict:
+    argv = [*suite.common_args(suite_args(args, size, compile)), "--task", *tasks, *extra]
+    out = finetune_throughput.run(finetune_throughput.parser().parse_args(argv))
+    print(finetune_throughput.report(out), flush=True)
+    return out
+
+
+def smoke_run(args: argparse.Namespace, steps: int) -> dict:
+    """suite's smoke at micro, in bf16 where the device computes it (micro's profile says fp32)."""
+    namespace = suite_args(args, "micro", compile=False)
+    namespace.smoke_steps = steps
+    bf16 = ["trainer.precision=bf16-mixed"] if torch.device(args.device).type == "cuda" else []
+    return suite.smoke_section(namespace, bf16)
+
+
+def runs_per_device_section(args: argparse.Namespace, size: dict, out: dict) -> dict:
+    """The same `size['runs']` fine-tuning runs one after another, then `--runs-per-device` that many at
+    once on the one device, each from a work directory of its own (nothing reused between the two);
+    `out` fills as it goes (a cut-off keeps the first half)."""
+    from ablations import api
+
+    runs = size["runs"]
+    tasks = ["bc5-chem", "chemprot"]
+    yaml = args.work_dir / "runs-per-device.yaml"
+    yaml.write_text(f"name: gpu-session-runs\nmodels:\n  random: {{name_or_path: random-bert}}\n"
+                    f"tasks: [{', '.join(tasks)}]\nseeds: {runs // len(tasks)}\n"
+                    "table: {rows: task, columns: model}\n")
+    accelerator = "gpu" if torch.device(args.device).type == "cuda" else "cpu"
+    overrides = [*size["runs_overrides"], f"trainer.accelerator={accelerator}", "trainer.progress_bar=false"]
+    out.update(runs=runs, profile=size["runs_profile"], tasks=tasks, overrides=overrides)
+    for mode, per_device in (("one_after_another", 1), ("at_once", runs)):
+        work = args.work_dir / f"runs-{mode}"
+        shutil.rmtree(work, ignore_errors=True)
+        experiment = api.experiment(yaml, profile=size["runs_profile"], overrides=overrides,
+                                    data_dir=str(args.data_dir), work_dir=str(work))
+        start = time.perf_counter()
+        summary = api.run(experiment, runs_per_device=per_device)
+        out[mode] = {"runs_per_device": per_device, "wall_s": time.perf_counter() - start,
+                     "summary": summary.lines(), "ok": summary.ok}
+        print(f"{mode} (--runs-per-device {per_device}): {out[mode]['wall_s']:.1f} s; {summary.lines()[0]}", flush=True)
+        if not summary.ok:
+            raise RuntimeError(f"{mode}: " + "; ".join(summary.lines()))
+    out["speedup"] = out["one_after_another"]["wall_s"] / out["at_once"]["wall_s"]
+    return out
+
+
+# ------------------------------------------------------------------------------------------ report
+
+def compiled_passed(session: Session, name: str, result: dict | None) -> bool:
+    """Whether preflight `name` timed its compiled sides; True where it did not run (skipped: nothing
+    known against compiling)."""
+    if session.data["sections"][name]["status"] == "skipped":
+        return True
+    if result is None:
+        return False
+    found = [result] if "sides" in result else result.get("results", [])
+    return bool(found) and all("ours-compiled" in r and "hf-strong-compiled" in r for r in found)
+
+
+def markdown(data: dict) -> str:
+    s = data["session"]
+    lines = [f"# GPU session: {s['size']} on {s['device']}", "",
+             f"Machine: `{s['machine']}`. Started {s['started']} (UTC), {s.get('wall_s', 0):.0f} s of the "
+             f"{s['budget_s']:.0f} s budget. Ratios are ours / each baseline, from steps interleaved in one process.",
+             ""]
+    if "compiled" in s:
+        lines += ["Compiled sides in the base sections: " + ", ".join(
+            f"{k} {'yes' if v else 'no'}" for k, v in s["compiled"].items())
+            + " (no: not asked for, or its preflight did not time them).", ""]
+    lines += ["| section | status | budget | wall |", "|---|---|---|---|"]
+    titles = {x.name: x.title for x in SECTIONS}
+    for name, entry in data["sections"].items():
+        wall = f"{entry['wall_s']:.1f} s" if "wall_s" in entry else "-"
+        lines.append(f"| {name} | {entry['status']} | {entry['budget_s']:.0f} s | {wall} |")
+    lines.append("")
+    for name, entry in data["sections"].items():
+        lines += [f"## {titles[name]} (`{name}`)", ""]
+        if entry["status"] != "done":
+            lines += [f"**{entry['status']}**: {entry.get('reason', '')}", ""]
+            if entry.get("partial"):
+                lines += [f"- done before that: `{json.dumps(entry['partial'], default=str)[:1500]}`", ""]
+            continue
+        try:
+            lines += _section_lines(name, entry["result"]) + [""]
+        except (KeyError, TypeError, ValueError) as error:  # a result of another shape: the JSON, not a lost file
+            raw = json.dumps(entry["result"], default=str)[:1000]
+            lines += [f"- (not rendered: {type(error).__name__} {error}) `{raw}`", ""]
+    return "\n".join(lines)
+
+
+def _section_lines(name: str, r: dict) -> list[str]:
+    """A section's result as markdown lines (the throughput tables are benchmarks.suite's, under
+    their own second-level headings)."""
+    if name == "install":
+        return [f"- {len(r['packages'])} packages from `{r['site']}` in {r['seconds']} s; all import"]
+    if name == "environment":
+        dev = r.get("device", {})
+        peaks = ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in r["peaks"].items())
+        return [f"- Python {r['python']}, torch {r['torch']}, CUDA {r['cuda']}, cuDNN {r['cudnn']}, "
+                f"{r['cpu_count']} CPUs",
+                *([f"- {dev['name']}, compute capability {dev['capability']}, {dev['multiprocessors']} SMs, "
+                   f"{dev['memory_bytes'] / 2 ** 30:.0f} GiB"] if dev else []),
+                f"- matmul peaks ({r['peak_size']}^3, measured now): {peaks}"]
+    if name in ("preflight_pretrain", "pretrain_base"):
+        return suite.pretrain_markdown([r])[2:]  # the table without suite's heading
+    if name in ("preflight_finetune", "finetune_base"):
+        return suite.finetune_markdown(r)[2:]
+    if name == "preflight_smoke":
+        return suite.smoke_markdown(r)[2:]
+    if name == "runs_per_device":
+        a, b = r["one_after_another"], r["at_once"]
+        return [f"- {r['runs']} `{r['profile']}` fine-tuning runs ({', '.join(r['tasks'])}; "
+                f"{' '.join(r['overrides'])}): one after another {a['wall_s']:.0f} s, "
+                f"`--runs-per-device {b['runs_per_device']}` {b['wall_s']:.0f} s: "
+                f"**{r['speedup']:.2f}x**"]
+    return [f"- `{json.dumps(r, default=str)[:1000]}`"]
+
+
+# ------------------------------------------------------------------------------------------ main
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True,
+                        help="where session.json and session.md go (the device's $OUT)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--size", choices=sorted(SIZES), help="default: base on CUDA, micro on a CPU")
+    parser.add_argument("--budget", type=float, default=480, help="seconds for the whole session, install included")
+    parser.add_argument("--section-budget", nargs="+", default=[], metavar="NAME=SECONDS", type=_budget,
+                        help=f"another budget for a section ({', '.join(SECTION_NAMES)})")
+    parser.add_argument("--only", nargs="+", choices=SECTION_NAMES[1:], metavar="NAME",
+                        help="run these sections, record the others skipped (a rerun of what failed, after a fix)")
+    parser.add_argument("--no-compile", action="store_true", help="eager only (the CPU rehearsal's default: "
+                        "compiling on 2 CPU cores takes minutes)")
+    parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
+    parser.add_argument("--work-dir", type=Path, help="caches and the runs' stores (default: <out>/../work)")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--peak-size", type=int, help="matmul size of the environment's peaks")
+    parser.add_argument("--started-at", type=float, help="epoch seconds the session began (the wrapper's start, "
+                        "so that the install counts against the budget)")
+    parser.add_argument("--installed", help="where the wrapper installed the wheelhouse")
+    parser.add_argument("--install-seconds", type=float)
+    parser.add_argument("--install-status", choices=["ok", "failed", "skipped"], default="skipped")
+    parser.add_argument("--install-reason", default="not installed by scripts/gpu_session.sh")
+    return parser
+
+
+def _budget(text: str) -> tuple[str, float]:
+    name, _, seconds = text.partition("=")
+    if name not in SECTION_NAMES or not seconds:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=SECONDS with NAME one of {', '.join(SECTION_NAMES)}")
+    return name, float(seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser().error("--device cuda: no CUDA device visible")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from ablations.places import resolve_data_dir
+
+    args.size = args.size or ("base" if device.type == "cuda" else "micro")
+    compile = not args.no_compile and device.type == "cuda"
+    args.out = args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.work_dir = (args.work_dir or args.out.parent / f"{args.out.name}-work").resolve()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
+    size = SIZES[args.size]
+    session = Session(args)
+
+    if args.install_status == "ok":
+        session.run("install", lambda: install_section(args))
+    elif args.install_status == "failed":
+        session.record("install", {"status": "failed", "reason": args.install_reason, "wall_s": args.install_seconds})
+    else:
+        session.record("install", {"status": "skipped", "reason": args.install_reason})
+    session.run("environment", lambda: environment_section(args))
+    pre_pretrain = session.run("preflight_pretrain",
+                               lambda: pretrain_run(args, "micro", (64, 8), size["preflight_pretrain_args"], compile))
+    pre_finetune = session.run("preflight_finetune",
+                               lambda: finetune_run(args, "micro", ["bc5-chem"], size["preflight_finetune_args"],
+                                                    compile))
+    session.run("preflight_smoke", lambda: smoke_run(args, size["smoke_steps"]))
+    # a compiled path that failed at micro would take the eager sides of the base sections down with it
+    pretrain_compile = compile and compiled_passed(session, "preflight_pretrain", pre_pretrain)
+    finetune_compile = compile and compiled_passed(session, "preflight_finetune", pre_finetune)
+    session.data["session"]["compiled"] = {"pretrain": pretrain_compile, "finetune": finetune_compile}
+    session.run("pretrain_base", lambda: pretrain_run(args, size["throughput_size"], size["pretrain"],
+                                                      size["pretrain_args"], pretrain_compile))
+    session.run("finetune_base", lambda: finetune_run(args, size["throughput_size"], ["bc5-chem", "chemprot"],
+                                                      size["finetune_args"], finetune_compile))
+    progress: dict = {}
+    session.run("runs_per_device", lambda: runs_per_device_section(args, size, progress), partial=progress)
+    gc.collect()
+    statuses = {name: entry["status"] for name, entry in session.data["sections"].items()}
+    print(f"\n{session.data['session']['wall_s']:.0f} s; {statuses}; results in {args.out}/session.json and session.md",
+          flush=True)
+    print(Path(args.out / "session.md").read_text())
+    return 0 if all(s in ("done", "skipped") for s in statuses.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
