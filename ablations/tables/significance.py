@@ -1,0 +1,141 @@
+"""What a table's cells get from their runs' test predictions (stats.py gives what the seed values alone
+give): `annotate(data, tracking_uri, cache_dir)` adds
+
+- each run's and each cell's bootstrap 95% CI over test units (resampling.interval), ×100;
+- against the baseline column, the paired permutation test over the same test units, per seed and pooled
+  over seeds (resampling.paired_test); the pooled p values corrected across the table together
+  (`layout.correction`, inference.correct): the test that remains where the seeds are too few.
+
+Results are cached under `cache_dir` by run ids (resampling.ResamplingCache). A run whose predictions cannot be
+read (one logged before they were) leaves its cell without a CI, with the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ablations.results import BLURB_ROW, CellRun
+from ablations.tables.inference import correct
+from ablations.tables.resampling import N_RESAMPLES, ResamplingCache, interval, paired_test
+from ablations.tables.stats import SCALE, Cell, TableData
+from ablations.tables.test_sets import ScoredUnits, load_units, unit_of
+
+
+def metric_key(data: TableData, cell: Cell) -> str:
+    """The metric's key a cell shows: the table's metric, or the cell's own on a metric axis."""
+    layout = data.layout
+    if layout.metrics:
+        return cell.row if layout.rows == "metric" else cell.column
+    return layout.metric
+
+
+class _Runs:
+    """Each run's test units, read from the store once, and only when a result is not cached."""
+
+    def __init__(self, tracking_uri: str):
+        self.tracking_uri = tracking_uri
+        self.loaded: dict[str, ScoredUnits | ValueError] = {}
+
+    def units(self, run: CellRun) -> ScoredUnits:
+        if run.run_id not in self.loaded:
+            try:
+                self.loaded[run.run_id] = load_units(self.tracking_uri, run.run_id, run.task)
+            except ValueError as e:
+                self.loaded[run.run_id] = e
+        found = self.loaded[run.run_id]
+        if isinstance(found, ValueError):
+            raise found
+        return found
+
+
+def _scaled(value: dict | None) -> tuple[float, float] | None:
+    return None if value is None else (SCALE * value["low"], SCALE * value["high"])
+
+
+def _interval(cache: ResamplingCache, runs: _Runs, replicates: list[list[CellRun]], key: str,
+              n: int) -> dict | None:
+    ids = [[r.run_id for r in replicate] for replicate in replicates]
+
+    def compute() -> dict | None:
+        found = interval([[runs.units(r) for r in replicate] for replicate in replicates], key, n)
+        return None if found is None else {"low": found.low, "high": found.high}
+    return cache.get(["interval", ids, key, n], compute)
+
+
+def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, CellRun]]]:
+    out = []
+    for seed in seeds:
+        theirs = {r.task: r for r in base.runs[seed]}
+        out.append([(r, theirs[r.task]) for r in cell.runs[seed] if r.task in theirs])
+    return out
+
+
+def compare(cache: ResamplingCache, runs: _Runs, pairs: list[list[tuple[CellRun, CellRun]]], key: str,
+            n: int) -> dict | None:
+    """The paired permutation test of the runs in `pairs` (per seed, one (a, b) per task), cached."""
+    ids = [[(a.run_id, b.run_id) for a, b in replicate] for replicate in pairs]
+
+    def compute() -> dict | None:
+        found = paired_test([[(runs.units(a), runs.units(b)) for a, b in replicate] for replicate in pairs], key, n)
+        return None if found is None else {"difference": found.difference, "p": found.p_value, "units": found.units}
+    return cache.get(["paired", ids, key, n], compute)
+
+
+def _guarded(what: Callable[[], None], cell: Cell) -> None:
+    try:
+        what()
+    except ValueError as e:  # predictions not logged by an older run
+        cell.ci_note = f"no test predictions to resample ({e})"
+
+
+def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
+             n_resamples: int = N_RESAMPLES) -> TableData:
+    """Add the bootstrap CIs and the tests over test units to `data`'s cells (in place; returned)."""
+    cache, runs = ResamplingCache(cache_dir), _Runs(tracking_uri)
+    baseline = data.layout.baseline
+    family: list[Cell] = []
+    for row, cells in data.body_rows():
+        if row == BLURB_ROW:  # a score over task types: no resampling unit of its own
+            for cell in cells:
+                cell.ci_note = "the BLURB score is not resampled"
+            continue
+        base = next((c for c in cells if c.column == baseline), None)
+        for cell in cells:
+            key = metric_key(data, cell)
+
+            def intervals(cell: Cell = cell, key: str = key) -> None:
+                if not cell.runs:
+                    return
+                if all(len(done) == 1 for done in cell.runs.values()):
+                    for seed, done in cell.runs.items():
+                        cell.run_cis[seed] = _scaled(_interval(cache, runs, [done], key, n_resamples))
+                cell.ci = _scaled(_interval(cache, runs, list(cell.runs.values()), key, n_resamples))
+                if cell.ci is None:
+                    cell.ci_note = "the score is constant under resampling"
+            _guarded(intervals, cell)
+            if base is None or cell is base or not cell.runs:
+                continue
+            seeds = sorted(set(cell.runs) & set(base.runs))
+            if not seeds:
+                continue
+
+            def tests(cell: Cell = cell, key: str = key, seeds: list = seeds) -> None:
+                pairs = _pairs(cell, base, seeds)
+                for seed, replicate in zip(seeds, pairs):
+                    found = compare(cache, runs, [replicate], key, n_resamples)
+                    if found is not None:
+                        cell.seed_tests[seed] = (SCALE * found["difference"], found["p"])
+                pooled = compare(cache, runs, pairs, key, n_resamples)
+                if pooled is not None:
+                    cell.example_diff, cell.example_p = SCALE * pooled["difference"], pooled["p"]
+                    family.append(cell)
+            _guarded(tests, cell)
+    for cell, p in zip(family, correct([c.example_p for c in family], data.layout.correction)):
+        cell.example_p_corrected = p
+    from datamodules.registry import get_dataset
+
+    tasks = {t for _, cells in data.body_rows() for c in cells if c.runs for t in c.tasks}
+    data.resampling = {"n_resamples": n_resamples, "units": {t: unit_of(get_dataset(t)) for t in sorted(tasks)},
+                       "cached": cache.hits, "computed": cache.misses}
+    return data
