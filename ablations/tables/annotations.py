@@ -84,6 +84,32 @@ def seeds_summary(data: TableData) -> str | None:
     return f"Seeds needed to resolve {what} (α = {ALPHA}, power {POWER}): " + "; ".join(parts) + "."
 
 
+def closing_notes(data: TableData) -> list[str]:
+    """The notes after the footnotes of the cells: agreement with the paper, and what the cost rows count."""
+    from ablations.tables.cost import cost_note
+
+    notes = [data.agreement.line()] if data.agreement is not None else []
+    return notes + ([cost_note(data)] if data.layout.cost and data.costs else [])
+
+
+def extra_rows(data: TableData) -> list[tuple[str, list[str]]]:
+    """Rows under the scores: each column's compute, with `table.cost` / `--cost`."""
+    from ablations.tables.cost import cost_rows
+
+    return cost_rows(data) if data.layout.cost and data.costs else []
+
+
+def record_extras(data: TableData, row: str, column: str) -> dict[str, Any]:
+    """A cell's CSV fields beyond its statistics: cost, and its row's agreement with the paper."""
+    from ablations.tables.cost import cost_record
+
+    agreement = data.agreement.records().get(row, {}) if data.agreement is not None else {}
+    return {**cost_record(data, row, column), **{k: agreement.get(k) for k in AGREEMENT_FIELDS}}
+
+
+AGREEMENT_FIELDS = ("agreement_tau", "agreement", "agreement_pairs")
+
+
 def stats_record(cell: Cell) -> dict[str, Any]:
     """The CSV's fields for a cell's statistics, unrounded."""
     ci = cell.ci or (None, None)
@@ -101,5 +127,5 @@ STATS_FIELDS = ("ci_low", "ci_high", "ci_note", "p_corrected", "n_too_small", "e
 
 
 def has_biosses(data: TableData) -> bool:
-    return any("biosses" in cell.tasks or cell.row == "biosses" for _, cells in data.body_rows() for cell in cells
-               if cell.row != BLURB_ROW) or "biosses" in data.rows
+    return "biosses" in data.rows or "biosses" in data.columns or any(
+        "biosses" in cell.tasks for _, cells in data.body_rows() for cell in cells)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.tables import annotations
 from ablations.tables.annotations import DOUBLE_DAGGER
+from ablations.tables.cost import COST_FIELDS
 from ablations.tables.stats import DIGITS, Cell, TableData, table_data
 from core.console import one_line
 from core.errors import UnknownNameError
@@ -179,7 +180,10 @@ def _markdown(data: TableData) -> str:
             texts.append(md_escape(text))
         label = f"**{BLURB_ROW}**" if row == BLURB_ROW else md_escape(row)
         lines.append("| " + " | ".join([label] + texts) + " |")
-    return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)])
+    lines += ["| " + " | ".join(md_escape(t) for t in [f"*{label}*", *texts]) + " |"
+              for label, texts in annotations.extra_rows(data)]
+    return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)]
+                     + annotations.closing_notes(data))
 
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -251,12 +255,16 @@ def _latex(data: TableData) -> str:
             if paper:
                 parts.append(s.paper or "")
         lines.append(" & ".join(parts) + r" \\")
+    extra = annotations.extra_rows(data)
+    lines += [r"\midrule"] * bool(extra) + [" & ".join([latex_escape(label)] + [
+        f"{latex_escape(t)} & " if paper else latex_escape(t) for t in texts]) + r" \\" for label, texts in extra]
     return _latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
-                        + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)])
+                        + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
+                        + [latex_escape(n) + r"\\" for n in annotations.closing_notes(data)])
 
 
 CSV_FIELDS = ("row", "column", "tasks", "metric", "mean", "std", "n", "n_planned", "p_value", "significant",
-              "best", "paper", "missing", *annotations.STATS_FIELDS)
+              "best", "paper", "missing", *annotations.STATS_FIELDS, *COST_FIELDS, *annotations.AGREEMENT_FIELDS)
 
 
 def _number(value: float | None) -> str:
@@ -296,7 +304,8 @@ def _cell_records(data: TableData) -> list[dict[str, Any]]:
     return [{"row": row, "column": cell.column, "tasks": " ".join(cell.tasks), "metric": metric, "mean": cell.mean,
              "std": cell.std, "n": cell.n, "n_planned": cell.n_planned, "p_value": cell.p_value,
              "significant": None if cell.p_value is None else cell.significant, "best": cell.best,
-             "paper": cell.paper, "missing": _missing_text(cell), **annotations.stats_record(cell)}
+             "paper": cell.paper, "missing": _missing_text(cell), **annotations.stats_record(cell),
+             **annotations.record_extras(data, row, cell.column)}
             for row, cells in data.body_rows() for cell in cells]
 
 

@@ -64,6 +64,7 @@ def _interval(cache: ResamplingCache, runs: _Runs, replicates: list[list[CellRun
 
 
 def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, CellRun]]]:
+    """Per seed, the (cell's, base's) runs of each task both have."""
     out = []
     for seed in seeds:
         theirs = {r.task: r for r in base.runs[seed]}
@@ -139,3 +140,25 @@ def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
     data.resampling = {"n_resamples": n_resamples, "units": {t: unit_of(get_dataset(t)) for t in sorted(tasks)},
                        "cached": cache.hits, "computed": cache.misses}
     return data
+
+
+def example_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
+                   n_resamples: int = N_RESAMPLES) -> Callable[[Cell, Cell], float | None]:
+    """The pooled paired permutation test of any two cells of `data` (agreement.py), sharing annotate's
+    cache: p, or None where the cells share no seed or their predictions cannot be read."""
+    cache, runs = ResamplingCache(cache_dir), _Runs(tracking_uri)
+
+    def test(a: Cell, b: Cell) -> float | None:
+        if a.row == BLURB_ROW:
+            return None
+        if a.column == data.layout.baseline:  # the order annotate cached it in: (cell, baseline)
+            a, b = b, a
+        seeds = sorted(set(a.runs) & set(b.runs))
+        if not seeds:
+            return None
+        try:
+            found = compare(cache, runs, _pairs(a, b, seeds), metric_key(data, a), n_resamples)
+        except ValueError:
+            return None
+        return None if found is None else found["p"]
+    return test

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.tables.inference import ALPHA, MIN_SEEDS, correct, seeds_needed
@@ -55,6 +55,7 @@ class Cell:
     example_p: float | None = None  # its permutation-test p value
     example_p_corrected: float | None = None
     seed_tests: dict = field(default_factory=dict)  # seed -> (difference, p) of the per-seed permutation test
+    cost: Any = None  # cost.Cost of the cell's runs (cost.add_costs)
 
     @property
     def n(self) -> int:
@@ -94,6 +95,8 @@ class TableData:
     blurb: dict[str, Cell] | None = None  # column -> BLURB score cell
     notes: list[str] = field(default_factory=list)  # general notes (no marker)
     resampling: dict = field(default_factory=dict)  # significance.annotate: resamples, units per task, cache use
+    costs: dict = field(default_factory=dict)  # column -> cost.ColumnCost (cost.add_costs)
+    agreement: Any = None  # agreement.Agreement with the paper's numbers
 
     def cell(self, row: str, column: str) -> Cell:
         return self.cells[(row, column)]
