@@ -123,23 +123,42 @@ def read_jsonl(path) -> list[dict]:
 def load_units(tracking_uri: str, run_id: str, task: str) -> ScoredUnits:
     """A finished run's test units, read from its MLflow artifacts. ValueError says why they cannot be
     (no predictions logged: a run older than them)."""
+    import os
+
+    from datamodules.registry import get_dataset
+
+    spec = get_dataset(task)
+    quiet = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # no progress bar per run on the terminal
+    try:
+        from datamodules.task_encoder import QUESTION_LEVEL_METRICS
+
+        files = _download(tracking_uri, run_id, (PREDICTIONS, ANSWERS) if spec.metric in QUESTION_LEVEL_METRICS
+                          else (PREDICTIONS,))
+    finally:
+        if quiet is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = quiet
+    if files[PREDICTIONS] is None:
+        raise ValueError(f"run {run_id} has no {PREDICTIONS}")
+    return units_from_records(spec, files[PREDICTIONS], files[ANSWERS])
+
+
+def _download(tracking_uri: str, run_id: str, names: tuple[str, ...]) -> dict[str, list[dict] | None]:
     import tempfile
 
     from mlflow.artifacts import download_artifacts
     from mlflow.exceptions import MlflowException
 
     from ablations.run.tracking import preserved_tracking_env
-    from datamodules.registry import get_dataset
 
-    spec = get_dataset(task)
     with tempfile.TemporaryDirectory() as tmp, preserved_tracking_env():
-        files = {}
-        for name in (PREDICTIONS, ANSWERS):
+        files: dict[str, list[dict] | None] = {ANSWERS: None}
+        for name in names:
             try:
                 files[name] = read_jsonl(download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp,
                                                             tracking_uri=tracking_uri))
             except (MlflowException, OSError):
                 files[name] = None
-    if files[PREDICTIONS] is None:
-        raise ValueError(f"run {run_id} has no {PREDICTIONS}")
-    return units_from_records(spec, files[PREDICTIONS], files[ANSWERS])
+    return files
