@@ -53,8 +53,9 @@ def stats_notes(data: TableData) -> list[str]:
         units = sorted(set(data.resampling["units"].values()))
         notes.append(f"CI: 95% percentile bootstrap interval of the cell's mean over its test units ({', '.join(units)}: "
                      "what each task's metric scores together, e.g. a sentence for entity F1, a question for BioASQ), "
-                     f"{data.resampling['n_resamples']} resamples (scipy.stats.bootstrap), each seed's test set "
-                     "resampled on its own, the metric being the task's own scorer.")
+                     f"{data.resampling['n_resamples']} resamples (scipy.stats.bootstrap; 1000 for test sets of up to 250 "
+                     "units, fewer for larger ones, at least 100), each seed's test set resampled on its own, the "
+                     "metric being the task's own scorer.")
         if layout.baseline is not None:
             notes.append(f"{DOUBLE_DAGGER} p < {ALPHA} {method}: two-sided paired permutation test "
                          "(scipy.stats.permutation_test, permutation_type='samples', "

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,13 @@ import numpy as np
 
 from ablations.tables.test_sets import ScoredUnits
 
-N_RESAMPLES = 1000  # bootstrap resamples and permutations: a 27-run table renders in seconds on 2 cores
+# Bootstrap resamples and permutations: N_RESAMPLES for test sets of up to WORK // N_RESAMPLES units, fewer
+# for larger ones (never below MIN_RESAMPLES), so that one resampling scores at most about WORK units and a
+# 27-run table renders in well under a minute on 2 cores (the task's own scorer runs once per resample)
+N_RESAMPLES = 1000
+MIN_RESAMPLES = 100
+WORK = 250_000
+POLICY = f"{N_RESAMPLES}/{MIN_RESAMPLES}/{WORK}"  # in the cache keys: another policy computes anew
 CONFIDENCE = 0.95
 SEED = 0  # the resampling is seeded: the same runs give the same interval and p value
 
@@ -34,19 +42,27 @@ SEED = 0  # the resampling is seeded: the same runs give the same interval and p
 class Interval:
     low: float
     high: float
+    resamples: int
+
+
+def resamples_for(units: int) -> int:
+    """How many resamples a test set of `units` units gets (see WORK)."""
+    return max(MIN_RESAMPLES, min(N_RESAMPLES, WORK // max(1, units)))
 
 
 def _finite(value: float) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-def interval(replicates: Sequence[Sequence[ScoredUnits]], key: str = "score", n_resamples: int = N_RESAMPLES,
+def interval(replicates: Sequence[Sequence[ScoredUnits]], key: str = "score", n_resamples: int | None = None,
              seed: int = SEED) -> Interval | None:
     """The bootstrap CI of the mean over `replicates` (seeds) of the mean over each one's runs (tasks) of
-    `key`, every run's units resampled independently; None where it is undefined (a constant score)."""
+    `key`, every run's units resampled independently; None where it is undefined (a constant score).
+    `n_resamples` None: `resamples_for` the largest test set."""
     from scipy.stats import bootstrap
 
     runs = [units for replicate in replicates for units in replicate]
+    n_resamples = n_resamples or resamples_for(max((len(u) for u in runs), default=0))
     shape = [len(replicate) for replicate in replicates]
 
     def statistic(*indices: np.ndarray) -> float:
@@ -64,7 +80,7 @@ def interval(replicates: Sequence[Sequence[ScoredUnits]], key: str = "score", n_
                            vectorized=False, paired=False, method="percentile", confidence_level=CONFIDENCE,
                            rng=np.random.default_rng(seed))
     low, high = _finite(result.confidence_interval.low), _finite(result.confidence_interval.high)
-    return None if low is None or high is None else Interval(low, high)
+    return None if low is None or high is None else Interval(low, high, n_resamples)
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,7 @@ class PairedTest:
     difference: float  # mean over seeds of (a - b), on the units both runs scored
     p_value: float
     units: int  # units compared per seed (summed over seeds)
+    resamples: int
 
 
 def _aligned(a: ScoredUnits, b: ScoredUnits) -> tuple[ScoredUnits, ScoredUnits]:
@@ -83,7 +100,7 @@ def _aligned(a: ScoredUnits, b: ScoredUnits) -> tuple[ScoredUnits, ScoredUnits]:
 
 
 def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key: str = "score",
-                n_resamples: int = N_RESAMPLES, seed: int = SEED) -> PairedTest | None:
+                n_resamples: int | None = None, seed: int = SEED) -> PairedTest | None:
     """The paired permutation test of cell a against cell b: `pairs[s]` holds seed s's (a, b) runs, one pair
     per task. Statistic: mean over seeds of the mean over tasks of score(a) - score(b). None when no unit
     is shared."""
@@ -92,6 +109,7 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
     blocks = [_aligned(a, b) for replicate in pairs for a, b in replicate]
     if not blocks or any(len(a) == 0 for a, _ in blocks):
         return None
+    n_resamples = n_resamples or resamples_for(max(len(a) for a, _ in blocks))
     pool = blocks[0][0]
     offsets_a, offsets_b, pool_units = [], [], []
     for a, b in blocks:  # every unit of every run in one list: x and y index into it
@@ -118,28 +136,80 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
 
     result = permutation_test((x, y), statistic, permutation_type="samples", vectorized=False,
                               n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed))
-    return PairedTest(float(result.statistic), float(min(1.0, result.pvalue)), len(x))
+    return PairedTest(float(result.statistic), float(min(1.0, result.pvalue)), len(x), n_resamples)
 
 
 class ResamplingCache:
     """Results in `<folder>/<digest>.json`, the digest of what they were computed from (the runs' ids, the
-    metric key, the resamples, the kind of result): runs are immutable once FINISHED, so a hit is current."""
+    metric key, the resampling policy, the kind of result): runs are immutable once FINISHED, so a hit is
+    current. With `collect`, a miss is queued (after `prepare`, which reads what the computation needs, runs)
+    instead of computed: `run_pending` then computes the queue on the machine's cores (two on the 2-core CI
+    machine), each result an independent resampling."""
 
-    def __init__(self, folder: Path | None):
+    def __init__(self, folder: Path | None, collect: bool = False):
         self.folder = Path(folder) if folder is not None else None
+        self.collect = collect
+        self.memory: dict[str, dict | None] = {}
+        self.pending: list[tuple[str, list, Callable[[], dict | None]]] = []
         self.hits = self.misses = 0
 
-    def get(self, parts: Sequence, compute: Callable[[], dict | None]) -> dict | None:
-        digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:24]
-        path = self.folder / f"{digest}.json" if self.folder is not None else None
+    def _path(self, digest: str) -> Path | None:
+        return self.folder / f"{digest}.json" if self.folder is not None else None
+
+    def get(self, parts: Sequence, compute: Callable[[], dict | None],
+            prepare: Callable[[], object] | None = None) -> dict | None:
+        parts = [str(p) for p in parts]
+        digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
+        path = self._path(digest)
+        if digest in self.memory:
+            return self.memory[digest]
         if path is not None and path.is_file():
             self.hits += 1
-            return json.loads(path.read_text())["value"]
+            self.memory[digest] = json.loads(path.read_text())["value"]
+            return self.memory[digest]
+        if self.collect:
+            if prepare is not None:
+                prepare()
+            if all(d != digest for d, _, _ in self.pending):
+                self.misses += 1
+                self.pending.append((digest, parts, compute))
+            return None
         self.misses += 1
-        value = compute()
+        return self._store(digest, parts, compute())
+
+    def _store(self, digest: str, parts: list, value: dict | None) -> dict | None:
+        self.memory[digest] = value
+        path = self._path(digest)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"parts": [str(p) for p in parts], "value": value}))
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"parts": parts, "value": value}))
             tmp.replace(path)
         return value
+
+    def run_pending(self) -> None:
+        """Compute the queued results, in forked worker processes where there are several and the machine
+        has several cores (they inherit what `prepare` read), and keep them."""
+        global _PENDING
+        workers = min(len(self.pending), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else os.cpu_count() or 1)
+        _PENDING = [compute for _, _, compute in self.pending]
+        try:
+            if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                    values = pool.map(_compute, range(len(_PENDING)), chunksize=1)
+            else:
+                values = [_compute(i) for i in range(len(_PENDING))]
+        finally:
+            _PENDING = []
+        for (digest, parts, _), value in zip(self.pending, values):
+            self._store(digest, parts, value)
+        self.pending = []
+        self.collect = False
+
+
+_PENDING: list[Callable[[], dict | None]] = []  # the queue `run_pending` hands to its forked workers
+
+
+def _compute(index: int) -> dict | None:
+    return _PENDING[index]()

@@ -17,7 +17,7 @@ from typing import Callable
 
 from ablations.results import BLURB_ROW, CellRun
 from ablations.tables.inference import correct
-from ablations.tables.resampling import N_RESAMPLES, ResamplingCache, interval, paired_test
+from ablations.tables.resampling import POLICY, ResamplingCache, interval, paired_test
 from ablations.tables.stats import SCALE, Cell, TableData
 from ablations.tables.test_sets import ScoredUnits, load_units, unit_of
 
@@ -36,6 +36,7 @@ class _Runs:
     def __init__(self, tracking_uri: str):
         self.tracking_uri = tracking_uri
         self.loaded: dict[str, ScoredUnits | ValueError] = {}
+        self.resamples: set[int] = set()  # the resamples the results shown used
 
     def units(self, run: CellRun) -> ScoredUnits:
         if run.run_id not in self.loaded:
@@ -54,13 +55,17 @@ def _scaled(value: dict | None) -> tuple[float, float] | None:
 
 
 def _interval(cache: ResamplingCache, runs: _Runs, replicates: list[list[CellRun]], key: str,
-              n: int) -> dict | None:
+              n: int | None) -> dict | None:
     ids = [[r.run_id for r in replicate] for replicate in replicates]
 
     def compute() -> dict | None:
         found = interval([[runs.units(r) for r in replicate] for replicate in replicates], key, n)
-        return None if found is None else {"low": found.low, "high": found.high}
-    return cache.get(["interval", ids, key, n], compute)
+        return None if found is None else {"low": found.low, "high": found.high, "resamples": found.resamples}
+    found = cache.get(["interval", ids, key, n or POLICY], compute,
+                      lambda: [runs.units(r) for replicate in replicates for r in replicate])
+    if found is not None:
+        runs.resamples.add(found["resamples"])
+    return found
 
 
 def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, CellRun]]]:
@@ -73,14 +78,19 @@ def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, Cell
 
 
 def compare(cache: ResamplingCache, runs: _Runs, pairs: list[list[tuple[CellRun, CellRun]]], key: str,
-            n: int) -> dict | None:
+            n: int | None) -> dict | None:
     """The paired permutation test of the runs in `pairs` (per seed, one (a, b) per task), cached."""
     ids = [[(a.run_id, b.run_id) for a, b in replicate] for replicate in pairs]
 
     def compute() -> dict | None:
         found = paired_test([[(runs.units(a), runs.units(b)) for a, b in replicate] for replicate in pairs], key, n)
-        return None if found is None else {"difference": found.difference, "p": found.p_value, "units": found.units}
-    return cache.get(["paired", ids, key, n], compute)
+        return None if found is None else {"difference": found.difference, "p": found.p_value, "units": found.units,
+                                           "resamples": found.resamples}
+    found = cache.get(["paired", ids, key, n or POLICY], compute,
+                      lambda: [runs.units(r) for replicate in pairs for pair in replicate for r in pair])
+    if found is not None:
+        runs.resamples.add(found["resamples"])
+    return found
 
 
 def _guarded(what: Callable[[], None], cell: Cell) -> None:
@@ -91,10 +101,28 @@ def _guarded(what: Callable[[], None], cell: Cell) -> None:
 
 
 def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
-             n_resamples: int = N_RESAMPLES) -> TableData:
-    """Add the bootstrap CIs and the tests over test units to `data`'s cells (in place; returned)."""
-    cache, runs = ResamplingCache(cache_dir), _Runs(tracking_uri)
+             n_resamples: int | None = None) -> TableData:
+    """Add the bootstrap CIs and the tests over test units to `data`'s cells (in place; returned): a first
+    pass reads what is cached and queues the rest, which is computed on every core, then a second pass fills
+    the cells."""
+    cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
+    _fill_cells(data, cache, runs, n_resamples)
+    if cache.pending:
+        cache.run_pending()
+        _fill_cells(data, cache, runs, n_resamples)
+    from datamodules.registry import get_dataset
+
+    tasks = {t for _, cells in data.body_rows() for c in cells if c.runs for t in c.tasks}
+    shown = sorted(runs.resamples)
+    data.resampling = {"n_resamples": "–".join(map(str, shown[::max(1, len(shown) - 1)])) if shown else "no",
+                       "units": {t: unit_of(get_dataset(t)) for t in sorted(tasks)},
+                       "cached": cache.hits, "computed": cache.misses}
+    return data
+
+
+def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resamples: int | None) -> None:
     baseline = data.layout.baseline
+    runs.resamples.clear()
     family: list[Cell] = []
     for row, cells in data.body_rows():
         if row == BLURB_ROW:  # a score over task types: no resampling unit of its own
@@ -104,6 +132,8 @@ def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
         base = next((c for c in cells if c.column == baseline), None)
         for cell in cells:
             key = metric_key(data, cell)
+            cell.ci, cell.ci_note, cell.run_cis, cell.seed_tests = None, None, {}, {}
+            cell.example_diff = cell.example_p = cell.example_p_corrected = None
 
             def intervals(cell: Cell = cell, key: str = key) -> None:
                 if not cell.runs:
@@ -112,7 +142,7 @@ def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
                     for seed, done in cell.runs.items():
                         cell.run_cis[seed] = _scaled(_interval(cache, runs, [done], key, n_resamples))
                 cell.ci = _scaled(_interval(cache, runs, list(cell.runs.values()), key, n_resamples))
-                if cell.ci is None:
+                if cell.ci is None and not cache.collect:
                     cell.ci_note = "the score is constant under resampling"
             _guarded(intervals, cell)
             if base is None or cell is base or not cell.runs:
@@ -134,19 +164,15 @@ def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
             _guarded(tests, cell)
     for cell, p in zip(family, correct([c.example_p for c in family], data.layout.correction)):
         cell.example_p_corrected = p
-    from datamodules.registry import get_dataset
-
-    tasks = {t for _, cells in data.body_rows() for c in cells if c.runs for t in c.tasks}
-    data.resampling = {"n_resamples": n_resamples, "units": {t: unit_of(get_dataset(t)) for t in sorted(tasks)},
-                       "cached": cache.hits, "computed": cache.misses}
-    return data
 
 
 def example_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
-                   n_resamples: int = N_RESAMPLES) -> Callable[[Cell, Cell], float | None]:
+                   n_resamples: int | None = None) -> Callable[[Cell, Cell], float | None]:
     """The pooled paired permutation test of any two cells of `data` (agreement.py), sharing annotate's
-    cache: p, or None where the cells share no seed or their predictions cannot be read."""
-    cache, runs = ResamplingCache(cache_dir), _Runs(tracking_uri)
+    cache: p, or None where the cells share no seed or their predictions cannot be read. Its `cache`
+    collects what is not cached yet (None until `test.cache.run_pending()` computed it): call agreement,
+    run the pending, call it again."""
+    cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
 
     def test(a: Cell, b: Cell) -> float | None:
         if a.row == BLURB_ROW:
@@ -161,4 +187,5 @@ def example_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = 
         except ValueError:
             return None
         return None if found is None else found["p"]
+    test.cache = cache  # type: ignore[attr-defined]
     return test

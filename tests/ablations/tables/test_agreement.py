@@ -100,7 +100,9 @@ def test_below_three_seeds_the_paired_test_over_test_examples_decides(uri, tmp_p
     annotate(data, uri, tmp_path / "cache")
     cell = data.cell("pubmedqa", "A")
     assert cell.n_too_small and not cell.significant and cell.example_significant
-    found = agreement(data, example_tester(data, uri, tmp_path / "cache"))
+    test = example_tester(data, uri, tmp_path / "cache")
+    assert not test.cache.pending and agreement(data, test).rows  # baseline pairs: annotate cached them
+    found = agreement(data, test)
     [row] = found.rows
     [pair] = row.pairs
     assert row.tau == pytest.approx(1.0) and (pair.verdict, pair.method) == (AGREE, EXAMPLES)
