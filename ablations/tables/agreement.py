@@ -125,4 +125,4 @@ def agreement(data: TableData, example_test: ExampleTest | None = None) -> Agree
         pair.p_corrected = p
         if p < ALPHA:
             pair.verdict = AGREE if pair.ours > 0 else DISAGREE
-    return Agreement(rows, data.layout.correction)
+    return Agreement(rows, data.layout.correction) if rows else None

@@ -36,6 +36,7 @@ class StoredTable:
     markdown: str
     png: bytes | None
     overrides: str = ""  # the command-line overrides of the invocation it was rendered for
+    compute_png: bytes | None = None  # score against compute (pareto.py), where the runs logged their compute
 
 
 def stored_tables(tracking_uri: str) -> list[StoredTable]:
@@ -80,7 +81,7 @@ def _stored_table(run, tracking_uri: str) -> StoredTable:
 
     files: dict[str, bytes | None] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("table.md", "table.png"):
+        for name in ("table.md", "table.png", "compute.png"):
             try:
                 files[name] = Path(download_artifacts(run_id=run.info.run_id, artifact_path=name, dst_path=tmp,
                                                       tracking_uri=tracking_uri)).read_bytes()
@@ -91,7 +92,7 @@ def _stored_table(run, tracking_uri: str) -> StoredTable:
     markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
     return StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
                        run.data.tags.get("profile", ""), when, markdown, files["table.png"],
-                       run.data.tags.get("cli_overrides", ""))
+                       run.data.tags.get("cli_overrides", ""), files["compute.png"])
 
 
 def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
