@@ -51,7 +51,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="table-statistics-"))
     uri = f"sqlite:///{work / 'mlruns.db'}"
     client = MlflowClient(uri)
-    experiment = client.create_experiment("bench")
+    experiment = client.create_experiment("bench", artifact_location=str(work / "artifacts"))
     rng, runs, sizes = random.Random(0), [], {}
     for task in TASKS:
         test = get_dataset(task).read(Path(args.data_dir))["test"]

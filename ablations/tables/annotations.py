@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ablations.results import BLURB_ROW, CORRECTIONS
+from ablations.results import CORRECTIONS
 from ablations.tables.inference import ALPHA, MIN_SEEDS, POWER
 from ablations.tables.stats import DIGITS, Cell, TableData
 
@@ -64,7 +64,7 @@ def stats_notes(data: TableData) -> list[str]:
                          "`bioablate table --stats`).")
     if any(c.seeds_needed is not None for _, cells in data.body_rows() for c in cells):
         source = f"a difference of {_f(layout.effect)}" if layout.effect is not None else \
-            f"the paper's difference to the baseline"
+            "the paper's difference to the baseline"
         notes.append(f"~N seeds: seeds a two-sided paired t-test needs to detect {source} at α = {ALPHA} with "
                      f"power {POWER}, given the spread of this cell's per-seed differences "
                      "(statsmodels.stats.power.TTestPower).")

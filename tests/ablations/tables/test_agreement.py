@@ -29,9 +29,9 @@ LAYOUT = TableLayout(title="hand-built", rows="task", columns="model", column_or
                      paper=PAPER, blurb_row=True)
 
 
-def log_runs(uri: str, experiment: str, scores: dict, predictions: dict | None = None, tmp_path=None) -> None:
+def log_runs(uri: str, experiment: str, scores: dict, tmp_path, predictions: dict | None = None) -> None:
     client = MlflowClient(uri)
-    experiment_id = client.create_experiment(experiment)
+    experiment_id = client.create_experiment(experiment, artifact_location=str(tmp_path / "artifacts" / experiment))
     for column, by_task in scores.items():
         for task, values in by_task.items():
             for seed, value in enumerate(values):
@@ -59,7 +59,7 @@ def uri(tmp_path):
 
 
 def test_tau_and_pairwise_verdicts_over_seeds_match_the_hand_computation(uri, tmp_path):
-    log_runs(uri, "by-seeds", SCORES)
+    log_runs(uri, "by-seeds", SCORES, tmp_path)
     data = table_data(LAYOUT, cell_runs(uri, "by-seeds"))
     found = agreement(data)
     rows = {r.row: r for r in found.rows}
@@ -93,7 +93,7 @@ def test_below_three_seeds_the_paired_test_over_test_examples_decides(uri, tmp_p
     predictions = {"A": [{**g, "prediction": g["gold"]} for g in gold],
                    "B": [{**g, "prediction": ("no" if g["gold"] == "yes" else "yes") if i < 10 else g["gold"]}
                          for i, g in enumerate(gold)]}
-    log_runs(uri, "by-examples", {"A": {"pubmedqa": [100, 100]}, "B": {"pubmedqa": [75, 75]}}, predictions, tmp_path)
+    log_runs(uri, "by-examples", {"A": {"pubmedqa": [100, 100]}, "B": {"pubmedqa": [75, 75]}}, tmp_path, predictions)
     layout = TableLayout(title="two seeds", rows="task", columns="model", column_order=("A", "B"), baseline="B",
                          paper={"pubmedqa": {"A": 60.0, "B": 55.0}})
     data = table_data(layout, cell_runs(uri, "by-examples"))
