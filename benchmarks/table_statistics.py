@@ -40,7 +40,7 @@ def main() -> None:
 
     from ablations.results import FINISHED, CellRun, TableLayout
     from ablations.tables.publish import publish_runs
-    from ablations.tables.test_sets import units_from_records
+    from ablations.tables.scored_units import units_from_records
     from core.hardware import machine
     from datamodules.registry import get_dataset
 

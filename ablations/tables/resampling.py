@@ -1,4 +1,4 @@
-"""How uncertain a score is over its test examples, by resampling them (test_sets.py's units: sentences,
+"""How uncertain a score is over its test examples, by resampling them (scored_units.py's units: sentences,
 questions or instances), the metric being the task's own scorer on each resample:
 
 - `interval`: the percentile bootstrap 95% confidence interval (scipy.stats.bootstrap) of a run's score, or
@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ablations.tables.test_sets import ScoredUnits
+from ablations.tables.scored_units import ScoredUnits
 
 # Bootstrap resamples and permutations: N_RESAMPLES for test sets of up to WORK // N_RESAMPLES units, fewer
 # for larger ones (never below MIN_RESAMPLES), so that one resampling scores at most about WORK units and a

@@ -19,7 +19,7 @@ from ablations.results import BLURB_ROW, CellRun
 from ablations.tables.inference import correct
 from ablations.tables.resampling import POLICY, ResamplingCache, interval, paired_test
 from ablations.tables.stats import SCALE, Cell, TableData
-from ablations.tables.test_sets import ScoredUnits, load_units, unit_of
+from ablations.tables.scored_units import ScoredUnits, load_units, unit_of
 
 
 def metric_key(data: TableData, cell: Cell) -> str:

@@ -18,7 +18,7 @@ from ablations.tables.inference import correct, seeds_needed
 from ablations.tables.render import render_data
 from ablations.tables.resampling import ResamplingCache, interval, paired_test
 from ablations.tables.stats import table_data
-from ablations.tables.test_sets import units_from_records
+from ablations.tables.scored_units import units_from_records
 from datamodules.registry import get_dataset
 
 B = 4000  # resamples on both sides: Monte Carlo error of a percentile well under the tolerance below
