@@ -22,6 +22,12 @@ COMPUTED = "COMPUTED"
 REUSED = "REUSED"
 HELD = "HELD"  # another live process holds it and the invocation said --no-wait: left to that process
 
+# The multiple-comparison corrections a table may use (`table.correction`, `--correction`): statsmodels'
+# `multipletests` method -> the name its footnote gives
+CORRECTIONS = {"holm": "Holm", "bonferroni": "Bonferroni", "holm-sidak": "Holm-Šidák", "sidak": "Šidák",
+               "hommel": "Hommel", "simes-hochberg": "Simes-Hochberg", "fdr_bh": "Benjamini-Hochberg FDR",
+               "fdr_by": "Benjamini-Yekutieli FDR", "none": "no"}
+
 BLURB_ROW = "BLURB score"  # the BLURB score row of a table; also its key in the paper's numbers (table.paper)
 
 
@@ -43,6 +49,9 @@ class TableLayout:
     setup: str = ""                # what the runs were, written from their resolved configs (tables/report.py)
     metrics: tuple[str, ...] = ()  # the `metric` axis's values (rows or columns), each a test metric
     paper_source: str = "Gu et al."  # who reported the `paper` numbers (named in the table's notes)
+    correction: str = "holm"       # multiple-comparison correction of the table's tests (statsmodels' method name)
+    effect: float | None = None    # difference (x100) the seeds needed are solved for; None: the paper's
+    cost: bool = False             # show each column's compute beside its scores
 
 
 @dataclass
@@ -60,6 +69,7 @@ class CellRun:
     fingerprint: str | None = None
     wall_time_s: float | None = None
     fold: int | None = None        # the fold (1-based) of a cross-validated task; None: the task has no folds
+    compute: dict[str, float | str] = field(default_factory=dict)  # the run's `compute/*` metrics and device
 
     @property
     def seed_label(self) -> str:

@@ -24,6 +24,7 @@ from typing import Callable
 import torch
 
 from core.hardware import machine  # noqa: F401  (re-exported for the benchmarks)
+from lightning_modules.compute import transformer_train_flops_per_token  # noqa: F401  (re-exported: one count for runs and benchmarks)
 
 
 def _sync(device: torch.device) -> None:
@@ -103,14 +104,6 @@ def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", size: in
         spent += elapsed
         best = max(best, 2 * size ** 3 / elapsed)
     return best
-
-
-def transformer_train_flops_per_token(hidden: int, layers: int, intermediate: int, seq_len: int) -> float:
-    """Forward + backward FLOPs per token of a BERT encoder's matmuls: 6 x (QKV + output projection +
-    feed-forward weights) + 6 x attention scores and mixing (2 matmuls of seq_len x hidden per layer)."""
-    weights = layers * (4 * hidden * hidden + 2 * hidden * intermediate)
-    attention = layers * 2 * seq_len * hidden
-    return 6.0 * (weights + attention)
 
 
 @dataclass

@@ -58,7 +58,79 @@ def run_under_micro_and_check(path: Path, shared_work: Path, data_dir: Path, cap
         assert cells and all(c.status == results.FINISHED and c.value is not None for c in cells), \
             [(c.row, c.column, c.status, c.reason) for c in cells if c.status != results.FINISHED]
         assert len(cells) == len(experiment.cells()) * max(1, len(experiment.layout.metrics))  # a metric axis
+    if experiment.name in STATISTICS_CHECKED:
+        check_statistics(path, experiment, shared_work, data_dir, capsys)
     stored = runs_in_store(tracking_uri)  # one read of a store that grows to ~250 runs, not one per kind
     for kind in ("pretrain", "finetune"):
         fingerprints = Counter(r.data.tags["fingerprint"] for r in stored if r.data.tags.get("kind") == kind)
         assert not [fp for fp, n in fingerprints.items() if n > 1], kind
+
+
+# The tables whose statistics are checked end to end (issue 35): the quick start (2 seeds under micro) and
+# Table 13 (1 seed, a pretraining stage)
+STATISTICS_CHECKED = ("quickstart", "table13_tagging")
+
+
+def _md_cells(markdown: str, columns: list[str]) -> dict[tuple[str, str], str]:
+    """(row, column value) -> the markdown cell's text."""
+    import re
+
+    out = {}
+    for line in markdown.splitlines():
+        parts = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(parts) == len(columns) + 1 and not parts[0].startswith(("---", "*")):
+            out.update({(parts[0].strip("*"), column): text for column, text in zip(columns, parts[1:])})
+    return out
+
+
+def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, capsys) -> None:
+    """The table shows the statistics of issue 35: a bootstrap CI per cell, marks corrected across the table
+    (none below 3 seeds: "n too small"), the test over test examples with its corrected p, the seeds needed,
+    compute columns (and rows with --cost), the agreement line; a re-render reads every resampling result
+    from the cache."""
+    import csv
+
+    from ablations.tables.inference import ALPHA
+
+    out_dir = shared_work / "tables" / experiment.name
+    md = (out_dir / "table.md").read_text()
+    records = list(csv.DictReader((out_dir / "table.csv").open()))
+    baseline = experiment.layout.baseline
+    compared = [r for r in records if r["column"] != baseline and r["mean"] and r["row"] != results.BLURB_ROW]
+    assert compared and all(r["ci_low"] and r["ci_high"] or r["ci_note"] for r in records), records
+    assert any(r["ci_low"] for r in records) and "CI " in md and "scipy.stats.bootstrap" in md
+    assert "Holm-corrected across the table" in md and "statsmodels.stats.multitest" in md
+    for r in compared:  # micro plans fewer than 3 seeds: never marked, the cell says so
+        assert r["n_too_small"] == "true" and r["significant"] != "true" and r["p_corrected"] == ""
+        assert r["example_p"] and r["example_p_corrected"], r
+        assert (r["example_significant"] == "true") == (float(r["example_p_corrected"]) < ALPHA)
+        assert float(r["example_p_corrected"]) >= float(r["example_p"])
+        assert r["effect"]  # the paper's difference to the baseline
+    cells = _md_cells(md, list(experiment.layout.column_order))
+    for r in compared:
+        text = cells[(r["row"], r["column"])]
+        assert "n too small" in text and "†" not in text and ("‡" in text) == (r["example_significant"] == "true")
+        assert f"CI {float(r['ci_low']):.2f}–{float(r['ci_high']):.2f}" in text
+    for r in compared:  # seeds needed wherever the seeds have a spread to solve from
+        if r["seeds_needed"]:
+            assert f"~{r['seeds_needed']} seeds" in md and "Seeds needed to resolve the paper's difference" in md
+    if experiment.name == "quickstart":
+        assert any(r["seeds_needed"] for r in compared)  # 2 seeds: a spread
+    assert all(float(r["flops"]) > 0 and float(r["device_seconds"]) > 0 and float(r["peak_memory_bytes"]) > 0
+               for r in records if r["mean"] and r["row"] != results.BLURB_ROW)
+    assert "Agreement with the paper:" in md and all(r["agreement"] for r in records if r["paper"])
+    for cell in collect(experiment):  # every run logged its compute
+        assert cell.compute["compute/flops"] > 0 and cell.compute["compute/device"], cell.compute
+    # with --cost: the compute rows and the score-vs-compute figure; --stats: every result from the cache
+    args = [str(path), "--profile", "micro", "--work-dir", str(shared_work), "--data-dir",
+            str(data_dir)]
+    assert main(["table", *args, "--cost"]) == 0
+    shown = capsys.readouterr().out
+    assert "| *compute: fine-tuning* |" in shown and "| *peak memory* |" in shown
+    if experiment.stage_order():
+        assert "| *compute: pretraining* |" in shown and all(float(r["pretrain_flops"]) > 0 for r in csv.DictReader(
+            (out_dir / "table.csv").open()) if r["mean"])
+    assert (out_dir / "compute.png").is_file()
+    assert main(["table", *args, "--stats"]) == 0
+    long = capsys.readouterr().out
+    assert "computed: 0)" in long and "seed-level paired t-test" in long

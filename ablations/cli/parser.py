@@ -216,6 +216,7 @@ def _run_command(sub) -> None:
     _add_no_wait(rn)
     _add_max_runs(rn)
     _add_store_options(rn)
+    _add_table_statistics(rn)
     rn.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run, e.g. finetune.epochs=5")
     _add_launcher_options(rn)
@@ -247,6 +248,19 @@ def _server_command(sub) -> None:
                     help="listen on a non-loopback address (the server has no authentication)")
 
 
+def _add_table_statistics(parser) -> None:
+    """The table's statistics options, shared by `table` and `run` (docs/experiments.md, "Statistics")."""
+    parser.add_argument("--correction", help="multiple-comparison correction of the table's significance marks: "
+                                             "holm (default, or the YAML's table.correction), bonferroni, fdr_bh, "
+                                             "... none")
+    parser.add_argument("--effect", type=float, metavar="POINTS",
+                        help="difference (x100, as the table shows) the seeds needed are solved for "
+                             "(default: the paper's difference to the baseline)")
+    parser.add_argument("--cost", action="store_true", default=None,
+                        help="show each column's compute (FLOPs, device-hours, peak memory) under the scores "
+                             "(also the YAML's table.cost: true)")
+
+
 def _table_command(sub) -> None:
     tb = sub.add_parser("table", help="render an experiment's table from the runs in the tracking store "
                                       "(markdown / LaTeX / CSV and a plot; runs nothing)",
@@ -259,6 +273,10 @@ def _table_command(sub) -> None:
                                   "(default: <work-dir>/tables/<experiment>/)")
     tb.add_argument("--zero-based", action="store_true",
                     help="start the figure's y axis at 0 (default: it spans the data, min to max)")
+    tb.add_argument("--stats", action="store_true",
+                    help="print every statistic behind the table, cell by cell (CIs per run, per-seed tests, "
+                         "corrected p values, seeds needed, cost, agreement with the paper)")
+    _add_table_statistics(tb)
     _add_experiment_options(tb, "where the runs went", "overrides the experiment ran with",
                             "micro | mini | base (default: the one profile and overrides the store has runs of; "
                             "none: the experiment's)")

@@ -125,12 +125,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from core.distributed import is_ddp_worker
 
     check_parallelism(args.devices, args.ddp, args.runs_per_device)  # before the experiment loads
+    table_statistics(args, None)
     overrides = list(args.overrides)
     if args.ddp:
         overrides += [f"trainer.devices={args.devices}", "trainer.strategy=ddp"]
     experiment = api.experiment(args.experiment, profile=args.profile, overrides=overrides,
                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                                 **_max_runs(args))
+    table_statistics(args, experiment)
     if args.dry_run:
         for line in api.plan(experiment):  # printed as each run is resolved
             print(line, flush=True)
@@ -196,6 +198,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def table_statistics(args: argparse.Namespace, experiment) -> None:
+    """`--correction`, `--effect`, `--cost` over the YAML's table section (checked before anything loads)."""
+    from dataclasses import replace
+
+    from ablations.results import CORRECTIONS
+    from core.errors import UnknownNameError
+
+    if getattr(args, "correction", None) is not None and args.correction not in CORRECTIONS:
+        raise UnknownNameError("correction", args.correction, tuple(CORRECTIONS))
+    if experiment is None or experiment.kind != "finetune":
+        return
+    given = {"correction": args.correction, "effect": args.effect, "cost": args.cost}
+    experiment.layout = replace(experiment.layout, **{k: v for k, v in given.items() if v is not None})
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     from ablations import api
     from ablations.tables import FORMATS
@@ -203,12 +220,15 @@ def cmd_table(args: argparse.Namespace) -> int:
 
     if args.format not in FORMATS:  # before loading anything
         raise UnknownNameError("table format", args.format, FORMATS)
+    table_statistics(args, None)
     profile, overrides = args.profile, list(args.overrides)
     if profile is None:  # the invocation the store has runs of, before loading under any profile
         profile, overrides = _stored_invocation(args)
     experiment = api.experiment(args.experiment, profile=profile, overrides=overrides, data_dir=args.data_dir,
                                 work_dir=args.work_dir, tracking_uri=args.tracking_uri, **_max_runs(args))
-    table = api.table(experiment, args.format, Path(args.out) if args.out else None, zero_based=args.zero_based)
+    table_statistics(args, experiment)
+    table = api.table(experiment, "stats" if args.stats else args.format, Path(args.out) if args.out else None,
+                      zero_based=args.zero_based)
     print(table.text, end="")
     if table.recorded is not None:
         print(f"bioablate: used the plan recorded at {table.recorded.recorded_at} ({table.recorded.path}) because "

@@ -79,6 +79,10 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
     for column in labels:
         if column not in columns:
             raise ConfigError(f"{path}: table.labels: '{column}' is not a column ({', '.join(columns)})")
+    if table["correction"] not in results.CORRECTIONS:
+        close = difflib.get_close_matches(table["correction"], list(results.CORRECTIONS), n=1)
+        raise ConfigError(f"{path}: table.correction: unknown '{table['correction']}'"
+                          + (f" (did you mean '{close[0]}'?)" if close else "") + f"; known: {', '.join(results.CORRECTIONS)}")
     if table["blurb_row"] and row_axis != "task":
         raise ConfigError(f"{path}: table.blurb_row needs rows: task")
     for metric in table["metrics"] or [table["metric"]]:
@@ -90,7 +94,8 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
         column_order=tuple(table["column_order"]) or tuple(columns), column_labels=labels,
         paper={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper"].items()},
         blurb_row=table["blurb_row"], caption=table_text(table, "caption", profile, path),
-        paper_source=table["paper_source"], metrics=tuple(table["metrics"]))
+        paper_source=table["paper_source"], metrics=tuple(table["metrics"]), correction=table["correction"],
+        cost=bool(table["cost"]))
 
 
 def _check_metric(metric: str, tasks: list[str], path: Path) -> None:

@@ -234,9 +234,10 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
     """A planned cell as the tables see it: a FINISHED run with its test `metric` (a finished run without
     it counts as FAILED), else its status and reason."""
     cell = planned.cell
-    status, reason, value, wall = planned.status, planned.reason, None, None
+    status, reason, value, wall, compute = planned.status, planned.reason, None, None, {}
     run = planned.run
     if run is not None:
+        compute = {k: v for k, v in {**run.data.metrics, **run.data.tags}.items() if k.startswith("compute/")}
         if status == results.FINISHED:
             value = run.data.metrics.get(f"test/{metric}")
             if value is None:
@@ -245,7 +246,7 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
             wall = (run.info.end_time - run.info.start_time) / 1000
     return results.CellRun(row=cell.row, column=cell.column, task=cell.task, seed=cell.seed, status=status,
                            value=value, reason=reason, run_id=planned.run_id, fingerprint=planned.fingerprint,
-                           wall_time_s=wall, fold=cell.fold)
+                           wall_time_s=wall, fold=cell.fold, compute=compute)
 
 
 def collect(experiment: Experiment, tracking_uri: Optional[str] = None) -> list[results.CellRun]:

@@ -66,6 +66,9 @@ class TableSchema:
     # text under the title, or per profile ({mini: "...", default: "..."}): a profile the mapping does not
     # name gets none. Every table also gets a line written from its runs' resolved configs (model, epochs, ...).
     caption: Any = ""
+    # how the table's significance marks are corrected for many comparisons (statsmodels.stats.multitest)
+    correction: str = "holm"
+    cost: bool = False  # each column's compute (FLOPs, device-hours, peak memory) beside its scores
 
 
 @dataclass

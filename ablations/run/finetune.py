@@ -28,6 +28,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.run.cards import Provenance
+from ablations.run.costs import log_compute
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, run_params
 from ablations.places import resolve_data_dir, resolve_work_dir
@@ -47,6 +48,7 @@ from datamodules.task_encoder import scoring_group
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
+from lightning_modules.compute import ComputeCounter
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.model_checks import check_model
@@ -159,7 +161,9 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
     params, model_tags = _params(cfg)
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
     with run.tracked(stop_exceptions):
-        module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, callbacks)
+        counter = ComputeCounter()
+        module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, [*callbacks, counter])
+        log_compute(run, counter)
         best_dev = module.dev_history[best_epoch] if module.dev_history else {}
         if best_dev:
             run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
@@ -318,7 +322,8 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
         for instance, prediction in zip(datamodule.instances["test"], module.test_predictions):
             golds.append(encoder.to_json(encoder.gold(instance)))
             predicted.append(encoder.to_json(prediction))
-            f.write(json.dumps({"id": instance.id, "gold": golds[-1], "prediction": predicted[-1]}) + "\n")
+            group = {"group": getattr(instance, encoder.group_by)} if encoder.group_by else {}  # what it is scored with
+            f.write(json.dumps({"id": instance.id, "gold": golds[-1], "prediction": predicted[-1], **group}) + "\n")
     artifacts = [out / "config.yaml", out / "test_predictions.jsonl"]
     questions = encoder.question_records(datamodule.instances["test"], module.test_predictions)
     if questions:  # extractive QA: each question's top answers over its contexts, as it was scored

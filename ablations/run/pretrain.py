@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
+from ablations.run.costs import log_compute
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, run_params, under_key
 from ablations.places import resolve_data_dir, resolve_work_dir
@@ -45,6 +46,7 @@ from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, re
                                         train_wordpiece)
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
+from lightning_modules.compute import ComputeCounter
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
@@ -287,7 +289,9 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> Pretrain
     if not run.is_worker:  # its corpus, as the run's MLflow dataset input
         log_corpus(run.tracker.client, run.run_id, cfg.pretrain.corpus, shards.path, inputs.corpus_fp, len(shards))
     with run.tracked():
-        module = _fit_and_export(cfg, inputs, shards, run)
+        counter = ComputeCounter()
+        module = _fit_and_export(cfg, inputs, shards, run, counter)
+        log_compute(run, counter)
         run.set_tag("model_dir", str(model_dir))
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
@@ -329,7 +333,8 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
     return module
 
 
-def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun) -> PretrainModule:
+def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun,
+                    counter: ComputeCounter) -> PretrainModule:
     """Train to `pretrain.max_steps` (resuming from the run's checkpoint if it has one), checkpointing
     every `checkpoint_every` steps, and export the model (rank 0)."""
     p = cfg.pretrain
@@ -348,7 +353,8 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
         logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
-        callbacks=[checkpoints, InterruptCheck(), *run.callbacks(), *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
+        callbacks=[checkpoints, InterruptCheck(), counter, *run.callbacks(),
+                   *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time

@@ -117,13 +117,18 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
 
 def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData,
                ylabel: str | None, zero_based: bool) -> list[Path]:
+    from ablations.tables.pareto import plot_compute
+
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt, text in texts.items():
+        if fmt not in FILE_SUFFIX:  # the long form (`--stats`) is printed, not written
+            continue
         path = out_dir / f"table.{FILE_SUFFIX[fmt]}"
         path.write_text(file_header(header, fmt) + text, encoding="utf-8")
         paths.append(path)
-    return paths + plot(figure, out_dir / "table", ylabel, zero_based)
+    compute = plot_compute(figure, out_dir / "table") if isinstance(figure, TableData) and figure.costs else []
+    return paths + plot(figure, out_dir / "table", ylabel, zero_based) + compute
 
 
 def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri: str, out_dir: Path,
@@ -135,7 +140,9 @@ def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri:
         texts = {fmt: render_grid(table, fmt) for fmt in FORMATS}
         figure, ylabel = table.figure_data, table.ylabel
     else:
-        texts = {fmt: render_data(table, fmt) for fmt in FORMATS}
+        from ablations.tables.long_form import long_form
+
+        texts = {**{fmt: render_data(table, fmt) for fmt in FORMATS}, "stats": long_form(table)}
         figure, ylabel = table, None
     paths = _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based)
     run_id = log_table_run(tracking_uri, name, paths, table, tags, metrics, artifact_root, invocation)
@@ -146,12 +153,25 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
                  artifact_root: Path | None = None, profile: str | None = None,
                  tags: dict[str, str] | None = None,
                  stages: Sequence[tuple[str, str, str | None]] = (), zero_based: bool = False,
-                 invocation: str | None = None) -> Published:
+                 invocation: str | None = None, cache_dir: Path | None = None,
+                 stage_costs: dict | None = None) -> Published:
     """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged to the
-    table run of `invocation`. `stages` (name, status, MLflow run id) are its pretraining stages, for the header."""
+    table run of `invocation`. `stages` (name, status, MLflow run id) are its pretraining stages, for the header;
+    `stage_costs` (column -> [(stage, its compute metrics)]) what they cost. The statistics over the runs' test
+    predictions are cached in `cache_dir` (significance.py)."""
     from ablations.run.tracking import git_commit
+    from ablations.tables.agreement import agreement
+    from ablations.tables.cost import add_costs
+    from ablations.tables.significance import annotate, example_tester
 
     data = table_data(layout, runs)
+    annotate(data, tracking_uri, cache_dir)
+    add_costs(data, runs, stage_costs)
+    test = example_tester(data, tracking_uri, cache_dir)
+    data.agreement = agreement(data, test)
+    if test.cache.pending:  # the pairs not cached yet, on every core; then again, from the results
+        test.cache.run_pending()
+        data.agreement = agreement(data, test)
     header = provenance(name, profile, runs, tracking_uri, stages)
     counts = {status: sum(r.status == status for r in runs) for status in STATUSES}
     cells = [c for _, row_cells in data.body_rows() for c in row_cells]

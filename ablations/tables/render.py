@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
-from ablations.tables.stats import ALPHA, DIGITS, Cell, TableData, table_data
+from ablations.tables import annotations
+from ablations.tables.annotations import DOUBLE_DAGGER
+from ablations.tables.cost import COST_FIELDS
+from ablations.tables.stats import DIGITS, Cell, TableData, table_data
 from core.console import one_line
 from core.errors import UnknownNameError
 
@@ -77,6 +80,10 @@ class _Shown:
     missing: list[tuple[str, int]]  # (status word, footnote)
     marks: list[int]  # other footnotes (untested, partial BLURB)
     paper: str | None
+    extras: list[str]  # CI, "n too small" (annotations.cell_extras)
+    example_mark: bool  # ‡: the test over test examples, corrected
+    seeds: str | None  # "~12 seeds"
+    ci_half: str | None  # the CI's half-width, LaTeX's second ±
 
 
 def _fmt(value: float | None) -> str | None:
@@ -86,8 +93,9 @@ def _fmt(value: float | None) -> str | None:
 def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], dict[tuple[str, str], _Shown]]:
     layout = data.layout
     metric = "score (each task's primary metric)" if layout.metric == "score" else f"'{layout.metric}'"
-    notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100 "
-             "(Pearson for BIOSSES too), n = seeds with a finished run (n=k/m: k of m planned seeds). "
+    biosses = " (Pearson for BIOSSES too)" if annotations.has_biosses(data) else ""
+    notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100"
+             f"{biosses}, n = seeds with a finished run (n=k/m: k of m planned seeds). "
              + ("Best mean per column (task) in bold." if layout.columns in ("task", "metric") and layout.rows != "task"
                 else "Best mean per row in bold.")]
     if data.has_paper:
@@ -96,9 +104,9 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
     per_cell_untested = len(untested) > 1 or any(
         c.p_value is not None for _, cells in data.body_rows() for c in cells)
     if layout.baseline is not None:
-        notes.append(f"{DAGGER} p < {ALPHA} against the baseline column "
-                     f"'{data.column_label(layout.baseline)}': two-sided paired t-test over the seeds finished "
-                     "in both cells (scipy.stats.ttest_rel); p values are in the CSV.")
+        notes.append(f"Baseline column: '{data.column_label(layout.baseline)}'.")
+    notes += annotations.stats_notes(data)
+    if layout.baseline is not None:
         if untested and not per_cell_untested:
             notes.append(f"No cell was tested against the baseline: {untested.pop()}.")
     if data.blurb is not None:
@@ -106,6 +114,8 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
                      "means (datamodules.metrics.blurb_score); its ± and test use the per-seed BLURB "
                      "score over the seeds on which every task of the column finished.")
     notes += data.notes
+    summary = annotations.seeds_summary(data)
+    notes += [summary] if summary else []
 
     shown = {}
     for row, cells in data.body_rows():
@@ -120,8 +130,11 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
                 count = f"n={cell.n}" if cell.n == cell.n_planned else f"n={cell.n}/{cell.n_planned}"
             elif cell.mean_override is not None:
                 count = f"n={cell.n}" if cell.n else None
+            half = None if cell.ci is None else _fmt((cell.ci[1] - cell.ci[0]) / 2)
             shown[(row, cell.column)] = _Shown(_fmt(cell.mean), _fmt(cell.std), cell.significant, cell.best,
-                                               count, _missing_marks(cell, footnotes), marks, _fmt(cell.paper))
+                                               count, _missing_marks(cell, footnotes), marks, _fmt(cell.paper),
+                                               annotations.cell_extras(data, cell), cell.example_significant,
+                                               annotations.seeds_text(cell), half)
     return notes, shown
 
 
@@ -151,13 +164,14 @@ def _markdown(data: TableData) -> str:
         texts = []
         for cell in cells:
             s = shown[(row, cell.column)]
-            extras = [s.count] if s.count else []
+            extras = [*([s.count] if s.count else []), *s.extras, *([s.seeds] if s.seeds else [])]
             if s.mean is None:
                 text = "—"
                 extras = [", ".join(f"{word} [{n}]" for word, n in s.missing)] if s.missing else []
             else:
                 text = s.mean + (f" ± {s.std}" if s.std else "")
-                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "")
+                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "") + \
+                    (DOUBLE_DAGGER if s.example_mark else "")
             if s.paper is not None:
                 extras.append(f"paper {s.paper}")
             text += f" ({'; '.join(extras)})" if extras else ""
@@ -166,12 +180,15 @@ def _markdown(data: TableData) -> str:
             texts.append(md_escape(text))
         label = f"**{BLURB_ROW}**" if row == BLURB_ROW else md_escape(row)
         lines.append("| " + " | ".join([label] + texts) + " |")
-    return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)])
+    lines += ["| " + " | ".join(md_escape(t) for t in [f"*{label}*", *texts]) + " |"
+              for label, texts in annotations.extra_rows(data)]
+    return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)]
+                     + annotations.closing_notes(data))
 
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                   "±": r"$\pm$", "†": r"$^\dagger$", "—": "---", "…": r"\ldots{}", "×": r"$\times$",
+                   "±": r"$\pm$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "α": r"$\alpha$", "–": "--", "—": "---", "…": r"\ldots{}", "×": r"$\times$",
                    "≥": r"$\geq$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$"}
 
 
@@ -180,12 +197,13 @@ def latex_escape(text: str) -> str:
 
 
 def _latex_open(caption: str, spec: str) -> list[str]:
-    return [r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}", rf"\begin{{tabular}}{{{spec}}}", r"\hline"]
+    return ["% needs \\usepackage{booktabs}", r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}",
+            rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
 
 
 def _latex_close(lines: list[str], note_lines: list[str]) -> str:
     """The tabular's end, then the notes (already LaTeX) in a footnote-size block under it."""
-    lines = [*lines, r"\hline", r"\end{tabular}", r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
+    lines = [*lines, r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
              *note_lines, r"\end{minipage}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
@@ -207,14 +225,14 @@ def _latex(data: TableData) -> str:
     lines.append(" & ".join([latex_escape(layout.rows)] + heads) + r" \\")
     if paper:
         lines.append(" & ".join([""] + ["ours & paper"] * len(data.columns)) + r" \\")
-    lines.append(r"\hline")
+    lines.append(r"\midrule")
 
     def sup(numbers: list[int]) -> str:
         return rf"\textsuperscript{{{','.join(map(str, numbers))}}}" if numbers else ""
 
     for row, cells in data.body_rows():
         if row == BLURB_ROW:
-            lines.append(r"\hline")
+            lines.append(r"\midrule")
         parts = [latex_escape(row)]
         for cell in cells:
             s = shown[(row, cell.column)]
@@ -225,20 +243,28 @@ def _latex(data: TableData) -> str:
                 text += sup([n for _, n in s.missing] + s.marks)
             else:
                 number = s.mean + (rf" $\pm$ {s.std}" if s.std else "")
-                text = (rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
-                if s.count:
-                    text += rf" {{\scriptsize {s.count}}}"
+                text = (rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "") + \
+                    (r"$^\ddagger$" if s.example_mark else "")
+                small = [*([rf"CI $\pm$ {s.ci_half}"] if s.ci_half else []),
+                         *[latex_escape(e) for e in s.extras if not e.startswith("CI ")],
+                         *([s.count] if s.count else []), *([latex_escape(s.seeds)] if s.seeds else [])]
+                if small:
+                    text += rf" {{\scriptsize {'; '.join(small)}}}"
                 text += sup([n for _, n in s.missing] + s.marks)
             parts.append(text)
             if paper:
                 parts.append(s.paper or "")
         lines.append(" & ".join(parts) + r" \\")
+    extra = annotations.extra_rows(data)
+    lines += [r"\midrule"] * bool(extra) + [" & ".join([latex_escape(label)] + [
+        f"{latex_escape(t)} & " if paper else latex_escape(t) for t in texts]) + r" \\" for label, texts in extra]
     return _latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
-                        + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)])
+                        + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
+                        + [latex_escape(n) + r"\\" for n in annotations.closing_notes(data)])
 
 
 CSV_FIELDS = ("row", "column", "tasks", "metric", "mean", "std", "n", "n_planned", "p_value", "significant",
-              "best", "paper", "missing")
+              "best", "paper", "missing", *annotations.STATS_FIELDS, *COST_FIELDS, *annotations.AGREEMENT_FIELDS)
 
 
 def _number(value: float | None) -> str:
@@ -278,7 +304,8 @@ def _cell_records(data: TableData) -> list[dict[str, Any]]:
     return [{"row": row, "column": cell.column, "tasks": " ".join(cell.tasks), "metric": metric, "mean": cell.mean,
              "std": cell.std, "n": cell.n, "n_planned": cell.n_planned, "p_value": cell.p_value,
              "significant": None if cell.p_value is None else cell.significant, "best": cell.best,
-             "paper": cell.paper, "missing": _missing_text(cell)}
+             "paper": cell.paper, "missing": _missing_text(cell), **annotations.stats_record(cell),
+             **annotations.record_extras(data, row, cell.column)}
             for row, cells in data.body_rows() for cell in cells]
 
 
@@ -330,7 +357,7 @@ def _grid_latex(grid: Grid) -> str:
     checks = any("✓" in cell for row in grid.body for cell in row)
     needs = ["% \\checkmark needs \\usepackage{amssymb}"] if checks else []
     lines = [*needs, *_latex_open(latex_escape(grid.title), grid.align or "l" * len(grid.header)),
-             " & ".join(map(latex_escape, grid.header)) + r" \\", r"\hline"]
+             " & ".join(map(latex_escape, grid.header)) + r" \\", r"\midrule"]
     lines += [" & ".join(map(latex_escape, row)) + r" \\" for row in grid.body]
     return _latex_close(lines, [latex_escape(n) + r"\\" for n in grid.notes])
 

@@ -38,6 +38,7 @@ class StoredTable:
     markdown: str
     png: bytes | None
     overrides: str = ""  # the command-line overrides of the invocation it was rendered for
+    compute_png: bytes | None = None  # score against compute (pareto.py), where the runs logged their compute
 
 
 def stored_tables(tracking_uri: str) -> list[StoredTable]:
@@ -82,7 +83,7 @@ def _stored_table(run, tracking_uri: str) -> StoredTable:
 
     files: dict[str, bytes | None] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("table.md", "table.png"):
+        for name in ("table.md", "table.png", "compute.png"):
             try:
                 files[name] = Path(download_artifacts(run_id=run.info.run_id, artifact_path=name, dst_path=tmp,
                                                       tracking_uri=tracking_uri)).read_bytes()
@@ -93,7 +94,7 @@ def _stored_table(run, tracking_uri: str) -> StoredTable:
     markdown = files["table.md"].decode("utf-8") if files["table.md"] else "(table.md missing from the run)"
     return StoredTable(run.data.tags.get("experiment", ""), run.info.run_id, run.data.tags.get("title", ""),
                        run.data.tags.get("profile", ""), when, markdown, files["table.png"],
-                       run.data.tags.get("cli_overrides", ""))
+                       run.data.tags.get("cli_overrides", ""), files["compute.png"])
 
 
 def experiments_in_store(tracking_uri: str) -> list[dict[str, Any]]:
@@ -185,8 +186,10 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
     `fmt`. Under the title: the YAML's caption for this profile, and a line written from the runs' resolved
     configs (`setup_line`). The plan resolved with the data is recorded (ablations.experiment.record_plan);
     with `recorded` (a RecordedPlan) the runs are found by that record's identities instead, without the data.
-    A `kind: vocab` experiment is computed from the staged vocabularies instead."""
-    check_format(fmt)
+    A `kind: vocab` experiment is computed from the staged vocabularies instead. `fmt` "stats": every
+    statistic behind the table, cell by cell (long_form.py; a vocabulary table: its markdown)."""
+    if fmt != "stats":
+        check_format(fmt)
     work_dir, store_uri = experiment.store()
     tracking_uri = tracking_uri or store_uri
     out = Path(out_dir) if out_dir is not None else work_dir / "tables" / experiment.name
@@ -213,9 +216,30 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
         layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
-                                 experiment.profile, tags, stages, zero_based, experiment.invocation())
+                                 experiment.profile, tags, stages, zero_based, experiment.invocation(),
+                                 work_dir / "cache" / "resampling", stage_costs(experiment, plan))
         write_pretraining_curves(stage_chains(experiment, plan), tracking_uri, out, experiment.layout.title)
-    return published.texts[fmt]
+    return published.texts.get(fmt, published.texts["markdown"])
+
+
+def stage_costs(experiment, plan) -> dict[str, list[tuple[str, dict]]]:
+    """Per column, the finished pretraining stages its models were trained in (a continual stage and the
+    stages it continues from) with their `compute/*` metrics: what the column's pretraining cost."""
+    from ablations.results import FINISHED
+
+    out: dict[str, dict[str, dict]] = {}
+    for planned in plan.cells:
+        column, name, chain = planned.cell.column, planned.cell.model, []
+        while name in experiment.models and experiment.models[name].is_stage and name not in chain:
+            chain.append(name)
+            name = experiment.models[name].init
+        for stage_name in chain:
+            stage = plan.stages.get(stage_name)
+            if stage is not None and stage.status == FINISHED and stage.run is not None:
+                data = stage.run.data
+                out.setdefault(column, {})[stage_name] = {k: v for k, v in {**data.metrics, **data.tags}.items()
+                                                          if k.startswith("compute/")}
+    return {column: list(stages.items()) for column, stages in out.items()}
 
 
 def run_setups(experiment, plan) -> list[RunSetup]:

@@ -1,9 +1,12 @@
 """The numbers of an experiment's table: `table_data(layout, cell_runs)` turns the cell runs
 (ablations/results.py) into cells of mean ± sample standard deviation (ddof=1) over seeds, ×100 as the paper
 reports every metric (BIOSSES' Pearson too), the best mean of each row (of each column when the columns are
-tasks), a two-sided paired t-test over seeds against the baseline column (scipy.stats.ttest_rel), and the
-BLURB score row. A cell or seed without a finished run is never dropped: it keeps its missing runs, with
-their reasons, for the renderer's footnotes.
+tasks), a two-sided paired t-test over seeds against the baseline column (scipy.stats.ttest_rel), corrected
+for the table's many comparisons (`layout.correction`, Holm by default; below MIN_SEEDS seeds a cell is
+"n too small" and never marked), the seeds such a test would need for the paper's difference or
+`layout.effect` (inference.py), and the BLURB score row. A cell or seed without a finished run is never
+dropped: it keeps its missing runs, with their reasons, for the renderer's footnotes. What needs the runs'
+test predictions (bootstrap intervals, tests over test examples) is added by significance.py.
 """
 
 from __future__ import annotations
@@ -11,13 +14,13 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
+from ablations.tables.inference import ALPHA, MIN_SEEDS, correct, seeds_needed
 from core.errors import ConfigError
 
 SCALE = 100.0  # the paper reports every metric, Pearson included, as a percentage
-ALPHA = 0.05  # significance threshold of the paired t-test
 DIGITS = 2  # decimals shown, as in the paper's tables
 STATUSES = (FINISHED, FAILED, RUNNING, NOT_RUN, BLOCKED)  # every CellRun.status, in the order tables count them
 
@@ -38,6 +41,21 @@ class Cell:
     best: bool = False
     mean_override: float | None = None  # the BLURB row: score of the per-task means, not a mean of seeds
     partial: str | None = None  # the BLURB row: which planned tasks it leaves out
+    runs: dict = field(default_factory=dict)  # seed (or (seed, fold)) -> its finished runs, one per task
+    p_corrected: float | None = None  # p_value corrected across the table (layout.correction)
+    n_too_small: bool = False  # tested on fewer than MIN_SEEDS seeds: never shown as significant
+    diff_sd: float | None = None  # std (ddof=1) of the per-seed differences to the baseline
+    effect: float | None = None  # the difference (x100) seeds_needed is solved for
+    seeds_needed: int | None = None
+    # filled by significance.py from the runs' test predictions (x100)
+    ci: tuple[float, float] | None = None  # bootstrap CI of the mean over seeds
+    ci_note: str | None = None  # why there is none
+    run_cis: dict = field(default_factory=dict)  # seed -> bootstrap CI of that run (cells of one task)
+    example_diff: float | None = None  # paired difference to the baseline on the same test units, over seeds
+    example_p: float | None = None  # its permutation-test p value
+    example_p_corrected: float | None = None
+    seed_tests: dict = field(default_factory=dict)  # seed -> (difference, p) of the per-seed permutation test
+    cost: Any = None  # cost.Cost of the cell's runs (cost.add_costs)
 
     @property
     def n(self) -> int:
@@ -59,7 +77,13 @@ class Cell:
 
     @property
     def significant(self) -> bool:
-        return self.p_value is not None and self.p_value < ALPHA
+        """The seed-level test, corrected, on at least MIN_SEEDS seeds."""
+        return not self.n_too_small and self.p_corrected is not None and self.p_corrected < ALPHA
+
+    @property
+    def example_significant(self) -> bool:
+        """The paired test over test examples (pooled over seeds), corrected."""
+        return self.example_p_corrected is not None and self.example_p_corrected < ALPHA
 
 
 @dataclass
@@ -70,6 +94,9 @@ class TableData:
     cells: dict[tuple[str, str], Cell]
     blurb: dict[str, Cell] | None = None  # column -> BLURB score cell
     notes: list[str] = field(default_factory=list)  # general notes (no marker)
+    resampling: dict = field(default_factory=dict)  # significance.annotate: resamples, units per task, cache use
+    costs: dict = field(default_factory=dict)  # column -> cost.ColumnCost (cost.add_costs)
+    agreement: Any = None  # agreement.Agreement with the paper's numbers
 
     def cell(self, row: str, column: str) -> Cell:
         return self.cells[(row, column)]
@@ -129,17 +156,20 @@ def _fill(cell: Cell, runs: list[CellRun]) -> None:
         cell.missing += [r for r in seed_runs if not (r.status == FINISHED and r.value is not None)]
         if done and {r.task for r in done} == set(cell.tasks):
             cell.values[seed] = SCALE * _mean_of(done)
+            cell.runs[seed] = done
 
 
 def _paired_test(cell: Cell, base: Cell) -> None:
     from scipy.stats import ttest_rel
 
     seeds = sorted(set(cell.values) & set(base.values))
+    cell.n_too_small = len(seeds) < MIN_SEEDS
     if len(seeds) < 2:
         cell.untested = "fewer than 2 seeds finished in both this cell and the baseline"
         return
     ours, theirs = [cell.values[s] for s in seeds], [base.values[s] for s in seeds]
     differences = [a - b for a, b in zip(ours, theirs)]
+    cell.diff_sd = statistics.stdev(differences)
     if max(differences) == min(differences):  # t is undefined (0/0) or infinite: no meaningful p
         cell.untested = "identical differences to the baseline on every seed"
         return
@@ -148,6 +178,23 @@ def _paired_test(cell: Cell, base: Cell) -> None:
         cell.untested = "the paired t-test is undefined for these values"
     else:
         cell.p_value = p
+
+
+def _seeds_needed(layout: TableLayout, cell: Cell, base: Cell) -> None:
+    """Seeds to detect `layout.effect`, else the paper's difference to the baseline, given this cell's spread."""
+    if layout.effect is not None:
+        cell.effect = float(layout.effect)
+    elif cell.paper is not None and base.paper is not None:
+        cell.effect = cell.paper - base.paper
+    if cell.effect is not None and cell.diff_sd is not None:
+        cell.seeds_needed = seeds_needed(cell.effect, cell.diff_sd)
+
+
+def _correct(data: TableData) -> None:
+    """Correct the seed-level p values of the table's tested cells (those on at least MIN_SEEDS seeds) together."""
+    family = [c for _, cells in data.body_rows() for c in cells if c.p_value is not None and not c.n_too_small]
+    for cell, p in zip(family, correct([c.p_value for c in family], data.layout.correction)):
+        cell.p_corrected = p
 
 
 def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -> dict[str, Cell]:
@@ -217,6 +264,8 @@ def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
             for cell in row_cells:
                 if cell is not base and cell.mean is not None:
                     _paired_test(cell, base)
+                    _seeds_needed(layout, cell, base)
+    _correct(data)
     # Bold the best of the alternatives compared: along each row, or down each column when the columns
     # are tasks (Table 14: variants as rows; numbers of different tasks are not comparable).
     lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns in ("task", "metric") and

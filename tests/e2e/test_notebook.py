@@ -75,7 +75,8 @@ def test_rerendering_updates_the_one_table_run(store):
     assert run.info.run_id == first and run.info.status == "FINISHED"
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"table.md", "table.tex", "table.csv",
                                                                         "table.png", "table.svg", "table.pdf",
-                                                                        "table.json"}
+                                                                        "table.json", "compute.png", "compute.svg",
+                                                                        "compute.pdf"}  # the runs logged compute
     gad = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr-gad")
     assert gad.data.metrics["runs_finished"] == 4 and gad.data.metrics["runs_not_run"] == 4
     md = (work / "tables" / "micro-lr-gad" / "table.md").read_text()
@@ -111,6 +112,11 @@ def test_report_notebook_shows_every_table_and_plot(store):
         assert text in shown  # each rendered table itself, numbers and footnotes
     high = [r.value for r in runs if r.column == "high" and r.task == "biosses"]
     assert f"{100 * sum(high) / 2:.2f}" in shown and "(not run [" in shown and "paper 92.30" in shown
+    # the statistics: 2 seeds against the baseline, so a CI and "n too small" (docs/experiments.md)
+    assert "; CI " in shown and "n too small" in shown and "Holm-corrected" in shown
     pngs = [base64.b64decode(o["data"]["image/png"]) for o in outputs if "image/png" in o.get("data", {})]
     folders = {"micro-lr": "micro-lr", "micro-lr-gad": "micro-lr-gad", "micro-lr epochs=2": "micro-lr-epochs"}
-    assert sorted(pngs) == sorted((work / "tables" / folders[name] / "table.png").read_bytes() for name in markdown)
+    # each table's bars, and its score-vs-compute figure where its runs logged their compute
+    figures = [work / "tables" / folders[name] / f for name in markdown for f in ("table.png", "compute.png")]
+    assert sorted(pngs) == sorted(path.read_bytes() for path in figures if path.is_file())
+    assert (work / "tables" / "micro-lr" / "compute.png").is_file()

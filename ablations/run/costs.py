@@ -1,0 +1,16 @@
+"""What a run cost, logged at its end: `compute/*` metrics (model FLOPs, tokens, device-seconds, peak
+memory; counted by lightning_modules.compute.ComputeCounter) and the tag `compute/device` naming the
+device. Tables read them back beside the scores (ablations/tables/cost.py)."""
+
+from __future__ import annotations
+
+from ablations.run.lifecycle import TrackedRun
+from lightning_modules.compute import COMPUTE_PREFIX, ComputeCounter
+
+
+def log_compute(run: TrackedRun, counter: ComputeCounter) -> None:
+    """The counter's metrics and the device, on the run (nothing in a DDP worker: rank 0 reports)."""
+    from core.hardware import machine
+
+    run.log_metrics(counter.metrics())
+    run.set_tag(f"{COMPUTE_PREFIX}device", machine())

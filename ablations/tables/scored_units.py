@@ -1,0 +1,164 @@
+"""A finished run's test predictions as the units its metric scores, for resampling (resampling.py).
+
+Each fine-tuning run logs `test_predictions.jsonl` (one record per test instance: id, gold, prediction, and
+for a metric that scores groups, the group) and, for BioASQ's extractive QA, `test_answers.jsonl` (one record
+per question, its answers merged over its snippets). `ScoredUnits` holds them as the units a bootstrap draws:
+- a sentence (entity F1, PICO) or an instance for the metrics that score instances;
+- a question for the metrics that score questions: BioASQ (a question over its snippets) and answer
+  ranking (a question's candidates), so that a resample keeps each question whole.
+`ScoredUnits.score(indices)` calls the task's own scorer (datamodules.metrics.METRICS) on the units drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+PREDICTIONS = "test_predictions.jsonl"
+ANSWERS = "test_answers.jsonl"  # extractive QA: per question
+
+
+@dataclass
+class Unit:
+    """One resampling unit: its id and the (gold, prediction) pairs its metric scores together."""
+
+    id: str
+    golds: list[Any]
+    predictions: list[Any]
+
+
+@dataclass
+class ScoredUnits:
+    """A run's test set as resampling units, and the metric that scores them."""
+
+    metric: str
+    metric_args: dict[str, Any]
+    units: list[Unit]
+    unit_name: str  # "sentence", "question", "instance", "document": what one unit is, for the notes
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def __add__(self, other: "ScoredUnits") -> "ScoredUnits":
+        return ScoredUnits(self.metric, self.metric_args, self.units + other.units, self.unit_name)
+
+    def score(self, indices: Sequence[int], key: str = "score") -> float:
+        """The metric's `key` on the units at `indices` (repeats count again, as a bootstrap draws them)."""
+        from datamodules.metrics import METRICS
+
+        golds, predictions, args = [], [], dict(self.metric_args)
+        units = self.units
+        drawn = [units[i] for i in (indices.tolist() if hasattr(indices, "tolist") else indices)]
+        for unit in drawn:
+            golds += unit.golds
+            predictions += unit.predictions
+        if self.metric == "mean_reciprocal_rank":  # a question drawn twice is two questions
+            args["groups"] = [str(position) for position, unit in enumerate(drawn) for _ in unit.golds]
+        if self.metric == "pico_word_macro_f1":  # bounds the spans only: words outside every span count for nothing
+            args["lengths"] = [1 + max((s.end for s in [*g, *p]), default=0) for g, p in zip(golds, predictions)]
+        return float(METRICS.get(self.metric)(golds, predictions, **args)[key])
+
+
+def _spans(value: list) -> list:
+    from datamodules.instances import Span
+
+    return [Span(int(s), int(e), str(label)) for s, e, label in value]
+
+
+def _instance_value(spec, value: Any, gold: bool) -> Any:
+    """A JSON gold or prediction back in the form the metric takes (encoders' `to_json` inverted)."""
+    if spec.task_type in ("ner", "pico"):
+        return _spans(value)
+    if spec.multi_label:
+        return tuple(value)
+    if spec.metric == "squad_v1":
+        return list(value) if gold else (value[0][0] if value else "")
+    return value
+
+
+def unit_of(spec) -> str:
+    """What one resampling unit of dataset `spec` is, as the table's notes name it."""
+    from datamodules.task_encoder import scoring_group
+
+    if scoring_group(spec) is not None:
+        return "question"
+    return "sentence" if spec.task_type in ("ner", "pico") else "document" if spec.task_type == "classification" \
+        else "instance"
+
+
+def units_from_records(spec, records: list[dict], answers: list[dict] | None = None) -> ScoredUnits:
+    """The resampling units of a run of dataset `spec` from its test-prediction records (and, for BioASQ's
+    extractive QA, its per-question answer records)."""
+    from datamodules.task_encoder import QUESTION_LEVEL_METRICS, RANKING_METRICS
+
+    metric, args = spec.metric, dict(spec.metric_args)
+    if metric in QUESTION_LEVEL_METRICS:
+        if answers is None:
+            raise ValueError(f"no {ANSWERS}: the run predates it")
+        as_gold = (lambda g: [tuple(x) for x in g]) if metric == "bioasq_list" else list
+        units = [Unit(str(q["id"]), [as_gold(q["gold"])], [list(q["answers"])]) for q in answers]
+        return ScoredUnits(metric, args, units, unit_of(spec))
+    if metric in RANKING_METRICS:
+        if any("group" not in r for r in records):
+            raise ValueError(f"{PREDICTIONS} has no question groups: the run predates them")
+        by_group: dict[str, Unit] = {}
+        for r in records:
+            by_group.setdefault(str(r["group"]), Unit(str(r["group"]), [], []))
+            by_group[str(r["group"])].golds.append(r["gold"])
+            by_group[str(r["group"])].predictions.append(float(r["prediction"]))
+        return ScoredUnits(metric, args, list(by_group.values()), unit_of(spec))
+    unit = unit_of(spec)
+    units = [Unit(str(r["id"]), [_instance_value(spec, r["gold"], True)], [_instance_value(spec, r["prediction"], False)])
+             for r in records]
+    return ScoredUnits(metric, args, units, unit)
+
+
+def read_jsonl(path) -> list[dict]:
+    import json
+    from pathlib import Path
+
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_units(tracking_uri: str, run_id: str, task: str) -> ScoredUnits:
+    """A finished run's test units, read from its MLflow artifacts. ValueError says why they cannot be
+    (no predictions logged: a run older than them)."""
+    import os
+
+    from datamodules.registry import get_dataset
+
+    spec = get_dataset(task)
+    quiet = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # no progress bar per run on the terminal
+    try:
+        from datamodules.task_encoder import QUESTION_LEVEL_METRICS
+
+        files = _download(tracking_uri, run_id, (PREDICTIONS, ANSWERS) if spec.metric in QUESTION_LEVEL_METRICS
+                          else (PREDICTIONS,))
+    finally:
+        if quiet is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = quiet
+    if files[PREDICTIONS] is None:
+        raise ValueError(f"run {run_id} has no {PREDICTIONS}")
+    return units_from_records(spec, files[PREDICTIONS], files[ANSWERS])
+
+
+def _download(tracking_uri: str, run_id: str, names: tuple[str, ...]) -> dict[str, list[dict] | None]:
+    import tempfile
+
+    from mlflow.artifacts import download_artifacts
+    from mlflow.exceptions import MlflowException
+
+    from ablations.run.tracking import preserved_tracking_env
+
+    with tempfile.TemporaryDirectory() as tmp, preserved_tracking_env():
+        files: dict[str, list[dict] | None] = {ANSWERS: None}
+        for name in names:
+            try:
+                files[name] = read_jsonl(download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp,
+                                                            tracking_uri=tracking_uri))
+            except (MlflowException, OSError):
+                files[name] = None
+    return files

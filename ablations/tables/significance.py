@@ -1,0 +1,191 @@
+"""What a table's cells get from their runs' test predictions (stats.py gives what the seed values alone
+give): `annotate(data, tracking_uri, cache_dir)` adds
+
+- each run's and each cell's bootstrap 95% CI over test units (resampling.interval), ×100;
+- against the baseline column, the paired permutation test over the same test units, per seed and pooled
+  over seeds (resampling.paired_test); the pooled p values corrected across the table together
+  (`layout.correction`, inference.correct): the test that remains where the seeds are too few.
+
+Results are cached under `cache_dir` by run ids (resampling.ResamplingCache). A run whose predictions cannot be
+read (one logged before they were) leaves its cell without a CI, with the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ablations.results import BLURB_ROW, CellRun
+from ablations.tables.inference import correct
+from ablations.tables.resampling import POLICY, ResamplingCache, interval, paired_test
+from ablations.tables.stats import SCALE, Cell, TableData
+from ablations.tables.scored_units import ScoredUnits, load_units, unit_of
+
+
+def metric_key(data: TableData, cell: Cell) -> str:
+    """The metric's key a cell shows: the table's metric, or the cell's own on a metric axis."""
+    layout = data.layout
+    if layout.metrics:
+        return cell.row if layout.rows == "metric" else cell.column
+    return layout.metric
+
+
+class _Runs:
+    """Each run's test units, read from the store once, and only when a result is not cached."""
+
+    def __init__(self, tracking_uri: str):
+        self.tracking_uri = tracking_uri
+        self.loaded: dict[str, ScoredUnits | ValueError] = {}
+        self.resamples: set[int] = set()  # the resamples the results shown used
+
+    def units(self, run: CellRun) -> ScoredUnits:
+        if run.run_id not in self.loaded:
+            try:
+                self.loaded[run.run_id] = load_units(self.tracking_uri, run.run_id, run.task)
+            except ValueError as e:
+                self.loaded[run.run_id] = e
+        found = self.loaded[run.run_id]
+        if isinstance(found, ValueError):
+            raise found
+        return found
+
+
+def _scaled(value: dict | None) -> tuple[float, float] | None:
+    return None if value is None else (SCALE * value["low"], SCALE * value["high"])
+
+
+def _interval(cache: ResamplingCache, runs: _Runs, replicates: list[list[CellRun]], key: str,
+              n: int | None) -> dict | None:
+    ids = [[r.run_id for r in replicate] for replicate in replicates]
+
+    def compute() -> dict | None:
+        found = interval([[runs.units(r) for r in replicate] for replicate in replicates], key, n)
+        return None if found is None else {"low": found.low, "high": found.high, "resamples": found.resamples}
+    found = cache.get(["interval", ids, key, n or POLICY], compute,
+                      lambda: [runs.units(r) for replicate in replicates for r in replicate])
+    if found is not None:
+        runs.resamples.add(found["resamples"])
+    return found
+
+
+def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, CellRun]]]:
+    """Per seed, the (cell's, base's) runs of each task both have."""
+    out = []
+    for seed in seeds:
+        theirs = {r.task: r for r in base.runs[seed]}
+        out.append([(r, theirs[r.task]) for r in cell.runs[seed] if r.task in theirs])
+    return out
+
+
+def compare(cache: ResamplingCache, runs: _Runs, pairs: list[list[tuple[CellRun, CellRun]]], key: str,
+            n: int | None) -> dict | None:
+    """The paired permutation test of the runs in `pairs` (per seed, one (a, b) per task), cached."""
+    ids = [[(a.run_id, b.run_id) for a, b in replicate] for replicate in pairs]
+
+    def compute() -> dict | None:
+        found = paired_test([[(runs.units(a), runs.units(b)) for a, b in replicate] for replicate in pairs], key, n)
+        return None if found is None else {"difference": found.difference, "p": found.p_value, "units": found.units,
+                                           "resamples": found.resamples}
+    found = cache.get(["paired", ids, key, n or POLICY], compute,
+                      lambda: [runs.units(r) for replicate in pairs for pair in replicate for r in pair])
+    if found is not None:
+        runs.resamples.add(found["resamples"])
+    return found
+
+
+def _guarded(what: Callable[[], None], cell: Cell) -> None:
+    try:
+        what()
+    except ValueError as e:  # predictions not logged by an older run
+        cell.ci_note = f"no test predictions to resample ({e})"
+
+
+def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
+             n_resamples: int | None = None) -> TableData:
+    """Add the bootstrap CIs and the tests over test units to `data`'s cells (in place; returned): a first
+    pass reads what is cached and queues the rest, which is computed on every core, then a second pass fills
+    the cells."""
+    cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
+    _fill_cells(data, cache, runs, n_resamples)
+    if cache.pending:
+        cache.run_pending()
+        _fill_cells(data, cache, runs, n_resamples)
+    from datamodules.registry import get_dataset
+
+    tasks = {t for _, cells in data.body_rows() for c in cells if c.runs for t in c.tasks}
+    shown = sorted(runs.resamples)
+    data.resampling = {"n_resamples": "–".join(map(str, shown[::max(1, len(shown) - 1)])) if shown else "no",
+                       "units": {t: unit_of(get_dataset(t)) for t in sorted(tasks)},
+                       "cached": cache.hits, "computed": cache.misses}
+    return data
+
+
+def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resamples: int | None) -> None:
+    baseline = data.layout.baseline
+    runs.resamples.clear()
+    family: list[Cell] = []
+    for row, cells in data.body_rows():
+        if row == BLURB_ROW:  # a score over task types: no resampling unit of its own
+            for cell in cells:
+                cell.ci_note = "the BLURB score is not resampled"
+            continue
+        base = next((c for c in cells if c.column == baseline), None)
+        for cell in cells:
+            key = metric_key(data, cell)
+            cell.ci, cell.ci_note, cell.run_cis, cell.seed_tests = None, None, {}, {}
+            cell.example_diff = cell.example_p = cell.example_p_corrected = None
+
+            def intervals(cell: Cell = cell, key: str = key) -> None:
+                if not cell.runs:
+                    return
+                if all(len(done) == 1 for done in cell.runs.values()):
+                    for seed, done in cell.runs.items():
+                        cell.run_cis[seed] = _scaled(_interval(cache, runs, [done], key, n_resamples))
+                cell.ci = _scaled(_interval(cache, runs, list(cell.runs.values()), key, n_resamples))
+                if cell.ci is None and not cache.collect:
+                    cell.ci_note = "the score is constant under resampling"
+            _guarded(intervals, cell)
+            if base is None or cell is base or not cell.runs:
+                continue
+            seeds = sorted(set(cell.runs) & set(base.runs))
+            if not seeds:
+                continue
+
+            def tests(cell: Cell = cell, key: str = key, seeds: list = seeds) -> None:
+                pairs = _pairs(cell, base, seeds)
+                for seed, replicate in zip(seeds, pairs):
+                    found = compare(cache, runs, [replicate], key, n_resamples)
+                    if found is not None:
+                        cell.seed_tests[seed] = (SCALE * found["difference"], found["p"])
+                pooled = compare(cache, runs, pairs, key, n_resamples)
+                if pooled is not None:
+                    cell.example_diff, cell.example_p = SCALE * pooled["difference"], pooled["p"]
+                    family.append(cell)
+            _guarded(tests, cell)
+    for cell, p in zip(family, correct([c.example_p for c in family], data.layout.correction)):
+        cell.example_p_corrected = p
+
+
+def example_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
+                   n_resamples: int | None = None) -> Callable[[Cell, Cell], float | None]:
+    """The pooled paired permutation test of any two cells of `data` (agreement.py), sharing annotate's
+    cache: p, or None where the cells share no seed or their predictions cannot be read. Its `cache`
+    collects what is not cached yet (None until `test.cache.run_pending()` computed it): call agreement,
+    run the pending, call it again."""
+    cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
+
+    def test(a: Cell, b: Cell) -> float | None:
+        if a.row == BLURB_ROW:
+            return None
+        if a.column == data.layout.baseline:  # the order annotate cached it in: (cell, baseline)
+            a, b = b, a
+        seeds = sorted(set(a.runs) & set(b.runs))
+        if not seeds:
+            return None
+        try:
+            found = compare(cache, runs, _pairs(a, b, seeds), metric_key(data, a), n_resamples)
+        except ValueError:
+            return None
+        return None if found is None else found["p"]
+    test.cache = cache  # type: ignore[attr-defined]
+    return test

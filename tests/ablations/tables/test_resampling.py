@@ -1,0 +1,178 @@
+"""The statistics a reviewer asks for, each against an independent computation on data built by hand
+(issue 35): the bootstrap CI over test units (sentences, not mentions), the paired permutation test on two
+prediction sets that differ in known sentences (per seed and pooled), the many-comparison correction (Holm
+on a known list, and in a table), "n too small" below 3 seeds, and the seeds needed against statsmodels'
+own solve."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import ttest_rel
+from statsmodels.stats.power import TTestPower
+
+from ablations.results import FINISHED, CellRun, TableLayout
+from ablations.tables.inference import correct, seeds_needed
+from ablations.tables.render import render_data
+from ablations.tables.resampling import ResamplingCache, interval, paired_test
+from ablations.tables.stats import table_data
+from ablations.tables.scored_units import units_from_records
+from datamodules.registry import get_dataset
+
+B = 4000  # resamples on both sides: Monte Carlo error of a percentile well under the tolerance below
+TOL = 0.02
+
+
+def ner_records(sentences: list[tuple[int, int, int]]) -> list[dict]:
+    """One test-prediction record per sentence (the run artifact's form) from (gold mentions, of them
+    predicted, spurious predictions)."""
+    records = []
+    for i, (mentions, hit, spurious) in enumerate(sentences):
+        gold = [[3 * j, 3 * j + 1, "Chemical"] for j in range(mentions)]
+        pred = gold[:hit] + [[100 + 3 * j, 101 + 3 * j, "Chemical"] for j in range(spurious)]
+        records.append({"id": f"s{i}", "gold": gold, "prediction": pred})
+    return records
+
+
+# 20 sentences of 5 mentions each, 12 found whole and 8 missed whole, 5 sentences with 3 spurious mentions:
+# the errors cluster by sentence, as real NER errors do
+SENTENCES = [(5, 5, 0)] * 12 + [(5, 0, 0)] * 8 + [(0, 0, 3)] * 5
+
+
+def numpy_f1_interval(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, seed: int = 1) -> tuple[float, float]:
+    """Percentile bootstrap of micro F1, drawing whole rows of (tp, fp, fn): the reference computation."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(tp), size=(B, len(tp)))
+    t, p, n = tp[draws].sum(1), fp[draws].sum(1), fn[draws].sum(1)
+    f1 = 2 * t / (2 * t + p + n)
+    return float(np.percentile(f1, 2.5)), float(np.percentile(f1, 97.5))
+
+
+def test_bootstrap_ci_of_entity_f1_resamples_sentences_not_mentions():
+    units = units_from_records(get_dataset("bc5-chem"), ner_records(SENTENCES))
+    assert units.unit_name == "sentence" and len(units) == 25
+    assert units.score(range(25)) == pytest.approx(2 * 60 / (2 * 60 + 15 + 40))  # tp 60, fp 15, fn 40
+    ours = interval([[units]], n_resamples=B)
+    tp = np.array([h for _, h, _ in SENTENCES]); fp = np.array([s for *_, s in SENTENCES])
+    fn = np.array([m - h for m, h, _ in SENTENCES])
+    by_sentence = numpy_f1_interval(tp, fp, fn)
+    assert ours.low == pytest.approx(by_sentence[0], abs=TOL) and ours.high == pytest.approx(by_sentence[1], abs=TOL)
+    # resampling mentions instead (one row per gold or spurious mention) gives a far narrower interval
+    mentions = [(1, 0, 0)] * 60 + [(0, 0, 1)] * 40 + [(0, 1, 0)] * 15  # (tp, fn, fp) per mention
+    m = np.array(mentions)
+    by_mention = numpy_f1_interval(m[:, 0], m[:, 2], m[:, 1])
+    assert abs(ours.low - by_mention[0]) > 3 * TOL and abs(ours.high - by_mention[1]) > 3 * TOL
+
+
+def test_a_cell_interval_over_seeds_resamples_each_seed_on_its_own():
+    units = units_from_records(get_dataset("bc5-chem"), ner_records(SENTENCES))
+    one, two = interval([[units]], n_resamples=B), interval([[units], [units]], n_resamples=B)
+    # the mean of two independent resamples of the same set: the interval narrows by about sqrt(2)
+    assert (two.high - two.low) == pytest.approx((one.high - one.low) / math.sqrt(2), rel=0.12)
+
+
+# a: every mention of 40 sentences found; b: misses every mention of 4 five-mention sentences
+PAIRED = [(5, 5, 0)] * 4 + [(1, 1, 0)] * 36
+
+
+def test_paired_permutation_test_swaps_whole_sentences_per_seed_and_pooled():
+    spec = get_dataset("bc5-chem")
+    a = units_from_records(spec, ner_records(PAIRED))
+    b = units_from_records(spec, ner_records([(5, 0, 0)] * 4 + [(1, 1, 0)] * 36))
+    # only the 4 sentences that differ matter; |difference| reaches the observed one only when all 4 swap the
+    # same way: p = 2 / 2^4 (swapping mentions one by one would give 2 / 2^20)
+    found = paired_test([[(a, b)]], n_resamples=9999)
+    assert found.difference == pytest.approx(1 - 2 * 36 / (2 * 36 + 20)) and found.units == 40
+    assert found.p_value == pytest.approx(2 / 16, abs=0.015)
+    # pooled over two seeds with the same pattern: all 8 differing sentences must swap the same way
+    pooled = paired_test([[(a, b)], [(a, b)]], n_resamples=9999)
+    assert pooled.p_value == pytest.approx(2 / 256, abs=0.004)
+    # identical predictions: no difference, p = 1
+    assert paired_test([[(a, a)]], n_resamples=999).p_value == pytest.approx(1.0)
+
+
+def test_paired_test_of_accuracy_differs_in_known_instances():
+    spec = get_dataset("pubmedqa")
+    gold = ["yes"] * 30
+    a = units_from_records(spec, [{"id": str(i), "gold": g, "prediction": g} for i, g in enumerate(gold)])
+    b = units_from_records(spec, [{"id": str(i), "gold": g, "prediction": "no" if i < 6 else g}
+                                  for i, g in enumerate(gold)])
+    found = paired_test([[(a, b)]], n_resamples=9999)
+    assert found.difference == pytest.approx(6 / 30) and found.p_value == pytest.approx(2 / 64, abs=0.01)
+
+
+def test_holm_on_a_known_list():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 -> 0.02, 0.03, 0.06, 0.04 -> running max 0.06 for the last
+    assert correct([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert correct([0.01, 0.04, 0.03, 0.005], "bonferroni") == pytest.approx([0.04, 0.16, 0.12, 0.02])
+
+
+def finished(row, column, seed, value):
+    return CellRun(row, column, row, seed, FINISHED, value, run_id=f"{row}-{column}-{seed}")
+
+
+def test_table_marks_are_corrected_across_the_table_and_need_three_seeds():
+    layout = TableLayout(title="t", rows="task", columns="scheme", baseline="bio", column_order=("bio", "io"))
+    base = {"bc5-chem": [0.90, 0.91, 0.92], "ncbi-disease": [0.80, 0.82, 0.81], "jnlpba": [0.70, 0.71, 0.72]}
+    io = {"bc5-chem": [0.93, 0.935, 0.945], "ncbi-disease": [0.812, 0.835, 0.818], "jnlpba": [0.705, 0.716, 0.72]}
+    runs = [finished(t, "bio", s, v) for t, vs in base.items() for s, v in enumerate(vs)]
+    runs += [finished(t, "io", s, v) for t, vs in io.items() for s, v in enumerate(vs)]
+    raw = {t: float(ttest_rel(io[t], base[t]).pvalue) for t in base}
+    order = sorted(raw, key=raw.get)  # Holm by hand: k-th smallest times (3 - k), running maximum
+    holm, running = {}, 0.0
+    for k, t in enumerate(order):
+        running = max(running, min(1.0, raw[t] * (3 - k)))
+        holm[t] = running
+    assert raw["ncbi-disease"] < 0.05 and holm["ncbi-disease"] >= 0.05  # a mark the correction removes
+    data = table_data(layout, runs)
+    for t in base:
+        assert data.cell(t, "io").p_corrected == pytest.approx(holm[t])
+        assert data.cell(t, "io").significant == (holm[t] < 0.05)
+    assert data.cell("bc5-chem", "io").significant
+    md = render_data(data)
+    assert "Holm" in md and "statsmodels.stats.multitest" in md
+    # uncorrected, the raw p values decide
+    none = table_data(TableLayout(**{**layout.__dict__, "correction": "none"}), runs)
+    assert none.cell("ncbi-disease", "io").significant
+    # two seeds: a large difference is still "n too small", never marked
+    two = table_data(layout, [r for r in runs if r.seed < 2 and r.task == "bc5-chem"])
+    cell = two.cell("bc5-chem", "io")
+    assert cell.p_value is not None and cell.n_too_small and not cell.significant
+    assert "n too small" in render_data(two) and "†" not in render_data(two).split("\n\n")[2]
+
+
+def test_seeds_needed_match_statsmodels_solve_for_the_paper_difference_or_an_effect():
+    layout = TableLayout(title="t", rows="task", columns="scheme", baseline="bio", column_order=("bio", "io"),
+                         paper={"bc5-chem": {"bio": 93.33, "io": 93.11}})
+    runs = [finished("bc5-chem", "bio", s, v) for s, v in enumerate([0.90, 0.91, 0.92])]
+    runs += [finished("bc5-chem", "io", s, v) for s, v in enumerate([0.905, 0.912, 0.93])]
+    differences = np.array([0.5, 0.2, 1.0])  # io - bio per seed, x100
+    sd = float(np.std(differences, ddof=1))
+    cell = table_data(layout, runs).cell("bc5-chem", "io")
+    expected = TTestPower().solve_power(effect_size=0.22 / sd, alpha=0.05, power=0.8, alternative="two-sided")
+    assert cell.effect == pytest.approx(-0.22) and cell.seeds_needed == math.ceil(expected)
+    given = table_data(TableLayout(**{**layout.__dict__, "effect": 1.0}), runs).cell("bc5-chem", "io")
+    expected = TTestPower().solve_power(effect_size=1.0 / sd, alpha=0.05, power=0.8, alternative="two-sided")
+    assert given.seeds_needed == max(2, math.ceil(expected))
+    assert seeds_needed(1.0, 0.0) is None and seeds_needed(0.0, 1.0) is None
+
+
+def test_results_are_cached_by_what_they_were_computed_from(tmp_path):
+    cache, calls = ResamplingCache(tmp_path), []
+    compute = lambda: calls.append(1) or {"low": 0.1, "high": 0.2}  # noqa: E731
+    assert cache.get(["interval", ["r1"], "score", 100], compute) == {"low": 0.1, "high": 0.2}
+    assert ResamplingCache(tmp_path).get(["interval", ["r1"], "score", 100], compute) == {"low": 0.1, "high": 0.2}
+    ResamplingCache(tmp_path).get(["interval", ["r1"], "score", 200], compute)
+    assert len(calls) == 2  # a second render read the first result; other resamples computed anew
+
+
+def test_question_level_metrics_resample_whole_questions():
+    records = [{"id": f"p{i}", "gold": "1" if i % 4 == 0 else "0", "prediction": 0.9 if i % 8 == 0 else 0.1,
+                "group": f"q{i // 4}"} for i in range(40)]
+    units = units_from_records(get_dataset("bioelectra-rerank"), records)
+    assert units.unit_name == "question" and len(units) == 10 and all(len(u.golds) == 4 for u in units.units)
+    # questions 0, 2, 4, ...: the relevant candidate ranks first (1); the others rank it last among ties (1/4)
+    assert units.score(range(10)) == pytest.approx((5 * 1 + 5 * 0.25) / 10)
+    assert units.score([0, 0, 1]) == pytest.approx((1 + 1 + 0.25) / 3)  # a question drawn twice counts twice

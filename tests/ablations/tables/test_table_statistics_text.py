@@ -1,0 +1,87 @@
+"""How the statistics and the cost show in a rendered table (issues 35 and 38): LaTeX in booktabs, BIOSSES
+named only where the table has it, cost rows with `table.cost`, the Pareto front of the score-vs-compute
+figure, and one-line errors for an unknown correction on the command line and in the YAML."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from ablations.cli import main
+from ablations.experiment import load_experiment
+from ablations.results import FINISHED, CellRun, TableLayout
+from ablations.tables.cost import add_costs
+from ablations.tables.pareto import column_points, pareto_front, plot_compute
+from ablations.tables.render import render_data
+from ablations.tables.stats import table_data
+from core.errors import ConfigError
+
+LAYOUT = TableLayout(title="t", rows="task", columns="head", baseline="linear", column_order=("linear", "lstm"))
+
+
+def run(task, column, seed, value, flops=None):
+    compute = {} if flops is None else {"compute/flops": flops, "compute/device_seconds": 10.0 * seed,
+                                        "compute/peak_memory_bytes": 2.0 ** 30 * seed, "compute/device": "CPU X"}
+    return CellRun(task, column, task, seed, FINISHED, value, run_id=f"{task}{column}{seed}", compute=compute)
+
+
+RUNS = [run(t, c, s, 0.5 + 0.01 * s + (0.02 if c == "lstm" else 0), 1e12 * (2 if c == "lstm" else 1))
+        for t in ("bc5-chem", "gad") for c in ("linear", "lstm") for s in (1, 2, 3)]
+
+
+def test_latex_uses_booktabs_rules_not_hline():
+    tex = render_data(table_data(LAYOUT, RUNS), "latex")
+    assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex and r"\hline" not in tex
+    assert "booktabs" in tex
+
+
+def test_biosses_is_named_only_where_the_table_has_it():
+    assert "BIOSSES" not in render_data(table_data(LAYOUT, RUNS))
+    with_biosses = RUNS + [run("biosses", c, s, 0.8, 1e12) for c in ("linear", "lstm") for s in (1, 2, 3)]
+    assert "Pearson for BIOSSES too" in render_data(table_data(LAYOUT, with_biosses))
+
+
+def test_cost_rows_sum_each_column_and_count_its_pretraining_apart():
+    from dataclasses import replace
+
+    data = table_data(replace(LAYOUT, cost=True), RUNS)
+    stage = {"compute/flops": 5e15, "compute/device_seconds": 3600.0, "compute/peak_memory_bytes": 2.0 ** 31}
+    add_costs(data, RUNS, {"lstm": [("pubmed", stage)]})
+    md = render_data(data)
+    # linear: 6 runs x 1 TFLOP, device-seconds 10 + 20 + 30 per task -> 120 s; lstm: 12 TFLOP and a 5 PFLOP stage
+    assert "| *compute: fine-tuning* | 6 TFLOP, 0.0333 device-h | 12 TFLOP, 0.0333 device-h |" in md
+    assert "| *compute: pretraining* | none | 5 PFLOP, 1 device-h [pubmed] |" in md
+    assert "| *peak memory* | 3.00 GiB | 3.00 GiB |" in md and "Device: CPU X." in md
+    rows = {(r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(render_data(data, "csv")))}
+    assert float(rows[("gad", "lstm")]["flops"]) == 6e12 and float(rows[("gad", "lstm")]["pretrain_flops"]) == 5e15
+    assert rows[("gad", "linear")]["pretrain_flops"] == ""
+    # without table.cost the rows stay out of the markdown, the CSV keeps the numbers
+    plain = table_data(LAYOUT, RUNS)
+    add_costs(plain, RUNS)
+    assert "compute: fine-tuning" not in render_data(plain) and "flops" in render_data(plain, "csv")
+
+
+def test_pareto_front_keeps_the_columns_nothing_beats_on_both(tmp_path):
+    points = [("a", 1.0, 50.0), ("b", 2.0, 60.0), ("c", 3.0, 55.0), ("d", 4.0, 70.0), ("e", 2.0, 40.0)]
+    assert [p[0] for p in pareto_front(points)] == ["a", "b", "d"]
+    data = table_data(LAYOUT, RUNS)
+    add_costs(data, RUNS, {"lstm": [("pubmed", {"compute/flops": 5e15})]})
+    assert [(label, flops) for label, flops, _ in column_points(data)] == [("linear", 6e12), ("lstm", 12e12 + 5e15)]
+    assert [p.name for p in plot_compute(data, tmp_path / "table")] == ["compute.png", "compute.svg", "compute.pdf"]
+
+
+def test_an_unknown_correction_is_one_line(capsys, tmp_path):
+    assert main(["table", "quickstart", "--correction", "holmm", "--work-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holmm" in err[0] and "holm" in err[0]
+
+
+def test_an_unknown_table_correction_in_the_yaml_names_file_and_key(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: e\nmodels:\n  rb: {name_or_path: random-bert}\ntasks: [gad]\nseeds: 1\n"
+                    "table: {rows: task, columns: model, correction: holmm}\n")
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path, profile="micro")
+    assert str(error.value).startswith(f"{path}: table.correction: unknown 'holmm' (did you mean 'holm'?)")
