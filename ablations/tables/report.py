@@ -229,11 +229,8 @@ def stage_costs(experiment, plan) -> dict[str, list[tuple[str, dict]]]:
 
     out: dict[str, dict[str, dict]] = {}
     for planned in plan.cells:
-        column, name, chain = planned.cell.column, planned.cell.model, []
-        while name in experiment.models and experiment.models[name].is_stage and name not in chain:
-            chain.append(name)
-            name = experiment.models[name].init
-        for stage_name in chain:
+        column = planned.cell.column
+        for stage_name in stage_chain(experiment, planned.cell.model):
             stage = plan.stages.get(stage_name)
             if stage is not None and stage.status == FINISHED and stage.run is not None:
                 data = stage.run.data
@@ -313,11 +310,8 @@ def stage_chains(experiment, plan) -> list[StageChain]:
     for name in experiment.finetuned_models():
         if not experiment.models[name].is_stage:
             continue
-        names = [name]
-        while experiment.init_stage(names[0]) is not None:
-            names.insert(0, experiment.init_stage(names[0]))
         segments = []
-        for stage in names:
+        for stage in stage_chain(experiment, name):
             planned = plan.stages.get(stage)
             if planned is None or planned.run is None:
                 break
@@ -325,3 +319,14 @@ def stage_chains(experiment, plan) -> list[StageChain]:
         if segments:
             chains.append(StageChain(experiment.models[name].label or name, tuple(segments)))
     return chains
+
+
+def stage_chain(experiment, model: str) -> list[str]:
+    """The pretraining stages of this experiment that model `model` was trained in, the first (from
+    scratch) first: the stage itself and the stages it continues from. Empty for a model not pretrained here."""
+    if model not in experiment.models or not experiment.models[model].is_stage:
+        return []
+    chain = [model]
+    while experiment.init_stage(chain[0]) is not None:
+        chain.insert(0, experiment.init_stage(chain[0]))
+    return chain
