@@ -16,6 +16,7 @@ from ablations.tables.plot import FIGURE_FORMATS, plot
 from ablations.tables.provenance import file_header, provenance, vocab_provenance
 from ablations.tables.render import FILE_SUFFIX, FORMATS, Grid, records, render_data, render_grid
 from ablations.tables.stats import STATUSES, TableData, table_data
+from core.files import writable_dir
 
 TABLE_KIND = "table"  # `kind` tag of the MLflow run holding an experiment's rendered table
 TABLE_MLFLOW_EXPERIMENT = "tables"
@@ -117,7 +118,7 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
 
 def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData,
                ylabel: str | None, zero_based: bool) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(out_dir, "table folder (--out)")  # a file there: one line, not a FileExistsError
     paths = []
     for fmt, text in texts.items():
         path = out_dir / f"table.{FILE_SUFFIX[fmt]}"
