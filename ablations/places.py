@@ -51,8 +51,8 @@ def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
     path = Path(raw).expanduser().resolve()
     reason = unwritable(path, probe_bytes=4096, advice=True)
     if reason is not None:
-        raise ConfigError(f"work directory {path} (from --work-dir, work_dir or BIOABLATE_WORK) is not usable: "
-                          f"{reason}")
+        raise ConfigError(f"work directory {path} is not usable: {reason} (from --work-dir, work_dir or "
+                          "BIOABLATE_WORK)")
     return path
 
 
