@@ -5,6 +5,7 @@
 
 Refused (one line naming the dataset and, for a user dataset, its YAML file):
 - a split the run needs is empty (train, test; dev unless `dev: none`);
+- a dev or test split whose every example repeats a training one (`files: {test: train.txt}`);
 - `folds: {k: K}` over fewer groups than K (examples; a relation's sentences, an extractive question's
   snippets stay together): some folds would test on nothing;
 - extractive QA whose training split has no located answer (the model could only learn "no span"), or
@@ -51,6 +52,11 @@ def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> li
         if not any(x.answers for x in splits["test"]):
             raise BioablateError(f"dataset '{spec.name}': no test question has a gold answer{where}; exact match "
                                  "and F1 would be 0 whatever the model predicts")
+    for later in ("dev", "test"):  # all of it repeated: `files: {test: train.txt}`, or a copy of it
+        if splits.get(later) and overlaps(splits["train"], splits[later])[1] == len(splits[later]):
+            raise BioablateError(f"dataset '{spec.name}': every {later} example repeats a training example (the "
+                                 f"training file as {later}?){where}; a score on what the model trained on measures "
+                                 f"memory, not generalisation: give a {later} file of other examples")
     warning = overlap_warning(spec.name, splits)
     return [warning] if warning else []
 

@@ -18,7 +18,6 @@ text), a yes/no question's candidates (qa: equal question), an extractive questi
 from __future__ import annotations
 
 import difflib
-import posixpath
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -96,12 +95,6 @@ def parse(files: dict[str, str | None], dev: Any, folds: Any, kind_name: str, fo
             if files.get(split) is None:
                 raise fail(f"missing key 'files.{split}' (or 'folds': cross-validation folds, README, "
                            "'Your own dataset, no Python')")
-        for split in ("dev", "test"):  # as folds refuse a pair of one file: scored on what it trained on
-            if files.get(split) is not None and posixpath.normpath(files[split]) == posixpath.normpath(files["train"]):
-                raise fail(f"files.{split}: the same file as files.train ({files['train']}); a model scored on "
-                           f"the examples it trained on measures memory, not generalisation: give a {split} file "
-                           "of other examples" + (" or leave files.dev out (dev is then carved from train)"
-                                                  if split == "dev" else ""))
         parsed_folds, folds_normalized = None, None
         all_files = tuple(files[s] for s in ("train", "dev", "test") if files.get(s) is not None)
         train_files = (files["train"],)

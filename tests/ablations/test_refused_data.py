@@ -90,7 +90,8 @@ def too_many_folds(data_dir: Path, folder: Path) -> tuple[str, str]:
 
 def same_train_and_test(data_dir: Path, folder: Path) -> tuple[str, str]:
     write(folder / "train.tsv", "\n".join(gad_lines(data_dir, 0, 40)) + "\n")
-    return GAD_RE + "files: {train: train.tsv, test: train.tsv}\n", "files.test: the same file as files.train"
+    return (GAD_RE + "files: {train: train.tsv, test: train.tsv}\n",
+            "every test example repeats a training example (the training file as test?)")
 
 
 CASES = {
