@@ -52,8 +52,9 @@ def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> li
         if not any(x.answers for x in splits["test"]):
             raise BioablateError(f"dataset '{spec.name}': no test question has a gold answer{where}; exact match "
                                  "and F1 would be 0 whatever the model predicts")
-    for later in ("dev", "test"):  # all of it repeated: `files: {test: train.txt}`, or a copy of it
-        if splits.get(later) and overlaps(splits["train"], splits[later])[1] == len(splits[later]):
+    for later, earlier in (("dev", ["train"]), ("test", ["train", "dev"])):  # `files: {test: train.txt}`, a copy
+        seen = [x for split in earlier for x in splits.get(split, [])]  # (dev may be carved from the file)
+        if splits.get(later) and overlaps(seen, splits[later])[1] == len(splits[later]):
             raise BioablateError(f"dataset '{spec.name}': every {later} example repeats a training example (the "
                                  f"training file as {later}?){where}; a score on what the model trained on measures "
                                  f"memory, not generalisation: give a {later} file of other examples")
