@@ -20,8 +20,8 @@ own splits have a few (docs/data.md, "Overlaps between splits"), so it is a warn
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Hashable
 
 from core.errors import BioablateError, ConfigError
 from datamodules.instances import (Instance, PairInstance, QAInstance, RelationInstance, TaggingInstance,
