@@ -1,7 +1,8 @@
 """A dataset's splits, once read, checked for what would make its score meaningless, before a run exists.
 
-    warnings = check_splits(spec, splits, data_dir)   # refuses what cannot score; returns the warnings
-    warn_once(warnings)                                # each line once per process (an experiment's seeds)
+    splits = read_checked(spec, data_dir)   # what a runner calls before its run exists: read, refuse or warn
+    warnings = check_splits(spec, splits, data_dir)   # the check alone: raises, or returns the warning lines
+    warn_once(warnings)                               # each line once per process (an experiment's seeds)
 
 Refused (one line naming the dataset and, for a user dataset, its YAML file):
 - a split the run needs is empty (train, test; dev unless `dev: none`);
