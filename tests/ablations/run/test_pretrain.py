@@ -195,8 +195,9 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
     def steps(store: MlflowClient, run_id: str, key: str) -> list[int]:
         return sorted(m.step for m in store.get_metric_history(run_id, key))
 
-    rates = steps(client, runs[0].info.run_id, "train/tokens_per_s")
-    assert rates == steps(reference_client, uninterrupted.info.run_id, "train/tokens_per_s") == list(range(20))
+    rates = steps(client, runs[0].info.run_id, "train/tokens_per_s")  # the first step after the resume too
+    assert rates == steps(reference_client, uninterrupted.info.run_id, "train/tokens_per_s")
+    assert set(rates) == set(range(20))
 
 
 def test_a_model_exported_under_its_fingerprint_alone_is_still_found(data_dir: Path, tmp_path: Path):
