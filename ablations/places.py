@@ -49,10 +49,10 @@ def resolve_work_dir(cfg: DictConfig | None = None) -> Path:
     ConfigError here, before any run exists, not a store traceback or a run left RUNNING later)."""
     raw = (cfg.work_dir if cfg is not None else None) or os.environ.get("BIOABLATE_WORK") or "outputs"
     path = Path(raw).expanduser().resolve()
-    reason = unwritable(path, probe_bytes=4096)
+    reason = unwritable(path, probe_bytes=4096, advice=True)
     if reason is not None:
-        raise ConfigError(f"work directory {path} is not usable: {reason} (from --work-dir, work_dir "
-                          "or BIOABLATE_WORK); free space or pick a writable folder")
+        raise ConfigError(f"work directory {path} is not usable: {reason} (from --work-dir, work_dir or "
+                          "BIOABLATE_WORK)")
     return path
 
 

@@ -9,6 +9,7 @@ folder gets the modes a plain `open()` / `mkdir()` would give under the process'
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -52,15 +53,25 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return path
 
 
-def unwritable(path: Path, probe_bytes: int = 0) -> str | None:
+# errors that say the folder refuses writes (a read-only mount, no permission), not that it is full
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | None:
     """Why files cannot be written in the folder `path` (created if missing; a probe file of `probe_bytes`
-    is written and removed: a few KB show a full disk too), or None when they can."""
+    is written and removed: a few KB show a full disk too), or None when they can. `advice`: with what to
+    do about it (a read-only folder is not helped by freeing space)."""
     probe = Path(path) / f".write-probe-{os.getpid()}"
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"x" * probe_bytes)
     except OSError as error:
-        return str(error.strerror or error)
+        reason = str(error.strerror or error)
+        if not advice:
+            return reason
+        if error.errno in READ_ONLY_ERRNOS:
+            return f"{reason}: it is read-only for this user; pick a writable folder"
+        return f"{reason}; free space there or pick another folder"
     finally:
         try:
             probe.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ the loss that uses the weights is the model's business.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 
@@ -80,8 +81,9 @@ def check_class_weights(value, spec) -> None:
                               "e.g. {'no': 4}")
         if str(label) not in spec.labels:
             raise ConfigError(f"{KEY}: '{label}' is not a class of {spec.name} ({list(spec.labels)})")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
-            raise ConfigError(f"{KEY}: the weight of '{label}' must be a positive number, got {weight!r}")
+        # NaN passes `weight <= 0` (every comparison with it is False) and trains on a NaN loss; inf too
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < math.inf:
+            raise ConfigError(f"{KEY}: the weight of '{label}' must be a positive finite number, got {weight!r}")
 
 
 def resolve_class_weights(value, spec, train: Sequence[Instance]) -> tuple[float, ...] | None:

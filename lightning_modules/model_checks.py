@@ -5,7 +5,8 @@ becomes [UNK]; a vocabulary larger than the embedding matrix would be "fixed" by
 
 The weights' shapes come from the safetensors header (a length and a JSON table at the top of the file),
 never from loading the tensors; what config.json implies comes from the model built on the meta device
-(shapes, no memory). Weights only in PyTorch .bin files have no such header: their shapes are not checked.
+(shapes, no memory). Weights only in PyTorch .bin files have no such header: their shapes are not checked,
+but their pickle may name nothing but tensors and containers (`pickled_code_error`).
 
     check_model(cfg.model, data_dir)   # one ConfigError line naming the folder and what disagrees
 """
@@ -23,7 +24,7 @@ from typing import Any, Optional
 from core.errors import ConfigError
 from datamodules.vocabs import resolve_vocab
 from lightning_modules.models import (RANDOM_BERT, ResolvedModel, encoder_options, load_tokenizer, model_config,
-                                      resolve_model)
+                                      pickled_code_error, resolve_model)
 
 # Fewer tokens than this is no vocabulary: the special tokens, an alphabet and a few dozen word pieces
 # (the smallest `bioablate vocab train --size` accepts too).
@@ -61,6 +62,10 @@ def _check_folder(model: ResolvedModel, resize: bool, stamp: tuple) -> None:
     if actual is not None:
         _check_shapes(model.path, expected, actual)
         rows = actual.get(embeddings, (rows,))[0]
+    else:  # .bin weights only: what transformers loads, which must hold tensors and nothing to run
+        pickled = pickled_code_error(model.path)
+        if pickled is not None:
+            raise pickled
     if not any((model.path / name).is_file() for name in TOKENIZER_FILES) and not any(model.path.glob("*.model")):
         raise ConfigError(f"{model.path}: no tokenizer files ({', '.join(TOKENIZER_FILES)} or a SentencePiece "
                           "*.model): every word would become [UNK]; copy the tokenizer of the model these weights "

@@ -18,6 +18,7 @@ model, or a fresh random BERT.
 from __future__ import annotations
 
 import json
+import pickle
 import re
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -276,6 +277,9 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
     try:
         encoder = AutoModel.from_pretrained(model.path, config=config, attn_implementation="sdpa",
                                             **encoder_options(config))
+    except pickle.UnpicklingError as e:  # refused by the weights-only load: never run
+        raise pickled_code_error(model.path) or ConfigError(
+            f"{model.path}: cannot load the model weights ({' '.join(str(e).split())[:200]})") from None
     except (OSError, SafetensorError) as e:  # a truncated or corrupt weights file
         raise ConfigError(f"{model.path}: cannot load the model weights ({' '.join(str(e).split())[:200]}); "
                           "re-export or re-download the model") from None
@@ -283,6 +287,24 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
     # it: without this, dropout would be off during fine-tuning.
     encoder.train()
     return encoder, load_tokenizer(model, config)
+
+
+def pickled_code_error(folder: Path) -> ConfigError | None:
+    """The error for a PyTorch .bin weights file of `folder` that holds pickled Python objects (functions,
+    classes: code a plain `torch.load` would run), which the weights-only load refuses with a 30-line
+    UnpicklingError; None where there is none. Read from the pickle's opcodes, without loading a tensor."""
+    import torch
+
+    for weights in sorted(folder.glob("pytorch_model*.bin")):
+        try:
+            unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(weights)
+        except Exception:  # noqa: BLE001, S112 -- not a zip checkpoint, truncated: loading it says what it is
+            continue
+        if unsafe:
+            return ConfigError(f"{weights}: holds pickled Python objects ({', '.join(sorted(unsafe)[:3])}), which "
+                               "the weights-only load refuses to run; keep the weights as safetensors instead "
+                               "(`model.save_pretrained(folder)` writes model.safetensors, from a source you trust)")
+    return None
 
 
 def encoder_options(config: PretrainedConfig) -> dict[str, Any]:

@@ -81,6 +81,9 @@ class PretrainModule(pl.LightningModule):
     def history_name(self) -> str:
         return "loss" if self.electra else "mlm_loss"
 
+    def on_train_start(self) -> None:  # a resumed fit may start inside an epoch: its first step has a rate too
+        self._tick = time.perf_counter()
+
     def on_train_epoch_start(self) -> None:
         self._tick = time.perf_counter()
 

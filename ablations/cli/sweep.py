@@ -14,8 +14,7 @@ from ablations.cli.runs import launcher_layer
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablations.places import resolve_work_dir
     from ablations import api
-    from ablations.sweep import (STORAGE_ENV, Place, best_command, best_config, default_storage, finetune_command,
-                                 ui_command)
+    from ablations.sweep import Place, best_command, best_config, finetune_command, study_storage, ui_command
     from core.errors import ConfigError
 
     if args.target == "best":
@@ -23,7 +22,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         place = Place(str(work_dir), args.storage, args.data_dir, args.tracking_uri)
         if len(args.rest) != 1:
             raise ConfigError("usage: bioablate sweep best STUDY [--work-dir DIR] [--storage URL] [--output FILE]")
-        storage = args.storage or os.environ.get(STORAGE_ENV) or default_storage(work_dir)
+        storage = study_storage(args.storage, work_dir)
         best = best_config(args.rest[0], storage)
         out = Path(args.output).resolve() if args.output else work_dir / "sweeps" / f"{args.rest[0]}.yaml"
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -60,11 +59,12 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
     from ablations.places import resolve_tracking_uri, resolve_work_dir
     from ablations.launch import check_shared_store, submit_sweep_workers, wait_for
     from ablations.sweep import STORAGE_ENV, SweepPaths
-    from core.databases import redact
+    from core.databases import redact, with_driver
     from ablations.launch.jobs import SweepWorkerJob
     from core.errors import ConfigError
 
     url = args.storage or os.environ.get(STORAGE_ENV)
+    url = with_driver(url) if url else url  # postgresql:// names the installed driver, as in the jobs
     if not url or url.startswith("sqlite"):
         raise ConfigError("--launcher slurm: worker jobs share the study through a server database; pass "
                           "--storage postgresql+psycopg2://user:password@host/db (or set BIOABLATE_SWEEP_STORAGE)")

@@ -44,6 +44,7 @@ from datamodules.metrics import METRIC_NAMES, summary_keys
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
 from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
+from datamodules.split_checks import read_checked
 from datamodules.task_encoder import scoring_group
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
@@ -158,6 +159,7 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
 
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
            tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...]) -> FinetuneResult:
+    read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)  # a data error: no run left behind
     params, model_tags = _params(cfg)
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
     with run.tracked(stop_exceptions):

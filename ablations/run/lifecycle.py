@@ -70,6 +70,7 @@ from core.interrupts import Interrupted
 from core.claims import ClaimHeld, Holder, claim
 from core.distributed import is_ddp_worker
 from lightning_modules.checkpoints import usable_checkpoint
+from lightning_modules.loss_guard import StopOnNonFiniteLoss
 from lightning_modules.preemption import CheckpointOnSignal, Preempted
 
 log = logging.getLogger("bioablate")
@@ -82,6 +83,8 @@ NOT_CARRIED_OVER = ("error", "stopped", "continues", CLAIM_TAG, *LEGACY_CLAIM_TA
 # Logged once, when training is over (the best dev epoch's scores, the test scores): a continued run
 # computes them again, so it never starts with the old run's (they would be logged twice).
 SUMMARY_METRIC_PREFIXES = ("best_dev/", "test/")
+NON_FINITE_HINT = ("Lower the learning rate (finetune.lr / pretrain.lr), check finetune.class_weights and the "
+                   "data, then run again: a changed value is a new run")  # the same values diverge again
 
 
 @dataclass
@@ -271,10 +274,10 @@ class TrackedRun:
         return None
 
     def callbacks(self) -> list[pl.Callback]:
-        """Trainer callbacks every tracked run has: on the scheduler's warning signal (SLURM's SIGUSR2
-        before a time limit or preemption), checkpoint to `last.ckpt` at the next step and stop; and
-        (rank 0) store the logged points before every checkpoint (`FlushPoints`)."""
-        return [CheckpointOnSignal(self.last_checkpoint), *([] if self.is_worker else [FlushPoints()])]
+        """Every tracked run's: on SLURM's warning signal, checkpoint to `last.ckpt` and stop; a non-finite
+        loss ends it FAILED; (rank 0) store the logged points before every checkpoint (`FlushPoints`)."""
+        return [CheckpointOnSignal(self.last_checkpoint), StopOnNonFiniteLoss(NON_FINITE_HINT),
+                *([] if self.is_worker else [FlushPoints()])]
 
     @contextmanager
     def tracked(self, stop_exceptions: tuple[type[BaseException], ...] = ()) -> Iterator[None]:

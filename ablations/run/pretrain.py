@@ -65,7 +65,9 @@ class PretrainResult:
     model_dir: Path
     reused: bool
     tracking_uri: str
-    losses: list[float] = field(default_factory=list)  # MLM loss per micro-batch of this invocation
+    # the objective's loss (MLM; electra: its total) per step of the run, resumed segments included (from the
+    # store; a DDP worker: per micro-batch of its own segment)
+    losses: list[float] = field(default_factory=list)
     experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
 
 
@@ -295,14 +297,17 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> Pretrain
         run.set_tag("model_dir", str(model_dir))
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
-        if not run.is_worker:
+        losses = module.history
+        if not run.is_worker:  # a resumed run's first loss is the run's, not its last segment's
+            stored = run.tracker.client.get_metric_history(run.run_id, f"train/{module.history_name}")
+            losses = [m.value for m in sorted(stored, key=lambda m: m.step)] or losses
             history = {"train/loss": [(m.step, m.value) for m in run.tracker.client.get_metric_history(
                 run.run_id, "train/loss")]}
             figure = curves_figure(run.run_dir / "artifacts" / "figures" / "curves.png", history,
                                    f"{cfg.pretrain.objective} on {cfg.pretrain.corpus}, seed {cfg.seed}")
             run.log_artifacts([figure] if figure else [], "figures")
     return PretrainResult(run.run_id, inputs.identity.fingerprint, model_dir, False, run.tracking_uri,
-                          module.history, "" if run.is_worker else run.tracker.experiment_id)
+                          losses, "" if run.is_worker else run.tracker.experiment_id)
 
 
 def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards) -> dict[str, str]:

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from ablations.places import resolve_tracking_uri, resolve_work_dir
-from ablations.sweep.storage import STORAGE_ENV, default_storage
+from ablations.sweep import storage as sweep_storage
+from ablations.sweep.storage import STORAGE_ENV
 from core.databases import redact, unreachable, with_driver
 from core.errors import ConfigError
 
@@ -89,7 +90,7 @@ def _shown(host: str) -> str:
 
 def study_storage_of(storage: str | None, work: Path) -> str:
     """The sweeps' Optuna storage: --storage, else $BIOABLATE_SWEEP_STORAGE, else <work-dir>/optuna.db."""
-    return storage or os.environ.get(STORAGE_ENV) or default_storage(work)
+    return sweep_storage.study_storage(storage, work)
 
 
 def dashboard_command(storage: str, host: str, port: int) -> tuple[list[str], dict[str, str]]:
@@ -105,9 +106,9 @@ def dashboard_command(storage: str, host: str, port: int) -> tuple[list[str], di
     return [sys.executable, "-c", DASHBOARD, host, str(port)], {**os.environ, STORAGE_ENV: storage}
 
 
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, option: str = "--port") -> None:
     """A one-line error where another program listens on `port` (the server would print the URL, fail to
-    bind, and exit 0)."""
+    bind, and exit 0), naming the `option` that chose the port."""
     import socket
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -117,7 +118,7 @@ def check_port_free(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as error:
             raise ConfigError(f"cannot listen on {host}:{port} ({error.strerror or error}): another program "
-                              "uses the port; pick another with --port") from None
+                              f"uses the port; pick another with {option}") from None
 
 
 def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracking_uri: str | None,
@@ -137,7 +138,7 @@ def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracki
         raise ConfigError(f"--optuna-port {optuna_port} is the MLflow UI's --port; pick another")
     dashboard, dashboard_env = dashboard_command(study_storage, host, optuna_port)
     check_port_free(host, port)
-    check_port_free(host, optuna_port)
+    check_port_free(host, optuna_port, "--optuna-port")
     print(notes.splitlines()[0], flush=True)
     print(f"Optuna dashboard for {redact(study_storage)}: http://{_shown(host)}:{optuna_port}/dashboard", flush=True)
     return supervise([(command, server_environment()), (dashboard, dashboard_env)])

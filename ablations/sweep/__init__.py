@@ -18,7 +18,7 @@ from typing import Any
 
 _EXPORTS = {
     "load_sweep": "spec", "SweepSpec": "spec",
-    "STORAGE_ENV": "storage", "default_storage": "storage", "redact": "storage",
+    "STORAGE_ENV": "storage", "default_storage": "storage", "study_storage": "storage", "redact": "storage",
     "sqlite_single_process": "storage",
     "run_sweep": "worker", "SweepPaths": "worker", "SweepSummary": "worker",
     "best_config": "best", "Place": "best", "best_command": "best", "ui_command": "best",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
+from core.databases import SERVER_DIALECTS, dialect, redact, unreachable, with_driver
 from core.errors import ConfigError
 
 if TYPE_CHECKING:  # `bioablate ui` imports this module: it needs no config machinery
@@ -32,6 +33,12 @@ STORAGE_ENV = "BIOABLATE_SWEEP_STORAGE"  # the storage URL, kept out of shell hi
 
 def default_storage(work_dir: Path) -> str:
     return f"sqlite:///{work_dir / 'optuna.db'}"
+
+
+def study_storage(given: str | None, work_dir: Path) -> str:
+    """The study storage URL: `given` (--storage), else $BIOABLATE_SWEEP_STORAGE, else SQLite in `work_dir`;
+    a `postgresql://` URL names the installed driver, as a tracking URI does (core.databases.with_driver)."""
+    return with_driver(given or os.environ.get(STORAGE_ENV) or default_storage(work_dir))
 
 
 @contextmanager
@@ -49,6 +56,7 @@ def open_storage(url: str, spec: SweepSpec | None = None) -> Iterator[RDBStorage
     after the grace period, is marked FAIL and re-queued (same parameters) up to `max_retry` times. Its
     connection pool is closed at the end, so a process that opens several studies (a notebook, the
     tests) keeps no idle connections to the database server, which allows only so many."""
+    url = with_driver(url)
     redact(url)
     if dialect(url) in SERVER_DIALECTS:  # Optuna would retry an unreachable server for minutes
         reason = unreachable(url, PROBE_TIMEOUT_S)

@@ -35,8 +35,8 @@ from ablations.config import REPO_ROOT, build_config
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.finetune import run_finetune
 from ablations.sweep.spec import SPEC_ATTR, SweepSpec, check_single_process, make_pruner, make_sampler
-from ablations.sweep.storage import (STORAGE_ENV, ClaimLock, default_storage, open_storage, quiet_experimental,
-                                     sqlite_single_process)
+from ablations.sweep.storage import (STORAGE_ENV, ClaimLock, open_storage, quiet_experimental,
+                                     sqlite_single_process, study_storage)
 from core.databases import redact
 from ablations.sweep.tracking import RUN_IDS_ATTR, SweepTracking, best_trial
 from core.errors import ConfigError, UnknownNameError
@@ -205,7 +205,7 @@ def run_sweep(spec: SweepSpec, storage_url: str | None = None, workers: int = 1,
     check_accelerator_present(base)  # before the study and its MLflow parent run exist
     work_dir = resolve_work_dir(base)
     paths = SweepPaths(paths.data_dir, str(work_dir), resolve_tracking_uri(base, work_dir))
-    url = storage_url or os.environ.get(STORAGE_ENV) or default_storage(work_dir)
+    url = study_storage(storage_url, work_dir)
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if workers > 1 and url.startswith("sqlite"):

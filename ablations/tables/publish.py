@@ -16,6 +16,7 @@ from ablations.tables.plot import FIGURE_FORMATS, plot
 from ablations.tables.provenance import file_header, provenance, vocab_provenance
 from ablations.tables.render import FILE_SUFFIX, FORMATS, Grid, records, render_data, render_grid
 from ablations.tables.stats import STATUSES, TableData, table_data
+from core.files import writable_dir
 
 TABLE_KIND = "table"  # `kind` tag of the MLflow run holding an experiment's rendered table
 TABLE_MLFLOW_EXPERIMENT = "tables"
@@ -119,7 +120,7 @@ def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: 
                ylabel: str | None, zero_based: bool) -> list[Path]:
     from ablations.tables.pareto import plot_compute
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(out_dir, "table folder (--out)")  # a file there: one line, not a FileExistsError
     paths = []
     for fmt, text in texts.items():
         if fmt not in FILE_SUFFIX:  # the long form (`--stats`) is printed, not written

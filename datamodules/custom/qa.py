@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.errors import DataFormatError
 from datamodules.custom.schema import Definition
 from datamodules.instances import Instance
 from datamodules.readers.bioasq_golden import read_golden_file
@@ -22,4 +23,8 @@ def read_qa_file(definition: Definition, path: Path, split: str) -> list[Instanc
     if definition.format == "squad":
         return read_squad_file(path)
     question_type = "list" if definition.metric == "bioasq_list" else "factoid"
-    return read_golden_file(path, (question_type,), locate_only=split == "train")[0]
+    instances, counts = read_golden_file(path, (question_type,), locate_only=split == "train")
+    if not counts.questions:  # else the dataset would have "no train split" though the file is there
+        raise DataFormatError(path, None, f"holds no {question_type} questions (the metric {definition.metric} "
+                                          f"reads those; see {definition.source})")
+    return instances

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.errors import DataFormatError
+from datamodules.readers.jsonfile import BOM
 from datamodules.textfiles import read_text
 from datamodules.custom.layouts import FileLayout
 from datamodules.custom.schema import TAGGING, Definition
@@ -58,7 +59,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 def _jsonl(definition: Definition, path: Path) -> Iterator[tuple[int, Record]]:
     for number, line in _lines(path):
         try:
-            data = json.loads(line)
+            data = json.loads(line.removeprefix(BOM) if number == 1 else line)
         except json.JSONDecodeError as err:
             raise DataFormatError(path, number, f"not a JSON object ({err.msg}); a jsonl file has one a line")
         if not isinstance(data, dict):

@@ -71,10 +71,15 @@ def read_golden_file(path: Path, question_types: Sequence[str] = ("factoid",), l
         raise DataFormatError(path, None, 'expected a JSON object {"questions": [...]}')
     instances: list[QAInstance] = []
     counts = GoldenCounts()
+    seen: dict[str, int] = {}  # question id -> its index: two questions with one id would merge into one
     for index, question in enumerate(data["questions"]):
         if not isinstance(question, dict):
             raise DataFormatError(path, None, f"questions[{index}]: expected an object")
         qid = question.get("id", f"questions[{index}]")
+        if isinstance(qid, str) and qid in seen:
+            raise DataFormatError(path, None, f"questions[{index}]: id {qid!r} occurs twice (also questions"
+                                              f"[{seen[qid]}]); give each question its own id")
+        seen.setdefault(qid, index)
         if "type" not in question:
             raise DataFormatError(path, None, f"question {qid} has no key 'type'")
         if question["type"] in question_types:
@@ -91,8 +96,13 @@ def golden_splits(data_dir: Path, train: Sequence[str], test: Sequence[str], dev
     counts = GoldenCounts()
     splits: Splits = {name: [] for name in SPLITS}
     for split, names in (("test", test), ("dev", dev), ("train", train)):
+        first_file: dict[str, str] = {}  # question id -> the file of this split that has it
         for name in names:
             instances, file_counts = read_golden_file(data_dir / name, question_types, locate_only=split == "train")
+            for qid in dict.fromkeys(x.question_id for x in instances):
+                if first_file.setdefault(qid, name) != name:
+                    raise DataFormatError(data_dir / name, None, f"question {qid} is also in {first_file[qid]} "
+                                          f"({split} split): a question belongs in one file")
             splits[split] += instances
             counts += file_counts
     test_ids = {x.question_id for x in splits["test"]}

@@ -67,6 +67,9 @@ def read_squad_file(path: Path, question_type: str = "squad") -> list[QAInstance
                     raise DataFormatError(path, None, f"{where}.qas[{q}]: id {instance.id!r} occurs twice")
                 seen.add(instance.id)
                 instances.append(instance)
+    if not instances:
+        raise DataFormatError(path, None, "holds no questions (no 'qas' under \"data\"); a SQuAD v1.1 file lists "
+                                          'its questions as {"data": [{"paragraphs": [{"context": ..., "qas": [...]}]}]}')
     return instances
 
 
@@ -112,6 +115,10 @@ def _instance(path: Path, where: str, context: str, qa: Any, question_type: str)
         start = _field(path, answer_where, answer, "answer_start", int)
         if not text.strip():
             raise DataFormatError(path, None, f"{answer_where}: empty answer text")
+        if not 0 <= start <= len(context) - len(text):
+            raise DataFormatError(path, None, f"{answer_where}: answer_start {start} is outside its context "
+                                              f"({len(context)} characters; answer_start is the 0-based offset of "
+                                              "the answer's first character)")
         if context[start:start + len(text)] != text:
             found = context[start:start + len(text)]
             raise DataFormatError(path, None, f"{answer_where}: answer {text!r} is not at answer_start {start} "

@@ -73,7 +73,9 @@ def test_default_off_keeps_fingerprints_and_a_weighting_makes_a_new_run():
     ("inverse", "bioelectra-yesno", "give `balanced`"),
     ("[1,2,3]", "bioelectra-yesno", "3 weights for 2 classes"),
     ("{maybe: 2}", "bioelectra-yesno", "'maybe' is not a class"),
-    ("{'no': -1}", "bioelectra-yesno", "positive number"),
+    ("{'no': -1}", "bioelectra-yesno", "positive finite number"),
+    ("[.nan,1]", "bioelectra-yesno", "positive finite number, got nan"),  # passed `weight <= 0`: NaN loss
+    ("{'no': .inf}", "bioelectra-yesno", "positive finite number, got inf"),
     ("{no: 4}", "bioelectra-yesno", "quote them"),
 ])
 def test_a_weighting_that_cannot_apply_is_one_line_naming_the_key(value, task, message, data_dir, tmp_path, capsys):
@@ -85,7 +87,9 @@ def test_a_weighting_that_cannot_apply_is_one_line_naming_the_key(value, task, m
     code = main(["finetune", "--task", task, "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
                  f"finetune.class_weights={value}"])
     err = capsys.readouterr().err
-    assert code != 0 and "Traceback" not in err and message in err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "mlruns.db").exists() or not MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").search_runs(
+        [e.experiment_id for e in MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").search_experiments()])
 
 
 def test_a_weighted_ranking_run_finishes_with_the_relevant_class_weighted_up(data_dir, tmp_path):

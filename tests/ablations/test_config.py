@@ -151,6 +151,17 @@ def test_an_unwritable_work_dir_is_one_error_before_anything_runs(tmp_path):
         resolve_work_dir(cfg)
 
 
+def test_a_read_only_work_dir_says_it_is_read_only_not_full():
+    read_only = Path("/sys/bioablate-work")  # sysfs: no one, root included, creates files or folders there
+    cfg = build_config("micro", [], task="gad", work_dir=str(read_only))
+    with pytest.raises(ConfigError) as error:
+        resolve_work_dir(cfg)
+    message = str(error.value)
+    assert message.startswith(f"work directory {read_only} is not usable: ") and "free space" not in message
+    assert message.endswith(": it is read-only for this user; pick a writable folder (from --work-dir, work_dir or "
+                            "BIOABLATE_WORK)")
+
+
 def test_vocab_train_refuses_an_out_it_cannot_write_before_reading_the_corpus(capsys, tmp_path, data_dir):
     taken = tmp_path / "vocab.txt"
     taken.write_text("not a folder")

@@ -126,15 +126,15 @@ def write_yaml(path: Path, text: str) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt,files,measures", [
-    ("squad", "{train: BioELECTRA/bioasq/dev.json, dev: BioELECTRA/bioasq/dev.json, test: BioELECTRA/bioasq/dev.json}",
-     {"em", "f1"}),
+    ("squad", "{k: 2, seed: 13, file: BioELECTRA/bioasq/dev.json}", {"em", "f1"}),  # one file: 2 folds
     ("bioasq-golden", "{train: BioASQ/golden/4B1_golden.json, dev: BioASQ/golden/4B2_golden.json, "
                       "test: BioASQ/golden/4B3_golden.json}", {"strict", "lenient", "mrr"}),
 ])
 def test_a_user_qa_file_trains_and_evaluates_from_a_dataset_yaml(fmt, files, measures, data_dir, tmp_path):
     name = f"user-qa-{fmt}"
+    key = "folds" if fmt == "squad" else "files"  # the same file as train and test would be refused
     yaml = write_yaml(tmp_path / f"{name}.yaml",
-                      f"name: {name}\nformat: {fmt}\npath: {data_dir}\nfiles: {files}\nmax_length: 256\n")
+                      f"name: {name}\nformat: {fmt}\npath: {data_dir}\n{key}: {files}\nmax_length: 256\n")
     spec = register_from_yaml(yaml)
     assert spec.task_type == "qa-extractive" and spec.metric == ("squad_v1" if fmt == "squad" else "bioasq_factoid")
     splits = spec.read(None)

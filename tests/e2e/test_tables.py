@@ -115,3 +115,15 @@ def test_several_invocations_are_one_line_naming_them(micro_store, data_dir):
     assert done.returncode == 0 and "--profile micro finetune.lr=1e-4, the one invocation" in done.stderr
     assert "learning rate 0.0001;" in done.stdout and "not run" not in done.stdout
     assert len(table_runs(uri, "quickstart")) == 3  # micro, mini (above), micro with the lower rate
+
+
+def test_an_out_that_is_a_file_is_one_line_and_no_table_run(tmp_path, data_dir):
+    taken = tmp_path / "table.md"
+    taken.write_text("someone's notes\n")
+    work = tmp_path / "work"
+    done = bioablate_in_process("table", "quickstart", "--profile", "micro", "--work-dir", str(work), "--data-dir",
+                                str(data_dir), "--out", str(taken), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
+        f"bioablate: error: table folder (--out) {taken} is a file; name a folder (it is created if missing)")
+    assert "Traceback" not in done.stderr and taken.read_text() == "someone's notes\n"
+    assert table_runs(f"sqlite:///{work / 'mlruns.db'}", "quickstart") == []

@@ -5,6 +5,8 @@ is not cached is a one-line error naming the download command."""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -278,3 +280,30 @@ def test_a_truncated_safetensors_file_is_one_error_naming_the_folder(model_dir):
     weights.write_bytes(weights.read_bytes()[:len(weights.read_bytes()) // 2])
     with pytest.raises(ConfigError, match=rf"^{model_dir}: cannot load the model weights \("):
         load_encoder(model_cfg(model_dir), None, 0.1)
+
+
+class _Runs:
+    """Pickled as a call of os.system: what a weights-only load must refuse to run."""
+
+    def __reduce__(self):
+        return (os.system, ("echo this must never run",))
+
+
+def test_a_pickled_global_in_pytorch_model_bin_is_one_line_naming_the_file(model_dir, data_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from tests.cli import bioablate_in_process
+
+    weights = {**load_file(str(model_dir / "model.safetensors")), "extra": _Runs()}
+    (model_dir / "model.safetensors").unlink()
+    torch.save(weights, model_dir / "pytorch_model.bin")
+    line = (f"{model_dir / 'pytorch_model.bin'}: holds pickled Python objects (posix.system), which the "
+            "weights-only load refuses to run; keep the weights as safetensors instead")
+    with pytest.raises(ConfigError, match=re.escape(line)):
+        load_encoder(model_cfg(model_dir), None, 0.1)
+    done = bioablate_in_process("finetune", "--task", "gad", "--model", str(model_dir), "--data-dir", str(data_dir),
+                                "--work-dir", str(tmp_path / "work"), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"bioablate: error: {line} (`model.save_pretrained(folder)` writes model.safetensors, from a source you "
+        "trust)"], done.stderr
+    assert not (tmp_path / "work" / "mlruns.db").exists()  # refused before any run (or store) exists

@@ -184,6 +184,21 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
     worst = max((ours[k] - ref[k]).abs().max().item() for k in ref)
     assert worst == 0.0, f"resumed weights differ from the uninterrupted run's by up to {worst:g}"
 
+    # what the rerun reports is the run's: its first loss, not the resumed segment's; a rate at every step
+    def summary(out: str) -> str:
+        return next(line for line in out.splitlines() if "MLM loss:" in line)
+
+    assert summary(done.stdout) == summary(reference.stdout)
+    reference_client = MlflowClient(f"sqlite:///{(tmp_path / 'reference').resolve() / 'mlruns.db'}")
+    [uninterrupted] = reference_client.search_runs([reference_client.get_experiment_by_name("pretrain").experiment_id])
+
+    def steps(store: MlflowClient, run_id: str, key: str) -> list[int]:
+        return sorted(m.step for m in store.get_metric_history(run_id, key))
+
+    rates = steps(client, runs[0].info.run_id, "train/tokens_per_s")  # the first step after the resume too
+    assert rates == steps(reference_client, uninterrupted.info.run_id, "train/tokens_per_s")
+    assert set(rates) == set(range(20))
+
 
 def test_a_model_exported_under_its_fingerprint_alone_is_still_found(data_dir: Path, tmp_path: Path):
     """Work directories from before readable folder names keep their finished runs."""

@@ -47,6 +47,19 @@ def test_ui_and_server_refuse_a_port_another_program_listens_on(tmp_path):
             "the port; pick another with --port"]
 
 
+def test_a_taken_optuna_port_names_the_optuna_port_option(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        free = closed_port()
+        done = bioablate_in_process("ui", "--optuna", "--port", str(free), "--optuna-port", str(port), "--work-dir",
+                                    str(tmp_path), cwd=tmp_path)
+        assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+            f"bioablate: error: cannot listen on 127.0.0.1:{port} (Address already in use): another program uses "
+            "the port; pick another with --optuna-port"], done.stderr
+
+
 def test_an_unreachable_database_is_one_line_within_seconds(tmp_path, data_dir):
     url = f"postgresql+psycopg2://someone:secret@127.0.0.1:{closed_port()}/mlflow"
     for command in (["server", "--backend-store-uri", url, "--artifacts", str(tmp_path / "artifacts")],

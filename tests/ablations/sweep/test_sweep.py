@@ -343,3 +343,21 @@ def test_ui_refuses_a_non_loopback_host_unless_allowed(capsys, tmp_path):
     code = main(["ui", "--host", "0.0.0.0", "--work-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "refusing to listen on 0.0.0.0" in err and "--allow-remote" in err
+
+
+def test_the_readme_postgresql_form_gets_the_installed_driver_as_a_tracking_uri_does(postgres_url, tmp_path):
+    """`--storage postgresql://...` (the README's form, no driver) reaches the server through psycopg2, as
+    `--tracking-uri postgresql://...` does: it said "its driver is not installed (psycopg)"."""
+    from sqlalchemy.engine import make_url
+
+    from ablations.places import resolve_tracking_uri
+    from ablations.sweep import study_storage
+
+    plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    assert plain.startswith("postgresql://")
+    assert study_storage(plain, tmp_path) == resolve_tracking_uri(OmegaConf.create({"tracking_uri": plain}))
+    assert study_storage(plain, tmp_path).startswith("postgresql+psycopg2://")
+    study = unique("readme-form")
+    done = bioablate_in_process("sweep", "best", study, "--storage", plain, "--work-dir", str(tmp_path), cwd=tmp_path)
+    [line] = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and line.startswith(f"bioablate: error: no study '{study}' in postgresql+psycopg2://")

@@ -1,0 +1,134 @@
+"""A dataset's splits, once read, checked for what would make its score meaningless, before a run exists.
+
+    splits = read_checked(spec, data_dir)   # what a runner calls before its run exists: read, refuse or warn
+    warnings = check_splits(spec, splits, data_dir)   # the check alone: raises, or returns the warning lines
+    warn_once(warnings)                               # each line once per process (an experiment's seeds)
+
+Refused (one line naming the dataset and, for a user dataset, its YAML file):
+- a split the run needs is empty (train, test; dev unless `dev: none`);
+- a dev or test split whose every example repeats a training one (`files: {test: train.txt}`);
+- `folds: {k: K}` over fewer groups than K (examples; a relation's sentences, an extractive question's
+  snippets stay together): some folds would test on nothing;
+- extractive QA whose training split has no located answer (the model could only learn "no span"), or
+  whose test split has no gold answer at all (EM / F1 0 whatever the model predicts).
+
+Warned (`overlap_warning`): a later split repeating an earlier one: examples of the same id (an extractive
+question: the same question id) or the same input (the same text; a relation's text and entity pair; a
+question with the same context). Scores on repeated examples measure memory, not generalisation; BLURB's
+own splits have a few (docs/data.md, "Overlaps between splits"), so it is a warning, not an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from pathlib import Path
+
+from core.errors import BioablateError, ConfigError
+from datamodules.instances import (Instance, PairInstance, QAInstance, RelationInstance, TaggingInstance,
+                                   TextInstance)
+from datamodules.protocols import KFolds
+from datamodules.spec import SPLITS, DatasetSpec, Splits
+
+log = logging.getLogger("bioablate")
+
+# (earlier, later): the later split's examples found in the earlier one
+SPLIT_PAIRS = (("train", "dev"), ("train", "test"), ("dev", "test"))
+_WARNED: set[str] = set()  # warnings already shown in this process
+
+
+def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> list[str]:
+    """Raise for splits that cannot give a meaningful score (see the module doc); the warnings, one line
+    each, otherwise."""
+    where = f" (see {spec.source})" if spec.source else ""
+    _check_fold_count(spec, splits, where)
+    for split in SPLITS:  # the words of FinetuneDataModule.setup, which meets it after a run exists
+        if not splits.get(split) and not (split == "dev" and spec.no_dev):
+            raise BioablateError(f"dataset '{spec.name}' has no {split} split in {spec.base_dir(data_dir)}"
+                                 f"{where}; see docs/data.md")
+    if spec.task_type == "qa-extractive":
+        if not any(x.answer_spans for x in splits["train"]):
+            raise BioablateError(f"dataset '{spec.name}': no training question has an answer located in its "
+                                 f"context{where}; the model could only learn that there is none")
+        if not any(x.answers for x in splits["test"]):
+            raise BioablateError(f"dataset '{spec.name}': no test question has a gold answer{where}; exact match "
+                                 "and F1 would be 0 whatever the model predicts")
+    for later, earlier in (("dev", ["train"]), ("test", ["train", "dev"])):  # `files: {test: train.txt}`, a copy
+        seen = [x for split in earlier for x in splits.get(split, [])]  # (dev may be carved from the file)
+        if splits.get(later) and overlaps(seen, splits[later])[1] == len(splits[later]):
+            raise BioablateError(f"dataset '{spec.name}': every {later} example repeats a training example (the "
+                                 f"training file as {later}?){where}; a score on what the model trained on measures "
+                                 f"memory, not generalisation: give a {later} file of other examples")
+    warning = overlap_warning(spec.name, splits)
+    return [warning] if warning else []
+
+
+def warn_once(warnings: list[str]) -> None:
+    for warning in warnings:
+        if warning not in _WARNED:
+            _WARNED.add(warning)
+            log.warning("%s", warning)
+
+
+def _check_fold_count(spec: DatasetSpec, splits: Splits, where: str) -> None:
+    folds = spec.folds
+    if not isinstance(folds, KFolds):
+        return
+    pool = [x for split in SPLITS for x in splits.get(split, [])]
+    groups = len({getattr(x, folds.group_by) if folds.group_by else position for position, x in enumerate(pool)})
+    if groups < folds.count:
+        unit = "examples" if folds.group_by is None else f"groups of equal {folds.group_by}"
+        raise ConfigError(f"folds.k = {folds.count} for dataset '{spec.name}', but its file holds {groups} {unit}"
+                          f"{where}: some folds would test on nothing; set folds.k to at most {groups}")
+
+
+def input_key(instance: Instance) -> Hashable:
+    """What the model reads of an instance (two instances with equal keys are the same example)."""
+    if isinstance(instance, TaggingInstance):
+        return instance.tokens
+    if isinstance(instance, RelationInstance):
+        return instance.text, instance.head, instance.tail
+    if isinstance(instance, QAInstance):
+        return instance.question, instance.context
+    if isinstance(instance, PairInstance):
+        return instance.text_a, instance.text_b
+    if isinstance(instance, TextInstance):
+        return instance.text
+    raise TypeError(f"no input key for {type(instance).__name__}")
+
+
+def example_id(instance: Instance) -> str:
+    """An instance's id as overlap counts it: an extractive question's snippets share its question id."""
+    return getattr(instance, "question_id", None) or instance.id
+
+
+def overlaps(earlier: list[Instance], later: list[Instance]) -> tuple[int, int]:
+    """(same id, same input): how many of `later`'s instances repeat one of `earlier`'s by id, by input."""
+    ids, inputs = {example_id(x) for x in earlier}, {input_key(x) for x in earlier}
+    return (sum(1 for x in later if example_id(x) in ids), sum(1 for x in later if input_key(x) in inputs))
+
+
+def overlap_warning(name: str, splits: Splits) -> str | None:
+    """One line counting the examples each split repeats from an earlier one, or None where none does."""
+    parts = []
+    for earlier, later in SPLIT_PAIRS:
+        if splits.get(earlier) and splits.get(later):
+            same_id, same_input = overlaps(splits[earlier], splits[later])
+            if same_id or same_input:
+                parts.append(f"{later} repeats {earlier}: {same_input} of {len(splits[later])} by input, "
+                             f"{same_id} by id")
+    if not parts:
+        return None
+    return (f"{name}: {'; '.join(parts)}; scores on repeated examples measure memory, not generalisation "
+            "(docs/data.md, 'Overlaps between splits')")
+
+
+def read_checked(spec: DatasetSpec, data_dir: Path | None, warn: bool = True) -> Splits:
+    """The dataset's splits, read and checked (`check_splits`; the warnings shown once, with `warn`): what
+    a runner calls before its run exists, so that a data error leaves no FAILED run behind. Reading again
+    later (the datamodule) is served from `DatasetSpec.read`'s cache."""
+    splits = spec.read(data_dir)
+    warnings = check_splits(spec, splits, data_dir)
+    if warn:
+        warn_once(warnings)
+    return splits

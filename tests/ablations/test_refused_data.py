@@ -1,0 +1,169 @@
+"""Data that cannot give a meaningful score, or that the readers cannot take, refused by `bioablate
+finetune` as one line with exit 2 and no run in the tracking store (datamodules/split_checks.py, the
+readers): each case is a user dataset written from the staged data with one thing wrong. The overlap
+warning counts the repeats of a hand-built pair of splits."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from datamodules.custom import register_from_yaml
+from datamodules.instances import TextInstance
+from datamodules.readers.squad import read_squad_file
+from datamodules.split_checks import overlap_warning, read_checked
+from tests.cli import bioablate_in_process
+from tests.user_data import GAD_RE, gad_lines, write
+
+GOLDEN = "BioASQ/golden/{}_golden.json"
+SQUAD = "BioELECTRA/bioasq/dev.json"
+
+
+def golden(data_dir: Path, name: str) -> dict:
+    return json.loads((data_dir / GOLDEN.format(name)).read_text())
+
+
+def squad(data_dir: Path, articles: int = 3) -> dict:
+    data = json.loads((data_dir / SQUAD).read_text())
+    return {"data": data["data"][:articles]}
+
+
+def factoids(questions: dict) -> list[dict]:
+    return [q for q in questions["questions"] if q["type"] == "factoid"]
+
+
+def qa_dataset(folder: Path, fmt: str, train: dict, test: dict) -> str:
+    write(folder / "train.json", json.dumps(train))
+    write(folder / "test.json", json.dumps(test))
+    return f"format: {fmt}\nfiles: {{train: train.json, test: test.json}}\ndev: none\nmax_length: 64\n"
+
+
+def duplicate_golden_id(data_dir: Path, folder: Path, split: str) -> tuple[str, str]:
+    files = {"train": golden(data_dir, "5B1"), "test": golden(data_dir, "6B1")}
+    first, second = factoids(files[split])[:2]
+    second["id"] = first["id"]  # two questions, one id: they merged into one, the other vanished
+    return qa_dataset(folder, "bioasq-golden", files["train"], files["test"]), f"id '{first['id']}' occurs twice"
+
+
+def negative_answer_start(data_dir: Path, folder: Path) -> tuple[str, str]:
+    train = squad(data_dir)
+    paragraph = train["data"][0]["paragraphs"][0]
+    context = paragraph["context"]
+    # the context's first words at a negative offset: the slice check alone read them as found
+    paragraph["qas"][0]["answers"] = [{"text": context[:12], "answer_start": -len(context)}]
+    return qa_dataset(folder, "squad", train, squad(data_dir)), f"answer_start {-len(context)} is outside its context"
+
+
+def no_questions(data_dir: Path, folder: Path) -> tuple[str, str]:
+    return qa_dataset(folder, "squad", {"data": []}, squad(data_dir)), "train.json: holds no questions"
+
+
+def without_answers(document: dict) -> dict:
+    document = copy.deepcopy(document)
+    for article in document["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = []
+    return document
+
+
+def train_without_answers(data_dir: Path, folder: Path) -> tuple[str, str]:
+    return (qa_dataset(folder, "squad", without_answers(squad(data_dir)), squad(data_dir)),
+            "no training question has an answer located in its context")
+
+
+def gold_without_answers(data_dir: Path, folder: Path) -> tuple[str, str]:
+    return (qa_dataset(folder, "squad", squad(data_dir), without_answers(squad(data_dir))),
+            "no test question has a gold answer")
+
+
+def too_many_folds(data_dir: Path, folder: Path) -> tuple[str, str]:
+    write(folder / "all.tsv", "\n".join(gad_lines(data_dir, 0, 40)) + "\n")
+    return (GAD_RE + "folds: {k: 99, file: all.tsv}\ndev: none\n",
+            "folds.k = 99 for dataset 'folds-k-above-the-data', but its file holds 40 groups of equal text")
+
+
+def same_train_and_test(data_dir: Path, folder: Path) -> tuple[str, str]:
+    write(folder / "train.tsv", "\n".join(gad_lines(data_dir, 0, 40)) + "\n")
+    return (GAD_RE + "files: {train: train.tsv, test: train.tsv}\n",
+            "every test example repeats a training example (the training file as test?)")
+
+
+CASES = {
+    "golden-duplicate-id-in-test": lambda d, f: duplicate_golden_id(d, f, "test"),
+    "golden-duplicate-id-in-train": lambda d, f: duplicate_golden_id(d, f, "train"),
+    "squad-negative-answer-start": negative_answer_start,
+    "squad-no-questions": no_questions,
+    "qa-train-without-answers": train_without_answers,
+    "qa-test-without-answers": gold_without_answers,
+    "folds-k-above-the-data": too_many_folds,
+    "test-file-is-the-train-file": same_train_and_test,
+}
+
+
+def stored_runs(work_dir: Path) -> list:
+    if not (work_dir / "mlruns.db").exists():
+        return []
+    client = MlflowClient(f"sqlite:///{work_dir / 'mlruns.db'}")
+    return client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_data_is_one_line_exit_2_and_no_run_in_the_store(case, data_dir, tmp_path):
+    folder = tmp_path / "data"
+    body, fragment = CASES[case](data_dir, folder)
+    yaml = write(folder / "bad.yaml", f"name: {case}\npath: .\n{body}")  # a name per case: one registry
+    work = tmp_path / "work"
+    done = bioablate_in_process("finetune", "--task", case, "--datasets", str(yaml), "--data-dir", str(data_dir),
+                                "--work-dir", str(work), "finetune.max_train_examples=8", "trainer.progress_bar=false",
+                                cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("bioablate: error: "), done.stderr
+    assert fragment in lines[0], lines[0]
+    assert stored_runs(work) == []
+
+
+def test_a_utf8_byte_order_mark_is_read_as_utf_8_sig_reads_it(data_dir, tmp_path):
+    text = json.dumps(squad(data_dir))
+    plain, marked = write(tmp_path / "plain.json", text), tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_squad_file(marked) == read_squad_file(plain) != []
+    lines = [json.dumps({"text": line.split("\t")[0], "label": line.split("\t")[1]}) for line in gad_lines(data_dir, 0, 6)]
+    write(tmp_path / "a.jsonl", "\n".join(lines) + "\n")
+    (tmp_path / "b.jsonl").write_bytes(b"\xef\xbb\xbf" + ("\n".join(lines) + "\n").encode())
+    yaml = write(tmp_path / "bom.yaml", "name: bom\npath: .\nformat: jsonl\ntask_type: classification\nlabels: ['0', '1']\n"
+                                        "files: {train: a.jsonl, test: b.jsonl}\ndev: none\n")
+    splits = register_from_yaml(yaml).read(None)
+    assert [x.text for x in splits["test"]] == [x.text for x in splits["train"]] and len(splits["test"]) == 6
+
+
+def test_the_overlap_warning_counts_repeats_by_input_and_by_id():
+    def text(ident: str, words: str) -> TextInstance:
+        return TextInstance(ident, words, ("0",))
+
+    train = [text("a", "one"), text("b", "two"), text("c", "three")]
+    dev = [text("d", "four")]
+    test = [text("a", "new words"), text("x", "two"), text("y", "three"), text("z", "five"), text("b", "two")]
+    warning = overlap_warning("hand", {"train": train, "dev": dev, "test": test})
+    assert warning == ("hand: test repeats train: 3 of 5 by input, 2 by id; scores on repeated examples measure "
+                       "memory, not generalisation (docs/data.md, 'Overlaps between splits')")
+    assert overlap_warning("hand", {"train": train, "dev": dev, "test": test[3:4]}) is None
+
+
+def test_a_run_shows_the_overlap_warning_once(data_dir, tmp_path, caplog):
+    lines = gad_lines(data_dir, 0, 30)
+    write(tmp_path / "train.tsv", "\n".join(lines) + "\n")
+    write(tmp_path / "test.tsv", "\n".join(lines[:4] + gad_lines(data_dir, 30, 40)) + "\n")
+    spec = register_from_yaml(write(tmp_path / "leaky.yaml", "name: leaky\npath: .\n" + GAD_RE +
+                                    "files: {train: train.tsv, test: test.tsv}\ndev: none\n"))
+    with caplog.at_level(logging.WARNING, logger="bioablate"):
+        read_checked(spec, None)
+        read_checked(spec, None)
+    warnings = [r.getMessage() for r in caplog.records if "repeated examples" in r.getMessage()]
+    assert warnings == ["leaky: test repeats train: 4 of 14 by input, 0 by id; scores on repeated examples measure "
+                        "memory, not generalisation (docs/data.md, 'Overlaps between splits')"]
