@@ -77,7 +77,7 @@ def models() -> list[str]:
 
 
 def variants() -> list[str]:
-    from lightning_modules.finetune_spec import describe as describe_variants
+    from lightning_modules.choice_names import describe as describe_variants
 
     return describe_variants().splitlines()
 

@@ -205,7 +205,10 @@ class _Run:
         self.summary, self.echo, self.ddp_worker, self.wait = summary, echo, ddp_worker, wait
         self.stages: dict[str, PlannedRun] = {}  # settled stages: FINISHED, FAILED or BLOCKED
         self.started_ms = int(time.time() * 1000)
-        self.total = len(experiment.stage_order()) + len(experiment.cells())
+        # each planned run's place in the plan, for the lines that say it is running and how far it got
+        self.places = {name: i for i, name in enumerate(
+            [*experiment.stage_order(), *(cell.name for cell in experiment.cells())], 1)}
+        self.total = len(self.places)
         self.running: dict[Future, PlannedRun] = {}
 
     def go(self) -> None:
@@ -257,7 +260,6 @@ class _Run:
             status = {FINISHED: REUSED, BLOCKED: BLOCKED}.get(planned.status, FAILED)
             self._record(Outcome(kind, name, status, planned.run_id, planned.fingerprint, error=planned.reason))
             return
-        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  {kind} {name}")
         self._submit(planned, {} if kind == PRETRAIN else self._tags())
 
     def _cell(self, cell: PlannedCell) -> None:
@@ -274,10 +276,16 @@ class _Run:
         else:
             self._submit(planned, self._tags())
 
+    def _place(self, planned: PlannedRun) -> str:
+        return f"[{self.places[planned.name]:>{len(str(self.total))}}/{self.total}]"
+
     def _submit(self, planned: PlannedRun, tags: dict[str, str]) -> None:
         cfg = planned.config
         payload = cfg if isinstance(self.executor, InProcess) else OmegaConf.to_container(cfg, resolve=True)
-        future = self.executor.submit(execute, planned.kind, payload, tags, self.wait)
+        self.echo(f"{self._place(planned)} running  {planned.kind} {planned.name}")
+        progress = (f"{self._place(planned)} {planned.kind} {planned.name}", self.started_ms / 1000)
+        future = self.executor.submit(execute, planned.kind, payload, tags, self.wait,
+                                      None if self.ddp_worker else progress)
         self.running[future] = planned
         if future.done() and isinstance(self.executor, InProcess):
             self._finished(future)

@@ -19,7 +19,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
@@ -259,10 +259,11 @@ def identify(cfg: DictConfig) -> PretrainIdentity | None:
     return None if inputs is None else inputs.identity
 
 
-def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> PretrainResult:
+def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True,
+                 callbacks: Sequence[pl.Callback] = ()) -> PretrainResult:
     """Run (or reuse, or resume) one pretraining run and export its model. While another live process
     works on the same fingerprint this waits for it and then reuses its run; with `wait=False` it raises
-    `core.claims.ClaimHeld` instead."""
+    `core.claims.ClaimHeld` instead. `callbacks` are added to the Trainer (e.g. progress lines)."""
     check_config(cfg)
     check_accelerator_present(cfg)
     inputs = resolve_inputs(cfg)
@@ -274,12 +275,13 @@ def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> Pre
         with run.claimed(wait):
             done = run.finished(usable)  # the holder we waited for may have finished it
             if done is None:
-                return _train(cfg, inputs, run)
+                return _train(cfg, inputs, run, callbacks)
     return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri,
                           experiment_id=done.info.experiment_id)
 
 
-def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> PretrainResult:
+def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun, callbacks: Sequence[pl.Callback] = ()
+           ) -> PretrainResult:
     model_dir = inputs.identity.model_dir
     shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
     run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
@@ -287,7 +289,7 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> Pretrain
     if not run.is_worker:  # its corpus, as the run's MLflow dataset input
         log_corpus(run.tracker.client, run.run_id, cfg.pretrain.corpus, shards.path, inputs.corpus_fp, len(shards))
     with run.tracked():
-        module = _fit_and_export(cfg, inputs, shards, run)
+        module = _fit_and_export(cfg, inputs, shards, run, callbacks)
         run.set_tag("model_dir", str(model_dir))
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
@@ -329,7 +331,8 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
     return module
 
 
-def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun) -> PretrainModule:
+def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun,
+                    callbacks: Sequence[pl.Callback] = ()) -> PretrainModule:
     """Train to `pretrain.max_steps` (resuming from the run's checkpoint if it has one), checkpointing
     every `checkpoint_every` steps, and export the model (rank 0)."""
     p = cfg.pretrain
@@ -348,7 +351,8 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
         logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
-        callbacks=[checkpoints, InterruptCheck(), *run.callbacks(), *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
+        callbacks=[checkpoints, InterruptCheck(), *run.callbacks(), *callbacks,
+                   *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
         log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time
