@@ -115,17 +115,18 @@ class Table:
 
 def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zero_based: bool = False) -> Table:
     """The experiment's table from the runs in its store (nothing is run), written to `out_dir` (default
-    `<work dir>/tables/<name>/`) and logged to MLflow. The runs' fingerprints hash the data: without a data
+    `<work dir>/tables/<name>-<profile>/`) and logged to MLflow. The runs' fingerprints hash the data: without a data
     directory, they are read from the plan recorded with the runs."""
     from ablations.experiment import recorded_plan
     from ablations.places import has_data_dir
     from ablations.tables import render_experiment
+    from ablations.tables.report import table_dir
 
-    work_dir, tracking_uri = experiment.store()
+    _, tracking_uri = experiment.store()
     recorded = None
     if experiment.kind == "finetune" and not has_data_dir(experiment.shared_config().data_dir):
         recorded = recorded_plan(experiment)
-    out = out_dir or work_dir / "tables" / experiment.name
+    out = out_dir or table_dir(experiment)
     text = render_experiment(experiment, tracking_uri, fmt, out, zero_based=zero_based, recorded=recorded)
     return Table(text, out, tracking_uri, recorded)
 

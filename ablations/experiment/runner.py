@@ -30,8 +30,8 @@ from typing import Any, Callable, Optional
 
 from omegaconf import OmegaConf
 
-from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
-                                  RunIdentity, Store, resolve_cell, resolve_stage, run_status)
+from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, Plan, PlannedCell, PlannedRun,
+                                  RunIdentity, Store, record_plan, resolve_cell, resolve_stage, run_status)
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations.run import lifecycle
 from ablations.checks import check_accelerator_present
@@ -210,6 +210,9 @@ class _Run:
             [*experiment.stage_order(), *(cell.name for cell in experiment.cells())], 1)}
         self.total = len(self.places)
         self.running: dict[Future, PlannedRun] = {}
+        # the runs resolved so far, recorded as the plan as they are (`bioablate table` after an interrupted
+        # run finds the runs without the data: ablations/experiment/record.py)
+        self.resolved: dict[tuple[str, str], PlannedRun] = {}
 
     def go(self) -> None:
         stages = list(self.experiment.stage_order())
@@ -221,11 +224,18 @@ class _Run:
                 if dependency is None or dependency in self.stages:
                     stages.remove(name)
                     self._stage(name)
-            for cell in list(cells):
-                if not self.experiment.models[cell.model].is_planned or cell.model in self.stages:
-                    interrupts.check()
-                    cells.remove(cell)
-                    self._cell(cell)
+            cells_before = len(self.resolved)
+            ready = [cell for cell in cells
+                     if not self.experiment.models[cell.model].is_planned or cell.model in self.stages]
+            for cell in ready:  # resolved (and recorded) before any runs: an interrupt keeps the record
+                interrupts.check()
+                cells.remove(cell)
+                self._resolve_cell(cell)
+            if len(self.resolved) > cells_before:
+                self._record_plan()
+            for cell in ready:
+                interrupts.check()
+                self._cell(cell)
             if self.running:
                 done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
                 for future in done:
@@ -262,11 +272,25 @@ class _Run:
             return
         self._submit(planned, {} if kind == PRETRAIN else self._tags())
 
-    def _cell(self, cell: PlannedCell) -> None:
+    def _resolve_cell(self, cell: PlannedCell) -> None:
         try:
-            planned = resolve_cell(self.experiment, cell, self.stages, self.store)
-        except Exception as error:  # noqa: BLE001
-            self._record(Outcome(FINETUNE, cell.name, FAILED, error=one_line(error)))
+            self.resolved[(FINETUNE, cell.name)] = resolve_cell(self.experiment, cell, self.stages, self.store)
+        except Exception as error:  # noqa: BLE001 -- recorded as FAILED by `_cell`
+            self.resolved[(FINETUNE, cell.name)] = PlannedRun(FINETUNE, cell.name, FAILED, one_line(error))
+
+    def _record_plan(self) -> None:
+        """The identities resolved so far as the experiment's recorded plan (written again as stages
+        finish and their cells resolve; the table rendered at the end records the whole plan)."""
+        if self.ddp_worker:
+            return
+        cells = [p for (kind, _), p in self.resolved.items() if kind == FINETUNE and p.cell is not None]
+        stages = {name: p for name, p in self.stages.items() if p.identity is not None}
+        record_plan(self.experiment, Plan(stages, cells))
+
+    def _cell(self, cell: PlannedCell) -> None:
+        planned = self.resolved[(FINETUNE, cell.name)]
+        if planned.cell is None:  # resolving it failed
+            self._record(Outcome(FINETUNE, cell.name, FAILED, error=planned.reason))
             return
         if planned.status == BLOCKED:
             self._record(Outcome(FINETUNE, cell.name, BLOCKED, error=planned.reason))
