@@ -67,3 +67,14 @@ def test_a_cap_on_a_task_scored_by_question_says_it_keeps_whole_questions():
     assert "whole questions" not in setup_line(runs(**{"gad": {}}))
     uncapped = [RunSetup("bioelectra-rerank", "r", "c", **{**MICRO, "max_eval_examples": None}, eval_by_question=True)]
     assert "whole questions" not in setup_line(uncapped)
+
+
+def test_the_header_names_the_store_without_a_path_of_the_rendering_machine():
+    """Issue 38: a shipped result named a temporary store on the machine that rendered it."""
+    from ablations.tables.provenance import shown_store
+
+    assert shown_store("sqlite:////tmp/pytest-of-root/x/mlruns.db") == \
+        "sqlite store mlruns.db (a local file, in the work directory by default)"
+    assert shown_store("/tmp/some/where/mlruns") == "file store mlruns (a local folder)"
+    assert shown_store("postgresql+psycopg2://me:secret@127.0.0.1:5432/db") == \
+        "postgresql+psycopg2://me:***@127.0.0.1:5432/db"
