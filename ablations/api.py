@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 from ablations.config import PRETRAIN_EXPERIMENT, build_config
 from ablations.experiment.spec import MAX_RUNS
+from core.console import libraries_quieted
 
 def config(profile: str = "micro", overrides: Sequence[str] = (), config_files: Iterable[Path | str] = (),
            **keys: Any) -> DictConfig:
@@ -50,7 +51,8 @@ def finetune(cfg: DictConfig, force: bool = False, wait: bool = True, tags: Opti
     and reuses its result (`wait=False`: raises `core.claims.ClaimHeld`). Returns its `FinetuneResult`."""
     from ablations.run.finetune import run_finetune  # Lightning, MLflow, transformers: once a config checked out
 
-    return run_finetune(cfg, force=force, tags=tags, wait=wait)
+    with libraries_quieted():
+        return run_finetune(cfg, force=force, tags=tags, wait=wait)
 
 
 def pretrain(cfg: DictConfig, force: bool = False, wait: bool = True):
@@ -58,7 +60,8 @@ def pretrain(cfg: DictConfig, force: bool = False, wait: bool = True):
     Hugging Face folder. Returns its `PretrainResult`."""
     from ablations.run.pretrain import run_pretrain
 
-    return run_pretrain(cfg, force=force, wait=wait)
+    with libraries_quieted():
+        return run_pretrain(cfg, force=force, wait=wait)
 
 
 def pretrain_plan(cfg: DictConfig) -> list[str]:
@@ -91,7 +94,8 @@ def run(experiment, devices: int = 1, ddp: bool = False, runs_per_device: int = 
     time in worker processes, or each run on all `devices` (`ddp`). Returns the `RunSummary`."""
     from ablations.experiment.runner import run_experiment  # (it checks the three together first)
 
-    return run_experiment(experiment, devices=devices, ddp=ddp, wait=wait, runs_per_device=runs_per_device)
+    with libraries_quieted():
+        return run_experiment(experiment, devices=devices, ddp=ddp, wait=wait, runs_per_device=runs_per_device)
 
 
 def status(experiment) -> list[str]:
@@ -111,17 +115,18 @@ class Table:
 
 def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zero_based: bool = False) -> Table:
     """The experiment's table from the runs in its store (nothing is run), written to `out_dir` (default
-    `<work dir>/tables/<name>/`) and logged to MLflow. The runs' fingerprints hash the data: without a data
+    `<work dir>/tables/<name>-<profile>/`) and logged to MLflow. The runs' fingerprints hash the data: without a data
     directory, they are read from the plan recorded with the runs."""
     from ablations.experiment import recorded_plan
     from ablations.places import has_data_dir
     from ablations.tables import render_experiment
+    from ablations.tables.report import table_dir
 
-    work_dir, tracking_uri = experiment.store()
+    _, tracking_uri = experiment.store()
     recorded = None
     if experiment.kind == "finetune" and not has_data_dir(experiment.shared_config().data_dir):
         recorded = recorded_plan(experiment)
-    out = out_dir or work_dir / "tables" / experiment.name
+    out = out_dir or table_dir(experiment)
     text = render_experiment(experiment, tracking_uri, fmt, out, zero_based=zero_based, recorded=recorded)
     return Table(text, out, tracking_uri, recorded)
 

@@ -1,6 +1,8 @@
 """Values the schema's types and ranges let through but Lightning or transformers would reject once a run
 exists (a FAILED run and a traceback): refused as one ConfigError line naming the key, before any run.
 
+- `check_names`: the task and the `finetune.*` options a config names, before anything heavy is imported
+  (a typo answers in well under a second; called first where a run config is built).
 - `check_run_config`: what the config alone decides: the precision and accelerator names Lightning knows,
   `trainer.devices`, and a model width the attention heads divide. Called wherever a run config is built
   (ablations/config.py `build_config`, an experiment's cells) and again by the runs themselves.
@@ -40,6 +42,22 @@ def accelerators() -> tuple[str, ...]:
     from pytorch_lightning.accelerators import AcceleratorRegistry
 
     return (AUTO, "gpu", *sorted(AcceleratorRegistry.available_accelerators()))
+
+
+def check_names(cfg: DictConfig) -> None:
+    """A fine-tuning config's task (after registering its `datasets` files) and its `finetune.*` options,
+    each checked against the torch-free registries: the checks a run makes again, answered without
+    importing Lightning, MLflow, transformers or torch."""
+    if cfg.get("task") in (None, "pretrain"):
+        return
+    from datamodules.custom import register_from_yaml
+    from datamodules.registry import get_dataset
+    from lightning_modules.choice_names import CHOICES, check_choices
+
+    for dataset_file in cfg.get("datasets") or []:
+        register_from_yaml(dataset_file)
+    spec = get_dataset(cfg.task)
+    check_choices({choice.key: cfg.finetune[choice.key] for choice in CHOICES}, spec)
 
 
 def check_run_config(cfg: DictConfig) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from ablations.checks import check_run_config
+from ablations.checks import check_names, check_run_config
 from core.errors import ConfigError
 from datamodules.spec import MIN_SEQUENCE
 from core.packaged import resolve_config
@@ -338,6 +338,7 @@ def build_config(profile: str = "micro", overrides: list[str] | None = None,
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(f"missing required config value(s): {', '.join(missing)}")
+    check_names(cfg)  # first: it imports nothing heavy (check_run_config imports Lightning)
     check_run_config(cfg)
     return cfg
 

@@ -11,6 +11,11 @@ registry, and adding an option is one `register` call: validation, `bioablate li
 conformance tests (tests/test_conformance.py) find it there. The first option registered is the default
 (the paper's standard setting).
 
+An option whose implementation needs torch (the heads) is *declared* in a torch-free module first (its
+name, task types and requirements: `declare`), and its layer `register`s the entry itself: a name is
+then checked without importing torch, Lightning or transformers (a typo answers in milliseconds), and
+`get` imports the implementing module (`implemented_in`) when it is asked for an entry.
+
 A choice left at its default never fails (a task it does not apply to ignores it); any other value that
 does not apply to the task, or lacks what it requires, is a one-line ConfigError. So a run's recorded
 params always describe the model it trained.
@@ -18,7 +23,8 @@ params always describe the model it trained.
 
 from __future__ import annotations
 
-from typing import Mapping, TypeVar
+import importlib
+from typing import Iterator, Mapping, TypeVar
 
 from core.errors import ConfigError
 from core.registry import Registry
@@ -27,22 +33,35 @@ T = TypeVar("T")
 
 
 class Choice(Registry[T]):
-    def __init__(self, key: str, description: str):
+    def __init__(self, key: str, description: str, implemented_in: str | None = None):
         super().__init__(f"finetune.{key}")
-        self.key, self.description = key, description
-        self._task_types: dict[str, tuple[str, ...] | None] = {}
+        self.key, self.description, self.implemented_in = key, description, implemented_in
+        self._task_types: dict[str, tuple[str, ...] | None] = {}  # every option, declared or registered
         self._requires: dict[str, dict[str, str]] = {}
+        self._declared: set[str] = set()  # options whose entry their implementing module registers
+
+    def declare(self, name: str, *, task_types: tuple[str, ...] | None = None,
+                requires: Mapping[str, str] | None = None) -> None:
+        """An option's name and where it applies, without its entry (`implemented_in` registers that)."""
+        self._task_types[name] = tuple(task_types) if task_types is not None else None
+        self._requires[name] = dict(requires or {})
+        self._declared.add(name)
 
     def register(self, name: str, entry: T | None = None, *, task_types: tuple[str, ...] | None = None,
                  requires: Mapping[str, str] | None = None, replace: bool = False):
         """`task_types`: where the option applies (None: every task type, today's and future ones);
-        `requires`: other choices' values it only works with, e.g. {"re_input": "markers"}."""
+        `requires`: other choices' values it only works with, e.g. {"re_input": "markers"}. A declared
+        option takes its entry only: where it applies was said where it was declared."""
         if entry is None:
             def decorator(obj: T) -> T:
                 self.register(name, obj, task_types=task_types, requires=requires, replace=replace)
                 return obj
             return decorator
         super().register(name, entry, replace=replace)
+        if name in self._declared:
+            if task_types is not None or requires is not None:
+                raise ValueError(f"{self.kind} '{name}' was declared with where it applies: register its entry only")
+            return entry
         self._task_types[name] = tuple(task_types) if task_types is not None else None
         self._requires[name] = dict(requires or {})
         return entry
@@ -51,6 +70,35 @@ class Choice(Registry[T]):
         super().unregister(name)
         self._task_types.pop(name, None)
         self._requires.pop(name, None)
+        self._declared.discard(name)
+
+    def _implement(self) -> None:
+        if self.implemented_in is not None and any(n not in self._entries for n in self._declared):
+            importlib.import_module(self.implemented_in)
+
+    def get(self, name: str) -> T:
+        if name in self._declared:
+            self._implement()
+        return super().get(name)
+
+    def names(self, where=None) -> list[str]:
+        if where is None:
+            return list(self._task_types)
+        self._implement()
+        return super().names(where)
+
+    def items(self):
+        self._implement()
+        return super().items()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._task_types
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._task_types))
+
+    def __len__(self) -> int:
+        return len(self._task_types)
 
     @property
     def default(self) -> str:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from contextlib import contextmanager
+from typing import Iterator
 
 
 # the libraries whose logs below ERROR are noise for a user running experiments
 NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers")
+# our own loggers (the first part of a record's name): their INFO lines are the commands' progress
+OUR_LOGGERS = ("bioablate", "ablations", "core", "datamodules", "lightning_modules")
 # loggers that print a full traceback (ERROR) for an exception their library raises right after: the
 # command reports that exception itself, in one line (MLflow's SQL store logs each failed query so)
 RERAISED_ERROR_LOGGERS = ("mlflow.store.db.utils",)
@@ -26,11 +30,30 @@ QUIET_ENVIRONMENT = {
 }
 
 
+_verbose = False  # `bioablate -v`: the libraries' logs and warnings are wanted (`libraries_quieted` leaves them)
+
+
 class _LibraryNoise(logging.Filter):
-    """Drops the noisy libraries' records below ERROR wherever they reach the root logger's handlers."""
+    """What reaches the root logger's handlers: our records at every level; the noisy libraries' from
+    ERROR; every other library's from WARNING (fontTools' subsetting chatter while a PDF is saved, say, is
+    INFO: a library that sets its own logger to INFO must not reach the terminal through our handler)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR or record.name.split(".")[0] not in NOISY_LIBRARIES
+        root = record.name.split(".")[0]
+        if root in OUR_LOGGERS:
+            return True
+        return record.levelno >= (logging.ERROR if root in NOISY_LIBRARIES else logging.WARNING)
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """The commands' logging: our INFO lines on stderr as bare messages; other libraries' only from
+    WARNING (`verbose`: their INFO too). The root logger stays at WARNING so that a library logging INFO
+    through it is not even formatted."""
+    global _verbose
+    _verbose = verbose
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
+    for name in OUR_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def quiet_libraries() -> None:
@@ -51,6 +74,35 @@ def quiet_libraries() -> None:
     for name, value in QUIET_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     warnings.filterwarnings("ignore")
+
+
+@contextmanager
+def libraries_quieted() -> Iterator[None]:
+    """The Python API's quieting (ablations/api.py), for the duration of a call: the noisy libraries' logs
+    below ERROR (Lightning's "GPU available", its tips, MLflow's database set-up), their warnings and
+    transformers' weight-saving bars are off, and put back as they were afterwards (the caller's process
+    and its logging are the caller's). Enter it after the libraries are imported: Lightning sets its
+    loggers' level on import. Under `bioablate -v` it changes nothing."""
+    if _verbose:
+        yield
+        return
+    from transformers.utils import logging as transformers_logging
+
+    names = (*NOISY_LIBRARIES, *RERAISED_ERROR_LOGGERS)
+    levels = {name: logging.getLogger(name).level for name in names}
+    bars = transformers_logging.is_progress_bar_enabled()
+    for name in names:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    transformers_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        if bars:
+            transformers_logging.enable_progress_bar()
 
 
 def one_line(text: BaseException | str, limit: int = 500) -> str:

@@ -23,24 +23,18 @@ from typing import Any, Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from core.choices import Choice
 from core.errors import ConfigError
 from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
 from datamodules.qa_spans import QA_MERGES, ExtractiveQAEncoder
 from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
 from datamodules.spec import SPAN_TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
-from datamodules.tagging import SCHEMES, get_scheme
+from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS, get_scheme  # importers find them here too
 from datamodules.task_encoder import RANKING_METRICS, Features, TaskEncoder  # importers find them here too
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
 # the one definition, used by the fine-tuning heads and by pretraining's masking too.
 IGNORE_INDEX = -100
 
-# finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).
-SUBTOKEN_LABELS: Choice[str] = Choice("subtoken_labels", "which sub-tokens carry a word's tag (evaluation is "
-                                                           "per word either way)")
-SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
-SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)
 
 
 class TaggingEncoder(TaskEncoder):

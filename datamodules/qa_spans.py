@@ -56,7 +56,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 import datamodules.qa_metrics  # noqa: F401  (registers the QA metrics this encoder scores with)
-from core.choices import Choice
+from datamodules.qa_merges import QA_MERGES
 from datamodules.task_encoder import QUESTION_LEVEL_METRICS, Features, TaskEncoder
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.metrics import METRICS
@@ -261,19 +261,16 @@ class AnswerRule:
     source: str
 
 
-QA_MERGES: Choice[AnswerRule] = Choice("qa_merge", "how a question's answers are merged over its snippets "
-                                                   "(extractive QA's BioASQ measures)")  # default first
-EXTRACTIVE = ("qa-extractive",)
 QA_MERGES.register("best-snippet", AnswerRule(
     rank_best_snippet, pooled=True, distinct_texts=False,
-    source="bioablate's rule: an answer ranked by its best probability in any one snippet"), task_types=EXTRACTIVE)
+    source="bioablate's rule: an answer ranked by its best probability in any one snippet"))
 QA_MERGES.register("biobert-sum", AnswerRule(
     rank_biobert_sum, pooled=True, distinct_texts=True,
     source="BioBERT's rule: an answer's probabilities summed over a question's snippets, answers over 100 "
-           "characters dropped"), task_types=EXTRACTIVE)
+           "characters dropped"))
 QA_MERGES.register("bioelectra-pairs", AnswerRule(
     rank_best_snippet, pooled=False, distinct_texts=True,
-    source="Bio-ELECTRA's rule: each question × snippet pair scored on its own, no merging"), task_types=EXTRACTIVE)
+    source="Bio-ELECTRA's rule: each question × snippet pair scored on its own, no merging"))
 
 
 def merge_in_effect(spec: DatasetSpec, merge: str) -> str:

@@ -104,6 +104,13 @@ for _scheme in (
     SCHEMES.register(_scheme.name, _scheme, task_types=TOKEN_TASK_TYPES)
 
 
+# finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).
+SUBTOKEN_LABELS: Choice[str] = Choice("subtoken_labels", "which sub-tokens carry a word's tag (evaluation is "
+                                                           "per word either way)")
+SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
+SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)
+
+
 def get_scheme(name: str) -> TaggingScheme:
     return SCHEMES.get(name)
 

@@ -16,16 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from core.choices import Choice
-from datamodules.encoders import SUBTOKEN_LABELS, EncodingSpec
-from datamodules.qa_spans import QA_MERGES
-from datamodules.relation_inputs import RE_INPUTS
+from datamodules.encoders import EncodingSpec
 from datamodules.spec import DatasetSpec
-from datamodules.tagging import SCHEMES
-from lightning_modules.heads import CLASSIFIERS, HEADS, RE_FEATURES, HeadSpec
-
-# Every `finetune.<key>` that names an option: the keys of FinetuneConfig that are choices.
-CHOICES: tuple[Choice, ...] = (SCHEMES, HEADS, SUBTOKEN_LABELS, RE_INPUTS, RE_FEATURES, CLASSIFIERS, QA_MERGES)
+# every `finetune.<key>` that names an option, torch-free (importers find them here too)
+from lightning_modules.choice_names import CHOICES, check_choices, describe  # noqa: F401
+from lightning_modules.heads import HeadSpec
 
 
 @dataclass(frozen=True)
@@ -47,20 +42,3 @@ class FinetuneSpec:
 
     def metadata(self) -> dict[str, Any]:
         return {**self.encoding.metadata(), **self.head.metadata()}
-
-
-def check_choices(chosen: Mapping[str, str], dataset: DatasetSpec) -> None:
-    for choice in CHOICES:
-        choice.check(chosen[choice.key], dataset.task_type, chosen, dataset.name)
-
-
-def describe() -> str:
-    """Every choice, its options and where they apply (for `bioablate list variants`)."""
-    def option(choice: Choice, name: str) -> str:
-        where = choice.task_types(name)
-        notes = ([", ".join(where)] if where is not None else []) + \
-            [f"needs {key}={value}" for key, value in choice.requires(name).items()]
-        return f"{name} ({'; '.join(notes)})" if notes else name
-
-    return "\n".join(f"finetune.{choice.key:<16} {', '.join(option(choice, name) for name in choice)}\n"
-                     f"{'':<26}default {choice.default}; {choice.description}" for choice in CHOICES)

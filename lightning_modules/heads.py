@@ -8,8 +8,9 @@
     bilstm-crf   both
 Sequence tasks (relation extraction, classification, similarity, QA) then take `finetune.re_feature`
 (`RE_FEATURES`: cls | mention | entity-start, relation extraction only) and `finetune.classifier`
-(`CLASSIFIERS`: linear | mlp). Each is a `core.choices.Choice`: an option is one `register` call that
-declares the task types it applies to. `HeadSpec` is the head as built once from the config: what the
+(`CLASSIFIERS`: linear | mlp). Each is a `core.choices.Choice`, declared with its options' names and
+task types in lightning_modules/choice_names.py (torch-free: a misspelt name answers before any heavy
+import); each option's entry is registered here. `HeadSpec` is the head as built once from the config: what the
 model is made of, what the export records and what `predict` rebuilds.
 
 What the model predicts per example (a tag per position, classes, labels, a number, or a span's start
@@ -30,9 +31,9 @@ from torch import nn
 from torch.nn import functional as F
 from torchcrf import CRF
 
-from core.choices import Choice
 from datamodules.encoders import IGNORE_INDEX
-from datamodules.spec import SEQUENCE_TASK_TYPES, TOKEN_TASK_TYPES
+# the choices' names and where they apply: declared torch-free there, their entries registered here
+from lightning_modules.choice_names import CLASSIFIERS, HEADS, RE_FEATURES
 
 NEG_INF = -1e4  # score of a forbidden CRF transition: never chosen, yet finite for the log-sum-exp
 
@@ -64,11 +65,10 @@ class HeadLayers:
     crf: bool = False  # a CRF over the output layer's emissions: needs a sequence of tags
 
 
-HEADS: Choice[HeadLayers] = Choice("head", "layers around the output layer (Table 12)")
 HEADS.register("linear", HeadLayers())
 HEADS.register("bilstm", HeadLayers(layer=BiLSTM))
-HEADS.register("crf", HeadLayers(crf=True), task_types=TOKEN_TASK_TYPES)
-HEADS.register("bilstm-crf", HeadLayers(layer=BiLSTM, crf=True), task_types=TOKEN_TASK_TYPES)
+HEADS.register("crf", HeadLayers(crf=True))
+HEADS.register("bilstm-crf", HeadLayers(layer=BiLSTM, crf=True))
 
 
 def _layer_keys_renamed(state_dict, prefix, *args) -> None:
@@ -214,20 +214,14 @@ class Featurizer:
     build: Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
 
 
-RE_FEATURES: Choice[Featurizer] = Choice("re_feature", "relation featurizer (Table 14)")
-RE_FEATURES.register("cls", Featurizer(1, _cls_vector))  # [CLS]; every non-RE sequence task uses it
-RE_FEATURES.register("mention", Featurizer(2, _mention_pools), task_types=("re",))  # entity tokens max-pooled
-RE_FEATURES.register("entity-start", Featurizer(2, _entity_starts), task_types=("re",),  # the [E1], [E2]
-                     requires={"re_input": "markers"})  # marker tokens: only the markers input has them
+RE_FEATURES.register("cls", Featurizer(1, _cls_vector))
+RE_FEATURES.register("mention", Featurizer(2, _mention_pools))
+RE_FEATURES.register("entity-start", Featurizer(2, _entity_starts))
 
 # A `finetune.classifier`: (feature width, hidden size, labels, dropout) -> the output layer.
-CLASSIFIERS: Choice[Callable[[int, int, int, float], nn.Module]] = Choice(
-    "classifier", "classification layer on the sequence feature")
-CLASSIFIERS.register("linear", lambda width, hidden_size, num_labels, dropout: nn.Linear(width, num_labels),
-                     task_types=SEQUENCE_TASK_TYPES)
+CLASSIFIERS.register("linear", lambda width, hidden_size, num_labels, dropout: nn.Linear(width, num_labels))
 CLASSIFIERS.register("mlp", lambda width, hidden_size, num_labels, dropout: nn.Sequential(
-    nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)),
-    task_types=SEQUENCE_TASK_TYPES)
+    nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)))
 
 # a sequence task encoder's output_kind; "ranking": trained as classification, predicts the last (positive)
 # class's probability, the candidate's score that a ranking metric orders by

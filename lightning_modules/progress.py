@@ -1,13 +1,18 @@
-"""The pretraining progress bar: optimizer steps out of `max_steps`, the loss and tokens/s.
+"""Progress as a run trains: the pretraining progress bar (a terminal), and progress lines (a log file).
 
 Pretraining runs as many short epochs (one per checkpoint interval, with `max_epochs=-1`), so Lightning's
-default bar restarts every epoch, reads `Epoch 2/-2` and shows the logger's `v_num`; this one counts the
-whole run, resumed runs included, and shows only what the module puts on the bar.
+default bar restarts every epoch, reads `Epoch 2/-2` and shows the logger's `v_num`; `StepProgressBar`
+counts the whole run, resumed runs included, and shows only what the module puts on the bar.
+
+`ProgressLines` writes one line per fine-tuning epoch and per pretraining checkpoint interval to the
+`bioablate` logger: `bioablate run EXP > log` (no terminal, no bar) says how far each run has got.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import time
+from typing import Any, Optional
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import TQDMProgressBar
@@ -43,3 +48,44 @@ class StepProgressBar(TQDMProgressBar):
             shown["tokens/s" if name == "tokens_per_s" else name] = (round(value) if name == "tokens_per_s"
                                                                      else value)
         return shown
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s" if seconds < 3600 \
+        else f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class ProgressLines(pl.Callback):
+    """One line per epoch (fine-tuning) or per checkpoint interval (pretraining, whose epochs are those
+    intervals), rank 0 only:
+
+        [ 3/9] finetune minilm/gad/linear/s1: epoch 1/2, train/loss_epoch 0.58, dev/score 0.61; 41 s (experiment 3 min 10 s)
+
+    `label` names the run and its place in the plan; `started` (a `time.time()`) is when the whole
+    invocation started, so a line from a worker process gives the experiment's elapsed time too."""
+
+    SHOWN = ("train/loss_epoch", "train/loss", "dev/score")  # the first of the two losses logged
+
+    def __init__(self, label: str, started: Optional[float] = None, logger: str = "bioablate"):
+        self.label, self.started, self.logger = label, started, logging.getLogger(logger)
+        self._run_start = time.time()
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._run_start = time.time()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        if trainer.max_epochs == -1:  # pretraining: an epoch is a checkpoint interval
+            where = f"step {trainer.global_step}/{trainer.max_steps}"
+        else:
+            where = f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}"
+        metrics = trainer.callback_metrics
+        shown = [name for name in self.SHOWN if name in metrics]
+        if "train/loss_epoch" in shown and "train/loss" in shown:
+            shown.remove("train/loss")
+        values = "".join(f", {name} {float(metrics[name]):.4g}" for name in shown)
+        now = time.time()
+        total = f" (experiment {_duration(now - self.started)})" if self.started is not None else ""
+        self.logger.info("%s: %s%s; %s%s", self.label, where, values, _duration(now - self._run_start), total)

@@ -52,7 +52,7 @@ def run_under_micro_and_check(path: Path, shared_work: Path, data_dir: Path, cap
     experiment = load_experiment(path, profile="micro", data_dir=str(data_dir), work_dir=str(shared_work))
     _, tracking_uri = experiment.store()
     assert experiment.layout.title in out and f"MLflow: {tracking_uri}" in out
-    assert (shared_work / "tables" / experiment.name / "table.md").is_file()
+    assert (shared_work / "tables" / f"{experiment.name}-micro" / "table.md").is_file()
     if experiment.kind == "finetune":
         cells = collect(experiment)
         assert cells and all(c.status == results.FINISHED and c.value is not None for c in cells), \

@@ -40,3 +40,22 @@ def test_every_extra_the_docs_name_exists():
     named = {extra for doc in DOCS for group in re.findall(r"bioablate\[([a-z,]+)\]", doc.read_text())
              for extra in group.split(",")}
     assert {"minilm", "ui"} <= named and named <= set(EXTRAS), named - set(EXTRAS)
+
+
+def test_the_wheel_carries_the_report_notebook(tmp_path):
+    """The `ui` extra renders notebooks/ablation_report.ipynb: an installed bioablate must have it (issue 38)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(tmp_path), str(REPO_ROOT)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    [wheel] = tmp_path.glob("bioablate-*.whl")
+    assert "notebooks/ablation_report.ipynb" in zipfile.ZipFile(wheel).namelist()
+
+
+def test_torchmetrics_is_not_a_dependency_while_nothing_imports_it():
+    imports = [path for folder in ("ablations", "core", "datamodules", "lightning_modules", "benchmarks")
+               for path in (REPO_ROOT / folder).rglob("*.py") if "torchmetrics" in path.read_text()]
+    assert "torchmetrics" not in names(PYPROJECT["project"]["dependencies"]) or imports

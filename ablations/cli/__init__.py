@@ -15,7 +15,6 @@ it and exits 75 (EX_TEMPFAIL: try again later).
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import sys
 
@@ -26,7 +25,7 @@ from ablations.cli.runs import cmd_finetune, cmd_pretrain, cmd_run, cmd_status, 
 from ablations.cli.serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli.sweep import cmd_sweep
 from core.claims import EXIT_CLAIM_HELD, ClaimHeld
-from core.console import quiet_libraries
+from core.console import configure_logging, quiet_libraries
 from core.errors import BioablateError
 from core.interrupts import Interrupted, handling_interrupts
 
@@ -63,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         setattr(args, trailing, [*getattr(args, trailing), *extra])
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configure_logging(args.verbose)
     group = getattr(args, f"{args.command}_command", None)  # `data stats`, `vocab train`: a subcommand
     key = (args.command, group) if group else args.command
     if key in LOADING:

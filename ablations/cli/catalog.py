@@ -61,9 +61,14 @@ def _columns(rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def tasks() -> list[str]:
+    """Every registered dataset; the second column says which are BLURB's 13 (Gu et al., Table 3) and which
+    come from the other papers' tables (BioBERT, BioALBERT, Bio-ELECTRA) or a user's YAML."""
+    from datamodules.blurb import BLURB_DATASETS
     from datamodules.registry import dataset_names, get_dataset
 
-    return _columns([(name, spec.task_type, spec.metric, f"max_length={spec.max_length}")
+    blurb = {spec.name for spec in BLURB_DATASETS}
+    return _columns([(name, "BLURB" if name in blurb else "other", spec.task_type, spec.metric,
+                      f"max_length={spec.max_length}")
                      for name, spec in ((name, get_dataset(name)) for name in dataset_names())])
 
 
@@ -77,7 +82,7 @@ def models() -> list[str]:
 
 
 def variants() -> list[str]:
-    from lightning_modules.finetune_spec import describe as describe_variants
+    from lightning_modules.choice_names import describe as describe_variants
 
     return describe_variants().splitlines()
 
@@ -132,7 +137,7 @@ LISTINGS = {"tasks": tasks, "models": models, "variants": variants, "corpora": c
             "experiments": experiments, "profiles": profiles, "sweeps": sweeps, "keys": keys}
 
 
-WHAT = {"tasks": "the datasets: task type, metric, max length", "models": "named models and Hub aliases",
+WHAT = {"tasks": "the datasets: BLURB or other, task type, metric, max length", "models": "named models and Hub aliases",
         "variants": "fine-tuning variants per task type (heads, tagging, relation inputs)",
         "corpora": "pretraining corpora", "experiments": "the packaged experiments (one per paper table)",
         "profiles": "micro / mini / base", "sweeps": "packaged sweep spaces",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 # the scores `bioablate finetune` prints: the primary one, F1 with its parts, extractive QA's measures
 SHOWN = ("score", "f1", "precision", "recall", "strict", "lenient", "mrr", "em")
+TABLE_FILES = "table.md, .tex, .csv; figure .png, .svg, .pdf"  # what a rendered table writes
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
@@ -140,6 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
     from ablations.tables import render_experiment
+    from ablations.tables.report import table_dir
 
     summary = api.run(experiment, devices=args.devices, ddp=args.ddp, runs_per_device=args.runs_per_device,
                       wait=args.wait)
@@ -148,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("\n".join(summary.lines()))
     print()
     print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
+    print(f"table files: {table_dir(experiment)}/ ({TABLE_FILES})")
     print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
           f"parent run {summary.parent_run_id}")
     if summary.only_held:
@@ -160,6 +163,7 @@ def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     from ablations.launch import status_lines, submit_experiment, wait_for
     from ablations.results import FINISHED
     from ablations.tables import render_experiment
+    from ablations.tables.report import table_dir
     from core.errors import ConfigError
 
     if args.ddp or args.devices != 1 or args.runs_per_device != 1:
@@ -179,6 +183,7 @@ def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     _, tracking_uri = experiment.store()
     print()
     print(render_experiment(experiment, tracking_uri, fmt="markdown"), end="")  # also saved and logged
+    print(f"table files: {table_dir(experiment)}/ ({TABLE_FILES})")
     plan = resolve(experiment, Store(tracking_uri))
     return 0 if all(p.status == FINISHED for p in [*plan.stages.values(), *plan.cells]) else 1
 
@@ -216,10 +221,12 @@ def table_statistics(args: argparse.Namespace, experiment) -> None:
 def cmd_table(args: argparse.Namespace) -> int:
     from ablations import api
     from ablations.tables import FORMATS
-    from core.errors import UnknownNameError
+    from core.errors import ConfigError, UnknownNameError
 
     if args.format not in FORMATS:  # before loading anything
         raise UnknownNameError("table format", args.format, FORMATS)
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out {args.out}: is a file; give a folder (it gets {TABLE_FILES})")
     table_statistics(args, None)
     profile, overrides = args.profile, list(args.overrides)
     if profile is None:  # the invocation the store has runs of, before loading under any profile
@@ -233,7 +240,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     if table.recorded is not None:
         print(f"bioablate: used the plan recorded at {table.recorded.recorded_at} ({table.recorded.path}) because "
               "no data directory was given", file=sys.stderr)
-    print(f"written to {table.out_dir}/ (table.md, .tex, .csv; figure .png, .svg, .pdf); MLflow: "
+    print(f"written to {table.out_dir}/ ({TABLE_FILES}); MLflow: "
           f"{table.tracking_uri}, experiment 'tables'",
           file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
     return 0

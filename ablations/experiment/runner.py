@@ -30,8 +30,8 @@ from typing import Any, Callable, Optional
 
 from omegaconf import OmegaConf
 
-from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, PlannedCell, PlannedRun,
-                                  RunIdentity, Store, resolve_cell, resolve_stage, run_status)
+from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, Plan, PlannedCell, PlannedRun,
+                                  RunIdentity, Store, record_plan, resolve_cell, resolve_stage, run_status)
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations.run import lifecycle
 from ablations.checks import check_accelerator_present
@@ -205,8 +205,14 @@ class _Run:
         self.summary, self.echo, self.ddp_worker, self.wait = summary, echo, ddp_worker, wait
         self.stages: dict[str, PlannedRun] = {}  # settled stages: FINISHED, FAILED or BLOCKED
         self.started_ms = int(time.time() * 1000)
-        self.total = len(experiment.stage_order()) + len(experiment.cells())
+        # each planned run's place in the plan, for the lines that say it is running and how far it got
+        self.places = {name: i for i, name in enumerate(
+            [*experiment.stage_order(), *(cell.name for cell in experiment.cells())], 1)}
+        self.total = len(self.places)
         self.running: dict[Future, PlannedRun] = {}
+        # the runs resolved so far, recorded as the plan as they are (`bioablate table` after an interrupted
+        # run finds the runs without the data: ablations/experiment/record.py)
+        self.resolved: dict[tuple[str, str], PlannedRun] = {}
 
     def go(self) -> None:
         stages = list(self.experiment.stage_order())
@@ -218,11 +224,18 @@ class _Run:
                 if dependency is None or dependency in self.stages:
                     stages.remove(name)
                     self._stage(name)
-            for cell in list(cells):
-                if not self.experiment.models[cell.model].is_planned or cell.model in self.stages:
-                    interrupts.check()
-                    cells.remove(cell)
-                    self._cell(cell)
+            cells_before = len(self.resolved)
+            ready = [cell for cell in cells
+                     if not self.experiment.models[cell.model].is_planned or cell.model in self.stages]
+            for cell in ready:  # resolved (and recorded) before any runs: an interrupt keeps the record
+                interrupts.check()
+                cells.remove(cell)
+                self._resolve_cell(cell)
+            if len(self.resolved) > cells_before:
+                self._record_plan()
+            for cell in ready:
+                interrupts.check()
+                self._cell(cell)
             if self.running:
                 done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
                 for future in done:
@@ -257,14 +270,27 @@ class _Run:
             status = {FINISHED: REUSED, BLOCKED: BLOCKED}.get(planned.status, FAILED)
             self._record(Outcome(kind, name, status, planned.run_id, planned.fingerprint, error=planned.reason))
             return
-        self.echo(f"{'':>{2 * len(str(self.total)) + 3}} running  {kind} {name}")
         self._submit(planned, {} if kind == PRETRAIN else self._tags())
 
-    def _cell(self, cell: PlannedCell) -> None:
+    def _resolve_cell(self, cell: PlannedCell) -> None:
         try:
-            planned = resolve_cell(self.experiment, cell, self.stages, self.store)
-        except Exception as error:  # noqa: BLE001
-            self._record(Outcome(FINETUNE, cell.name, FAILED, error=one_line(error)))
+            self.resolved[(FINETUNE, cell.name)] = resolve_cell(self.experiment, cell, self.stages, self.store)
+        except Exception as error:  # noqa: BLE001 -- recorded as FAILED by `_cell`
+            self.resolved[(FINETUNE, cell.name)] = PlannedRun(FINETUNE, cell.name, FAILED, one_line(error))
+
+    def _record_plan(self) -> None:
+        """The identities resolved so far as the experiment's recorded plan (written again as stages
+        finish and their cells resolve; the table rendered at the end records the whole plan)."""
+        if self.ddp_worker:
+            return
+        cells = [p for (kind, _), p in self.resolved.items() if kind == FINETUNE and p.cell is not None]
+        stages = {name: p for name, p in self.stages.items() if p.identity is not None}
+        record_plan(self.experiment, Plan(stages, cells))
+
+    def _cell(self, cell: PlannedCell) -> None:
+        planned = self.resolved[(FINETUNE, cell.name)]
+        if planned.cell is None:  # resolving it failed
+            self._record(Outcome(FINETUNE, cell.name, FAILED, error=planned.reason))
             return
         if planned.status == BLOCKED:
             self._record(Outcome(FINETUNE, cell.name, BLOCKED, error=planned.reason))
@@ -274,10 +300,16 @@ class _Run:
         else:
             self._submit(planned, self._tags())
 
+    def _place(self, planned: PlannedRun) -> str:
+        return f"[{self.places[planned.name]:>{len(str(self.total))}}/{self.total}]"
+
     def _submit(self, planned: PlannedRun, tags: dict[str, str]) -> None:
         cfg = planned.config
         payload = cfg if isinstance(self.executor, InProcess) else OmegaConf.to_container(cfg, resolve=True)
-        future = self.executor.submit(execute, planned.kind, payload, tags, self.wait)
+        self.echo(f"{self._place(planned)} running  {planned.kind} {planned.name}")
+        progress = (f"{self._place(planned)} {planned.kind} {planned.name}", self.started_ms / 1000)
+        future = self.executor.submit(execute, planned.kind, payload, tags, self.wait,
+                                      None if self.ddp_worker else progress)
         self.running[future] = planned
         if future.done() and isinstance(self.executor, InProcess):
             self._finished(future)

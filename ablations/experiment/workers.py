@@ -25,27 +25,31 @@ from omegaconf import DictConfig, OmegaConf
 
 from core import interrupts
 from core.claims import ClaimHeld
-from core.console import one_line, quiet_libraries
+from core.console import configure_logging, one_line, quiet_libraries
 from core.errors import ConfigError
 
 
-def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True) -> dict[str, Any]:
+def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True,
+            progress: Optional[tuple[str, float]] = None) -> dict[str, Any]:
     """Run one pretraining or fine-tuning run; a failure is returned, not raised, so the others go on
     (an interrupt is raised: `core.interrupts.Interrupted` is no Exception). `wait`: wait for a run that
-    another live process holds (then reuse it), else return it as held."""
+    another live process holds (then reuse it), else return it as held. `progress`: the run's label (its
+    place in the plan) and when the invocation started, for a progress line per epoch or checkpoint."""
     from ablations.run.finetune import run_finetune
     from ablations.run.pretrain import run_pretrain
+    from lightning_modules.progress import ProgressLines
 
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     start = time.perf_counter()
+    callbacks = [ProgressLines(*progress)] if progress else []
     try:  # the outer handler also sees an interrupt raised by `interrupts.check()` in the inner one
         try:
             if kind == "pretrain":
-                result = run_pretrain(cfg, wait=wait)
+                result = run_pretrain(cfg, wait=wait, callbacks=callbacks)
                 out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused,
                        "model_dir": str(result.model_dir)}
             else:
-                result = run_finetune(cfg, tags=tags, wait=wait)
+                result = run_finetune(cfg, tags=tags, wait=wait, callbacks=callbacks)
                 out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
         except ClaimHeld as held:  # wait=False: another live process computes it
             out = {"held": str(held)}
@@ -81,6 +85,7 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
 
     torch.set_num_threads(threads)  # on a GPU too: tokenization, collation and the optimizer's host side
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    configure_logging()  # a spawned interpreter: the progress lines reach the invocation's stderr
     quiet_libraries()
     no_progress_bars()
 

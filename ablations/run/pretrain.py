@@ -19,7 +19,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
@@ -263,10 +263,11 @@ def identify(cfg: DictConfig) -> PretrainIdentity | None:
     return None if inputs is None else inputs.identity
 
 
-def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> PretrainResult:
+def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True,
+                 callbacks: Sequence[pl.Callback] = ()) -> PretrainResult:
     """Run (or reuse, or resume) one pretraining run and export its model. While another live process
     works on the same fingerprint this waits for it and then reuses its run; with `wait=False` it raises
-    `core.claims.ClaimHeld` instead."""
+    `core.claims.ClaimHeld` instead. `callbacks` are added to the Trainer (e.g. progress lines)."""
     check_config(cfg)
     check_accelerator_present(cfg)
     inputs = resolve_inputs(cfg)
@@ -278,12 +279,13 @@ def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True) -> Pre
         with run.claimed(wait):
             done = run.finished(usable)  # the holder we waited for may have finished it
             if done is None:
-                return _train(cfg, inputs, run)
+                return _train(cfg, inputs, run, callbacks)
     return PretrainResult(done.info.run_id, run_fp, model_dir, True, run.tracking_uri,
                           experiment_id=done.info.experiment_id)
 
 
-def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> PretrainResult:
+def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun, callbacks: Sequence[pl.Callback] = ()
+           ) -> PretrainResult:
     model_dir = inputs.identity.model_dir
     shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
     run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
@@ -292,7 +294,7 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun) -> Pretrain
         log_corpus(run.tracker.client, run.run_id, cfg.pretrain.corpus, shards.path, inputs.corpus_fp, len(shards))
     with run.tracked():
         counter = ComputeCounter()
-        module = _fit_and_export(cfg, inputs, shards, run, counter)
+        module = _fit_and_export(cfg, inputs, shards, run, counter, callbacks)
         log_compute(run, counter)
         run.set_tag("model_dir", str(model_dir))
         if module.history:
@@ -339,7 +341,7 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
 
 
 def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run: TrackedRun,
-                    counter: ComputeCounter) -> PretrainModule:
+                    counter: ComputeCounter, callbacks: Sequence[pl.Callback] = ()) -> PretrainModule:
     """Train to `pretrain.max_steps` (resuming from the run's checkpoint if it has one), checkpointing
     every `checkpoint_every` steps, and export the model (rank 0)."""
     p = cfg.pretrain
@@ -358,7 +360,7 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
         logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
-        callbacks=[checkpoints, InterruptCheck(), counter, *run.callbacks(),
+        callbacks=[checkpoints, InterruptCheck(), counter, *run.callbacks(), *callbacks,
                    *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,

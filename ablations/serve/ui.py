@@ -16,6 +16,7 @@ command prints how to start it.
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 import subprocess
@@ -77,9 +78,10 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
     command = [sys.executable, "-m", SERVER, "server", "--backend-store-uri", store,
                "--artifacts-destination", str(work / "mlartifacts"), "--host", host, "--port", str(port),
                "--workers", "1"]
+    needs = "" if importlib.util.find_spec("optuna_dashboard") else f" (needs {UI_EXTRA})"
     notes = (f"MLflow UI for {store}: http://{_shown(host)}:{port}/{CLASSIC_VIEW}  (Ctrl-C stops it)\n"
-             f"Optuna dashboard for the studies: bioablate ui --optuna serves it on the next port (needs "
-             f"{UI_EXTRA}), or optuna-dashboard '{redact(study_storage)}' --host 127.0.0.1 --port 8080  (put the "
+             f"Optuna dashboard for the studies: bioablate ui --optuna serves it on the next port{needs}, or "
+             f"optuna-dashboard '{redact(study_storage)}' --host 127.0.0.1 --port 8080  (put the "
              "password back into the URL if it has one)")
     return command, notes
 

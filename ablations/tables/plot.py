@@ -2,16 +2,19 @@
 paper's number as a black line), written as PDF and SVG (vector) and PNG (300 dpi).
 
 The y axis spans the data -- means, their error bars and the paper's numbers -- with a small margin, so that
-differences of a point or two are visible; `zero_based=True` starts it at 0 instead (or below, for negative
-values), as bar heights are then proportional to the values. It names the metric: the layout's, or where
-that is each task's own ("score"), the tasks' metrics.
+differences of a point or two are visible; bars then do not start at zero, and the axis says so with a break
+mark (two slashes on the y axis' foot: `BREAK_GID`). `zero_based=True` starts it at 0 instead (or below,
+for negative values), as bar heights are then proportional to the values. It names the metric: the
+layout's, or where that is each task's own ("score"), the tasks' metrics, in at most two lines, with "mean ±
+std over seeds" only where a cell has more than one seed. Error bars stop at 0 for a non-negative mean (no
+score here is negative unless its mean is: Pearson's r can be).
 
 What journals ask of a figure, and how it is met:
 - nothing overlaps: the title is the figure's (above everything, wrapped to the figure's width), the legend
   sits beside the axes, group labels are wrapped to their group's width (vertical where they still collide),
-  and each value label stands above its error bar and the paper's line. After layout (`_fit`) the y axis is
-  raised until every value label fits, and value labels are dropped where the bars are narrower than their
-  text (the numbers are in the table);
+  and each value label stands inside its bar, at its foot, below the error bar and the paper's line. After
+  layout (`_fit`) a value label is dropped where its bar is too narrow or too short to hold it (the numbers
+  are in the table);
 - fonts embedded as TrueType (Type 42) in the PDF, text kept as text in the SVG (`SAVE_RC`, set only while
   saving: a notebook's own settings stay as they are);
 - readable in grayscale: the series' colours have distinct luminance (cividis, built for that) and distinct
@@ -30,12 +33,13 @@ from datamodules.metrics import METRIC_NAMES
 FIGURE_FORMATS = ("png", "svg", "pdf")
 PNG_DPI = 300
 MARGIN = 0.05  # of the data's span, below the lowest value and above the highest
-LABEL_ROOM = 0.12  # more of the span above the highest value, for the bars' value labels (`_fit` adds more)
+LABEL_ROOM = 0.05  # more of the span above the highest value
 SAVE_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
 HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "---", "+++", "***", "|||")
 VALUE_FONT = 6  # points
 TITLE_FONT = 11  # points
-LABEL_PAD = 3  # points between an error bar (or the paper's line) and its value label
+LABEL_PAD = 2  # points between a value label and its bar's foot, error bar or the paper's line
+BREAK_GID = "y-axis-break"  # the mark of a y axis that does not start at zero
 
 
 def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] | None:
@@ -44,7 +48,7 @@ def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] |
     for _, cells in data.body_rows():
         for cell in cells:
             if cell.mean is not None:
-                values += [cell.mean - (cell.std or 0.0), cell.mean + (cell.std or 0.0)]
+                values += [cell.mean - lower_error(cell.mean, cell.std), cell.mean + (cell.std or 0.0)]
             if cell.paper is not None:
                 values.append(cell.paper)
     if not values:
@@ -56,13 +60,21 @@ def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] |
     return (low if zero_based and low == 0.0 else low - MARGIN * span), high + LABEL_ROOM * span
 
 
+def lower_error(mean: float, std: float | None) -> float:
+    """How far an error bar reaches below its mean: the std, stopping at 0 for a non-negative mean."""
+    std = std or 0.0
+    return min(std, mean) if mean >= 0 else std
+
+
 def metric_label(data: TableData) -> str:
     """The y axis label: the layout's metric, or for "score" (each task's own) the metrics of the rows'
     tasks, by name (`METRIC_NAMES`; a metric without one by its registry name)."""
     from datamodules.registry import DATASETS
 
+    spread = any(cell.n > 1 for _, cells in data.body_rows() for cell in cells)
+    over = " (mean ± std over seeds)" if spread else ""
     if data.layout.metric != "score":
-        return f"test {data.layout.metric} ×100 (mean ± std over seeds)"
+        return f"test {data.layout.metric} ×100{over}"
     names: list[str] = []
     for row, cells in data.body_rows():
         tasks = {task for cell in cells for task in cell.tasks}
@@ -73,8 +85,7 @@ def metric_label(data: TableData) -> str:
                      else "score" for t in sorted(tasks)]
         names += [name for name in found if name not in names]
     metric = " / ".join(names) if names else "score"
-    return f"test {metric} ×100\n(mean ± std over seeds)" if len(metric) > 24 else \
-        f"test {metric} ×100 (mean ± std over seeds)"
+    return f"test {metric} ×100\n{over.strip()}" if over and len(metric) > 24 else f"test {metric} ×100{over}"
 
 
 def series_styles(n: int) -> list[tuple[tuple[float, float, float, float], str]]:
@@ -115,7 +126,7 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
     labelled = {"missing": False, "paper": False}
     value_labels = []
     for j, (column, (color, hatch)) in enumerate(zip(data.columns, series_styles(n_cols))):
-        xs, heights, errors, missing_xs, paper_xs, papers, tops = [], [], [], [], [], [], []
+        xs, heights, errors, missing_xs, paper_xs, papers, ceilings, stds = [], [], [], [], [], [], [], []
         for i, (_, cells) in enumerate(groups):
             x = i + (j - (n_cols - 1) / 2) * width
             cell = cells[j]
@@ -127,18 +138,28 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
                 continue
             xs.append(x)
             heights.append(cell.mean)
-            errors.append(cell.std or 0.0)
-            # the label stands above the error bar, and above the paper's line where that is higher
-            tops.append(max([cell.mean + (cell.std or 0.0)] + ([cell.paper] if cell.paper is not None else [])))
+            errors.append((lower_error(cell.mean, cell.std), cell.std or 0.0))
+            stds.append(cell.std)
+            # the label stands in the bar, below its error bar and the paper's line where that crosses it
+            ceilings.append(min([cell.mean - lower_error(cell.mean, cell.std)] +
+                                ([cell.paper] if cell.paper is not None and cell.paper < cell.mean else [])))
         # a light edge on dark bars, a dark one on light bars: the hatch is drawn in the edge colour
         edge = "white" if luminance(color) < 0.25 else "black"
-        ax.bar(xs, heights, width, yerr=errors if any(errors) else None, color=color, hatch=hatch,
-               edgecolor=edge, linewidth=0.4, label=data.column_label(column),
-               error_kw={"capsize": 2, "elinewidth": 0.8, "ecolor": "black"})
-        for x, height, top in zip(xs, heights, tops):  # a 0.0 bar is not a missing one: it gets its label
-            value_labels.append(ax.annotate(f"{height:.1f}", (x, top), xytext=(0, LABEL_PAD),
-                                            textcoords="offset points", rotation=90, ha="center", va="bottom",
-                                            fontsize=VALUE_FONT, annotation_clip=False))
+        yerr = list(zip(*errors)) if any(e for pair in errors for e in pair) else None
+        bars = ax.bar(xs, heights, width, yerr=yerr, color=color, hatch=hatch,
+                      edgecolor=edge, linewidth=0.4, label=data.column_label(column),
+                      error_kw={"capsize": 2, "elinewidth": 0.8, "ecolor": "black"})
+        text = "white" if luminance(color) < 0.4 else "black"
+        for bar, height, ceiling, cell_std in zip(bars.patches, heights, ceilings, stds):
+            # at the bar's foot (the axis' foot where the bar starts below it), growing towards its end
+            foot = max(0.0, bottom) if height >= 0 else min(0.0, limits[1] if limits else 0.0)
+            label = ax.annotate(f"{height:.1f}", (bar.get_x() + bar.get_width() / 2, foot),
+                                xytext=(0, LABEL_PAD if height >= 0 else -LABEL_PAD), textcoords="offset points",
+                                rotation=90, ha="center", va="bottom" if height >= 0 else "top",
+                                fontsize=VALUE_FONT, color=text, annotation_clip=False,
+                                path_effects=[withStroke(linewidth=1.5, foreground=color)])
+            # how far the label may reach: up to `ceiling` (a bar above 0), down to its error bar (below 0)
+            value_labels.append((label, bar, ceiling if height >= 0 else min(0.0, height + (cell_std or 0.0))))
         if missing_xs:
             ax.plot(missing_xs, [bottom] * len(missing_xs), "x", color=color, markeredgecolor="black",
                     markersize=8, clip_on=False, label=None if labelled["missing"] else "missing (see table)")
@@ -158,15 +179,36 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
         ax.set_ylim(*limits)
         if limits[0] <= 0.0 <= limits[1]:
             ax.axhline(0.0, color="black", linewidth=0.5)
+        elif limits[0] > 0.0:  # the bars start at 0, below the axis' foot: a marked break
+            _break_mark(ax)
     fig.legend(loc="outside right upper", fontsize="small")  # beside the axes: never over a bar
     _fit(fig, ax, value_labels, width)
     return fig
+
+
+def _break_mark(ax) -> None:
+    """Two short slashes across the y axis' foot: the axis does not start at zero."""
+    for dy in (0.0, 0.025):
+        ax.plot([-0.015, 0.015], [dy - 0.012, dy + 0.012], transform=ax.transAxes, color="black", linewidth=0.8,
+                clip_on=False, gid=BREAK_GID)
 
 
 def _wrap(text: str, width_pt: float, fontsize: float) -> str:
     """`text` wrapped to about `width_pt` points (an average character is ~0.6 of the font size wide)."""
     chars = max(4, int(width_pt / (0.6 * fontsize)))
     return "\n".join(textwrap.fill(line, chars, break_on_hyphens=True) for line in text.split("\n"))
+
+
+def _two_lines(ax, ylabel: str, height_pt: float) -> None:
+    """The y label wrapped to the axes' height in at most two lines: a smaller font where it needs one."""
+    size = 10.0
+    while True:
+        wrapped = _wrap(ylabel, height_pt, size)
+        if wrapped.count("\n") <= 1 or size <= 6:
+            break
+        size -= 0.5
+    lines = wrapped.split("\n")
+    ax.set_ylabel("\n".join([lines[0], " ".join(lines[1:])] if len(lines) > 2 else lines), fontsize=size)
 
 
 def _fit(fig, ax, value_labels: list, bar_width: float) -> None:
@@ -191,7 +233,7 @@ def _fit(fig, ax, value_labels: list, bar_width: float) -> None:
         width_pt, height_pt = box.width * to_pt, box.height * to_pt
         # the title over the axes only: the legend beside them reaches as high as the title
         ax.set_title(_wrap(title, width_pt * 0.95, TITLE_FONT), fontsize=TITLE_FONT)
-        ax.set_ylabel(_wrap(ylabel, height_pt * 0.95, ax.yaxis.label.get_fontsize()))
+        _two_lines(ax, ylabel, height_pt * 0.95)
         if groups:
             tick_font = ax.get_xticklabels()[0].get_fontsize()
             ax.set_xticks(range(len(groups)), [_wrap(g, width_pt / len(groups) * 0.9, tick_font) for g in groups])
@@ -202,20 +244,20 @@ def _fit(fig, ax, value_labels: list, bar_width: float) -> None:
     if not value_labels:
         return
     fig.draw_without_rendering()
-    bar_px = ax.transData.transform((bar_width, 0))[0] - ax.transData.transform((0, 0))[0]
-    if bar_px < 1.1 * value_labels[0].get_window_extent(renderer).width:
-        for label in value_labels:
+    # each label inside its bar's drawn extent, below its error bar and the paper's line: else dropped
+    low, high = ax.get_ylim()
+    pad = LABEL_PAD * fig.dpi / 72 - 0.5  # (half a pixel of rounding)
+    axes = ax.get_window_extent(renderer)
+    for label, bar, reach in value_labels:
+        box = label.get_window_extent(renderer)
+        drawn = Bbox.intersection(bar.get_window_extent(renderer), axes)  # the part inside the axes
+        limit = ax.transData.transform((0, min(max(reach, low), high)))[1]
+        positive = bar.get_height() >= 0
+        across = drawn is not None and drawn.x0 <= box.x0 and box.x1 <= drawn.x1 and 1.1 * box.width <= drawn.width
+        fits = across and (drawn.y0 - 0.5 <= box.y0 and box.y1 <= min(limit, drawn.y1) - pad if positive
+                           else max(limit, drawn.y0) + pad <= box.y0 and box.y1 <= drawn.y1 + 0.5)
+        if not fits:
             label.remove()
-        return
-    for _ in range(4):  # layout moves the axes as the y axis' tick labels change: fit again
-        fig.draw_without_rendering()
-        top = Bbox.union([label.get_window_extent(renderer) for label in value_labels]).y1
-        axes = ax.get_window_extent(renderer)
-        if top <= axes.y1:
-            return
-        low, high = ax.get_ylim()
-        per_px = (high - low) / axes.height
-        ax.set_ylim(low, high + (top - axes.y1 + 2) * per_px * 1.1)
 
 
 def plot(data: TableData, path: Path, ylabel: str | None = None, zero_based: bool = False) -> list[Path]:

@@ -6,6 +6,7 @@ size, capped example counts, extractive QA's answer merging rule), written from 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from core.hardware import machine
@@ -46,7 +47,7 @@ def _run_times(runs: dict[str, Any], run_ids: list[str]) -> dict[str, Any]:
     return {"total_s": total, "span_s": span, "commits": commits, "timed": len(starts)}
 
 
-CODE_DIRS = ("ablations", "lightning_modules", "datamodules", "experiments")
+CODE_DIRS = ("ablations", "core", "lightning_modules", "datamodules", "experiments")
 
 
 def code_state() -> str:
@@ -63,7 +64,10 @@ def code_state() -> str:
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return f"{commit} (working tree state unknown)"
-    changed = [line[3:] for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    # tracked files changed, and new Python files: an untracked YAML in experiments/ (another experiment, a
+    # probe) changes nothing this table was computed with
+    changed = [line[3:] for line in out.stdout.splitlines()
+               if not line.startswith("??") or line.endswith(".py")] if out.returncode == 0 else []
     if not changed:
         return commit
     shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
@@ -107,8 +111,21 @@ def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking
         f"machine (rendering host): {machine()}",
         f"code: rendered at commit {code_state()}; runs logged at commit(s) "
         f"{', '.join(c[:12] for c in both['commits']) or 'unknown'}",
-        f"tracking store: {tracking_uri}",
+        f"tracking store: {shown_store(tracking_uri)}",
     ]
+
+
+def shown_store(tracking_uri: str) -> str:
+    """The store as a shipped header may show it: a local file by its scheme and file name (its folder is
+    a path on the machine that rendered it, often a temporary one), a server without its password."""
+    from core.databases import redact
+
+    scheme, _, rest = tracking_uri.partition("://")
+    if not rest:  # a bare path: MLflow's file store
+        return f"file store {Path(tracking_uri).name} (a local folder)"
+    if scheme in ("sqlite", "file"):
+        return f"{scheme} store {Path(rest).name} (a local file, in the work directory by default)"
+    return redact(tracking_uri)
 
 
 def vocab_provenance(name: str, seconds: float | None) -> list[str]:

@@ -177,11 +177,19 @@ def vocab_grid(experiment) -> Grid:
     return grid
 
 
+def table_dir(experiment) -> Path:
+    """Where an experiment's table files go by default: `<work_dir>/tables/<name>-<profile>/`, one folder
+    per profile (as docs/results/ names them: quickstart-mini), so rendering the micro table does not
+    overwrite the mini one."""
+    work_dir, _ = experiment.store()
+    return work_dir / "tables" / f"{experiment.name}-{experiment.profile}"
+
+
 def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "markdown",
                       out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
     """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
     is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
-    from 0 when `zero_based`) to `out_dir` (default <work_dir>/tables/<name>/), log them to the MLflow table
+    from 0 when `zero_based`) to `out_dir` (default `table_dir`), log them to the MLflow table
     run of this experiment and invocation (profile and command-line overrides), and return the table in
     `fmt`. Under the title: the YAML's caption for this profile, and a line written from the runs' resolved
     configs (`setup_line`). The plan resolved with the data is recorded (ablations.experiment.record_plan);
@@ -192,7 +200,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         check_format(fmt)
     work_dir, store_uri = experiment.store()
     tracking_uri = tracking_uri or store_uri
-    out = Path(out_dir) if out_dir is not None else work_dir / "tables" / experiment.name
+    out = Path(out_dir) if out_dir is not None else table_dir(experiment)
     tags = {"experiment_file": str(experiment.path), "cli_overrides": " ".join(experiment.cli_overrides)}
     if experiment.kind == "vocab":
         import time

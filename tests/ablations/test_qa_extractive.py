@@ -162,5 +162,16 @@ def test_list_tasks_shows_the_extractive_qa_datasets(capsys):
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if "qa-extractive" in line}
     assert set(rows) >= {"bioasq-4b-factoid", "bioasq-5b-factoid", "bioasq-6b-factoid", "bioelectra-factoid"}
-    assert all(rows[f"bioasq-{year}b-factoid"][:2] == ["qa-extractive", "bioasq_factoid"] for year in (4, 5, 6))
-    assert rows["bioelectra-factoid"][:2] == ["qa-extractive", "squad_v1"]
+    assert all(rows[f"bioasq-{year}b-factoid"][:3] == ["other", "qa-extractive", "bioasq_factoid"] for year in (4, 5, 6))
+    assert rows["bioelectra-factoid"][:3] == ["other", "qa-extractive", "squad_v1"]
+
+
+def test_list_tasks_says_which_datasets_are_blurbs(capsys):
+    """Issue 38: the listing said "13 BLURB datasets" and printed 23, none marked."""
+    from datamodules.blurb import BLURB_DATASETS
+
+    assert main(["list", "tasks"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert sorted(name for name, source in rows.items() if source == "BLURB") == \
+        sorted(spec.name for spec in BLURB_DATASETS)
+    assert len(BLURB_DATASETS) == 13 and set(rows.values()) == {"BLURB", "other"} and len(rows) > 13

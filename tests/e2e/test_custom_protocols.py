@@ -157,7 +157,7 @@ def test_an_experiment_over_user_folds_reports_the_mean_over_folds(data_dir, tmp
         {"last (dev: none)"}
     cells = collect(experiment)
     assert {c.status for c in cells} == {FINISHED} and len(cells) == 5
-    table = (work / "tables" / "user-folds" / "table.md").read_text()
+    table = (work / "tables" / "user-folds-micro" / "table.md").read_text()
     data = table_data(experiment.layout, cells)
     for task, folds in (("user-pairs", 2), ("user-kfold", 3)):
         scores = [100 * r.data.metrics["test/score"] for r in sorted(runs, key=lambda r: r.data.tags["fold"])

@@ -79,13 +79,13 @@ def test_rerendering_updates_the_one_table_run(store):
                                                                         "compute.pdf"}  # the runs logged compute
     gad = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr-gad")
     assert gad.data.metrics["runs_finished"] == 4 and gad.data.metrics["runs_not_run"] == 4
-    md = (work / "tables" / "micro-lr-gad" / "table.md").read_text()
+    md = (work / "tables" / "micro-lr-gad-micro" / "table.md").read_text()
     header = md.split("\n\n")[0].splitlines()
     assert header[:3] == ["- experiment: micro-lr-gad", "- profile: micro",
                           "- runs: 8 fine-tuning runs planned (4 finished, 4 not run)"]
     assert header[3].startswith("- wall time: ") and "summed over 4 runs" in header[3]
     assert header[4].startswith("- machine (rendering host): ") and "- code: rendered at commit " in md
-    rows = list(csv.DictReader(io.StringIO((work / "tables" / "micro-lr-gad" / "table.csv").read_text())))
+    rows = list(csv.DictReader(io.StringIO((work / "tables" / "micro-lr-gad-micro" / "table.csv").read_text())))
     biosses_high = next(r for r in rows if r["row"] == "biosses" and r["column"] == "high")
     assert [r.status for r in runs].count(FINISHED) == 4
     expected = 100 * sum(r.value for r in runs if r.column == "high" and r.task == "biosses") / 2
@@ -115,8 +115,9 @@ def test_report_notebook_shows_every_table_and_plot(store):
     # the statistics: 2 seeds against the baseline, so a CI and "n too small" (docs/experiments.md)
     assert "; CI " in shown and "n too small" in shown and "Holm-corrected" in shown
     pngs = [base64.b64decode(o["data"]["image/png"]) for o in outputs if "image/png" in o.get("data", {})]
-    folders = {"micro-lr": "micro-lr", "micro-lr-gad": "micro-lr-gad", "micro-lr epochs=2": "micro-lr-epochs"}
+    folders = {"micro-lr": "micro-lr-micro", "micro-lr-gad": "micro-lr-gad-micro",
+               "micro-lr epochs=2": "micro-lr-epochs"}
     # each table's bars, and its score-vs-compute figure where its runs logged their compute
     figures = [work / "tables" / folders[name] / f for name in markdown for f in ("table.png", "compute.png")]
     assert sorted(pngs) == sorted(path.read_bytes() for path in figures if path.is_file())
-    assert (work / "tables" / "micro-lr" / "compute.png").is_file()
+    assert (work / "tables" / "micro-lr-micro" / "compute.png").is_file()

@@ -32,6 +32,7 @@ def micro_store(tmp_path_factory, data_dir):
     done = bioablate_in_process("run", "quickstart", "--profile", "micro", "--work-dir", str(work), "--data-dir",
                                 str(data_dir), cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert f"table files: {work / 'tables' / 'quickstart-micro'}/ (table.md, .tex, .csv;" in done.stdout
     return work, f"sqlite:///{work / 'mlruns.db'}"
 
 
@@ -62,7 +63,7 @@ def test_table_without_a_profile_renders_the_micro_runs_in_the_store(micro_store
     assert MICRO_SETUP in done.stdout and "MiniLM" not in done.stdout
     # the values are the micro runs': every cell has both seeds, each mean the runs' mean x100
     micro = collect(load_experiment("quickstart", profile="micro", data_dir=str(data_dir), work_dir=str(work)))
-    rows = list(csv.DictReader(io.StringIO((work / "tables" / "quickstart" / "table.csv").read_text())))
+    rows = list(csv.DictReader(io.StringIO((work / "tables" / "quickstart-micro" / "table.csv").read_text())))
     assert len(rows) == 4 and all(r["n"] == "2" and r["mean"] for r in rows)
     for r in rows:
         values = [c.value for c in micro if (c.row, c.column) == (r["row"], r["column"])]
@@ -87,6 +88,22 @@ def test_another_profile_keeps_a_table_run_of_its_own(micro_store, data_dir, tmp
     assert "- profile: mini" in mini_md and MINILM_CAPTION in mini_md and "not run" in mini_md
     assert "Runs: general-minilm (6 layers × 384 hidden); 2 epochs; learning rate 0.0002 (bc5-chem), 0.0001 (gad)" \
         in mini_md
+    # and two folders: rendering mini did not overwrite micro's files (issue 38)
+    folders = {p: work / "tables" / f"quickstart-{p}" for p in ("micro", "mini")}
+    assert "- profile: micro" in (folders["micro"] / "table.md").read_text()
+    assert "- profile: mini" in (folders["mini"] / "table.md").read_text()
+    assert all((folder / name).is_file() for folder in folders.values() for name in ("table.csv", "table.pdf"))
+    assert not (work / "tables" / "quickstart" / "table.md").exists()
+
+
+def test_table_out_naming_an_existing_file_is_one_line(micro_store, data_dir):
+    work, _ = micro_store
+    taken = work / "taken.txt"
+    taken.write_text("mine\n")
+    done = table(work, data_dir, "--out", str(taken))
+    assert done.returncode == 2 and done.stdout == "" and taken.read_text() == "mine\n"
+    assert stderr_lines(done) == [f"bioablate: error: --out {taken}: is a file; give a folder (it gets table.md, "
+                                  ".tex, .csv; figure .png, .svg, .pdf)"]
 
 
 def test_no_run_in_the_store_renders_the_default_profile_and_says_so(tmp_path, data_dir):

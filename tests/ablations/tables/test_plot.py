@@ -6,12 +6,14 @@ in the SVG, series told apart in grayscale."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
 
 import pytest
 from matplotlib.container import BarContainer
 
 from ablations.results import FINISHED, NOT_RUN, CellRun, TableLayout
-from ablations.tables.plot import bar_figure, plot, y_limits
+from ablations.tables.plot import BREAK_GID, bar_figure, plot, y_limits
 from ablations.tables.stats import table_data
 
 LAYOUT = TableLayout(title="Tagging schemes", rows="task", columns="tagging", column_order=("bio", "io"),
@@ -35,9 +37,10 @@ def test_the_figure_is_written_as_png_svg_and_pdf_the_last_two_vector(tmp_path):
     assert pdf.startswith(b"%PDF") and b"/Subtype /Image" not in pdf
 
 
-def test_the_y_axis_spans_the_data_not_zero():
+def test_the_y_axis_spans_the_data_not_zero_and_marks_the_break():
     ax = bar_figure(table_data(LAYOUT, RUNS)).axes[0]
     low, high = ax.get_ylim()
+    assert len([line for line in ax.lines if line.get_gid() == BREAK_GID]) == 2  # the bars start below the foot
     # the data: 90..92 (bio), 93..95 (io), 88 (gad bio), the paper's 93.33
     assert 80.0 < low < 88.0 and 95.0 < high < 100.0
     assert (low, high) == pytest.approx(y_limits(table_data(LAYOUT, RUNS)))
@@ -46,8 +49,50 @@ def test_the_y_axis_spans_the_data_not_zero():
 
 
 def test_zero_based_starts_the_y_axis_at_zero():
-    low, high = bar_figure(table_data(LAYOUT, RUNS), zero_based=True).axes[0].get_ylim()
+    ax = bar_figure(table_data(LAYOUT, RUNS), zero_based=True).axes[0]
+    low, high = ax.get_ylim()
     assert low == 0.0 and 95.0 < high < 110.0
+    assert not [line for line in ax.lines if line.get_gid() == BREAK_GID]  # nothing to mark
+
+
+@pytest.mark.parametrize("zero_based", [False, True])
+def test_every_value_label_lies_within_its_bar_below_its_error_bar_and_the_papers_line(zero_based):
+    """Issue 38: a value label drawn above the paper's line ("71.1" at 93) reads as the paper's number."""
+    from matplotlib.transforms import Bbox
+
+    fig = bar_figure(table_data(REALISTIC, _realistic_runs()), zero_based=zero_based)
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    bars = [patch for c in ax.containers if isinstance(c, BarContainer) for patch in c.patches]
+    labels = list(ax.texts)
+    assert len(labels) >= len(bars) // 2  # most bars keep theirs
+    axes = ax.get_window_extent(renderer)
+    lines = _line_boxes(fig)
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        [bar] = [b for b in bars if b.get_x() <= label.xy[0] <= b.get_x() + b.get_width()]
+        drawn = Bbox.intersection(bar.get_window_extent(renderer), axes)
+        assert drawn.x0 <= box.x0 and box.x1 <= drawn.x1 and drawn.y0 - 1 <= box.y0 and box.y1 <= drawn.y1 + 1
+        assert float(label.get_text()) == pytest.approx(bar.get_height(), abs=0.05)
+        assert not [line for line in lines if box.overlaps(line)], label.get_text()
+
+
+def test_std_bars_stop_at_zero_and_a_single_seed_says_no_mean_and_std():
+    runs = [CellRun("gad", "bio", "gad", s, FINISHED, v) for s, v in enumerate([0.0, 0.01, 0.2])]
+    ax = bar_figure(table_data(LAYOUT, runs)).axes[0]
+    [errors] = [c for c in ax.collections if c.get_segments()]
+    assert min(y for segment in errors.get_segments() for _, y in segment) == pytest.approx(0.0)
+    single = bar_figure(table_data(LAYOUT, [CellRun("gad", "bio", "gad", 0, FINISHED, 0.5)])).axes[0]
+    assert "mean" not in single.get_ylabel() and "std" not in single.get_ylabel()
+
+
+def test_a_long_y_label_fits_on_two_lines():
+    layout = dataclasses.replace(REALISTIC, metric="score")
+    fig = bar_figure(table_data(layout, _realistic_runs()))
+    fig.set_size_inches(6, 3)  # a short axis: more wrapping
+    label = bar_figure(table_data(layout, _realistic_runs())).axes[0].get_ylabel()
+    assert label.count("\n") <= 1, label
 
 
 def test_both_axes_are_labelled():
@@ -131,7 +176,7 @@ def test_nothing_overlaps_in_a_realistic_figure():
     lines = _line_boxes(fig)
     ax = fig.axes[0]
     bars = sum(len(c.patches) for c in ax.containers if isinstance(c, BarContainer))
-    assert bars >= len(MODELS) * len(TASKS) - 1 and len(ax.texts) == bars  # every bar kept its value label
+    assert bars >= len(MODELS) * len(TASKS) - 1 and len(ax.texts) >= bars // 2  # value labels inside the bars
     assert len(lines) >= len(MODELS) * len(TASKS)  # the error bars are there to collide with
     clashes = [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:] if box_a.overlaps(box_b)]
     clashes += [(a, "a line") for a, box in boxes for line in lines if box.overlaps(line)]
@@ -185,6 +230,9 @@ def test_pdf_embeds_truetype_fonts_and_svg_keeps_text_as_text(tmp_path):
     # writes by default and what submission systems reject
     assert b"/FontFile2" in pdf_bytes or b"/Subtype /TrueType" in pdf_bytes
     assert b"/Type3" not in pdf_bytes
+    if shutil.which("pdffonts"):  # poppler-utils (.ci/run installs it): what a submission system runs
+        fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
+        assert "TrueType" in fonts and "Type 3" not in fonts, fonts
     svg_text = svg.read_text(encoding="utf-8")
     assert svg_text.count("<text") >= len(MODELS) + len(TASKS)  # legend entries and group names, at least
     assert "PubMedBERT (PubMed abstracts, from scratch)" in svg_text  # searchable, editable words

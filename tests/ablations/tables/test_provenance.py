@@ -97,3 +97,14 @@ def test_the_seed_papers_qa_tables_name_the_rule_their_paper_merged_answers_by(n
     experiment = load_experiment(name, profile="micro", data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
     line = setup_line(run_setups(experiment, resolve(experiment, Store(experiment.store()[1]))))
     assert line.endswith(f"; {rule} (from the runs' resolved configs).")
+
+
+def test_the_header_names_the_store_without_a_path_of_the_rendering_machine():
+    """Issue 38: a shipped result named a temporary store on the machine that rendered it."""
+    from ablations.tables.provenance import shown_store
+
+    assert shown_store("sqlite:////tmp/pytest-of-root/x/mlruns.db") == \
+        "sqlite store mlruns.db (a local file, in the work directory by default)"
+    assert shown_store("/tmp/some/where/mlruns") == "file store mlruns (a local folder)"
+    assert shown_store("postgresql+psycopg2://me:secret@127.0.0.1:5432/db") == \
+        "postgresql+psycopg2://me:***@127.0.0.1:5432/db"

@@ -252,7 +252,7 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     assert rows[("lymphoma", "bert-base-uncased")]["ours"] == "l-ym-ph-oma"
     assert rows[("lymphoma", "bert-base-uncased")]["match"] == "true"
     assert rows[("lymphoma", "pubmedbert-uncased")]["pieces"] == "1"
-    folder = work / "tables" / "terms"
+    folder = work / "tables" / "terms-micro"
     assert sorted(p.name for p in folder.iterdir()) == ["table.csv", "table.md", "table.pdf", "table.png",
                                                        "table.svg", "table.tex"]
     md = (folder / "table.md").read_text()

@@ -1,0 +1,54 @@
+"""A misspelt task or option name is answered before the heavy imports (issue 38): the check runs against
+torch-free registries (ablations.checks.check_names, lightning_modules/choice_names.py), so the answer
+costs well under a second instead of the ~20 s of importing Lightning, MLflow, transformers and torch.
+What is measured is which modules were imported, not the time (the machine may be loaded)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+HEAVY = ("torch", "pytorch_lightning", "lightning_fabric", "mlflow", "transformers")
+
+# the CLI's entry point in a fresh interpreter, then the heavy modules it imported, as JSON on stdout
+PROGRAM = """
+import json, sys
+from ablations.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "heavy": sorted(m for m in %r if m in sys.modules)}))
+""" % (HEAVY,)
+
+
+def bioablate_fresh(*args: str, data_dir: Path) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-c", PROGRAM, *args], capture_output=True, text=True, cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "BIOABLATE_DATA": str(data_dir)},
+                          timeout=120)
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (("finetune", "--task", "bc5-chemm"), "unknown task 'bc5-chemm'"),
+    (("finetune", "--task", "bc5-chem", "finetune.head=crff"), "unknown finetune.head 'crff' for bc5-chem"),
+    (("finetune", "--task", "gad", "finetune.head=crf"), "unknown finetune.head 'crf' for gad"),
+    (("finetune", "--task", "gad", "finetune.re_feature=mentions"), "unknown finetune.re_feature 'mentions'"),
+    (("finetune", "--task", "bc5-chem", "finetune.subtoken_labels=every"), "finetune.subtoken_labels"),
+])
+def test_a_misspelt_task_or_option_answers_without_importing_the_heavy_modules(args, message, data_dir):
+    out, err = bioablate_fresh(*args, data_dir=data_dir)
+    assert out["code"] == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert out["heavy"] == [], out
+
+
+def test_the_choices_declared_torch_free_are_the_ones_the_heads_implement():
+    """Every declared option has its entry once lightning_modules.heads is imported, and no option is
+    registered there without being declared (the names a typo is checked against are the real ones)."""
+    from lightning_modules import heads  # noqa: F401 -- registers the entries
+    from lightning_modules.choice_names import CHOICES
+
+    for choice in CHOICES:
+        assert choice.names(lambda _: True) == list(choice), choice.key
