@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
-from ablations.tables import annotations
+import ablations.tables.annotations as annotations
 from ablations.tables.annotations import DOUBLE_DAGGER
 from ablations.tables.cost import COST_FIELDS
 from ablations.tables.stats import DIGITS, Cell, TableData, table_data
