@@ -131,12 +131,12 @@ def side_names(compiled: bool) -> list[str]:
             *(["hf-strong-compiled"] if compiled else [])]
 
 
-def hf_examples(dm, pad_to: int | None) -> list[dict]:
-    """The datamodule's encoded training examples as rows for a HF collator: padded to `pad_to` (as
+def hf_examples(dm, pad_to: int | None, split: str = "train") -> list[dict]:
+    """The datamodule's encoded examples of `split` as rows for a HF collator: padded to `pad_to` (as
     `--pad_to_max_length`; tensors for `default_data_collator`) or, with None, unpadded lists for the
     dynamic-padding collators."""
     token_task = dm.encoder.output_kind == "token"
-    split, pad_id = dm.features["train"], dm.tokenizer.pad_token_id
+    split, pad_id = dm.features[split], dm.tokenizer.pad_token_id
     rows = []
     for i in range(len(split)):
         batch = split.batch([i], pad_id)

@@ -24,6 +24,8 @@ from typing import Any, Optional
 import torch
 from pytorch_lightning.plugins import TorchCheckpointIO
 
+from lightning_modules.timing import section
+
 log = logging.getLogger("bioablate")
 
 
@@ -31,7 +33,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint IO for local paths: atomic writes inside the checkpoint folder, safe reads."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Optional[Any] = None) -> None:
-        path = Path(path)
+        with section("checkpoint_writes"):  # the run's timing profile (lightning_modules/timing.py)
+            self._save(checkpoint, Path(path))
+
+    @staticmethod
+    def _save(checkpoint: dict[str, Any], path: Path) -> None:
         buffer = io.BytesIO()  # serialised first: a write error is then Python's OSError, not torch's
         torch.save(checkpoint, buffer)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

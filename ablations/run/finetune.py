@@ -55,6 +55,7 @@ from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.model_checks import check_model
 from lightning_modules.models import (RANDOM_BERT, RANDOM_BERT_KEYS, load_encoder, max_positions, model_fingerprint,
                                       model_params, resolve_model_dir)
+from lightning_modules.timing import LoopTimer, Profile, profiled, section
 
 log = logging.getLogger("bioablate")
 
@@ -140,6 +141,12 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     fingerprint this waits for it and then reuses its run; with `wait=False` it raises
     `core.claims.ClaimHeld` instead.
     """
+    with profiled() as profile:  # the run's timing profile, logged as time/* (lightning_modules/timing.py)
+        return _run_finetune(cfg, force, callbacks, tags, stop_exceptions, wait, profile)
+
+
+def _run_finetune(cfg: DictConfig, force: bool, callbacks: Sequence[pl.Callback], tags: dict[str, str] | None,
+                  stop_exceptions: tuple[type[BaseException], ...], wait: bool, profile: Profile) -> FinetuneResult:
     identity = identify(cfg)
     # what only this machine and the model's files can tell, before a run exists (identify does not read
     # them: it also names runs to render tables, where neither need be at hand)
@@ -151,14 +158,15 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
         with run.claimed(wait):
             done = run.finished()  # the holder we waited for may have finished it
             if done is None:
-                return _train(cfg, identity, run, callbacks, tags, stop_exceptions)
+                return _train(cfg, identity, run, callbacks, tags, stop_exceptions, profile)
     return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
                           _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"), done.info.experiment_id,
                           done.data.tags.get("head_init", ""))
 
 
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
-           tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...]) -> FinetuneResult:
+           tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...],
+           profile: Profile) -> FinetuneResult:
     read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)  # a data error: no run left behind
     params, model_tags = _params(cfg)
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
@@ -175,7 +183,9 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
         if not run.is_worker:
             _log_artifacts(run, cfg, datamodule, module, best_epoch)
             if cfg.keep_model:
-                _store_model(run, cfg, identity, module, datamodule)
+                with section("checkpoint_writes"):
+                    _store_model(run, cfg, identity, module, datamodule)
+        run.log_metrics(profile.metrics())
     return FinetuneResult(run.run_id, identity.fingerprint, False, run.tracking_uri, best_dev,
                           module.test_metrics, "" if run.is_worker else run.tracker.experiment_id, module.head_init)
 
@@ -215,8 +225,10 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     module, the data and the tested epoch."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     ft = cfg.finetune
-    encoder, tokenizer = load_encoder(cfg.model, identity.data_dir, ft.dropout)
-    datamodule = _datamodule(cfg, identity, tokenizer, encoder.config.max_position_embeddings)
+    with section("model_load"):
+        encoder, tokenizer = load_encoder(cfg.model, identity.data_dir, ft.dropout)
+    with section("tokenization"):  # encoding, or reading the tokenization cache (tag tokenization_cache)
+        datamodule = _datamodule(cfg, identity, tokenizer, encoder.config.max_position_embeddings)
     if not run.is_worker:  # the examples it reads, as MLflow dataset inputs
         spec = identity.spec
         log_datasets(run.tracker.client, run.run_id, spec.name, spec.base_dir(identity.data_dir),
@@ -254,7 +266,8 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision, logger=run.lightning_logger(cfg.trainer.log_every_n_steps),
-        callbacks=[*([checkpoints] if checkpoints else []), latest, InterruptCheck(), *run.callbacks(), *callbacks],
+        callbacks=[LoopTimer(), *([checkpoints] if checkpoints else []), latest, InterruptCheck(), *run.callbacks(),
+                   *callbacks],
         limit_val_batches=0 if no_dev else None,
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0,
@@ -274,7 +287,8 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         # the best checkpoint holds these very weights), else read back from the best checkpoint
         best = None if best_epoch == len(module.dev_history) - 1 else checkpoints.best_model_path or None
     history = module.dev_history  # the best checkpoint holds the history up to its epoch: keep the whole
-    trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
+    with section("test"):
+        trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
     module.dev_history = history
     return module, datamodule, best_epoch
 

@@ -35,6 +35,7 @@ from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
 from core.errors import ConfigError
 from core import interrupts
 from core.interrupts import Interrupted
+from lightning_modules.timing import section
 
 PROBE_TIMEOUT_S = 3.0  # an MLflow server that does not answer /health within this is unreachable
 log = logging.getLogger("bioablate")
@@ -258,7 +259,7 @@ class SignalSafeClient:
 
         @functools.wraps(attribute)
         def whole(*args: Any, **kwargs: Any) -> Any:
-            with interrupts.deferred():
+            with interrupts.deferred(), section("mlflow_logging"):  # the run's timing profile
                 return attribute(*args, **kwargs)
 
         return whole

@@ -1,0 +1,131 @@
+"""A run's timing profile: where its wall time goes, measured by timers where the work happens.
+
+    with profiled() as profile:             # a run (ablations/run/finetune.py)
+        with section("model_load"):         # the work, wherever it is done
+            ...
+        trainer = pl.Trainer(callbacks=[LoopTimer(), ...])
+        run.log_metrics(profile.metrics())  # time/<part>, time/wall
+
+Sections nest and the time goes to the innermost open one (a profiler's self time): a checkpoint written
+or a metric stored during dev evaluation counts as `checkpoint_writes` / `mlflow_logging`, not twice.
+Only the thread that opened the profile is timed (the claim's heartbeat thread writes to MLflow beside
+the run, not in its place). `other` is the rest of the run's wall time, the one part got by subtraction.
+
+The first run of a process also carries the process's start: from its creation (`psutil`) to the run's
+start, the interpreter, the imports, and whatever a command does before its first run; later runs of the
+same process (`bioablate run` executing many cells) start at 0 there.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from typing import ContextManager, Iterator
+
+import psutil
+import pytorch_lightning as pl
+
+# every part of a profile, in the order a run goes through them; time/<part> and time/wall are logged
+PARTS = ("process_start_imports", "model_load", "tokenization", "train_steps", "dev_eval", "test",
+         "checkpoint_writes", "mlflow_logging", "other")
+_process_start_taken = False  # the first profile of this process carried its start
+
+
+class Profile:
+    """Seconds per part of one run (see the module doc)."""
+
+    def __init__(self, since_process_start: float = 0.0):
+        self.seconds = dict.fromkeys(PARTS, 0.0)
+        self.seconds["process_start_imports"] = since_process_start
+        self.thread = threading.get_ident()
+        self.started = self.mark = time.perf_counter()
+        self.open: list[str] = []
+
+    def _switch(self) -> None:
+        """Credit the time since the last switch to the innermost open section."""
+        now = time.perf_counter()
+        if self.open:
+            self.seconds[self.open[-1]] += now - self.mark
+        self.mark = now
+
+    def enter(self, part: str) -> None:
+        if part not in self.seconds:
+            raise ValueError(f"unknown timing part {part!r}; one of {', '.join(PARTS)}")
+        if threading.get_ident() == self.thread:
+            self._switch()
+            self.open.append(part)
+
+    def leave(self, part: str) -> None:
+        if threading.get_ident() == self.thread and part in self.open:
+            self._switch()
+            del self.open[len(self.open) - 1 - self.open[::-1].index(part)]
+
+    @contextmanager
+    def section(self, part: str) -> Iterator[None]:
+        self.enter(part)
+        try:
+            yield
+        finally:
+            self.leave(part)
+
+    def metrics(self) -> dict[str, float]:
+        """time/<part> for every part and time/wall, in seconds, as of now; `other` is wall minus the rest."""
+        self._switch()
+        wall = self.seconds["process_start_imports"] + time.perf_counter() - self.started
+        measured = sum(v for k, v in self.seconds.items() if k != "other")
+        return {**{f"time/{k}": round(v, 4) for k, v in self.seconds.items() if k != "other"},
+                "time/other": round(wall - measured, 4), "time/wall": round(wall, 4)}
+
+
+_active: Profile | None = None
+
+
+@contextmanager
+def profiled() -> Iterator[Profile]:
+    """Profile the block as one run (the first in this process also carries the process's start)."""
+    global _active, _process_start_taken
+    since_start = 0.0 if _process_start_taken else max(0.0, time.time() - psutil.Process().create_time())
+    _process_start_taken = True
+    outer, _active = _active, Profile(since_start)
+    try:
+        yield _active
+    finally:
+        _active = outer
+
+
+def section(part: str) -> ContextManager[None]:
+    """Time the block as `part` of the run being profiled (nothing outside a run)."""
+    return _active.section(part) if _active is not None else nullcontext()
+
+
+class LoopTimer(pl.Callback):
+    """Times Lightning's loops from their hooks: the training loop (`train_steps`: from the first epoch's
+    start to the end of training, dataloading and optimizer steps included) and dev evaluation inside it
+    (`dev_eval`, every epoch). Setting the Trainer up and tearing it down is `other`."""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._enter("train_steps")
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._leave("train_steps")
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._enter("dev_eval")
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._leave("dev_eval")
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._leave("dev_eval")
+        self._leave("train_steps")
+
+    @staticmethod
+    def _enter(part: str) -> None:
+        if _active is not None:
+            _active.enter(part)
+
+    @staticmethod
+    def _leave(part: str) -> None:
+        if _active is not None:
+            _active.leave(part)
