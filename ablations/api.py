@@ -29,6 +29,7 @@ from ablations.config import PRETRAIN_EXPERIMENT, build_config
 from ablations.experiment.spec import MAX_RUNS
 from core.console import libraries_quieted
 
+
 def config(profile: str = "micro", overrides: Sequence[str] = (), config_files: Iterable[Path | str] = (),
            **keys: Any) -> DictConfig:
     """A validated run config: schema defaults, the profile, `config_files`, `key=value` overrides, then

@@ -20,9 +20,9 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from ablations.checks import check_names, check_run_config
 from core.errors import ConfigError
-from datamodules.spec import MIN_SEQUENCE
 from core.packaged import resolve_config
 from core.schema import bounded, load_yaml, merge
+from datamodules.spec import MIN_SEQUENCE
 
 PRETRAIN_EXPERIMENT = "pretrain"  # the MLflow experiment of pretraining runs (`bioablate pretrain`, experiment stages)
 

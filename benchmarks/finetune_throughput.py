@@ -45,8 +45,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import (add_shared_arguments, benchmark_main, bf16_native, interleaved, machine, matmul_peak,
-                               resolve_precision, start_run, transformer_train_flops_per_token)
+from benchmarks.common import (
+    add_shared_arguments,
+    benchmark_main,
+    bf16_native,
+    interleaved,
+    machine,
+    matmul_peak,
+    resolve_precision,
+    start_run,
+    transformer_train_flops_per_token,
+)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing
@@ -158,9 +167,16 @@ def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: i
     """A HF Trainer over the same encoded examples: naive (padded to `length`, fp32) or, with `strong`,
     `precision` (bf16 where the device has it) + SDPA + dynamic padding + group_by_length + fused AdamW
     (+ torch_compile with `compile`)."""
-    from transformers import (BertConfig, BertForSequenceClassification, BertForTokenClassification,
-                              DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer,
-                              TrainingArguments, default_data_collator)
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        DataCollatorForTokenClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+        default_data_collator,
+    )
 
     token_task = dm.encoder.output_kind == "token"
     c = encoder.config

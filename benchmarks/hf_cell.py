@@ -23,11 +23,10 @@ checkpoints), test) and the dev/test scores to `--out`.
 
 from __future__ import annotations
 
-import time
-
 import argparse  # noqa: E402 -- the imports are part of what the cell's wall time measures
 import json  # noqa: E402
 import tempfile  # noqa: E402
+import time
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -61,8 +60,15 @@ def _cell(args: argparse.Namespace, output_dir: Path, out: dict) -> None:
     import logging
     import warnings
 
-    from transformers import (BertConfig, BertForSequenceClassification, BertForTokenClassification,
-                              DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer, TrainingArguments)
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        DataCollatorForTokenClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
 
     from ablations import api
     from ablations.places import resolve_data_dir

@@ -52,11 +52,12 @@ def packed_batches(lengths: list[int], rows: int, row_length: int, seed: int = 0
 
 
 def build(args: argparse.Namespace, device: torch.device):
+    from torch.nn.attention.flex_attention import create_block_mask
+
     from ablations import api
     from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
     from datamodules.registry import get_dataset
     from lightning_modules.models import load_encoder
-    from torch.nn.attention.flex_attention import create_block_mask
 
     overrides = [f"model.{k}={v}" for k, v in SIZES[args.size].items()]
     cfg = api.config("mini", overrides, task=args.task)

@@ -40,8 +40,17 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import (add_shared_arguments, benchmark_main, bf16_native, interleaved, machine, matmul_peak,
-                               resolve_precision, start_run, transformer_train_flops_per_token)
+from benchmarks.common import (
+    add_shared_arguments,
+    benchmark_main,
+    bf16_native,
+    interleaved,
+    machine,
+    matmul_peak,
+    resolve_precision,
+    start_run,
+    transformer_train_flops_per_token,
+)
 from datamodules.pretrain.masking import MASKING_MODES
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -118,8 +127,12 @@ def build_baseline(cfg, vocab_path: Path, shards, plan, our_config, device: torc
     """A Hugging Face MLM training step over the rows ours trains on: naive (fp32, as run_mlm.py by
     default) or, with `strong`, `precision` autocast (bf16 where the device has it) + SDPA + fused AdamW
     (+ torch.compile with `compile`)."""
-    from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling
-    from transformers import get_linear_schedule_with_warmup
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        get_linear_schedule_with_warmup,
+    )
 
     from datamodules.pretrain.vocab import hf_tokenizer
     from lightning_modules.optim import fused_supported

@@ -8,7 +8,6 @@ import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
-
 # the libraries whose logs below ERROR are noise for a user running experiments
 NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers")
 # our own loggers (the first part of a record's name): their INFO lines are the commands' progress

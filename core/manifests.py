@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.fingerprints import file_sha256
 
+
 def manifest_of(folder: Path, names: list[str]) -> dict[str, dict]:
     """The manifest of `names` in `folder` as they are now."""
     out = {}

@@ -21,7 +21,6 @@ from datamodules.readers.pico import read_ebm_pico
 from datamodules.readers.pubmedqa import read_pubmedqa
 from datamodules.spec import DatasetSpec
 
-
 CHEMPROT_LABELS = ("CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9", "false")
 DDI_LABELS = ("mechanism", "effect", "advise", "int", "false")
 

@@ -32,16 +32,16 @@ from typing import Any, Sequence
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Sampler
 from tokenizers import Tokenizer
+from torch.utils.data import DataLoader, Sampler
 from transformers import PreTrainedTokenizerBase
 
-from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
-from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder, make_encoder
 from core.console import one_line
 from core.errors import BioablateError
 from core.fingerprints import hash_files
 from core.manifests import damage, manifest_of
+from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
+from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder, make_encoder
 from datamodules.instances import Instance
 from datamodules.spec import SPLITS, DatasetSpec
 

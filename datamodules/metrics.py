@@ -31,11 +31,9 @@ dev curves are the headline keys alone (`curve_keys`: score, precision, recall).
 from __future__ import annotations
 
 import inspect
-
 import re
-
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

@@ -56,11 +56,11 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 import datamodules.qa_metrics  # noqa: F401  (registers the QA metrics this encoder scores with)
-from datamodules.qa_merges import QA_MERGES
-from datamodules.task_encoder import QUESTION_LEVEL_METRICS, Features, TaskEncoder
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.metrics import METRICS
+from datamodules.qa_merges import QA_MERGES
 from datamodules.spec import DatasetSpec
+from datamodules.task_encoder import QUESTION_LEVEL_METRICS, Features, TaskEncoder
 
 NO_OFFSET = -1  # a bookkeeping column's character offset of a token outside the context
 

@@ -13,8 +13,8 @@ from core.errors import MissingDataError
 from core.registry import Registry
 from datamodules.blurb import BLURB_DATASETS
 from datamodules.metrics import METRICS
-from datamodules.seed_papers import SEED_PAPER_DATASETS
 from datamodules.protocols import split_fold_name
+from datamodules.seed_papers import SEED_PAPER_DATASETS
 from datamodules.spec import TASK_TYPES, DatasetSpec
 
 DATASETS: Registry[DatasetSpec] = Registry("task")

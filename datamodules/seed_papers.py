@@ -11,12 +11,15 @@ each spec's `count_unit` and only where a paper gives that number for that split
 from __future__ import annotations
 
 from datamodules.protocols import CarvedDev, FileFolds, KFolds
-from datamodules.readers.bioelectra import (
-    RERANK_FILE, YESNO_FILES, read_bioelectra_rerank, read_bioelectra_yesno,
-)
+from datamodules.readers.bioasq_golden import GOLDEN_7B, golden_reader
 from datamodules.readers.biobert_ner import BIOBERT_NER_FILES, read_biobert_ner
 from datamodules.readers.biobert_re import FOLD_COUNT, fold_templates, read_biobert_re_fold
-from datamodules.readers.bioasq_golden import GOLDEN_7B, golden_reader
+from datamodules.readers.bioelectra import (
+    RERANK_FILE,
+    YESNO_FILES,
+    read_bioelectra_rerank,
+    read_bioelectra_yesno,
+)
 from datamodules.readers.squad import BIOELECTRA_BIOASQ_FILE, read_bioelectra_bioasq
 from datamodules.spec import DatasetSpec
 

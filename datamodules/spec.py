@@ -14,9 +14,9 @@ from typing import Callable
 from core.errors import ConfigError, MissingDataError
 from core.fingerprints import files_under, hash_files
 from datamodules import protocols
+from datamodules.fold_lists import FILE_FOLDS, ListedFolds
 from datamodules.instances import Instance
 from datamodules.legacy_fingerprints import legacy_fingerprint
-from datamodules.fold_lists import FILE_FOLDS, ListedFolds
 from datamodules.protocols import DEFAULT_FOLD, CarvedDev, Folds, apply_protocol, fold_name
 
 SPLITS = ("train", "dev", "test")

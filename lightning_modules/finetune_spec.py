@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from datamodules.encoders import EncodingSpec
 from datamodules.spec import DatasetSpec
+
 # every `finetune.<key>` that names an option, torch-free (importers find them here too)
 from lightning_modules.choice_names import CHOICES, check_choices, describe  # noqa: F401
 from lightning_modules.heads import HeadSpec

@@ -32,6 +32,7 @@ from torch.nn import functional as F
 from torchcrf import CRF
 
 from datamodules.encoders import IGNORE_INDEX
+
 # the choices' names and where they apply: declared torch-free there, their entries registered here
 from lightning_modules.choice_names import CLASSIFIERS, HEADS, RE_FEATURES
 

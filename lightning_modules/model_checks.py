@@ -23,8 +23,15 @@ from typing import Any, Optional
 
 from core.errors import ConfigError
 from datamodules.vocabs import resolve_vocab
-from lightning_modules.models import (RANDOM_BERT, ResolvedModel, encoder_options, load_tokenizer, model_config,
-                                      pickled_code_error, resolve_model)
+from lightning_modules.models import (
+    RANDOM_BERT,
+    ResolvedModel,
+    encoder_options,
+    load_tokenizer,
+    model_config,
+    pickled_code_error,
+    resolve_model,
+)
 
 # Fewer tokens than this is no vocabulary: the special tokens, an alphabet and a few dozen word pieces
 # (the smallest `bioablate vocab train --size` accepts too).

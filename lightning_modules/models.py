@@ -192,8 +192,14 @@ def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optio
     """The snapshot directory of `hub_id` at `revision` in the huggingface_hub cache, downloaded first
     unless it is cached (or HF_HUB_OFFLINE is set: then the cache alone)."""
     from huggingface_hub import constants, is_offline_mode, snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, HFValidationError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     at = f" at revision '{revision}'" if revision else ""
     download = f"hf download {hub_id}" + (f" --revision {revision}" if revision else "")

@@ -25,9 +25,19 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from transformers import (AlbertConfig, AlbertForPreTraining, AutoConfig, BertConfig, BertForMaskedLM,
-                          BertForPreTraining, BertModel, ElectraConfig, ElectraForMaskedLM,
-                          ElectraForPreTraining, PreTrainedModel)
+from transformers import (
+    AlbertConfig,
+    AlbertForPreTraining,
+    AutoConfig,
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertModel,
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+    PreTrainedModel,
+)
 from transformers.models.bert.modeling_bert import BertPooler
 
 from core.errors import ConfigError

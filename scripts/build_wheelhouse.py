@@ -30,9 +30,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE_PACKAGES = REPO / "scripts" / "gpu_image_packages.txt"

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from mlflow.tracking import MlflowClient
+from safetensors.torch import load_file
 from torch import nn
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 

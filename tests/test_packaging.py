@@ -6,6 +6,7 @@ docs name exists."""
 from __future__ import annotations
 
 import re
+
 import tomllib
 
 from ablations.config import REPO_ROOT

@@ -64,9 +64,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_vocab_train(args: argparse.Namespace) -> int:
     from ablations.config import PretrainConfig
     from ablations.places import resolve_data_dir
+    from core.files import writable_dir
     from core.schema import check_ranges
     from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
-    from core.files import writable_dir
     from datamodules.pretrain.vocab import check_vocab_size, train_wordpiece
 
     check_vocab_size(args.size, "--size")  # before reading any corpus

@@ -89,9 +89,9 @@ def launcher_layer(cfg, args: argparse.Namespace):
 
 
 def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
-    from ablations.places import resolve_work_dir
     from ablations.launch import submit_pretraining, wait_for
     from ablations.launch.slurm import result_of
+    from ablations.places import resolve_work_dir
     from core.errors import ConfigError
 
     cfg = launcher_layer(cfg, args)
@@ -252,10 +252,11 @@ def _stored_invocation(args: argparse.Namespace) -> tuple[str | None, list[str]]
     experiment's default profile, said too; several: a one-line error naming them and how to pick one. Read
     from the YAML's name and the store alone: loading the experiment under its default profile can fail
     (its model's package not installed) where the runs in the store are of another profile."""
-    from ablations.places import resolve_tracking_uri, resolve_work_dir
-    from ablations.experiment import experiment_header, stored_invocations
-    from core.errors import ConfigError
     from omegaconf import OmegaConf
+
+    from ablations.experiment import experiment_header, stored_invocations
+    from ablations.places import resolve_tracking_uri, resolve_work_dir
+    from core.errors import ConfigError
 
     overrides = list(args.overrides)
     _, name, kind = experiment_header(args.experiment)

@@ -12,8 +12,8 @@ from ablations.cli.runs import launcher_layer
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ablations.places import resolve_work_dir
     from ablations import api
+    from ablations.places import resolve_work_dir
     from ablations.sweep import Place, best_command, best_config, finetune_command, study_storage, ui_command
     from core.errors import ConfigError
 
@@ -56,11 +56,11 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
     import optuna
 
     from ablations.config import build_config
-    from ablations.places import resolve_tracking_uri, resolve_work_dir
     from ablations.launch import check_shared_store, submit_sweep_workers, wait_for
+    from ablations.launch.jobs import SweepWorkerJob
+    from ablations.places import resolve_tracking_uri, resolve_work_dir
     from ablations.sweep import STORAGE_ENV, SweepPaths
     from core.databases import redact, with_driver
-    from ablations.launch.jobs import SweepWorkerJob
     from core.errors import ConfigError
 
     url = args.storage or os.environ.get(STORAGE_ENV)

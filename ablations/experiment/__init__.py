@@ -22,11 +22,22 @@ store is found again. The full annotated spec is in docs/experiments.md.
     runs = collect(experiment)              # list[results.CellRun], nothing is run
 """
 
-from ablations.experiment.definition import (PRETRAIN_EXPERIMENT, Axis, Experiment, ModelDef, PlannedCell,
-                                             VocabDef)
-from ablations.experiment.plan import (FINETUNE, PRETRAIN, Identities, Plan, PlannedRun, RunIdentity, collect,
-                                       plan_lines, resolve, resolve_cell, resolve_stage, stage_states)
+from ablations.experiment.definition import PRETRAIN_EXPERIMENT, Axis, Experiment, ModelDef, PlannedCell, VocabDef
 from ablations.experiment.invocations import Invocation, experiment_header, stored_invocations
+from ablations.experiment.plan import (
+                                             FINETUNE,
+                                             PRETRAIN,
+                                             Identities,
+                                             Plan,
+                                             PlannedRun,
+                                             RunIdentity,
+                                             collect,
+                                             plan_lines,
+                                             resolve,
+                                             resolve_cell,
+                                             resolve_stage,
+                                             stage_states,
+)
 from ablations.experiment.record import RecordedPlan, record_plan, recorded_plan
 from ablations.experiment.spec import experiment_files, load_experiment
 from ablations.experiment.store import PARENT_KIND, Store, run_status

@@ -30,12 +30,25 @@ from typing import Any, Callable, Optional
 
 from omegaconf import OmegaConf
 
-from ablations.experiment import (FINETUNE, PARENT_KIND, PRETRAIN, Experiment, Plan, PlannedCell, PlannedRun,
-                                  RunIdentity, Store, record_plan, resolve_cell, resolve_stage, run_status)
+from ablations.checks import check_accelerator_present
+from ablations.experiment import (
+    FINETUNE,
+    PARENT_KIND,
+    PRETRAIN,
+    Experiment,
+    Plan,
+    PlannedCell,
+    PlannedRun,
+    RunIdentity,
+    Store,
+    record_plan,
+    resolve_cell,
+    resolve_stage,
+    run_status,
+)
+from ablations.experiment.workers import InProcess, check_parallelism, execute, no_progress_bars, worker_pool
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations.run import lifecycle
-from ablations.checks import check_accelerator_present
-from ablations.experiment.workers import InProcess, check_parallelism, execute, no_progress_bars, worker_pool
 from ablations.run.lifecycle import Heartbeat, claim_tags, live_holder
 from core import interrupts
 from core.claims import Holder

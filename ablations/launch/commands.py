@@ -12,6 +12,7 @@ instead of here.
 from __future__ import annotations
 
 from pathlib import Path
+
 from omegaconf import DictConfig, OmegaConf
 
 from ablations.launch.jobs import ConfigRunJob, SweepWorkerJob

@@ -24,8 +24,16 @@ from omegaconf import DictConfig
 
 from ablations.experiment import FINETUNE, PRETRAIN, Experiment, PlannedRun, Store, resolve
 from ablations.launch.jobs import ExperimentSource, PlannedRunJob
-from ablations.launch.slurm import (ACTIVE, JobRecords, JobState, check_cluster, check_shared_store, executor,
-                                    log_paths, squeue)
+from ablations.launch.slurm import (
+    ACTIVE,
+    JobRecords,
+    JobState,
+    check_cluster,
+    check_shared_store,
+    executor,
+    log_paths,
+    squeue,
+)
 from ablations.results import FINISHED
 
 POLL_SECONDS = 5.0

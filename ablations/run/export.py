@@ -40,11 +40,10 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from safetensors.torch import save_file
 from torch import nn
-from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification,
-                          PreTrainedModel)
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, PreTrainedModel
 
-from ablations.run.cards import Provenance, finetune_card
 from ablations.places import resolve_tracking_uri, resolve_work_dir
+from ablations.run.cards import Provenance, finetune_card
 from core.errors import ConfigError
 from core.files import publish_dir
 from datamodules.encoders import TaskEncoder

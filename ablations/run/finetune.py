@@ -27,21 +27,21 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ablations.run.cards import Provenance
-from ablations.run.costs import log_compute
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, run_params
 from ablations.places import resolve_data_dir, resolve_work_dir
+from ablations.run.cards import Provenance
+from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_datasets, write_details
 from ablations.run.export import carry_head, save_finetuned
-from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.figures import confusion_figure, curves_figure
+from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
 from core.errors import ConfigError
 from datamodules.class_weights import check_class_weights, resolve_class_weights
 from datamodules.custom import register_from_yaml
-from datamodules.metrics import METRIC_NAMES, summary_keys
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
+from datamodules.metrics import METRIC_NAMES, summary_keys
 from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
 from datamodules.split_checks import read_checked
@@ -53,8 +53,15 @@ from lightning_modules.compute import ComputeCounter
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.model_checks import check_model
-from lightning_modules.models import (RANDOM_BERT, RANDOM_BERT_KEYS, load_encoder, max_positions, model_fingerprint,
-                                      model_params, resolve_model_dir)
+from lightning_modules.models import (
+    RANDOM_BERT,
+    RANDOM_BERT_KEYS,
+    load_encoder,
+    max_positions,
+    model_fingerprint,
+    model_params,
+    resolve_model_dir,
+)
 from lightning_modules.timing import LoopTimer, Profile, profiled, section
 
 log = logging.getLogger("bioablate")

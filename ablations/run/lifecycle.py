@@ -66,9 +66,9 @@ from pytorch_lightning.loggers import Logger
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.tracking import METRICS_PER_BATCH, FlushPoints, Tracker, git_commit
 from core import interrupts
-from core.interrupts import Interrupted
 from core.claims import ClaimHeld, Holder, claim
 from core.distributed import is_ddp_worker
+from core.interrupts import Interrupted
 from lightning_modules.checkpoints import usable_checkpoint
 from lightning_modules.loss_guard import StopOnNonFiniteLoss
 from lightning_modules.preemption import CheckpointOnSignal, Preempted

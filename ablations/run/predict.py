@@ -42,8 +42,13 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 from torch import nn
-from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification,
-                          AutoModelForTokenClassification, AutoTokenizer)
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
 from transformers.utils import logging as hf_logging
 
 from ablations.run.export import HEAD_FILE, META_FILE, TRANSFORMERS, label_names
@@ -52,8 +57,15 @@ from core.files import write_text_atomic
 from datamodules.batch_samplers import SortedBatchSampler
 from datamodules.encoders import Features, TaggingEncoder, TaskEncoder, make_encoder
 from datamodules.finetune_data import EncodedSplit
-from datamodules.instances import (Instance, Mention, PairInstance, QAInstance, RelationInstance,
-                                   TaggingInstance, TextInstance)
+from datamodules.instances import (
+    Instance,
+    Mention,
+    PairInstance,
+    QAInstance,
+    RelationInstance,
+    TaggingInstance,
+    TextInstance,
+)
 from datamodules.qa_spans import whole_word_answers, word_bounds
 from datamodules.registry import get_dataset
 from datamodules.textfiles import read_text

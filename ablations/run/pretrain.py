@@ -25,16 +25,16 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
-from ablations.run.costs import log_compute
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, run_params, under_key
 from ablations.places import resolve_data_dir, resolve_work_dir
+from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
+from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_corpus
 from ablations.run.figures import curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
-from core.claims import claim
 from ablations.run.tracking import git_commit
+from core.claims import claim
 from core.errors import ConfigError
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
 from datamodules.pretrain.data import BatchingSpec
@@ -42,16 +42,29 @@ from datamodules.pretrain.datamodule import PretrainData
 from datamodules.pretrain.masking import MaskingSpec
 from datamodules.pretrain.shards import Shards, build_shards, open_shards, shards_fingerprint
 from datamodules.pretrain.summary import corpus_summary
-from datamodules.pretrain.vocab import (file_hash, hf_tokenizer, parse_vocab, read_vocab, resolve_vocab_file,
-                                        train_wordpiece)
+from datamodules.pretrain.vocab import (
+    file_hash,
+    hf_tokenizer,
+    parse_vocab,
+    read_vocab,
+    resolve_vocab_file,
+    train_wordpiece,
+)
 from lightning_modules.algorithms.alum import Alum
+from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.compute import ComputeCounter
-from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
-from lightning_modules.pretrain_models import (ObjectiveSpec, build_model, check_init, export_model, exported_model,
-                                               load_continual, reinit_embeddings)
+from lightning_modules.pretrain_models import (
+    ObjectiveSpec,
+    build_model,
+    check_init,
+    export_model,
+    exported_model,
+    load_continual,
+    reinit_embeddings,
+)
 from lightning_modules.progress import StepProgressBar
 
 log = logging.getLogger("bioablate")

@@ -22,18 +22,18 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlparse
 
+import pytorch_lightning as pl
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
-import pytorch_lightning as pl
 from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
 from ablations.run.dashboard import describe_experiment
+from core import interrupts
 from core.claims import claim
 from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
 from core.errors import ConfigError
-from core import interrupts
 from core.interrupts import Interrupted
 from lightning_modules.timing import section
 

@@ -19,8 +19,8 @@ from optuna.trial import FrozenTrial
 from ablations.config import NON_RESULT_KEYS, flatten, parse_overrides
 from ablations.sweep.spec import SPEC_ATTR
 from ablations.sweep.storage import open_storage
-from core.databases import redact
 from ablations.sweep.tracking import best_trial
+from core.databases import redact
 from core.errors import ConfigError
 
 # Left out of the layer: keys that do not change a result (paths, progress bar), except those a run may

@@ -35,10 +35,16 @@ from ablations.config import REPO_ROOT, build_config
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.finetune import run_finetune
 from ablations.sweep.spec import SPEC_ATTR, SweepSpec, check_single_process, make_pruner, make_sampler
-from ablations.sweep.storage import (STORAGE_ENV, ClaimLock, open_storage, quiet_experimental,
-                                     sqlite_single_process, study_storage)
-from core.databases import redact
+from ablations.sweep.storage import (
+    STORAGE_ENV,
+    ClaimLock,
+    open_storage,
+    quiet_experimental,
+    sqlite_single_process,
+    study_storage,
+)
 from ablations.sweep.tracking import RUN_IDS_ATTR, SweepTracking, best_trial
+from core.databases import redact
 from core.errors import ConfigError, UnknownNameError
 from core.interrupts import Interrupted
 from datamodules.registry import get_dataset

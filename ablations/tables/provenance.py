@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from core.hardware import machine
 from ablations.results import CellRun
 from ablations.tables.stats import STATUSES
+from core.hardware import machine
 
 
 def _fetch_runs(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:

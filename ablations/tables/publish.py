@@ -86,7 +86,6 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
     and `invocation`: created once, updated on every re-render of that invocation (same run, artifacts
     overwritten, tags and metrics refreshed). None: one run for the experiment, whatever rendered it."""
     from mlflow.entities import RunStatus
-
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     from ablations.run.tracking import Tracker, preserved_tracking_env

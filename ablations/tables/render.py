@@ -15,8 +15,8 @@ import io
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 import ablations.tables.annotations as annotations
+from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.tables.annotations import DOUBLE_DAGGER
 from ablations.tables.cost import COST_FIELDS
 from ablations.tables.stats import DIGITS, Cell, TableData, table_data

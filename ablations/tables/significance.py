@@ -18,8 +18,8 @@ from typing import Callable
 from ablations.results import BLURB_ROW, CellRun
 from ablations.tables.inference import correct
 from ablations.tables.resampling import POLICY, ResamplingCache, interval, paired_test
-from ablations.tables.stats import SCALE, Cell, TableData
 from ablations.tables.scored_units import ScoredUnits, load_units, unit_of
+from ablations.tables.stats import SCALE, Cell, TableData
 
 
 def metric_key(data: TableData, cell: Cell) -> str:

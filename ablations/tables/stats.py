@@ -201,8 +201,8 @@ def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -
     """The BLURB score per column: the mean within each task type of the per-task means over seeds, then
     the mean over types (datamodules.metrics.blurb_score). Its ± and significance use the per-seed
     BLURB score over the seeds on which every task of the column finished."""
-    from datamodules.registry import get_dataset
     from datamodules.metrics import blurb_score
+    from datamodules.registry import get_dataset
 
     out = {}
     for column in columns:

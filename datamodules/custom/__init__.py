@@ -60,8 +60,8 @@ from datamodules.custom.qa import read_qa_file
 from datamodules.custom.records import read_records
 from datamodules.custom.schema import QA_FORMATS, Definition, load_definition, with_labels
 from datamodules.custom.tagged import entity_types, read_conll
-from datamodules.instances import Instance
 from datamodules.fold_lists import ListedFolds
+from datamodules.instances import Instance
 from datamodules.protocols import KFolds
 from datamodules.registry import register
 from datamodules.spec import SPLITS, DatasetSpec, Splits

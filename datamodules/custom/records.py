@@ -23,13 +23,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.errors import DataFormatError
-from datamodules.readers.jsonfile import BOM
-from datamodules.textfiles import read_text
 from datamodules.custom.layouts import FileLayout
 from datamodules.custom.schema import TAGGING, Definition
 from datamodules.custom.tagged import TagRules
-from datamodules.instances import (Instance, Mention, PairInstance, RelationInstance, TaggingInstance,
-                                   TextInstance, iob_to_spans)
+from datamodules.instances import (
+    Instance,
+    Mention,
+    PairInstance,
+    RelationInstance,
+    TaggingInstance,
+    TextInstance,
+    iob_to_spans,
+)
+from datamodules.readers.jsonfile import BOM
+from datamodules.textfiles import read_text
 
 Record = dict[str, Any]  # field -> value (absent fields are missing)
 

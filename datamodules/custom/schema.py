@@ -19,7 +19,8 @@ from core.errors import ConfigError, UnknownNameError
 from core.registry import Registry
 from core.schema import bounded, load_yaml, validate
 from datamodules.custom.layouts import FileLayout, split_names
-from datamodules.custom.protocol import Protocol, parse as parse_protocol
+from datamodules.custom.protocol import Protocol
+from datamodules.custom.protocol import parse as parse_protocol
 from datamodules.spec import MIN_SEQUENCE
 
 FORMATS = ("conll", "jsonl", "tsv", "squad", "bioasq-golden")

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from core.errors import DataFormatError
 from datamodules.custom.schema import Definition
-from datamodules.textfiles import open_text
 from datamodules.instances import TaggingInstance, iob_to_spans
+from datamodules.textfiles import open_text
 
 _TAG = re.compile(r"O|[BI](?:-\S+)?")
 _DOCSTART = re.compile(r"-DOCSTART-(?:\s+\((\S+)\))?")

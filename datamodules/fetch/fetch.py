@@ -23,11 +23,25 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from datamodules.fetch.download import (
-    ChecksumError, DiskFullError, FetchError, Stopped, download, file_sha256, human_size, is_complete,
-    pool_manager, write_chunks,
+    ChecksumError,
+    DiskFullError,
+    FetchError,
+    Stopped,
+    download,
+    file_sha256,
+    human_size,
+    is_complete,
+    pool_manager,
+    write_chunks,
 )
 from datamodules.fetch.manifest import (
-    MANIFEST_FILE, ORIGIN_BASE, FileEntry, Source, default_data_dir, load_manifest, select,
+    MANIFEST_FILE,
+    ORIGIN_BASE,
+    FileEntry,
+    Source,
+    default_data_dir,
+    load_manifest,
+    select,
 )
 
 log = logging.getLogger(__name__)

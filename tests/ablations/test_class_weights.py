@@ -4,8 +4,6 @@ off by default (old fingerprints unchanged), and refused in one line where it ca
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from mlflow.tracking import MlflowClient

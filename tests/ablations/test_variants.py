@@ -51,7 +51,6 @@ def build(data_dir, task, *overrides, examples=8, max_length=128):
     cfg = build_config("micro", list(overrides), task=task)
     spec = get_dataset(task)
     choices = FinetuneSpec.from_config(cfg.finetune, spec)
-    ft = cfg.finetune
     encoder, tokenizer = load_encoder(cfg.model, data_dir, 0.0)
     task_encoder = make_encoder(spec, tokenizer, max_length, choices.encoding)
     instances = spec.read(data_dir)["dev"][:examples]

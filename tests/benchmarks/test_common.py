@@ -6,7 +6,6 @@ import mmap
 import sys
 
 import pytest
-import torch
 
 from benchmarks.common import bf16_native, peak_memory, reset_peak_memory, resolve_precision
 

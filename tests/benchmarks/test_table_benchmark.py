@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.table_benchmark import PARTS as BENCHMARK_PARTS, TASKS
+from benchmarks.table_benchmark import PARTS as BENCHMARK_PARTS
+from benchmarks.table_benchmark import TASKS
 from lightning_modules.timing import PARTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

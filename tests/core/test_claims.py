@@ -136,7 +136,7 @@ def test_a_holder_caught_before_it_described_itself_is_waited_for_then_named(tmp
         with pytest.raises(ClaimHeld, match=rf"held by {socket.gethostname()}:{late.pid} since 20"):
             with claim(path, wait=False, what="stage x"):
                 pass
-    with stopped(lock_then_describe(tmp_path / "other.lock", None)) as silent:
+    with stopped(lock_then_describe(tmp_path / "other.lock", None)):
         with pytest.raises(ClaimHeld) as held:
             with claim(tmp_path / "other.lock", wait=False, what="stage y"):
                 pass

@@ -27,12 +27,19 @@ import pytest
 from ablations.cli import main
 from ablations.places import resolve_data_dir
 from datamodules.fetch import (
-    MARKER_FILE, DiskFullError, DownloadError, FetchError, default_data_dir, fetch_data, fetched_data_dir,
+    MARKER_FILE,
+    DiskFullError,
+    DownloadError,
+    FetchError,
+    default_data_dir,
+    fetch_data,
+    fetched_data_dir,
     load_manifest,
 )
 from datamodules.fetch.manifest import DERIVED_DIR
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.stats import dataset_stats, render
+
 
 class Mirror(ThreadingHTTPServer):
     daemon_threads = True

@@ -15,9 +15,8 @@ from mlflow.tracking import MlflowClient
 
 from ablations.config import build_config
 from ablations.run.finetune import run_finetune
-from datamodules.encoders import TaggingEncoder
-from datamodules.encoders import EncodingSpec
 from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
+from datamodules.encoders import EncodingSpec, TaggingEncoder
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
 from datamodules.registry import get_dataset
 from lightning_modules.finetune import FineTuneModule

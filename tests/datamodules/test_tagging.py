@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import UnknownNameError
 from datamodules.instances import Span
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.tagging import SCHEMES, get_scheme, io_merges
-from core.errors import UnknownNameError
 
 TAGGED = dataset_names("ner") + dataset_names("pico")
 

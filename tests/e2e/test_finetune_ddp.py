@@ -4,14 +4,13 @@ example, each exactly once."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from datamodules.finetune_data import subsample

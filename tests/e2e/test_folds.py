@@ -14,8 +14,8 @@ from ablations import results
 from ablations.cli import main
 from ablations.config import build_config
 from ablations.experiment import collect, load_experiment
-from ablations.run.finetune import identify
 from ablations.results import FINISHED, CellRun, TableLayout
+from ablations.run.finetune import identify
 from ablations.tables.stats import table_data
 from core.errors import ConfigError
 

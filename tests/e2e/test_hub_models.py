@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from ablations.config import REPO_ROOT, build_config
 from ablations.run.finetune import identify
-from lightning_modules.models import NAMED_MODELS, resolve_model
+from lightning_modules.models import NAMED_MODELS
 from tests.hub_cache import add_snapshot, offline_environment, tiny_bert
 
 C1, C2 = "1" * 40, "2" * 40

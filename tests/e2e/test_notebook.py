@@ -14,8 +14,8 @@ from nbclient import NotebookClient
 
 from ablations.config import REPO_ROOT
 from ablations.experiment import collect, load_experiment
-from ablations.results import FINISHED
 from ablations.experiment.runner import run_experiment
+from ablations.results import FINISHED
 from ablations.tables import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, find_table_run, render_experiment
 
 pytestmark = [pytest.mark.slow]

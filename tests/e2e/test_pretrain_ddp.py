@@ -3,13 +3,12 @@ command: rank 0 alone owns the MLflow run and exports the model; the loss falls.
 
 from __future__ import annotations
 
-import pytest
-
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]

@@ -17,9 +17,9 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
-from ablations.run.tracking import store_creation_lock
 from ablations.config import build_config
 from ablations.run.finetune import identify
+from ablations.run.tracking import store_creation_lock
 from core.claims import claim
 
 pytestmark = pytest.mark.slow

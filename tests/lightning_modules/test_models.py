@@ -16,9 +16,16 @@ from omegaconf import OmegaConf
 
 from ablations.cli import main
 from core.errors import ConfigError
-
-from lightning_modules.models import (NAMED_MODELS, RANDOM_BERT, HUB_ID, known_models, load_encoder,
-                                      model_fingerprint, resolve_model, resolve_model_dir)
+from lightning_modules.models import (
+    HUB_ID,
+    NAMED_MODELS,
+    RANDOM_BERT,
+    known_models,
+    load_encoder,
+    model_fingerprint,
+    resolve_model,
+    resolve_model_dir,
+)
 from tests.hub_cache import add_snapshot, point_ref, tiny_bert
 
 C1, C2 = "1" * 40, "2" * 40  # commits: 40 hex digits, as the Hub names them

@@ -11,12 +11,11 @@ from importlib import metadata
 
 import pytest
 from mlflow.tracking import MlflowClient
-from omegaconf import OmegaConf
 
-from ablations.cli.catalog import LISTINGS
 from ablations.cli import build_parser, main
+from ablations.cli.catalog import LISTINGS
 from ablations.cli.help import subcommands
-from ablations.config import dataclass_keys, RunConfig, flatten, profile_config
+from ablations.config import RunConfig, dataclass_keys, profile_config
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -8,8 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations import results
-from ablations.experiment import (FINETUNE, PRETRAIN, PlannedRun, Store, collect, load_experiment, plan_lines,
-                                  resolve)
+from ablations.experiment import FINETUNE, PRETRAIN, PlannedRun, Store, collect, load_experiment, plan_lines, resolve
 
 TINY_PRETRAIN = "{corpus: pubmed, vocab: pubmedbert-uncased, max_steps: 4, checkpoint_every: 2, max_words: 4000}"
 EXPERIMENT = f"""

@@ -5,7 +5,6 @@ blocks the stage continuing from it and every cell that needs either."""
 from __future__ import annotations
 
 import pytest
-
 from mlflow.tracking import MlflowClient
 
 from ablations import results

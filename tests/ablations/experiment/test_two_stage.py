@@ -13,8 +13,8 @@ from mlflow.tracking import MlflowClient
 
 from ablations import results
 from ablations.experiment import FINETUNE, Store, load_experiment, plan_lines, resolve
-from ablations.run.finetune import run_finetune
 from ablations.experiment.runner import run_experiment
+from ablations.run.finetune import run_finetune
 from core.errors import ConfigError
 from tests.cli import bioablate_in_process
 

@@ -11,9 +11,9 @@ import yaml
 from huggingface_hub import ModelCard
 from transformers import BertConfig, BertModel, BertTokenizer
 
+from ablations.config import build_config
 from ablations.run.card_metadata import base_model, license_metadata
 from ablations.run.cards import PretrainFacts, Provenance, invoked_command, pretrain_card, shareable_config
-from ablations.config import build_config
 from ablations.run.export import save_finetuned
 from datamodules.encoders import make_encoder
 from datamodules.registry import dataset_names, get_dataset

@@ -11,8 +11,15 @@ from types import SimpleNamespace
 
 from mlflow.tracking import MlflowClient
 
-from ablations.run.dashboard import (NOTE_TAG, VIEW_TAG, browse_lines, describe_experiment, log_datasets, saved_view,
-                                 split_digest, write_details)
+from ablations.run.dashboard import (
+    NOTE_TAG,
+    VIEW_TAG,
+    browse_lines,
+    log_datasets,
+    saved_view,
+    split_digest,
+    write_details,
+)
 from ablations.run.tracking import Tracker
 
 

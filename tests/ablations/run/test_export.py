@@ -14,9 +14,21 @@ import pytest
 import torch
 import yaml
 from mlflow.tracking import MlflowClient
-from transformers import (AlbertConfig, AlbertModel, AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining,
-                          AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer,
-                          BertConfig, BertModel, BertTokenizer, ElectraConfig, ElectraModel)
+from transformers import (
+    AlbertConfig,
+    AlbertModel,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForPreTraining,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertModel,
+    BertTokenizer,
+    ElectraConfig,
+    ElectraModel,
+)
 
 from ablations.cli import main
 from ablations.config import build_config

@@ -24,11 +24,11 @@ from omegaconf import OmegaConf
 from sqlalchemy.orm.state_changes import _StateChange
 
 from ablations.config import build_config
-from ablations.run.finetune import identify, run_finetune
 from ablations.run import lifecycle
+from ablations.run.finetune import identify, run_finetune
 from ablations.run.lifecycle import TrackedRun
-from core.claims import ClaimHeld
 from core import interrupts
+from core.claims import ClaimHeld
 from core.interrupts import Interrupted, handling_interrupts
 
 FINGERPRINT = "0123456789abcdef"

@@ -21,9 +21,9 @@ def test_the_server_runs_without_telemetry_or_mlflows_job_runner_unless_asked(mo
 # ------------------------------------------------------------------- the servers' inputs, checked first
 
 import socket  # noqa: E402
+import time  # noqa: E402
 
 import pytest  # noqa: E402
-import time  # noqa: E402
 
 from tests.cli import bioablate_in_process  # noqa: E402
 

@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablations.sweep.spec import (DISTRIBUTIONS, PRUNERS, SAMPLERS, CategoricalSchema, RangeSchema, SweepSchema,
-                                  load_sweep)
+from ablations.sweep.spec import (
+    DISTRIBUTIONS,
+    PRUNERS,
+    SAMPLERS,
+    CategoricalSchema,
+    RangeSchema,
+    SweepSchema,
+    load_sweep,
+)
 from core.errors import ConfigError
 from tests import shapes
 from tests.cli import bioablate_in_process

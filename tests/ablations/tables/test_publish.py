@@ -13,10 +13,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.results import FAILED, FINISHED, CellRun, TableLayout
-from ablations.tables.publish import (TABLE_ARTIFACT, TABLE_FILES, find_table_run, publish_grid, publish_runs,
-                                     table_runs)
-from ablations.tables.vocab_grids import table8_grid
+from ablations.tables.publish import TABLE_ARTIFACT, TABLE_FILES, find_table_run, publish_grid, publish_runs, table_runs
 from ablations.tables.vocab_compare import Table8Row
+from ablations.tables.vocab_grids import table8_grid
 
 LAYOUT = TableLayout(title="Tagging schemes", rows="task", columns="tagging", baseline="bio",
                      column_order=("bio", "io"), paper={"bc5-chem": {"bio": 93.33}})

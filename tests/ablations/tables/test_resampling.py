@@ -17,8 +17,8 @@ from ablations.results import FINISHED, CellRun, TableLayout
 from ablations.tables.inference import correct, seeds_needed
 from ablations.tables.render import render_data
 from ablations.tables.resampling import ResamplingCache, interval, paired_test
-from ablations.tables.stats import table_data
 from ablations.tables.scored_units import units_from_records
+from ablations.tables.stats import table_data
 from datamodules.registry import get_dataset
 
 B = 4000  # resamples on both sides: Monte Carlo error of a percentile well under the tolerance below
@@ -55,7 +55,8 @@ def test_bootstrap_ci_of_entity_f1_resamples_sentences_not_mentions():
     assert units.unit_name == "sentence" and len(units) == 25
     assert units.score(range(25)) == pytest.approx(2 * 60 / (2 * 60 + 15 + 40))  # tp 60, fp 15, fn 40
     ours = interval([[units]], n_resamples=B)
-    tp = np.array([h for _, h, _ in SENTENCES]); fp = np.array([s for *_, s in SENTENCES])
+    tp = np.array([h for _, h, _ in SENTENCES])
+    fp = np.array([s for *_, s in SENTENCES])
     fn = np.array([m - h for m, h, _ in SENTENCES])
     by_sentence = numpy_f1_interval(tp, fp, fn)
     assert ours.low == pytest.approx(by_sentence[0], abs=TOL) and ours.high == pytest.approx(by_sentence[1], abs=TOL)

@@ -12,9 +12,17 @@ import pytest
 from yaml import safe_dump
 
 from core.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
-from datamodules.pretrain.corpora import (SeenHashes, corpus_fingerprint, corpus_names, evaluation_pmids,
-                                          load_corpus, parse_corpus, read_corpus_yaml, resolve_corpus,
-                                          split_sentences)
+from datamodules.pretrain.corpora import (
+    SeenHashes,
+    corpus_fingerprint,
+    corpus_names,
+    evaluation_pmids,
+    load_corpus,
+    parse_corpus,
+    read_corpus_yaml,
+    resolve_corpus,
+    split_sentences,
+)
 from datamodules.pretrain.corpus_specs import CorpusSchema, PartSchema
 from datamodules.pretrain.formats import read_documents
 from tests import shapes

@@ -7,8 +7,17 @@ import pytest
 import torch
 
 from core.errors import UnknownNameError
-from datamodules.pretrain.masking import (MASKING_MODES, SCHEDULES, MaskingSpec, MaskTokens, check_masking,
-                                          corrupt, mask_batch, masking_rate, select_positions)
+from datamodules.pretrain.masking import (
+    MASKING_MODES,
+    SCHEDULES,
+    MaskingSpec,
+    MaskTokens,
+    check_masking,
+    corrupt,
+    mask_batch,
+    masking_rate,
+    select_positions,
+)
 from datamodules.pretrain.shards import build_shards
 from datamodules.pretrain.vocab import resolve_vocab_file
 

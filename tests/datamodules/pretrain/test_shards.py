@@ -17,8 +17,15 @@ import pytest
 from core.errors import DataFormatError
 from datamodules.pretrain import corpora
 from datamodules.pretrain.corpora import load_corpus
-from datamodules.pretrain.shards import (ARRAYS, POOL_MIN_WORDS, BatchPlan, build_shards, default_workers,
-                                        expected_words, load_shards)
+from datamodules.pretrain.shards import (
+    ARRAYS,
+    POOL_MIN_WORDS,
+    BatchPlan,
+    build_shards,
+    default_workers,
+    expected_words,
+    load_shards,
+)
 from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file, train_wordpiece
 from tests.datamodules.pretrain.test_formats import pmc_package
 

@@ -15,8 +15,8 @@ import pytest
 
 from core.errors import DataFormatError
 from datamodules.instances import RelationInstance
-from datamodules.readers.bioelectra import question_id, read_rerank_file, read_yesno_file
 from datamodules.readers.biobert_ner import read_untyped_iob_file
+from datamodules.readers.bioelectra import question_id, read_rerank_file, read_yesno_file
 from datamodules.readers.gad import read_gad
 from datamodules.registry import get_dataset
 from datamodules.seed_papers import BIOELECTRA_RERANK
