@@ -45,25 +45,10 @@ import numpy as np
 from core.errors import BioablateError, ConfigError
 from core.files import write_text_atomic
 from core.fingerprints import hash_files
-from datamodules.pretrain.corpus_specs import (  # noqa: F401
-    CORPORA,
-    CorpusSpec,
-    Part,
-    corpus_names,
-    parse_corpus,
-    read_corpus_yaml,
-    resolve_corpus,
-    spec_files,
-)
-from datamodules.pretrain.formats import (
-    FORMATS,
-    READ_ERRORS,
-    Document,
-    archive_members,
-    is_archive,
-    read_documents,
-    unreadable,
-)
+from datamodules.pretrain.corpus_specs import (CORPORA, CorpusSpec, Part, corpus_names, parse_corpus,  # noqa: F401
+                                               read_corpus_yaml, resolve_corpus, spec_files)
+from datamodules.pretrain.formats import (FORMATS, READ_ERRORS, Document, archive_members, is_archive,
+                                         read_documents, unreadable)
 from datamodules.textfiles import read_text_lines
 
 PRETRAIN_DIR = "pretrain"

@@ -1,0 +1,27 @@
+"""The pretraining stages' fingerprints on the staged corpora, pinned. A corpus fingerprint still hashes the
+bytes of the corpus code (datamodules/pretrain/corpora.py `files_fingerprint`: corpora.py, formats.py,
+corpus_specs.py), so any edit of those files -- a re-sorted import included -- gives every pretraining run a
+new fingerprint and recomputes hours (mini) to days (base) of pretraining. This test makes such an edit
+fail here, not silently in a user's store. A deliberate change updates the pins and says so in its commit.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ablations.experiment import load_experiment
+from ablations.experiment.plan import identify
+
+# (experiment, profile, stage) -> fingerprint, as the stores of table9_proxy / table13 at mini hold them
+PINNED = {
+    ("table9_corpora_time", "mini", "wiki-books"): "f391335ade270b8c",
+    ("table9_corpora_time", "mini", "pubmed-half"): "3742cf6bbbc9da19",
+    ("table9_corpora_time", "mini", "pubmedbert"): "4c0fc47678a0c4f2",
+    ("table13_tagging", "mini", "pubmedbert"): "4c0fc47678a0c4f2",
+}
+
+
+@pytest.mark.parametrize("experiment,profile,stage", list(PINNED), ids=["-".join(k) for k in PINNED])
+def test_a_stage_from_scratch_keeps_its_fingerprint(experiment, profile, stage, data_dir):
+    loaded = load_experiment(experiment, profile=profile, data_dir=str(data_dir))
+    assert identify("pretrain", loaded.stage_config(stage)).fingerprint == PINNED[experiment, profile, stage]
