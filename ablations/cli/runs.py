@@ -221,12 +221,10 @@ def table_statistics(args: argparse.Namespace, experiment) -> None:
 def cmd_table(args: argparse.Namespace) -> int:
     from ablations import api
     from ablations.tables import FORMATS
-    from core.errors import ConfigError, UnknownNameError
+    from core.errors import UnknownNameError
 
     if args.format not in FORMATS:  # before loading anything
         raise UnknownNameError("table format", args.format, FORMATS)
-    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ConfigError(f"--out {args.out}: is a file; give a folder (it gets {TABLE_FILES})")
     table_statistics(args, None)
     profile, overrides = args.profile, list(args.overrides)
     if profile is None:  # the invocation the store has runs of, before loading under any profile
