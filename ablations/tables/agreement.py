@@ -59,7 +59,9 @@ class Agreement:
 
     def line(self) -> str:
         """One line: τ per row and the counts, for the terminal and the table's notes."""
-        parts = [f"{r.row} τ={'—' if r.tau is None else f'{r.tau:.2f}'} "
+        # τ is undefined for a row with fewer than two columns to rank, or one side all tied ("—" is the
+        # tables' sign of a missing cell, so it is spelt out here)
+        parts = [f"{r.row} τ {'undefined' if r.tau is None else f'= {r.tau:.2f}'} "
                  f"({r.count(AGREE)}/{r.count(DISAGREE)}/{r.count(CANNOT_TELL)})" for r in self.rows]
         methods = sorted({p.method for r in self.rows for p in r.pairs})
         return (f"Agreement with the paper: Kendall's τ of our column means vs the paper's per row, and of the "

@@ -82,7 +82,7 @@ def test_tau_and_pairwise_verdicts_over_seeds_match_the_hand_computation(uri, tm
     # where it shows: one line in the markdown, the fields in every CSV record of the row
     data.agreement = found
     md = render_data(data)
-    assert "Overall 4 agree, 2 disagree, 2 cannot tell." in md and "bc5-chem τ=0.33 (2/1/0)" in md
+    assert "Overall 4 agree, 2 disagree, 2 cannot tell." in md and "bc5-chem τ = 0.33 (2/1/0)" in md
     csv_text = render_data(data, "csv")
     assert "2 agree, 1 disagree, 0 cannot tell" in csv_text and "A>B: disagrees (seeds" in csv_text
 
