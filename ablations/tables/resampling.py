@@ -102,12 +102,13 @@ def _aligned(a: ScoredUnits, b: ScoredUnits) -> tuple[ScoredUnits, ScoredUnits]:
 def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key: str = "score",
                 n_resamples: int | None = None, seed: int = SEED) -> PairedTest | None:
     """The paired permutation test of cell a against cell b: `pairs[s]` holds seed s's (a, b) runs, one pair
-    per task. Statistic: mean over seeds of the mean over tasks of score(a) - score(b). None when no unit
-    is shared."""
+    per task. Statistic: mean over seeds of the mean over tasks of score(a) - score(b). None when a run
+    shares no unit with its pair, or fewer than two units are shared in all (nothing to permute: a micro
+    ranking cell can hold one question)."""
     from scipy.stats import permutation_test
 
     blocks = [_aligned(a, b) for replicate in pairs for a, b in replicate]
-    if not blocks or any(len(a) == 0 for a, _ in blocks):
+    if not blocks or any(len(a) == 0 for a, _ in blocks) or sum(len(a) for a, _ in blocks) < 2:
         return None
     n_resamples = n_resamples or resamples_for(max(len(a) for a, _ in blocks))
     pool = blocks[0][0]
