@@ -180,7 +180,7 @@ def test_a_wrong_container_in_a_shared_model_file_is_one_line(tmp_path, case):
 
 KEYS = {"models": "use, name_or_path, pretrain, init, finetuned, label, finetune, overrides, description",
         "table": "title, rows, columns, metric, metrics, baseline, row_order, column_order, labels, paper, paper_source, "
-                 "blurb_row, caption",
+                 "blurb_row, caption, correction, cost",
         "finetune": "lr, batch_size, eval_batch_size, epochs, warmup_ratio, weight_decay, dropout, max_length, "
                     "max_train_examples, max_eval_examples, tagging, head, subtoken_labels, re_input, re_feature, "
                     "classifier, qa_stride, max_answer_length, qa_merge, bucketing, cache_tokenized, adversarial, "
