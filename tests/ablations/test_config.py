@@ -129,11 +129,15 @@ def test_vocab_train_refuses_a_tiny_vocabulary_before_reading_the_corpus(capsys,
     assert not (tmp_path / "v").exists()
 
 
-def test_command_line_paths_are_strings_never_yaml():
+def test_command_line_paths_are_strings_never_yaml(tmp_path):
+    # a dataset file whose name reads as YAML (the name checks register it as the config is built)
+    dataset = tmp_path / "my data: 1.yaml"
+    dataset.write_text("name: my-data\npath: .\nfiles: {train: train.tsv, test: test.tsv}\nformat: tsv\ntask_type: re\n"
+                       "labels: ['0', '1']\npositive_label: '1'\nentity_types: [GENE, DISEASE]\n")
     cfg = build_config("micro", [], task="gad", work_dir="runs: v2", data_dir="[a, b]", tracking_uri="x: {y: 1}",
-                       datasets=["my data: 1.yaml"])
+                       datasets=[str(dataset)])
     assert cfg.work_dir == "runs: v2" and cfg.data_dir == "[a, b]" and cfg.tracking_uri == "x: {y: 1}"
-    assert list(cfg.datasets) == ["my data: 1.yaml"]
+    assert list(cfg.datasets) == [str(dataset)]
 
 
 def test_a_data_dir_that_is_a_file_says_so(tmp_path):
