@@ -45,6 +45,7 @@ from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (
     file_hash,
     hf_tokenizer,
+    init_vocab_file,
     parse_vocab,
     read_vocab,
     resolve_vocab_file,
@@ -122,22 +123,6 @@ def _load_corpus(cfg: DictConfig, data_dir: Path):
     exclude = evaluation_pmids(data_dir, cache_dir) if p.exclude_eval_pmids else None
     return load_corpus(p.corpus, data_dir, max_words=p.max_words, min_words=p.min_words, dedup=p.dedup,
                        exclude_pmids=exclude, seed=cfg.seed, cache_dir=cache_dir)
-
-
-def init_vocab_file(init_dir: Path, work_dir: Path) -> Path:
-    """vocab.txt of a checkpoint, or one written from its tokenizer.json (WordPiece)."""
-    if (init_dir / "vocab.txt").is_file():
-        return init_dir / "vocab.txt"
-    tok = init_dir / "tokenizer.json"
-    if tok.is_file():
-        vocab = json.loads(tok.read_text())["model"].get("vocab")
-        if isinstance(vocab, dict):
-            out = work_dir / "cache" / "vocab" / f"init-{file_hash(tok)}" / "vocab.txt"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
-            return out
-    raise ConfigError(f"pretrain.init {init_dir}: no WordPiece vocabulary (vocab.txt or tokenizer.json) "
-                      "to inherit; set pretrain.vocab")
 
 
 def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corpus_fp: str,

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -107,3 +108,19 @@ def resolve_vocab_file(value: str, data_dir: Path | None) -> Path:
     except ConfigError as e:
         raise ConfigError(str(e).replace("model.vocab", "pretrain.vocab") +
                           "; or train:SIZE[:cased] to train one, or init to inherit the checkpoint's") from None
+
+
+def init_vocab_file(init_dir: Path, work_dir: Path) -> Path:
+    """vocab.txt of a checkpoint, or one written from its tokenizer.json (WordPiece)."""
+    if (init_dir / "vocab.txt").is_file():
+        return init_dir / "vocab.txt"
+    tok = init_dir / "tokenizer.json"
+    if tok.is_file():
+        vocab = json.loads(tok.read_text())["model"].get("vocab")
+        if isinstance(vocab, dict):
+            out = work_dir / "cache" / "vocab" / f"init-{file_hash(tok)}" / "vocab.txt"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+            return out
+    raise ConfigError(f"pretrain.init {init_dir}: no WordPiece vocabulary (vocab.txt or tokenizer.json) "
+                      "to inherit; set pretrain.vocab")
