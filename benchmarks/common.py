@@ -183,3 +183,14 @@ def benchmark_main(make_parser: Callable[[], argparse.ArgumentParser], run: Call
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
+
+
+def chosen_device(args, parser) -> torch.device:
+    """The benchmark's `--device` (refused in one line when CUDA is asked for and none is visible), with
+    torch limited to `--threads` threads where given."""
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device visible")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return device

@@ -52,7 +52,7 @@ from typing import Callable
 import torch
 
 from benchmarks import finetune_throughput, pretrain_throughput, suite
-from benchmarks.common import machine, matmul_peak
+from benchmarks.common import chosen_device, machine, matmul_peak
 
 
 @dataclass(frozen=True)
@@ -408,11 +408,7 @@ def _budget(text: str) -> tuple[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser().error("--device cuda: no CUDA device visible")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    device = chosen_device(args, parser())
     from ablations.places import resolve_data_dir
 
     args.size = args.size or ("base" if device.type == "cuda" else "micro")

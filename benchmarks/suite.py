@@ -41,7 +41,7 @@ from typing import Sequence
 import torch
 
 from benchmarks import finetune_throughput, pretrain_throughput
-from benchmarks.common import bf16_native, machine, peak_memory, reset_peak_memory
+from benchmarks.common import bf16_native, chosen_device, machine, peak_memory, reset_peak_memory
 
 SUITE_SIZES = {
     "micro": dict(pretrain=[(64, 8)], pretrain_args=["--max-words", "20000", "--rounds", "2", "--warmup", "1",
@@ -239,11 +239,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser().error("--device cuda: no CUDA device visible")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    device = chosen_device(args, parser())
     from ablations.places import resolve_work_dir
 
     args.size = args.size or ("base" if device.type == "cuda" else "mini")
