@@ -70,7 +70,7 @@ def _sweep_on_slurm(args: argparse.Namespace, spec) -> int:
                           "--storage postgresql+psycopg2://user:password@host/db (or set BIOABLATE_SWEEP_STORAGE)")
     redact(url)
     cfg = launcher_layer(build_config("micro", [o for o in spec.cli_overrides if o.startswith("launcher.")],
-                                       task="sweep", work_dir=args.work_dir, tracking_uri=args.tracking_uri), args)
+                                       task=spec.task, work_dir=args.work_dir, tracking_uri=args.tracking_uri), args)
     work_dir = resolve_work_dir(cfg)
     tracking_uri = resolve_tracking_uri(cfg, work_dir)
     check_shared_store(tracking_uri)
