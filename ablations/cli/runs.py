@@ -222,9 +222,12 @@ def cmd_table(args: argparse.Namespace) -> int:
     from ablations import api
     from ablations.tables import FORMATS
     from core.errors import UnknownNameError
+    from core.files import writable_dir
 
     if args.format not in FORMATS:  # before loading anything
         raise UnknownNameError("table format", args.format, FORMATS)
+    if args.out:  # before the store is read: a table with nowhere to go is refused first
+        writable_dir(Path(args.out), "table folder (--out)")
     table_statistics(args, None)
     profile, overrides = args.profile, list(args.overrides)
     if profile is None:  # the invocation the store has runs of, before loading under any profile

@@ -102,8 +102,8 @@ def test_table_out_naming_an_existing_file_is_one_line(micro_store, data_dir):
     taken.write_text("mine\n")
     done = table(work, data_dir, "--out", str(taken))
     assert done.returncode == 2 and done.stdout == "" and taken.read_text() == "mine\n"
-    assert stderr_lines(done) == [f"bioablate: error: --out {taken}: is a file; give a folder (it gets table.md, "
-                                  ".tex, .csv; figure .png, .svg, .pdf)"]
+    assert stderr_lines(done) == [f"bioablate: error: table folder (--out) {taken} is a file; name a folder "
+                                  "(it is created if missing)"]
 
 
 def test_no_run_in_the_store_renders_the_default_profile_and_says_so(tmp_path, data_dir):
