@@ -92,7 +92,7 @@ def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, 
 
     from ablations.tables.inference import ALPHA
 
-    out_dir = shared_work / "tables" / experiment.name
+    out_dir = shared_work / "tables" / f"{experiment.name}-micro"
     md = (out_dir / "table.md").read_text()
     records = list(csv.DictReader((out_dir / "table.csv").open()))
     baseline = experiment.layout.baseline
@@ -120,7 +120,7 @@ def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, 
                for r in records if r["mean"] and r["row"] != results.BLURB_ROW)
     assert "Agreement with the paper:" in md and all(r["agreement"] for r in records if r["paper"])
     for cell in collect(experiment):  # every run logged its compute
-        assert cell.compute["compute/flops"] > 0 and cell.compute["compute/device"], cell.compute
+        assert cell.compute["system/compute/flops"] > 0 and cell.compute["system/compute/device"], cell.compute
     # with --cost: the compute rows and the score-vs-compute figure; --stats: every result from the cache
     args = [str(path), "--profile", "micro", "--work-dir", str(shared_work), "--data-dir",
             str(data_dir)]
