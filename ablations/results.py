@@ -69,7 +69,7 @@ class CellRun:
     fingerprint: str | None = None
     wall_time_s: float | None = None
     fold: int | None = None        # the fold (1-based) of a cross-validated task; None: the task has no folds
-    compute: dict[str, float | str] = field(default_factory=dict)  # the run's `compute/*` metrics and device
+    compute: dict[str, float | str] = field(default_factory=dict)  # the run's `system/compute/*` metrics and device
 
     @property
     def seed_label(self) -> str:

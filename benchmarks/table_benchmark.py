@@ -9,7 +9,7 @@ each, the profile's randomly initialised BERT, capped data at `mini` (TABLE_SETT
 minutes, not hours). The same cells run two ways, back to back (`--repeats` alternates them again):
 
 - **ours**: one `bioablate run` of the table's experiment (written to the output folder from
-  TABLE_SETTINGS), one process executing every cell; each run's timing profile (`time/*`, logged to
+  TABLE_SETTINGS), one process executing every cell; each run's timing profile (`system/time/*`, logged to
   MLflow by lightning_modules/timing.py) gives the breakdown;
 - **hf**: one `python -m benchmarks.hf_cell` process per cell, in turn, as a researcher's shell loop
   over `run_ner.py` / `run_glue.py`: the `hf-strong` Trainer, dev evaluated every epoch, the best
@@ -34,6 +34,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.common import bf16_native, machine
+from core.hardware import TIME_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("bc5-chem", "chemprot")
@@ -117,7 +118,7 @@ def run_ours(args: argparse.Namespace, env: dict[str, str], keys: dict[str, obje
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = []
     for run in client.search_runs(experiments, "tags.kind = 'finetune'", order_by=["attributes.start_time ASC"]):
-        seconds = {k.removeprefix("time/"): v for k, v in run.data.metrics.items() if k.startswith("time/")}
+        seconds = {k.removeprefix(TIME_PREFIX): v for k, v in run.data.metrics.items() if k.startswith(TIME_PREFIX)}
         runs.append({"task": run.data.tags["task"], "seed": int(run.data.tags["seed"]), "seconds": seconds,
                      "tokenization_cache": run.data.tags.get("tokenization_cache"),
                      "mlflow_s": (run.info.end_time - run.info.start_time) / 1000,
@@ -192,7 +193,7 @@ def report(out: dict) -> str:
         total = f"| table (one process) | {ours['wall_s']:.1f} | "
         lines.append(total + (f"{table['hf']['wall_s']:.1f} | {table['ratio']:.2f}x | | |" if "hf" in table
                               else "- | - | | |"))
-        lines += ["", "Our time by part (summed over runs; time/* of each run's timing profile):", "",
+        lines += ["", "Our time by part (summed over runs; system/time/* of each run's timing profile):", "",
                   "| part | seconds | share of table |", "|---|---:|---:|"]
         for part, seconds in breakdown(ours).items():
             lines.append(f"| {part} | {seconds:.1f} | {100 * seconds / ours['wall_s']:.0f}% |")

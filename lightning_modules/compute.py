@@ -1,6 +1,6 @@
 """What a run cost: model FLOPs (the count the throughput benchmarks use, times the tokens processed),
 device-seconds, the device and peak memory. `ComputeCounter` is a Lightning callback that counts them while
-a run trains and evaluates; `ComputeCounter.metrics()` gives them as the run logs them (`compute/*`,
+a run trains and evaluates; `ComputeCounter.metrics()` gives them as the run logs them (`system/compute/*`,
 ablations/run/tracking.py `log_compute`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-COMPUTE_PREFIX = "compute/"
+from core.hardware import COMPUTE_PREFIX
 
 
 def transformer_train_flops_per_token(hidden: int, layers: int, intermediate: int, seq_len: int) -> float:

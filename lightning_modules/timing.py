@@ -4,7 +4,7 @@
         with section("model_load"):         # the work, wherever it is done
             ...
         trainer = pl.Trainer(callbacks=[LoopTimer(), ...])
-        run.log_metrics(profile.metrics())  # time/<part>, time/wall
+        run.log_metrics(profile.metrics())  # system/time/<part>, system/time/wall
 
 Sections nest and the time goes to the innermost open one (a profiler's self time): a checkpoint written
 or a metric stored during dev evaluation counts as `checkpoint_writes` / `mlflow_logging`, not twice.
@@ -26,7 +26,10 @@ from typing import ContextManager, Iterator
 import psutil
 import pytorch_lightning as pl
 
-# every part of a profile, in the order a run goes through them; time/<part> and time/wall are logged
+from core.hardware import TIME_PREFIX
+
+# every part of a profile, in the order a run goes through them; system/time/<part> and system/time/wall are
+# logged (MLflow's System metrics tab, beside system/compute/*: lightning_modules/compute.py)
 PARTS = ("process_start_imports", "model_load", "tokenization", "train_steps", "dev_eval", "test",
          "checkpoint_writes", "mlflow_logging", "other")
 _process_start_taken = False  # the first profile of this process carried its start
@@ -70,12 +73,12 @@ class Profile:
             self.leave(part)
 
     def metrics(self) -> dict[str, float]:
-        """time/<part> for every part and time/wall, in seconds, as of now; `other` is wall minus the rest."""
+        """system/time/<part> for every part and system/time/wall, in seconds, as of now; `other` is wall minus the rest."""
         self._switch()
         wall = self.seconds["process_start_imports"] + time.perf_counter() - self.started
         measured = sum(v for k, v in self.seconds.items() if k != "other")
-        return {**{f"time/{k}": round(v, 4) for k, v in self.seconds.items() if k != "other"},
-                "time/other": round(wall - measured, 4), "time/wall": round(wall, 4)}
+        return {**{f"{TIME_PREFIX}{k}": round(v, 4) for k, v in self.seconds.items() if k != "other"},
+                f"{TIME_PREFIX}other": round(wall - measured, 4), f"{TIME_PREFIX}wall": round(wall, 4)}
 
 
 _active: Profile | None = None

@@ -24,6 +24,7 @@ from ablations import results
 from ablations.experiment.definition import Experiment, PlannedCell
 from ablations.experiment.store import Store, run_status
 from core.errors import ConfigError
+from core.hardware import COMPUTE_PREFIX
 
 PRETRAIN, FINETUNE = "pretrain", "finetune"  # PlannedRun.kind: a pretraining stage, a fine-tuning cell
 
@@ -237,7 +238,7 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
     status, reason, value, wall, compute = planned.status, planned.reason, None, None, {}
     run = planned.run
     if run is not None:
-        compute = {k: v for k, v in {**run.data.metrics, **run.data.tags}.items() if k.startswith("compute/")}
+        compute = {k: v for k, v in {**run.data.metrics, **run.data.tags}.items() if k.startswith(COMPUTE_PREFIX)}
         if status == results.FINISHED:
             value = run.data.metrics.get(f"test/{metric}")
             if value is None:

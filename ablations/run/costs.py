@@ -1,11 +1,12 @@
-"""What a run cost, logged at its end: `compute/*` metrics (model FLOPs, tokens, device-seconds, peak
-memory; counted by lightning_modules.compute.ComputeCounter) and the tag `compute/device` naming the
+"""What a run cost, logged at its end: `system/compute/*` metrics (model FLOPs, tokens, device-seconds, peak
+memory; counted by lightning_modules.compute.ComputeCounter) and the tag `system/compute/device` naming the
 device. Tables read them back beside the scores (ablations/tables/cost.py)."""
 
 from __future__ import annotations
 
 from ablations.run.lifecycle import TrackedRun
-from lightning_modules.compute import COMPUTE_PREFIX, ComputeCounter
+from core.hardware import COMPUTE_PREFIX
+from lightning_modules.compute import ComputeCounter
 
 
 def log_compute(run: TrackedRun, counter: ComputeCounter) -> None:

@@ -148,7 +148,7 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     fingerprint this waits for it and then reuses its run; with `wait=False` it raises
     `core.claims.ClaimHeld` instead.
     """
-    with profiled() as profile:  # the run's timing profile, logged as time/* (lightning_modules/timing.py)
+    with profiled() as profile:  # the run's timing profile, logged as system/time/* (lightning_modules/timing.py)
         return _run_finetune(cfg, force, callbacks, tags, stop_exceptions, wait, profile)
 
 
@@ -174,7 +174,8 @@ def _run_finetune(cfg: DictConfig, force: bool, callbacks: Sequence[pl.Callback]
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
            tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...],
            profile: Profile) -> FinetuneResult:
-    read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)  # a data error: no run left behind
+    with section("tokenization"):  # reading the splits (cached for the datamodule) and checking them
+        read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)  # a data error: no run left behind
     params, model_tags = _params(cfg)
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
     with run.tracked(stop_exceptions):

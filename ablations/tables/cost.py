@@ -1,4 +1,4 @@
-"""What each cell and column of a table cost, from the `compute/*` metrics its runs logged
+"""What each cell and column of a table cost, from the `system/compute/*` metrics its runs logged
 (ablations/run/costs.py): model FLOPs, device-seconds, peak memory and the device. A column's pretraining
 stages count towards it once, shown apart from its fine-tuning runs (a stage that several columns share
 counts towards each). Runs logged before these metrics count as unknown, and the rows say how many of them
@@ -11,9 +11,10 @@ from typing import Any, Sequence
 
 from ablations.results import FINISHED, CellRun
 from ablations.tables.stats import TableData
+from core.hardware import COMPUTE_PREFIX
 
-FLOPS, SECONDS, MEMORY, DEVICE = ("compute/flops", "compute/device_seconds", "compute/peak_memory_bytes",
-                                  "compute/device")
+FLOPS, SECONDS, MEMORY, DEVICE = (f"{COMPUTE_PREFIX}{name}" for name in ("flops", "device_seconds",
+                                                                         "peak_memory_bytes", "device"))
 
 
 @dataclass

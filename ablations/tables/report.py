@@ -21,6 +21,7 @@ from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape
 from ablations.tables.vocab_grids import table1_grid, table8_grid
+from core.hardware import COMPUTE_PREFIX
 from datamodules.qa_spans import QA_MERGES, describe_merge
 from datamodules.registry import get_dataset
 from datamodules.task_encoder import scoring_group
@@ -232,7 +233,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
 
 def stage_costs(experiment, plan) -> dict[str, list[tuple[str, dict]]]:
     """Per column, the finished pretraining stages its models were trained in (a continual stage and the
-    stages it continues from) with their `compute/*` metrics: what the column's pretraining cost."""
+    stages it continues from) with their `system/compute/*` metrics: what the column's pretraining cost."""
     from ablations.results import FINISHED
 
     out: dict[str, dict[str, dict]] = {}
@@ -243,7 +244,7 @@ def stage_costs(experiment, plan) -> dict[str, list[tuple[str, dict]]]:
             if stage is not None and stage.status == FINISHED and stage.run is not None:
                 data = stage.run.data
                 out.setdefault(column, {})[stage_name] = {k: v for k, v in {**data.metrics, **data.tags}.items()
-                                                          if k.startswith("compute/")}
+                                                          if k.startswith(COMPUTE_PREFIX)}
     return {column: list(stages.items()) for column, stages in out.items()}
 
 

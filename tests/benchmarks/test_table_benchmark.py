@@ -49,10 +49,12 @@ def test_every_run_has_every_part_and_they_add_up_to_its_wall_time(micro_table: 
         for part in ("model_load", "tokenization", "train_steps", "dev_eval", "test", "checkpoint_writes",
                      "mlflow_logging"):
             assert seconds[part] > 0, (part, run)  # each is timed where that work happens
-        # the MLflow run exists from just after the profile starts to just after it is logged: the profile's
-        # wall time (less the process's start, which comes before the run) agrees with it
+        # the MLflow run exists from just after the splits are read and checked (a data error leaves no run;
+        # timed as tokenization) to just after the profile is logged: the profile's wall time, less the
+        # process's start and that reading, agrees with it
         in_run = seconds["wall"] - seconds["process_start_imports"]
-        assert abs(in_run - run["mlflow_s"]) <= 0.1 * in_run + 0.5, run
+        assert run["mlflow_s"] <= in_run + 0.5, run
+        assert in_run - run["mlflow_s"] <= seconds["tokenization"] + 0.1 * in_run + 0.5, run
     # the process's start belongs to its first run only
     assert runs[0]["seconds"]["process_start_imports"] > 0
     assert all(r["seconds"]["process_start_imports"] == 0 for r in runs[1:])

@@ -44,9 +44,9 @@ def test_flops_are_the_per_token_count_times_each_batch_s_tokens():
     per = lambda n: transformer_train_flops_per_token(16, 2, 32, n)  # noqa: E731
     expected = 4 * (8 * per(8) + 12 * per(12) + 8 * per(8)) + 4 * 10 * per(10) / 3
     metrics = counter.metrics()
-    assert metrics["compute/flops"] == expected
-    assert metrics["compute/train_tokens"] == 4 * 28 and metrics["compute/eval_tokens"] == 40
-    assert metrics["compute/device_seconds"] > 0 and metrics["compute/peak_memory_bytes"] > 2 ** 20
+    assert metrics["system/compute/flops"] == expected
+    assert metrics["system/compute/train_tokens"] == 4 * 28 and metrics["system/compute/eval_tokens"] == 40
+    assert metrics["system/compute/device_seconds"] > 0 and metrics["system/compute/peak_memory_bytes"] > 2 ** 20
 
 
 def test_every_base_encoder_counts_once_not_its_wrappers():

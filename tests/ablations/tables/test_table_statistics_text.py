@@ -22,8 +22,8 @@ LAYOUT = TableLayout(title="t", rows="task", columns="head", baseline="linear", 
 
 
 def run(task, column, seed, value, flops=None):
-    compute = {} if flops is None else {"compute/flops": flops, "compute/device_seconds": 10.0 * seed,
-                                        "compute/peak_memory_bytes": 2.0 ** 30 * seed, "compute/device": "CPU X"}
+    compute = {} if flops is None else {"system/compute/flops": flops, "system/compute/device_seconds": 10.0 * seed,
+                                        "system/compute/peak_memory_bytes": 2.0 ** 30 * seed, "system/compute/device": "CPU X"}
     return CellRun(task, column, task, seed, FINISHED, value, run_id=f"{task}{column}{seed}", compute=compute)
 
 
@@ -47,7 +47,7 @@ def test_cost_rows_sum_each_column_and_count_its_pretraining_apart():
     from dataclasses import replace
 
     data = table_data(replace(LAYOUT, cost=True), RUNS)
-    stage = {"compute/flops": 5e15, "compute/device_seconds": 3600.0, "compute/peak_memory_bytes": 2.0 ** 31}
+    stage = {"system/compute/flops": 5e15, "system/compute/device_seconds": 3600.0, "system/compute/peak_memory_bytes": 2.0 ** 31}
     add_costs(data, RUNS, {"lstm": [("pubmed", stage)]})
     md = render_data(data)
     # linear: 6 runs x 1 TFLOP, device-seconds 10 + 20 + 30 per task -> 120 s; lstm: 12 TFLOP and a 5 PFLOP stage
@@ -67,7 +67,7 @@ def test_pareto_front_keeps_the_columns_nothing_beats_on_both(tmp_path):
     points = [("a", 1.0, 50.0), ("b", 2.0, 60.0), ("c", 3.0, 55.0), ("d", 4.0, 70.0), ("e", 2.0, 40.0)]
     assert [p[0] for p in pareto_front(points)] == ["a", "b", "d"]
     data = table_data(LAYOUT, RUNS)
-    add_costs(data, RUNS, {"lstm": [("pubmed", {"compute/flops": 5e15})]})
+    add_costs(data, RUNS, {"lstm": [("pubmed", {"system/compute/flops": 5e15})]})
     assert [(label, flops) for label, flops, _ in column_points(data)] == [("linear", 6e12), ("lstm", 12e12 + 5e15)]
     assert [p.name for p in plot_compute(data, tmp_path / "table")] == ["compute.png", "compute.svg", "compute.pdf"]
 
