@@ -10,8 +10,6 @@ typo never silently falls back to a default.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -20,6 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from ablations.checks import check_names, check_run_config
 from core.errors import ConfigError
+from core.fingerprints import digest
 from core.packaged import resolve_config
 from core.schema import bounded, load_yaml, merge
 from datamodules.spec import MIN_SEQUENCE
@@ -393,5 +392,4 @@ def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] =
     `exclude`: keys whose content the caller has put into `data_fingerprint` instead) and the data."""
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, FINETUNE_RESULT_KEYS)
              and not under_key(k, exclude) and not at_later_default(k, v)}
-    payload = json.dumps({"config": items, "data": data_fingerprint}, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return digest({"config": items, "data": data_fingerprint})

@@ -1,17 +1,25 @@
-"""Content hashing of files, for the fingerprints that decide whether a cached or finished result still
-applies (datasets, corpora, model directories)."""
+"""Content hashing, for the fingerprints that decide whether a cached or finished result still applies:
+of files (datasets, corpora, model directories) and of values (configs, tokenizers, encoding settings)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 # One process asks for the same hashes again and again (an experiment plans and collects hundreds of runs
 # over a few datasets and models). A file counts as unchanged while its path, size and modification time
 # are; the hash itself is the same as without the memo.
 _MEMO: dict[tuple, str] = {}
+
+
+def digest(value: Any, length: int = 16) -> str:
+    """`length` hex digits of SHA-256 over `value` as canonical JSON (keys sorted; a value JSON cannot write, as
+    its `str`): every run, split and cache fingerprint of a value is this one hash, so stored runs are found
+    again as long as what they hash is."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:length]
 
 
 def files_under(folder: Path) -> list[Path]:

@@ -38,7 +38,7 @@ from transformers import PreTrainedTokenizerBase
 
 from core.console import one_line
 from core.errors import BioablateError
-from core.fingerprints import hash_files
+from core.fingerprints import digest, hash_files
 from core.manifests import damage, manifest_of
 from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
 from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder, make_encoder
@@ -217,8 +217,7 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
                       "lowercase": getattr(tokenizer, "do_lower_case", None)}
     definition["added"] = sorted(tokenizer.get_added_vocab().items())
     definition["class"] = type(tokenizer).__name__
-    payload = json.dumps(definition, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return digest(definition)
 
 
 def split_fingerprint(data_fingerprint: str, split: str, limit: int | None, tokenizer_fp: str,
@@ -227,12 +226,11 @@ def split_fingerprint(data_fingerprint: str, split: str, limit: int | None, toke
     its subsample (`group_by`: of whole groups), the tokenizer, max_length and the encoding choices, and
     the encoding code."""
     subset = {"limit": limit} if group_by is None else {"limit": limit, "group_by": group_by}
-    payload = json.dumps({
+    return digest({
         "format": CACHE_FORMAT, "data": data_fingerprint, "split": split, **subset,
         "tokenizer": tokenizer_fp, "max_length": encoder.max_length, "encoder": type(encoder).__name__,
         "encoding": encoding, "code": hash_files(ENCODER_CODE),
-    }, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    })
 
 
 # ----------------------------------------------------------------------------------------- datamodule

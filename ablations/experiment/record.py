@@ -14,7 +14,6 @@ not run, with the reason, until the table is rendered with the data again.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Optional
@@ -26,6 +25,7 @@ from ablations.experiment.definition import Experiment
 from ablations.experiment.plan import Identities, Plan, RunIdentity
 from core.errors import ConfigError
 from core.files import write_text_atomic
+from core.fingerprints import digest
 
 FORMAT = 1  # the record's layout; a record of another layout is not read
 # where a run goes or how it was launched, not what it computes: the same run from any of them
@@ -48,7 +48,7 @@ def config_digest(cfg: DictConfig) -> str:
     added since plans were recorded counts only off its default, as in the fingerprints (LATER_KEYS)."""
     items = {k: v for k, v in flatten(cfg).items()
              if k.split(".")[0] not in LOCATION_KEYS and not at_later_default(k, v)}
-    return hashlib.sha256(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest(items)
 
 
 def record_plan(experiment: Experiment, plan: Plan) -> Path:

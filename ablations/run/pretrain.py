@@ -13,7 +13,6 @@ uninterrupted one would have. The model is exported, with its model card, to
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -36,6 +35,7 @@ from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
 from core.claims import claim
 from core.errors import ConfigError
+from core.fingerprints import digest
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
 from datamodules.pretrain.data import BatchingSpec
 from datamodules.pretrain.datamodule import PretrainData
@@ -137,9 +137,8 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
         return init_vocab_file(resolve_model_dir(p.init), work_dir)
     if spec.kind == "file":
         return resolve_vocab_file(p.vocab, data_dir)
-    key = json.dumps({"corpus": corpus_fp, **_corpus_settings(cfg), "size": spec.size,
-                      "lowercase": spec.lowercase}, sort_keys=True)
-    out_dir = work_dir / "cache" / "vocab" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    key = digest({"corpus": corpus_fp, **_corpus_settings(cfg), "size": spec.size, "lowercase": spec.lowercase})
+    out_dir = work_dir / "cache" / "vocab" / key
     if not (out_dir / "vocab.txt").is_file():
         if not train:
             return None
@@ -197,9 +196,7 @@ def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
              and not (k == "pretrain.init" and init_fp != "scratch")}
-    payload = json.dumps({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path),
-                          "init": init_fp}, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ number of resamples, so re-rendering a table recomputes nothing it computed befo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import multiprocessing
@@ -26,6 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ablations.tables.scored_units import ScoredUnits
+from core.fingerprints import digest as value_digest
 
 # Bootstrap resamples and permutations: N_RESAMPLES for test sets of up to WORK // N_RESAMPLES units, fewer
 # for larger ones (never below MIN_RESAMPLES), so that one resampling scores at most about WORK units and a
@@ -160,7 +160,7 @@ class ResamplingCache:
     def get(self, parts: Sequence, compute: Callable[[], dict | None],
             prepare: Callable[[], object] | None = None) -> dict | None:
         parts = [str(p) for p in parts]
-        digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
+        digest = value_digest(parts, length=24)
         path = self._path(digest)
         if digest in self.memory:
             return self.memory[digest]

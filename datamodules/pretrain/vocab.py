@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable
 from tokenizers import BertWordPieceTokenizer, Tokenizer
 
 from core.errors import ConfigError
+from core.fingerprints import file_sha256
 from datamodules.textfiles import read_text_lines
 
 if TYPE_CHECKING:  # imported where used: the shard builder's worker processes import this module, and
@@ -97,7 +97,7 @@ def hf_tokenizer(vocab_path: Path, lowercase: bool) -> "BertTokenizer":
 
 
 def file_hash(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    return file_sha256(Path(path))[:16]
 
 
 def resolve_vocab_file(value: str, data_dir: Path | None) -> Path:

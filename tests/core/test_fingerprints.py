@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
+from pathlib import Path
 
-from core.fingerprints import files_under, hash_files
+from core.fingerprints import digest, files_under, hash_files
 
 
 def test_files_under_lists_what_sorted_rglob_lists_in_the_same_order(tmp_path, data_dir):
@@ -32,3 +34,42 @@ def test_hash_files_follows_content_and_names_not_timestamps(tmp_path):
     assert hash_files([a, b]) != before
     assert hash_files([b, a]) != hash_files([a, b])
     assert hash_files([a], seed=b"x") != hash_files([a])
+
+
+def test_digest_is_canonical_json_hashed_and_pinned():
+    """Run, split and cache fingerprints are this digest: its value for a value may never change (stored
+    runs would not be found again), and key order and values JSON cannot write do not break it."""
+    value = {"config": {"finetune.lr": 3e-05, "seed": 42}, "data": "0123456789abcdef", "path": Path("/x")}
+    assert digest(value) == "513b58d31a3ffcd7"
+    assert digest(dict(reversed(value.items()))) == digest(value)
+
+
+# their source bytes are hashed into pinned corpus and shard fingerprints: left as they are
+FROZEN = {"datamodules/pretrain/corpora.py", "datamodules/pretrain/formats.py",
+          "datamodules/pretrain/corpus_specs.py", "datamodules/pretrain/shards.py"}
+
+
+def _is_call(node: ast.AST, module: str, name: str) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == module)
+
+
+def _hashes_json(function: ast.AST) -> bool:
+    """`function` hashes JSON with SHA-256: `sha256(json.dumps(...))`, or of a name it set to `json.dumps(...)`."""
+    written = {target.id for node in ast.walk(function) if isinstance(node, ast.Assign)
+               and any(_is_call(n, "json", "dumps") for n in ast.walk(node.value))
+               for target in node.targets if isinstance(target, ast.Name)}
+    return any(_is_call(n, "json", "dumps") or isinstance(n, ast.Name) and n.id in written
+               for call in ast.walk(function) if _is_call(call, "hashlib", "sha256")
+               for argument in call.args for n in ast.walk(argument))
+
+
+def test_the_digest_of_a_value_is_written_once():
+    """No function hashes JSON by hand beside `core.fingerprints.digest` (a copy drifts: a missing
+    `sort_keys` or `default=str` changes fingerprints or fails on a Path)."""
+    root = Path(__file__).resolve().parents[2]
+    copies = [f"{rel}:{function.name}" for layer in ("core", "datamodules", "lightning_modules", "ablations")
+              for path in (root / layer).rglob("*.py") for rel in [str(path.relative_to(root))] if rel not in FROZEN
+              for function in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+              if isinstance(function, ast.FunctionDef) and _hashes_json(function)]
+    assert copies == ["core/fingerprints.py:digest"]
