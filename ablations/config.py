@@ -19,6 +19,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from ablations.checks import check_names, check_run_config
 from core.errors import ConfigError
 from core.fingerprints import digest
+from core.identity import field_marks, marked
 from core.packaged import resolve_config
 from core.schema import bounded, load_yaml, merge
 from datamodules.spec import MIN_SEQUENCE
@@ -36,35 +37,15 @@ MIN_CORPUS_WORDS = 1000
 MAX_EPOCHS = 1000
 
 
-# One rule for every run's identity: each schema field says which kinds of run its value decides the result
-# of. A fine-tuning run's fingerprint hashes the keys that decide fine-tuning results, a pretraining run's
-# those that decide pretraining results (`result_keys`); everything else (where a run goes, how it is shown,
-# speed knobs that never change a number) is left out, so changing it finds the same finished run.
+# One rule for every run's identity (core.identity): each schema field says which kinds of run its value
+# decides the result of. A fine-tuning run's fingerprint hashes the keys that decide fine-tuning results, a
+# pretraining run's those that decide pretraining results (`result_keys`); everything else (how a run is shown,
+# speed knobs that never change a number) is left out, so changing it finds the same finished run. `place`:
+# where a run goes or how it is launched, left out of a recorded plan's config digest too.
 FINETUNE_RUN, PRETRAIN_RUN = "finetune", "pretrain"
 _GROUPS = {"finetune": frozenset({FINETUNE_RUN}), "pretrain": frozenset({PRETRAIN_RUN}),
-           "both": frozenset({FINETUNE_RUN, PRETRAIN_RUN}), "none": frozenset()}
-
-
-def decides(**groups: str):
-    """Class decorator marking every field of a schema dataclass: `finetune=`, `pretrain=`, `both=` or
-    `none=`, each a space-separated list of field names. A field named twice, a name that is no field, or
-    a field left unmarked is an error when the class is defined: a new key must be placed."""
-    def mark(cls: type) -> type:
-        import dataclasses
-
-        table: dict[str, frozenset[str]] = {}
-        for group, names in groups.items():
-            for name in names.split():
-                if name in table:
-                    raise TypeError(f"{cls.__name__}.{name} is marked twice")
-                table[name] = _GROUPS[group]
-        fields = {f.name for f in dataclasses.fields(cls)}
-        if set(table) != fields:
-            raise TypeError(f"{cls.__name__}: unmarked fields {sorted(fields - set(table))}, unknown names "
-                            f"{sorted(set(table) - fields)} (say which runs' results each key decides)")
-        cls.__decides__ = table
-        return cls
-    return mark
+           "both": frozenset({FINETUNE_RUN, PRETRAIN_RUN}), "none": frozenset(), "place": frozenset()}
+decides = field_marks(_GROUPS)
 
 
 @decides(finetune="name_or_path vocab lowercase",
@@ -221,7 +202,8 @@ class LauncherConfig:
 
 
 @decides(finetune="task finetune", pretrain="pretrain", both="seed model trainer",
-         none="profile data_dir work_dir tracking_uri experiment_name datasets keep_checkpoints keep_model launcher")
+         none="profile experiment_name datasets keep_checkpoints keep_model",
+         place="data_dir work_dir tracking_uri launcher")
 @dataclass
 class RunConfig:
     task: str = MISSING
@@ -257,7 +239,7 @@ def result_keys(kind: str, cls: type = RunConfig, prefix: str = "") -> set[str]:
     import dataclasses
     keys: set[str] = set()
     for f in dataclasses.fields(cls):
-        if kind not in cls.__decides__[f.name]:
+        if kind not in _GROUPS[cls.__decides__[f.name]]:
             continue
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         keys |= (result_keys(kind, type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
@@ -271,6 +253,8 @@ PRETRAIN_RESULT_KEYS = result_keys(PRETRAIN_RUN)
 # pretraining settings: a pretrained model enters a fine-tuning run through model.name_or_path, whose files
 # are fingerprinted): what `vary` refuses as an axis and `sweep best` leaves out of the file it writes.
 NON_RESULT_KEYS = dataclass_keys(RunConfig, "") - FINETUNE_RESULT_KEYS
+# Where a run goes or how it was launched, not what it computes: the same run from any of them.
+LOCATION_KEYS = tuple(marked(RunConfig, "place"))
 
 
 def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from core.errors import ConfigError, MissingDataError
 from core.fingerprints import files_under, hash_files
+from core.identity import field_marks, marked
 from datamodules import protocols
 from datamodules.fold_lists import FILE_FOLDS, ListedFolds
 from datamodules.instances import Instance
@@ -40,6 +41,15 @@ Splits = dict[str, list[Instance]]
 Reader = Callable[[Path], Splits]  # a `FILE_FOLDS` dataset's reader also takes the fold: reader(path, k)
 
 
+# What of a dataset identifies the runs on it (core.identity): `shape`, the fields that change what a run
+# trains on or how it is scored (hashed as `_shape_key`, in this order); `content`, what the fingerprint
+# hashes otherwise (files, reader version, definition, protocol); `none`, descriptions and where to look.
+identifies = field_marks(("shape", "content", "none"))
+
+
+@identifies(shape="task_type labels metric metric_args max_length multi_label",
+            content="name reader files package_files definition carve_dev folds fold_index no_dev",
+            none="count_unit paper_counts notes root inner_files licenses labels_from source")
 @dataclass(frozen=True)
 class DatasetSpec:
     """One dataset. `files` are relative to `root` (the data directory for staged datasets)."""
@@ -173,8 +183,8 @@ class DatasetSpec:
     def _shape_key(self) -> str:
         """The spec's fields that change what a run trains on or how it is scored (a built-in dataset's
         max_length edited in blurb.py must not find the runs made at the old length)."""
-        return json.dumps([self.task_type, self.labels, self.metric, self.metric_args, self.max_length,
-                           self.multi_label], sort_keys=True, default=repr)
+        return json.dumps([getattr(self, name) for name in marked(DatasetSpec, "shape")], sort_keys=True,
+                          default=repr)
 
     def code_version(self) -> str:
         """The versions of the code that shapes the instances: the reader's module (`READER_VERSION`,

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from ablations.config import at_later_default, flatten
+from ablations.config import LOCATION_KEYS, at_later_default, flatten
 from ablations.experiment.definition import Experiment
 from ablations.experiment.plan import Identities, Plan, RunIdentity
 from core.errors import ConfigError
@@ -28,8 +28,6 @@ from core.files import write_text_atomic
 from core.fingerprints import digest
 
 FORMAT = 1  # the record's layout; a record of another layout is not read
-# where a run goes or how it was launched, not what it computes: the same run from any of them
-LOCATION_KEYS = ("data_dir", "work_dir", "tracking_uri", "launcher")
 
 
 def record_key(experiment: Experiment) -> dict[str, Any]:
