@@ -1,7 +1,7 @@
 """Values the schema's types and ranges let through but Lightning or transformers would reject once a run
 exists (a FAILED run and a traceback): refused as one ConfigError line naming the key, before any run.
 
-- `check_names`: the task and the `finetune.*` options a config names, before anything heavy is imported
+- `check_names`: the task and the `finetune.*` (or `pretrain.*`) options a config names, before anything heavy is imported
   (a typo answers in well under a second; called first where a run config is built).
 - `check_run_config`: what the config alone decides: the precision and accelerator names Lightning knows,
   `trainer.devices`, and a model width the attention heads divide. Called wherever a run config is built
@@ -46,13 +46,17 @@ def accelerators() -> tuple[str, ...]:
 
 def check_names(cfg: DictConfig) -> None:
     """A fine-tuning config's task (after registering its `datasets` files) and its `finetune.*` options,
-    each checked against the torch-free registries: the checks a run makes again, answered without
-    importing Lightning, MLflow, transformers or torch."""
-    if cfg.get("task") in (None, "pretrain"):
+    or a pretraining config's `pretrain.*` options, each checked against the torch-free registries: the
+    checks a run makes again, answered without importing Lightning, MLflow, transformers or torch."""
+    from lightning_modules.choice_names import CHOICES, check_choices, check_pretrain_choices
+
+    if cfg.get("task") == "pretrain":
+        check_pretrain_choices(cfg.pretrain)
+        return
+    if cfg.get("task") is None:
         return
     from datamodules.custom import register_from_yaml
     from datamodules.registry import get_dataset
-    from lightning_modules.choice_names import CHOICES, check_choices
 
     for dataset_file in cfg.get("datasets") or []:
         register_from_yaml(dataset_file)

@@ -21,8 +21,13 @@ from core.errors import ConfigError
 from core.fingerprints import digest
 from core.identity import field_marks, marked
 from core.packaged import resolve_config
-from core.schema import bounded, load_yaml, merge
+from core.schema import bounded, choice, load_yaml, merge
+from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
+from datamodules.qa_merges import QA_MERGES
+from datamodules.relation_inputs import RE_INPUTS
 from datamodules.spec import MIN_SEQUENCE
+from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS
+from lightning_modules.choice_names import CLASSIFIERS, HEADS, OBJECTIVES, OPTIMIZERS, RE_FEATURES
 
 PRETRAIN_EXPERIMENT = "pretrain"  # the MLflow experiment of pretraining runs (`bioablate pretrain`, experiment stages)
 
@@ -88,17 +93,18 @@ class FinetuneConfig:
     max_train_examples: Optional[int] = bounded(None, ge=1)
     max_eval_examples: Optional[int] = bounded(None, ge=1)
     # Modeling choices of the paper's Sec. 2.4 (Tables 12-14); `bioablate list variants` shows the choices.
-    tagging: str = "bio"  # NER/PICO tagging scheme: bio | bioul | io
-    head: str = "linear"  # NER/PICO classification layer: linear | bilstm | crf | bilstm-crf
-    subtoken_labels: str = "first"  # first: loss on a word's first sub-token; all: on every sub-token
-    re_input: str = "dummify"  # relation input transform: dummify | markers | original
-    re_feature: str = "cls"  # relation featurizer: cls | mention | entity-start (markers only)
-    classifier: str = "linear"  # [CLS]/relation classifier: linear | mlp
+    # Each names an option of its registry (`choice`: the default and the options are the registry's).
+    tagging: str = choice(SCHEMES)  # NER/PICO tagging scheme
+    head: str = choice(HEADS)  # NER/PICO classification layer
+    subtoken_labels: str = choice(SUBTOKEN_LABELS)  # the sub-tokens a word's loss is on (its first, or all)
+    re_input: str = choice(RE_INPUTS)  # relation input transform
+    re_feature: str = choice(RE_FEATURES)  # relation featurizer (entity-start: markers only)
+    classifier: str = choice(CLASSIFIERS)  # [CLS]/relation classifier
     # Extractive QA (datamodules/qa_spans.py): context tokens shared by overlapping windows (null: a third
     # of the window, BioBERT's 128 of 384) and the longest answer span, in tokens (BioBERT: 30).
     qa_stride: Optional[int] = bounded(None, ge=0)
     max_answer_length: int = bounded(30, ge=1)
-    qa_merge: str = "best-snippet"  # a question's answers over its snippets: best-snippet | biobert-sum | bioelectra-pairs
+    qa_merge: str = choice(QA_MERGES)  # a question's answers over its snippets
     # Speed (docs/performance.md): length-bucketed training batches (sorted within large random chunks,
     # batches shuffled); the tokenization cache under <work_dir>/cache/tokenized (never changes a result).
     bucketing: bool = True
@@ -154,15 +160,15 @@ class PretrainConfig:
     vocab: str = "bert-base-uncased"  # staged name | vocab.txt path | train:SIZE[:cased] | init
     lowercase: bool = True
     seq_len: int = bounded(128, ge=MIN_SEQUENCE)
-    objective: str = "bert"  # bert | albert | electra
+    objective: str = choice(OBJECTIVES)  # what is pretrained (docs/pretraining.md)
     nsp: bool = False  # bert only: next-sentence prediction (albert always uses SOP)
-    masking: str = "wwm"  # wwm | wordpiece
+    masking: str = choice(MASKING_MODES)  # whole words or single word pieces
     mask_rate: float = bounded(0.15, gt=0, lt=1)
-    mask_schedule: str = "constant"  # constant | ramp (5% -> 25%, +5% every 20% of training)
+    mask_schedule: str = choice(SCHEDULES)  # the rate over training (ramp: 5% -> 25%, +5% every 20%)
     adversarial: bool = False
     alum: AlumConfig = field(default_factory=AlumConfig)
     init: str = "scratch"  # scratch | an HF-format directory | a named model (general-minilm)
-    optimizer: str = "adamw"  # adamw | lamb
+    optimizer: str = choice(OPTIMIZERS)  # with linear warmup and decay
     lr: float = bounded(6e-4, gt=0)
     weight_decay: float = bounded(0.01, ge=0)
     warmup_ratio: float = bounded(0.1, ge=0, le=1)

@@ -1,7 +1,7 @@
-"""A modelling choice: one config key (`finetune.head`, `finetune.tagging`, ...) and its options, each
-registered with the task types it applies to and the other choices it needs.
+"""A modelling choice: one config key (`finetune.head`, `pretrain.masking`, ...) and its options, each
+registered with the task types it applies to and the other choices it needs (in the same config section).
 
-    HEADS = Choice("head", "layer over the encoder (Table 12)")
+    HEADS = Choice("finetune.head", "layer over the encoder (Table 12)")
     HEADS.register("linear", Layers(...))                                  # every task type
     HEADS.register("crf", Layers(crf=True), task_types=("ner", "pico"))
     RE_FEATURES.register("entity-start", ..., task_types=("re",), requires={"re_input": "markers"})
@@ -18,7 +18,8 @@ then checked without importing torch, Lightning or transformers (a typo answers 
 
 A choice left at its default never fails (a task it does not apply to ignores it); any other value that
 does not apply to the task, or lacks what it requires, is a one-line ConfigError. So a run's recorded
-params always describe the model it trained.
+params always describe the model it trained. A choice that depends on no task (pretraining's masking,
+objective, optimizer) registers its options for every task type and is checked by name (`check_name`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import importlib
 from typing import Iterator, Mapping, TypeVar
 
-from core.errors import ConfigError
+from core.errors import ConfigError, UnknownNameError
 from core.registry import Registry
 
 T = TypeVar("T")
@@ -34,8 +35,11 @@ T = TypeVar("T")
 
 class Choice(Registry[T]):
     def __init__(self, key: str, description: str, implemented_in: str | None = None):
-        super().__init__(f"finetune.{key}")
-        self.key, self.description, self.implemented_in = key, description, implemented_in
+        """`key`: the full config key (`finetune.head`); `self.key` is its name within its section (`head`),
+        as the section's config and `requires` name it."""
+        super().__init__(key)
+        self.section, _, self.key = key.rpartition(".")
+        self.description, self.implemented_in = description, implemented_in
         self._task_types: dict[str, tuple[str, ...] | None] = {}  # every option, declared or registered
         self._requires: dict[str, dict[str, str]] = {}
         self._declared: set[str] = set()  # options whose entry their implementing module registers
@@ -125,6 +129,11 @@ class Choice(Registry[T]):
     def options_for(self, task_type: str) -> list[str]:
         return [n for n in self if self.applies(n, task_type)]
 
+    def check_name(self, name: str) -> None:
+        """Raise a one-line UnknownNameError (naming the options) unless `name` is an option."""
+        if name not in self:
+            raise UnknownNameError(self.kind, name, self)
+
     def check(self, name: str, task_type: str, chosen: Mapping[str, str], dataset: str) -> None:
         """Raise a one-line ConfigError unless option `name` may be used on `dataset` (a `task_type`
         task) beside the other choices `chosen` ({key: value})."""
@@ -140,5 +149,5 @@ class Choice(Registry[T]):
         for key, value in self._requires[name].items():
             if chosen.get(key) != value:
                 others = [n for n in valid if not self._requires[n]]
-                raise ConfigError(f"{self.kind}={name} needs finetune.{key}={value} (finetune.{key} "
+                raise ConfigError(f"{self.kind}={name} needs {self.section}.{key}={value} ({self.section}.{key} "
                                   f"'{chosen.get(key)}' works with {self.key}: {', '.join(others)})")

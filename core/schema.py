@@ -34,6 +34,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from core.choices import Choice
 from core.errors import ConfigError
 
 
@@ -145,6 +146,15 @@ def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, l
     """A dataclass field with `default` whose value must lie in the given range (None always passes:
     an Optional key left unset)."""
     return dataclasses.field(default=default, metadata={RANGE: Range(ge, gt, le, lt)})
+
+
+CHOICE = "choice"  # the dataclass field metadata key `choice` sets
+
+
+def choice(options: Choice) -> Any:
+    """A dataclass field naming one option of `options` (a `core.choices.Choice`): its default is the
+    choice's, and `describe` lists the options from the registry (nothing is written twice)."""
+    return dataclasses.field(default=options.default, metadata={CHOICE: options})
 
 
 def check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") -> None:
@@ -388,10 +398,14 @@ def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str]]:
     """(dotted key, type, description) of every leaf key of `schema`, following nested dataclasses."""
     rows: list[tuple[str, str, str]] = []
     comments = _field_comments(schema)
+    options = {f.name: f.metadata[CHOICE] for f in dataclasses.fields(schema) if CHOICE in f.metadata}
     for name, annotation in _field_types(schema).items():
         nested = _as_schema(annotation)
         if nested is not None:
             rows += describe(nested, f"{prefix}{name}.")
         else:
-            rows.append((f"{prefix}{name}", _type_name(annotation), comments.get(name, "")))
+            text = comments.get(name, "")
+            if name in options:
+                text = " | ".join(options[name]) + (f": {text}" if text else "")
+            rows.append((f"{prefix}{name}", _type_name(annotation), text))
     return rows

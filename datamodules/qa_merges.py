@@ -12,7 +12,7 @@ from core.choices import Choice
 
 EXTRACTIVE = ("qa-extractive",)
 
-QA_MERGES: Choice[Any] = Choice("qa_merge", "how a question's answers are merged over its snippets "
+QA_MERGES: Choice[Any] = Choice("finetune.qa_merge", "how a question's answers are merged over its snippets "
                                             "(extractive QA's BioASQ measures)",
                                 implemented_in="datamodules.qa_spans")
 for _name in ("best-snippet", "biobert-sum", "bioelectra-pairs"):  # the default first

@@ -88,7 +88,7 @@ def markers(instance: RelationInstance) -> RelationText:
 
 
 Transform = Callable[[RelationInstance], RelationText]
-RE_INPUTS: Choice[Transform] = Choice("re_input", "relation input transform (Table 14)")  # standard first
+RE_INPUTS: Choice[Transform] = Choice("finetune.re_input", "relation input transform (Table 14)")  # standard first
 RE_INPUTS.register("dummify", dummify, task_types=("re",))
 RE_INPUTS.register("markers", markers, task_types=("re",))
 RE_INPUTS.register("original", original, task_types=("re",))

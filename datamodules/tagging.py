@@ -95,7 +95,7 @@ class TaggingScheme:
         return starts, pairs, ends
 
 
-SCHEMES: Choice[TaggingScheme] = Choice("tagging", "tagging scheme (Table 13)")  # standard first
+SCHEMES: Choice[TaggingScheme] = Choice("finetune.tagging", "tagging scheme (Table 13)")  # standard first
 for _scheme in (
     TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)"),
     TaggingScheme("bioul", ("B", "I", "L", "U"), "BIO plus L-X (last word) and U-X (one-word mention)"),
@@ -105,7 +105,7 @@ for _scheme in (
 
 
 # finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).
-SUBTOKEN_LABELS: Choice[str] = Choice("subtoken_labels", "which sub-tokens carry a word's tag (evaluation is "
+SUBTOKEN_LABELS: Choice[str] = Choice("finetune.subtoken_labels", "which sub-tokens carry a word's tag (evaluation is "
                                                            "per word either way)")
 SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
 SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)

@@ -11,7 +11,6 @@ ELECTRA: generator MLM loss at the masked positions -> sample replacements (no g
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 import pytorch_lightning as pl
 import torch
@@ -20,15 +19,14 @@ from torch import nn
 from transformers import AlbertForPreTraining, BertForMaskedLM, BertForPreTraining, PreTrainedModel
 
 from core.errors import ConfigError
-from core.registry import Registry
 from core.seeding import batch_seed
 from lightning_modules.algorithms.alum import Alum
+from lightning_modules.choice_names import OPTIMIZERS
 from lightning_modules.optim import adamw_with_linear_warmup, lamb_with_linear_warmup
 from lightning_modules.pretrain_models import Electra, ObjectiveSpec
 
 # `pretrain.optimizer` -> factory(model, lr, weight_decay, warmup_ratio, total_steps) returning what
 # `configure_optimizers` returns
-OPTIMIZERS: Registry[Callable[..., dict]] = Registry("optimizer")
 OPTIMIZERS.register("adamw", adamw_with_linear_warmup)
 OPTIMIZERS.register("lamb", lamb_with_linear_warmup)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -42,11 +42,10 @@ from transformers.models.bert.modeling_bert import BertPooler
 
 from core.errors import ConfigError
 from core.files import publish_dir
-from core.registry import Registry
+from lightning_modules.choice_names import OBJECTIVES
 
-# `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a freshly initialised model
-# with SDPA attention
-OBJECTIVES: Registry[Callable[..., nn.Module]] = Registry("objective")
+# OBJECTIVES: `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a freshly
+# initialised model with SDPA attention
 
 
 # ------------------------------------------------------------------------------------------- objective

@@ -12,7 +12,7 @@
 
 The three `pretrain.*` keys travel together as one `MaskingSpec` (built by `MaskingSpec.from_config`), the
 vocabulary ids corruption needs as one `MaskTokens` (`MaskTokens.from_vocab`). A new masking mode is one
-`MASKING_MODES` entry (a `MaskingMode`); tests/datamodules/pretrain/test_masking.py checks every entry.
+`MASKING_MODES` option (declared in choice_names.py, its `MaskingMode` registered here); tests/datamodules/pretrain/test_masking.py checks every entry.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from core.registry import Registry
 from datamodules.encoders import IGNORE_INDEX
+from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.pretrain.vocab import SPECIAL_TOKENS
 
 # a uniform draw per token [B, L] from (word_start, generator); a token is selected when its draw is below
@@ -41,12 +41,6 @@ class MaskingMode:
 
     def __call__(self, word_start: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         return self.draw(word_start, generator)
-
-
-# pretrain.masking
-MASKING_MODES: Registry[MaskingMode] = Registry("masking")
-# pretrain.mask_schedule: the rate at a training progress (0 at the first step, 1 at the end).
-SCHEDULES: Registry[Callable[[float, float], float]] = Registry("mask_schedule")
 
 
 def _draw_per_token(word_start: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
