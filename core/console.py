@@ -77,7 +77,7 @@ def quiet_libraries() -> None:
 
 @contextmanager
 def libraries_quieted() -> Iterator[None]:
-    """The Python API's quieting (ablations/api.py), for the duration of a call: the noisy libraries' logs
+    """The Python API's quieting (ablations/api/), for the duration of a call: the noisy libraries' logs
     below ERROR (Lightning's "GPU available", its tips, MLflow's database set-up), their warnings and
     transformers' weight-saving bars are off, and put back as they were afterwards (the caller's process
     and its logging are the caller's). Enter it after the libraries are imported: Lightning sets its

@@ -2,8 +2,9 @@
 whose page ends with examples (ablations/cli/help.py; tests/ablations/cli/test_cli.py parses each of them).
 This module holds `main` and the one-line error handling; parser.py builds the argument parser; the
 commands are in runs.py (finetune, pretrain, run, status, table), data.py (data, vocab, list), sweep.py
-and serve.py (ui, server, export, predict). Each command parses nothing itself and calls the study layer
-(ablations/api.py), as SLURM jobs, sweep workers, the benchmarks and the notebook do.
+and serve.py (ui, server, export, predict). Each command parses nothing itself and calls the study layer's
+front door (ablations/api/), as the benchmarks and the notebook do, and imports nothing else of the project
+but `core` (tests/core/test_layering.py).
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED. SIGINT (Ctrl-C) and SIGTERM mark the run KILLED and exit 130 and 143 (128 + the
@@ -105,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             key = getattr(error, "full_key", None)
             print(f"bioablate: error: {key + ': ' if key else ''}{str(error).splitlines()[0]}", file=sys.stderr)
             return EXIT_USER_ERROR
-        from ablations.run.tracking import store_failure
+        from ablations import api
 
-        reason = store_failure(error)
+        reason = api.store_failure(error)
         if reason is None:
             raise
         print(f"bioablate: error: {reason}", file=sys.stderr)

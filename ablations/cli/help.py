@@ -31,9 +31,9 @@ class VersionAction(argparse.Action):
                          help="print the version (and the git commit, in a checkout) and exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from ablations.cli.catalog import version
+        from ablations import api
 
-        print(version())
+        print(api.version())
         parser.exit()
 
 

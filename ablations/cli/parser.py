@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ablations import api
 from ablations.cli.help import VersionAction, describe_commands, examples
 
 
@@ -116,8 +117,8 @@ def _pretrain_command(sub) -> None:
     pt.add_argument("--corpus", help="a corpus name (bioablate list corpora) or a corpus YAML; a+b mixes, "
                                      "a>b continues (e.g. general>pubmed)")
     pt.add_argument("--vocab", help="staged vocabulary, vocab.txt path, train:SIZE[:cased], or init")
-    pt.add_argument("--masking", help="wwm | wordpiece")
-    pt.add_argument("--objective", help="bert | albert | electra")
+    pt.add_argument("--masking", help=" | ".join(api.options("pretrain.masking")))
+    pt.add_argument("--objective", help=" | ".join(api.options("pretrain.objective")))
     pt.add_argument("--adversarial", action="store_true", default=None, help="ALUM adversarial pretraining")
     pt.add_argument("--init", help="scratch, or a checkpoint (HF directory / named model) to continue from")
     pt.add_argument("--devices", help="Lightning devices (e.g. 2)")

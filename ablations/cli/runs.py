@@ -8,26 +8,24 @@ import argparse
 import sys
 from pathlib import Path
 
+from ablations import api
+from core.claims import EXIT_CLAIM_HELD
+from core.distributed import is_ddp_worker
+from core.errors import ConfigError, UnknownNameError
+from core.files import writable_dir
+
 # the scores `bioablate finetune` prints: the primary one, F1 with its parts, extractive QA's measures
 SHOWN = ("score", "f1", "precision", "recall", "strict", "lenient", "mrr", "em")
 TABLE_FILES = "table.md, .tex, .csv; figure .png, .svg, .pdf"  # what a rendered table writes
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from ablations.config import build_config
-    from ablations.places import resolve_work_dir
-    from core.errors import ConfigError
-
     if args.task is None and not args.config:
         raise ConfigError("--task is required (or a --config file that sets `task`)")
-    cfg = build_config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
-                       data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
-                       **{"model.name_or_path": args.model,
-                          "datasets": args.datasets})
-    from ablations.run.dashboard import browse_lines
-    from ablations.run.finetune import run_finetune  # Lightning, MLflow, transformers: after a config error
-
-    result = run_finetune(cfg, force=args.force, wait=args.wait)
+    cfg = api.config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
+                     data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                     **{"model.name_or_path": args.model, "datasets": args.datasets})
+    result = api.finetune(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
     state = "reused finished run" if result.reused else "finished"
@@ -39,27 +37,29 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     print("  best dev: " + (", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items()) if k in SHOWN)
                             or "none (the dataset has no dev split: test scores the last epoch)"))
     print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items()) if k in SHOWN))
-    print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
+    print("\n".join(api.browse_lines(result, cfg)))
     return 0
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from ablations import api
-    from ablations.places import resolve_work_dir
-    from ablations.run.dashboard import browse_lines
-
     cfg = api.pretrain_config(args.profile, args.overrides, seed=args.seed, data_dir=args.data_dir,
-                       work_dir=args.work_dir, tracking_uri=args.tracking_uri,
-                       **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
-                          "pretrain.masking": args.masking, "pretrain.objective": args.objective,
-                          "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
-                          "trainer.devices": args.devices, "trainer.num_nodes": args.num_nodes,
-                          "trainer.strategy": args.strategy})
+                              work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+                              **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
+                                 "pretrain.masking": args.masking, "pretrain.objective": args.objective,
+                                 "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
+                                 "trainer.devices": args.devices, "trainer.num_nodes": args.num_nodes,
+                                 "trainer.strategy": args.strategy})
     if args.dry_run:
         print("\n".join(api.pretrain_plan(cfg)))
         return 0
     if args.launcher == "slurm":
-        return _pretrain_on_slurm(args, cfg)
+        job = api.pretrain_on_slurm(cfg, args.launcher_config, args.nodes, args.gpus_per_node, args.force)
+        print(job.line())
+        if not args.follow:
+            return 0
+        line, ok = api.follow_pretraining(job)
+        print(line)
+        return 0 if ok else 1
     result = api.pretrain(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
@@ -69,63 +69,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
               f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
     print(f"  model: {result.model_dir}  (bioablate finetune --model {result.model_dir} --task ...)")
-    print("\n".join(browse_lines(result.tracking_uri, result.experiment_id, result.run_id, resolve_work_dir(cfg))))
-    return 0
-
-
-def launcher_layer(cfg, args: argparse.Namespace):
-    """`cfg` with the --launcher-config file's `launcher:` block merged on."""
-    from ablations.config import merge_layer
-    from core.errors import ConfigError
-    from core.schema import load_yaml
-
-    if not args.launcher_config:
-        return cfg
-    layer = load_yaml(args.launcher_config)
-    if set(layer.keys()) != {"launcher"}:
-        raise ConfigError(f"{args.launcher_config}: expected one top-level key, `launcher:` (found "
-                          f"{', '.join(map(str, layer.keys())) or 'none'})")
-    return merge_layer(cfg, layer, args.launcher_config)
-
-
-def _pretrain_on_slurm(args: argparse.Namespace, cfg) -> int:
-    from ablations.launch import submit_pretraining, wait_for
-    from ablations.launch.slurm import result_of
-    from ablations.places import resolve_work_dir
-    from core.errors import ConfigError
-
-    cfg = launcher_layer(cfg, args)
-    launcher = cfg.launcher
-    nodes = args.nodes or launcher.nodes
-    tasks = args.gpus_per_node or launcher.gpus_per_node or max(1, launcher.gpus_per_run)
-    if nodes < 1 or tasks < 1:
-        raise ConfigError(f"--nodes and --gpus-per-node must be at least 1 (got {nodes}, {tasks})")
-    cfg.trainer.num_nodes, cfg.trainer.devices = nodes, tasks
-    if nodes * tasks > 1:
-        cfg.trainer.strategy = "ddp"
-    if not launcher.gpus_per_run:
-        cfg.trainer.accelerator = "cpu"
-    if args.force:
-        raise ConfigError("--force is not supported with --launcher slurm; remove the run's MLflow run instead")
-    folder = resolve_work_dir(cfg) / "slurm" / "pretrain"
-    job = submit_pretraining(cfg, folder, nodes, tasks)
-    print(f"submitted pretraining job {job}: {nodes} node(s) x {tasks} rank(s); logs: {folder / 'logs'}")
-    if args.follow:
-        wait_for([job])
-        outcome = result_of(folder / "logs", job)
-        print(f"job {job}: {outcome.state if outcome else 'ended without a result'}"
-              + (f": {outcome.reason}" if outcome and outcome.reason else ""))
-        return 0 if outcome is not None and outcome.state == "ENDED" else 1
+    print("\n".join(api.browse_lines(result, cfg)))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ablations import api
-    from ablations.experiment.workers import check_parallelism
-    from core.claims import EXIT_CLAIM_HELD
-    from core.distributed import is_ddp_worker
-
-    check_parallelism(args.devices, args.ddp, args.runs_per_device)  # before the experiment loads
+    api.check_parallelism(args.devices, args.ddp, args.runs_per_device)  # before the experiment loads
     table_statistics(args, None)
     overrides = list(args.overrides)
     if args.ddp:
@@ -140,17 +89,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
-    from ablations.tables import render_experiment
-    from ablations.tables.report import table_dir
-
     summary = api.run(experiment, devices=args.devices, ddp=args.ddp, runs_per_device=args.runs_per_device,
                       wait=args.wait)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
         return 0
     print("\n".join(summary.lines()))
     print()
-    print(render_experiment(experiment, summary.tracking_uri, fmt="markdown"), end="")  # also saved and logged
-    print(f"table files: {table_dir(experiment)}/ ({TABLE_FILES})")
+    _print_table(api.table(experiment))
     print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
           f"parent run {summary.parent_run_id}")
     if summary.only_held:
@@ -158,34 +103,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if summary.ok else 1
 
 
-def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
-    from ablations.experiment import Store, resolve
-    from ablations.launch import status_lines, submit_experiment, wait_for
-    from ablations.results import FINISHED
-    from ablations.tables import render_experiment
-    from ablations.tables.report import table_dir
-    from core.errors import ConfigError
+def _print_table(table) -> None:
+    print(table.text, end="")  # also saved and logged
+    print(f"table files: {table.out_dir}/ ({TABLE_FILES})")
 
+
+def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
     if args.ddp or args.devices != 1 or args.runs_per_device != 1:
         raise ConfigError("--devices/--ddp/--runs-per-device do not apply with --launcher slurm: "
                           "set launcher.gpus_per_run")
-    launcher = launcher_layer(experiment.shared_config(), args).launcher
-    submission = submit_experiment(experiment, launcher)
+    submission = api.experiment_on_slurm(experiment, args.launcher_config)
     print("\n".join(submission.lines()))
     if not args.follow:
         print(f"follow with: bioablate status {experiment.path} --profile {experiment.profile}"
               + (f" --work-dir {args.work_dir}" if args.work_dir else "")
               + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
         return 0
-    wait_for(submission.job_ids())
-    lines = status_lines(experiment)
+    lines, ok = api.follow_experiment(experiment, submission.job_ids())
     print("\n".join(lines))
-    _, tracking_uri = experiment.store()
     print()
-    print(render_experiment(experiment, tracking_uri, fmt="markdown"), end="")  # also saved and logged
-    print(f"table files: {table_dir(experiment)}/ ({TABLE_FILES})")
-    plan = resolve(experiment, Store(tracking_uri))
-    return 0 if all(p.status == FINISHED for p in [*plan.stages.values(), *plan.cells]) else 1
+    _print_table(api.table(experiment))
+    return 0 if ok else 1
 
 
 def _max_runs(args: argparse.Namespace) -> dict:
@@ -194,8 +132,6 @@ def _max_runs(args: argparse.Namespace) -> dict:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ablations import api
-
     experiment = api.experiment(args.experiment, profile=args.profile, overrides=args.overrides,
                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                                 **_max_runs(args))
@@ -207,11 +143,8 @@ def table_statistics(args: argparse.Namespace, experiment) -> None:
     """`--correction`, `--effect`, `--cost` over the YAML's table section (checked before anything loads)."""
     from dataclasses import replace
 
-    from ablations.results import CORRECTIONS
-    from core.errors import UnknownNameError
-
-    if getattr(args, "correction", None) is not None and args.correction not in CORRECTIONS:
-        raise UnknownNameError("correction", args.correction, tuple(CORRECTIONS))
+    if getattr(args, "correction", None) is not None and args.correction not in api.corrections():
+        raise UnknownNameError("correction", args.correction, api.corrections())
     if experiment is None or experiment.kind != "finetune":
         return
     given = {"correction": args.correction, "effect": args.effect, "cost": args.cost}
@@ -219,13 +152,8 @@ def table_statistics(args: argparse.Namespace, experiment) -> None:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from ablations import api
-    from ablations.tables import FORMATS
-    from core.errors import UnknownNameError
-    from core.files import writable_dir
-
-    if args.format not in FORMATS:  # before loading anything
-        raise UnknownNameError("table format", args.format, FORMATS)
+    if args.format not in api.table_formats():  # before loading anything
+        raise UnknownNameError("table format", args.format, api.table_formats())
     if args.out:  # before the store is read: a table with nowhere to go is refused first
         writable_dir(Path(args.out), "table folder (--out)")
     table_statistics(args, None)
@@ -253,20 +181,10 @@ def _stored_invocation(args: argparse.Namespace) -> tuple[str | None, list[str]]
     experiment's default profile, said too; several: a one-line error naming them and how to pick one. Read
     from the YAML's name and the store alone: loading the experiment under its default profile can fail
     (its model's package not installed) where the runs in the store are of another profile."""
-    from omegaconf import OmegaConf
-
-    from ablations.experiment import experiment_header, stored_invocations
-    from ablations.places import resolve_tracking_uri, resolve_work_dir
-    from core.errors import ConfigError
-
     overrides = list(args.overrides)
-    _, name, kind = experiment_header(args.experiment)
-    if name is None or kind != "finetune":  # no name: load_experiment says what is wrong; vocab: no runs
+    name, tracking_uri, found = api.stored_invocations(args.experiment, args.work_dir, args.tracking_uri)
+    if name is None:  # no name: loading the experiment says what is wrong; not fine-tuning: no runs
         return None, overrides
-    probe = OmegaConf.create({"work_dir": args.work_dir, "tracking_uri": args.tracking_uri})
-    work_dir = resolve_work_dir(probe)
-    tracking_uri = resolve_tracking_uri(probe, work_dir)
-    found = stored_invocations(tracking_uri, work_dir, name)
     if overrides:
         found = [i for i in found if list(i.overrides) == overrides]
     given = f" with overrides {' '.join(overrides)}" if overrides else ""

@@ -7,30 +7,24 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ablations import api
+
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from ablations.serve.ui import serve
-
-    return serve(args.host, args.port, args.allow_remote, args.work_dir, args.tracking_uri, args.storage,
-                 args.optuna, args.optuna_port)
+    return api.ui(args.host, args.port, args.allow_remote, args.work_dir, args.tracking_uri, args.storage,
+                  args.optuna, args.optuna_port)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    from ablations.serve.ui import serve_shared
-
-    serve_shared(args.backend_store_uri, args.artifacts, args.host, args.port, args.workers, args.allow_remote)
+    api.server(args.backend_store_uri, args.artifacts, args.host, args.port, args.workers, args.allow_remote)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ablations import api
-
     print(api.export(args.run, Path(args.to), args.work_dir, args.tracking_uri))
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from ablations import api
-
     api.predict(Path(args.model), Path(args.input), Path(args.output) if args.output else None, args.task)
     return 0

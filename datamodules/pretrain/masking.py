@@ -53,8 +53,8 @@ def _draw_per_word(word_start: torch.Tensor, generator: torch.Generator | None) 
     return torch.gather(word_draw, 1, word_index)
 
 
-MASKING_MODES.register("wordpiece", MaskingMode(_draw_per_token, whole_word=False))
 MASKING_MODES.register("wwm", MaskingMode(_draw_per_word, whole_word=True))
+MASKING_MODES.register("wordpiece", MaskingMode(_draw_per_token, whole_word=False))
 
 
 @SCHEDULES.register("constant")

@@ -80,3 +80,14 @@ def test_no_import_cycles():
         if module not in state:
             visit(module)
     assert cycles == []
+
+
+def test_the_command_line_goes_through_the_front_door_only():
+    """ablations/cli/ parses arguments and prints: everything it does goes through `ablations.api`, so
+    nothing the CLI can do is missing from the Python API (the benchmarks' and the notebook's door). Of
+    the project it imports its own modules, `ablations.api` (the package, not its parts; `from ablations
+    import api` names the empty `ablations` package on the way) and `core`."""
+    side_doors = sorted(f"{source} imports {target}" for source, targets in _import_graph().items()
+                        if source.startswith("ablations.cli") for target in targets
+                        if not (target.startswith(("ablations.cli", "core")) or target in ("ablations", "ablations.api")))
+    assert side_doors == []

@@ -26,5 +26,5 @@ def test_pairs_the_shards_carry(name, nsp, pairs):
 
 def test_an_unknown_objective_lists_the_known():
     assert list(OBJECTIVES) == ["bert", "albert", "electra"]
-    with pytest.raises(UnknownNameError, match="unknown objective 'elektra'; known: albert, bert, electra"):
+    with pytest.raises(UnknownNameError, match="unknown pretrain.objective 'elektra'; known: albert, bert, electra"):
         ObjectiveSpec("elektra")

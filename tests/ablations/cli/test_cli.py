@@ -12,8 +12,8 @@ from importlib import metadata
 import pytest
 from mlflow.tracking import MlflowClient
 
+from ablations.api.catalog import LISTINGS
 from ablations.cli import build_parser, main
-from ablations.cli.catalog import LISTINGS
 from ablations.cli.help import subcommands
 from ablations.config import RunConfig, dataclass_keys, profile_config
 
@@ -144,7 +144,7 @@ def test_list_columns_are_as_wide_as_their_longest_entry(capsys, what, fields):
 
 
 def test_list_alone_lists_what_can_be_listed(capsys):
-    from ablations.cli.catalog import LISTINGS
+    from ablations.api.catalog import LISTINGS
 
     code, out, _ = run_cli(capsys, "list")
     lines = out.strip().splitlines()

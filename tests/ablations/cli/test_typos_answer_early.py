@@ -37,6 +37,10 @@ def bioablate_fresh(*args: str, data_dir: Path) -> tuple[dict, str]:
     (("finetune", "--task", "gad", "finetune.head=crf"), "unknown finetune.head 'crf' for gad"),
     (("finetune", "--task", "gad", "finetune.re_feature=mentions"), "unknown finetune.re_feature 'mentions'"),
     (("finetune", "--task", "bc5-chem", "finetune.subtoken_labels=every"), "finetune.subtoken_labels"),
+    (("pretrain", "--masking", "bad"), "unknown pretrain.masking 'bad'; known: wordpiece, wwm"),
+    (("pretrain", "--objective", "bertt"), "unknown pretrain.objective 'bertt'; known: albert, bert, electra"),
+    (("pretrain", "pretrain.optimizer=adam"), "unknown pretrain.optimizer 'adam'; known: adamw, lamb"),
+    (("pretrain", "pretrain.mask_schedule=ramps"), "unknown pretrain.mask_schedule 'ramps'"),
 ])
 def test_a_misspelt_task_or_option_answers_without_importing_the_heavy_modules(args, message, data_dir):
     out, err = bioablate_fresh(*args, data_dir=data_dir)
@@ -44,11 +48,12 @@ def test_a_misspelt_task_or_option_answers_without_importing_the_heavy_modules(a
     assert out["heavy"] == [], out
 
 
-def test_the_choices_declared_torch_free_are_the_ones_the_heads_implement():
-    """Every declared option has its entry once lightning_modules.heads is imported, and no option is
+def test_the_choices_declared_torch_free_are_the_ones_their_modules_implement():
+    """Every declared option has its entry once its implementing module is imported, and no option is
     registered there without being declared (the names a typo is checked against are the real ones)."""
-    from lightning_modules import heads  # noqa: F401 -- registers the entries
-    from lightning_modules.choice_names import CHOICES
+    from datamodules.pretrain import masking  # noqa: F401 -- registers the entries
+    from lightning_modules import heads, pretrain, pretrain_models  # noqa: F401
+    from lightning_modules.choice_names import CHOICES, PRETRAIN_CHOICES
 
-    for choice in CHOICES:
+    for choice in (*CHOICES, *PRETRAIN_CHOICES):
         assert choice.names(lambda _: True) == list(choice), choice.key

@@ -23,16 +23,16 @@ from datamodules.pretrain.vocab import resolve_vocab_file
 
 
 def test_known_names():
-    assert list(MASKING_MODES) == ["wordpiece", "wwm"] and list(SCHEDULES) == ["constant", "ramp"]
+    assert list(MASKING_MODES) == ["wwm", "wordpiece"] and list(SCHEDULES) == ["constant", "ramp"]
     check_masking("wwm", "ramp")
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: check_masking("wwn", "constant"), "unknown masking 'wwn'; known: wordpiece, wwm (did you mean 'wwm'?)"),
-    (lambda: check_masking("wwm", "ramps"), "unknown mask_schedule 'ramps'; known: constant, ramp"),
-    (lambda: masking_rate(0.5, "linear"), "unknown mask_schedule 'linear'; known: constant, ramp"),
+    (lambda: check_masking("wwn", "constant"), "unknown pretrain.masking 'wwn'; known: wordpiece, wwm (did you mean 'wwm'?)"),
+    (lambda: check_masking("wwm", "ramps"), "unknown pretrain.mask_schedule 'ramps'; known: constant, ramp"),
+    (lambda: masking_rate(0.5, "linear"), "unknown pretrain.mask_schedule 'linear'; known: constant, ramp"),
     (lambda: select_positions(torch.ones(1, 4, dtype=torch.bool), torch.ones(1, 4, dtype=torch.bool), 0.5, "span"),
-     "unknown masking 'span'; known: wordpiece, wwm"),
+     "unknown pretrain.masking 'span'; known: wordpiece, wwm"),
 ])
 def test_unknown_names_list_the_known_ones(call, message):
     with pytest.raises(UnknownNameError) as error:
@@ -123,9 +123,9 @@ def test_masking_spec_from_config_and_its_checks():
     spec = MaskingSpec.from_config(cfg.pretrain)
     assert spec == MaskingSpec("wordpiece", 0.2, "ramp") and spec.rate_at(0.5) == masking_rate(0.5, "ramp", 0.2)
     assert MaskingSpec.from_config(build_config("micro", task="pretrain").pretrain) == MaskingSpec()
-    with pytest.raises(UnknownNameError, match="unknown masking 'span'"):
+    with pytest.raises(UnknownNameError, match="unknown pretrain.masking 'span'"):
         MaskingSpec("span")
-    with pytest.raises(UnknownNameError, match="unknown mask_schedule 'linear'"):
+    with pytest.raises(UnknownNameError, match="unknown pretrain.mask_schedule 'linear'"):
         MaskingSpec("wwm", 0.15, "linear")
     tokens = MaskTokens.from_vocab(["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"])
     assert tokens == MaskTokens(5, (0, 2, 3, 4, 5)) and tokens.replace_low == 6
@@ -143,7 +143,7 @@ def test_masking_rate_schedule():
     assert [masking_rate(p, "ramp") for p in (0, 0.19, 0.2, 0.5, 0.79, 0.8, 0.99)] == \
         pytest.approx([0.05, 0.05, 0.10, 0.15, 0.20, 0.25, 0.25])
     assert masking_rate(0.7, "constant", 0.15) == 0.15
-    with pytest.raises(UnknownNameError, match="unknown mask_schedule 'linear'"):
+    with pytest.raises(UnknownNameError, match="unknown pretrain.mask_schedule 'linear'"):
         masking_rate(0.1, "linear")
 
 

@@ -9,8 +9,20 @@
     print(api.table(experiment).text)           # the paper's table, ours beside the paper's numbers
     api.export(result.run_id, Path("my-model")); api.predict(Path("my-model"), Path("in.txt"))
 
-The command line (ablations/cli/) parses its arguments, calls these and prints what they return; the
-benchmarks and the report notebook call them as they are. Nothing here parses arguments or prints.
+The command line (ablations/cli/) parses its arguments, calls these and prints what they return, and
+imports nothing else of the project but `core` (tests/core/test_layering.py); the benchmarks and the
+report notebook call them as they are. Nothing here parses arguments or prints. Runs, experiments,
+tables, sweeps and models are here; beside them, re-exported here:
+
+- catalog.py: what there is (`listing`: `bioablate list`; a choice's `options`; `version`);
+- data.py: the staged data and vocabularies (`data_stats`, `fetch_data`, `train_vocab`, `compare_vocabs`);
+- launch.py: SLURM submissions and their decisions (`pretrain_on_slurm`, `experiment_on_slurm`,
+  `sweep_on_slurm`, and following each);
+- store.py: reading the stores back for reports (`browse_lines`, `stored_invocations`, `sweep_best`, the
+  MLflow `ui` and `server`, `store_failure`).
+
+Every import that takes time (Lightning, MLflow, transformers, torch, the planner) is inside the function
+that needs it: importing this package costs milliseconds, so a command's typo answers at once.
 
 Below this module, SLURM jobs and sweep workers run one run each through the run layer
 (`ablations.experiment.workers.execute`, `ablations.run.finetune.run_finetune`), never through argv:
@@ -21,25 +33,55 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Optional, Sequence
 
-from omegaconf import DictConfig
-
-from ablations.config import PRETRAIN_EXPERIMENT, build_config
-from ablations.experiment.spec import MAX_RUNS
+from ablations.api.catalog import listing, options, version
+from ablations.api.data import compare_vocabs, data_stats, fetch_data, train_vocab
+from ablations.api.launch import (
+    experiment_on_slurm,
+    follow_experiment,
+    follow_pretraining,
+    follow_sweep,
+    pretrain_on_slurm,
+    sweep_on_slurm,
+)
+from ablations.api.store import (
+    browse_lines,
+    server,
+    store_failure,
+    stored_invocations,
+    sweep_best,
+    sweep_commands,
+    ui,
+)
 from core.console import libraries_quieted
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+__all__ = ["Table", "browse_lines", "check_parallelism", "compare_vocabs", "config", "corrections", "data_stats",
+           "experiment", "experiment_on_slurm", "experiments_markdown", "export", "fetch_data", "finetune",
+           "follow_experiment", "follow_pretraining", "follow_sweep", "listing", "options", "plan", "predict", "pretrain",
+           "pretrain_config", "pretrain_on_slurm", "pretrain_plan", "report_tracking_uri", "run", "server",
+           "status", "store_failure", "stored_invocations", "stored_tables", "sweep", "sweep_best",
+           "sweep_commands", "sweep_on_slurm", "sweep_spec", "table", "table_formats", "train_vocab", "ui",
+           "version"]
 
 
 def config(profile: str = "micro", overrides: Sequence[str] = (), config_files: Iterable[Path | str] = (),
            **keys: Any) -> DictConfig:
     """A validated run config: schema defaults, the profile, `config_files`, `key=value` overrides, then
     `keys` (dotted config keys as keyword names: `**{"model.name_or_path": ...}`; None: not given)."""
+    from ablations.config import build_config
+
     return build_config(profile, list(overrides), config_files=config_files, **keys)
 
 
 def pretrain_config(profile: str = "micro", overrides: Sequence[str] = (), **keys: Any) -> DictConfig:
     """A pretraining run's config (`task=pretrain`, logged to the `pretrain` MLflow experiment unless the
     overrides name another)."""
+    from ablations.config import PRETRAIN_EXPERIMENT, build_config
+
     overrides = list(overrides)
     if not any(o.startswith("experiment_name=") for o in overrides):
         overrides.insert(0, f"experiment_name={PRETRAIN_EXPERIMENT}")
@@ -74,13 +116,15 @@ def pretrain_plan(cfg: DictConfig) -> list[str]:
 
 def experiment(path: Path | str, profile: Optional[str] = None, overrides: Sequence[str] = (),
                data_dir: Optional[str] = None, work_dir: Optional[str] = None, tracking_uri: Optional[str] = None,
-               max_runs: Optional[int] = MAX_RUNS):
+               max_runs: Optional[int] | Literal["default"] = "default"):
     """An experiment YAML (or a packaged experiment's name), validated for `profile` (default: its own):
-    every mistake is a one-line ConfigError before anything runs."""
+    every mistake is a one-line ConfigError before anything runs. A grid of more than `max_runs` fine-tuning
+    runs is refused ("default": the planner's limit; None: no limit)."""
     from ablations.experiment import load_experiment
+    from ablations.experiment.spec import MAX_RUNS
 
     return load_experiment(path, profile=profile, overrides=list(overrides), data_dir=data_dir, work_dir=work_dir,
-                           tracking_uri=tracking_uri, max_runs=max_runs)
+                           tracking_uri=tracking_uri, max_runs=MAX_RUNS if max_runs == "default" else max_runs)
 
 
 def plan(experiment) -> Iterator[str]:
@@ -88,6 +132,14 @@ def plan(experiment) -> Iterator[str]:
     from ablations.experiment import plan_lines
 
     return plan_lines(experiment)
+
+
+def check_parallelism(devices: int = 1, ddp: bool = False, runs_per_device: int = 1) -> None:
+    """`run`'s devices, DDP and runs per device together (a one-line ConfigError each way they cannot be),
+    checked before an experiment loads."""
+    from ablations.experiment.workers import check_parallelism as check
+
+    check(devices, ddp, runs_per_device)
 
 
 def run(experiment, devices: int = 1, ddp: bool = False, runs_per_device: int = 1, wait: bool = True):
@@ -104,6 +156,20 @@ def status(experiment) -> list[str]:
     from ablations.launch import status_lines
 
     return status_lines(experiment)
+
+
+def table_formats() -> tuple[str, ...]:
+    """The formats `table` renders (markdown, latex, csv)."""
+    from ablations.tables import FORMATS
+
+    return tuple(FORMATS)
+
+
+def corrections() -> tuple[str, ...]:
+    """The multiple-comparison corrections a table's significance marks can use (`table.correction`)."""
+    from ablations.results import CORRECTIONS
+
+    return tuple(CORRECTIONS)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""What there is, as `bioablate list WHAT` and `bioablate --version` print it: the datasets, models,
+"""What there is, as `bioablate list WHAT` and `bioablate --version` print it (ablations/api/ re-exports
+`listing` and `version`): the datasets, models,
 variants and corpora in their registries, the packaged experiments, profiles and sweep spaces
 (core.packaged), every config key of the run schema with its type, its value under a profile and the
 comment beside it in ablations/config.py, and the version.
@@ -15,13 +16,10 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from ablations.config import REPO_ROOT, RunConfig, flatten, with_profile
 from core.packaged import packaged_dir, packaged_names
-from core.schema import describe, load_yaml
 
 DISTRIBUTION = "bioablate"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 ABBREVIATIONS = ("Sec", "e.g", "i.e", "al", "vs", "cf", "Fig", "Eq")
@@ -87,6 +85,13 @@ def variants() -> list[str]:
     return describe_variants().splitlines()
 
 
+def options(key: str) -> list[str]:
+    """The options of the choice at config key `key` (`pretrain.masking`), from its registry."""
+    from lightning_modules.choice_names import CHOICES, PRETRAIN_CHOICES
+
+    return list({choice.kind: choice for choice in (*CHOICES, *PRETRAIN_CHOICES)}[key])
+
+
 def corpora() -> list[str]:
     from datamodules.pretrain.corpora import corpus_names, resolve_corpus
 
@@ -100,6 +105,8 @@ def corpora() -> list[str]:
 
 def experiments() -> list[str]:
     """One line per packaged experiment: name, kind, default profile, description."""
+    from core.schema import load_yaml
+
     rows = []
     for name in packaged_names("experiment"):
         raw = load_yaml(packaged_dir("experiment") / f"{name}.yaml")
@@ -123,6 +130,11 @@ def sweeps() -> list[str]:
 def keys(profile: str = "micro") -> list[str]:
     """Every config key (`key=value` on the command line, or a YAML layer): type, value under `profile`,
     description (the first sentence of the schema's comment)."""
+    from omegaconf import OmegaConf
+
+    from ablations.config import RunConfig, flatten, with_profile
+    from core.schema import describe
+
     values = flatten(with_profile(OmegaConf.structured(RunConfig), profile))
     rows = [(key, kind, "(required)" if values.get(key) == "???" else _value(values.get(key)),
              _first_sentence(text)) for key, kind, text in describe(RunConfig)]
