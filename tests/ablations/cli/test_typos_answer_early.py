@@ -57,3 +57,13 @@ def test_the_choices_declared_torch_free_are_the_ones_their_modules_implement():
 
     for choice in (*CHOICES, *PRETRAIN_CHOICES):
         assert choice.names(lambda _: True) == list(choice), choice.key
+
+
+def test_list_variants_shows_every_choice_with_its_registrys_options():
+    from ablations import api
+    from lightning_modules.choice_names import CHOICES, PRETRAIN_CHOICES
+
+    listed = {line.split()[0]: line.split(None, 1)[1] for line in api.listing("variants") if not line.startswith(" ")}
+    assert [c.kind for c in (*CHOICES, *PRETRAIN_CHOICES)] == list(listed)
+    assert listed["pretrain.masking"] == "wwm, wordpiece" and listed["pretrain.optimizer"] == "adamw, lamb"
+    assert api.options("pretrain.objective") == ["bert", "albert", "electra"]
