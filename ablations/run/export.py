@@ -22,6 +22,11 @@ formats, recorded in `bioablate.json` (`format`):
   (`AutoModel` loads it) plus `head.safetensors`, rebuilt from `lightning_modules.heads` by
   `ablations.run.predict.load_model`.
 
+Which format, and where each head weight goes in the transformers class (`HeadMapping`), is a function of
+the run's `FinetuneSpec` and the encoder's model type, given by the task kind's export part (the block at
+the end of this module; datamodules/task_kinds.py): the same mapping writes an export and reads its head
+back when a later run fine-tunes it further (`carry_head`).
+
 Disk: the encoder's weights in float32 plus the head: about 0.4 GB per run at `base` (BERT-base, 110M
 parameters), about 9 MB at `micro` (the 30k-entry embeddings dominate).
 """
