@@ -144,7 +144,7 @@ def hf_examples(dm, pad_to: int | None, split: str = "train") -> list[dict]:
     """The datamodule's encoded examples of `split` as rows for a HF collator: padded to `pad_to` (as
     `--pad_to_max_length`; tensors for `default_data_collator`) or, with None, unpadded lists for the
     dynamic-padding collators."""
-    token_task = dm.encoder.output_kind == "token"
+    token_task = dm.encoder.position_labels  # a tag per position
     split, pad_id = dm.features[split], dm.tokenizer.pad_token_id
     rows = []
     for i in range(len(split)):
@@ -178,7 +178,7 @@ def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: i
         default_data_collator,
     )
 
-    token_task = dm.encoder.output_kind == "token"
+    token_task = dm.encoder.position_labels  # a tag per position
     c = encoder.config
     config = BertConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
                         num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,

@@ -98,7 +98,7 @@ def _cell(args: argparse.Namespace, output_dir: Path, out: dict) -> None:
     seconds["tokenization"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    token_task = dm.encoder.output_kind == "token"
+    token_task = dm.encoder.position_labels  # a tag per position
     c = encoder.config
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
                         num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,

@@ -19,17 +19,16 @@ ops) and `unpack` once per evaluation, and the datamodule calls `decode` and `sc
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from core.errors import ConfigError
-from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance, TextInstance
-from datamodules.qa_spans import QA_MERGES, ExtractiveQAEncoder
+from datamodules.instances import Instance, PairInstance, RelationInstance, Span, TaggingInstance
+from datamodules.qa_merges import QA_MERGES
 from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
-from datamodules.spec import SPAN_TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
+from datamodules.spec import DatasetSpec
 from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS, get_scheme  # importers find them here too
-from datamodules.task_encoder import RANKING_METRICS, Features, TaskEncoder  # importers find them here too
+from datamodules.task_encoder import Features, TaskEncoder  # importers find them here too
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
 # the one definition, used by the fine-tuning heads and by pretraining's masking too.
@@ -40,11 +39,12 @@ IGNORE_INDEX = -100
 class TaggingEncoder(TaskEncoder):
     """Tags on the tagged positions; `subtoken_labels` picks which positions those are."""
 
-    output_kind = "token"
+    position_labels = True
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
-                 scheme: str = "bio", subtoken_labels: str = "first"):
+                 output_kind: str, scheme: str = "bio", subtoken_labels: str = "first"):
         super().__init__(spec, tokenizer, max_length)
+        self.output_kind = output_kind
         SUBTOKEN_LABELS.get(subtoken_labels)  # an unknown choice fails here
         self.scheme, self.subtoken_labels = get_scheme(scheme), subtoken_labels
         self.tags = self.scheme.tags(spec.labels)
@@ -53,6 +53,9 @@ class TaggingEncoder(TaskEncoder):
     @property
     def num_labels(self) -> int:
         return len(self.tags)
+
+    def label_names(self) -> list[str]:
+        return list(self.tags)
 
     def units(self, word_ids: list[int | None]) -> tuple[list[int], list[int]]:
         """(token positions that carry a tag, the word of each): first sub-tokens, or all sub-tokens."""
@@ -126,23 +129,28 @@ class TaggingEncoder(TaskEncoder):
         return [[s.start, s.end, s.label] for s in prediction]
 
 
+@dataclass(frozen=True)
+class SequenceLabels:
+    """How one output per example is trained and read: a sequence task kind's label handling
+    (datamodules/task_kinds.py registers one per kind). `labels` are the dataset's."""
+
+    width: Callable[[list[str]], int]  # the output layer's width
+    names: Callable[[DatasetSpec], list[str]]  # the output layer's label of each index
+    gold: Callable[[Instance], Any]  # the instance-level answer, as `decode` gives predictions
+    target: Callable[[Any, dict[str, int]], Any]  # a gold answer -> what the loss reads (label ids given)
+    decode: Callable[[Any, list[str]], Any]  # a raw prediction (the head's `predict`) -> an answer
+
+
 class SequenceEncoder(TaskEncoder):
-    """One prediction per sequence: relation extraction, document classification, similarity and QA."""
+    """One prediction per sequence: relation extraction, document classification, similarity and QA.
+    `output_kind` names its task kind; `rule` is that kind's label handling."""
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
-                 re_input: str = "dummify"):
+                 output_kind: str, rule: SequenceLabels, re_input: str = "dummify"):
         super().__init__(spec, tokenizer, max_length)
+        self.output_kind, self.rule = output_kind, rule
         self.labels = list(spec.labels)
         self.label_ids = {label: i for i, label in enumerate(self.labels)}
-        if spec.task_type == "similarity":
-            self.output_kind = "regression"
-        elif spec.metric in RANKING_METRICS:
-            self.output_kind = "ranking"
-            self._check_ranking()
-        elif spec.multi_label:
-            self.output_kind = "multilabel"
-        else:
-            self.output_kind = "classification"
         self.relation = spec.task_type == "re"
         self.transform = get_transform(re_input)
         if self.relation and re_input == "markers":
@@ -151,15 +159,13 @@ class SequenceEncoder(TaskEncoder):
 
     @property
     def num_labels(self) -> int:
-        return 1 if self.output_kind == "regression" else len(self.labels)
+        return self.rule.width(self.labels)
+
+    def label_names(self) -> list[str]:
+        return self.rule.names(self.spec)
 
     def label(self, instance: Instance) -> Any:
-        gold = self.gold(instance)
-        if self.output_kind == "regression":
-            return gold
-        if self.output_kind == "multilabel":
-            return [1.0 if label in gold else 0.0 for label in self.labels]
-        return self.label_ids[gold]
+        return self.rule.target(self.gold(instance), self.label_ids)
 
     def encode(self, instances: Sequence[Instance]) -> list[Features]:
         if self.relation:
@@ -197,32 +203,18 @@ class SequenceEncoder(TaskEncoder):
             })
         return features
 
-    def _check_ranking(self) -> None:
-        positive = self.spec.metric_args.get("positive")
-        if len(self.labels) != 2 or self.labels[-1] != positive:
-            raise ValueError(f"dataset {self.spec.name}: a ranking task has two labels, the relevant one "
-                             f"(metric_args positive={positive!r}) last; got {self.labels}")
-
     def _metric_args(self, instances: Sequence[Instance]) -> dict[str, Any]:
-        """A ranking metric ranks each question's candidates: a pair's group is its first text."""
+        """A metric that scores groups (a ranking ranks each question's candidates) gets each pair's group."""
         args = dict(self.spec.metric_args)
-        if self.output_kind == "ranking":
+        if self.group_by is not None:
             args["groups"] = [getattr(x, self.group_by) for x in instances]
         return args
 
     def decode(self, feature: Features, raw: Any) -> Any:
-        if self.output_kind == "ranking":  # the probability of the relevant label: the candidate's score
-            return float(raw)
-        if self.output_kind == "classification":
-            return self.labels[raw]
-        if self.output_kind == "multilabel":
-            return tuple(label for label, on in zip(self.labels, raw) if on)
-        return raw
+        return self.rule.decode(raw, self.labels)
 
     def gold(self, instance: Instance) -> Any:
-        if isinstance(instance, TextInstance):  # documents carry a tuple of labels, even single-label ones
-            return tuple(instance.labels) if self.output_kind == "multilabel" else instance.labels[0]
-        return float(instance.label) if self.output_kind == "regression" else instance.label
+        return self.rule.gold(instance)
 
 
 @dataclass(frozen=True)
@@ -236,8 +228,9 @@ class EncodingSpec:
     tagging: str = SCHEMES.default
     subtoken_labels: str = SUBTOKEN_LABELS.default
     re_input: str = RE_INPUTS.default
-    # extractive QA's windows: context tokens two windows share (None: a third of the window, BioBERT's
-    # 128 of 384) and the longest answer in tokens (datamodules/qa_spans.py); other tasks ignore them
+    # extractive QA's windows: context tokens two windows share (None in the config: a third of the window,
+    # BioBERT's 128 of 384, resolved by the span kind's window rule, datamodules/task_kinds.py) and the
+    # longest answer in tokens (datamodules/qa_spans.py); other tasks ignore them
     qa_stride: int | None = None
     max_answer_length: int = 30
     # extractive QA: how a question's answers are merged over its snippets (decoding only: the features
@@ -260,30 +253,3 @@ class EncodingSpec:
     def cache_key(self) -> dict[str, str]:
         """The keys that shape the encoded features (what the tokenization cache is keyed by)."""
         return {key: value for key, value in asdict(self).items() if key != "qa_merge"}
-
-
-def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
-                 encoding: EncodingSpec = EncodingSpec()) -> TaskEncoder:
-    if spec.task_type in SPAN_TASK_TYPES:
-        return _span_encoder(spec, tokenizer, max_length, encoding)
-    if spec.task_type in TOKEN_TASK_TYPES:
-        return TaggingEncoder(spec, tokenizer, max_length, encoding.tagging, encoding.subtoken_labels)
-    return SequenceEncoder(spec, tokenizer, max_length, encoding.re_input)
-
-
-def _span_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
-                  encoding: EncodingSpec) -> TaskEncoder:
-    """Extractive QA's encoder; the question keeps at most a quarter of the window (64 tokens, BioBERT's
-    max_query_length, from 256 up), so that a micro window of 64 still holds context."""
-    stride = encoding.qa_stride if encoding.qa_stride is not None else max_length // 3
-    question = min(64, max_length // 4)
-    if stride + question + 3 >= max_length:
-        raise ConfigError(f"finetune.qa_stride = {stride}: windows of {max_length} tokens (finetune.max_length) "
-                          f"hold a question of up to {question} tokens and 3 special tokens, so a stride of "
-                          f"{stride} leaves no new context; set finetune.qa_stride below "
-                          f"{max_length - question - 3} (or null: a third of the window)")
-    if encoding.max_answer_length < 1:
-        raise ConfigError(f"finetune.max_answer_length = {encoding.max_answer_length}: an answer has at "
-                          "least one token; set it to 1 or more (BioBERT: 30)")
-    return ExtractiveQAEncoder(spec, tokenizer, max_length, stride=stride, max_question_tokens=question,
-                               max_answer_length=encoding.max_answer_length, merge=encoding.qa_merge)

@@ -41,9 +41,10 @@ from core.errors import BioablateError
 from core.fingerprints import digest, hash_files
 from core.manifests import damage, manifest_of
 from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
-from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder, make_encoder
+from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder
 from datamodules.instances import Instance
 from datamodules.spec import SPLITS, DatasetSpec
+from datamodules.task_kinds import make_encoder
 
 log = logging.getLogger("bioablate")
 
@@ -105,10 +106,10 @@ class EncodedSplit:
         return float((ids == token_id).sum()) / max(1, ids.numel())
 
     @classmethod
-    def from_features(cls, features: Sequence[Features], token_labels: bool) -> "EncodedSplit":
+    def from_features(cls, features: Sequence[Features], position_labels: bool) -> "EncodedSplit":
         if not features:
             raise ValueError("cannot store an empty split")
-        position_keys = [k for k in features[0] if k in POSITION_PAD or (token_labels and k == "labels")]
+        position_keys = [k for k in features[0] if k in POSITION_PAD or (position_labels and k == "labels")]
         lengths = torch.tensor([len(f["input_ids"]) for f in features], dtype=torch.long)
         columns = {"offsets": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])}
         for key in features[0]:
@@ -276,7 +277,6 @@ class FinetuneDataModule(pl.LightningDataModule):
         if self.instances:
             return
         splits = self.spec.read(self.data_dir)
-        token_labels = self.encoder.output_kind == "token"
         tokenizer_fp = tokenizer_fingerprint(self.tokenizer) if self.cache_dir is not None else ""
         for split in SPLITS:
             if split == "dev" and self.spec.no_dev:  # trained for a fixed number of epochs: nothing to evaluate
@@ -302,7 +302,7 @@ class FinetuneDataModule(pl.LightningDataModule):
                     continue
                 shutil.rmtree(entry, ignore_errors=True)  # unreadable (e.g. a disk filled up): redo it
             self.features[split] = EncodedSplit.from_features(self.encoder.encode(self.instances[split]),
-                                                              token_labels)
+                                                              self.encoder.position_labels)
             self.encode_calls += 1
             self.from_cache[split] = False
             if entry is not None:

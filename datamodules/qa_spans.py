@@ -9,7 +9,8 @@
    the sum of the logits), pooled over an instance's windows into its n-best with softmax probabilities
    (Google's `run_squad.py`, which BioBERT ran), then pooled over a question's snippets by the rule that
    `finetune.qa_merge` names (below), the first `top_k`.
-3. `ExtractiveQAEncoder`: the `TaskEncoder` of the task type, output_kind "span".
+3. `ExtractiveQAEncoder`: the `TaskEncoder` of the task type (its task kind and window rule:
+   datamodules/task_kinds.py).
 4. `word_bounds` -> `whole_word_answers`: `bioablate predict`'s answers, as Hugging Face's
    question-answering pipeline gives them ({answer, score, start, end}), each widened to the tokenizer's
    whole words where the model's span starts or ends inside one (scoring uses the spans as they are).
@@ -38,7 +39,7 @@ instances; the `TaskEncoder` interface assumes one row per instance. What the da
 - `FinetuneDataModule.setup` accepts a cached split when `len(cached) == len(instances)`; it must ask
   `encoder.encoded_instances(cached) == len(instances)` instead (default `len(cached)`), else a windowed
   split is re-encoded on every run.
-- The head for output_kind "span" (lightning_modules/heads.py): a linear layer to 2 logits per position;
+- The span kind's head (lightning_modules/heads.py, `SpanPredictor`): a linear layer to 2 logits per position;
   loss = mean of the cross-entropies of the start logits against `labels[:, 0]` and the end logits
   against `labels[:, 1]` over the attended positions; `predict` returns the [B, T, 2] logits as they are.
 
@@ -295,24 +296,25 @@ class ExtractiveQAEncoder(TaskEncoder):
     (`group_by` = "question_id": task_encoder.QUESTION_LEVEL_METRICS; None under `bioelectra-pairs`, which
     scores each question x snippet pair on its own) and takes each instance's best answer for SQuAD's."""
 
-    output_kind = "span"
-
-    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
-                 stride: int = 128, max_question_tokens: int = 64, max_answer_length: int = 30,
+    def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int, output_kind: str,
+                 stride: int, max_question_tokens: int, max_answer_length: int = 30,
                  n_best: int = 20, top_k: int = 5, merge: str = QA_MERGES.default):
+        """`stride` and `max_question_tokens` as the span kind's window rule set and checked them
+        (datamodules/task_kinds.py: windows leave room for new context)."""
         super().__init__(spec, tokenizer, max_length)
+        self.output_kind = output_kind
         self.merge, self.rule = merge, QA_MERGES.get(merge)
         if not self.rule.pooled:
             self.group_by = None  # each question x snippet pair scored on its own
-        if stride + max_question_tokens + 3 >= max_length:  # 3: [CLS] and two [SEP]
-            raise ValueError(f"stride {stride} + question {max_question_tokens} tokens leave no room for new "
-                             f"context in a window of {max_length}")
         self.stride, self.max_question_tokens = stride, max_question_tokens
         self.max_answer_length, self.n_best, self.top_k = max_answer_length, n_best, top_k
 
     @property
     def num_labels(self) -> int:
         return 2  # a start and an end logit per position
+
+    def label_names(self) -> list[str]:
+        return ["start", "end"]
 
     def encode(self, instances: Sequence[QAInstance]) -> list[Features]:
         windows = encode_windows(self.tokenizer, [x.question for x in instances], [x.context for x in instances],

@@ -23,7 +23,13 @@ DATASETS: Registry[DatasetSpec] = Registry("task")
 def register(spec: DatasetSpec, *, replace: bool = False) -> DatasetSpec:
     """Add a dataset; a name already taken is a ConfigError unless `replace` (re-reading its own file)."""
     if spec.task_type not in TASK_TYPES:
-        raise ValueError(f"dataset {spec.name}: task type {spec.task_type!r} not in {TASK_TYPES}")
+        # a task kind named directly (datamodules/task_kinds.py); imported only here, where a kind registered
+        # in code already imported it, so that naming a built-in dataset stays free of transformers
+        from datamodules.task_kinds import TASK_KINDS
+
+        if spec.task_type not in TASK_KINDS:
+            raise ValueError(f"dataset {spec.name}: task type {spec.task_type!r} is neither one of {TASK_TYPES} "
+                             f"nor a task kind ({', '.join(TASK_KINDS)})")
     METRICS.get(spec.metric)  # a dataset scored by an unknown metric fails here, not after training
     return DATASETS.register(spec.name, spec, replace=replace)
 

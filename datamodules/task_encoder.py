@@ -1,5 +1,6 @@
 """The interface every task encoder implements (`TaskEncoder`), apart from the encoders themselves
-(datamodules/encoders.py, datamodules/qa_spans.py), so that `make_encoder` can import each of them.
+(datamodules/encoders.py, datamodules/qa_spans.py), so that the task kinds (datamodules/task_kinds.py) can
+import each of them.
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ def scoring_group(spec: DatasetSpec) -> str | None:
 class TaskEncoder(ABC):
     """The interface the datamodule and the LightningModule rely on."""
 
-    # What the model predicts per example: "token" (a tag per tagged position), "classification",
-    # "multilabel" or "regression"; picks the head's kind and loss. (Not `finetune.head`, the layer choice.)
+    # The task kind it encodes for (a name in datamodules.task_kinds.TASK_KINDS): what the model predicts per
+    # example, which picks the head, its loss, the export and the decoding. (Not `finetune.head`, the layer
+    # choice.)
     output_kind: str
+    # True: `labels` holds one label per input position (padded as the positions are), not one per example
+    position_labels: bool = False
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int):
         self.spec, self.tokenizer, self.max_length = spec, tokenizer, max_length
@@ -51,6 +55,10 @@ class TaskEncoder(ABC):
     @abstractmethod
     def num_labels(self) -> int:
         """Width of the model's output layer."""
+
+    @abstractmethod
+    def label_names(self) -> list[str]:
+        """The output layer's label of each index (an exported model's id2label)."""
 
     @abstractmethod
     def encode(self, instances: Sequence[Instance]) -> list[Features]:

@@ -1,8 +1,8 @@
 """A fine-tuning run's modelling choices (paper Sec. 2.4, Tables 12-14), built once from the config.
 
     spec = FinetuneSpec.from_config(cfg.finetune, dataset)     # every choice checked against the task
-    encoder = make_encoder(dataset, tokenizer, max_length, spec.encoding)
-    head = spec.head.build(encoder, hidden_size)
+    encoder = make_encoder(dataset, tokenizer, max_length, spec.encoding)  # datamodules.task_kinds
+    head = spec.head.build(encoder, hidden_size)                            # the encoder's task kind's head
 
 The choices themselves live with the layer that uses them, each a `core.choices.Choice` whose options
 declare the task types they apply to: the encoding choices in the data layer (`datamodules.tagging`,

@@ -14,7 +14,8 @@ import); each option's entry is registered here. `HeadSpec` is the head as built
 model is made of, what the export records and what `predict` rebuilds.
 
 What the model predicts per example (a tag per position, classes, labels, a number, or a span's start
-and end: extractive QA, `SpanPredictor`) is the task encoder's `output_kind`, not a choice.
+and end: extractive QA, `SpanPredictor`) is the task kind (datamodules/task_kinds.py), not a choice; each
+kind's head part is attached at the end of this module.
 
 Every head maps hidden states to logits, logits to a loss, and logits to raw predictions. Token heads
 work on the "tagged positions" of a batch (`tag_mask`: each word's first sub-token, or every sub-token),
@@ -23,7 +24,7 @@ compacted into one dense sequence per example so a CRF sees consecutive tags.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -32,6 +33,7 @@ from torch.nn import functional as F
 from torchcrf import CRF
 
 from datamodules.encoders import IGNORE_INDEX
+from datamodules.task_kinds import TASK_KINDS
 
 # the choices' names and where they apply: declared torch-free there, their entries registered here
 from lightning_modules.choice_names import CLASSIFIERS, HEADS, RE_FEATURES
@@ -224,23 +226,83 @@ CLASSIFIERS.register("linear", lambda width, hidden_size, num_labels, dropout: n
 CLASSIFIERS.register("mlp", lambda width, hidden_size, num_labels, dropout: nn.Sequential(
     nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)))
 
-# a sequence task encoder's output_kind; "ranking": trained as classification, predicts the last (positive)
-# class's probability, the candidate's score that a ranking metric orders by
-OUTPUT_KINDS = ("classification", "multilabel", "regression", "ranking")
+@dataclass(frozen=True)
+class SequenceOutput:
+    """What one output per example means to a `SequenceClassifier`: a sequence task kind's loss, decision
+    rule and probabilities (datamodules/task_kinds.py; the kinds take theirs at the end of this module)."""
+
+    loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]  # (logits, labels, weights)
+    predict: Callable[[torch.Tensor], torch.Tensor]  # logits -> the raw prediction the encoder decodes
+    probabilities: Callable[[torch.Tensor], torch.Tensor] | None  # None: no distribution (a number)
+    # the distributions ALUM compares (softmax over the last dimension); None: there are none
+    adversarial_view: Callable[[torch.Tensor], torch.Tensor] | None
+    weighted: bool = False  # the loss takes a weight per class (finetune.class_weights)
+
+
+def _class_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    return F.cross_entropy(logits, labels, weight=weights)
+
+
+def _labels_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    return F.binary_cross_entropy_with_logits(logits, labels.float())
+
+
+def _number_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    return F.mse_loss(logits.squeeze(-1), labels.float())
+
+
+def _best_class(logits: torch.Tensor) -> torch.Tensor:
+    return logits.argmax(-1)
+
+
+def _labels_on(logits: torch.Tensor) -> torch.Tensor:
+    return (logits > 0).long()  # sigmoid(logit) > 0.5
+
+
+def _number(logits: torch.Tensor) -> torch.Tensor:
+    return logits.squeeze(-1)
+
+
+def _relevance(logits: torch.Tensor) -> torch.Tensor:
+    return logits.float().softmax(-1)[..., -1]
+
+
+def _softmax(logits: torch.Tensor) -> torch.Tensor:
+    return logits.float().softmax(-1)
+
+
+def _sigmoid(logits: torch.Tensor) -> torch.Tensor:
+    return logits.float().sigmoid()
+
+
+def _unchanged(logits: torch.Tensor) -> torch.Tensor:
+    return logits
+
+
+def _bernoullis(logits: torch.Tensor) -> torch.Tensor:
+    """One Bernoulli per label, as logits (0, l) -> sigmoid(l)."""
+    return torch.stack([torch.zeros_like(logits), logits], -1)
+
+
+ONE_CLASS = SequenceOutput(_class_loss, _best_class, _softmax, _unchanged, weighted=True)
+LABEL_SET = SequenceOutput(_labels_loss, _labels_on, _sigmoid, _bernoullis)
+A_NUMBER = SequenceOutput(_number_loss, _number, None, None)
+# trained as classification (Bio-ELECTRA's weighted re-ranker weights that loss); predicts the last
+# (relevant) class's probability, the candidate's score that a ranking metric orders by
+RELEVANCE = replace(ONE_CLASS, predict=_relevance)
 
 
 class SequenceClassifier(nn.Module):
     """One prediction for a whole sequence: the layers of a `HEADS` option (without a CRF), a
-    `RE_FEATURES` name and a `CLASSIFIERS` name build it; `output_kind` picks the loss and decision rule."""
+    `RE_FEATURES` name and a `CLASSIFIERS` name build it; `output` (the task kind's) is its loss and
+    decision rule."""
 
     def __init__(self, layers: HeadLayers, feature: str, classifier: str, hidden_size: int, num_labels: int,
-                 dropout: float, output_kind: str, class_weights: tuple[float, ...] | None = None):
+                 dropout: float, output: SequenceOutput, class_weights: tuple[float, ...] | None = None):
         super().__init__()
-        if output_kind not in OUTPUT_KINDS:
-            raise ValueError(f"unknown sequence output kind {output_kind!r}; known: {', '.join(OUTPUT_KINDS)}")
         if layers.crf:
             raise ValueError("a CRF needs a sequence of tags; a sequence task predicts one output")
-        self.output_kind, self.feature = output_kind, feature
+        self.output, self.feature = output, feature
         self.featurizer = RE_FEATURES.get(feature)
         self.layer = layers.layer(hidden_size) if layers.layer is not None else None
         width = (self.layer.out_size if self.layer else hidden_size) * self.featurizer.vectors
@@ -249,8 +311,7 @@ class SequenceClassifier(nn.Module):
         self._register_load_state_dict_pre_hook(_layer_keys_renamed)
         # the cross-entropy's weight per class (finetune.class_weights); training only, never saved
         weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
-        # a ranking head is trained as classification (Bio-ELECTRA's weighted re-ranker weights that loss)
-        if weights is not None and (output_kind not in ("classification", "ranking") or len(weights) != num_labels):
+        if weights is not None and (not output.weighted or len(weights) != num_labels):
             raise ValueError(f"class weights need {num_labels} classes of one label each, got {class_weights}")
         self.register_buffer("class_weights", weights, persistent=False)
 
@@ -263,41 +324,26 @@ class SequenceClassifier(nn.Module):
         return self.out(self.dropout(self.featurize(hidden, batch))).float()
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        labels = batch["labels"]
-        if self.output_kind == "regression":
-            return F.mse_loss(logits.squeeze(-1), labels.float())
-        if self.output_kind == "multilabel":
-            return F.binary_cross_entropy_with_logits(logits, labels.float())
-        return F.cross_entropy(logits, labels, weight=self.class_weights)
+        return self.output.loss(logits, batch["labels"], self.class_weights)
 
     def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The distributions ALUM compares (softmax over the last dimension): the classes; for multi-label
-        tasks one Bernoulli per label, as logits (0, l) -> sigmoid(l). Regression has no distribution."""
-        if self.output_kind == "regression":
+        tasks one Bernoulli per label. Regression has no distribution."""
+        if self.output.adversarial_view is None:
             raise ValueError("adversarial training needs a classification head, not regression")
-        if self.output_kind == "multilabel":
-            return torch.stack([torch.zeros_like(logits), logits], -1)
-        return logits
+        return self.output.adversarial_view(logits)
 
     def probabilities(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """Each class's probability ([B, classes]; softmax), each label's (sigmoid, multi-label), or None
         for regression, which predicts a number."""
-        if self.output_kind == "regression":
-            return None
-        return logits.float().sigmoid() if self.output_kind == "multilabel" else logits.float().softmax(-1)
+        return None if self.output.probabilities is None else self.output.probabilities(logits)
 
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.output_kind == "regression":
-            return logits.squeeze(-1)
-        if self.output_kind == "multilabel":
-            return (logits > 0).long()  # sigmoid(logit) > 0.5
-        if self.output_kind == "ranking":
-            return logits.float().softmax(-1)[..., -1]
-        return logits.argmax(-1)
+        return self.output.predict(logits)
 
 
 class SpanPredictor(nn.Module):
-    """Extractive QA (output_kind "span"): the layers of a `HEADS` option (without a CRF), then a linear
+    """Extractive QA (the span task kind): the layers of a `HEADS` option (without a CRF), then a linear
     layer to a start and an end logit per position, as BERT's SQuAD head. The loss is the mean of the
     start and the end cross-entropy over each window's attended positions (labels [B, 2]: the answer's
     first and last token, 0 = [CLS] where the window lacks it); `predict` returns the [B, T, 2] logits,
@@ -346,7 +392,7 @@ class HeadSpec:
     head: str = HEADS.default
     re_feature: str = RE_FEATURES.default
     classifier: str = CLASSIFIERS.default
-    dropout: float = 0.1
+    dropout: float = field(default=0.1, metadata={"shapes_weights": False})  # training only
 
     @classmethod
     def from_config(cls, finetune_cfg: Any, task_type: str) -> HeadSpec:
@@ -361,12 +407,39 @@ class HeadSpec:
     def metadata(self) -> dict[str, Any]:
         return asdict(self)
 
+    def weight_choices(self) -> dict[str, Any]:
+        """The choices that shape the head's weights (dropout does not): a head built with the same ones
+        loads another's weights (ablations.run.export.carry_head)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("shapes_weights", True)}
+
     def build(self, task_encoder, hidden_size: int, class_weights: tuple[float, ...] | None = None) -> nn.Module:
-        layers = HEADS.get(self.head)
-        if task_encoder.output_kind == "token":
-            allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
-            return TokenTagger(layers, hidden_size, task_encoder.num_labels, self.dropout, allowed)
-        if task_encoder.output_kind == "span":
-            return SpanPredictor(layers, hidden_size, self.dropout)
-        return SequenceClassifier(layers, self.re_feature, self.classifier, hidden_size,
-                                  task_encoder.num_labels, self.dropout, task_encoder.output_kind, class_weights)
+        """The head module of this spec for `task_encoder`'s task kind."""
+        return TASK_KINDS.part(task_encoder.output_kind, "head")(self, task_encoder, hidden_size, class_weights)
+
+
+# ------------------------------------------------------------------ this layer's part of each task kind
+# (datamodules/task_kinds.py): (HeadSpec, task encoder, hidden size, class weights) -> the head module
+
+def _token_head(spec: HeadSpec, task_encoder, hidden_size: int, class_weights) -> nn.Module:
+    allowed = task_encoder.scheme.allowed_transitions(task_encoder.tags)
+    return TokenTagger(HEADS.get(spec.head), hidden_size, task_encoder.num_labels, spec.dropout, allowed)
+
+
+def _span_head(spec: HeadSpec, task_encoder, hidden_size: int, class_weights) -> nn.Module:
+    return SpanPredictor(HEADS.get(spec.head), hidden_size, spec.dropout)
+
+
+def sequence_head(output: SequenceOutput) -> Callable[..., nn.Module]:
+    """The head part of a kind with one output per example, decided by `output`."""
+    def build(spec: HeadSpec, task_encoder, hidden_size: int, class_weights) -> nn.Module:
+        return SequenceClassifier(HEADS.get(spec.head), spec.re_feature, spec.classifier, hidden_size,
+                                  task_encoder.num_labels, spec.dropout, output, class_weights)
+    return build
+
+
+TASK_KINDS.attach("token", head=_token_head)
+TASK_KINDS.attach("span", head=_span_head)
+TASK_KINDS.attach("classification", head=sequence_head(ONE_CLASS))
+TASK_KINDS.attach("multilabel", head=sequence_head(LABEL_SET))
+TASK_KINDS.attach("regression", head=sequence_head(A_NUMBER))
+TASK_KINDS.attach("ranking", head=sequence_head(RELEVANCE))

@@ -8,7 +8,8 @@ Each case fine-tunes a micro model with the option on the first registered datas
 it applies to, exports it with `bioablate export`, and checks that `bioablate predict` on the run's test
 examples returns exactly what the run itself predicted and logged: the option was trained, recorded in the
 model folder, rebuilt from that record and applied the same way. A head added by one registry entry in a
-test module goes through the same path (the last test).
+test module goes through the same path, and so does a task kind added by one entry (the last tests;
+tests/test_task_kinds.py checks that every kind has all of its parts).
 
 The pretraining registries (masking modes, objectives) are walked by
 tests/datamodules/pretrain/test_masking.py (every mode makes a valid mask) and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,13 +33,18 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 
 from ablations.cli import main
 from ablations.config import build_config
-from ablations.run.export import HEAD_FILE, META_FILE
+from ablations.run.cards import CardPart
+from ablations.run.export import HEAD_FILE, META_FILE, ExportPart
 from ablations.run.finetune import run_finetune
+from ablations.run.predict import predict
+from datamodules.encoders import SequenceEncoder, SequenceLabels
 from datamodules.finetune_data import subsample
-from datamodules.registry import dataset_names, get_dataset
+from datamodules.registry import DATASETS, dataset_names, get_dataset, register
 from datamodules.spec import TASK_TYPES
+from datamodules.task_encoder import scoring_group
+from datamodules.task_kinds import TASK_KINDS, TaskKind, kind_name
 from lightning_modules.finetune_spec import CHOICES
-from lightning_modules.heads import HEADS, HeadLayers
+from lightning_modules.heads import HEADS, HeadLayers, SequenceOutput, sequence_head
 
 pytestmark = pytest.mark.slow  # about 10 s a case
 
@@ -51,12 +58,18 @@ def first_dataset(task_type: str) -> str | None:
 
 
 def cases() -> list:
-    """(dataset, overrides) for every task type with its defaults, then every non-default option of every
-    choice on the first task type it applies to (with the options it requires)."""
+    """(dataset, overrides) for every task type with its defaults, the first dataset of every task kind not
+    yet among them, then every non-default option of every choice on the first task type it applies to (with
+    the options it requires)."""
     found = {}
     for task_type in TASK_TYPES:
         if first_dataset(task_type):
             found[f"{task_type}-defaults"] = (first_dataset(task_type), ())
+    covered = {kind_name(get_dataset(task)) for task, _ in found.values()}
+    for kind in TASK_KINDS:
+        task = next((name for name in dataset_names() if kind_name(get_dataset(name)) == kind), None)
+        if kind not in covered and task is not None:
+            found[f"{kind}-kind-defaults"] = (task, ())
     for choice in CHOICES:
         for option in choice:
             if option == choice.default:
@@ -69,8 +82,10 @@ def cases() -> list:
 
 
 def write_test_inputs(task: str, data_dir: Path, path: Path) -> None:
-    """The run's test examples (the same subsample) as JSONL with the task's fields."""
-    instances = subsample(get_dataset(task).read(data_dir)["test"], 40)
+    """The run's test examples (the same subsample: whole groups where the metric scores groups) as JSONL
+    with the task's fields."""
+    spec = get_dataset(task)
+    instances = subsample(spec.read(data_dir)["test"], 40, scoring_group(spec))
     with open(path, "w") as f:
         for instance in instances:
             f.write(json.dumps(dataclasses.asdict(instance)) + "\n")
@@ -100,7 +115,7 @@ def train_export_predict(task: str, overrides, data_dir: Path, tmp_path: Path) -
     got = [json.loads(line) for line in predicted.read_text().splitlines()]
     assert [g["id"] for g in got] == [e["id"] for e in expected]
     predictions, logged_predictions = [g["prediction"] for g in got], [e["prediction"] for e in expected]
-    if meta["output_kind"] == "regression":  # other batch shapes: float sums in another order
+    if all(isinstance(p, float) for p in logged_predictions):  # numbers: other batch shapes sum in another order
         assert predictions == pytest.approx(logged_predictions, rel=1e-5, abs=1e-6)
     else:
         assert predictions == logged_predictions
@@ -134,3 +149,50 @@ def test_a_head_added_by_one_registry_entry_is_trained_exported_loaded_and_predi
         HEADS.unregister("bigru")
     assert meta["format"] == "bioablate"  # transformers has no class with a GRU: encoder + our head file
     assert any(key.startswith("layer.gru.") for key in load_file(str(tmp_path / "model" / HEAD_FILE)))
+
+
+# ------------------------------------------------------------------------------ a new task kind, one entry
+
+def _any_label(instance) -> str:
+    return "yes" if instance.labels else "no"
+
+
+# the new kind's label handling and decision: one logit, trained with a sigmoid; "yes" where it is above 0
+ANY_LABEL = SequenceLabels(width=lambda labels: 1, names=lambda spec: ["any label"], gold=_any_label,
+                           target=lambda gold, ids: float(gold == "yes"),
+                           decode=lambda raw, labels: "yes" if raw else "no")
+ANY_LABEL_OUTPUT = SequenceOutput(loss=lambda logits, labels, weights: nn.functional.binary_cross_entropy_with_logits(
+                                      logits.squeeze(-1), labels.float()),
+                                  predict=lambda logits: (logits.squeeze(-1) > 0).long(), probabilities=None,
+                                  adversarial_view=None)
+
+
+def _any_label_records(model, examples, batch_size):
+    instances = [example.instance for example in examples]
+    return [{"id": x.id, "prediction": model.task_encoder.to_json(p)}
+            for x, p in zip(instances, predict(model, instances, batch_size))]
+
+
+def _any_label_encoder(spec, tokenizer, max_length, encoding, name):
+    return SequenceEncoder(spec, tokenizer, max_length, name, ANY_LABEL, encoding.re_input)
+
+
+def test_a_task_kind_added_by_one_registry_entry_is_trained_exported_loaded_and_predicts(data_dir, tmp_path):
+    """A kind none of the layers knows: does a HoC abstract have any hallmark at all (one logit, a sigmoid)?
+    Its entry gives every part; a dataset whose task type names it is trained, exported and predicted."""
+    TASK_KINDS.register("any-label", TaskKind(  # the one edit
+        encoder=_any_label_encoder, head=sequence_head(ANY_LABEL_OUTPUT),
+        export=ExportPart(lambda head, model_type: None),  # transformers has no class for it
+        card=CardPart("text-classification", lambda meta: "One abstract; the output is one logit: any label > 0."),
+        predict=_any_label_records))
+    register(replace(get_dataset("hoc"), name="hoc-any", task_type="any-label", multi_label=False,
+                     metric="accuracy", metric_args={}))
+    try:
+        meta = train_export_predict("hoc-any", [], data_dir, tmp_path)
+    finally:
+        DATASETS.unregister("hoc-any")
+        TASK_KINDS.unregister("any-label")
+    assert meta["output_kind"] == "any-label" and meta["labels"] == ["any label"] and meta["format"] == "bioablate"
+    assert "any label > 0" in (tmp_path / "model" / "README.md").read_text()
+    predicted = [json.loads(line)["prediction"] for line in (tmp_path / "predicted.jsonl").read_text().splitlines()]
+    assert set(predicted) <= {"yes", "no"}

@@ -30,10 +30,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         return 0
     state = "reused finished run" if result.reused else "finished"
     print(f"{cfg.task}: {state} {result.run_id} (fingerprint {result.fingerprint})")
-    if result.head_init.startswith("carried"):  # a fine-tuned model folder: its encoder, and its head here
-        print(f"  head: {result.head_init} (the labels agree); encoder from {cfg.model.name_or_path}")
-    elif result.head_init.startswith("new ("):
-        print(f"  head: {result.head_init[len('new ('):-1]}: a new head on the encoder of {cfg.model.name_or_path}")
+    for line in result.head_init.describe(cfg.model.name_or_path):  # a fine-tuned model folder's head
+        print(line)
     print("  best dev: " + (", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items()) if k in SHOWN)
                             or "none (the dataset has no dev split: test scores the last epoch)"))
     print("  test:     " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.test.items()) if k in SHOWN))

@@ -14,11 +14,6 @@ from huggingface_hub import EvalResult
 from datamodules.metrics import METRIC_NAMES
 from lightning_modules.models import HUB_ID, MODEL_CARD, NAMED_MODELS, RANDOM_BERT, split_revision
 
-PIPELINES = {"token": "token-classification", "classification": "text-classification",
-             "multilabel": "text-classification", "regression": "text-classification",
-             "ranking": "text-classification", "span": "question-answering"}
-
-
 # Licence ids the Hub knows (https://hf.co/docs/hub/repositories-licenses) among the data's; any other
 # name is written as `license: other` with the name in `license_name`
 HUB_LICENSES = frozenset({"apache-2.0", "mit", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0", "cc-by-3.0",
@@ -82,10 +77,11 @@ def base_model(name_or_path: str) -> tuple[str | None, str]:
     return None, f"`{name_or_path}`"
 
 
-def eval_results(meta: dict[str, Any], test_metrics: dict[str, float], metric: str) -> list[EvalResult]:
-    """The test scores as `model-index` results: the task's own metric, and precision / recall where the
-    metric has them."""
-    common = {"task_type": PIPELINES[meta["output_kind"]], "task_name": TASK_NAMES.get(meta["task_type"]),
+def eval_results(meta: dict[str, Any], pipeline: str, test_metrics: dict[str, float], metric: str
+                 ) -> list[EvalResult]:
+    """The test scores as `model-index` results under the model's Hub `pipeline` tag: the task's own metric,
+    and precision / recall where the metric has them."""
+    common = {"task_type": pipeline, "task_name": TASK_NAMES.get(meta["task_type"]),
               "dataset_type": meta["task"], "dataset_name": meta["task"], "dataset_split": "test"}
     results = []
     primary = ("score", HUB_METRIC_TYPES.get(metric, "f1"), METRIC_NAMES.get(metric, metric))

@@ -20,13 +20,14 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from huggingface_hub import ModelCard, ModelCardData
 from omegaconf import DictConfig, OmegaConf
 
-from ablations.run.card_metadata import PIPELINES, base_model, eval_results, license_metadata
+from ablations.run.card_metadata import base_model, eval_results, license_metadata
 from datamodules.registry import get_dataset
+from datamodules.task_kinds import TASK_KINDS
 from lightning_modules.models import RANDOM_BERT
 
 # A pretrained model's card: the project's (pyproject.toml); the corpora's own terms apply to their text (the
@@ -177,47 +178,66 @@ sequences of {f.seq_len}.
     return _card(data, body)
 
 
-def _inputs_text(meta: dict[str, Any]) -> str:
-    """How inputs must be built for the model to see what it saw in training."""
-    kind, task_type = meta["output_kind"], meta["task_type"]
-    cut = f"Tokenize with the saved tokenizer, truncating at {meta['max_length']} tokens."
-    if kind == "token":
-        where = ("each word's first sub-token" if meta["subtoken_labels"] == "first" else "every sub-token")
-        return (f"Split the text into words and tokenize them with the saved tokenizer (`is_split_into_words="
-                f"True`), truncating at {meta['max_length']} tokens. The model tags {where}; a word's tag is "
-                f"read there (the rest are ignored). Tags "
-                f"use the `{meta['tagging']}` scheme; decode them into word spans (`bioablate predict` does).")
-    if task_type == "re":
-        transform = {"dummify": "replace the head and the tail mention by their type tags, `@TYPE$` "
-                                "(e.g. `@CHEMICAL$`, `@GENE$`; overlapping mentions become one combined "
-                                "tag such as `@CHEMICAL-GENE$`)",
-                     "markers": "wrap the head mention in `[E1] ... [/E1]` and the tail in `[E2] ... [/E2]` "
-                                "(the four markers are special tokens of the saved tokenizer)",
-                     "original": "keep the sentence as it is"}[meta["re_input"]]
-        feature = {"cls": "The classifier reads [CLS].",
-                   "mention": "The classifier reads each entity's tokens, max-pooled: it needs the token mask "
-                              "of each mention (`bioablate predict` builds it from character offsets).",
-                   "entity-start": "The classifier reads the `[E1]` and `[E2]` marker tokens: it needs their "
-                                   "positions (`bioablate predict` finds them)."}[meta["re_feature"]]
-        return f"Relation extraction: {transform}, then classify the sentence. {cut} {feature}"
-    if kind == "span":
-        return (f"A question and a context (`tokenizer(question, context)`), the context cut into overlapping "
-                f"windows of {meta['max_length']} tokens ({meta.get('qa_stride')} shared; null: a third of the "
-                f"window). The model gives a start and an end logit per token; an answer is the best start + end "
-                f"over the windows, at most {meta.get('max_answer_length')} tokens (`bioablate predict` does it).")
-    if task_type == "qa":
-        return f"A pair: question, then the reference text (`tokenizer(question, text)`). {cut} Only the text is cut."
-    if task_type == "similarity":
-        return f"A sentence pair (`tokenizer(a, b)`); the output is one similarity score. {cut}"
-    rule = ("Each label is on where its logit is above 0 (sigmoid > 0.5)." if kind == "multilabel"
-            else "The class is the largest logit.")
-    return f"One text. {cut} {rule}"
+@dataclass(frozen=True)
+class CardPart:
+    """A task kind's part of a fine-tuned model's card (datamodules/task_kinds.py): the Hub's pipeline tag,
+    and (bioablate.json -> text) how inputs must be built for the model to see what it saw in training."""
+
+    pipeline: str
+    inputs: Callable[[dict[str, Any]], str]
+
+
+def _cut(meta: dict[str, Any]) -> str:
+    return f"Tokenize with the saved tokenizer, truncating at {meta['max_length']} tokens."
+
+
+def _token_inputs(meta: dict[str, Any]) -> str:
+    where = ("each word's first sub-token" if meta["subtoken_labels"] == "first" else "every sub-token")
+    return (f"Split the text into words and tokenize them with the saved tokenizer (`is_split_into_words="
+            f"True`), truncating at {meta['max_length']} tokens. The model tags {where}; a word's tag is "
+            f"read there (the rest are ignored). Tags "
+            f"use the `{meta['tagging']}` scheme; decode them into word spans (`bioablate predict` does).")
+
+
+def _span_inputs(meta: dict[str, Any]) -> str:
+    return (f"A question and a context (`tokenizer(question, context)`), the context cut into overlapping "
+            f"windows of {meta['max_length']} tokens ({meta.get('qa_stride')} shared; null: a third of the "
+            f"window). The model gives a start and an end logit per token; an answer is the best start + end "
+            f"over the windows, at most {meta.get('max_answer_length')} tokens (`bioablate predict` does it).")
+
+
+def _sequence_inputs(rule: str) -> Callable[[dict[str, Any]], str]:
+    """The inputs of a kind with one output per example: by the task type's input form, then `rule`."""
+    def inputs(meta: dict[str, Any]) -> str:
+        task_type, cut = meta["task_type"], _cut(meta)
+        if task_type == "re":
+            return _relation_inputs(meta)
+        if task_type == "qa":
+            return f"A pair: question, then the reference text (`tokenizer(question, text)`). {cut} Only the text is cut."
+        if task_type == "similarity":
+            return f"A sentence pair (`tokenizer(a, b)`); the output is one similarity score. {cut}"
+        return f"One text. {cut} {rule}"
+    return inputs
+
+
+def _relation_inputs(meta: dict[str, Any]) -> str:
+    transform = {"dummify": "replace the head and the tail mention by their type tags, `@TYPE$` "
+                            "(e.g. `@CHEMICAL$`, `@GENE$`; overlapping mentions become one combined "
+                            "tag such as `@CHEMICAL-GENE$`)",
+                 "markers": "wrap the head mention in `[E1] ... [/E1]` and the tail in `[E2] ... [/E2]` "
+                            "(the four markers are special tokens of the saved tokenizer)",
+                 "original": "keep the sentence as it is"}[meta["re_input"]]
+    feature = {"cls": "The classifier reads [CLS].",
+               "mention": "The classifier reads each entity's tokens, max-pooled: it needs the token mask "
+                          "of each mention (`bioablate predict` builds it from character offsets).",
+               "entity-start": "The classifier reads the `[E1]` and `[E2]` marker tokens: it needs their "
+                               "positions (`bioablate predict` finds them)."}[meta["re_feature"]]
+    return f"Relation extraction: {transform}, then classify the sentence. {_cut(meta)} {feature}"
 
 
 def _loading_text(meta: dict[str, Any]) -> str:
     if meta["format"] == "transformers":
-        auto = "AutoModelForTokenClassification" if meta["output_kind"] == "token" else \
-            "AutoModelForSequenceClassification"
+        auto = meta["auto_class"]
         pooler = ("\n\nThe pooler is linearised (dense = 1e-4 x identity, classifier x 1e4): it passes [CLS] "
                   "through unchanged to float precision, as the trained head (a linear layer on [CLS]) "
                   "expects; re-initialise it before fine-tuning this model further."
@@ -267,9 +287,9 @@ def finetune_card(meta: dict[str, Any], test_metrics: dict[str, float], provenan
     base, made_from = base_model(str(cfg.model.name_or_path))
     plumbing = cfg.get("profile") in PLUMBING_PROFILES
     data = ModelCardData(language="en", library_name="transformers" if standard else None,
-                         pipeline_tag=PIPELINES[meta["output_kind"]], base_model=base, datasets=[meta["task"]],
+                         pipeline_tag=card_part(meta).pipeline, base_model=base, datasets=[meta["task"]],
                          model_name=f"bioablate-{meta['task']}",
-                         eval_results=eval_results(meta, test_metrics, spec.metric) or None,
+                         eval_results=eval_results(meta, card_part(meta).pipeline, test_metrics, spec.metric) or None,
                          tags=["bioablate", "biomedical", meta["task"], meta["task_type"]]
                          + ([] if standard else ["custom-head"]) + ([f"bioablate-{cfg.profile}"] if plumbing else []),
                          **license_metadata(spec.licenses))
@@ -295,7 +315,7 @@ weights of the best dev epoch.
 
 ## Inputs
 
-{_inputs_text(meta)}
+{card_part(meta).inputs(meta)}
 
 ## Licence
 
@@ -303,3 +323,23 @@ weights of the best dev epoch.
 
 {provenance.section(drop=("pretrain", "launcher"))}"""
     return _card(data, body)
+
+
+def card_part(meta: dict[str, Any]) -> CardPart:
+    return TASK_KINDS.part(meta["output_kind"], "card")
+
+
+# ------------------------------------------------------------------ this layer's part of each task kind
+# (datamodules/task_kinds.py): the Hub's pipeline tag and how the card says inputs are built
+
+TEXT_CLASSIFICATION = "text-classification"
+TASK_KINDS.attach("token", card=CardPart("token-classification", _token_inputs))
+TASK_KINDS.attach("span", card=CardPart("question-answering", _span_inputs))
+TASK_KINDS.attach("classification", card=CardPart(TEXT_CLASSIFICATION, _sequence_inputs(
+    "The class is the largest logit.")))
+TASK_KINDS.attach("multilabel", card=CardPart(TEXT_CLASSIFICATION, _sequence_inputs(
+    "Each label is on where its logit is above 0 (sigmoid > 0.5).")))
+TASK_KINDS.attach("regression", card=CardPart(TEXT_CLASSIFICATION, _sequence_inputs(
+    "The output is one number.")))
+TASK_KINDS.attach("ranking", card=CardPart(TEXT_CLASSIFICATION, _sequence_inputs(
+    "The class is the largest logit.")))

@@ -22,6 +22,11 @@ formats, recorded in `bioablate.json` (`format`):
   (`AutoModel` loads it) plus `head.safetensors`, rebuilt from `lightning_modules.heads` by
   `ablations.run.predict.load_model`.
 
+Which format, and where each head weight goes in the transformers class (`HeadMapping`), is a function of
+the run's `FinetuneSpec` and the encoder's model type, given by the task kind's export part (the block at
+the end of this module; datamodules/task_kinds.py): the same mapping writes an export and reads its head
+back when a later run fine-tunes it further (`carry_head`).
+
 Disk: the encoder's weights in float32 plus the head: about 0.4 GB per run at `base` (BERT-base, 110M
 parameters), about 9 MB at `micro` (the 30k-entry embeddings dominate).
 """
@@ -29,11 +34,13 @@ parameters), about 9 MB at `micro` (the 30k-entry embeddings dominate).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from mlflow.exceptions import MlflowException
@@ -47,26 +54,61 @@ from ablations.run.cards import Provenance, finetune_card
 from core.errors import ConfigError
 from core.files import publish_dir
 from datamodules.encoders import TaskEncoder
+from datamodules.task_kinds import TASK_KINDS
 from lightning_modules.finetune_spec import FinetuneSpec
-from lightning_modules.heads import SequenceClassifier, TokenTagger
+from lightning_modules.heads import HEADS, RE_FEATURES, HeadSpec
 
 META_FILE = "bioablate.json"
 HEAD_FILE = "head.safetensors"
 POOLER_EPS = 1e-4  # scale of the linearised pooler (see the module docstring)
 TRANSFORMERS, BIOABLATE = "transformers", "bioablate"
-PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": "multi_label_classification",
-                 "regression": "regression", "ranking": "single_label_classification"}
+
+
+@dataclass(frozen=True)
+class HeadMapping:
+    """Where a head's weights sit in the transformers class that computes the same logits: each key of our
+    head's state dict -> the class's key. With a linearised pooler (`pooler_eps`, module docstring) the
+    pooler is eps x identity and the `scaled` weights are divided by eps on export (multiplied back when
+    a head is read from an export)."""
+
+    auto_class: type
+    keys: dict[str, str]
+    pooler_eps: float | None = None
+    scaled: tuple[str, ...] = ()
+
+    def exported(self, head_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Our head's weights under the transformers class's keys."""
+        if set(head_state) != set(self.keys):
+            raise RuntimeError(f"head weights {sorted(head_state)} do not map onto {self.auto_class.__name__} "
+                               f"(expected {sorted(self.keys)})")
+        return {self.keys[key]: value / self.pooler_eps if key in self.scaled else value
+                for key, value in head_state.items()}
+
+    def head_state(self, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The inverse of `exported`: our head's weights out of the transformers class's."""
+        return {key: weights[target] * self.pooler_eps if key in self.scaled else weights[target]
+                for key, target in self.keys.items()}
+
+
+@dataclass(frozen=True)
+class ExportPart:
+    """A task kind's part of the export (datamodules/task_kinds.py): the transformers class that holds a
+    head built by a `HeadSpec` on an encoder of a `model_type`, or None (the `bioablate` format); and the
+    `problem_type` the class's config records (None: the class has no such choice)."""
+
+    mapping: Callable[[HeadSpec, str], HeadMapping | None]
+    problem_type: str | None = None
+
+
+def export_mapping(choices: FinetuneSpec, kind: str, model_type: str) -> HeadMapping | None:
+    """How the head of `choices` for task kind `kind` on a `model_type` encoder is exported: a transformers
+    class and where its weights go, or None where transformers has no class computing the same logits."""
+    return TASK_KINDS.part(kind, "export").mapping(choices.head, model_type)
 
 
 def label_names(task_encoder: TaskEncoder) -> list[str]:
     """The output layer's label of each index: tags, classes, or the task's name for regression."""
-    if task_encoder.output_kind == "token":
-        return list(task_encoder.tags)
-    if task_encoder.output_kind == "span":  # extractive QA: a start and an end logit per position
-        return ["start", "end"]
-    if task_encoder.output_kind == "regression":
-        return [task_encoder.spec.name]
-    return list(task_encoder.labels)
+    return task_encoder.label_names()
 
 
 def _labelled_config(encoder: PreTrainedModel, task_encoder: TaskEncoder):
@@ -75,45 +117,30 @@ def _labelled_config(encoder: PreTrainedModel, task_encoder: TaskEncoder):
     config.num_labels = len(labels)
     config.id2label = dict(enumerate(labels))
     config.label2id = {label: i for i, label in enumerate(labels)}
-    if task_encoder.output_kind != "token":
-        config.problem_type = PROBLEM_TYPES[task_encoder.output_kind]
+    problem_type = TASK_KINDS.part(task_encoder.output_kind, "export").problem_type
+    if problem_type is not None:
+        config.problem_type = problem_type
     return config
 
 
-def transformers_model(encoder: PreTrainedModel, head: nn.Module, task_encoder: TaskEncoder
-                       ) -> PreTrainedModel | None:
-    """The encoder + head as the transformers class computing the same logits, or None where transformers
-    has no such class (see the module docstring)."""
-    model_type = encoder.config.model_type
-    if isinstance(head, TokenTagger):
-        if head.layer is not None or head.crf is not None:
-            return None
-        model = AutoModelForTokenClassification.from_config(_labelled_config(encoder, task_encoder))
-        model.base_model.load_state_dict(encoder.state_dict())
-        model.classifier.load_state_dict(head.out.state_dict())
-        return model.eval()
-    if not isinstance(head, SequenceClassifier) or head.layer is not None or head.feature != "cls":
-        return None
-    if isinstance(head.out, nn.Linear) and model_type in ("bert", "albert"):
-        model = AutoModelForSequenceClassification.from_config(_labelled_config(encoder, task_encoder))
-        missing, unexpected = model.base_model.load_state_dict(encoder.state_dict(), strict=False)
-        if unexpected or any("pooler" not in key for key in missing):
-            raise RuntimeError(f"encoder does not map onto {type(model).__name__}: {missing}, {unexpected}")
+def transformers_model(encoder: PreTrainedModel, head: nn.Module, task_encoder: TaskEncoder, mapping: HeadMapping
+                       ) -> PreTrainedModel:
+    """The encoder + head as the transformers class `mapping` names, which computes the same logits (see
+    the module docstring)."""
+    model = mapping.auto_class.from_config(_labelled_config(encoder, task_encoder))
+    missing, unexpected = model.base_model.load_state_dict(encoder.state_dict(), strict=False)
+    if unexpected or any("pooler" not in key or mapping.pooler_eps is None for key in missing):
+        raise RuntimeError(f"encoder does not map onto {type(model).__name__}: {missing}, {unexpected}")
+    if mapping.pooler_eps is not None:
         pooler = model.base_model.pooler
-        dense = pooler.dense if model_type == "bert" else pooler
+        dense = getattr(pooler, "dense", pooler)  # BERT's pooler holds a dense layer; ALBERT's is one
         with torch.no_grad():
-            dense.weight.copy_(torch.eye(dense.weight.shape[0]) * POOLER_EPS)
+            dense.weight.copy_(torch.eye(dense.weight.shape[0]) * mapping.pooler_eps)
             dense.bias.zero_()
-            model.classifier.weight.copy_(head.out.weight / POOLER_EPS)
-            model.classifier.bias.copy_(head.out.bias)
-        return model.eval()
-    if isinstance(head.out, nn.Sequential) and model_type == "electra":
-        model = AutoModelForSequenceClassification.from_config(_labelled_config(encoder, task_encoder))
-        model.base_model.load_state_dict(encoder.state_dict())
-        model.classifier.dense.load_state_dict(head.out[0].state_dict())
-        model.classifier.out_proj.load_state_dict(head.out[3].state_dict())
-        return model.eval()
-    return None
+    missing, unexpected = model.load_state_dict(mapping.exported(head.state_dict()), strict=False)
+    if unexpected:
+        raise RuntimeError(f"head does not map onto {type(model).__name__}: {unexpected}")
+    return model.eval()
 
 
 def save_finetuned(out_dir: Path, encoder: PreTrainedModel, head: nn.Module, task_encoder: TaskEncoder,
@@ -124,7 +151,8 @@ def save_finetuned(out_dir: Path, encoder: PreTrainedModel, head: nn.Module, tas
     shutil.rmtree(tmp, ignore_errors=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     encoder, head = encoder.cpu().eval(), head.cpu().eval()
-    model = transformers_model(encoder, head, task_encoder)
+    mapping = export_mapping(choices, task_encoder.output_kind, encoder.config.model_type)
+    model = transformers_model(encoder, head, task_encoder, mapping) if mapping is not None else None
     fmt = TRANSFORMERS if model is not None else BIOABLATE
     if model is not None:
         model.save_pretrained(tmp)
@@ -136,6 +164,7 @@ def save_finetuned(out_dir: Path, encoder: PreTrainedModel, head: nn.Module, tas
     tokenizer.save_pretrained(tmp)
     spec = task_encoder.spec
     meta = {"format": fmt, "architecture": type(model).__name__ if model is not None else None,
+            "auto_class": mapping.auto_class.__name__ if mapping is not None else None,
             "task": spec.name, "task_type": spec.task_type, "output_kind": task_encoder.output_kind,
             "labels": label_names(task_encoder), "max_length": task_encoder.max_length,
             # the encoding and head choices: FinetuneSpec.from_metadata rebuilds them (ablations.run.predict)
@@ -209,43 +238,108 @@ def export_command(ref: str, to: Path, work_dir: str | None, tracking_uri: str |
 
 # ------------------------------------------------------------- fine-tuning a fine-tuned model further
 
-HEAD_CHOICES = ("head", "re_feature", "classifier")  # what shapes the head's weights (dropout does not)
+@dataclass(frozen=True)
+class HeadInit:
+    """Where a run's head started (its MLflow tag `head_init`, as JSON): carried over from the model folder's
+    task (`carried_from`), or new, with `reason` saying why a fine-tuned folder's head did not fit ("" where
+    the model had no head to carry)."""
+
+    carried_from: str | None = None
+    reason: str = ""
+
+    def tag(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_tag(cls, text: str) -> HeadInit:
+        """A run's tag back; a run recorded before the tag was JSON (free text) reads as a new head."""
+        try:
+            return cls(**json.loads(text))
+        except (ValueError, TypeError):
+            return cls()
+
+    def describe(self, model: str) -> list[str]:
+        """What `bioablate finetune` says about the head of a run on `model` (nothing for a plain new head)."""
+        if self.carried_from is not None:
+            return [f"  head: carried over from {self.carried_from} (the labels agree); encoder from {model}"]
+        return [f"  head: {self.reason}: a new head on the encoder of {model}"] if self.reason else []
 
 
-def carry_head(model_dir: Path, head: nn.Module, task_encoder: TaskEncoder, choices: FinetuneSpec) -> str:
+def carry_head(model_dir: Path, head: nn.Module, task_encoder: TaskEncoder, choices: FinetuneSpec) -> HeadInit:
     """Fine-tuning a model folder this module wrote (a finished run's `model/`, or its export): load its
-    head into the freshly built `head` where the two tasks share a label space (same task type, output
-    kind and labels) and the head is built alike (`HEAD_CHOICES`); otherwise the head stays as initialised.
-    The encoder is loaded from the folder either way (`lightning_modules.models.load_encoder`). Returns
-    what happened, for the run's tag `head_init`: `new`, `new (WHY)` or `carried over from TASK`."""
+    head into the freshly built `head` where the two tasks share a label space (same task type, task kind
+    and labels) and the head is built alike (`HeadSpec.weight_choices`); otherwise the head stays as
+    initialised. The encoder is loaded from the folder either way (`lightning_modules.models.load_encoder`)."""
     if not (model_dir / META_FILE).is_file():
-        return "new"
+        return HeadInit()
     meta = json.loads((model_dir / META_FILE).read_text())
     first = meta.get("task", "?")
     spec = task_encoder.spec
     if (meta.get("task_type"), meta.get("output_kind")) != (spec.task_type, task_encoder.output_kind):
-        return f"new (its head was trained on {first}, a {meta.get('task_type')} task)"
+        return HeadInit(reason=f"its head was trained on {first}, a {meta.get('task_type')} task")
     if meta.get("labels") != label_names(task_encoder):
-        return f"new ({first}'s labels {', '.join(meta.get('labels') or [])} are not {spec.name}'s)"
-    built = choices.head.metadata()
-    other = [key for key in HEAD_CHOICES if meta.get(key) != built[key]]
+        return HeadInit(reason=f"{first}'s labels {', '.join(meta.get('labels') or [])} are not {spec.name}'s")
+    stored = FinetuneSpec.from_metadata(meta)
+    built, was = choices.head.weight_choices(), stored.head.weight_choices()
+    other = [key for key in built if was[key] != built[key]]
     if other:
-        return f"new (its head was built with finetune.{other[0]}={meta.get(other[0])}, this run's is {built[other[0]]})"
-    head.load_state_dict(_exported_head_state(model_dir, meta, head))
-    return f"carried over from {first}"
+        return HeadInit(reason=f"its head was built with finetune.{other[0]}={was[other[0]]}, this run's is "
+                               f"{built[other[0]]}")
+    head.load_state_dict(_exported_head_state(model_dir, meta, stored))
+    return HeadInit(carried_from=first)
 
 
-def _exported_head_state(model_dir: Path, meta: dict[str, Any], head: nn.Module) -> dict[str, torch.Tensor]:
+def _exported_head_state(model_dir: Path, meta: dict[str, Any], stored: FinetuneSpec) -> dict[str, torch.Tensor]:
     """The head's weights as `save_finetuned` wrote them: `head.safetensors`, or (format `transformers`)
-    the transformers class's classifier, undoing the linearised pooler's scale (module docstring)."""
+    the transformers class's, mapped back as they were exported (`HeadMapping.head_state`)."""
     from safetensors.torch import load_file
 
     if meta["format"] != TRANSFORMERS:
         return load_file(str(model_dir / HEAD_FILE))
-    weights = load_file(str(model_dir / "model.safetensors"))
-    if isinstance(head, TokenTagger):
-        return {"out.weight": weights["classifier.weight"], "out.bias": weights["classifier.bias"]}
-    if isinstance(head.out, nn.Linear):  # BERT / ALBERT: classifier = ours / POOLER_EPS
-        return {"out.weight": weights["classifier.weight"] * POOLER_EPS, "out.bias": weights["classifier.bias"]}
-    return {"out.0.weight": weights["classifier.dense.weight"], "out.0.bias": weights["classifier.dense.bias"],
-            "out.3.weight": weights["classifier.out_proj.weight"], "out.3.bias": weights["classifier.out_proj.bias"]}
+    model_type = json.loads((model_dir / "config.json").read_text())["model_type"]
+    return export_mapping(stored, meta["output_kind"], model_type).head_state(
+        load_file(str(model_dir / "model.safetensors")))
+
+
+# ------------------------------------------------------------------ this layer's part of each task kind
+# (datamodules/task_kinds.py): which transformers class holds a head, from its HeadSpec
+
+def _plain(spec: HeadSpec) -> bool:
+    """The output layer alone on the encoder's hidden states (no BiLSTM or other layer, no CRF)."""
+    layers = HEADS.get(spec.head)
+    return layers.layer is None and not layers.crf
+
+
+LINEAR = {"out.weight": "classifier.weight", "out.bias": "classifier.bias"}
+
+
+def _token_mapping(spec: HeadSpec, model_type: str) -> HeadMapping | None:
+    """A linear tagger: dropout + linear over every token, as transformers' token classification."""
+    return HeadMapping(AutoModelForTokenClassification, LINEAR) if _plain(spec) else None
+
+
+def _sequence_mapping(spec: HeadSpec, model_type: str) -> HeadMapping | None:
+    """A classifier on [CLS]: linear on BERT / ALBERT (through a linearised pooler), or `mlp` on ELECTRA
+    (dense, GELU, dropout, linear: ELECTRA's own classification head)."""
+    if not _plain(spec) or spec.re_feature != RE_FEATURES.default:  # the default feature is [CLS]
+        return None
+    if spec.classifier == "linear" and model_type in ("bert", "albert"):
+        return HeadMapping(AutoModelForSequenceClassification, LINEAR, POOLER_EPS, scaled=("out.weight",))
+    if spec.classifier == "mlp" and model_type == "electra":
+        return HeadMapping(AutoModelForSequenceClassification, {
+            "out.0.weight": "classifier.dense.weight", "out.0.bias": "classifier.dense.bias",
+            "out.3.weight": "classifier.out_proj.weight", "out.3.bias": "classifier.out_proj.bias"})
+    return None
+
+
+def _no_class(spec: HeadSpec, model_type: str) -> None:
+    """Extractive QA's answers come from bioablate's window merging, which transformers' QA classes lack."""
+    return None
+
+
+TASK_KINDS.attach("token", export=ExportPart(_token_mapping))
+TASK_KINDS.attach("span", export=ExportPart(_no_class))
+TASK_KINDS.attach("classification", export=ExportPart(_sequence_mapping, "single_label_classification"))
+TASK_KINDS.attach("multilabel", export=ExportPart(_sequence_mapping, "multi_label_classification"))
+TASK_KINDS.attach("regression", export=ExportPart(_sequence_mapping, "regression"))
+TASK_KINDS.attach("ranking", export=ExportPart(_sequence_mapping, "single_label_classification"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -33,7 +33,7 @@ from ablations.places import resolve_data_dir, resolve_work_dir
 from ablations.run.cards import Provenance
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_datasets, write_details
-from ablations.run.export import carry_head, save_finetuned
+from ablations.run.export import HeadInit, carry_head, save_finetuned
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
@@ -46,6 +46,7 @@ from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
 from datamodules.split_checks import read_checked
 from datamodules.task_encoder import scoring_group
+from datamodules.task_kinds import kind_of, resolve_windows
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
@@ -76,7 +77,7 @@ class FinetuneResult:
     best_dev: dict[str, float] = field(default_factory=dict)
     test: dict[str, float] = field(default_factory=dict)
     experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
-    head_init: str = ""  # "new", or "carried over from TASK" when the model folder's head fits (tag head_init)
+    head_init: HeadInit = field(default_factory=HeadInit)  # a new head, or one carried over (tag head_init)
 
 
 class FinetuneIdentity(NamedTuple):
@@ -87,7 +88,7 @@ class FinetuneIdentity(NamedTuple):
     data_dir: Path
     data_fingerprint: str
     fingerprint: str  # the run's: finds it in the tracking store (tag `fingerprint`)
-    choices: FinetuneSpec  # the modelling choices, checked against the task
+    choices: FinetuneSpec  # the modelling choices, checked against the task, windows resolved
 
 
 def identify(cfg: DictConfig) -> FinetuneIdentity:
@@ -100,6 +101,8 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     choices = FinetuneSpec.from_config(cfg.finetune, spec)
     check_class_weights(plain(cfg.finetune.class_weights), spec)
     check_max_length(cfg)
+    if kind_of(spec).windows is not None:  # its window rules, at the length the run encodes at
+        choices = replace(choices, encoding=resolve_windows(spec, choices.encoding, run_max_length(cfg, spec)))
     data_dir = resolve_data_dir(cfg.data_dir)
     missing = spec.missing_files(data_dir)
     if missing:
@@ -123,6 +126,14 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
 def plain(value: Any) -> Any:
     """A config value as plain Python (a list or mapping out of OmegaConf's containers)."""
     return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def run_max_length(cfg: DictConfig, spec: DatasetSpec, positions: int | None = None) -> int:
+    """The input length a run encodes at: finetune.max_length (within the model's: check_max_length), else
+    the dataset's, clamped to the model's `positions` (read from its config when not given)."""
+    if cfg.finetune.max_length is not None:
+        return cfg.finetune.max_length
+    return min(spec.max_length, max_positions(cfg.model) if positions is None else positions)
 
 
 def check_max_length(cfg: DictConfig) -> None:
@@ -168,7 +179,7 @@ def _run_finetune(cfg: DictConfig, force: bool, callbacks: Sequence[pl.Callback]
                 return _train(cfg, identity, run, callbacks, tags, stop_exceptions, profile)
     return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
                           _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"), done.info.experiment_id,
-                          done.data.tags.get("head_init", ""))
+                          HeadInit.from_tag(done.data.tags.get("head_init", "")))
 
 
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
@@ -176,7 +187,7 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
            profile: Profile) -> FinetuneResult:
     with section("tokenization"):  # reading the splits (cached for the datamodule) and checking them
         read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)  # a data error: no run left behind
-    params, model_tags = _params(cfg)
+    params, model_tags = _params(cfg, identity.choices)
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
     with run.tracked(stop_exceptions):
         counter = ComputeCounter()
@@ -198,10 +209,13 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
                           module.test_metrics, "" if run.is_worker else run.tracker.experiment_id, module.head_init)
 
 
-def _params(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
-    """The run's params and its model's tags: the config keys that apply to it; for a model folder or a
-    Hub model its loaded config in place of the random-BERT keys, and the Hub commit it resolved to."""
-    params = run_params(cfg, "finetune")
+def _params(cfg: DictConfig, choices: FinetuneSpec) -> tuple[dict[str, Any], dict[str, str]]:
+    """The run's params and its model's tags: the config keys that apply to it, the encoding choices as
+    used (a task kind's window defaults resolved: the stride extractive QA ran with, where the config
+    says null); for a model folder or a Hub model its loaded config in place of the random-BERT keys,
+    and the Hub commit it resolved to."""
+    params = {**run_params(cfg, "finetune"),
+              **{f"finetune.{key}": value for key, value in choices.encoding.metadata().items()}}
     if cfg.model.name_or_path != RANDOM_BERT:
         params = {k: v for k, v in params.items() if k not in RANDOM_BERT_KEYS}
     model, model_tags = model_params(cfg.model)
@@ -254,9 +268,9 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         run.set_tag("class_weights", ", ".join(f"{c}={w:.4g}" for c, w in zip(identity.spec.labels, weights)))
     head = identity.choices.head.build(datamodule.encoder, encoder.config.hidden_size, weights)
     # a fine-tuned model folder (a two-stage model): its head too where the label spaces agree
-    head_init = "new" if cfg.model.name_or_path == RANDOM_BERT else \
+    head_init = HeadInit() if cfg.model.name_or_path == RANDOM_BERT else \
         carry_head(resolve_model_dir(cfg.model.name_or_path), head, datamodule.encoder, identity.choices)
-    run.set_tag("head_init", head_init)
+    run.set_tag("head_init", head_init.tag())
     alum = Alum(**ft.alum) if ft.adversarial else None
     module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
     module.head_init = head_init
@@ -322,8 +336,7 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
     """The task's data, encoded (or read from the tokenization cache) and ready to batch."""
     ft, spec = cfg.finetune, identity.spec
     options = FinetuneDataOptions(
-        # an explicit max_length is within the model's (check_max_length); the dataset's is clamped to it
-        max_length=ft.max_length or min(spec.max_length, max_positions), batch_size=ft.batch_size,
+        max_length=run_max_length(cfg, spec, max_positions), batch_size=ft.batch_size,
         eval_batch_size=ft.eval_batch_size, max_train_examples=ft.max_train_examples,
         max_eval_examples=ft.max_eval_examples, num_workers=cfg.trainer.num_workers,
         encoding=identity.choices.encoding, bucketing=ft.bucketing, seed=cfg.seed)
@@ -364,7 +377,7 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
         steps = dict(enumerate(sorted(step for step, _ in history["dev/score"])))
     figures = [curves_figure(out / "figures" / "curves.png", history, title, METRIC_NAMES.get(spec.metric, "score"),
                              steps.get(best_epoch))]
-    if getattr(encoder, "output_kind", None) == "classification":
+    if kind_of(spec).one_class:
         figures.append(confusion_figure(out / "figures" / "confusion_matrix.png", golds, predicted,
                                         encoder.labels, f"{title}\ntest split"))
     run.log_artifacts([path for path in figures if path is not None], "figures")

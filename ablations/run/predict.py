@@ -42,20 +42,14 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 from torch import nn
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-)
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from ablations.run.export import HEAD_FILE, META_FILE, TRANSFORMERS, label_names
+from ablations.run.export import HEAD_FILE, META_FILE, TRANSFORMERS, export_mapping, label_names
 from core.errors import ConfigError, DataFormatError
 from core.files import write_text_atomic
 from datamodules.batch_samplers import SortedBatchSampler
-from datamodules.encoders import Features, TaggingEncoder, TaskEncoder, make_encoder
+from datamodules.encoders import Features, TaggingEncoder, TaskEncoder
 from datamodules.finetune_data import EncodedSplit
 from datamodules.instances import (
     Instance,
@@ -68,6 +62,7 @@ from datamodules.instances import (
 )
 from datamodules.qa_spans import whole_word_answers, word_bounds
 from datamodules.registry import get_dataset
+from datamodules.task_kinds import TASK_KINDS, make_encoder
 from datamodules.textfiles import read_text
 from lightning_modules.finetune_spec import FinetuneSpec
 
@@ -121,10 +116,8 @@ def load_model(path: Path | str, task: str | None = None) -> ExportedModel:
                           f"dataset '{spec.name}' as registered now; use the bioablate version that made it")
     config = AutoConfig.from_pretrained(path)
     head = choices.head.build(task_encoder, config.hidden_size)
-    if meta["format"] == TRANSFORMERS:
-        auto = AutoModelForTokenClassification if task_encoder.output_kind == "token" else \
-            AutoModelForSequenceClassification
-        network = auto.from_pretrained(path)
+    if meta["format"] == TRANSFORMERS:  # the class its head spec exports as (ablations.run.export)
+        network = export_mapping(choices, task_encoder.output_kind, config.model_type).auto_class.from_pretrained(path)
     else:
         # as lightning_modules.models.load_encoder: the heads read hidden states, no pooler was trained
         no_pooler = {"add_pooling_layer": False} if config.model_type in ("bert", "albert") else {}
@@ -139,7 +132,7 @@ def _run(model: ExportedModel, instances: list[Instance], batch_size: int | None
     id and a row of tag probabilities per tagged position; classification the class (or labels) and
     their probabilities; regression the number and None."""
     encoder = model.task_encoder
-    split = EncodedSplit.from_features(encoder.encode(instances), encoder.output_kind == "token")
+    split = EncodedSplit.from_features(encoder.encode(instances), encoder.position_labels)
     raw: dict[int, tuple[Any, Any]] = {}
     # the evaluation batches of training (same size, same length order): the same padding, the same numbers
     sampler = SortedBatchSampler(split.lengths, batch_size or model.meta["eval_batch_size"])
@@ -178,24 +171,37 @@ def _entities(encoder: TaggingEncoder, example: Example, feature: Features, tags
 
 def predict_records(model: ExportedModel, examples: list[Example], batch_size: int | None = None
                     ) -> list[dict[str, Any]]:
-    """What `bioablate predict` writes for each example (module docstring), in input order."""
+    """What `bioablate predict` writes for each example (module docstring), in input order: the task
+    kind's records (this module's part of each kind, at its end)."""
+    return TASK_KINDS.part(model.task_encoder.output_kind, "predict")(model, examples, batch_size)
+
+
+def _tagging_records(model: ExportedModel, examples: list[Example], batch_size: int | None) -> list[dict[str, Any]]:
     encoder = model.task_encoder
-    instances = [e.instance for e in examples]
-    if encoder.output_kind == "span":  # several windows per example: decoded together, as the test set was
-        return [{"id": x.id, "prediction": encoder.to_json(p),
-                 "answers": whole_word_answers(p, x.context, word_bounds(encoder.tokenizer, x.context), encoder.top_k)}
-                for x, p in zip(instances, predict(model, instances, batch_size))]
     records = []
-    for example, (feature, raw, probs) in zip(examples, _run(model, instances, batch_size)):
-        instance, prediction = example.instance, encoder.to_json(encoder.decode(feature, raw))
-        if isinstance(encoder, TaggingEncoder):
-            records.append({"id": instance.id, "text": example.text,
-                            "entities": _entities(encoder, example, feature, raw, probs),
-                            "prediction": prediction, "tokens": list(instance.tokens)})
-        else:
-            records.append({"id": instance.id, "prediction": prediction}
-                           | ({} if probs is None else {"probabilities": dict(zip(encoder.labels, probs))}))
+    for example, (feature, raw, probs) in zip(examples, _run(model, [e.instance for e in examples], batch_size)):
+        records.append({"id": example.instance.id, "text": example.text,
+                        "entities": _entities(encoder, example, feature, raw, probs),
+                        "prediction": encoder.to_json(encoder.decode(feature, raw)),
+                        "tokens": list(example.instance.tokens)})
     return records
+
+
+def _answer_records(model: ExportedModel, examples: list[Example], batch_size: int | None) -> list[dict[str, Any]]:
+    """Several windows per example: decoded together, as the test set was."""
+    encoder, instances = model.task_encoder, [e.instance for e in examples]
+    return [{"id": x.id, "prediction": encoder.to_json(p),
+             "answers": whole_word_answers(p, x.context, word_bounds(encoder.tokenizer, x.context), encoder.top_k)}
+            for x, p in zip(instances, predict(model, instances, batch_size))]
+
+
+def _sequence_records(model: ExportedModel, examples: list[Example], batch_size: int | None) -> list[dict[str, Any]]:
+    """The prediction, and each class's or label's probability where the head gives them."""
+    encoder = model.task_encoder
+    return [{"id": example.instance.id, "prediction": encoder.to_json(encoder.decode(feature, raw))}
+            | ({} if probs is None else {"probabilities": dict(zip(encoder.labels, probs))})
+            for example, (feature, raw, probs) in zip(examples, _run(model, [e.instance for e in examples],
+                                                                     batch_size))]
 
 
 # ----------------------------------------------------------------------------------------------- input
@@ -308,3 +314,14 @@ def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Pa
             raise ConfigError(f"--output {output}: cannot write it ({error.strerror or error})") from None
         print(f"{len(records)} predictions -> {output}", file=sys.stderr)
     return len(records)
+
+
+# ------------------------------------------------------------------ this layer's part of each task kind
+# (datamodules/task_kinds.py): (model, examples, batch size) -> what `bioablate predict` writes per example
+
+TASK_KINDS.attach("token", predict=_tagging_records)
+TASK_KINDS.attach("span", predict=_answer_records)
+TASK_KINDS.attach("classification", predict=_sequence_records)
+TASK_KINDS.attach("multilabel", predict=_sequence_records)
+TASK_KINDS.attach("regression", predict=_sequence_records)
+TASK_KINDS.attach("ranking", predict=_sequence_records)

@@ -85,8 +85,8 @@ def table1(vocabs: list[str], data_dir: Path | None) -> list[Table1Row]:
 
 def average_input_lengths(vocab: str, data_dir: Path, datasets: list[str]) -> dict[str, float]:
     """Mean number of word pieces of the fine-tuning input over all splits of each dataset."""
-    from datamodules.encoders import make_encoder
     from datamodules.registry import get_dataset
+    from datamodules.task_kinds import make_encoder
 
     tokenizer = hf_tokenizer(resolve_vocab_file(vocab, data_dir), lowercase=True)
     out = {}

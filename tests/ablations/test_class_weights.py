@@ -14,7 +14,7 @@ from ablations.run.finetune import identify, run_finetune
 from core.errors import ConfigError
 from datamodules.class_weights import resolve_class_weights
 from datamodules.registry import get_dataset
-from lightning_modules.heads import HEADS, SequenceClassifier
+from lightning_modules.heads import A_NUMBER, HEADS, ONE_CLASS, RELEVANCE, SequenceClassifier
 
 FAST = ["finetune.max_train_examples=48", "finetune.max_eval_examples=32", "finetune.max_length=64",
         "trainer.progress_bar=false"]
@@ -36,8 +36,8 @@ def test_balanced_weights_of_the_real_yes_no_training_split(data_dir):
 def test_the_weighted_loss_is_the_one_computed_by_hand():
     torch.manual_seed(0)
     weights = (0.6, 2.5)
-    head = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 2, 0.0, "classification", weights)
-    plain = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 2, 0.0, "classification")
+    head = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 2, 0.0, ONE_CLASS, weights)
+    plain = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 2, 0.0, ONE_CLASS)
     logits = torch.randn(6, 2)
     labels = torch.tensor([0, 0, 0, 0, 1, 1])
     nll = -logits.log_softmax(-1)[torch.arange(6), labels]
@@ -48,12 +48,12 @@ def test_the_weighted_loss_is_the_one_computed_by_hand():
     assert head.loss(logits, {"labels": labels}).item() != pytest.approx(nll.mean().item(), rel=1e-3)
     assert "class_weights" not in head.state_dict()  # an exported head loads without them
     with pytest.raises(ValueError):
-        SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 3, 0.0, "classification", weights)
+        SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 3, 0.0, ONE_CLASS, weights)
     # a ranking head trains as classification: the same weighted loss (Bio-ELECTRA's weighted re-ranker)
-    ranking = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 2, 0.0, "ranking", weights)
+    ranking = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 2, 0.0, RELEVANCE, weights)
     assert ranking.loss(logits, {"labels": labels}).item() == pytest.approx(by_hand.item(), rel=1e-6)
     with pytest.raises(ValueError):
-        SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 1, 0.0, "regression", weights[:1])
+        SequenceClassifier(HEADS.get("linear"), "cls", "linear", 8, 1, 0.0, A_NUMBER, weights[:1])
 
 
 def test_default_off_keeps_fingerprints_and_a_weighting_makes_a_new_run():

@@ -60,6 +60,19 @@ def test_a_question_whose_answer_is_in_no_snippet_counts_as_wrong_at_test(data_d
     assert metrics["score"] == metrics["mrr"] >= metrics["strict"] and metrics["lenient"] >= metrics["strict"]
 
 
+def test_a_stride_too_large_for_the_window_is_one_line_before_any_run(data_dir, tmp_path, capsys):
+    """Micro windows of 64 tokens hold a question of up to 16 and 3 special tokens: a stride of 45 or more
+    leaves no new context. The CLI says so in one line, exit 2, and no run is left in the store."""
+    code = main(["finetune", "--task", "bioasq-5b-factoid", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
+                 "finetune.qa_stride=45"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "finetune.qa_stride = 45" in err and "set finetune.qa_stride below 45" in err
+    store = tmp_path / "mlruns.db"
+    assert not store.exists() or not MlflowClient(f"sqlite:///{store}").search_runs(
+        [e.experiment_id for e in MlflowClient(f"sqlite:///{store}").search_experiments()])
+
+
 @pytest.mark.slow
 def test_micro_finetune_reports_table6_measures_logs_top5_answers_and_predicts(data_dir, tmp_path, capsys):
     work = tmp_path / "work"
@@ -69,6 +82,8 @@ def test_micro_finetune_reports_table6_measures_logs_top5_answers_and_predicts(d
     assert 0.0 <= result.test["strict"] <= result.test["lenient"] <= 1.0
 
     client = MlflowClient(result.tracking_uri)
+    # the config leaves the stride null; the run records the one it used, a third of micro's 64-token windows
+    assert client.get_run(result.run_id).data.params["finetune.qa_stride"] == "21"
     answers = Path(client.download_artifacts(result.run_id, "test_answers.jsonl", str(tmp_path)))
     records = [json.loads(line) for line in answers.read_text().splitlines()]
     # the run's test contexts: whole questions (BioASQ scores a question over all its snippets)

@@ -13,9 +13,10 @@ from mlflow.tracking import MlflowClient
 from ablations.cli import main
 from ablations.config import build_config
 from ablations.run.finetune import run_finetune
-from datamodules.encoders import IGNORE_INDEX, make_encoder
+from datamodules.encoders import IGNORE_INDEX
 from datamodules.registry import get_dataset
 from datamodules.relation_inputs import RE_INPUTS
+from datamodules.task_kinds import make_encoder
 from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.heads import ConstrainedCRF
 from lightning_modules.models import load_encoder

@@ -16,12 +16,13 @@ from core.errors import ConfigError, DataFormatError
 from datamodules.blurb import CHEMPROT_LABELS
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import UserDatasetFile
-from datamodules.encoders import EncodingSpec, make_encoder
+from datamodules.encoders import EncodingSpec
 from datamodules.instances import Instance, PairInstance, TaggingInstance, TextInstance
 from datamodules.readers.hoc import HOC_LABELS
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.spec import SPLITS
 from datamodules.tagging import get_scheme
+from datamodules.task_kinds import make_encoder
 from tests import shapes
 from tests.cli import bioablate_in_process
 

@@ -10,6 +10,8 @@ import pytest
 import torch
 from transformers import BertTokenizer
 
+from core.errors import ConfigError
+from datamodules.encoders import EncodingSpec
 from datamodules.finetune_data import EncodedSplit
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.qa_spans import (
@@ -31,6 +33,7 @@ from datamodules.qa_spans import (
 from datamodules.readers.bioasq_golden import read_golden_file
 from datamodules.readers.squad import BIOELECTRA_BIOASQ_FILE, read_squad_file
 from datamodules.spec import DatasetSpec
+from datamodules.task_kinds import resolve_windows
 
 ANSWER = "interleukin-6 receptor"
 LONG_CONTEXT = (" ".join(f"gene{i} binds" for i in range(120)) + f". The target is the {ANSWER} on cells. "
@@ -46,7 +49,7 @@ def tokenizer(data_dir: Path) -> BertTokenizer:
 
 
 def spec(metric: str) -> DatasetSpec:
-    return DatasetSpec(name="qa-test", task_type="qa", reader=lambda _: {}, files=(), labels=(), metric=metric,
+    return DatasetSpec(name="qa-test", task_type="qa-extractive", reader=lambda _: {}, files=(), labels=(), metric=metric,
                        max_length=128)
 
 
@@ -113,7 +116,7 @@ def run_split(encoder: ExtractiveQAEncoder, instances: list[QAInstance]) -> dict
     """The datamodule's path: encode -> EncodedSplit -> padded batches -> gather -> unpack -> decode_split
     -> score, with gold start/end logits standing in for the model."""
     features = encoder.encode(instances)
-    split = EncodedSplit.from_features(features, token_labels=False)
+    split = EncodedSplit.from_features(features, position_labels=False)
     assert encoder.encoded_instances(split) == len(instances)
     raw: dict[int, list] = {}
     for first in range(0, len(split), 64):
@@ -130,7 +133,7 @@ def run_split(encoder: ExtractiveQAEncoder, instances: list[QAInstance]) -> dict
 def test_gold_logits_recover_every_squad_answer_exactly(tokenizer, data_dir: Path):
     instances = read_squad_file(data_dir / BIOELECTRA_BIOASQ_FILE)
     # max_answer_length 40: one gold answer is 33 tokens, over the default 30
-    encoder = ExtractiveQAEncoder(spec("squad_v1"), tokenizer, max_length=128, stride=32, max_answer_length=40)
+    encoder = ExtractiveQAEncoder(spec("squad_v1"), tokenizer, 128, "span", stride=32, max_question_tokens=64, max_answer_length=40)
     metrics, predictions = run_split(encoder, instances)
     aligned = 0
     for instance, nbest in zip(instances, predictions):
@@ -153,7 +156,7 @@ def test_bioasq_unlocated_questions_count_as_wrong(tokenizer, data_dir: Path):
     # 6B1 factoid at test: 31 questions, an answer located in the snippets of 24. With gold logits the 24
     # are answered right at rank 1; the other 7 can only produce spans that are not a synonym.
     instances, counts = read_golden_file(data_dir / "BioASQ/golden/6B1_golden.json")
-    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, max_length=128, stride=32)
+    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, 128, "span", stride=32, max_question_tokens=64)
     metrics, _ = run_split(encoder, instances)
     assert metrics["total"] == 31
     assert metrics["strict"] == metrics["lenient"] == metrics["mrr"] == pytest.approx(24 / 31)
@@ -161,15 +164,19 @@ def test_bioasq_unlocated_questions_count_as_wrong(tokenizer, data_dir: Path):
 
 def test_bioasq_list_with_gold_logits(tokenizer, data_dir: Path):
     instances, _ = read_golden_file(data_dir / "BioASQ/golden/6B1_golden.json", question_types=("list",))
-    encoder = ExtractiveQAEncoder(spec("bioasq_list"), tokenizer, max_length=128, stride=32)
+    encoder = ExtractiveQAEncoder(spec("bioasq_list"), tokenizer, 128, "span", stride=32, max_question_tokens=64)
     metrics, _ = run_split(encoder, instances)
     assert metrics["total"] == 11
     assert 0.0 < metrics["recall"] < 1.0 and 0.0 < metrics["precision"] <= 1.0
 
 
-def test_stride_must_leave_room(tokenizer):
-    with pytest.raises(ValueError, match="no room"):
-        ExtractiveQAEncoder(spec("squad_v1"), tokenizer, max_length=128, stride=64, max_question_tokens=64)
+def test_stride_must_leave_room():
+    """The span kind's window rule: a stride that leaves no new context beside the question (a quarter of
+    the window) and 3 special tokens is a one-line config error; null is a third of the window."""
+    with pytest.raises(ConfigError, match=r"^finetune.qa_stride = 93: .* set finetune.qa_stride below 93"):
+        resolve_windows(spec("squad_v1"), EncodingSpec(qa_stride=93), 128)
+    assert resolve_windows(spec("squad_v1"), EncodingSpec(qa_stride=92), 128).qa_stride == 92
+    assert resolve_windows(spec("squad_v1"), EncodingSpec(), 384).qa_stride == 128  # BioBERT's
 
 
 def test_question_without_snippets_is_scored_wrong(tokenizer):
@@ -178,7 +185,7 @@ def test_question_without_snippets_is_scored_wrong(tokenizer):
     answered = QAInstance("q1_000", "q1", "Which cytokine?", "It is IL-6 here.", ("IL-6",), (AnswerSpan(6, 10),),
                           question_type="factoid")
     empty = QAInstance("q2_000", "q2", "Which gene?", "", ("BRCA1",), question_type="factoid")
-    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, max_length=128, stride=32)
+    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, 128, "span", stride=32, max_question_tokens=64)
     metrics, predictions = run_split(encoder, [answered, empty])
     assert predictions[0][0][0] == "IL-6" and predictions[1] == []
     assert (metrics["strict"], metrics["total"]) == (0.5, 2.0)
@@ -234,7 +241,7 @@ def hand_built_question(tokenizer, merge: str):
             answers.append(Answer(text, probability, at, at + len(text)))
             at += len(text) + 1
         predictions.append(answers)
-    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, max_length=128, stride=32, merge=merge)
+    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, 128, "span", stride=32, max_question_tokens=64, merge=merge)
     return encoder, instances, predictions
 
 

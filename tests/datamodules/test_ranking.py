@@ -12,10 +12,10 @@ import pytest
 import torch
 from transformers import BertTokenizer
 
-from datamodules.encoders import make_encoder
 from datamodules.metrics import mean_reciprocal_rank
 from datamodules.readers.bioelectra import question_id
 from datamodules.registry import get_dataset
+from datamodules.task_kinds import make_encoder
 from lightning_modules.heads import HeadSpec
 
 

@@ -9,7 +9,16 @@ import pytest
 import torch
 
 from datamodules.tagging import get_scheme
-from lightning_modules.heads import HEADS, ConstrainedCRF, SequenceClassifier, TokenTagger, compact
+from lightning_modules.heads import (
+    A_NUMBER,
+    HEADS,
+    LABEL_SET,
+    ONE_CLASS,
+    ConstrainedCRF,
+    SequenceClassifier,
+    TokenTagger,
+    compact,
+)
 
 
 def brute_force_best(crf: ConstrainedCRF, emissions: torch.Tensor) -> list[int]:
@@ -100,11 +109,11 @@ def test_probabilities_of_the_heads():
     torch.testing.assert_close(probs[0, 1:3], crf.crf.marginals(logits[:, 1:3], torch.ones(1, 2, dtype=torch.bool))[0])
     assert probs[0, 0].sum() == 0 and probs[0, 3].sum() == 0  # untagged positions: nothing
     classes = torch.tensor([[2.0, 0.0, -1.0]])
-    single = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 3, 0.0, "classification")
+    single = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 3, 0.0, ONE_CLASS)
     torch.testing.assert_close(single.probabilities(classes, {}), classes.softmax(-1))
-    multi = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 3, 0.0, "multilabel")
+    multi = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 3, 0.0, LABEL_SET)
     torch.testing.assert_close(multi.probabilities(classes, {}), classes.sigmoid())
-    assert SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 1, 0.0, "regression").probabilities(classes, {}) is None
+    assert SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 1, 0.0, A_NUMBER).probabilities(classes, {}) is None
 
 
 def test_compact_gathers_tagged_positions_in_order():
@@ -137,8 +146,8 @@ def test_mention_and_entity_start_features():
     hidden = torch.tensor([[[0.0, 0.0], [1.0, 5.0], [3.0, 2.0], [9.0, 9.0]]])
     batch = {"head_mask": torch.tensor([[0, 1, 1, 0]]), "tail_mask": torch.tensor([[0, 0, 0, 0]]),
              "head_start": torch.tensor([1]), "tail_start": torch.tensor([3])}
-    mention = SequenceClassifier(HEADS.get("linear"), "mention", "linear", 2, 3, 0.0, "classification")
+    mention = SequenceClassifier(HEADS.get("linear"), "mention", "linear", 2, 3, 0.0, ONE_CLASS)
     # head: max over tokens 1-2 = [3, 5]; tail mask empty (cut off) -> falls back to [CLS] = [0, 0]
     assert mention.featurize(hidden, batch).tolist() == [[3.0, 5.0, 0.0, 0.0]]
-    start = SequenceClassifier(HEADS.get("linear"), "entity-start", "mlp", 2, 3, 0.0, "classification")
+    start = SequenceClassifier(HEADS.get("linear"), "entity-start", "mlp", 2, 3, 0.0, ONE_CLASS)
     assert start.featurize(hidden, batch).tolist() == [[1.0, 5.0, 9.0, 9.0]]

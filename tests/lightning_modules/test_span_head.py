@@ -8,8 +8,9 @@ import torch
 from torch.nn import functional as F
 from transformers import BertTokenizer
 
-from datamodules.encoders import EncodingSpec, make_encoder
+from datamodules.encoders import EncodingSpec
 from datamodules.registry import get_dataset
+from datamodules.task_kinds import make_encoder
 from lightning_modules.heads import HEADS, HeadSpec, SpanPredictor
 
 

@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from ablations import results
 from ablations.experiment import FINETUNE, Store, load_experiment, plan_lines, resolve
 from ablations.experiment.runner import run_experiment
+from ablations.run.export import HeadInit
 from ablations.run.finetune import run_finetune
 from core.errors import ConfigError
 from tests.cli import bioablate_in_process
@@ -125,10 +126,10 @@ def test_two_stage_models_run_carry_the_encoder_and_the_head_where_labels_agree_
     assert all(p.status == results.FINISHED for p in [*plan.stages.values(), *plan.cells])
     tags = {(r.data.tags["task"], r.data.tags["model"]): r.data.tags for r in finetune_runs(uri)}
     yesno_dir, pubmedqa_dir = (str(plan.stages[n].model_dir) for n in ("yesno-first", "pubmedqa-first"))
-    assert tags[("bioasq", yesno_dir)]["head_init"] == "carried over from bioelectra-yesno"
-    assert tags[("bioasq", pubmedqa_dir)]["head_init"] == \
-        "new (pubmedqa's labels yes, no, maybe are not bioasq's)"
-    assert tags[("bioelectra-yesno", "random-bert")]["head_init"] == "new"
+    head_init = {key: HeadInit.from_tag(run_tags["head_init"]) for key, run_tags in tags.items()}
+    assert head_init[("bioasq", yesno_dir)] == HeadInit(carried_from="bioelectra-yesno")
+    assert head_init[("bioasq", pubmedqa_dir)] == HeadInit(reason="pubmedqa's labels yes, no, maybe are not bioasq's")
+    assert head_init[("bioelectra-yesno", "random-bert")] == HeadInit()
 
     # the second stage starts from the first stage's best checkpoint: the encoder always, the head where the
     # labels agree (exported in the transformers format: its classifier is ours / 1e-4, hence allclose)

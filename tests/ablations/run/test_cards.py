@@ -15,8 +15,8 @@ from ablations.config import build_config
 from ablations.run.card_metadata import base_model, license_metadata
 from ablations.run.cards import PretrainFacts, Provenance, invoked_command, pretrain_card, shareable_config
 from ablations.run.export import save_finetuned
-from datamodules.encoders import make_encoder
 from datamodules.registry import dataset_names, get_dataset
+from datamodules.task_kinds import make_encoder
 from datamodules.vocabs import resolve_vocab
 from lightning_modules.finetune_spec import FinetuneSpec
 

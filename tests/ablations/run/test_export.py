@@ -33,13 +33,14 @@ from transformers import (
 from ablations.cli import main
 from ablations.config import build_config
 from ablations.run.cards import Provenance
-from ablations.run.export import META_FILE, save_finetuned, transformers_model
+from ablations.run.export import META_FILE, export_mapping, save_finetuned, transformers_model
 from ablations.run.finetune import run_finetune
 from ablations.run.predict import load_model, predict
 from ablations.run.pretrain import run_pretrain
 from core.files import current_umask
-from datamodules.encoders import make_encoder
+from datamodules.encoders import EncodingSpec
 from datamodules.registry import dataset_names, get_dataset
+from datamodules.task_kinds import make_encoder
 from datamodules.vocabs import resolve_vocab
 from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.heads import HeadSpec
@@ -225,12 +226,14 @@ def test_transformers_class_computes_the_heads_logits(model_type, task, classifi
     task_encoder = _task_encoder(task, data_dir)
     encoder = _random_encoder(model_type)
     ft = SimpleNamespace(head=head, dropout=0.1, re_feature="cls", classifier=classifier)
-    bioablate_head = HeadSpec.from_config(ft, task_encoder.spec.task_type).build(task_encoder, 32).eval()
+    head_spec = HeadSpec.from_config(ft, task_encoder.spec.task_type)
+    bioablate_head = head_spec.build(task_encoder, 32).eval()
     with torch.no_grad():  # a head of realistic scale, not zeros
         for p in bioablate_head.parameters():
             p.normal_(0, 0.5)
-    model = transformers_model(encoder, bioablate_head, task_encoder)
-    assert model is not None
+    mapping = export_mapping(FinetuneSpec(EncodingSpec(), head_spec), task_encoder.output_kind, model_type)
+    assert mapping is not None
+    model = transformers_model(encoder, bioablate_head, task_encoder, mapping)
     ids = torch.randint(5, 200, (3, 12))
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
     with torch.no_grad():
@@ -244,8 +247,8 @@ def test_transformers_class_computes_the_heads_logits(model_type, task, classifi
 def test_heads_transformers_has_no_class_for_stay_bioablate(head, feature, data_dir: Path):
     task_encoder = _task_encoder("bc5-chem", data_dir)
     ft = SimpleNamespace(head=head, dropout=0.1, re_feature=feature, classifier="linear")
-    assert transformers_model(_random_encoder("bert"), HeadSpec.from_config(ft, task_encoder.spec.task_type).build(task_encoder, 32),
-                             task_encoder) is None
+    choices = FinetuneSpec(EncodingSpec(), HeadSpec.from_config(ft, task_encoder.spec.task_type))
+    assert export_mapping(choices, task_encoder.output_kind, "bert") is None
 
 
 @pytest.mark.slow  # reads every dataset: 1-9 s each
