@@ -197,8 +197,15 @@ class ResamplingCache:
         _PENDING = [compute for _, _, compute in self.pending]
         try:
             if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                pool = multiprocessing.get_context("fork").Pool(workers, initializer=_default_signals)
+                try:
                     values = pool.map(_compute, range(len(_PENDING)), chunksize=1)
+                    pool.close()  # the workers leave on their own once the queue is empty
+                except BaseException:
+                    pool.terminate()
+                    raise
+                finally:
+                    pool.join()
             else:
                 values = [_compute(i) for i in range(len(_PENDING))]
         finally:
@@ -210,6 +217,16 @@ class ResamplingCache:
 
 
 _PENDING: list[Callable[[], dict | None]] = []  # the queue `run_pending` hands to its forked workers
+
+
+def _default_signals() -> None:
+    """A pool worker's SIGINT / SIGTERM: the default (exit), not the handlers the fork copied from the CLI
+    (core.interrupts). A worker holding those outlived the pool's terminate(), and its join waited forever:
+    a `bioablate run` under test hung rendering its table, its one live worker blocked on the task queue."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def _compute(index: int) -> dict | None:
