@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from core.errors import ConfigError
 from datamodules.instances import Instance
+from datamodules.task_types import TASK_TYPES
 
 
 def balanced_class_weights(labels: Sequence[str], classes: Sequence[str]) -> tuple[float, ...]:
@@ -51,8 +52,6 @@ def training_class_weights(train: Sequence[Instance], classes: Sequence[str]) ->
     return balanced_class_weights(labels, classes)
 
 
-# Task types whose loss is a cross-entropy over one class per example: where `finetune.class_weights` applies.
-WEIGHTED_TASK_TYPES = ("re", "classification", "qa")
 KEY = "finetune.class_weights"
 
 
@@ -62,9 +61,10 @@ def check_class_weights(value, spec) -> None:
     a mistake is one ConfigError line naming the key."""
     if value is None:
         return
-    if spec.task_type not in WEIGHTED_TASK_TYPES or spec.multi_label:
+    if not TASK_TYPES.of(spec.task_type).class_weights or spec.multi_label:
         what = "multi-label classification" if spec.multi_label else f"task type {spec.task_type}"
-        raise ConfigError(f"{KEY} applies to single-label classification ({', '.join(WEIGHTED_TASK_TYPES)}), "
+        weighted = TASK_TYPES.names(lambda t: t.class_weights)  # a cross-entropy over one class per example
+        raise ConfigError(f"{KEY} applies to single-label classification ({', '.join(weighted)}), "
                           f"not to {spec.name} ({what}); drop the override")
     if isinstance(value, str):
         if value != "balanced":

@@ -29,6 +29,7 @@ from datamodules.relation_inputs import MARKERS, RE_INPUTS, get_transform
 from datamodules.spec import DatasetSpec
 from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS, get_scheme  # importers find them here too
 from datamodules.task_encoder import Features, TaskEncoder  # importers find them here too
+from datamodules.task_types import TASK_TYPES
 
 # The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
 # the one definition, used by the fine-tuning heads and by pretraining's masking too.
@@ -151,7 +152,9 @@ class SequenceEncoder(TaskEncoder):
         self.output_kind, self.rule = output_kind, rule
         self.labels = list(spec.labels)
         self.label_ids = {label: i for i, label in enumerate(self.labels)}
-        self.relation = spec.task_type == "re"
+        # a relation's entities, and how a pair too long is cut: its task type's
+        task_type = TASK_TYPES.of(spec.task_type)
+        self.relation, self.truncation = task_type.relation, task_type.truncation
         self.transform = get_transform(re_input)
         if self.relation and re_input == "markers":
             # single tokens, never split or lowercased; the model's embeddings are resized to match
@@ -174,9 +177,7 @@ class SequenceEncoder(TaskEncoder):
             first, second = [x.text_a for x in instances], [x.text_b for x in instances]
         else:
             first, second = [x.text for x in instances], None
-        # QA keeps the whole question and truncates the reference text; sentence pairs share the cut.
-        truncation = "only_second" if self.spec.task_type == "qa" else True
-        enc = self.tokenizer(first, second, truncation=truncation, max_length=self.max_length)
+        enc = self.tokenizer(first, second, truncation=self.truncation, max_length=self.max_length)
         return [{"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
                  "token_type_ids": enc["token_type_ids"][i], "labels": self.label(x)}
                 for i, x in enumerate(instances)]

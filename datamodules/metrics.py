@@ -39,7 +39,7 @@ import numpy as np
 
 from datamodules.instances import Span
 from datamodules.metric_registry import METRIC_NAMES, METRICS, check_lengths, ratio
-from datamodules.spec import BLURB_TASK_TYPES
+from datamodules.task_types import BLURB_TASK_TYPES
 
 METRIC_NAMES.update({"entity_f1": "entity F1", "pico_word_macro_f1": "word macro F1", "relation_micro_f1": "micro F1",
                 "positive_class_f1": "F1", "pearson": "Pearson r", "multilabel_micro_f1": "micro F1",

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from core.choices import Choice
+from datamodules.task_types import TASK_TYPES
 
-EXTRACTIVE = ("qa-extractive",)
+EXTRACTIVE = TASK_TYPES.names(lambda t: t.spans)
 
 QA_MERGES: Choice[Any] = Choice("finetune.qa_merge", "how a question's answers are merged over its snippets "
                                             "(extractive QA's BioASQ measures)",

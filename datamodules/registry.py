@@ -15,7 +15,8 @@ from datamodules.blurb import BLURB_DATASETS
 from datamodules.metrics import METRICS
 from datamodules.protocols import split_fold_name
 from datamodules.seed_papers import SEED_PAPER_DATASETS
-from datamodules.spec import TASK_TYPES, DatasetSpec
+from datamodules.spec import DatasetSpec
+from datamodules.task_types import TASK_TYPES
 
 DATASETS: Registry[DatasetSpec] = Registry("task")
 
@@ -28,8 +29,8 @@ def register(spec: DatasetSpec, *, replace: bool = False) -> DatasetSpec:
         from datamodules.task_kinds import TASK_KINDS
 
         if spec.task_type not in TASK_KINDS:
-            raise ValueError(f"dataset {spec.name}: task type {spec.task_type!r} is neither one of {TASK_TYPES} "
-                             f"nor a task kind ({', '.join(TASK_KINDS)})")
+            raise ValueError(f"dataset {spec.name}: task type {spec.task_type!r} is neither a task type "
+                             f"({', '.join(TASK_TYPES)}) nor a task kind ({', '.join(TASK_KINDS)})")
     METRICS.get(spec.metric)  # a dataset scored by an unknown metric fails here, not after training
     return DATASETS.register(spec.name, spec, replace=replace)
 

@@ -21,6 +21,7 @@ from typing import Callable
 
 from core.choices import Choice
 from datamodules.instances import RelationInstance
+from datamodules.task_types import TASK_TYPES
 
 MARKERS = ("[E1]", "[/E1]", "[E2]", "[/E2]")
 
@@ -89,9 +90,10 @@ def markers(instance: RelationInstance) -> RelationText:
 
 Transform = Callable[[RelationInstance], RelationText]
 RE_INPUTS: Choice[Transform] = Choice("finetune.re_input", "relation input transform (Table 14)")  # standard first
-RE_INPUTS.register("dummify", dummify, task_types=("re",))
-RE_INPUTS.register("markers", markers, task_types=("re",))
-RE_INPUTS.register("original", original, task_types=("re",))
+RELATION_TASK_TYPES = TASK_TYPES.names(lambda t: t.relation)
+RE_INPUTS.register("dummify", dummify, task_types=RELATION_TASK_TYPES)
+RE_INPUTS.register("markers", markers, task_types=RELATION_TASK_TYPES)
+RE_INPUTS.register("original", original, task_types=RELATION_TASK_TYPES)
 
 
 def get_transform(name: str) -> Transform:

@@ -26,17 +26,6 @@ SPLITS = ("train", "dev", "test")
 # finetune.max_length, pretrain.seq_len, the model's position embeddings).
 MIN_SEQUENCE = 8
 
-# The six BLURB task types; the BLURB score averages within each, then over them.
-BLURB_TASK_TYPES = ("ner", "pico", "re", "similarity", "classification", "qa")
-# Every task type: BLURB's, then extractive QA (BioBERT's Table 6: an answer span in a context).
-TASK_TYPES = (*BLURB_TASK_TYPES, "qa-extractive")
-# The task types scored per word, with a tag per word (the tagging choices apply to them only).
-TOKEN_TASK_TYPES = ("ner", "pico")
-# The task types that predict a span of the context: a start and an end logit per position.
-SPAN_TASK_TYPES = ("qa-extractive",)
-# The others predict one output per example, from one vector (classes, labels or a number).
-SEQUENCE_TASK_TYPES = tuple(t for t in TASK_TYPES if t not in TOKEN_TASK_TYPES + SPAN_TASK_TYPES)
-
 Splits = dict[str, list[Instance]]
 Reader = Callable[[Path], Splits]  # a `FILE_FOLDS` dataset's reader also takes the fold: reader(path, k)
 
@@ -55,7 +44,7 @@ class DatasetSpec:
     """One dataset. `files` are relative to `root` (the data directory for staged datasets)."""
 
     name: str
-    task_type: str
+    task_type: str  # a name in datamodules.task_types.TASK_TYPES (or a task kind named directly)
     reader: Reader
     files: tuple[str, ...]
     labels: tuple[str, ...]  # span types (ner/pico), classes (re/qa/classification); () for regression

@@ -28,6 +28,7 @@ from core.errors import BioablateError, ConfigError
 from datamodules.instances import Instance, PairInstance, QAInstance, RelationInstance, TaggingInstance, TextInstance
 from datamodules.protocols import KFolds
 from datamodules.spec import SPLITS, DatasetSpec, Splits
+from datamodules.task_types import TASK_TYPES
 
 log = logging.getLogger("bioablate")
 
@@ -45,7 +46,7 @@ def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> li
         if not splits.get(split) and not (split == "dev" and spec.no_dev):
             raise BioablateError(f"dataset '{spec.name}' has no {split} split in {spec.base_dir(data_dir)}"
                                  f"{where}; see docs/data.md")
-    if spec.task_type == "qa-extractive":
+    if TASK_TYPES.of(spec.task_type).spans:
         if not any(x.answer_spans for x in splits["train"]):
             raise BioablateError(f"dataset '{spec.name}': no training question has an answer located in its "
                                  f"context{where}; the model could only learn that there is none")

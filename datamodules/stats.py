@@ -8,6 +8,7 @@ from pathlib import Path
 from datamodules.instances import Instance, QAInstance, TaggingInstance
 from datamodules.spec import SPLITS, DatasetSpec
 from datamodules.tagging import io_merges
+from datamodules.task_types import TASK_TYPES
 
 
 def count(spec: DatasetSpec, instances: list[Instance]) -> int:
@@ -46,7 +47,7 @@ def dataset_stats(spec: DatasetSpec, data_dir: Path | None, tagging: str | None 
     for split in SPLITS:
         instances = splits.get(split, [])
         merged = None
-        if tagging == "io" and spec.task_type in ("ner", "pico"):
+        if tagging == "io" and TASK_TYPES.of(spec.task_type).tagged:
             merged = sum(io_merges(x.spans) for x in instances)
         rows.append(SplitStats(spec.name, split, spec.count_unit, count(spec, instances),
                                spec.paper_counts.get(split), len(instances), merged))

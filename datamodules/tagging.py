@@ -20,7 +20,7 @@ from typing import Sequence
 
 from core.choices import Choice
 from datamodules.instances import Span, iob_to_spans
-from datamodules.spec import TOKEN_TASK_TYPES
+from datamodules.task_types import TASK_TYPES
 
 
 @dataclass(frozen=True)
@@ -95,20 +95,21 @@ class TaggingScheme:
         return starts, pairs, ends
 
 
+TAGGED_TASK_TYPES = TASK_TYPES.names(lambda t: t.tagged)  # where the tagging choices apply
 SCHEMES: Choice[TaggingScheme] = Choice("finetune.tagging", "tagging scheme (Table 13)")  # standard first
 for _scheme in (
     TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)"),
     TaggingScheme("bioul", ("B", "I", "L", "U"), "BIO plus L-X (last word) and U-X (one-word mention)"),
     TaggingScheme("io", ("I",), "inside/outside only; adjacent mentions of one type merge"),
 ):
-    SCHEMES.register(_scheme.name, _scheme, task_types=TOKEN_TASK_TYPES)
+    SCHEMES.register(_scheme.name, _scheme, task_types=TAGGED_TASK_TYPES)
 
 
 # finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).
 SUBTOKEN_LABELS: Choice[str] = Choice("finetune.subtoken_labels", "which sub-tokens carry a word's tag (evaluation is "
                                                            "per word either way)")
-SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TOKEN_TASK_TYPES)
-SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TOKEN_TASK_TYPES)
+SUBTOKEN_LABELS.register("first", "each word's first sub-token (standard)", task_types=TAGGED_TASK_TYPES)
+SUBTOKEN_LABELS.register("all", "every sub-token of the word", task_types=TAGGED_TASK_TYPES)
 
 
 def get_scheme(name: str) -> TaggingScheme:

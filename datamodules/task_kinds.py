@@ -28,10 +28,12 @@ built-in kind's upper parts are added by the module that uses them (`attach`, in
 heads.py, export.py, cards.py and predict.py) and read only there, where that module has run; a kind
 registered elsewhere gives all of its parts at once.
 
-Which kind a dataset is: its `task_type` names one of the task types (datamodules/spec.py), which
-`kind_name` maps to its kind (a classification task is `multilabel` where the dataset is multi-label and
-`ranking` where its metric ranks), or names a kind directly (a kind registered with no task type of its own).
-Which fine-tuning choices apply is said per task type where each choice is declared (core.choices).
+Which kind a dataset is: its `task_type` names one of the task types (datamodules/task_types.py), whose
+entry names its kind (a classification task is `multilabel` where the dataset is multi-label and `ranking`
+where its metric ranks: `kind_name`), or names a kind directly (a kind registered with no task type of its
+own). What differs between task types of one kind (relation extraction's entities, QA's truncation) is
+their entry's, not a kind's. Which fine-tuning choices apply is said per task type where each choice is
+declared (core.choices).
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ from core.registry import Registry
 from datamodules.encoders import EncodingSpec, SequenceEncoder, SequenceLabels, TaggingEncoder
 from datamodules.instances import Instance, TextInstance
 from datamodules.qa_spans import ExtractiveQAEncoder
-from datamodules.spec import SPAN_TASK_TYPES, TASK_TYPES, TOKEN_TASK_TYPES, DatasetSpec
+from datamodules.spec import DatasetSpec
 from datamodules.task_encoder import RANKING_METRICS, TaskEncoder
+from datamodules.task_types import TASK_TYPES
 
 # (dataset, tokenizer, max_length, encoding choices with the windows resolved, the kind's name) -> encoder
 EncoderFactory = Callable[[DatasetSpec, PreTrainedTokenizerBase, int, EncodingSpec, str], TaskEncoder]
@@ -88,14 +91,9 @@ TASK_KINDS = TaskKinds("task kind")
 
 def kind_name(spec: DatasetSpec) -> str:
     """The task kind of dataset `spec` (module docstring)."""
-    if spec.task_type not in TASK_TYPES:  # a kind named directly (datamodules.registry checks it is one)
-        return spec.task_type
-    if spec.task_type in TOKEN_TASK_TYPES:
-        return "token"
-    if spec.task_type in SPAN_TASK_TYPES:
-        return "span"
-    if spec.task_type == "similarity":
-        return "regression"
+    kind = TASK_TYPES.of(spec.task_type).kind
+    if kind != "classification":
+        return kind
     if spec.metric in RANKING_METRICS:
         return "ranking"
     return "multilabel" if spec.multi_label else "classification"

@@ -16,27 +16,28 @@ from typing import Any, Callable, Mapping
 from core.choices import Choice
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.qa_merges import QA_MERGES
-from datamodules.relation_inputs import RE_INPUTS
-from datamodules.spec import SEQUENCE_TASK_TYPES, TOKEN_TASK_TYPES
-from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS
+from datamodules.relation_inputs import RE_INPUTS, RELATION_TASK_TYPES
+from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS, TAGGED_TASK_TYPES
+from datamodules.task_types import TASK_TYPES
 
 HEADS: Choice[Any] = Choice("finetune.head", "layers around the output layer (Table 12)",
                             implemented_in="lightning_modules.heads")
 HEADS.declare("linear")
 HEADS.declare("bilstm")
-HEADS.declare("crf", task_types=TOKEN_TASK_TYPES)
-HEADS.declare("bilstm-crf", task_types=TOKEN_TASK_TYPES)
+HEADS.declare("crf", task_types=TAGGED_TASK_TYPES)
+HEADS.declare("bilstm-crf", task_types=TAGGED_TASK_TYPES)
 
 RE_FEATURES: Choice[Any] = Choice("finetune.re_feature", "relation featurizer (Table 14)",
                                   implemented_in="lightning_modules.heads")
 RE_FEATURES.declare("cls")  # [CLS]; every non-RE sequence task uses it
-RE_FEATURES.declare("mention", task_types=("re",))  # entity tokens max-pooled
-RE_FEATURES.declare("entity-start", task_types=("re",),  # the [E1], [E2] marker tokens: only the markers
+RE_FEATURES.declare("mention", task_types=RELATION_TASK_TYPES)  # entity tokens max-pooled
+RE_FEATURES.declare("entity-start", task_types=RELATION_TASK_TYPES,  # the [E1], [E2] marker tokens: only the markers
                     requires={"re_input": "markers"})  # input has them
 
 # A `finetune.classifier`: (feature width, hidden size, labels, dropout) -> the output layer.
 CLASSIFIERS: Choice[Callable[..., Any]] = Choice("finetune.classifier", "classification layer on the sequence feature",
                                                  implemented_in="lightning_modules.heads")
+SEQUENCE_TASK_TYPES = TASK_TYPES.names(lambda t: t.sequence)
 CLASSIFIERS.declare("linear", task_types=SEQUENCE_TASK_TYPES)
 CLASSIFIERS.declare("mlp", task_types=SEQUENCE_TASK_TYPES)
 

@@ -34,6 +34,7 @@ from torchcrf import CRF
 
 from datamodules.encoders import IGNORE_INDEX
 from datamodules.task_kinds import TASK_KINDS
+from datamodules.task_types import TASK_TYPES
 
 # the choices' names and where they apply: declared torch-free there, their entries registered here
 from lightning_modules.choice_names import CLASSIFIERS, HEADS, RE_FEATURES
@@ -397,7 +398,7 @@ class HeadSpec:
     @classmethod
     def from_config(cls, finetune_cfg: Any, task_type: str) -> HeadSpec:
         ft = finetune_cfg
-        return cls(ft.head, ft.re_feature if task_type == "re" else RE_FEATURES.default, ft.classifier,
+        return cls(ft.head, ft.re_feature if TASK_TYPES.of(task_type).relation else RE_FEATURES.default, ft.classifier,
                    float(ft.dropout))
 
     @classmethod

@@ -40,9 +40,9 @@ from ablations.run.predict import predict
 from datamodules.encoders import SequenceEncoder, SequenceLabels
 from datamodules.finetune_data import subsample
 from datamodules.registry import DATASETS, dataset_names, get_dataset, register
-from datamodules.spec import TASK_TYPES
 from datamodules.task_encoder import scoring_group
 from datamodules.task_kinds import TASK_KINDS, TaskKind, kind_name
+from datamodules.task_types import TASK_TYPES
 from lightning_modules.finetune_spec import CHOICES
 from lightning_modules.heads import HEADS, HeadLayers, SequenceOutput, sequence_head
 

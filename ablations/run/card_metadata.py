@@ -12,15 +12,13 @@ import yaml
 from huggingface_hub import EvalResult
 
 from datamodules.metrics import METRIC_NAMES
+from datamodules.task_types import TASK_TYPES
 from lightning_modules.models import HUB_ID, MODEL_CARD, NAMED_MODELS, RANDOM_BERT, split_revision
 
 # Licence ids the Hub knows (https://hf.co/docs/hub/repositories-licenses) among the data's; any other
 # name is written as `license: other` with the name in `license_name`
 HUB_LICENSES = frozenset({"apache-2.0", "mit", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0", "cc-by-3.0",
                           "cc-by-sa-3.0", "cc0-1.0", "gpl-3.0", "bsd-3-clause", "odc-by", "unknown"})
-TASK_NAMES = {"ner": "Named Entity Recognition", "pico": "PICO Extraction", "re": "Relation Extraction",
-              "similarity": "Sentence Similarity", "classification": "Document Classification",
-              "qa": "Question Answering", "qa-extractive": "Extractive Question Answering"}
 HUB_METRIC_TYPES = {"pearson": "pearsonr", "accuracy": "accuracy", "bioasq_factoid": "mrr"}  # the rest are F1s
 
 
@@ -81,7 +79,7 @@ def eval_results(meta: dict[str, Any], pipeline: str, test_metrics: dict[str, fl
                  ) -> list[EvalResult]:
     """The test scores as `model-index` results under the model's Hub `pipeline` tag: the task's own metric,
     and precision / recall where the metric has them."""
-    common = {"task_type": pipeline, "task_name": TASK_NAMES.get(meta["task_type"]),
+    common = {"task_type": pipeline, "task_name": TASK_TYPES.of(meta["task_type"]).title,
               "dataset_type": meta["task"], "dataset_name": meta["task"], "dataset_split": "test"}
     results = []
     primary = ("score", HUB_METRIC_TYPES.get(metric, "f1"), METRIC_NAMES.get(metric, metric))

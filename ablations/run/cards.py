@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablations.run.card_metadata import base_model, eval_results, license_metadata
 from datamodules.registry import get_dataset
 from datamodules.task_kinds import TASK_KINDS
+from datamodules.task_types import TASK_TYPES
 from lightning_modules.models import RANDOM_BERT
 
 # A pretrained model's card: the project's (pyproject.toml); the corpora's own terms apply to their text (the
@@ -209,14 +210,7 @@ def _span_inputs(meta: dict[str, Any]) -> str:
 def _sequence_inputs(rule: str) -> Callable[[dict[str, Any]], str]:
     """The inputs of a kind with one output per example: by the task type's input form, then `rule`."""
     def inputs(meta: dict[str, Any]) -> str:
-        task_type, cut = meta["task_type"], _cut(meta)
-        if task_type == "re":
-            return _relation_inputs(meta)
-        if task_type == "qa":
-            return f"A pair: question, then the reference text (`tokenizer(question, text)`). {cut} Only the text is cut."
-        if task_type == "similarity":
-            return f"A sentence pair (`tokenizer(a, b)`); the output is one similarity score. {cut}"
-        return f"One text. {cut} {rule}"
+        return SEQUENCE_INPUTS[TASK_TYPES.of(meta["task_type"]).inputs](meta, rule)
     return inputs
 
 
@@ -233,6 +227,16 @@ def _relation_inputs(meta: dict[str, Any]) -> str:
                "entity-start": "The classifier reads the `[E1]` and `[E2]` marker tokens: it needs their "
                                "positions (`bioablate predict` finds them)."}[meta["re_feature"]]
     return f"Relation extraction: {transform}, then classify the sentence. {_cut(meta)} {feature}"
+
+
+# input form (datamodules/task_types.py) -> (meta, the kind's decision rule) -> how its inputs are built
+SEQUENCE_INPUTS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "relation": lambda meta, rule: _relation_inputs(meta),
+    "question-text": lambda meta, rule: (f"A pair: question, then the reference text (`tokenizer(question, text)`). "
+                                         f"{_cut(meta)} Only the text is cut."),
+    "pair": lambda meta, rule: f"A sentence pair (`tokenizer(a, b)`); the output is one similarity score. {_cut(meta)}",
+    "text": lambda meta, rule: f"One text. {_cut(meta)} {rule}",
+}
 
 
 def _loading_text(meta: dict[str, Any]) -> str:

@@ -47,6 +47,7 @@ from datamodules.spec import DatasetSpec
 from datamodules.split_checks import read_checked
 from datamodules.task_encoder import scoring_group
 from datamodules.task_kinds import kind_of, resolve_windows
+from datamodules.task_types import TASK_TYPES
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
@@ -107,7 +108,7 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     missing = spec.missing_files(data_dir)
     if missing:
         raise spec.missing_error(data_dir, missing)
-    if cfg.finetune.adversarial and spec.task_type == "similarity":
+    if cfg.finetune.adversarial and TASK_TYPES.of(spec.task_type).scored:
         raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
                           "distributions and a regression task has none; drop the override")
     data_fp = spec.fingerprint(data_dir)

@@ -37,7 +37,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from safetensors.torch import load_file
@@ -63,6 +63,7 @@ from datamodules.instances import (
 from datamodules.qa_spans import whole_word_answers, word_bounds
 from datamodules.registry import get_dataset
 from datamodules.task_kinds import TASK_KINDS, make_encoder
+from datamodules.task_types import TASK_TYPES
 from datamodules.textfiles import read_text
 from lightning_modules.finetune_spec import FinetuneSpec
 
@@ -209,7 +210,7 @@ def _sequence_records(model: ExportedModel, examples: list[Example], batch_size:
 def _placeholder_label(spec) -> Any:
     """Encoders build a training label from every instance; new text has none, so it gets a dummy one
     (never read: only the predictions come back)."""
-    return 0.0 if spec.task_type == "similarity" else spec.labels[0]
+    return 0.0 if TASK_TYPES.of(spec.task_type).scored else spec.labels[0]
 
 
 def _word_spans(tokens: list[str], text: str, where: tuple[Path, int]) -> tuple[tuple[int, int], ...]:
@@ -226,40 +227,72 @@ def _word_spans(tokens: list[str], text: str, where: tuple[Path, int]) -> tuple[
     return tuple(spans)
 
 
+def _words(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> Example:
+    if "text" in record:
+        text = str(record["text"])
+        if "tokens" in record:
+            tokens = [str(t) for t in record["tokens"]]
+            words = _word_spans(tokens, text, where)
+        else:
+            found = list(WORDS.finditer(text))
+            tokens, words = [m.group() for m in found], tuple(m.span() for m in found)
+    else:
+        tokens = [str(t) for t in record["tokens"]]
+        text = " ".join(tokens)
+        words = _word_spans(tokens, text, where)
+    return Example(TaggingInstance(rid, tuple(tokens), ()), text, words)
+
+
+def _relation(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> Example:
+    head, tail = (Mention(int(m["start"]), int(m["end"]), str(m["type"])) for m in (record["head"], record["tail"]))
+    return Example(RelationInstance(rid, record["text"], head, tail, _placeholder_label(spec)))
+
+
+def _question_context(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> Example:
+    return Example(QAInstance(rid, str(record.get("question_id", rid)), str(record["question"]),
+                              str(record["context"]), answers=()))
+
+
+def _pair(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> Example:
+    return Example(PairInstance(rid, record["text_a"], record["text_b"], _placeholder_label(spec)))
+
+
+def _text(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> Example:
+    return Example(TextInstance(rid, record["text"], (_placeholder_label(spec),)))
+
+
+@dataclass(frozen=True)
+class InputForm:
+    """How one example of an input form (datamodules/task_types.py) is read."""
+
+    needs: str  # the JSONL fields it needs, for messages
+    example: Callable[[dict[str, Any], Any, str, tuple[Path, int]], Example]  # (record, spec, id, where)
+    # the record keys of a plain-text line: one (the line) or two (two texts separated by a tab); () JSONL only
+    keys: tuple[str, ...] = ("text",)
+
+
+INPUT_FORMS = {
+    "words": InputForm("tokens or text", _words),
+    "relation": InputForm("text, head and tail {start, end, type}", _relation, ()),
+    "pair": InputForm("text_a and text_b", _pair, ("text_a", "text_b")),
+    "question-text": InputForm("text_a and text_b", _pair, ("text_a", "text_b")),
+    "question-context": InputForm("question and context", _question_context, ("question", "context")),
+    "text": InputForm("text", _text),
+}
+
+
+def _input_form(spec) -> InputForm:
+    return INPUT_FORMS[TASK_TYPES.of(spec.task_type).inputs]
+
+
 def example_from_json(record: dict[str, Any], spec, where: tuple[Path, int]) -> Example:
     """One JSONL record -> the task's instance (`datamodules.instances`), with the text and word offsets
     that tagging output indexes."""
-    rid = str(record.get("id", where[1]))
+    form = _input_form(spec)
     try:
-        if spec.task_type in ("ner", "pico"):
-            if "text" in record:
-                text = str(record["text"])
-                if "tokens" in record:
-                    tokens = [str(t) for t in record["tokens"]]
-                    words = _word_spans(tokens, text, where)
-                else:
-                    found = list(WORDS.finditer(text))
-                    tokens, words = [m.group() for m in found], tuple(m.span() for m in found)
-            else:
-                tokens = [str(t) for t in record["tokens"]]
-                text = " ".join(tokens)
-                words = _word_spans(tokens, text, where)
-            return Example(TaggingInstance(rid, tuple(tokens), ()), text, words)
-        if spec.task_type == "re":
-            head, tail = (Mention(int(m["start"]), int(m["end"]), str(m["type"]))
-                          for m in (record["head"], record["tail"]))
-            return Example(RelationInstance(rid, record["text"], head, tail, _placeholder_label(spec)))
-        if spec.task_type == "qa-extractive":
-            return Example(QAInstance(rid, str(record.get("question_id", rid)), str(record["question"]),
-                                      str(record["context"]), answers=()))
-        if spec.task_type in ("similarity", "qa"):
-            return Example(PairInstance(rid, record["text_a"], record["text_b"], _placeholder_label(spec)))
-        return Example(TextInstance(rid, record["text"], (_placeholder_label(spec),)))
+        return form.example(record, spec, str(record.get("id", where[1])), where)
     except (KeyError, TypeError, ValueError) as error:
-        fields = {"ner": "tokens or text", "pico": "tokens or text", "re": "text, head and tail {start, end, type}",
-                  "similarity": "text_a and text_b", "qa": "text_a and text_b",
-                  "qa-extractive": "question and context"}.get(spec.task_type, "text")
-        raise DataFormatError(where[0], where[1], f"a {spec.name} record needs {fields} "
+        raise DataFormatError(where[0], where[1], f"a {spec.name} record needs {form.needs} "
                                                   f"({type(error).__name__}: {error})") from None
 
 
@@ -271,6 +304,7 @@ def read_inputs(path: Path, spec) -> list[Example]:
     if not lines:
         raise DataFormatError(path, None, "no examples (one per line)")
     jsonl = path.suffix == ".jsonl" or lines[0][1].lstrip().startswith("{")
+    keys = _input_form(spec).keys
     examples = []
     for n, line in lines:
         if jsonl:
@@ -280,17 +314,16 @@ def read_inputs(path: Path, spec) -> list[Example]:
                 raise DataFormatError(path, n, f"not a JSON object ({error.msg}); write one object per line")
             if not isinstance(record, dict):
                 raise DataFormatError(path, n, "not a JSON object; write one object per line")
-        elif spec.task_type == "re":
-            raise DataFormatError(path, n, "relation extraction needs JSONL with text, head and tail "
-                                           "(character offsets {start, end, type})")
-        elif spec.task_type in ("similarity", "qa", "qa-extractive"):
+        elif not keys:
+            raise DataFormatError(path, n, f"{spec.name} needs JSONL with {_input_form(spec).needs} (character "
+                                           "offsets)")
+        elif len(keys) == 2:
             parts = line.split("\t")
             if len(parts) != 2:
                 raise DataFormatError(path, n, "a pair task needs two texts separated by one tab")
-            record = ({"question": parts[0], "context": parts[1]} if spec.task_type == "qa-extractive"
-                      else {"text_a": parts[0], "text_b": parts[1]})
+            record = dict(zip(keys, parts))
         else:
-            record = {"text": line}
+            record = {keys[0]: line}
         examples.append(example_from_json(record, spec, (path, n)))
     return examples
 

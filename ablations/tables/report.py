@@ -25,6 +25,7 @@ from core.hardware import COMPUTE_PREFIX
 from datamodules.qa_spans import QA_MERGES, describe_merge
 from datamodules.registry import get_dataset
 from datamodules.task_encoder import scoring_group
+from datamodules.task_types import TASK_TYPES
 
 
 @dataclass
@@ -271,7 +272,7 @@ def run_setups(experiment, plan) -> list[RunSetup]:
                 sizes[key] = model_size(path, cfg)
             shown += f" ({sizes[key]})" if sizes[key] else ""
         spec = get_dataset(cell.task)
-        extractive, merge = spec.task_type == "qa-extractive", str(cfg.finetune.qa_merge)
+        extractive, merge = TASK_TYPES.of(spec.task_type).spans, str(cfg.finetune.qa_merge)
         by_question = scoring_group(spec) is not None and (not extractive or QA_MERGES.get(merge).pooled)
         out.append(RunSetup(cell.task, cell.row, labels.get(cell.column, cell.column), shown,
                             int(cfg.finetune.epochs), float(cfg.finetune.lr), int(cfg.finetune.batch_size),

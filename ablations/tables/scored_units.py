@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from datamodules.task_types import TASK_TYPES
+
 PREDICTIONS = "test_predictions.jsonl"
 ANSWERS = "test_answers.jsonl"  # extractive QA: per question
 
@@ -67,7 +69,7 @@ def _spans(value: list) -> list:
 
 def _instance_value(spec, value: Any, gold: bool) -> Any:
     """A JSON gold or prediction back in the form the metric takes (encoders' `to_json` inverted)."""
-    if spec.task_type in ("ner", "pico"):
+    if TASK_TYPES.of(spec.task_type).tagged:
         return _spans(value)
     if spec.multi_label:
         return tuple(value)
@@ -82,8 +84,7 @@ def unit_of(spec) -> str:
 
     if scoring_group(spec) is not None:
         return "question"
-    return "sentence" if spec.task_type in ("ner", "pico") else "document" if spec.task_type == "classification" \
-        else "instance"
+    return TASK_TYPES.of(spec.task_type).unit
 
 
 def units_from_records(spec, records: list[dict], answers: list[dict] | None = None) -> ScoredUnits:

@@ -156,7 +156,7 @@ def register_from_yaml(path: str | Path) -> DatasetSpec:
         name=definition.name, task_type=definition.kind.task_type, reader=_reader(definition),
         files=protocol.files, labels=definition.labels, metric=definition.metric,
         metric_args=definition.metric_args, multi_label=definition.multi_label,
-        max_length=definition.max_length, count_unit=definition.kind.count_unit, root=definition.root,
+        max_length=definition.max_length, count_unit=definition.kind.form.count_unit, root=definition.root,
         notes=f"registered from {definition.source}" + (f"; labels read from {labels_from}" if labels_from else ""),
         definition=definition.normalized, carve_dev=protocol.carve_dev,
         folds=protocol.folds, no_dev=protocol.no_dev, labels_from=labels_from, source=str(definition.source),

@@ -29,8 +29,6 @@ DEFAULT_SEED = 13
 DEFAULT_K = 10
 NO_DEV = "none"
 POOL = "pool"  # the split a k-fold dataset's reader returns: the one file, dealt into folds
-# task_type -> the instance attribute whose equal values stay on one side of a carve or a fold deal
-GROUP_BY = {"re": "text", "qa": "text_a", "qa-extractive": "question_id"}
 DEV_WORDS = f"`{NO_DEV}` or a mapping {{fraction: {DEFAULT_FRACTION}, seed: {DEFAULT_SEED}}}"
 FOLDS_WORDS = (f"a list of {{train: FILE, test: FILE}} pairs or a mapping {{k: {DEFAULT_K}, seed: {DEFAULT_SEED}, "
                "file: FILE}")
@@ -75,10 +73,11 @@ def _file(value: Any, key: str, fail: Callable[[str], Exception]) -> str:
     return value
 
 
-def parse(files: dict[str, str | None], dev: Any, folds: Any, kind_name: str, format: str,
+def parse(files: dict[str, str | None], dev: Any, folds: Any, group_by: str | None, format: str,
           fail: Callable[[str], Exception]) -> Protocol:
-    """`files` (split -> file or None), `dev` and `folds` as plain values -> Protocol, or `fail(message)`."""
-    group_by = GROUP_BY.get(kind_name)
+    """`files` (split -> file or None), `dev` and `folds` as plain values -> Protocol, or `fail(message)`.
+    `group_by`: the instance attribute whose equal values stay on one side of a carve or a fold deal (the
+    task type's, datamodules/task_types.py), None: none."""
     if folds is not None:
         for split in ("train", "test", "dev"):
             if files.get(split) is not None:

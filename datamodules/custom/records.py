@@ -7,7 +7,7 @@
   example is an error); a file may give its own (`files: {test: {path: test.tsv, header: true, columns:
   {text: 1, label: 2}}}`, layouts.py). Multi-label lines join their labels with `label_separator`.
 
-Fields by task type (schema.KINDS): ner/pico `tokens` + `tags` (lists, JSONL only); re `text`, `label`
+Fields by task type (schema.KINDS; the builder is its input form's, `_Builder.BY_INPUTS`): ner/pico `tokens` + `tags` (lists, JSONL only); re `text`, `label`
 and `head` / `tail` mentions (`{"start": 0, "end": 5, "type": "GENE"}` or `[0, 5, "GENE"]`, character
 offsets, end exclusive), or, with `entity_types: [HEAD, TAIL]`, the text holding `@HEAD$` and `@TAIL$`
 (BLURB's GAD and BLUE's files); similarity and pair-classification `text_a`, `text_b`, `label`;
@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from core.errors import DataFormatError
 from datamodules.custom.layouts import FileLayout
-from datamodules.custom.schema import TAGGING, Definition
+from datamodules.custom.schema import Definition
 from datamodules.custom.tagged import TagRules
 from datamodules.instances import (
     Instance,
@@ -76,7 +76,7 @@ def _jsonl(definition: Definition, path: Path) -> Iterator[tuple[int, Record]]:
 
 def _looks_like_data(definition: Definition, value: str) -> bool:
     """A header row's label column holds a class of `labels` (a score, for similarity): an example."""
-    if definition.kind_name == "similarity":
+    if definition.kind.entry.scored:
         try:
             float(value)
             return True
@@ -130,38 +130,47 @@ class _Builder:
 
     def __init__(self, definition: Definition, path: Path, layout: FileLayout):
         self.d, self.path, self.layout = definition, path, layout
-        self.tag_rules = TagRules(definition) if definition.kind_name in TAGGING else None
+        self.tag_rules = TagRules(definition) if definition.kind.entry.tagged else None
         self.labels = set(definition.labels)
+        self.build = self.BY_INPUTS[definition.kind.inputs]
 
     def __call__(self, index: int, number: int, record: Record) -> Instance:
         self.number, self.record = number, record
-        ident = str(record["id"]) if record.get("id") is not None else f"{self.path.stem}-{index}"
-        kind = self.d.kind_name
-        if kind in TAGGING:
-            tokens, tags = self.strings("tokens"), self.strings("tags")
-            if len(tokens) != len(tags):
-                raise self.error(f"{len(tokens)} tokens but {len(tags)} tags ({self.key('tokens')}, "
-                                 f"{self.key('tags')})")
-            tags = [self.tag_rules.normalize(tag, self.path, number) for tag in tags]
-            return TaggingInstance(ident, tuple(tokens), iob_to_spans(tags))
-        if kind == "re":
-            text = self.text("text")
-            head, tail = self.placeholders(text) if self.d.entity_types else (self.mention("head", text),
-                                                                               self.mention("tail", text))
-            return RelationInstance(ident, text, head, tail, self.label())
-        if kind == "similarity":
-            return PairInstance(ident, self.text("text_a"), self.text("text_b"), self.score())
-        if kind == "pair-classification":
-            return PairInstance(ident, self.text("text_a"), self.text("text_b"), self.label())
-        if kind == "qa":
-            context = self.need("context")
-            if isinstance(context, list) and all(isinstance(x, str) for x in context):
-                context = " ".join(context)
-            elif not isinstance(context, str):
-                raise self.error(f"{self.key('context')}: expected a string or a list of strings")
-            return PairInstance(ident, self.text("question"), context, self.label())
+        return self.build(self, str(record["id"]) if record.get("id") is not None else f"{self.path.stem}-{index}")
+
+    # -- one instance, by the input form of the task type (datamodules/task_types.py)
+
+    def words(self, ident: str) -> TaggingInstance:
+        tokens, tags = self.strings("tokens"), self.strings("tags")
+        if len(tokens) != len(tags):
+            raise self.error(f"{len(tokens)} tokens but {len(tags)} tags ({self.key('tokens')}, {self.key('tags')})")
+        tags = [self.tag_rules.normalize(tag, self.path, self.number) for tag in tags]
+        return TaggingInstance(ident, tuple(tokens), iob_to_spans(tags))
+
+    def relation(self, ident: str) -> RelationInstance:
+        text = self.text("text")
+        head, tail = self.placeholders(text) if self.d.entity_types else (self.mention("head", text),
+                                                                           self.mention("tail", text))
+        return RelationInstance(ident, text, head, tail, self.label())
+
+    def pair(self, ident: str) -> PairInstance:
+        first, second = self.text("text_a"), self.text("text_b")
+        return PairInstance(ident, first, second, self.score() if self.d.kind.entry.scored else self.label())
+
+    def question_text(self, ident: str) -> PairInstance:
+        context = self.need("context")
+        if isinstance(context, list) and all(isinstance(x, str) for x in context):
+            context = " ".join(context)
+        elif not isinstance(context, str):
+            raise self.error(f"{self.key('context')}: expected a string or a list of strings")
+        return PairInstance(ident, self.text("question"), context, self.label())
+
+    def one_text(self, ident: str) -> TextInstance:
         labels = tuple(self.labels_list()) if self.d.multi_label else (self.label(),)
         return TextInstance(ident, self.text("text"), labels)
+
+    BY_INPUTS = {"words": words, "relation": relation, "pair": pair, "question-text": question_text,
+                 "text": one_text}
 
     # -- fields
 

@@ -1,5 +1,6 @@
 """The keys of a user dataset YAML file (`UserDatasetFile`, checked by core.schema) and what each task
-type needs from it (`KINDS`): the instance fields, the default TSV columns, the metrics that fit.
+type needs from it (`KINDS`, read from the task types' user forms, datamodules/task_types.py): the instance
+fields, the default TSV columns, the metrics that fit.
 
 `check` turns a validated file into a `Definition`, refusing every mistake that does not need the data
 (a missing or unknown key, a label key not among `labels`, a metric that cannot score the task type) as
@@ -22,6 +23,7 @@ from datamodules.custom.layouts import FileLayout, split_names
 from datamodules.custom.protocol import Protocol
 from datamodules.custom.protocol import parse as parse_protocol
 from datamodules.spec import MIN_SEQUENCE
+from datamodules.task_types import TASK_TYPES, TaskType, UserForm
 
 FORMATS = ("conll", "jsonl", "tsv", "squad", "bioasq-golden")
 # Extractive QA files: whole-file formats of questions, contexts and answer spans (datamodules/custom/qa.py)
@@ -69,41 +71,27 @@ class UserDatasetFile:
 
 @dataclass(frozen=True)
 class Kind:
-    """A `task_type:` of the YAML file. `fields`: what each instance is read from (required ones
-    first; see `optional`); `columns`: the default TSV / CoNLL columns of those fields."""
+    """A `task_type:` of the YAML file: one user form of a task type."""
 
     task_type: str  # DatasetSpec.task_type
-    fields: tuple[str, ...]
-    optional: tuple[str, ...]
-    columns: dict[str, int]
-    metrics: tuple[str, ...]  # that can score it, the default first
-    count_unit: str
+    entry: TaskType
+    form: UserForm
+
+    @property
+    def inputs(self) -> str:
+        """The input form its records build (datamodules/custom/records.py)."""
+        return self.form.inputs or self.entry.inputs
 
 
 KINDS: Registry[Kind] = Registry("task_type")
-_CLASS_METRICS = ("accuracy", "relation_micro_f1", "positive_class_f1")
-KINDS.register("ner", Kind("ner", ("tokens", "tags"), ("id",), {"token": 0, "tag": -1},
-                           ("entity_f1",), "mentions"))
-KINDS.register("pico", Kind("pico", ("tokens", "tags"), ("id",), {"token": 0, "tag": -1},
-                            ("pico_word_macro_f1", "entity_f1"), "PICO spans"))
-KINDS.register("re", Kind("re", ("text", "label", "head", "tail"), ("id",), {"text": 0, "label": 1},
-                          ("relation_micro_f1", "positive_class_f1", "accuracy"), "pairs"))
-KINDS.register("similarity", Kind("similarity", ("text_a", "text_b", "label"), ("id",),
-                                  {"text_a": 0, "text_b": 1, "label": 2}, ("pearson",), "pairs"))
-KINDS.register("classification", Kind("classification", ("text", "label"), ("id",), {"text": 0, "label": 1},
-                                      _CLASS_METRICS, "instances"))
-KINDS.register("pair-classification", Kind("classification", ("text_a", "text_b", "label"), ("id",),
-                                           {"text_a": 0, "text_b": 1, "label": 2}, _CLASS_METRICS, "pairs"))
-KINDS.register("qa", Kind("qa", ("question", "context", "label"), ("id",),
-                          {"question": 0, "context": 1, "label": 2}, _CLASS_METRICS, "questions"))
-KINDS.register("qa-extractive", Kind("qa-extractive", (), (), {}, ("squad_v1", "bioasq_factoid", "bioasq_list"),
-                                     "questions"))
+for _task_type, _entry in TASK_TYPES.items():
+    for _name, _form in _entry.forms.items():
+        KINDS.register(_name, Kind(_task_type, _entry, _form))
 
 # jsonl names its task_type; the QA formats hold extractive QA only
 DEFAULT_KIND = {"conll": "ner", "tsv": "classification", "squad": "qa-extractive", "bioasq-golden": "qa-extractive"}
 # a QA format's default metric: SQuAD's per question x context, BioASQ's per question over its snippets
 QA_DEFAULT_METRIC = {"squad": "squad_v1", "bioasq-golden": "bioasq_factoid"}
-TAGGING = ("ner", "pico")
 
 
 @dataclass(frozen=True)
@@ -170,22 +158,24 @@ def check(path: Path, cfg: DictConfig) -> Definition:
         kind = KINDS.get(kind_name)
     except UnknownNameError as e:
         raise fail(str(e)) from None
-    if (cfg.format in QA_FORMATS) != (kind_name == "qa-extractive"):
-        raise fail(f"task_type qa-extractive is read from format {' or '.join(QA_FORMATS)}, and those formats hold "
-                   f"only it; not format {cfg.format} with task_type {kind_name}")
-    if cfg.format == "conll" and kind_name not in TAGGING:
-        raise fail(f"format conll holds tagged tokens (task_type ner or pico), not {kind_name}; use jsonl or tsv")
-    if cfg.format == "tsv" and kind_name in TAGGING:
+    task = kind.entry
+    if (cfg.format in QA_FORMATS) != task.spans:
+        raise fail(f"task_type {_names(lambda t: t.spans)} is read from format {' or '.join(QA_FORMATS)}, and "
+                   f"those formats hold only it; not format {cfg.format} with task_type {kind_name}")
+    if cfg.format == "conll" and not task.tagged:
+        raise fail(f"format conll holds tagged tokens (task_type {_names(lambda t: t.tagged, ' or ')}), not "
+                   f"{kind_name}; use jsonl or tsv")
+    if cfg.format == "tsv" and task.tagged:
         raise fail(f"task_type {kind_name} is read from format conll or jsonl, not tsv")
     if cfg.header and cfg.format != "tsv":
         raise fail(f"header applies to format tsv; a {cfg.format} file has none")
-    if cfg.multi_label and kind_name != "classification":
-        raise fail("multi_label applies to task_type classification only")
-    if cfg.entity_types is not None and (kind_name != "re" or len(cfg.entity_types) != 2):
-        raise fail("entity_types: give [head type, tail type] for task_type re without offsets "
-                   "(the text holds @HEAD$ and @TAIL$)")
+    if cfg.multi_label and not kind.form.multi_label:
+        raise fail(f"multi_label applies to task_type {', '.join(KINDS.names(lambda k: k.form.multi_label))} only")
+    if cfg.entity_types is not None and (not task.relation or len(cfg.entity_types) != 2):
+        raise fail(f"entity_types: give [head type, tail type] for task_type {_names(lambda t: t.relation)} "
+                   "without offsets (the text holds @HEAD$ and @TAIL$)")
 
-    labels = _labels(cfg, kind_name, fail)
+    labels = _labels(cfg, kind, kind_name, fail)
     columns, fields = _field_maps(cfg, kind, kind_name, fail)
     metric, metric_args = _metric(cfg, kind, kind_name, labels, fail)
     container = OmegaConf.to_container(cfg, resolve=True)
@@ -193,7 +183,7 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     folds_given = container.pop("folds")
     files, folds, own = split_names(given, folds_given, fail)
     layouts = {name: _layout(cfg, keys, columns, kind_name, name, fail) for name, keys in own.items()}
-    protocol = parse_protocol(files, container.pop("dev"), folds, kind_name, cfg.format, fail)
+    protocol = parse_protocol(files, container.pop("dev"), folds, kind.entry.group_by, cfg.format, fail)
     # new keys only where given (or defaulted): a file with all three split files normalizes as it did
     # before `dev:` and `folds:` existed; a file given with its own layout, as written
     written = {split: entry if isinstance(entry, dict) else files[split] for split, entry in given.items()}
@@ -203,7 +193,7 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     return Definition(
         source=path, name=cfg.name, format=cfg.format, kind_name=kind_name, kind=kind,
         root=(path.parent / cfg.path).resolve(), files=files, protocol=protocol, labels=labels,
-        labels_from_train=kind_name in TAGGING and not labels, multi_label=cfg.multi_label, metric=metric,
+        labels_from_train=task.tagged and not labels, multi_label=cfg.multi_label, metric=metric,
         metric_args=metric_args, entity_type=cfg.entity_type,
         collapse_type=cfg.collapse_type, columns=columns, header=cfg.header, fields=fields,
         entity_types=tuple(cfg.entity_types) if cfg.entity_types is not None else None,
@@ -219,28 +209,33 @@ def with_labels(definition: Definition, labels: tuple[str, ...]) -> Definition:
     return replace(definition, labels=labels, metric_args=args)
 
 
-def _labels(cfg: DictConfig, kind_name: str, fail) -> tuple[str, ...]:
-    if kind_name in TAGGING:
+def _names(where, separator: str = ", ") -> str:
+    """The `task_type:` names of the task types `where` selects, for messages."""
+    return separator.join(KINDS.names(lambda kind: where(kind.entry)))
+
+
+def _labels(cfg: DictConfig, kind: Kind, kind_name: str, fail) -> tuple[str, ...]:
+    tagged = kind.entry.tagged
+    if tagged:
         if cfg.collapse_type:
             return (cfg.collapse_type,)
         if cfg.labels is None:  # the entity type of untyped tags, else the types the training split uses
             return (cfg.entity_type,) if cfg.entity_type else ()
-    if kind_name in ("similarity", "qa-extractive"):
+    if kind.entry.unlabeled:
         if cfg.labels:
-            what = "scores" if kind_name == "similarity" else "answer spans"
-            raise fail(f"labels: a {kind_name} dataset has {what}, not classes; remove the key")
+            raise fail(f"labels: a {kind_name} dataset has {kind.entry.unlabeled}, not classes; remove the key")
         return ()
     if not cfg.labels:
         raise fail("missing key 'labels' (the entity types or classes the data uses)")
     if len(set(cfg.labels)) != len(cfg.labels):
         raise fail(f"labels: {list(cfg.labels)} names a label twice")
-    if kind_name in TAGGING and cfg.entity_type and cfg.entity_type not in cfg.labels:
+    if tagged and cfg.entity_type and cfg.entity_type not in cfg.labels:
         raise fail(f"entity_type '{cfg.entity_type}' is not in labels {list(cfg.labels)}")
     return tuple(str(label) for label in cfg.labels)
 
 
 def _field_maps(cfg: DictConfig, kind: Kind, kind_name: str, fail) -> tuple[dict[str, int], dict[str, str]]:
-    valid = kind.fields + kind.optional
+    valid = kind.form.fields + kind.form.optional
     if cfg.format in QA_FORMATS:
         if cfg.columns or cfg.fields:
             raise fail(f"format {cfg.format} has its own keys; remove 'columns' and 'fields'")
@@ -255,12 +250,12 @@ def _field_maps(cfg: DictConfig, kind: Kind, kind_name: str, fail) -> tuple[dict
         return {}, {name: str(cfg.fields.get(name, name)) for name in valid}
     if cfg.fields:
         raise fail(f"fields applies to format jsonl; a {cfg.format} file maps its columns with columns")
-    columns = dict(kind.columns)
+    columns = dict(kind.form.columns)
     if cfg.format == "tsv":
         columns.pop("head", None)
         columns.pop("tail", None)
     columns = _columns(columns, cfg.columns, "columns", cfg.format, kind_name, fail)
-    if kind_name == "re" and cfg.format == "tsv" and cfg.entity_types is None:
+    if kind.entry.relation and cfg.format == "tsv" and cfg.entity_types is None:
         raise fail("missing key 'entity_types': a tsv relation file has its entities replaced by @TYPE$ "
                    "placeholders; name them, e.g. entity_types: [GENE, DISEASE]")
     return columns, {}
@@ -292,14 +287,14 @@ def _layout(cfg: DictConfig, keys: dict[str, Any], columns: dict[str, int], kind
 
 def _metric(cfg: DictConfig, kind: Kind, kind_name: str, labels: tuple[str, ...], fail
             ) -> tuple[str, dict[str, Any]]:
-    metrics = ("multilabel_micro_f1",) if cfg.multi_label else kind.metrics
+    metrics = ("multilabel_micro_f1",) if cfg.multi_label else kind.entry.metrics
     for key in ("negative_label", "positive_label"):
         value = cfg[key]
         if value is not None and value not in labels:
             raise fail(f"{key} '{value}' is not in labels {list(labels)}")
     metric = cfg.metric
     if metric is None:
-        if kind_name == "re":  # BLURB scores relations without their no-relation class: which one is it?
+        if kind.entry.relation:  # BLURB scores relations without their no-relation class: which one is it?
             if cfg.negative_label is None and cfg.positive_label is None:
                 raise fail("missing key 'negative_label' (the no-relation class, left out of micro F1, as "
                            "ChemProt's 'false') or 'positive_label' (score one class's F1, as GAD's '1')")

@@ -14,7 +14,7 @@ from datamodules.blurb import BLURB_DATASETS
 from datamodules.custom import register_from_yaml
 from datamodules.metrics import METRICS
 from datamodules.registry import DATASETS, dataset_names, get_dataset, register
-from datamodules.spec import BLURB_TASK_TYPES
+from datamodules.task_types import BLURB_TASK_TYPES
 
 
 def test_blurb_datasets_are_registered_in_order():
