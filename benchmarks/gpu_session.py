@@ -143,11 +143,12 @@ class Session:
             return None
         print(f"[{name}] budget {budget:.0f} s, {left:.0f} s left", flush=True)
         cut = max(1, int(min(2 * budget, left)))
+        suite.settle(self.device)  # before the alarm is set: the cut-off is the section's own time
         previous = signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(cut)
         start, cpu = time.perf_counter(), time.process_time()
         try:
-            result = suite.measured(self.device, section)
+            result = suite.measured(self.device, section, settled=True)
             entry = {"status": "done", "result": result}
         except SectionCutOff:
             entry = {"status": "cut off", "reason": f"still running after {cut} s (budget {budget:.0f} s)"}

@@ -56,11 +56,20 @@ SUITE_SIZES = {
 SMOKE_TASK = "bc5-chem"
 
 
-def measured(device: torch.device, section):
-    """Run `section()` (a dict of results) and add its wall time and peak memory."""
-    gc.collect()  # the models of the section before (reference cycles through the HF Trainer) go first
+def settle(device: torch.device) -> None:
+    """What the section before left behind goes before the next is measured: its models (reference cycles
+    through the HF Trainer) and the CUDA cache. A full collection walks the whole heap: seconds in a
+    process that has run many tests."""
+    gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def measured(device: torch.device, section, settled: bool = False):
+    """Run `section()` (a dict of results) and add its wall time and peak memory; `settled`: the caller
+    has just called `settle`."""
+    if not settled:
+        settle(device)
     reset_peak_memory(device)
     start = time.perf_counter()
     result = section()

@@ -87,11 +87,12 @@ def libraries_quieted() -> Iterator[None]:
         return
     from transformers.utils import logging as transformers_logging
 
-    names = (*NOISY_LIBRARIES, *RERAISED_ERROR_LOGGERS)
-    levels = {name: logging.getLogger(name).level for name in names}
+    quiet = {**{name: logging.ERROR for name in NOISY_LIBRARIES},
+             **{name: logging.CRITICAL for name in RERAISED_ERROR_LOGGERS}}  # their errors reach the caller
+    levels = {name: logging.getLogger(name).level for name in quiet}
     bars = transformers_logging.is_progress_bar_enabled()
-    for name in names:
-        logging.getLogger(name).setLevel(logging.ERROR)
+    for name, level in quiet.items():  # never louder than the caller (the CLI) made a logger
+        logging.getLogger(name).setLevel(max(level, levels[name]))
     transformers_logging.disable_progress_bar()
     try:
         with warnings.catch_warnings():

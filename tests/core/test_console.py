@@ -41,3 +41,27 @@ def test_quieting_imports_nothing_and_holds_for_a_library_imported_later():
 def test_one_line_flattens_and_caps():
     assert one_line(ValueError("a\n  b")) == "ValueError: a b"
     assert one_line("x" * 10, limit=5) == "xxxx…"
+
+
+def test_the_apis_quieting_never_makes_a_logger_louder_than_the_command_line_made_it():
+    """`bioablate finetune` quiets MLflow's database logger to CRITICAL (its errors come back as one line);
+    the API call inside the command must not lower it to ERROR for the call: a locked store printed a
+    246-line SQLAlchemy traceback before the one line."""
+    import logging
+
+    from core.console import NOISY_LIBRARIES, RERAISED_ERROR_LOGGERS, libraries_quieted
+
+    reraised, noisy = logging.getLogger(RERAISED_ERROR_LOGGERS[0]), logging.getLogger(NOISY_LIBRARIES[0])
+    before = reraised.level, noisy.level
+    try:
+        reraised.setLevel(logging.CRITICAL)
+        noisy.setLevel(logging.NOTSET)
+        with libraries_quieted():
+            assert reraised.level == logging.CRITICAL and noisy.level == logging.ERROR
+        assert reraised.level == logging.CRITICAL and noisy.level == logging.NOTSET  # put back
+        reraised.setLevel(logging.NOTSET)
+        with libraries_quieted():
+            assert reraised.level == logging.CRITICAL  # an API caller's process: its errors are re-raised too
+    finally:
+        reraised.setLevel(before[0])
+        noisy.setLevel(before[1])
