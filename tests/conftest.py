@@ -65,6 +65,10 @@ def chromium() -> str:
     return path
 
 
+# the tests that take tens of seconds each: end-to-end runs, a real cluster, several processes, a browser
+LONG_MARKERS = ("slow", "slurm", "ddp", "browser")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
@@ -74,6 +78,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
         if "chromium" in names:
             item.add_marker(pytest.mark.browser)
+    # Longest files first (each file's tests in their order): CI's two workers (-n 2 --dist loadfile) take
+    # files in this order, and the end-to-end files, collected last by name, left one worker running them
+    # alone for minutes at the end of the suite. Every worker sorts the same items the same way.
+    long_tests: dict[Path, int] = {}
+    for item in items:
+        long = any(item.get_closest_marker(marker) for marker in LONG_MARKERS)
+        long_tests[item.path] = long_tests.get(item.path, 0) + long
+    items.sort(key=lambda item: -long_tests[item.path])  # stable: the order within a file is kept
 
 
 @pytest.fixture(autouse=True)
