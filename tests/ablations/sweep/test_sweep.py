@@ -100,18 +100,25 @@ def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_a_rerun_retries(po
     env = {**os.environ, STORAGE_ENV: postgres_url,
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     worker = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # one storage for the polling: a new one per look (an engine and a schema check each) took longer than a
+    # micro trial on a quiet machine, and the worker finished all three trials between two looks
+    storage = optuna.storages.RDBStorage(postgres_url)
     try:
         killed = None
-        for _ in range(600):  # wait until the second trial (the first one finished) is training
+        for _ in range(3000):  # wait until the second trial (the first one finished) is training
             if worker.poll() is not None:
                 break
-            if study in optuna.get_all_study_names(postgres_url):
-                running = [t for t in trials_of(study, postgres_url)
+            try:
+                study_id = storage.get_study_id_from_name(study)
+            except KeyError:  # the worker has not created it yet
+                study_id = None
+            if study_id is not None:
+                running = [t for t in storage.get_all_trials(study_id, deepcopy=False)
                            if t.state == TrialState.RUNNING and t.number >= 1 and t.params]
                 if running:
                     killed = running[0]
                     break
-            time.sleep(0.5)
+            time.sleep(0.1)
         assert killed is not None, f"worker never reached trial 1 (exit code {worker.poll()})"
         os.kill(worker.pid, signal.SIGKILL)
     finally:
