@@ -43,14 +43,16 @@ def test_one_line_flattens_and_caps():
     assert one_line("x" * 10, limit=5) == "xxxx…"
 
 
-def test_the_apis_quieting_never_makes_a_logger_louder_than_the_command_line_made_it():
+def test_the_apis_quieting_never_makes_a_logger_louder_than_the_command_line_made_it(monkeypatch):
     """`bioablate finetune` quiets MLflow's database logger to CRITICAL (its errors come back as one line);
     the API call inside the command must not lower it to ERROR for the call: a locked store printed a
     246-line SQLAlchemy traceback before the one line."""
     import logging
 
+    from core import console
     from core.console import NOISY_LIBRARIES, RERAISED_ERROR_LOGGERS, libraries_quieted
 
+    monkeypatch.setattr(console, "_verbose", False)  # an earlier `bioablate -v` in this process set it
     reraised, noisy = logging.getLogger(RERAISED_ERROR_LOGGERS[0]), logging.getLogger(NOISY_LIBRARIES[0])
     before = reraised.level, noisy.level
     try:
