@@ -1,4 +1,5 @@
-"""Dataset fingerprints recorded before reader versions existed, kept so that stores made then are reused.
+"""Dataset and corpus fingerprints recorded before their code had versions, kept so that stores made then
+are reused.
 
 Until commit ba72c96 a dataset's fingerprint hashed its reader's source file byte for byte; since then
 it hashes the reader's declared `READER_VERSION` (`DatasetSpec.fingerprint`). For each built-in dataset
@@ -74,4 +75,28 @@ def legacy_fingerprint(name: str, digest: str) -> str:
     """The fingerprint runs of `name` were stored under when `digest` is the versioned rule's digest of
     the data they were computed on; `digest` itself otherwise."""
     entry = BEFORE_VERSIONS.get(name)
+    return entry[1] if entry is not None and entry[0] == digest else digest
+
+
+# Corpus fingerprints, the same way. Until the commit that introduced `CORPUS_CODE_VERSION`
+# (datamodules/pretrain/corpora.py) a corpus fingerprint hashed the bytes of corpora.py, formats.py and
+# corpus_specs.py; since then it hashes that version. For each corpus expression the packaged experiments
+# pretrain on (any profile), `CORPORA_BEFORE_VERSIONS` maps the digest the versioned rule gives on the staged
+# corpus files to the fingerprint the byte rule gave on the same files. Every pretraining run's fingerprint
+# hashes its corpus's, so this keeps every stored pretraining run (and the fine-tuning on its model) found.
+# tests/datamodules/pretrain/test_corpus_contents.py fails on an entry that no longer applies: after a
+# version bump, delete these entries (the runs are computed again, as the bump intends).
+# expression -> (digest under CORPUS_CODE_VERSION 1, fingerprint under the byte-hash rule)
+CORPORA_BEFORE_VERSIONS: dict[str, tuple[str, str]] = {
+    "general": ("a3754c93fe04d20e", "4d01d242fa64dda7"),
+    "pmc": ("0ad0c4b91fa1cc46", "ee090fbc75d61721"),
+    "pubmed": ("5314caeb75d6d6b0", "f8b68060e2a0c670"),
+    "pubmed+pmc": ("478846c9cc733f82", "8faf74a87393aed7"),
+}
+
+
+def legacy_corpus_fingerprint(expression: str, digest: str) -> str:
+    """The fingerprint the runs on corpus `expression` were stored under when `digest` is the versioned
+    rule's digest of the files they read; `digest` itself otherwise."""
+    entry = CORPORA_BEFORE_VERSIONS.get(expression)
     return entry[1] if entry is not None and entry[0] == digest else digest

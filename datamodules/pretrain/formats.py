@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from core.errors import DataFormatError
-from datamodules.textfiles import read_text
 from core.registry import Registry
+from datamodules.textfiles import read_text
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
-"""The pretraining stages' fingerprints on the staged corpora, pinned. A corpus fingerprint still hashes the
-bytes of the corpus code (datamodules/pretrain/corpora.py `files_fingerprint`: corpora.py, formats.py,
-corpus_specs.py), so any edit of those files -- a re-sorted import included -- gives every pretraining run a
-new fingerprint and recomputes hours (mini) to days (base) of pretraining. This test makes such an edit
-fail here, not silently in a user's store. A deliberate change updates the pins and says so in its commit.
+"""The pretraining stages' fingerprints on the staged corpora, pinned. A stage's fingerprint hashes its
+config, its corpus's fingerprint (the files, their definitions and the corpus code's declared version,
+datamodules/pretrain/corpora.py `CORPUS_CODE_VERSION`), its vocabulary and its starting model, so an edit
+of any of them gives every pretraining run a new fingerprint and recomputes hours (mini) to days (base) of
+pretraining. This test makes such an edit fail here, not silently in a user's store. A deliberate change
+updates the pins and says so in its commit.
 """
 
 from __future__ import annotations
