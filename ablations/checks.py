@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig
 
-from core.errors import ConfigError, UnknownNameError
+from bioablate_core.errors import ConfigError, UnknownNameError
 
 AUTO = "auto"
 # `trainer.devices` as a string: a count, -1 (all), or device indices "0,1" (Lightning's own parsing)

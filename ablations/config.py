@@ -1,4 +1,4 @@
-"""The run configuration: one structured schema, each layer merged and validated through core.schema.
+"""The run configuration: one structured schema, each layer merged and validated through bioablate_core.schema.
 
 A fine-tuning run's config is built in layers, later ones winning:
 
@@ -17,11 +17,11 @@ from typing import Any, Iterable, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from ablations.checks import check_names, check_run_config
-from core.errors import ConfigError
-from core.fingerprints import digest
-from core.identity import field_marks, marked
-from core.packaged import resolve_config
-from core.schema import bounded, choice, load_yaml, merge
+from bioablate_core.errors import ConfigError
+from bioablate_core.fingerprints import digest
+from bioablate_core.identity import field_marks, marked
+from bioablate_core.packaged import resolve_config
+from bioablate_core.schema import bounded, choice, load_yaml, merge
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.qa_merges import QA_MERGES
 from datamodules.relation_inputs import RE_INPUTS
@@ -32,7 +32,7 @@ from lightning_modules.choice_names import CLASSIFIERS, HEADS, OBJECTIVES, OPTIM
 PRETRAIN_EXPERIMENT = "pretrain"  # the MLflow experiment of pretraining runs (`bioablate pretrain`, experiment stages)
 
 # The folder holding the packages: the checkout, or site-packages once installed. Packaged YAML files are
-# found through core.packaged, never from here.
+# found through bioablate_core.packaged, never from here.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("micro", "mini", "base")
 # Below this, a run trains on nothing meaningful: a corpus cap under one document's worth of words keeps a
@@ -42,7 +42,7 @@ MIN_CORPUS_WORDS = 1000
 MAX_EPOCHS = 1000
 
 
-# One rule for every run's identity (core.identity): each schema field says which kinds of run its value
+# One rule for every run's identity (bioablate_core.identity): each schema field says which kinds of run its value
 # decides the result of. A fine-tuning run's fingerprint hashes the keys that decide fine-tuning results, a
 # pretraining run's those that decide pretraining results (`result_keys`); everything else (how a run is shown,
 # speed knobs that never change a number) is left out, so changing it finds the same finished run. `place`:
@@ -265,7 +265,7 @@ LOCATION_KEYS = tuple(marked(RunConfig, "place"))
 
 def merge_layer(base: DictConfig, layer: DictConfig, source: str) -> DictConfig:
     """`layer` (from `source`, named in messages) merged onto a run config, validated against RunConfig
-    by `core.schema.merge`."""
+    by `bioablate_core.schema.merge`."""
     try:
         return merge(RunConfig, source, layer, base=base)
     except ConfigError as error:

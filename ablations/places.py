@@ -11,9 +11,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from core.databases import with_driver
-from core.errors import ConfigError
-from core.files import unwritable
+from bioablate_core.databases import with_driver
+from bioablate_core.errors import ConfigError
+from bioablate_core.files import unwritable
 from datamodules.fetch import fetched_data_dir
 
 

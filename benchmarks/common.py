@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from core.hardware import machine  # noqa: F401  (re-exported for the benchmarks)
+from bioablate_core.hardware import machine  # noqa: F401  (re-exported for the benchmarks)
 from lightning_modules.compute import transformer_train_flops_per_token  # noqa: F401  (re-exported: one count for runs and benchmarks)
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.common import bf16_native, machine
-from core.hardware import TIME_PREFIX
+from bioablate_core.hardware import TIME_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("bc5-chem", "chemprot")

@@ -41,7 +41,7 @@ def main() -> None:
     from ablations.results import FINISHED, CellRun, TableLayout
     from ablations.tables.publish import publish_runs
     from ablations.tables.scored_units import units_from_records
-    from core.hardware import machine
+    from bioablate_core.hardware import machine
     from datamodules.registry import get_dataset
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.instances import Instance
 from datamodules.task_types import TASK_TYPES
 

@@ -36,10 +36,10 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Sampler
 from transformers import PreTrainedTokenizerBase
 
-from core.console import one_line
-from core.errors import BioablateError
-from core.fingerprints import digest, hash_files
-from core.manifests import damage, manifest_of
+from bioablate_core.console import one_line
+from bioablate_core.errors import BioablateError
+from bioablate_core.fingerprints import digest, hash_files
+from bioablate_core.manifests import damage, manifest_of
 from datamodules.batch_samplers import BucketBatchSampler, SortedBatchSampler
 from datamodules.encoders import IGNORE_INDEX, EncodingSpec, Features, TaskEncoder
 from datamodules.instances import Instance

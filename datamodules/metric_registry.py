@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from core.registry import Registry
+from bioablate_core.registry import Registry
 
 Metric = Callable[..., dict[str, float]]
 METRICS: Registry[Metric] = Registry("metric")

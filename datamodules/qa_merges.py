@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.choices import Choice
+from bioablate_core.choices import Choice
 from datamodules.task_types import TASK_TYPES
 
 EXTRACTIVE = TASK_TYPES.names(lambda t: t.spans)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import MissingDataError
-from core.registry import Registry
+from bioablate_core.errors import MissingDataError
+from bioablate_core.registry import Registry
 from datamodules.blurb import BLURB_DATASETS
 from datamodules.metrics import METRICS
 from datamodules.protocols import split_fold_name

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from core.choices import Choice
+from bioablate_core.choices import Choice
 from datamodules.instances import RelationInstance
 from datamodules.task_types import TASK_TYPES
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from core.errors import ConfigError, MissingDataError
-from core.fingerprints import files_under, hash_files
-from core.identity import field_marks, marked
+from bioablate_core.errors import ConfigError, MissingDataError
+from bioablate_core.fingerprints import files_under, hash_files
+from bioablate_core.identity import field_marks, marked
 from datamodules import protocols
 from datamodules.fold_lists import FILE_FOLDS, ListedFolds
 from datamodules.instances import Instance
@@ -30,7 +30,7 @@ Splits = dict[str, list[Instance]]
 Reader = Callable[[Path], Splits]  # a `FILE_FOLDS` dataset's reader also takes the fold: reader(path, k)
 
 
-# What of a dataset identifies the runs on it (core.identity): `shape`, the fields that change what a run
+# What of a dataset identifies the runs on it (bioablate_core.identity): `shape`, the fields that change what a run
 # trains on or how it is scored (hashed as `_shape_key`, in this order); `content`, what the fingerprint
 # hashes otherwise (files, reader version, definition, protocol); `none`, descriptions and where to look.
 identifies = field_marks(("shape", "content", "none"))

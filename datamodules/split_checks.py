@@ -24,7 +24,7 @@ import logging
 from collections.abc import Hashable
 from pathlib import Path
 
-from core.errors import BioablateError, ConfigError
+from bioablate_core.errors import BioablateError, ConfigError
 from datamodules.instances import Instance, PairInstance, QAInstance, RelationInstance, TaggingInstance, TextInstance
 from datamodules.protocols import KFolds
 from datamodules.spec import SPLITS, DatasetSpec, Splits

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.choices import Choice
+from bioablate_core.choices import Choice
 from datamodules.instances import Span, iob_to_spans
 from datamodules.task_types import TASK_TYPES
 

@@ -23,7 +23,7 @@ adding one is one `register` call (tests/test_conformance.py registers a new kin
 trains, exports and predicts with it), and one list of names is what every layer and the conformance tests
 walk: a kind missing a part fails a test there, not at a user's first export. Registries per layer keyed by
 kind name would make a new kind one entry per layer, with nothing to say which entries belong together or
-that one is missing. The data layer cannot import the layers above it (tests/core/test_layering.py), so a
+that one is missing. The data layer cannot import the layers above it (tests/bioablate_core/test_layering.py), so a
 built-in kind's upper parts are added by the module that uses them (`attach`, in a block at the end of
 heads.py, export.py, cards.py and predict.py) and read only there, where that module has run; a kind
 registered elsewhere gives all of its parts at once.
@@ -33,7 +33,7 @@ entry names its kind (a classification task is `multilabel` where the dataset is
 where its metric ranks: `kind_name`), or names a kind directly (a kind registered with no task type of its
 own). What differs between task types of one kind (relation extraction's entities, QA's truncation) is
 their entry's, not a kind's. Which fine-tuning choices apply is said per task type where each choice is
-declared (core.choices).
+declared (bioablate_core.choices).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from typing import Any, Callable
 
 from transformers import PreTrainedTokenizerBase
 
-from core.errors import ConfigError
-from core.registry import Registry
+from bioablate_core.errors import ConfigError
+from bioablate_core.registry import Registry
 from datamodules.encoders import EncodingSpec, SequenceEncoder, SequenceLabels, TaggingEncoder
 from datamodules.instances import Instance, TextInstance
 from datamodules.qa_spans import ExtractiveQAEncoder

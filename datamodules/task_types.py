@@ -15,7 +15,7 @@ that every module asks the entry (`TASK_TYPES.of(spec.task_type).relation`) inst
   `group_by`: what a user dataset's carve or fold deal keeps together; `blurb`: one of BLURB's six;
 - `forms`: how a user dataset YAML gives it (`task_type: <form name>`), with the metrics that can score it.
 
-Which fine-tuning choices apply is declared with each choice (core.choices), by the task types that
+Which fine-tuning choices apply is declared with each choice (bioablate_core.choices), by the task types that
 `names` selects here (`TASK_TYPES.names(lambda t: t.tagged)`), so a new task type of the token kind gets
 the tagging choices with no other edit.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.registry import Registry
+from bioablate_core.registry import Registry
 
 
 @dataclass(frozen=True)

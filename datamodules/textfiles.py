@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Iterator
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 
 
 def read_bytes(path: Path | str) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.textfiles import read_text
 
 

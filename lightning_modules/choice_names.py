@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from core.choices import Choice
+from bioablate_core.choices import Choice
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.qa_merges import QA_MERGES
 from datamodules.relation_inputs import RE_INPUTS, RELATION_TASK_TYPES

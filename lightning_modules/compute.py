@@ -13,7 +13,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from core.hardware import COMPUTE_PREFIX
+from bioablate_core.hardware import COMPUTE_PREFIX
 
 
 def transformer_train_flops_per_token(hidden: int, layers: int, intermediate: int, seq_len: int) -> float:

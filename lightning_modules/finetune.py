@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from core.seeding import batch_seed
+from bioablate_core.seeding import batch_seed
 from datamodules.metrics import curve_keys, summary_keys
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup

@@ -4,7 +4,7 @@
     encoder = make_encoder(dataset, tokenizer, max_length, spec.encoding)  # datamodules.task_kinds
     head = spec.head.build(encoder, hidden_size)                            # the encoder's task kind's head
 
-The choices themselves live with the layer that uses them, each a `core.choices.Choice` whose options
+The choices themselves live with the layer that uses them, each a `bioablate_core.choices.Choice` whose options
 declare the task types they apply to: the encoding choices in the data layer (`datamodules.tagging`,
 `datamodules.encoders`, `datamodules.relation_inputs`, `datamodules.qa_spans`), the head's in
 `lightning_modules.heads`. This module only lists them (in `bioablate list variants` order) and checks

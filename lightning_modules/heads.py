@@ -8,7 +8,7 @@
     bilstm-crf   both
 Sequence tasks (relation extraction, classification, similarity, QA) then take `finetune.re_feature`
 (`RE_FEATURES`: cls | mention | entity-start, relation extraction only) and `finetune.classifier`
-(`CLASSIFIERS`: linear | mlp). Each is a `core.choices.Choice`, declared with its options' names and
+(`CLASSIFIERS`: linear | mlp). Each is a `bioablate_core.choices.Choice`, declared with its options' names and
 task types in lightning_modules/choice_names.py (torch-free: a misspelt name answers before any heavy
 import); each option's entry is registered here. `HeadSpec` is the head as built once from the config: what the
 model is made of, what the export records and what `predict` rebuilds.

@@ -15,7 +15,7 @@ import math
 import pytorch_lightning as pl
 import torch
 
-from core.errors import BioablateError
+from bioablate_core.errors import BioablateError
 
 
 class NonFiniteLoss(BioablateError):

@@ -21,7 +21,7 @@ import struct
 from pathlib import Path
 from typing import Any, Optional
 
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.vocabs import resolve_vocab
 from lightning_modules.models import (
     RANDOM_BERT,

@@ -31,9 +31,9 @@ if TYPE_CHECKING:  # transformers' model classes are imported where a model is b
     # checking a config (the planner, `bioablate table`) must not pay seconds of imports
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from core.errors import ConfigError
-from core.fingerprints import files_under, hash_files
-from core.registry import Registry
+from bioablate_core.errors import ConfigError
+from bioablate_core.fingerprints import files_under, hash_files
+from bioablate_core.registry import Registry
 from datamodules.vocabs import resolve_vocab
 
 RANDOM_BERT = "random-bert"  # the one definition; the study layer imports it from here

@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import AlbertForPreTraining, BertForMaskedLM, BertForPreTraining, PreTrainedModel
 
-from core.errors import ConfigError
-from core.seeding import batch_seed
+from bioablate_core.errors import ConfigError
+from bioablate_core.seeding import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.choice_names import OPTIMIZERS
 from lightning_modules.optim import adamw_with_linear_warmup, lamb_with_linear_warmup

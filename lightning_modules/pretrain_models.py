@@ -40,8 +40,8 @@ from transformers import (
 )
 from transformers.models.bert.modeling_bert import BertPooler
 
-from core.errors import ConfigError
-from core.files import publish_dir
+from bioablate_core.errors import ConfigError
+from bioablate_core.files import publish_dir
 from lightning_modules.choice_names import OBJECTIVES
 
 # OBJECTIVES: `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a freshly
@@ -249,7 +249,7 @@ def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: P
                  card: str | None = None) -> Path:
     """Write a Hugging Face-format directory (config, safetensors weights with the pretraining heads,
     tokenizer + vocab.txt, the model card `card` as README.md); written to a temporary folder, then
-    moved into place with plain file modes (core.files)."""
+    moved into place with plain file modes (bioablate_core.files)."""
     import shutil
 
     tmp = out_dir.with_name(out_dir.name + ".tmp")

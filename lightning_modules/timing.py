@@ -26,7 +26,7 @@ from typing import ContextManager, Iterator
 import psutil
 import pytorch_lightning as pl
 
-from core.hardware import TIME_PREFIX
+from bioablate_core.hardware import TIME_PREFIX
 
 # every part of a profile, in the order a run goes through them; system/time/<part> and system/time/wall are
 # logged (MLflow's System metrics tab, beside system/compute/*: lightning_modules/compute.py)

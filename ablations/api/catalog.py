@@ -1,7 +1,7 @@
 """What there is, as `bioablate list WHAT` and `bioablate --version` print it (ablations/api/ re-exports
 `listing` and `version`): the datasets, models,
 variants and corpora in their registries, the packaged experiments, profiles and sweep spaces
-(core.packaged), every config key of the run schema with its type, its value under a profile and the
+(bioablate_core.packaged), every config key of the run schema with its type, its value under a profile and the
 comment beside it in ablations/config.py, and the version.
 
 Everything is read from where it is defined (the YAML files, the dataclass schemas, the installed
@@ -16,7 +16,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from core.packaged import packaged_dir, packaged_names
+from bioablate_core.packaged import packaged_dir, packaged_names
 
 DISTRIBUTION = "bioablate"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def corpora() -> list[str]:
 
 def experiments() -> list[str]:
     """One line per packaged experiment: name, kind, default profile, description."""
-    from core.schema import load_yaml
+    from bioablate_core.schema import load_yaml
 
     rows = []
     for name in packaged_names("experiment"):
@@ -133,7 +133,7 @@ def keys(profile: str = "micro") -> list[str]:
     from omegaconf import OmegaConf
 
     from ablations.config import RunConfig, flatten, with_profile
-    from core.schema import describe
+    from bioablate_core.schema import describe
 
     values = flatten(with_profile(OmegaConf.structured(RunConfig), profile))
     rows = [(key, kind, "(required)" if values.get(key) == "???" else _value(values.get(key)),

@@ -59,8 +59,8 @@ def train_vocab(out: Path, corpus: str = "pubmed", size: int = 30000, cased: boo
     what was written. The size, word limits and folder are checked before any corpus is read."""
     from ablations.config import PretrainConfig
     from ablations.places import resolve_data_dir
-    from core.files import writable_dir
-    from core.schema import check_ranges
+    from bioablate_core.files import writable_dir
+    from bioablate_core.schema import check_ranges
     from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
     from datamodules.pretrain.vocab import check_vocab_size, train_wordpiece
 
@@ -84,7 +84,7 @@ def compare_vocabs(vocabs: Sequence[str] = (), general: str = "bert-base-uncased
     from ablations.tables import FORMATS, render_grid, table1_grid, table8_grid
     from ablations.tables.vocab_compare import table1
     from ablations.tables.vocab_compare import table8 as lengths
-    from core.errors import UnknownNameError
+    from bioablate_core.errors import UnknownNameError
     from datamodules.registry import dataset_names, get_dataset
 
     if fmt not in FORMATS:  # before computing anything

@@ -19,8 +19,8 @@ Echo = Callable[[str], None]
 def with_launcher(cfg: DictConfig, launcher_config: Optional[str]) -> DictConfig:
     """`cfg` with the `launcher_config` file's `launcher:` block merged on (no file: `cfg`)."""
     from ablations.config import merge_layer
-    from core.errors import ConfigError
-    from core.schema import load_yaml
+    from bioablate_core.errors import ConfigError
+    from bioablate_core.schema import load_yaml
 
     if not launcher_config:
         return cfg
@@ -49,7 +49,7 @@ def pretrain_on_slurm(cfg: DictConfig, launcher_config: Optional[str] = None, no
     gpus_per_node, else gpus_per_run); more than one rank trains with DDP, a launcher without GPUs on CPU."""
     from ablations.launch import submit_pretraining
     from ablations.places import resolve_work_dir
-    from core.errors import ConfigError
+    from bioablate_core.errors import ConfigError
 
     cfg = with_launcher(cfg, launcher_config)
     launcher = cfg.launcher
@@ -124,8 +124,8 @@ def sweep_on_slurm(spec, storage: Optional[str] = None, workers: int = 1, worker
     from ablations.launch.jobs import SweepWorkerJob
     from ablations.places import resolve_tracking_uri, resolve_work_dir
     from ablations.sweep import STORAGE_ENV, SweepPaths
-    from core.databases import redact, with_driver
-    from core.errors import ConfigError
+    from bioablate_core.databases import redact, with_driver
+    from bioablate_core.errors import ConfigError
 
     url = storage or os.environ.get(STORAGE_ENV)
     url = with_driver(url) if url else url  # postgresql:// names the installed driver, as in the jobs

@@ -4,11 +4,11 @@ This module holds `main` and the one-line error handling; parser.py builds the a
 commands are in runs.py (finetune, pretrain, run, status, table), data.py (data, vocab, list), sweep.py
 and serve.py (ui, server, export, predict). Each command parses nothing itself and calls the study layer's
 front door (ablations/api/), as the benchmarks and the notebook do, and imports nothing else of the project
-but `core` (tests/core/test_layering.py).
+but `bioablate_core` (tests/bioablate_core/test_layering.py).
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED. SIGINT (Ctrl-C) and SIGTERM mark the run KILLED and exit 130 and 143 (128 + the
-signal, `core.interrupts`); `bioablate run` stops at the first one. A run another live process is working
+signal, `bioablate_core.interrupts`); `bioablate run` stops at the first one. A run another live process is working
 on is waited for (one "waiting for ..." line), then reused; with `--no-wait` the command prints who holds
 it and exits 75 (EX_TEMPFAIL: try again later).
 """
@@ -25,10 +25,10 @@ from ablations.cli.parser import build_parser
 from ablations.cli.runs import cmd_finetune, cmd_pretrain, cmd_run, cmd_status, cmd_table
 from ablations.cli.serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli.sweep import cmd_sweep
-from core.claims import EXIT_CLAIM_HELD, ClaimHeld
-from core.console import configure_logging, quiet_libraries
-from core.errors import BioablateError
-from core.interrupts import Interrupted, handling_interrupts
+from bioablate_core.claims import EXIT_CLAIM_HELD, ClaimHeld
+from bioablate_core.console import configure_logging, quiet_libraries
+from bioablate_core.errors import BioablateError
+from bioablate_core.interrupts import Interrupted, handling_interrupts
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from ablations import api
-from core.claims import EXIT_CLAIM_HELD
-from core.distributed import is_ddp_worker
-from core.errors import ConfigError, UnknownNameError
-from core.files import writable_dir
+from bioablate_core.claims import EXIT_CLAIM_HELD
+from bioablate_core.distributed import is_ddp_worker
+from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.files import writable_dir
 
 # the scores `bioablate finetune` prints: the primary one, F1 with its parts, extractive QA's measures
 SHOWN = ("score", "f1", "precision", "recall", "strict", "lenient", "mrr", "em")

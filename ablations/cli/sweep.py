@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ablations import api
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 from omegaconf import DictConfig
 
 from ablations.experiment.definition import Axis, Experiment, ModelDef
-from core.errors import BioablateError, ConfigError
+from bioablate_core.errors import BioablateError, ConfigError
 from lightning_modules.models import RANDOM_BERT
 
 

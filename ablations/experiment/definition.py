@@ -20,8 +20,8 @@ from omegaconf.errors import OmegaConfBaseException
 from ablations import results
 from ablations.config import PRETRAIN_EXPERIMENT, RunConfig, dotted_layer, merge_layer, parse_overrides, with_profile
 from ablations.places import resolve_tracking_uri, resolve_work_dir
-from core.errors import ConfigError
-from core.schema import check_ranges, check_shapes
+from bioablate_core.errors import ConfigError
+from bioablate_core.schema import check_ranges, check_shapes
 from datamodules.protocols import fold_name
 from lightning_modules.models import RANDOM_BERT
 

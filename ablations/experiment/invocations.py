@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Optional
 
 from ablations.experiment.store import PARENT_KIND, Store
-from core.packaged import resolve_config
-from core.schema import load_yaml
+from bioablate_core.packaged import resolve_config
+from bioablate_core.schema import load_yaml
 
 
 @dataclass

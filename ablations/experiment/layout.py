@@ -12,7 +12,7 @@ from ablations import results
 from ablations.config import PROFILES
 from ablations.experiment.definition import Axis, ModelDef
 from ablations.experiment.values import UNSET, per_profile
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 
 AXES_BUILTIN = ("task", "model")
 METRIC_AXIS = "metric"  # an axis of test metrics, when table.metrics names them

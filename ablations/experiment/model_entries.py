@@ -16,9 +16,9 @@ from omegaconf import OmegaConf
 from ablations.experiment.checks import check_inits
 from ablations.experiment.definition import FinetunedFrom, ModelDef
 from ablations.experiment.values import UNSET, dotted, is_per_profile, per_profile
-from core.errors import BioablateError, ConfigError
-from core.packaged import packaged_dir
-from core.schema import load_yaml, validate
+from bioablate_core.errors import BioablateError, ConfigError
+from bioablate_core.packaged import packaged_dir
+from bioablate_core.schema import load_yaml, validate
 
 
 @dataclass

@@ -23,8 +23,8 @@ from omegaconf import DictConfig
 from ablations import results
 from ablations.experiment.definition import Experiment, PlannedCell
 from ablations.experiment.store import Store, run_status
-from core.errors import ConfigError
-from core.hardware import COMPUTE_PREFIX
+from bioablate_core.errors import ConfigError
+from bioablate_core.hardware import COMPUTE_PREFIX
 
 PRETRAIN, FINETUNE = "pretrain", "finetune"  # PlannedRun.kind: a pretraining stage, a fine-tuning cell
 

@@ -23,9 +23,9 @@ from omegaconf import DictConfig
 from ablations.config import LOCATION_KEYS, at_later_default, flatten
 from ablations.experiment.definition import Experiment
 from ablations.experiment.plan import Identities, Plan, RunIdentity
-from core.errors import ConfigError
-from core.files import write_text_atomic
-from core.fingerprints import digest
+from bioablate_core.errors import ConfigError
+from bioablate_core.files import write_text_atomic
+from bioablate_core.fingerprints import digest
 
 FORMAT = 1  # the record's layout; a record of another layout is not read
 

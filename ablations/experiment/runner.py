@@ -50,10 +50,10 @@ from ablations.experiment.workers import InProcess, check_parallelism, execute, 
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations.run import lifecycle
 from ablations.run.lifecycle import Heartbeat, claim_tags, live_holder
-from core import interrupts
-from core.claims import Holder
-from core.console import one_line
-from core.distributed import is_ddp_worker
+from bioablate_core import interrupts
+from bioablate_core.claims import Holder
+from bioablate_core.console import one_line
+from bioablate_core.distributed import is_ddp_worker
 
 OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED, HELD)
 

@@ -1,5 +1,5 @@
 """The experiment YAML (experiments/*.yaml, one per paper table; annotated in docs/experiments.md): its
-schema, and `load_experiment`, which validates it through `core.schema` and checks everything it names
+schema, and `load_experiment`, which validates it through `bioablate_core.schema` and checks everything it names
 (tasks, models, variants, the table layout, every run's config) before anything runs. The `models`
 section is read in model_entries.py.
 
@@ -22,9 +22,9 @@ from ablations.experiment.definition import Axis, Experiment, VocabDef
 from ablations.experiment.layout import AXES_BUILTIN, table_layout, table_text
 from ablations.experiment.model_entries import ModelSchema, read_models
 from ablations.experiment.values import DEFAULT_ONLY, UNSET, dotted, per_profile
-from core.errors import BioablateError, ConfigError
-from core.packaged import packaged_dir, resolve_config
-from core.schema import load_yaml, validate
+from bioablate_core.errors import BioablateError, ConfigError
+from bioablate_core.packaged import packaged_dir, resolve_config
+from bioablate_core.schema import load_yaml, validate
 
 KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ablations import results
-from core.console import one_line
+from bioablate_core.console import one_line
 
 PARENT_KIND = "experiment"  # `kind` tag of the parent run of a `bioablate run` invocation
 REASON_LIMIT = 300  # characters of a stored error shown as a run's reason (tables, plan lines)

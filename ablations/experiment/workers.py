@@ -23,16 +23,16 @@ from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from core import interrupts
-from core.claims import ClaimHeld
-from core.console import configure_logging, one_line, quiet_libraries
-from core.errors import ConfigError
+from bioablate_core import interrupts
+from bioablate_core.claims import ClaimHeld
+from bioablate_core.console import configure_logging, one_line, quiet_libraries
+from bioablate_core.errors import ConfigError
 
 
 def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True,
             progress: Optional[tuple[str, float]] = None) -> dict[str, Any]:
     """Run one pretraining or fine-tuning run; a failure is returned, not raised, so the others go on
-    (an interrupt is raised: `core.interrupts.Interrupted` is no Exception). `wait`: wait for a run that
+    (an interrupt is raised: `bioablate_core.interrupts.Interrupted` is no Exception). `wait`: wait for a run that
     another live process holds (then reuse it), else return it as held. `progress`: the run's label (its
     place in the plan) and when the invocation started, for a progress line per epoch or checkpoint."""
     from ablations.run.finetune import run_finetune
@@ -135,7 +135,7 @@ def watch_for_orphaning(orphaned: Callable[[], bool], signalled: Callable[[], bo
     Why wait before sending: the kernel's signal reaches Python's handler only when the main thread next
     runs Python code, which can be tens of milliseconds away (a training step in C). A signal sent in that
     window is a *second* SIGTERM once the handler has run, and a second one raises at once even inside a
-    store write (`core.interrupts`): the write cut in two, the run's ending KILLED fails and the run
+    store write (`bioablate_core.interrupts`): the write cut in two, the run's ending KILLED fails and the run
     stays RUNNING (issue 27)."""
     while not orphaned():
         sleep(poll_s)

@@ -6,7 +6,7 @@ instead of here.
   workers;
 - pretraining: one job of `nodes` x `tasks_per_node` tasks started by `srun`, one DDP rank each.
   Lightning's `SLURMEnvironment` reads the ranks from SLURM's variables; rank 0 alone owns the MLflow run
-  and exports the model (core.distributed.is_ddp_worker is true in the others).
+  and exports the model (bioablate_core.distributed.is_ddp_worker is true in the others).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from lightning_modules.preemption import Preempted
 def _job_process() -> Iterator[None]:
     """What the CLI does around its work (a job starts in submitit's entry point, not ours): library noise
     off, and SIGINT / SIGTERM (`scancel`) end the run KILLED rather than leaving it RUNNING."""
-    from core.console import quiet_libraries
-    from core.interrupts import handling_interrupts
+    from bioablate_core.console import quiet_libraries
+    from bioablate_core.interrupts import handling_interrupts
 
     quiet_libraries()
     with handling_interrupts():

@@ -27,8 +27,8 @@ from typing import Any, Iterator, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from core.errors import ConfigError
-from core.files import write_text_atomic
+from bioablate_core.errors import ConfigError
+from bioablate_core.files import write_text_atomic
 
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
           "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT")

@@ -5,13 +5,13 @@ device. Tables read them back beside the scores (ablations/tables/cost.py)."""
 from __future__ import annotations
 
 from ablations.run.lifecycle import TrackedRun
-from core.hardware import COMPUTE_PREFIX
+from bioablate_core.hardware import COMPUTE_PREFIX
 from lightning_modules.compute import ComputeCounter
 
 
 def log_compute(run: TrackedRun, counter: ComputeCounter) -> None:
     """The counter's metrics and the device, on the run (nothing in a DDP worker: rank 0 reports)."""
-    from core.hardware import machine
+    from bioablate_core.hardware import machine
 
     run.log_metrics(counter.metrics())
     run.set_tag(f"{COMPUTE_PREFIX}device", machine())

@@ -51,8 +51,8 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.cards import Provenance, finetune_card
-from core.errors import ConfigError
-from core.files import publish_dir
+from bioablate_core.errors import ConfigError
+from bioablate_core.files import publish_dir
 from datamodules.encoders import TaskEncoder
 from datamodules.task_kinds import TASK_KINDS
 from lightning_modules.finetune_spec import FinetuneSpec

@@ -37,7 +37,7 @@ from ablations.run.export import HeadInit, carry_head, save_finetuned
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.class_weights import check_class_weights, resolve_class_weights
 from datamodules.custom import register_from_yaml
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
@@ -158,7 +158,7 @@ def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Ca
     MLflow run (e.g. `mlflow.parentRunId` for a sweep's trial), and `stop_exceptions` end the run as
     KILLED rather than FAILED (e.g. optuna.TrialPruned). While another live process works on the same
     fingerprint this waits for it and then reuses its run; with `wait=False` it raises
-    `core.claims.ClaimHeld` instead.
+    `bioablate_core.claims.ClaimHeld` instead.
     """
     with profiled() as profile:  # the run's timing profile, logged as system/time/* (lightning_modules/timing.py)
         return _run_finetune(cfg, force, callbacks, tags, stop_exceptions, wait, profile)

@@ -23,7 +23,7 @@ A run is identified by its fingerprint (MLflow tag `fingerprint`); its checkpoin
 - Otherwise (or with `force`): a new MLflow run, and any old checkpoints are removed first.
 
 Claims (`claimed`): before deciding any of this, a process takes the run's claim, a lock on
-`<work_dir>/runs/<fingerprint>/claim.lock` (`core.claims`) held until the run ends; a second process with
+`<work_dir>/runs/<fingerprint>/claim.lock` (`bioablate_core.claims`) held until the run ends; a second process with
 the same fingerprint waits for it (one line: "waiting for <fp> held by host:pid since ...") and then
 reuses the finished run, or with `wait=False` raises `ClaimHeld` naming the holder. For a tracking store
 shared by machines that do not share the work directory, the holder also keeps a heartbeat on the MLflow
@@ -35,12 +35,12 @@ heartbeat is older than STALE_AFTER_S). Two processes on different machines *and
 start the same new run within a moment can still both create it: MLflow has no atomic compare-and-set.
 
 Signals: once the run exists, a SIGINT / SIGTERM ends it KILLED (tag `stopped`) whenever it arrives.
-`start` creates it, records its id and tags its holder with the signal deferred (`core.interrupts`); inside
+`start` creates it, records its id and tags its holder with the signal deferred (`bioablate_core.interrupts`); inside
 `tracked` the tracked block ends it; a signal that stops the `claimed` block anywhere else (between `start`
 and `tracked`, or a store write it cut in two) ends a still-RUNNING run there, holding the claim.
 
 Under DDP Lightning starts the other ranks by rerunning the command after rank 0 has decided reuse /
-resume / new and removed stale checkpoints. Those worker processes (`core.distributed.is_ddp_worker`)
+resume / new and removed stale checkpoints. Those worker processes (`bioablate_core.distributed.is_ddp_worker`)
 never claim or touch the tracking store: they resume from a `last.ckpt` if one exists (the one rank 0
 resumes from), and every reporting method here does nothing in them.
 """
@@ -65,10 +65,10 @@ from pytorch_lightning.loggers import Logger
 
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.tracking import METRICS_PER_BATCH, FlushPoints, Tracker, git_commit
-from core import interrupts
-from core.claims import ClaimHeld, Holder, claim
-from core.distributed import is_ddp_worker
-from core.interrupts import Interrupted
+from bioablate_core import interrupts
+from bioablate_core.claims import ClaimHeld, Holder, claim
+from bioablate_core.distributed import is_ddp_worker
+from bioablate_core.interrupts import Interrupted
 from lightning_modules.checkpoints import usable_checkpoint
 from lightning_modules.loss_guard import StopOnNonFiniteLoss
 from lightning_modules.preemption import CheckpointOnSignal, Preempted
@@ -317,7 +317,7 @@ class TrackedRun:
 
 class InterruptCheck(pl.Callback):
     """Stops training at the next batch on a SIGINT / SIGTERM whose exception was swallowed on the way
-    (raised inside a finalizer, or caught by a library): `core.interrupts.check`."""
+    (raised inside a finalizer, or caught by a library): `bioablate_core.interrupts.check`."""
 
     def on_train_batch_end(self, *args: Any) -> None:
         interrupts.check()

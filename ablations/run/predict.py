@@ -46,8 +46,8 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from ablations.run.export import HEAD_FILE, META_FILE, TRANSFORMERS, export_mapping, label_names
-from core.errors import ConfigError, DataFormatError
-from core.files import write_text_atomic
+from bioablate_core.errors import ConfigError, DataFormatError
+from bioablate_core.files import write_text_atomic
 from datamodules.batch_samplers import SortedBatchSampler
 from datamodules.encoders import Features, TaggingEncoder, TaskEncoder
 from datamodules.finetune_data import EncodedSplit

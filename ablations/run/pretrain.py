@@ -33,9 +33,9 @@ from ablations.run.dashboard import log_corpus
 from ablations.run.figures import curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
-from core.claims import claim
-from core.errors import ConfigError
-from core.fingerprints import digest
+from bioablate_core.claims import claim
+from bioablate_core.errors import ConfigError
+from bioablate_core.fingerprints import digest
 from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
 from datamodules.pretrain.data import BatchingSpec
 from datamodules.pretrain.datamodule import PretrainData
@@ -262,7 +262,7 @@ def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True,
                  callbacks: Sequence[pl.Callback] = ()) -> PretrainResult:
     """Run (or reuse, or resume) one pretraining run and export its model. While another live process
     works on the same fingerprint this waits for it and then reuses its run; with `wait=False` it raises
-    `core.claims.ClaimHeld` instead. `callbacks` are added to the Trainer (e.g. progress lines)."""
+    `bioablate_core.claims.ClaimHeld` instead. `callbacks` are added to the Trainer (e.g. progress lines)."""
     check_config(cfg)
     check_accelerator_present(cfg)
     inputs = resolve_inputs(cfg)

@@ -30,11 +30,11 @@ from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
 from ablations.run.dashboard import describe_experiment
-from core import interrupts
-from core.claims import claim
-from core.databases import SERVER_DIALECTS, dialect, redact, unreachable
-from core.errors import ConfigError
-from core.interrupts import Interrupted
+from bioablate_core import interrupts
+from bioablate_core.claims import claim
+from bioablate_core.databases import SERVER_DIALECTS, dialect, redact, unreachable
+from bioablate_core.errors import ConfigError
+from bioablate_core.interrupts import Interrupted
 from lightning_modules.timing import section
 
 PROBE_TIMEOUT_S = 3.0  # an MLflow server that does not answer /health within this is unreachable
@@ -141,7 +141,7 @@ class Tracker:
 
     def create(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         """A new RUNNING run with `tags` and `params`; its id. A signal meanwhile is raised once both are
-        stored (`core.interrupts.deferred`: inside MLflow's call the run may exist before its id is known,
+        stored (`bioablate_core.interrupts.deferred`: inside MLflow's call the run may exist before its id is known,
         and nobody could end it), and ends the run KILLED: the caller's `tracked_run` has not begun."""
         run_id = None
         try:
@@ -174,7 +174,7 @@ class Tracker:
     @contextmanager
     def tracked_run(self, run_id: str, stop_exceptions: tuple[type[BaseException], ...] = ()
                     ) -> Iterator[str]:
-        """FINISHED if the body completes; KILLED on Ctrl-C, SIGTERM (`core.interrupts.Interrupted`) or one
+        """FINISHED if the body completes; KILLED on Ctrl-C, SIGTERM (`bioablate_core.interrupts.Interrupted`) or one
         of `stop_exceptions` (a deliberate stop, e.g. an Optuna trial being pruned), tagged `stopped` (the
         exception's name, or the signal's); FAILED, tagged `error`, otherwise. An error raised while a signal
         is pending (a store write that the signal cut in two, in Lightning's MLflow logger) is the signal's:
@@ -243,7 +243,7 @@ def preserved_tracking_env() -> Iterator[None]:
 
 class SignalSafeClient:
     """An MlflowClient whose calls a SIGINT / SIGTERM does not cut in two: the signal is raised when the
-    call returns (`core.interrupts.deferred`; a second one at once). Cut inside SQLAlchemy's session
+    call returns (`bioablate_core.interrupts.deferred`; a second one at once). Cut inside SQLAlchemy's session
     handling, a call failed with another error ("This transaction is closed") and could leave its session
     unable to close, its connection holding the SQLite lock, so that nothing could end the run KILLED."""
 

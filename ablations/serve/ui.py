@@ -27,8 +27,8 @@ from pathlib import Path
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.sweep import storage as sweep_storage
 from ablations.sweep.storage import STORAGE_ENV
-from core.databases import redact, unreachable, with_driver
-from core.errors import ConfigError
+from bioablate_core.databases import redact, unreachable, with_driver
+from bioablate_core.errors import ConfigError
 
 PROBE_TIMEOUT_S = 5.0  # a backend database that accepts no connection within this is unreachable
 UI_EXTRA = "pip install 'bioablate[ui]'"  # optuna-dashboard (and nbconvert for the report notebook)
@@ -160,7 +160,7 @@ def _die_with_parent() -> None:
 
 def supervise(commands: list[tuple[list[str], dict[str, str]]], poll_s: float = 0.5) -> int:
     """Run `commands` (command line, environment) as child processes until one of them ends (its exit
-    status is returned) or this process is interrupted (`core.interrupts.Interrupted` goes on); the others
+    status is returned) or this process is interrupted (`bioablate_core.interrupts.Interrupted` goes on); the others
     are then stopped (SIGTERM, SIGKILL after 10 s)."""
     children: list[subprocess.Popen] = []
     try:

@@ -20,8 +20,8 @@ from ablations.config import NON_RESULT_KEYS, flatten, parse_overrides
 from ablations.sweep.spec import SPEC_ATTR
 from ablations.sweep.storage import open_storage
 from ablations.sweep.tracking import best_trial
-from core.databases import redact
-from core.errors import ConfigError
+from bioablate_core.databases import redact
+from bioablate_core.errors import ConfigError
 
 # Left out of the layer: keys that do not change a result (paths, progress bar), except those a run may
 # need to exist at all (the user datasets of its task, permission to resize a model's embeddings).

@@ -3,7 +3,7 @@ and pruners it names.
 
 A sweep YAML names a task, a base config (profile and `key=value` overrides), a search space over config
 keys, a sampler, a pruner and the objective: a dev metric of the best dev epoch, averaged over seeds. It
-is read through `core.schema` like every other YAML of the toolkit; each mistake is one line naming the
+is read through `bioablate_core.schema` like every other YAML of the toolkit; each mistake is one line naming the
 file and the key, raised before any trial starts.
 """
 
@@ -20,10 +20,10 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from ablations.config import build_config
-from core import schema
-from core.errors import ConfigError, UnknownNameError
-from core.packaged import resolve_config
-from core.registry import Registry
+from bioablate_core import schema
+from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.packaged import resolve_config
+from bioablate_core.registry import Registry
 
 SPEC_ATTR = "bioablate.sweep"  # study user attr: `SweepSpec.to_attr()`, what `sweep best` reads back
 

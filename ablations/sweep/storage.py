@@ -21,8 +21,8 @@ import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from core.databases import SERVER_DIALECTS, dialect, redact, unreachable, with_driver
-from core.errors import ConfigError
+from bioablate_core.databases import SERVER_DIALECTS, dialect, redact, unreachable, with_driver
+from bioablate_core.errors import ConfigError
 
 if TYPE_CHECKING:  # `bioablate ui` imports this module: it needs no config machinery
     from ablations.sweep.spec import SweepSpec
@@ -37,7 +37,7 @@ def default_storage(work_dir: Path) -> str:
 
 def study_storage(given: str | None, work_dir: Path) -> str:
     """The study storage URL: `given` (--storage), else $BIOABLATE_SWEEP_STORAGE, else SQLite in `work_dir`;
-    a `postgresql://` URL names the installed driver, as a tracking URI does (core.databases.with_driver)."""
+    a `postgresql://` URL names the installed driver, as a tracking URI does (bioablate_core.databases.with_driver)."""
     return with_driver(given or os.environ.get(STORAGE_ENV) or default_storage(work_dir))
 
 

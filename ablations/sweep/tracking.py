@@ -20,7 +20,7 @@ from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.tracking import Tracker
 from ablations.sweep.spec import SweepSpec
 from ablations.sweep.storage import quiet_experimental
-from core.databases import redact
+from bioablate_core.databases import redact
 
 RUN_IDS_ATTR = "mlflow_run_ids"  # trial user attr: the MLflow runs of the trial, one per seed
 

@@ -44,9 +44,9 @@ from ablations.sweep.storage import (
     study_storage,
 )
 from ablations.sweep.tracking import RUN_IDS_ATTR, SweepTracking, best_trial
-from core.databases import redact
-from core.errors import ConfigError, UnknownNameError
-from core.interrupts import Interrupted
+from bioablate_core.databases import redact
+from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.interrupts import Interrupted
 from datamodules.registry import get_dataset
 
 log = logging.getLogger("bioablate")
@@ -234,7 +234,7 @@ def run_sweep(spec: SweepSpec, storage_url: str | None = None, workers: int = 1,
                 work(spec, study, Objective(spec, paths, tracking, lock), lock, tracking)
             else:
                 exit_codes = _spawn_workers(spec, url, workers, worker_index, paths, verbose)
-        except (KeyboardInterrupt, Interrupted):  # Ctrl-C / SIGTERM (core.interrupts)
+        except (KeyboardInterrupt, Interrupted):  # Ctrl-C / SIGTERM (bioablate_core.interrupts)
             interrupted = True
             raise
         finally:
@@ -264,7 +264,7 @@ def _spawn_workers(spec: SweepSpec, url: str, workers: int, first_index: int, pa
     log.info("started %d workers (pids %s)", workers, ", ".join(str(p.pid) for p in processes))
     try:
         return [p.wait() for p in processes]
-    except (KeyboardInterrupt, Interrupted):  # Ctrl-C / SIGTERM (core.interrupts)
+    except (KeyboardInterrupt, Interrupted):  # Ctrl-C / SIGTERM (bioablate_core.interrupts)
         for process in processes:
             process.terminate()
         for process in processes:

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ablations.results import FINISHED, CellRun
 from ablations.tables.stats import TableData
-from core.hardware import COMPUTE_PREFIX
+from bioablate_core.hardware import COMPUTE_PREFIX
 
 FLOPS, SECONDS, MEMORY, DEVICE = (f"{COMPUTE_PREFIX}{name}" for name in ("flops", "device_seconds",
                                                                          "peak_memory_bytes", "device"))

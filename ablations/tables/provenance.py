@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ablations.results import CellRun
 from ablations.tables.stats import STATUSES
-from core.hardware import machine
+from bioablate_core.hardware import machine
 
 
 def _fetch_runs(tracking_uri: str, run_ids: list[str]) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def _run_times(runs: dict[str, Any], run_ids: list[str]) -> dict[str, Any]:
     return {"total_s": total, "span_s": span, "commits": commits, "timed": len(starts)}
 
 
-CODE_DIRS = ("ablations", "core", "lightning_modules", "datamodules", "experiments")
+CODE_DIRS = ("ablations", "bioablate_core", "lightning_modules", "datamodules", "experiments")
 
 
 def code_state() -> str:
@@ -118,7 +118,7 @@ def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking
 def shown_store(tracking_uri: str) -> str:
     """The store as a shipped header may show it: a local file by its scheme and file name (its folder is
     a path on the machine that rendered it, often a temporary one), a server without its password."""
-    from core.databases import redact
+    from bioablate_core.databases import redact
 
     scheme, _, rest = tracking_uri.partition("://")
     if not rest:  # a bare path: MLflow's file store

@@ -16,7 +16,7 @@ from ablations.tables.plot import FIGURE_FORMATS, plot
 from ablations.tables.provenance import file_header, provenance, vocab_provenance
 from ablations.tables.render import FILE_SUFFIX, FORMATS, Grid, records, render_data, render_grid
 from ablations.tables.stats import STATUSES, TableData, table_data
-from core.files import writable_dir
+from bioablate_core.files import writable_dir
 
 TABLE_KIND = "table"  # `kind` tag of the MLflow run holding an experiment's rendered table
 TABLE_MLFLOW_EXPERIMENT = "tables"

@@ -20,8 +20,8 @@ from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUN
 from ablations.tables.annotations import DOUBLE_DAGGER
 from ablations.tables.cost import COST_FIELDS
 from ablations.tables.stats import DIGITS, Cell, TableData, table_data
-from core.console import one_line
-from core.errors import UnknownNameError
+from bioablate_core.console import one_line
+from bioablate_core.errors import UnknownNameError
 
 FORMATS = ("markdown", "latex", "csv")
 FILE_SUFFIX = {"markdown": "md", "latex": "tex", "csv": "csv"}

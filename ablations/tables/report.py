@@ -21,7 +21,7 @@ from ablations.tables.provenance import RunSetup, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape
 from ablations.tables.vocab_grids import table1_grid, table8_grid
-from core.hardware import COMPUTE_PREFIX
+from bioablate_core.hardware import COMPUTE_PREFIX
 from datamodules.qa_spans import QA_MERGES, describe_merge
 from datamodules.registry import get_dataset
 from datamodules.task_encoder import scoring_group

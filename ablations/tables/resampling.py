@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ablations.tables.scored_units import ScoredUnits
-from core.fingerprints import digest as value_digest
+from bioablate_core.fingerprints import digest as value_digest
 
 # Bootstrap resamples and permutations: N_RESAMPLES for test sets of up to WORK // N_RESAMPLES units, fewer
 # for larger ones (never below MIN_RESAMPLES), so that one resampling scores at most about WORK units and a
@@ -221,7 +221,7 @@ _PENDING: list[Callable[[], dict | None]] = []  # the queue `run_pending` hands 
 
 def _default_signals() -> None:
     """A pool worker's SIGINT / SIGTERM: the default (exit), not the handlers the fork copied from the CLI
-    (core.interrupts). A worker holding those outlived the pool's terminate(), and its join waited forever:
+    (bioablate_core.interrupts). A worker holding those outlived the pool's terminate(), and its join waited forever:
     a `bioablate run` under test hung rendering its table, its one live worker blocked on the task queue."""
     import signal
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.tables.inference import ALPHA, MIN_SEEDS, correct, seeds_needed
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 
 SCALE = 100.0  # the paper reports every metric, Pearson included, as a percentage
 DIGITS = 2  # decimals shown, as in the paper's tables

@@ -54,7 +54,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.custom.protocol import POOL
 from datamodules.custom.qa import read_qa_file
 from datamodules.custom.records import read_records

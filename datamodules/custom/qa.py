@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.custom.schema import Definition
 from datamodules.instances import Instance
 from datamodules.readers.bioasq_golden import read_golden_file

@@ -22,7 +22,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.custom.layouts import FileLayout
 from datamodules.custom.schema import Definition
 from datamodules.custom.tagged import TagRules

@@ -1,4 +1,4 @@
-"""The keys of a user dataset YAML file (`UserDatasetFile`, checked by core.schema) and what each task
+"""The keys of a user dataset YAML file (`UserDatasetFile`, checked by bioablate_core.schema) and what each task
 type needs from it (`KINDS`, read from the task types' user forms, datamodules/task_types.py): the instance
 fields, the default TSV columns, the metrics that fit.
 
@@ -16,9 +16,9 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from core.errors import ConfigError, UnknownNameError
-from core.registry import Registry
-from core.schema import bounded, load_yaml, validate
+from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.registry import Registry
+from bioablate_core.schema import bounded, load_yaml, validate
 from datamodules.custom.layouts import FileLayout, split_names
 from datamodules.custom.protocol import Protocol
 from datamodules.custom.protocol import parse as parse_protocol

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.custom.schema import Definition
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.textfiles import open_text

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import urllib3
 
-from core.console import one_line
-from core.errors import BioablateError
-from core.fingerprints import file_sha256  # re-exported: the fetch step and scripts read it here
+from bioablate_core.console import one_line
+from bioablate_core.errors import BioablateError
+from bioablate_core.fingerprints import file_sha256  # re-exported: the fetch step and scripts read it here
 
 CHUNK = 1 << 16
 TIMEOUT = urllib3.Timeout(connect=15, read=60)  # seconds; read: between two reads

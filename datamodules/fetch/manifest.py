@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from core.errors import UnknownNameError
+from bioablate_core.errors import UnknownNameError
 
 ORIGIN_BASE = "https://raw.githubusercontent.com"
 MANIFEST_FILE = Path(__file__).resolve().parent / "manifest.json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.choices import Choice
+from bioablate_core.choices import Choice
 
 MASKING_MODES: Choice[Any] = Choice("pretrain.masking", "which tokens become prediction targets: whole words "
                                     "or single word pieces", implemented_in="datamodules.pretrain.masking")

@@ -42,9 +42,9 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from core.errors import BioablateError, ConfigError
-from core.files import write_text_atomic
-from core.fingerprints import hash_files
+from bioablate_core.errors import BioablateError, ConfigError
+from bioablate_core.files import write_text_atomic
+from bioablate_core.fingerprints import hash_files
 from datamodules.legacy_fingerprints import legacy_corpus_fingerprint
 from datamodules.pretrain.corpus_specs import (  # noqa: F401
     CORPORA,

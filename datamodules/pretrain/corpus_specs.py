@@ -12,10 +12,10 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from core.errors import ConfigError, MissingDataError, UnknownNameError
-from core.packaged import packaged_dir
-from core.registry import Registry
-from core.schema import load_yaml, validate
+from bioablate_core.errors import ConfigError, MissingDataError, UnknownNameError
+from bioablate_core.packaged import packaged_dir
+from bioablate_core.registry import Registry
+from bioablate_core.schema import load_yaml, validate
 from datamodules.pretrain.formats import FORMATS
 
 BUILTIN_DIR = packaged_dir("corpus")

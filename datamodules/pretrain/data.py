@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from core.seeding import batch_seed
+from bioablate_core.seeding import batch_seed
 from datamodules.pretrain.masking import MaskingSpec, MaskTokens, mask_batch
 from datamodules.pretrain.shards import BatchPlan, Shards
 

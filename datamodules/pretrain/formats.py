@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from core.errors import DataFormatError
-from core.registry import Registry
+from bioablate_core.errors import DataFormatError
+from bioablate_core.registry import Registry
 from datamodules.textfiles import read_text
 
 

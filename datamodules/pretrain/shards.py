@@ -50,9 +50,9 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from core.claims import claim
-from core.errors import ConfigError
-from core.manifests import damage, manifest_of
+from bioablate_core.claims import claim
+from bioablate_core.errors import ConfigError
+from bioablate_core.manifests import damage, manifest_of
 from datamodules.pretrain.corpora import Corpus, split_sentences
 from datamodules.pretrain.vocab import fast_tokenizer, file_hash, read_vocab
 
@@ -60,7 +60,7 @@ log = logging.getLogger("bioablate")
 
 PAIR_MODES = ("none", "nsp", "sop")
 ARRAYS = ("input_ids", "token_type_ids", "word_start", "lengths", "pair_labels", "stages")
-MANIFEST = "manifest.json"  # the arrays' sizes, times and checksums (core.manifests)
+MANIFEST = "manifest.json"  # the arrays' sizes, times and checksums (bioablate_core.manifests)
 
 
 @dataclass
@@ -212,7 +212,7 @@ _WORKER_PACKER: Packer | None = None
 
 def _start_worker(*args) -> None:
     global _WORKER_PACKER
-    # forked with the parent's handlers (core.interrupts): a worker would print a traceback when the pool
+    # forked with the parent's handlers (bioablate_core.interrupts): a worker would print a traceback when the pool
     # terminates it (SIGTERM) at the end of every build. The parent alone handles Ctrl-C and stops the pool.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

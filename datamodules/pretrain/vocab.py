@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from tokenizers import BertWordPieceTokenizer, Tokenizer
 
-from core.errors import ConfigError
-from core.fingerprints import file_sha256
+from bioablate_core.errors import ConfigError
+from bioablate_core.fingerprints import file_sha256
 from datamodules.textfiles import read_text_lines
 
 if TYPE_CHECKING:  # imported where used: the shard builder's worker processes import this module, and

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Reader, Splits

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.spec import Splits
 from datamodules.textfiles import decode_utf8, read_bytes

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.spec import SPLITS, Splits
 from datamodules.textfiles import read_text_lines

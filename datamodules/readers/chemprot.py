@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.spec import Splits
 from datamodules.textfiles import decode_utf8, read_bytes

@@ -28,7 +28,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.spec import Splits
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.spec import Splits
 from datamodules.textfiles import decode_utf8, read_bytes

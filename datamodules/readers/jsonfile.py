@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.textfiles import read_text
 
 BOM = "\ufeff"  # U+FEFF at the start of a file: a byte order mark, which `json.loads` refuses

@@ -16,7 +16,7 @@ import re
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance, iob_to_spans
 from datamodules.spec import Reader, Splits
 from datamodules.textfiles import conll_blocks, open_text, read_text

@@ -12,7 +12,7 @@ import random
 import re
 from pathlib import Path
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.spec import Splits
 from datamodules.textfiles import conll_blocks

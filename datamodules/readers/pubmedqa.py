@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import PairInstance
 from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Splits

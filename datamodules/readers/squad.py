@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import AnswerSpan, QAInstance
 from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Splits

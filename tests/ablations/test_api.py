@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from ablations import api
 from ablations.results import COMPUTED
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.registry import get_dataset
 
 FINETUNE = ["finetune.max_train_examples=24", "finetune.max_eval_examples=24", "finetune.epochs=1",

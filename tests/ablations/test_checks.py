@@ -12,7 +12,7 @@ from pytorch_lightning import Trainer
 
 from ablations.checks import accelerators, check_accelerator_present, check_devices, precisions
 from ablations.config import build_config
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from tests.cli import bioablate_in_process
 
 MICRO = ["finetune.max_train_examples=16", "finetune.max_eval_examples=16", "finetune.max_length=32",

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from ablations.cli import main
 from ablations.config import build_config, fingerprint
 from ablations.run.finetune import identify, run_finetune
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.class_weights import resolve_class_weights
 from datamodules.registry import get_dataset
 from lightning_modules.heads import A_NUMBER, HEADS, ONE_CLASS, RELEVANCE, SequenceClassifier

@@ -15,7 +15,7 @@ from transformers import BertTokenizer
 from ablations.cli import main
 from ablations.config import build_config
 from ablations.run.finetune import run_finetune
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.custom import register_from_yaml
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions, subsample
 from datamodules.registry import get_dataset

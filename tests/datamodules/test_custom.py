@@ -12,7 +12,7 @@ import pytest
 import yaml
 from transformers import BertTokenizer
 
-from core.errors import ConfigError, DataFormatError
+from bioablate_core.errors import ConfigError, DataFormatError
 from datamodules.blurb import CHEMPROT_LABELS
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import UserDatasetFile

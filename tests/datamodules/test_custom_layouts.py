@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError, DataFormatError
+from bioablate_core.errors import ConfigError, DataFormatError
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import load_definition
 from datamodules.registry import get_dataset

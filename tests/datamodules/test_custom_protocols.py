@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError, DataFormatError, MissingDataError
+from bioablate_core.errors import ConfigError, DataFormatError, MissingDataError
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import load_definition
 from datamodules.fold_lists import ListedFolds

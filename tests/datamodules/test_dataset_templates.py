@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import MissingDataError
+from bioablate_core.errors import MissingDataError
 from datamodules.custom import register_from_yaml
 from datamodules.custom.schema import load_definition
 from datamodules.registry import DATASETS

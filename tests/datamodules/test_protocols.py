@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.instances import PairInstance, TaggingInstance
 from datamodules.protocols import CarvedDev, FileFolds, KFolds, carve, deal_folds, fold_name, split_fold_name
 from datamodules.registry import dataset_names, get_dataset

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import BertTokenizer
 
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.encoders import EncodingSpec
 from datamodules.finetune_data import EncodedSplit
 from datamodules.instances import AnswerSpan, QAInstance

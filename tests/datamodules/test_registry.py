@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import UnknownNameError
+from bioablate_core.errors import UnknownNameError
 from datamodules import spec as dataset_spec
 from datamodules.blurb import BLURB_DATASETS
 from datamodules.custom import register_from_yaml

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from transformers import BertTokenizer
 
-from core.errors import UnknownNameError
+from bioablate_core.errors import UnknownNameError
 from datamodules.readers.chemprot import read_chemprot
 from datamodules.readers.ddi import read_ddi
 from datamodules.relation_inputs import MARKERS, dummify, get_transform, markers, original

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import UnknownNameError
+from bioablate_core.errors import UnknownNameError
 from datamodules.instances import Span
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.tagging import SCHEMES, get_scheme, io_merges

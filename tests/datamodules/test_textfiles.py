@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.readers.gad import read_gad_train_file
 from datamodules.readers.ner import read_conll_file
 from datamodules.registry import get_dataset

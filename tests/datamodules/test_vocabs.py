@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.vocabs import resolve_vocab, staged_vocabs
 
 

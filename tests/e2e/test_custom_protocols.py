@@ -23,7 +23,7 @@ from ablations.results import FINISHED
 from ablations.run.finetune import run_finetune
 from ablations.sweep.spec import load_sweep
 from ablations.tables.stats import table_data
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from tests.user_data import GAD_RE, gad_lines, two_type_conll, write
 
 FAST = ["finetune.max_train_examples=40", "finetune.max_eval_examples=24", "finetune.epochs=2",

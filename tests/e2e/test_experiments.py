@@ -19,8 +19,8 @@ from ablations.cli import main
 from ablations.config import REPO_ROOT
 from ablations.experiment import collect, experiment_files, load_experiment
 from ablations.experiment.runner import run_experiment
-from core.errors import ConfigError
-from core.packaged import resolve_config
+from bioablate_core.errors import ConfigError
+from bioablate_core.packaged import resolve_config
 from tests.experiment_runs import SEED_PAPER_PREFIXES, run_under_micro_and_check, runs_in_store, single_threaded
 
 EXPERIMENTS = experiment_files()

@@ -17,7 +17,7 @@ from ablations.experiment import collect, load_experiment
 from ablations.results import FINISHED, CellRun, TableLayout
 from ablations.run.finetune import identify
 from ablations.tables.stats import table_data
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 
 EXPERIMENT = """
 name: folds

@@ -20,7 +20,7 @@ from ablations.cli import main
 from ablations.config import build_config
 from ablations.run.finetune import identify
 from ablations.run.tracking import store_creation_lock
-from core.claims import claim
+from bioablate_core.claims import claim
 
 pytestmark = pytest.mark.slow
 

@@ -60,8 +60,8 @@ def _env(tmp: Path, data_dir: Path) -> dict[str, str]:
 
 
 def test_the_installed_code_is_the_wheels(installed, tmp_path):
-    where = _run([str(installed / "python"), "-c", "import ablations, core, experiments; "
-                  "print(ablations.__file__, core.__file__, experiments.__file__, sep='\\n')"],
+    where = _run([str(installed / "python"), "-c", "import ablations, bioablate_core.packaged as p; "
+                  "print(ablations.__file__, p.__file__, p.packaged_dir('experiment'), sep='\\n')"],
                  cwd=tmp_path, env=_env(tmp_path, tmp_path)).split()
     fresh_site = installed.parent / "lib"
     for path in map(Path, where):

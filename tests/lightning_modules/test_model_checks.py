@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from ablations.experiment import load_experiment
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from lightning_modules.model_checks import check_model, weight_shapes
 from lightning_modules.models import resolve_model_dir
 from tests.cli import bioablate_in_process

@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ablations.cli import main
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from lightning_modules.models import (
     HUB_ID,
     NAMED_MODELS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ablations.config import build_config
-from core.errors import UnknownNameError
+from bioablate_core.errors import UnknownNameError
 from lightning_modules.pretrain_models import OBJECTIVES, ObjectiveSpec
 
 

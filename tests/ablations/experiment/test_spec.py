@@ -13,7 +13,7 @@ from ablations.cli import main
 from ablations.experiment import load_experiment
 from ablations.experiment.model_entries import ModelSchema
 from ablations.experiment.spec import ExperimentSchema
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from datamodules.blurb import BLURB_DATASETS
 from tests import shapes
 from tests.cli import bioablate_in_process

@@ -16,7 +16,7 @@ from ablations.experiment import FINETUNE, Store, load_experiment, plan_lines, r
 from ablations.experiment.runner import run_experiment
 from ablations.run.export import HeadInit
 from ablations.run.finetune import run_finetune
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from tests.cli import bioablate_in_process
 
 EXPERIMENT = """

@@ -37,7 +37,7 @@ from ablations.run.export import META_FILE, export_mapping, save_finetuned, tran
 from ablations.run.finetune import run_finetune
 from ablations.run.predict import load_model, predict
 from ablations.run.pretrain import run_pretrain
-from core.files import current_umask
+from bioablate_core.files import current_umask
 from datamodules.encoders import EncodingSpec
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.task_kinds import make_encoder

@@ -253,7 +253,7 @@ def test_adversarial_finetuning_adds_a_positive_alum_term(task, data_dir, tmp_pa
 
 def test_adversarial_finetuning_refuses_regression(data_dir, tmp_path):
     from ablations.run.finetune import identify
-    from core.errors import ConfigError
+    from bioablate_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="finetune.adversarial=true does not apply to biosses"):
         identify(micro_config("biosses", data_dir, tmp_path, "finetune.adversarial=true"))

@@ -27,9 +27,9 @@ from ablations.config import build_config
 from ablations.run import lifecycle
 from ablations.run.finetune import identify, run_finetune
 from ablations.run.lifecycle import TrackedRun
-from core import interrupts
-from core.claims import ClaimHeld
-from core.interrupts import Interrupted, handling_interrupts
+from bioablate_core import interrupts
+from bioablate_core.claims import ClaimHeld
+from bioablate_core.interrupts import Interrupted, handling_interrupts
 
 FINGERPRINT = "0123456789abcdef"
 

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from ablations.config import REPO_ROOT, build_config
 from ablations.run.finetune import run_finetune
 from ablations.run.pretrain import run_pretrain
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from lightning_modules.models import load_encoder
 from lightning_modules.pretrain_models import ObjectiveSpec, build_model
 

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
 from ablations.run.tracking import PROBE_TIMEOUT_S, Tracker, check_tracking_uri, preserved_tracking_env
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

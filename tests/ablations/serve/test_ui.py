@@ -71,7 +71,7 @@ def test_an_unreachable_database_is_one_line_within_seconds(tmp_path, data_dir):
         assert "someone:***@127.0.0.1" in line and "secret" not in line and "Connection refused" in line, line
     # the probe answers in seconds where MLflow retried for 105 s (the commands above add only imports)
     from ablations.run.tracking import check_tracking_uri
-    from core.errors import ConfigError
+    from bioablate_core.errors import ConfigError
 
     start = time.monotonic()
     with pytest.raises(ConfigError, match="cannot connect"):
@@ -82,7 +82,7 @@ def test_an_unreachable_database_is_one_line_within_seconds(tmp_path, data_dir):
 def test_a_postgresql_uri_without_a_driver_reaches_the_server(postgres_url):
     """The README's form, postgresql://user:password@host/db: the installed driver is filled in (SQLAlchemy
     2.1 alone would ask for psycopg 3), and the real server answers."""
-    from core.databases import unreachable, with_driver
+    from bioablate_core.databases import unreachable, with_driver
 
     plain = "postgresql://" + postgres_url.split("://", 1)[1]
     assert with_driver(plain).startswith(("postgresql+psycopg://", "postgresql+psycopg2://"))

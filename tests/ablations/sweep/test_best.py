@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from ablations.cli import main
 from ablations.config import build_config, flatten
-from core.packaged import resolve_config
+from bioablate_core.packaged import resolve_config
 from tests.cli import bioablate_in_process
 
 pytestmark = [pytest.mark.slow]

@@ -20,7 +20,7 @@ from ablations.sweep.spec import (
     SweepSchema,
     load_sweep,
 )
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 from tests import shapes
 from tests.cli import bioablate_in_process
 

@@ -31,8 +31,8 @@ from optuna.trial import TrialState
 from ablations.cli import main
 from ablations.config import REPO_ROOT, build_config
 from ablations.sweep import STORAGE_ENV, Place, SweepPaths, best_command, load_sweep, run_sweep, sqlite_single_process
-from core.errors import ConfigError
-from core.packaged import resolve_config
+from bioablate_core.errors import ConfigError
+from bioablate_core.packaged import resolve_config
 from tests.cli import bioablate_in_process, stop_group
 
 MICRO = resolve_config("micro", "sweep")

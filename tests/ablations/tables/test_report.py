@@ -14,7 +14,7 @@ from ablations.results import BLOCKED, FAILED, FINISHED, NOT_RUN, RUNNING, CellR
 from ablations.tables.plot import bar_figure, plot
 from ablations.tables.render import render
 from ablations.tables.stats import table_data
-from core.errors import ConfigError, UnknownNameError
+from bioablate_core.errors import ConfigError, UnknownNameError
 from datamodules.metrics import blurb_score
 
 LAYOUT = TableLayout(

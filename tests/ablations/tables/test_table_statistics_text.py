@@ -16,7 +16,7 @@ from ablations.tables.cost import add_costs
 from ablations.tables.pareto import column_points, pareto_front, plot_compute
 from ablations.tables.render import render_data
 from ablations.tables.stats import table_data
-from core.errors import ConfigError
+from bioablate_core.errors import ConfigError
 
 LAYOUT = TableLayout(title="t", rows="task", columns="head", baseline="linear", column_order=("linear", "lstm"))
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from yaml import safe_dump
 
-from core.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
+from bioablate_core.errors import ConfigError, DataFormatError, MissingDataError, UnknownNameError
 from datamodules.pretrain.corpora import (
     SeenHashes,
     corpus_fingerprint,

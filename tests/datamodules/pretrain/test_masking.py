@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.errors import UnknownNameError
+from bioablate_core.errors import UnknownNameError
 from datamodules.pretrain.masking import (
     MASKING_MODES,
     SCHEDULES,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.pretrain import corpora
 from datamodules.pretrain.corpora import load_corpus
 from datamodules.pretrain.shards import (
@@ -209,7 +209,7 @@ def test_an_untouched_shard_set_is_reused_without_rehashing(data_dir: Path, tmp_
     small = load_corpus("pubmed", data_dir, max_words=4000, min_words=128, seed=1)
     out = tmp_path / "shards"
     build_shards(small, vocab(data_dir), True, 64, "none", 0, out, workers=1)
-    from core import manifests
+    from bioablate_core import manifests
 
     def no_hashing(path):
         raise AssertionError(f"{path} was hashed although its modification time is the manifest's")

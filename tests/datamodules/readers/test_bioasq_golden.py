@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import AnswerSpan
 from datamodules.readers.bioasq_golden import GOLDEN_7B, GOLDEN_FILES, golden_splits, locate, read_golden_file
 

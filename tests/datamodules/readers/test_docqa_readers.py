@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import PairInstance, TextInstance
 from datamodules.readers.bioasq import TRAIN_FILES, bioasq_notes, read_bioasq
 from datamodules.readers.biosses import read_biosses

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance
 from datamodules.readers.ner import (
     JNLPBA_DEVEL_IDS,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import Mention, RelationInstance
 from datamodules.readers.chemprot import (
     chemprot_files,

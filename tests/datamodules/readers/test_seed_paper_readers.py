@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.instances import RelationInstance
 from datamodules.readers.biobert_ner import read_untyped_iob_file
 from datamodules.readers.bioelectra import question_id, read_rerank_file, read_yesno_file

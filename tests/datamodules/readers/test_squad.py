@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import DataFormatError
+from bioablate_core.errors import DataFormatError
 from datamodules.readers.bioasq_golden import read_golden_file
 from datamodules.readers.squad import (
     BIOBERT_TEST_FILES,

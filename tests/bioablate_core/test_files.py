@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from core.files import current_umask, normalise_modes, publish_dir, write_text_atomic
+from bioablate_core.files import current_umask, normalise_modes, publish_dir, write_text_atomic
 
 
 def _mode(path: Path) -> int:

@@ -1,11 +1,11 @@
-"""core.manifests: a cache folder's manifest finds a missing, resized or rewritten file, and hashes a file
+"""bioablate_core.manifests: a cache folder's manifest finds a missing, resized or rewritten file, and hashes a file
 again only when its modification time changed."""
 
 from __future__ import annotations
 
 import os
 
-from core.manifests import damage, manifest_of
+from bioablate_core.manifests import damage, manifest_of
 
 
 def test_damage_names_the_file_and_what_changed(tmp_path):

@@ -1,4 +1,4 @@
-"""core/interrupts.py: SIGINT / SIGTERM become Interrupted (exit 130 / 143), are not lost in finalizers,
+"""bioablate_core/interrupts.py: SIGINT / SIGTERM become Interrupted (exit 130 / 143), are not lost in finalizers,
 and the previous handlers come back."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from core import interrupts
-from core.interrupts import Interrupted, handling_interrupts
+from bioablate_core import interrupts
+from bioablate_core.interrupts import Interrupted, handling_interrupts
 
 
 @pytest.mark.parametrize("signum, code, name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])

@@ -1,7 +1,7 @@
 import pytest
 
-from core.errors import ConfigError, UnknownNameError
-from core.registry import Registry
+from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.registry import Registry
 
 
 def test_register_get_and_names_in_order():

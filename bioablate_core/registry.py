@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar
 
-from core.errors import ConfigError, UnknownNameError
+from bioablate_core.errors import ConfigError, UnknownNameError
 
 T = TypeVar("T")
 

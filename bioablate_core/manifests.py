@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.fingerprints import file_sha256
+from bioablate_core.fingerprints import file_sha256
 
 
 def manifest_of(folder: Path, names: list[str]) -> dict[str, dict]:

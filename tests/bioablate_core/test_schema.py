@@ -4,8 +4,8 @@ from typing import Any, Dict, List, Optional
 import pytest
 import yaml
 
-from core.errors import ConfigError
-from core.schema import bounded, check_ranges, describe, load, load_yaml, merge, schema_at, validate
+from bioablate_core.errors import ConfigError
+from bioablate_core.schema import bounded, check_ranges, describe, load, load_yaml, merge, schema_at, validate
 from tests import shapes
 
 

@@ -1,4 +1,4 @@
-"""core.identity: what identifies a run is marked on each schema field, and the lists fingerprints use are
+"""bioablate_core.identity: what identifies a run is marked on each schema field, and the lists fingerprints use are
 read off the marks: the run config's (`ablations.config.decides`: result keys, LOCATION_KEYS) and a
 dataset's (`datamodules.spec.identifies`: `_shape_key`)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from core.identity import field_marks, marked
+from bioablate_core.identity import field_marks, marked
 
 marks = field_marks(("shape", "none"))
 

@@ -11,7 +11,7 @@ from typing import Iterator
 # the libraries whose logs below ERROR are noise for a user running experiments
 NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers")
 # our own loggers (the first part of a record's name): their INFO lines are the commands' progress
-OUR_LOGGERS = ("bioablate", "ablations", "core", "datamodules", "lightning_modules")
+OUR_LOGGERS = ("bioablate", "ablations", "bioablate_core", "datamodules", "lightning_modules")
 # loggers that print a full traceback (ERROR) for an exception their library raises right after: the
 # command reports that exception itself, in one line (MLflow's SQL store logs each failed query so)
 RERAISED_ERROR_LOGGERS = ("mlflow.store.db.utils",)

@@ -1,4 +1,4 @@
-"""core.console: library noise off without importing the libraries; errors as one line."""
+"""bioablate_core.console: library noise off without importing the libraries; errors as one line."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.console import one_line
+from bioablate_core.console import one_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 QUIET_THEN_IMPORT = """
 import logging, os, sys
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s", stream=sys.stdout)
-from core.console import quiet_libraries
+from bioablate_core.console import quiet_libraries
 quiet_libraries()
 print("imported:", sorted(m for m in ("torch", "pytorch_lightning", "mlflow", "transformers") if m in sys.modules))
 print("env:", os.environ["MLFLOW_LOGGING_LEVEL"], os.environ["TRANSFORMERS_VERBOSITY"])
@@ -49,8 +49,8 @@ def test_the_apis_quieting_never_makes_a_logger_louder_than_the_command_line_mad
     246-line SQLAlchemy traceback before the one line."""
     import logging
 
-    from core import console
-    from core.console import NOISY_LIBRARIES, RERAISED_ERROR_LOGGERS, libraries_quieted
+    from bioablate_core import console
+    from bioablate_core.console import NOISY_LIBRARIES, RERAISED_ERROR_LOGGERS, libraries_quieted
 
     monkeypatch.setattr(console, "_verbose", False)  # an earlier `bioablate -v` in this process set it
     reraised, noisy = logging.getLogger(RERAISED_ERROR_LOGGERS[0]), logging.getLogger(NOISY_LIBRARIES[0])

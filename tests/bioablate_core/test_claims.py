@@ -1,4 +1,4 @@
-"""core/claims.py: one holder at a time, across real processes; the OS frees a dead holder's claim."""
+"""bioablate_core/claims.py: one holder at a time, across real processes; the OS frees a dead holder's claim."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from core.claims import ClaimHeld, Holder, claim, holder
+from bioablate_core.claims import ClaimHeld, Holder, claim, holder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def hold_in_subprocess(path: Path, seconds: float = 60) -> subprocess.Popen:
     """A separate process that takes the claim, prints "held" and sleeps."""
     code = textwrap.dedent(f"""
         import sys, time
-        from core.claims import claim
+        from bioablate_core.claims import claim
         with claim({str(path)!r}):
             print("held", flush=True)
             time.sleep({seconds})

@@ -28,7 +28,7 @@ def redact(url: str) -> str:
     """`url` without its password, for messages, logs and MLflow tags."""
     import sqlalchemy
 
-    from core.errors import ConfigError
+    from bioablate_core.errors import ConfigError
 
     try:
         return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)

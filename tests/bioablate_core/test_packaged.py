@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError, UnknownNameError
-from core.packaged import KINDS, packaged_dir, packaged_names, resolve_config
+from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.packaged import KINDS, packaged_dir, packaged_names, resolve_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,11 +48,12 @@ def test_every_yaml_under_experiments_is_package_data():
     tests/e2e/test_wheel.py, installs one and runs from it)."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    globs = pyproject["tool"]["setuptools"]["package-data"]["experiments"]
+    globs = pyproject["tool"]["setuptools"]["package-data"]["bioablate_core"]
     root = packaged_dir("experiment")
-    files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.suffix != ".py"
+    files = [f"experiments/{p.relative_to(root).as_posix()}" for p in root.rglob("*") if p.is_file()
              and "__pycache__" not in p.parts]
     assert files and all(any(fnmatch.fnmatch(f, g) and f.count("/") == g.count("/") for g in globs)
                          for f in files), files
-    assert "experiments" in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     assert all(packaged_names(kind) for kind in KINDS)
+    # the package data's folder is the repository's top-level one, through bioablate_core's link
+    assert root == (REPO_ROOT / "experiments").resolve() and (REPO_ROOT / "bioablate_core" / "experiments").is_symlink()

@@ -1,25 +1,26 @@
 """The YAML files that ship with bioablate, and the one rule that turns what a user types into a file.
 
-Experiment YAMLs, profiles, shared model definitions, corpora and sweep spaces live in the top-level
-`experiments/` folder, which is a package so that they travel inside the wheel (package data); they are
-found with importlib.resources, so they are found the same way from a checkout and from an installed
-copy, whatever the working directory.
+Experiment YAMLs, profiles, shared model definitions, corpora and sweep spaces live in the repository's
+top-level `experiments/` folder. They ship as package data of `bioablate_core`, under
+`bioablate_core/experiments/` (in the repository a link to the top-level folder, which the wheel holds as
+a folder), so the installed toolkit puts no generic top-level name (`experiments`) into site-packages,
+and they are found the same way from a checkout, an editable install and a wheel, whatever the working
+directory. The report notebook ships beside them (`bioablate_core/notebooks/`).
 
     resolve_config("quickstart", "experiment")        # the packaged experiments/quickstart.yaml
     resolve_config("my/own.yaml", "experiment")        # a path is itself
     resolve_config("experiments/sweeps/micro.yaml", "sweep")  # a repository path, also when installed
 
-It lives in `core` because both `datamodules` (corpora) and `ablations` (the rest) use it.
+It lives in `bioablate_core` because both `datamodules` (corpora) and `ablations` (the rest) use it.
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
-from core.errors import ConfigError, UnknownNameError
+from bioablate_core.errors import ConfigError, UnknownNameError
 
-PACKAGE = "experiments"
+PACKAGED_ROOT = (Path(__file__).parent / "experiments").resolve()
 # kind -> its folder under experiments/, and the `bioablate list` word for it
 KINDS = {"experiment": "", "profile": "profiles", "model": "models", "corpus": "corpora", "sweep": "sweeps"}
 PLURAL = {"experiment": "experiments", "profile": "profiles", "model": "models", "corpus": "corpora",
@@ -27,18 +28,18 @@ PLURAL = {"experiment": "experiments", "profile": "profiles", "model": "models",
 SUFFIXES = (".yaml", ".yml")
 
 
+def packaged_root() -> Path:
+    """The folder of the packaged YAML files: `experiments/` beside this module (package data)."""
+    root = PACKAGED_ROOT
+    if not (root / KINDS["profile"]).is_dir():  # a wheel built without its package data, or a broken link
+        raise ConfigError(f"the packaged YAML files are missing ({root} holds no profiles/): reinstall "
+                          "bioablate (`pip install .`, or rerun scripts/setup.sh)")
+    return root
+
+
 def packaged_dir(kind: str) -> Path:
     """The folder holding the packaged YAML files of `kind`."""
-    try:
-        root = resources.files(PACKAGE)
-    except ModuleNotFoundError:  # an editable install made before experiments/ became a package
-        raise ConfigError(f"the packaged YAML files (the '{PACKAGE}' package) are not importable: reinstall "
-                          "bioablate (`pip install -e .`, or rerun scripts/setup.sh)") from None
-    # a regular package installed from a wheel (or a checkout) is a folder on disk; a zipped install would
-    # need as_file() for every read, and the toolkit is never installed zipped
-    if not isinstance(root, Path):
-        raise RuntimeError(f"the '{PACKAGE}' package is not a folder on disk ({root!r})")
-    return root / KINDS[kind] if KINDS[kind] else root
+    return packaged_root() / KINDS[kind] if KINDS[kind] else packaged_root()
 
 
 def packaged_names(kind: str) -> list[str]:

@@ -34,8 +34,8 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from core.choices import Choice
-from core.errors import ConfigError
+from bioablate_core.choices import Choice
+from bioablate_core.errors import ConfigError
 
 
 def load_yaml(path: Path | str) -> DictConfig:
@@ -152,7 +152,7 @@ CHOICE = "choice"  # the dataclass field metadata key `choice` sets
 
 
 def choice(options: Choice) -> Any:
-    """A dataclass field naming one option of `options` (a `core.choices.Choice`): its default is the
+    """A dataclass field naming one option of `options` (a `bioablate_core.choices.Choice`): its default is the
     choice's, and `describe` lists the options from the registry (nothing is written twice)."""
     return dataclasses.field(default=options.default, metadata={CHOICE: options})
 

@@ -4,7 +4,7 @@ Everything a user can cause (a typo in a task name, a missing data folder, a mal
 file, an unknown config key) raises a subclass of `BioablateError`. The CLI prints such an error as one
 line and exits with status 2; anything else is a bug and keeps its traceback.
 
-This module lives in `core`, the lowest layer: `datamodules`, `lightning_modules` and `ablations` import
+This module lives in `bioablate_core`, the lowest layer: `datamodules`, `lightning_modules` and `ablations` import
 it, never the other way round.
 """
 

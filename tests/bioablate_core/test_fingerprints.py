@@ -1,4 +1,4 @@
-"""core.fingerprints: the file listing behind dataset and model fingerprints, and the content hash."""
+"""bioablate_core.fingerprints: the file listing behind dataset and model fingerprints, and the content hash."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 import os
 from pathlib import Path
 
-from core.fingerprints import digest, files_under, hash_files
+from bioablate_core.fingerprints import digest, files_under, hash_files
 
 
 def test_files_under_lists_what_sorted_rglob_lists_in_the_same_order(tmp_path, data_dir):
@@ -65,11 +65,11 @@ def _hashes_json(function: ast.AST) -> bool:
 
 
 def test_the_digest_of_a_value_is_written_once():
-    """No function hashes JSON by hand beside `core.fingerprints.digest` (a copy drifts: a missing
+    """No function hashes JSON by hand beside `bioablate_core.fingerprints.digest` (a copy drifts: a missing
     `sort_keys` or `default=str` changes fingerprints or fails on a Path)."""
     root = Path(__file__).resolve().parents[2]
-    copies = [f"{rel}:{function.name}" for layer in ("core", "datamodules", "lightning_modules", "ablations")
+    copies = [f"{rel}:{function.name}" for layer in ("bioablate_core", "datamodules", "lightning_modules", "ablations")
               for path in (root / layer).rglob("*.py") for rel in [str(path.relative_to(root))] if rel not in FROZEN
               for function in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
               if isinstance(function, ast.FunctionDef) and _hashes_json(function)]
-    assert copies == ["core/fingerprints.py:digest"]
+    assert copies == ["bioablate_core/fingerprints.py:digest"]

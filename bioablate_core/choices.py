@@ -27,8 +27,8 @@ from __future__ import annotations
 import importlib
 from typing import Iterator, Mapping, TypeVar
 
-from core.errors import ConfigError, UnknownNameError
-from core.registry import Registry
+from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.registry import Registry
 
 T = TypeVar("T")
 

@@ -84,7 +84,7 @@ def writable_dir(path: Path, option: str) -> Path:
     """`path` as a folder to write into, created if needed: a file in its place, or a folder that cannot
     be created or written (read-only, no permission, a full disk), is a one-line ConfigError naming
     `option`, before any work whose result would have nowhere to go."""
-    from core.errors import ConfigError
+    from bioablate_core.errors import ConfigError
 
     path = Path(path)
     if path.exists() and not path.is_dir():

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ["core", "datamodules", "lightning_modules", "ablations"]  # bottom to top
+LAYERS = ["bioablate_core", "datamodules", "lightning_modules", "ablations"]  # bottom to top
 
 
 def _module_name(path: Path) -> str:
@@ -50,7 +50,7 @@ def test_imports_only_go_down_the_layers():
 
 def test_core_imports_nothing_else_of_the_project():
     graph = _import_graph()
-    assert {t for s, ts in graph.items() if s.startswith("core") for t in ts if not t.startswith("core")} == set()
+    assert {t for s, ts in graph.items() if s.startswith("bioablate_core") for t in ts if not t.startswith("bioablate_core")} == set()
 
 
 def test_no_import_cycles():
@@ -86,8 +86,8 @@ def test_the_command_line_goes_through_the_front_door_only():
     """ablations/cli/ parses arguments and prints: everything it does goes through `ablations.api`, so
     nothing the CLI can do is missing from the Python API (the benchmarks' and the notebook's door). Of
     the project it imports its own modules, `ablations.api` (the package, not its parts; `from ablations
-    import api` names the empty `ablations` package on the way) and `core`."""
+    import api` names the empty `ablations` package on the way) and `bioablate_core`."""
     side_doors = sorted(f"{source} imports {target}" for source, targets in _import_graph().items()
                         if source.startswith("ablations.cli") for target in targets
-                        if not (target.startswith(("ablations.cli", "core")) or target in ("ablations", "ablations.api")))
+                        if not (target.startswith(("ablations.cli", "bioablate_core")) or target in ("ablations", "ablations.api")))
     assert side_doors == []
