@@ -49,11 +49,10 @@ def test_the_wheel_carries_the_packaged_files_and_installs_nothing_generic(tmp_p
     """The `ui` extra renders the report notebook and `bioablate list experiments` reads the packaged YAMLs:
     an installed bioablate has both, as package data of bioablate_core (issues 36, 38). Its top-level
     packages are the toolkit's own: no `core`, `experiments` or `notebooks` to shadow a user's."""
+    import shutil
     import subprocess
     import sys
     import zipfile
-
-    import shutil
 
     # built from a copy: an in-tree build leaves build/ behind, and reads a stale one (moved packages)
     source = tmp_path / "source"
