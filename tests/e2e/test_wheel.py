@@ -10,10 +10,12 @@ so this checkout's code is not importable there); only the wheel itself is insta
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,15 +35,21 @@ def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None, timeo
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A fresh venv (outside the repository) with the wheel of this checkout installed; its bin/ folder."""
+def wheel(tmp_path_factory) -> Path:
+    """The wheel of this checkout."""
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"  # built from a copy: an in-tree build would leave build/ and egg-info behind
     shutil.copytree(REPO_ROOT, source, ignore=NOT_SOURCE)
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
           "-w", str(tmp / "dist"), str(source)], cwd=tmp)
-    wheel, = (tmp / "dist").glob("bioablate-*.whl")
+    built, = (tmp / "dist").glob("bioablate-*.whl")
+    return built
 
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A fresh venv (outside the repository) with the wheel of this checkout installed; its bin/ folder."""
+    tmp = tmp_path_factory.mktemp("venv")
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp)
     python = venv / "bin" / "python"
@@ -51,6 +59,36 @@ def installed(tmp_path_factory) -> Path:
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
          cwd=tmp)
     return venv / "bin"
+
+
+def test_the_wheel_carries_the_packaged_files_and_installs_nothing_generic(wheel):
+    """The `ui` extra renders the report notebook and `bioablate list experiments` reads the packaged YAMLs:
+    the wheel has both, as package data of bioablate_core (issues 36, 38), every experiment YAML included.
+    Its top-level packages are the toolkit's own: no `core`, `experiments` or `notebooks` to shadow a
+    user's."""
+    names = zipfile.ZipFile(wheel).namelist()
+    packaged = {"bioablate_core/notebooks/ablation_report.ipynb", "bioablate_core/experiments/quickstart.yaml",
+                "bioablate_core/experiments/profiles/mini.yaml", "bioablate_core/experiments/corpora/pubmed.yaml"}
+    assert packaged <= set(names)
+    experiments = sorted(p.name for p in (REPO_ROOT / "experiments").glob("*.yaml"))
+    assert sorted(n.rsplit("/", 1)[1] for n in names if re.fullmatch(r"bioablate_core/experiments/[^/]+", n)) \
+        == experiments
+    top = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert top == {"ablations", "bioablate_core", "datamodules", "lightning_modules"}
+
+
+def test_an_installed_copy_beside_a_users_own_core_and_experiments(installed, tmp_path):
+    """The installed copy, imported from a research repository's folder holding its own `core/` and
+    `experiments/` packages: both sides import what they should."""
+    for name in ("core", "experiments"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"WHO = 'theirs: {name}'\n")
+    out = _run([str(installed / "python"), "-c", "from ablations import api; import core, experiments; "
+                "from bioablate_core.packaged import packaged_dir; "
+                "print(core.WHO, experiments.WHO, packaged_dir('profile'), sep='\\n')"],
+               cwd=tmp_path, env=_env(tmp_path, tmp_path)).split("\n")
+    assert out[:2] == ["theirs: core", "theirs: experiments"]
+    assert installed.parent / "lib" in Path(out[2]).parents and Path(out[2], "mini.yaml").is_file()
 
 
 def _env(tmp: Path, data_dir: Path) -> dict[str, str]:
