@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ablations.tables.inference import ALPHA
 from ablations.tables.scored_units import ScoredUnits
 from bioablate_core.fingerprints import digest as value_digest
 
@@ -45,9 +46,14 @@ class Interval:
     resamples: int
 
 
-def resamples_for(units: int) -> int:
-    """How many resamples a test set of `units` units gets (see WORK)."""
-    return max(MIN_RESAMPLES, min(N_RESAMPLES, WORK // max(1, units)))
+def resamples_for(units: int, comparisons: int = 1) -> int:
+    """How many resamples a test set of `units` units gets (see WORK). A permutation test corrected together
+    with `comparisons` - 1 others gets at least 4 x comparisons / ALPHA, up to N_RESAMPLES: its smallest
+    two-sided p is 2 / (n + 1), and the correction multiplies it by up to `comparisons`, so with fewer
+    permutations no difference could ever be marked (250 permutations under Holm over 18 tests: 18 x 2 / 251
+    = 0.14). Up to 25 comparisons this leaves every clear difference markable; beyond, N_RESAMPLES caps it."""
+    floor = min(N_RESAMPLES, math.ceil(4 * comparisons / ALPHA)) if comparisons > 1 else MIN_RESAMPLES
+    return max(MIN_RESAMPLES, min(N_RESAMPLES, WORK // max(1, units)), floor)
 
 
 def _finite(value: float) -> float | None:
@@ -100,17 +106,17 @@ def _aligned(a: ScoredUnits, b: ScoredUnits) -> tuple[ScoredUnits, ScoredUnits]:
 
 
 def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key: str = "score",
-                n_resamples: int | None = None, seed: int = SEED) -> PairedTest | None:
+                n_resamples: int | None = None, seed: int = SEED, comparisons: int = 1) -> PairedTest | None:
     """The paired permutation test of cell a against cell b: `pairs[s]` holds seed s's (a, b) runs, one pair
     per task. Statistic: mean over seeds of the mean over tasks of score(a) - score(b). None when a run
     shares no unit with its pair, or fewer than two units are shared in all (nothing to permute: a micro
-    ranking cell can hold one question)."""
+    ranking cell can hold one question). `comparisons`: how many tests one correction covers (resamples_for)."""
     from scipy.stats import permutation_test
 
     blocks = [_aligned(a, b) for replicate in pairs for a, b in replicate]
     if not blocks or any(len(a) == 0 for a, _ in blocks) or sum(len(a) for a, _ in blocks) < 2:
         return None
-    n_resamples = n_resamples or resamples_for(max(len(a) for a, _ in blocks))
+    n_resamples = n_resamples or resamples_for(max(len(a) for a, _ in blocks), comparisons)
     pool = blocks[0][0]
     offsets_a, offsets_b, pool_units = [], [], []
     for a, b in blocks:  # every unit of every run in one list: x and y index into it

@@ -78,15 +78,18 @@ def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, Cell
 
 
 def compare(cache: ResamplingCache, runs: _Runs, pairs: list[list[tuple[CellRun, CellRun]]], key: str,
-            n: int | None) -> dict | None:
-    """The paired permutation test of the runs in `pairs` (per seed, one (a, b) per task), cached."""
+            n: int | None, comparisons: int = 1) -> dict | None:
+    """The paired permutation test of the runs in `pairs` (per seed, one (a, b) per task), cached;
+    `comparisons`: how many tests its correction covers (resampling.resamples_for)."""
     ids = [[(a.run_id, b.run_id) for a, b in replicate] for replicate in pairs]
 
     def compute() -> dict | None:
-        found = paired_test([[(runs.units(a), runs.units(b)) for a, b in replicate] for replicate in pairs], key, n)
+        found = paired_test([[(runs.units(a), runs.units(b)) for a, b in replicate] for replicate in pairs], key, n,
+                            comparisons=comparisons)
         return None if found is None else {"difference": found.difference, "p": found.p_value, "units": found.units,
                                            "resamples": found.resamples}
-    found = cache.get(["paired", ids, key, n or POLICY], compute,
+    policy = n or (POLICY if comparisons == 1 else f"{POLICY}/{comparisons}")
+    found = cache.get(["paired", ids, key, policy], compute,
                       lambda: [runs.units(r) for replicate in pairs for pair in replicate for r in pair])
     if found is not None:
         runs.resamples.add(found["resamples"])
@@ -120,8 +123,23 @@ def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
     return data
 
 
+def family_size(data: TableData) -> int:
+    """How many tests over test examples one correction can cover in `data` (at most): the cells tested
+    against the baseline, or the paper's pairwise conclusions (agreement.py), whichever are more. Their
+    permutations are counted from it (resampling.resamples_for)."""
+    against_baseline = paper_pairs = 0
+    for row, cells in data.body_rows():
+        if row == BLURB_ROW:
+            continue
+        against_baseline += sum(1 for c in cells if c.column != data.layout.baseline and c.runs)
+        papers = [c.paper for c in cells if c.paper is not None and c.runs]
+        paper_pairs += sum(1 for a in papers for b in papers if a > b)
+    return max(1, against_baseline, paper_pairs)
+
+
 def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resamples: int | None) -> None:
     baseline = data.layout.baseline
+    comparisons = family_size(data)
     runs.resamples.clear()
     family: list[Cell] = []
     for row, cells in data.body_rows():
@@ -157,7 +175,7 @@ def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resample
                     found = compare(cache, runs, [replicate], key, n_resamples)
                     if found is not None:
                         cell.seed_tests[seed] = (SCALE * found["difference"], found["p"])
-                pooled = compare(cache, runs, pairs, key, n_resamples)
+                pooled = compare(cache, runs, pairs, key, n_resamples, comparisons)
                 if pooled is not None:
                     cell.example_diff, cell.example_p = SCALE * pooled["difference"], pooled["p"]
                     family.append(cell)
@@ -173,6 +191,7 @@ def example_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = 
     collects what is not cached yet (None until `test.cache.run_pending()` computed it): call agreement,
     run the pending, call it again."""
     cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
+    comparisons = family_size(data)
 
     def test(a: Cell, b: Cell) -> float | None:
         if a.row == BLURB_ROW:
@@ -183,7 +202,7 @@ def example_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = 
         if not seeds:
             return None
         try:
-            found = compare(cache, runs, _pairs(a, b, seeds), metric_key(data, a), n_resamples)
+            found = compare(cache, runs, _pairs(a, b, seeds), metric_key(data, a), n_resamples, comparisons)
         except ValueError:
             return None
         return None if found is None else found["p"]

@@ -104,6 +104,22 @@ def test_paired_test_of_accuracy_differs_in_known_instances():
     assert found.difference == pytest.approx(6 / 30) and found.p_value == pytest.approx(2 / 64, abs=0.01)
 
 
+def test_a_test_among_many_gets_the_permutations_a_correction_needs_to_mark_it():
+    """A 1,000-unit test set gets 250 permutations, so its smallest two-sided p is 2/251, and Holm over 18
+    tests makes that 0.14: a table of 18 comparisons could mark nothing (found in Table 9 at mini). Counted
+    for the correction's 18 tests, the same clear difference (half the questions flipped) is marked."""
+    spec = get_dataset("pubmedqa")
+    gold = ["yes"] * 1000
+    a = units_from_records(spec, [{"id": str(i), "gold": g, "prediction": g} for i, g in enumerate(gold)])
+    b = units_from_records(spec, [{"id": str(i), "gold": g, "prediction": "no" if i % 2 else g}
+                                  for i, g in enumerate(gold)])
+    alone, among = paired_test([[(a, b)]]), paired_test([[(a, b)]], comparisons=18)
+    assert (alone.resamples, among.resamples) == (250, 1000)
+    assert alone.p_value == pytest.approx(2 / 251) and among.p_value == pytest.approx(2 / 1001)
+    others = [1.0] * 17
+    assert correct([alone.p_value, *others])[0] > 0.05 > correct([among.p_value, *others])[0]
+
+
 def test_holm_on_a_known_list():
     # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 -> 0.02, 0.03, 0.06, 0.04 -> running max 0.06 for the last
     assert correct([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
