@@ -84,5 +84,6 @@ def test_table_after_an_interrupted_run_renders_from_the_plan_recorded_when_it_s
     assert done.returncode == 0, done.stderr
     assert "used the plan recorded at" in done.stderr and "because no data directory was given" in done.stderr
     [row] = csv.DictReader(io.StringIO(done.stdout))
-    assert (row["row"], row["column"], row["n"], row["n_planned"]) == ("biosses", "random", "1", "3"), row
+    # the interrupt lands after the first run (a quiet machine may finish a second micro run before it does)
+    assert (row["row"], row["column"], row["n_planned"]) == ("biosses", "random", "3") and row["n"] in ("1", "2"), row
     assert row["mean"] and "not in the plan recorded" not in done.stdout
