@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from bioablate_core.registry import Registry
 
@@ -13,6 +14,22 @@ METRICS: Registry[Metric] = Registry("metric")
 # Each metric's primary number ("score") as people name it, for figures' axes and model cards (the
 # registry's names are for configs)
 METRIC_NAMES: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Additive:
+    """How a metric's result follows from integer counts that add up over instances: `count(gold, pred,
+    **args)` (the metric's own arguments) gives the counts of the instances given, `finish(counts, **args)`
+    the metric's result (its headline keys at least) from counts summed over any collection of instances.
+    Resampling a test set (ablations/tables/scored_units.py) counts each unit once and sums a draw's rows
+    instead of rescoring the draw: the same numbers, bit for bit (integer sums, the same arithmetic after)."""
+
+    count: Callable[..., tuple[int, ...]]
+    finish: Callable[..., dict[str, float]]
+
+
+# metric name -> its decomposition, for the metrics that have one (the others are rescored per resample)
+ADDITIVE: dict[str, Additive] = {}
 
 
 def check_lengths(gold: Sequence, pred: Sequence, what: str = "pred") -> None:

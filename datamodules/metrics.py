@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from datamodules.instances import Span
-from datamodules.metric_registry import METRIC_NAMES, METRICS, check_lengths, ratio
+from datamodules.metric_registry import ADDITIVE, METRIC_NAMES, METRICS, Additive, check_lengths, ratio
 from datamodules.task_types import BLURB_TASK_TYPES
 
 METRIC_NAMES.update({"entity_f1": "entity F1", "pico_word_macro_f1": "word macro F1", "relation_micro_f1": "micro F1",
@@ -110,6 +110,12 @@ def pico_word_macro_f1(
     `lengths` (words per instance) bounds the spans: a span outside its instance, or with a label not
     in `labels`, raises `ValueError`.
     """
+    return _pico_result(_pico_counts(gold, pred, lengths, labels), labels)
+
+
+def _pico_counts(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]], lengths: Sequence[int],
+                 labels: Sequence[str]) -> tuple[int, ...]:
+    """Positive words compared, per element of `labels` in order: (tp, fp, fn, tp, fp, fn, ...)."""
     check_lengths(gold, pred)
     check_lengths(gold, lengths, "lengths")
     if not labels:
@@ -127,14 +133,22 @@ def pico_word_macro_f1(
         return words
 
     gold_words, pred_words = positive_words(gold), positive_words(pred)
-    result: dict[str, float] = {}
+    counts: list[int] = []
     for label in labels:
         tp = len(gold_words[label] & pred_words[label])
-        precision, recall, f1 = _prf(tp, len(pred_words[label]) - tp, len(gold_words[label]) - tp)
+        counts += [tp, len(pred_words[label]) - tp, len(gold_words[label]) - tp]
+    return tuple(counts)
+
+
+def _pico_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
+    result: dict[str, float] = {}
+    for k, label in enumerate(labels):
+        tp, fp, fn = counts[3 * k:3 * k + 3]
+        precision, recall, f1 = _prf(tp, fp, fn)
         result[f"f1_{_key(label)}"] = f1
         result[f"precision_{_key(label)}"] = precision
         result[f"recall_{_key(label)}"] = recall
-        result[f"support_{_key(label)}"] = float(len(gold_words[label]))
+        result[f"support_{_key(label)}"] = float(tp + fn)
     result["score"] = sum(result[f"f1_{_key(label)}"] for label in labels) / len(labels)
     return result
 
@@ -312,17 +326,28 @@ def per_class_f1(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]
     `f1_score(average="macro")`), "precision" and "recall" (the means of the per-class values).
     A label outside `labels` raises `ValueError`.
     """
+    return _per_class_result(_per_class_counts(gold, pred, labels), labels)
+
+
+def _per_class_counts(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> tuple[int, ...]:
+    """(tp, fp, fn) of each class of `labels` in order, flattened."""
     check_lengths(gold, pred)
     if not labels:
         raise ValueError("labels must name at least one class")
     unknown = (set(gold) | set(pred)) - set(labels)
     if unknown:
         raise ValueError(f"labels {sorted(unknown)} not in {list(labels)}")
-    result: dict[str, float] = {}
+    counts: list[int] = []
     for label in labels:
-        tp = sum(g == p == label for g, p in zip(gold, pred))
-        fp = sum(p == label != g for g, p in zip(gold, pred))
-        fn = sum(g == label != p for g, p in zip(gold, pred))
+        counts += [sum(g == p == label for g, p in zip(gold, pred)), sum(p == label != g for g, p in zip(gold, pred)),
+                   sum(g == label != p for g, p in zip(gold, pred))]
+    return tuple(counts)
+
+
+def _per_class_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
+    result: dict[str, float] = {}
+    for k, label in enumerate(labels):
+        tp, fp, fn = counts[3 * k:3 * k + 3]
         precision, recall, f1 = _prf(tp, fp, fn)
         key = _key(label)
         result.update({f"precision_{key}": precision, f"recall_{key}": recall, f"f1_{key}": f1,
@@ -365,6 +390,34 @@ def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: S
 
 
 METRIC_NAMES.update({"per_class_f1": "macro F1", "mean_reciprocal_rank": "MRR"})
+
+
+# ---------------------------------------------------------------------------------------------------
+# The metrics whose result follows from counts that add up over instances (metric_registry.Additive): a
+# bootstrap or permutation test over a test set sums its units' counts instead of rescoring every draw.
+# Pearson (moments in floating point) and the per-question means (MRR, the QA measures) are rescored.
+
+def _reported(metric, keys: tuple[str, ...]):
+    """The counts `metric` reports under `keys`, on the instances given: the metric's own counting."""
+    return lambda gold, pred, **args: tuple(int(metric(gold, pred, **args)[key]) for key in keys)
+
+
+def _micro_result(counts: Sequence[int], **_) -> dict[str, float]:
+    return _counts_result(*counts)
+
+
+def _accuracy_result(counts: Sequence[int], **_) -> dict[str, float]:
+    correct, total = counts
+    return {"score": ratio(correct, total), "correct": float(correct), "total": float(total)}
+
+
+ADDITIVE.update({
+    **{name: Additive(_reported(METRICS.get(name), ("tp", "fp", "fn")), _micro_result)
+       for name in ("entity_f1", "relation_micro_f1", "positive_class_f1", "multilabel_micro_f1")},
+    "accuracy": Additive(_reported(accuracy, ("correct", "total")), _accuracy_result),
+    "pico_word_macro_f1": Additive(_pico_counts, lambda counts, labels, **_: _pico_result(counts, labels)),
+    "per_class_f1": Additive(_per_class_counts, lambda counts, labels, **_: _per_class_result(counts, labels)),
+})
 
 
 # The extractive-QA measures (BioASQ factoid / list, SQuAD v1.1) live in their own module beside the span

@@ -1,0 +1,71 @@
+"""A resample scored from its units' counts (the metrics of `datamodules.metric_registry.ADDITIVE`) is the
+number the task's own scorer gives when it rescores the same draw, key for key and bit for bit, on real test
+sets with real errors in them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ablations.tables.scored_units import ScoredUnits, Unit
+from datamodules.instances import TaggingInstance, TextInstance
+from datamodules.metric_registry import ADDITIVE
+from datamodules.registry import get_dataset
+
+# one dataset per metric that has counts: NER, PICO, ChemProt's relations, GAD, HoC, PubMedQA, Bio-ELECTRA yes/no
+DATASETS = {"bc5-chem": "entity_f1", "ebm-pico": "pico_word_macro_f1", "chemprot": "relation_micro_f1",
+            "gad": "positive_class_f1", "hoc": "multilabel_micro_f1", "pubmedqa": "accuracy",
+            "bioelectra-yesno": "per_class_f1"}
+
+
+def test_every_metric_with_counts_is_covered():
+    assert set(ADDITIVE) == set(DATASETS.values())
+
+
+def gold_of(instance):
+    """An instance's gold answer in the form its metric scores (as scored_units reads a run's records)."""
+    if isinstance(instance, TaggingInstance):
+        return list(instance.spans)
+    if isinstance(instance, TextInstance):
+        return tuple(instance.labels)
+    return instance.label
+
+
+def real_units(name: str, data_dir, n: int = 300) -> ScoredUnits:
+    """`n` test instances of dataset `name`; every third prediction is another instance's gold (a wrong
+    answer of the dataset's own kind: spurious and missed mentions, wrong classes), every fifth is empty
+    where the answer is a list."""
+    spec = get_dataset(name)
+    split = spec.read(data_dir)["test"]
+    instances = list(split)[:n]
+    golds = [gold_of(i) for i in instances]
+    predictions = []
+    for k, gold in enumerate(golds):
+        if k % 5 == 0 and isinstance(gold, (list, tuple)):
+            predictions.append(type(gold)())
+        elif k % 3 == 0:
+            predictions.append(golds[(k * 7 + 1) % len(golds)])
+        else:
+            predictions.append(gold)
+    units = [Unit(str(i.id), [g], [p]) for i, g, p in zip(instances, golds, predictions)]
+    return ScoredUnits(spec.metric, dict(spec.metric_args), units, "instance")
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_a_draw_scored_from_counts_is_the_metric_rescoring_it(name, data_dir):
+    units = real_units(name, data_dir)
+    assert units.metric == DATASETS[name]
+    rng = np.random.default_rng(0)
+    everything = list(range(len(units)))
+    draws = [everything, everything[:1], everything[::2] * 2] + [rng.integers(0, len(units), len(units))
+                                                                for _ in range(20)]
+    full = units._rescore(units.units)
+    assert 0 < full["score"] < 1, full  # the predictions hold real errors, and real hits
+    additive, checked = ADDITIVE[units.metric], set()
+    for draw in draws:
+        rescored = units._rescore([units.units[i] for i in draw])
+        summed = additive.finish(units._counts(additive)[draw].sum(axis=0).tolist(), **units.metric_args)
+        for key in summed.keys() & rescored.keys():
+            assert units.score(np.asarray(draw), key) == rescored[key], (key, draw[:5])
+            checked.add(key)
+    assert "score" in checked and all(u.counts is not None for u in units.units)  # counted, once, per unit
