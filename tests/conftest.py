@@ -10,6 +10,7 @@ that drives a headless Chromium (`chromium`, skipped with the reason where none 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,32 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # hints, servers), where CI's relative `../shared/data` would name nothing.
 if os.environ.get("BIOABLATE_DATA"):
     os.environ["BIOABLATE_DATA"] = str(_data_dir())
+
+
+# The tests' files in memory where there is room for them: every MLflow call is an SQLite transaction and
+# every checkpoint and cache file is fsynced before its rename, and on this project's disks one commit
+# waits ~8-18 ms for the disk (0.07 ms on tmpfs); the whole suite makes tens of thousands. What the tests
+# check is the same on either filesystem (what survives a power cut is no test's subject). The suite writes
+# ~8 GB, so only where /dev/shm has TMPFS_FREE free; removed at the end. `--basetemp DIR` (kept) or
+# BIOABLATE_TEST_TMPFS=0 leaves them on disk.
+TMPFS = Path("/dev/shm")
+TMPFS_FREE = 16 * 2**30
+_IN_MEMORY = pytest.StashKey[Path]()  # the folder this run made there
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads the option
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp or os.environ.get("BIOABLATE_TEST_TMPFS") == "0" or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # given, declined, or an xdist worker (it gets a folder inside its controller's)
+    if TMPFS.is_dir() and os.access(TMPFS, os.W_OK) and shutil.disk_usage(TMPFS).free >= TMPFS_FREE:
+        config.option.basetemp = str(TMPFS / f"bioablate-tests-{os.getpid()}")
+        config.stash[_IN_MEMORY] = Path(config.option.basetemp)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_IN_MEMORY, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
