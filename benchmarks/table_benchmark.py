@@ -47,10 +47,12 @@ DEFAULT_TRAIN_EXAMPLES = {"micro": None, "mini": 400}
 
 
 class PeakRSS:
-    """The peak of the summed resident memory of a process and its descendants, sampled."""
+    """The peaks of the summed resident memory of a process and its descendants, sampled: RSS, which counts a
+    page that forked processes share (the table's resampling workers, fork's copy-on-write) once in each, and
+    PSS (proportional set size, Linux), which splits it between them, so that its sum is the tree's memory."""
 
     def __init__(self, pid: int, every: float = 0.2):
-        self.pid, self.every, self.peak = pid, every, 0
+        self.pid, self.every, self.peak, self.peak_pss = pid, every, 0, 0
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
         self.thread.start()
@@ -59,19 +61,23 @@ class PeakRSS:
         while not self.done.wait(self.every):
             try:
                 root = psutil.Process(self.pid)
-                total = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+                tree = [root, *root.children(recursive=True)]
+                total = sum(p.memory_info().rss for p in tree)
+                pss = sum(getattr(p.memory_full_info(), "pss", 0) for p in tree)
             except psutil.Error:
                 continue
-            self.peak = max(self.peak, total)
+            self.peak, self.peak_pss = max(self.peak, total), max(self.peak_pss, pss)
 
-    def stop(self) -> float:
+    def stop(self) -> tuple[float, float]:
+        """(peak RSS, peak PSS) in MiB; PSS 0 where the system does not report it."""
         self.done.set()
         self.thread.join()
-        return self.peak / 2**20
+        return self.peak / 2**20, self.peak_pss / 2**20
 
 
-def timed(command: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
-    """Run `command` (stdout and stderr to `log`); (wall seconds, peak RSS of its process tree in MiB)."""
+def timed(command: list[str], env: dict[str, str], log: Path) -> tuple[float, tuple[float, float]]:
+    """Run `command` (stdout and stderr to `log`); (wall seconds, (peak RSS, peak PSS) of its process tree in
+    MiB)."""
     start = time.perf_counter()
     with open(log, "ab") as out:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -123,7 +129,7 @@ def run_ours(args: argparse.Namespace, env: dict[str, str], keys: dict[str, obje
                      "tokenization_cache": run.data.tags.get("tokenization_cache"),
                      "mlflow_s": (run.info.end_time - run.info.start_time) / 1000,
                      "test": run.data.metrics.get("test/score"), "dev": run.data.metrics.get("best_dev/score")})
-    return {"wall_s": wall, "peak_rss_mb": rss, "runs_per_device": runs_per_device, "runs": runs,
+    return {"wall_s": wall, "peak_rss_mb": rss[0], "peak_pss_mb": rss[1], "runs_per_device": runs_per_device, "runs": runs,
             "outside_runs_s": wall - sum(r["seconds"].get("wall", 0.0) for r in runs)}
 
 
@@ -138,8 +144,9 @@ def run_hf(args: argparse.Namespace, env: dict[str, str], keys: dict[str, object
                    args.profile, "--precision", "bf16" if args.bf16 else "fp32", "--out", str(out),
                    "--output-dir", str(folder / f"{task}-s{seed}"), *(f"{k}={v}" for k, v in keys.items())]
         wall, rss = timed(command, env, folder / "hf.log")
-        runs.append({**json.loads(out.read_text()), "process_wall_s": wall, "peak_rss_mb": rss})
-    return {"wall_s": time.perf_counter() - start, "peak_rss_mb": max(r["peak_rss_mb"] for r in runs), "runs": runs}
+        runs.append({**json.loads(out.read_text()), "process_wall_s": wall, "peak_rss_mb": rss[0], "peak_pss_mb": rss[1]})
+    return {"wall_s": time.perf_counter() - start, "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+            "peak_pss_mb": max(r["peak_pss_mb"] for r in runs), "runs": runs}
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -200,8 +207,9 @@ def report(out: dict) -> str:
         caches = ", ".join(f"{r['task']} s{r['seed']} {r['tokenization_cache']} "
                            f"{r['seconds'].get('tokenization', 0):.1f} s" for r in ours["runs"])
         lines += ["", f"Tokenization per run (cache, time): {caches}.",
-                  f"Peak RSS: ours {ours['peak_rss_mb']:.0f} MiB (whole process tree)"
-                  + (f"; HF {table['hf']['peak_rss_mb']:.0f} MiB (largest cell process)" if "hf" in table else "")
+                  f"Peak RSS: ours {ours['peak_rss_mb']:.0f} MiB (whole process tree; PSS {ours['peak_pss_mb']:.0f} MiB)"
+                  + (f"; HF {table['hf']['peak_rss_mb']:.0f} MiB (largest cell process; PSS "
+                     f"{table['hf']['peak_pss_mb']:.0f} MiB)" if "hf" in table else "")
                   + ".", ""]
     return "\n".join(lines)
 
