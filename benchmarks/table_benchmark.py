@@ -83,10 +83,10 @@ def timed(command: list[str], env: dict[str, str], log: Path) -> tuple[float, tu
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         peak = PeakRSS(process.pid)
         code = process.wait()
-    wall, rss = time.perf_counter() - start, peak.stop()
+    wall, memory = time.perf_counter() - start, peak.stop()
     if code != 0:
         raise SystemExit(f"{' '.join(command[:4])} ... failed (exit {code}); its output is in {log}")
-    return wall, rss
+    return wall, memory
 
 
 def settings(profile: str, train_examples: int | None) -> dict[str, object]:
@@ -119,7 +119,7 @@ def run_ours(args: argparse.Namespace, env: dict[str, str], keys: dict[str, obje
     yaml.write_text(experiment_yaml(args.profile, keys, "bf16-mixed" if args.bf16 else "32-true", args.seeds))
     command = [sys.executable, "-m", "ablations.cli", "run", str(yaml), "--profile", args.profile,
                "--work-dir", str(folder / "work"), "--runs-per-device", str(runs_per_device)]
-    wall, rss = timed(command, env, folder / "ours.log")
+    wall, (rss, pss) = timed(command, env, folder / "ours.log")
     client = MlflowClient(f"sqlite:///{folder / 'work' / 'mlruns.db'}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = []
@@ -129,7 +129,7 @@ def run_ours(args: argparse.Namespace, env: dict[str, str], keys: dict[str, obje
                      "tokenization_cache": run.data.tags.get("tokenization_cache"),
                      "mlflow_s": (run.info.end_time - run.info.start_time) / 1000,
                      "test": run.data.metrics.get("test/score"), "dev": run.data.metrics.get("best_dev/score")})
-    return {"wall_s": wall, "peak_rss_mb": rss[0], "peak_pss_mb": rss[1], "runs_per_device": runs_per_device, "runs": runs,
+    return {"wall_s": wall, "peak_rss_mb": rss, "peak_pss_mb": pss, "runs_per_device": runs_per_device, "runs": runs,
             "outside_runs_s": wall - sum(r["seconds"].get("wall", 0.0) for r in runs)}
 
 
@@ -143,8 +143,8 @@ def run_hf(args: argparse.Namespace, env: dict[str, str], keys: dict[str, object
         command = [sys.executable, "-m", "benchmarks.hf_cell", "--task", task, "--seed", str(seed), "--profile",
                    args.profile, "--precision", "bf16" if args.bf16 else "fp32", "--out", str(out),
                    "--output-dir", str(folder / f"{task}-s{seed}"), *(f"{k}={v}" for k, v in keys.items())]
-        wall, rss = timed(command, env, folder / "hf.log")
-        runs.append({**json.loads(out.read_text()), "process_wall_s": wall, "peak_rss_mb": rss[0], "peak_pss_mb": rss[1]})
+        wall, (rss, pss) = timed(command, env, folder / "hf.log")
+        runs.append({**json.loads(out.read_text()), "process_wall_s": wall, "peak_rss_mb": rss, "peak_pss_mb": pss})
     return {"wall_s": time.perf_counter() - start, "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
             "peak_pss_mb": max(r["peak_pss_mb"] for r in runs), "runs": runs}
 

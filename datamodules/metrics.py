@@ -141,15 +141,21 @@ def _pico_counts(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]],
 
 
 def _pico_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
+    result = _per_label_result(counts, labels)
+    result["score"] = sum(result[f"f1_{_key(label)}"] for label in labels) / len(labels)
+    return result
+
+
+def _per_label_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
+    """precision_, recall_, f1_ and support_<label> of each of `labels` from its (tp, fp, fn) in `counts`
+    (flattened, in the labels' order): PICO's elements, the yes/no classes."""
     result: dict[str, float] = {}
     for k, label in enumerate(labels):
         tp, fp, fn = counts[3 * k:3 * k + 3]
         precision, recall, f1 = _prf(tp, fp, fn)
-        result[f"f1_{_key(label)}"] = f1
-        result[f"precision_{_key(label)}"] = precision
-        result[f"recall_{_key(label)}"] = recall
-        result[f"support_{_key(label)}"] = float(tp + fn)
-    result["score"] = sum(result[f"f1_{_key(label)}"] for label in labels) / len(labels)
+        key = _key(label)
+        result.update({f"precision_{key}": precision, f"recall_{key}": recall, f"f1_{key}": f1,
+                       f"support_{key}": float(tp + fn)})
     return result
 
 
@@ -345,13 +351,7 @@ def _per_class_counts(gold: Sequence[str], pred: Sequence[str], labels: Sequence
 
 
 def _per_class_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
-    result: dict[str, float] = {}
-    for k, label in enumerate(labels):
-        tp, fp, fn = counts[3 * k:3 * k + 3]
-        precision, recall, f1 = _prf(tp, fp, fn)
-        key = _key(label)
-        result.update({f"precision_{key}": precision, f"recall_{key}": recall, f"f1_{key}": f1,
-                       f"support_{key}": float(tp + fn)})
+    result = _per_label_result(counts, labels)
     for measure, name in (("f1", "score"), ("precision", "precision"), ("recall", "recall")):
         result[name] = sum(result[f"{measure}_{_key(label)}"] for label in labels) / len(labels)
     return result
