@@ -27,7 +27,7 @@ from bioablate_core.hardware import machine  # noqa: F401  (re-exported for the 
 from lightning_modules.compute import transformer_train_flops_per_token  # noqa: F401  (re-exported: one count for runs and benchmarks)
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -94,12 +94,12 @@ def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", size: in
     b = torch.randn(size, size, device=device, dtype=dtype)
     for _ in range(3):
         a @ b
-    _sync(device)
+    sync(device)
     best, spent = 0.0, 0.0
     while spent < seconds:
         start = time.perf_counter()
         a @ b
-        _sync(device)
+        sync(device)
         elapsed = time.perf_counter() - start
         spent += elapsed
         best = max(best, 2 * size ** 3 / elapsed)
@@ -130,13 +130,13 @@ def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int 
     for fn in steps.values():
         for _ in range(warmup):
             fn()
-    _sync(device)
+    sync(device)
     out = {name: Timing(name, [], []) for name in steps}
     for _ in range(rounds):
         for name, fn in steps.items():
             start = time.perf_counter()
             items = fn()
-            _sync(device)
+            sync(device)
             out[name].seconds.append(time.perf_counter() - start)
             out[name].items.append(items)
     return out
@@ -156,7 +156,7 @@ def add_shared_arguments(parser: argparse.ArgumentParser, cache: str) -> None:
 
 def start_run(args: argparse.Namespace) -> torch.device:
     """What both benchmarks' runs begin with: libraries quiet, the data and work directories resolved in
-    `args`, TF32 off on CUDA (the fp32 baseline computes in fp32, as its peak); the device."""
+    `args`, fp32 matmuls in fp32, not TF32 (the fp32 baseline computes in fp32, as its peak); the device."""
     from ablations.places import resolve_data_dir, resolve_work_dir
 
     warnings.filterwarnings("ignore")
@@ -164,9 +164,17 @@ def start_run(args: argparse.Namespace) -> torch.device:
     args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
     args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir.resolve()
     device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
+    fp32_matmul_in_fp32()
     return device
+
+
+def fp32_matmul_in_fp32() -> None:
+    """fp32 matmuls in fp32, through the one call after which `torch.get_float32_matmul_precision()` answers
+    again: the HF Trainer with `torch_compile` and bf16 switches TF32 on through torch's new per-backend API
+    (`torch.backends.fp32_precision = "tf32"`), after which that legacy getter, which Lightning calls at every
+    CUDA `fit`, raises "mix of the legacy and new APIs" (seen on an H100, torch 2.11, 2026-11-27)."""
+    torch.backends.fp32_precision = "ieee"  # the new API's global switch, the one the Trainer turned
+    torch.set_float32_matmul_precision("highest")
 
 
 def benchmark_main(make_parser: Callable[[], argparse.ArgumentParser], run: Callable, report: Callable,

@@ -12,6 +12,9 @@ reason, and one that runs past twice its budget (or past the session's end) is c
   every carried package imports from where it was installed;
 - **environment**: nvidia-smi, Python, torch, CUDA, cuDNN, the device's properties, the image's `pip
   list`, and the bf16 and fp32 matmul peaks measured now (the ceilings every MFU below is against);
+- **launch_overhead**: what one tiny kernel launch costs the host, issued one by one and replayed as a
+  CUDA graph: the floor under a step of many small kernels (a step that takes launches x this is
+  launch-bound, whatever the matmul peak);
 - **preflight** at micro size, every code path a GPU takes before the expensive sections use it:
   `preflight_pretrain` (the MLM step: bf16 autocast, fused AdamW, SDPA, ours and hf-strong eager and
   compiled), `preflight_finetune` (BC5-chem, ours and the HF Trainer, eager and compiled) and
@@ -19,6 +22,8 @@ reason, and one that runs past twice its budget (or past the session's end) is c
   failed here, the sections after it run eager only and say why;
 - **pretrain_base**: BERT-base MLM at 128 tokens, ours eager and compiled against hf-naive and hf-strong
   eager and compiled (benchmarks.pretrain_throughput), MFU of the bf16 peak, peak memory;
+- **profile_pretrain**: one step of ours (eager) at pretrain_base's size under torch.profiler: kernels
+  launched, the device's busy time against the step's wall time, the ops that take the device's time;
 - **finetune_base**: BERT-base on BC5-chem and ChemProt against the HF Trainer, same sides
   (benchmarks.finetune_throughput);
 - **runs_per_device**, with what is left: 8 `mini` fine-tuning runs (BC5-chem and ChemProt, 4 seeds)
@@ -52,7 +57,7 @@ from typing import Callable
 import torch
 
 from benchmarks import finetune_throughput, pretrain_throughput, suite
-from benchmarks.common import chosen_device, machine, matmul_peak
+from benchmarks.common import chosen_device, fp32_matmul_in_fp32, machine, matmul_peak, sync
 
 
 @dataclass(frozen=True)
@@ -62,15 +67,18 @@ class Section:
     title: str
 
 
-# The budgets add up to 430 s of the 480: install's is the wrapper's, runs_per_device runs only if the
-# sections before it left room. First estimates, before any GPU ran this: correct them from session.json.
+# The budgets add up to 470 s of the 480: install's is the wrapper's, runs_per_device runs only if the
+# sections before it left room. From the first H100 session (2026-11-27: docs/performance.md), where the
+# compiled sides made preflight_finetune take 78 s, pretrain_base 145 s and finetune_base over 164 s.
 SECTIONS = [
     Section("install", 45, "Wheelhouse install"),
     Section("environment", 20, "Environment"),
+    Section("launch_overhead", 10, "Kernel launch overhead"),
     Section("preflight_pretrain", 50, "Preflight: MLM step, micro, eager and compiled"),
     Section("preflight_finetune", 50, "Preflight: fine-tuning step, micro, eager and compiled"),
     Section("preflight_smoke", 40, "Preflight: pretrain -> export -> fine-tune through Lightning, micro"),
     Section("pretrain_base", 110, "BERT-base MLM throughput"),
+    Section("profile_pretrain", 30, "One BERT-base MLM step under the profiler"),
     Section("finetune_base", 115, "BERT-base fine-tuning throughput"),
     Section("runs_per_device", 90, "Fine-tuning runs sharing one device (--runs-per-device)"),
 ]
@@ -143,6 +151,7 @@ class Session:
             return None
         print(f"[{name}] budget {budget:.0f} s, {left:.0f} s left", flush=True)
         cut = max(1, int(min(2 * budget, left)))
+        fp32_matmul_in_fp32()  # whatever a section before switched on (the HF Trainer: TF32)
         suite.settle(self.device)  # before the alarm is set: the cut-off is the section's own time
         previous = signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(cut)
@@ -230,6 +239,84 @@ def environment_section(args: argparse.Namespace) -> dict:
     out["peak_size"] = size
     print(f"torch {out['torch']}, CUDA {out['cuda']}, cuDNN {out['cudnn']}; matmul peaks "
           + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in out["peaks"].items()), flush=True)
+    return out
+
+
+def launch_overhead_section(args: argparse.Namespace, launches: int = 5000) -> dict:
+    """Host time per launch of a one-element kernel: issued one by one (what an eager step pays per
+    kernel), and as one CUDA graph replaying them all (what `mode="reduce-overhead"` would pay)."""
+    device = torch.device(args.device)
+    x = torch.zeros(1, device=device)
+
+    def issue():
+        for _ in range(launches):
+            x.add_(1)
+
+    issue()
+    sync(device)
+    start = time.perf_counter()
+    issue()
+    issued = time.perf_counter() - start  # the host's side: enqueueing, before the device catches up
+    sync(device)
+    drained = time.perf_counter() - start
+    out = {"launches": launches, "issue_us": 1e6 * issued / launches, "drained_us": 1e6 * drained / launches}
+    if device.type == "cuda":
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            issue()  # graphs are captured on a side stream, after a warm-up there
+        torch.cuda.current_stream().wait_stream(stream)
+        with torch.cuda.graph(graph):
+            issue()
+        graph.replay()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize()
+        out["graph_us"] = 1e6 * (time.perf_counter() - start) / launches
+    # every launch ran: two issues, and on CUDA the side stream's warm-up and two replays (capture runs nothing)
+    out["all_ran"] = float(x.item()) == (5 if device.type == "cuda" else 2) * launches
+    print(f"one kernel launch: {out['issue_us']:.1f} us issued, {out['drained_us']:.1f} us until done"
+          + (f", {out['graph_us']:.2f} us in a CUDA graph" if "graph_us" in out else ""), flush=True)
+    return out
+
+
+def profile_pretrain_section(args: argparse.Namespace, size: str, seq_batch: tuple[int, int]) -> dict:
+    """One step of ours (eager) under torch.profiler, after two untimed ones: where the step's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    seq_len, batch_size = seq_batch
+    argv = [*suite.common_args(suite_args(args, size, False)), "--seq-len", str(seq_len),
+            "--batch-size", str(batch_size)]
+    bench = pretrain_throughput.parser().parse_args(argv)
+    device = torch.device(args.device)
+    precision = pretrain_throughput.resolve_precision("auto", device)
+    cfg, vocab_path, shards = pretrain_throughput.prepare(bench)
+    step, *_ = pretrain_throughput.build_ours(cfg, vocab_path, shards, device, precision, total_steps=4)
+    for _ in range(2):
+        step()
+    sync(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        step()
+        sync(device)
+        wall = time.perf_counter() - start
+    averages = prof.key_averages()
+    on_device = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    busy_us = sum(e.device_time for e in on_device)  # kernel and copy time, summed (they run one at a time)
+    top = sorted(averages, key=lambda e: e.self_device_time_total, reverse=True)[:12]
+    cpu_top = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[:8]
+    out = {"seq_len": seq_len, "batch_size": batch_size, "precision": precision, "step_wall_s": wall,
+           "device_busy_s": busy_us / 1e6, "device_busy_fraction": busy_us / 1e6 / wall,
+           "device_ops": len(on_device),
+           "top_device_ops": [{"name": e.key, "self_device_ms": e.self_device_time_total / 1e3, "count": e.count}
+                              for e in top],
+           "top_host_ops": [{"name": e.key, "self_cpu_ms": e.self_cpu_time_total / 1e3, "count": e.count}
+                            for e in cpu_top]}
+    print(f"one step {1e3 * wall:.1f} ms: device busy {1e3 * out['device_busy_s']:.1f} ms "
+          f"({100 * out['device_busy_fraction']:.0f}%), {len(on_device)} device ops", flush=True)
     return out
 
 
@@ -357,6 +444,21 @@ def _section_lines(name: str, r: dict) -> list[str]:
                 *([f"- {dev['name']}, compute capability {dev['capability']}, {dev['multiprocessors']} SMs, "
                    f"{dev['memory_bytes'] / 2 ** 30:.0f} GiB"] if dev else []),
                 f"- matmul peaks ({r['peak_size']}^3, measured now): {peaks}"]
+    if name == "launch_overhead":
+        graph = f"; replayed in a CUDA graph {r['graph_us']:.2f} us" if "graph_us" in r else ""
+        return [f"- one one-element kernel, {r['launches']} launches: issued {r['issue_us']:.1f} us each, "
+                f"{r['drained_us']:.1f} us each until the device finished{graph}"]
+    if name == "profile_pretrain":
+        lines = [f"- ours, eager, {r['precision']}, batch {r['batch_size']} x {r['seq_len']}: one step "
+                 f"{1e3 * r['step_wall_s']:.1f} ms, the device busy {1e3 * r['device_busy_s']:.1f} ms of it "
+                 f"({100 * r['device_busy_fraction']:.0f}%) over {r['device_ops']} kernels and copies", ""]
+        if r["device_ops"]:  # none on a CPU
+            lines += ["| op (device time) | ms | calls |", "|---|---|---|"]
+            lines += [f"| `{o['name'][:80]}` | {o['self_device_ms']:.2f} | {o['count']} |" for o in r["top_device_ops"]]
+            lines.append("")
+        lines += ["| op (host time) | ms | calls |", "|---|---|---|"]
+        lines += [f"| `{o['name'][:80]}` | {o['self_cpu_ms']:.2f} | {o['count']} |" for o in r["top_host_ops"]]
+        return lines
     if name in ("preflight_pretrain", "pretrain_base"):
         return suite.pretrain_markdown([r])[2:]  # the table without suite's heading
     if name in ("preflight_finetune", "finetune_base"):
@@ -387,6 +489,10 @@ def parser() -> argparse.ArgumentParser:
                         help="run these sections, record the others skipped (a rerun of what failed, after a fix)")
     parser.add_argument("--no-compile", action="store_true", help="eager only (the CPU rehearsal's default: "
                         "compiling on 2 CPU cores takes minutes)")
+    parser.add_argument("--pretrain-batch", type=int, help="pretrain_base's batch (default: the size's, 64 at "
+                        "base; profile_pretrain keeps the size's)")
+    parser.add_argument("--base-rounds", type=int, help="timed rounds of pretrain_base and finetune_base "
+                        "(default: the size's)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
     parser.add_argument("--work-dir", type=Path, help="caches and the runs' stores (default: <out>/../work)")
     parser.add_argument("--threads", type=int)
@@ -429,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         session.record("install", {"status": "skipped", "reason": args.install_reason})
     session.run("environment", lambda: environment_section(args))
+    session.run("launch_overhead", lambda: launch_overhead_section(args))
     pre_pretrain = session.run("preflight_pretrain",
                                lambda: pretrain_run(args, "micro", (64, 8), size["preflight_pretrain_args"], compile))
     pre_finetune = session.run("preflight_finetune",
@@ -439,10 +546,14 @@ def main(argv: list[str] | None = None) -> int:
     pretrain_compile = compile and compiled_passed(session, "preflight_pretrain", pre_pretrain)
     finetune_compile = compile and compiled_passed(session, "preflight_finetune", pre_finetune)
     session.data["session"]["compiled"] = {"pretrain": pretrain_compile, "finetune": finetune_compile}
-    session.run("pretrain_base", lambda: pretrain_run(args, size["throughput_size"], size["pretrain"],
-                                                      size["pretrain_args"], pretrain_compile))
+    pretrain_shape = (size["pretrain"][0], args.pretrain_batch or size["pretrain"][1])
+    rounds = ["--rounds", str(args.base_rounds)] if args.base_rounds else []
+    session.run("pretrain_base", lambda: pretrain_run(args, size["throughput_size"], pretrain_shape,
+                                                      size["pretrain_args"] + rounds, pretrain_compile))
+    # at the size's own batch, whatever --pretrain-batch says: where the standard step's time goes
+    session.run("profile_pretrain", lambda: profile_pretrain_section(args, size["throughput_size"], size["pretrain"]))
     session.run("finetune_base", lambda: finetune_run(args, size["throughput_size"], ["bc5-chem", "chemprot"],
-                                                      size["finetune_args"], finetune_compile))
+                                                      size["finetune_args"] + rounds, finetune_compile))
     progress: dict = {}
     session.run("runs_per_device", lambda: runs_per_device_section(args, size, progress), partial=progress)
     gc.collect()

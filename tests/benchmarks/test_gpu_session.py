@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks import gpu_session
 
@@ -91,6 +92,10 @@ def test_cpu_rehearsal_records_every_section_and_skips_the_one_over_budget(data_
     env_result = sections["environment"]["result"]
     assert env_result["torch"] and env_result["peaks"]["fp32"] > 0 and "gpu_session_probe" in env_result["pip_list"]
 
+    launches = sections["launch_overhead"]["result"]
+    assert launches["all_ran"] and 0 < launches["issue_us"] <= launches["drained_us"]
+    profiled = sections["profile_pretrain"]["result"]
+    assert profiled["step_wall_s"] > 0 and profiled["top_host_ops"][0]["self_cpu_ms"] > 0
     for name in ("preflight_pretrain", "pretrain_base"):
         r = sections[name]["result"]
         assert all(r[side]["tokens_per_s"] > 0 for side in SIDES), name
@@ -150,6 +155,32 @@ def test_a_failing_section_is_recorded_with_its_error_and_the_session_goes_on(tm
     assert "RuntimeError" in sections["preflight_smoke"]["traceback"]
     assert sections["pretrain_base"]["status"] == "done"
     assert "**failed**: RuntimeError: CUDA error" in (tmp_path / "session.md").read_text()
+
+
+def test_a_section_after_the_hf_trainer_turned_tf32_on_computes_fp32_matmuls_in_fp32_and_lightning_can_ask(
+        tmp_path: Path):
+    """The failure of the first H100 session: the HF Trainer (torch_compile, bf16) turned TF32 on through
+    torch's new API after the benchmarks had turned it off through the legacy one, and Lightning's check at
+    the next CUDA `fit` (torch.get_float32_matmul_precision) raised. Each section now starts from fp32."""
+    from transformers.utils.import_utils import enable_tf32
+
+    backends = [torch.backends, torch.backends.cuda.matmul, torch.backends.cudnn, torch.backends.mkldnn,
+                torch.backends.mkldnn.matmul]
+    before = [b.fp32_precision for b in backends]
+    session = gpu_session.Session(session_args(tmp_path))
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False  # what benchmarks.common did before
+        enable_tf32.__wrapped__(True)  # what TrainingArguments does on a GPU (lru_cache'd: the function itself)
+        with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
+            torch.get_float32_matmul_precision()
+        session.run("preflight_smoke", lambda: {"asked": torch.get_float32_matmul_precision(),
+                                                "matmul": torch.backends.cuda.matmul.fp32_precision})
+        sections = json.loads((tmp_path / "session.json").read_text())["sections"]
+        result = sections["preflight_smoke"]["result"]
+        assert (result["asked"], result["matmul"]) == ("highest", "ieee")
+    finally:
+        for backend, value in zip(backends, before):
+            backend.fp32_precision = value
 
 
 def test_a_section_is_skipped_when_its_budget_exceeds_what_is_left(tmp_path: Path):
