@@ -169,6 +169,8 @@ def test_a_section_after_the_hf_trainer_turned_tf32_on_computes_fp32_matmuls_in_
     before = [b.fp32_precision for b in backends]
     session = gpu_session.Session(session_args(tmp_path))
     try:
+        for backend in backends:  # a fresh process's state, whatever the tests before set
+            backend.fp32_precision = "none"
         torch.backends.cuda.matmul.allow_tf32 = False  # what benchmarks.common did before
         enable_tf32.__wrapped__(True)  # what TrainingArguments does on a GPU (lru_cache'd: the function itself)
         with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
@@ -187,12 +189,22 @@ def test_a_section_is_skipped_when_its_budget_exceeds_what_is_left(tmp_path: Pat
     session = gpu_session.Session(session_args(tmp_path, "--budget", "30", "--section-budget", "pretrain_base=31"))
     ran = []
     session.run("pretrain_base", lambda: ran.append(1) or {})
-    session.run("finetune_base", lambda: ran.append(2) or {}, skip=None)  # 115 s > 30 s left
+    session.run("finetune_base", lambda: ran.append(2) or {}, skip=None)  # 170 s > 30 s left
     session.run("environment", lambda: ran.append(3) or {})  # 20 s fits
     sections = json.loads((tmp_path / "session.json").read_text())["sections"]
     assert ran == [3]
     assert sections["pretrain_base"]["status"] == sections["finetune_base"]["status"] == "skipped"
     assert "its budget of 31 s does not fit" in sections["pretrain_base"]["reason"]
+
+
+def test_only_runs_the_named_sections_and_always_checks_the_install(tmp_path: Path):
+    session = gpu_session.Session(session_args(tmp_path, "--only", "pretrain_base"))
+    for name in ("install", "environment", "pretrain_base"):
+        session.run(name, lambda: {"ran": True})
+    sections = json.loads((tmp_path / "session.json").read_text())["sections"]
+    assert {n: e["status"] for n, e in sections.items()} == {"install": "done", "environment": "skipped",
+                                                             "pretrain_base": "done"}
+    assert sections["environment"]["reason"] == "not named by --only"
 
 
 def test_the_install_check_names_a_carried_module_that_does_not_import(tmp_path: Path):
