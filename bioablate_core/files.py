@@ -53,6 +53,17 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return path
 
 
+def user_cache_dir() -> Path:
+    """bioablate's folder in the user cache: platformdirs' `user_cache_dir("bioablate")` (which honours
+    XDG_CACHE_HOME on Linux), or without platformdirs `$XDG_CACHE_HOME/bioablate`, else
+    `~/.cache/bioablate`. For what is derived once per machine and version, never a run's output."""
+    try:
+        from platformdirs import user_cache_dir as platform_cache_dir
+    except ImportError:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bioablate"
+    return Path(platform_cache_dir("bioablate", appauthor=False))
+
+
 # errors that say the folder refuses writes (a read-only mount, no permission), not that it is full
 READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 

@@ -3,11 +3,13 @@ any run exists (a loopback port nobody listens on, a real loopback HTTP server, 
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -81,6 +83,80 @@ def test_a_local_store_passes(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     check_tracking_uri(uri)
     assert MlflowClient(uri).search_experiments()
+
+
+def store_schema(path) -> tuple[list, list]:
+    """A SQLite store's tables with their columns, and its alembic revision."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        tables = [(name, db.execute(f"PRAGMA table_info('{name}')").fetchall()) for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return tables, db.execute("SELECT version_num FROM alembic_version").fetchall()
+
+
+def test_a_new_local_store_is_a_copy_of_one_migrated_once_and_the_same_as_mlflows_own(tmp_path, monkeypatch,
+                                                                                      caplog):
+    """New SQLite stores start as copies of an empty store MLflow migrated once into the user cache (2 s of
+    migrations per new work directory otherwise); each is the store MLflow would have made: the same
+    tables and revision, its own Default experiment, and runs logged in it read back."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    own = tmp_path / "own" / "mlruns.db"
+    own.parent.mkdir()
+    MlflowClient(f"sqlite:///{own}").search_experiments()  # MLflow's own creation, for comparison
+    templates = tmp_path / "cache" / "bioablate" / "mlflow"
+
+    stores, migrations = [], []
+    for name in ("first", "second", "third"):
+        store = tmp_path / name / "mlruns.db"
+        store.parent.mkdir()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="mlflow"):
+            tracker = Tracker(f"sqlite:///{store}", "probe", artifact_root=store.parent / "artifacts")
+        migrations.append(sum("Creating initial MLflow database tables" in r.message for r in caplog.records))
+        run_id = tracker.create("a-run", {"fingerprint": name}, {"lr": 0.1})
+        tracker.log_metrics(run_id, {"dev/score": 0.5}, step=1)
+        stores.append((store, run_id))
+    assert migrations == [1, 0, 0]  # the template's, once; then copies
+    assert [p.name for p in templates.glob("*.db")] == [f"empty-store-{mlflow.__version__}.db"]
+    template = next(templates.glob("*.db"))
+    assert store_schema(template) == store_schema(own)  # what MLflow's migrations make, nothing else
+    assert sqlite3_rows(template, "experiments") == 0
+
+    for store, run_id in stores:
+        assert store_schema(store) == store_schema(own)
+        client = MlflowClient(f"sqlite:///{store}")
+        default = client.get_experiment("0")  # MLflow added it on first opening the copy, as on creating one
+        assert default.name == "Default" and default.artifact_location.endswith("/mlruns/0")
+        assert default.artifact_location == MlflowClient(f"sqlite:///{own}").get_experiment("0").artifact_location
+        assert client.get_run(run_id).data.metrics == {"dev/score": 0.5}
+        assert client.get_run(run_id).data.params == {"lr": "0.1"}
+    assert len({run_id for _, run_id in stores}) == 3
+
+
+def sqlite3_rows(path, table: str) -> int:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def test_without_a_writable_cache_mlflow_creates_the_store_and_a_damaged_template_is_made_again(
+        tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.write_text("a file where the cache folder would be")  # nothing can be written under it
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    check_tracking_uri(f"sqlite:///{tmp_path / 'a.db'}")
+    assert MlflowClient(f"sqlite:///{tmp_path / 'a.db'}").get_experiment("0").name == "Default"
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache2"))
+    template = tmp_path / "cache2" / "bioablate" / "mlflow" / f"empty-store-{mlflow.__version__}.db"
+    template.parent.mkdir(parents=True)
+    template.write_bytes(b"not a database")  # damaged, or another build's: made again
+    check_tracking_uri(f"sqlite:///{tmp_path / 'b.db'}")
+    assert MlflowClient(f"sqlite:///{tmp_path / 'b.db'}").get_experiment("0").name == "Default"
+    assert store_schema(template)[1] == store_schema(tmp_path / "b.db")[1] != []
+    assert not list(tmp_path.glob(".*.part"))  # nothing half-made is left beside the stores
 
 
 def test_the_command_line_reports_an_unreachable_server_in_one_line(tmp_path, data_dir, capsys):
