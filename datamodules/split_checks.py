@@ -35,6 +35,7 @@ log = logging.getLogger("bioablate")
 # (earlier, later): the later split's examples found in the earlier one
 SPLIT_PAIRS = (("train", "dev"), ("train", "test"), ("dev", "test"))
 _WARNED: set[str] = set()  # warnings already shown in this process
+_CHECKED: dict[tuple[str, str], list[str]] = {}  # (dataset, content fingerprint) -> its warnings, this process
 
 
 def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> list[str]:
@@ -126,9 +127,13 @@ def overlap_warning(name: str, splits: Splits) -> str | None:
 def read_checked(spec: DatasetSpec, data_dir: Path | None, warn: bool = True) -> Splits:
     """The dataset's splits, read and checked (`check_splits`; the warnings shown once, with `warn`): what
     a runner calls before its run exists, so that a data error leaves no FAILED run behind. Reading again
-    later (the datamodule) is served from `DatasetSpec.read`'s cache."""
+    later (the datamodule) is served from `DatasetSpec.read`'s cache, and checking again (an experiment's
+    other runs on the dataset) from this module's: the same content passes or fails the same way."""
     splits = spec.read(data_dir)
-    warnings = check_splits(spec, splits, data_dir)
+    key = (spec.name, spec.fingerprint(data_dir))  # DatasetSpec.read's own key: the same content, checked once
+    warnings = _CHECKED.get(key)
+    if warnings is None:
+        warnings = _CHECKED[key] = check_splits(spec, splits, data_dir)
     if warn:
         warn_once(warnings)
     return splits

@@ -119,10 +119,9 @@ def _corpus_settings(cfg: DictConfig) -> dict:
 
 def _load_corpus(cfg: DictConfig, data_dir: Path):
     p = cfg.pretrain
-    cache_dir = resolve_work_dir(cfg) / "cache"
-    exclude = evaluation_pmids(data_dir, cache_dir) if p.exclude_eval_pmids else None
+    exclude = evaluation_pmids(data_dir) if p.exclude_eval_pmids else None
     return load_corpus(p.corpus, data_dir, max_words=p.max_words, min_words=p.min_words, dedup=p.dedup,
-                       exclude_pmids=exclude, seed=cfg.seed, cache_dir=cache_dir)
+                       exclude_pmids=exclude, seed=cfg.seed)
 
 
 def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corpus_fp: str,

@@ -25,9 +25,23 @@ def correct(p_values: Sequence[float], method: str = "holm") -> list[float]:
         raise ValueError(f"unknown correction {method!r}; known: {', '.join(CORRECTIONS)}")
     if not p_values or method == "none":
         return [float(p) for p in p_values]
+    import gc
+
     from statsmodels.stats.multitest import multipletests
 
-    return [float(p) for p in multipletests(list(p_values), alpha=ALPHA, method=method)[1]]
+    # statsmodels' Holm branch ends in a full gc.collect() (multitest.py, statsmodels 0.15): 0.5 s in a
+    # process holding torch and transformers, paid by every corrected family of every rendered table, to
+    # free a few arrays of len(p_values). Skipped for the call (a statement's worth of time, one thread
+    # renders); the corrected values are the same.
+    collect, gc.collect = gc.collect, _no_collection
+    try:
+        return [float(p) for p in multipletests(list(p_values), alpha=ALPHA, method=method)[1]]
+    finally:
+        gc.collect = collect
+
+
+def _no_collection(generation: int = 2) -> int:
+    return 0
 
 
 def seeds_needed(effect: float, sd: float, alpha: float = ALPHA, power: float = POWER) -> int | None:

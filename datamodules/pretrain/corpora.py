@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import random
 import re
@@ -43,7 +44,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from bioablate_core.errors import BioablateError, ConfigError
-from bioablate_core.files import write_text_atomic
+from bioablate_core.files import user_cache_dir, write_text_atomic
 from bioablate_core.fingerprints import hash_files
 from datamodules.legacy_fingerprints import legacy_corpus_fingerprint
 from datamodules.pretrain.corpus_specs import (  # noqa: F401
@@ -67,6 +68,7 @@ from datamodules.pretrain.formats import (
 )
 from datamodules.textfiles import read_text_lines
 
+log = logging.getLogger("bioablate")
 PRETRAIN_DIR = "pretrain"
 
 __all__ = ["Document", "Corpus", "CorpusSpec", "CorpusStats", "CORPORA", "corpus_names", "load_corpus",
@@ -107,15 +109,17 @@ def corpus_fingerprint(name: str, data_dir: Path) -> str:
 _PMID_ID = re.compile(r"^(\d{7,9})(?:[.\-]|$)")
 
 
-def evaluation_pmids(data_dir: Path, cache_dir: Path | None = None) -> frozenset[str]:
+def evaluation_pmids(data_dir: Path) -> frozenset[str]:
     """PMIDs of every BLURB document where the staged data carry them: instance ids of JNLPBA,
     EBM-PICO, ChemProt, HoC and PubMedQA, plus the derived BC5CDR list. Only the BLURB datasets: the
     user datasets an experiment registers beside them must not change what a pretraining run reads
     (they are not in its fingerprint).
 
-    Finding them parses all thirteen datasets (several seconds); every pretraining process needs them, so
-    the set is kept in memory and, with a `cache_dir`, in a file there named by the datasets' content
-    fingerprints (a changed dataset or reader gives a new file)."""
+    Finding them parses all thirteen datasets (5 s on a 2-core CPU); every pretraining process needs them,
+    whatever its work directory, so the set is kept in memory and in the user cache folder
+    (`evaluation-pmids/<key>.txt`, bioablate_core.files.user_cache_dir), named by the datasets' content
+    fingerprints: a changed dataset or reader gives a new file. Where that folder cannot be written, each
+    process parses them once."""
     from datamodules.blurb import BLURB_DATASETS
 
     present = [spec for spec in BLURB_DATASETS if not spec.missing_files(data_dir)]
@@ -123,15 +127,19 @@ def evaluation_pmids(data_dir: Path, cache_dir: Path | None = None) -> frozenset
     key = hash_files([bc5] if bc5.is_file() else [],
                      seed=(f"corpus-code:{CORPUS_CODE_VERSION}|"
                            + " ".join(f"{spec.name}:{spec.fingerprint(data_dir)}" for spec in present)).encode())
-    cached = None if cache_dir is None else Path(cache_dir) / "evaluation-pmids" / f"{key}.txt"
     pmids = _PMIDS.get(key)
-    if pmids is None and cached is not None and cached.is_file():
+    if pmids is not None:
+        return pmids
+    cached = user_cache_dir() / "evaluation-pmids" / f"{key}.txt"
+    if cached.is_file():
         pmids = frozenset(cached.read_text().split())
-    if pmids is None:
+    else:
         pmids = _parse_pmids(present, data_dir, bc5)
+        try:  # written whole, then renamed: never read half-written
+            write_text_atomic(cached, "".join(p + "\n" for p in sorted(pmids)))
+        except OSError as error:
+            log.debug("evaluation PMIDs not cached in %s: %s", cached, error)
     _PMIDS[key] = pmids
-    if cached is not None and not cached.is_file():  # written whole, then renamed: never read half-written
-        write_text_atomic(cached, "".join(p + "\n" for p in sorted(pmids)))
     return pmids
 
 
@@ -325,8 +333,8 @@ class Corpus:
     `stats` holds the counts of the last complete pass (and makes one if there was none)."""
 
     def __init__(self, name: str, specs: list[list[CorpusSpec]], data_dir: Path | None, *, max_words: int | None,
-                 min_words: int, dedup: bool, exclude_pmids, seed: int, cache_dir: Path | None = None):
-        self.name, self.specs, self.data_dir, self.cache_dir = name, specs, data_dir, cache_dir
+                 min_words: int, dedup: bool, exclude_pmids, seed: int):
+        self.name, self.specs, self.data_dir = name, specs, data_dir
         self.max_words, self.min_words, self.dedup, self.seed = max_words, min_words, dedup, seed
         self.exclude_pmids = exclude_pmids
         self._stats: CorpusStats | None = None
@@ -363,7 +371,7 @@ class Corpus:
         f = spec.filters
         exclude = self.exclude_pmids
         if f.exclude_eval_pmids and self.data_dir is not None:
-            exclude = evaluation_pmids(Path(self.data_dir), self.cache_dir) | (exclude or frozenset())
+            exclude = evaluation_pmids(Path(self.data_dir)) | (exclude or frozenset())
         if cap is not None:  # a capped corpus samples its files
             files = list(files)
             random.Random(self.seed).shuffle(files)
@@ -443,11 +451,9 @@ class StageView:
 
 
 def load_corpus(name: str, data_dir: Path, *, max_words: int | None = None, min_words: int = 0,
-                dedup: bool = True, exclude_pmids: frozenset[str] | set[str] | None = None, seed: int = 0,
-                cache_dir: Path | None = None) -> Corpus:
+                dedup: bool = True, exclude_pmids: frozenset[str] | set[str] | None = None, seed: int = 0) -> Corpus:
     """The corpus expression `name`, ready to stream. The call's filters add to each corpus YAML's own
-    (the stricter wins); `max_words` caps each stage at `max_words / stages` words. `cache_dir`: where
-    the evaluation sets' PMIDs are kept between processes (see `evaluation_pmids`)."""
+    (the stricter wins); `max_words` caps each stage at `max_words / stages` words."""
     specs = [[resolve_corpus(ref) for ref in stage] for stage in parse_corpus(name)]
     return Corpus(name, specs, data_dir, max_words=max_words, min_words=min_words, dedup=dedup,
-                  exclude_pmids=exclude_pmids, seed=seed, cache_dir=cache_dir)
+                  exclude_pmids=exclude_pmids, seed=seed)

@@ -167,3 +167,25 @@ def test_a_run_shows_the_overlap_warning_once(data_dir, tmp_path, caplog):
     warnings = [r.getMessage() for r in caplog.records if "repeated examples" in r.getMessage()]
     assert warnings == ["leaky: test repeats train: 4 of 14 by input, 0 by id; scores on repeated examples measure "
                         "memory, not generalisation (docs/data.md, 'Overlaps between splits')"]
+
+
+def test_the_same_content_is_checked_once_per_process_and_changed_content_again(data_dir, tmp_path, monkeypatch):
+    """An experiment's runs on one dataset share one check (the overlaps of ChemProt's splits take a tenth
+    of a second per run); a file changed between them is checked anew, and refused if it must be."""
+    from datamodules import split_checks
+
+    checked = []
+    real = split_checks.check_splits
+    monkeypatch.setattr(split_checks, "check_splits", lambda *a: checked.append(a[0].name) or real(*a))
+    lines = gad_lines(data_dir, 0, 40)
+    write(tmp_path / "train.tsv", "\n".join(lines[:30]) + "\n")
+    write(tmp_path / "test.tsv", "\n".join(lines[30:]) + "\n")
+    spec = register_from_yaml(write(tmp_path / "once.yaml", "name: once\npath: .\n" + GAD_RE +
+                                    "files: {train: train.tsv, test: test.tsv}\ndev: none\n"))
+    for _ in range(3):
+        read_checked(spec, None)
+    assert checked == ["once"]
+    write(tmp_path / "test.tsv", "\n".join(lines[:30]) + "\n")  # now the training file again
+    with pytest.raises(Exception, match="every test example repeats a training example"):
+        read_checked(spec, None)
+    assert checked == ["once", "once"]

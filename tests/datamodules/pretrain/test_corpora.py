@@ -184,19 +184,25 @@ def test_cli_lists_the_builtin_corpora(capsys):
     assert "experiments/corpora/pubmed.yaml" in out
 
 
-def test_evaluation_pmids_are_kept_in_the_cache_dir_for_the_next_process(data_dir: Path, tmp_path: Path):
+def test_evaluation_pmids_are_kept_in_the_user_cache_for_the_next_process(data_dir: Path, tmp_path: Path,
+                                                                          monkeypatch):
+    """Every pretraining process needs them, whatever its work directory: parsed once per data content."""
     from datamodules.pretrain import corpora
 
-    parsed = evaluation_pmids(data_dir, tmp_path)
-    files = list((tmp_path / "evaluation-pmids").iterdir())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    corpora._PMIDS.clear()
+    parsed = evaluation_pmids(data_dir)
+    files = list((tmp_path / "cache" / "bioablate" / "evaluation-pmids").iterdir())
     assert len(files) == 1 and set(files[0].read_text().split()) == parsed and len(parsed) > 1000
     # a new process (no in-memory set) reads the file instead of parsing the datasets: what the file
     # says is what it gets
     corpora._PMIDS.clear()
     files[0].write_text("12345678\n")
-    assert evaluation_pmids(data_dir, tmp_path) == {"12345678"}
+    assert evaluation_pmids(data_dir) == {"12345678"}
     corpora._PMIDS.clear()
-    assert evaluation_pmids(data_dir) == parsed  # no cache dir: parsed again
+    monkeypatch.setenv("XDG_CACHE_HOME", str(files[0]))  # a file: no cache can be written under it
+    assert evaluation_pmids(data_dir) == parsed  # parsed again, and the process goes on
+    corpora._PMIDS.clear()
 
 
 def test_filters_min_words_dedup_and_evaluation_pmids(data_dir: Path):
