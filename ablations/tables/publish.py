@@ -185,12 +185,13 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
 
 def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifact_root: Path | None = None,
                  profile: str | None = None, tags: dict[str, str] | None = None,
-                 seconds: float | None = None, zero_based: bool = False, invocation: str | None = None) -> Published:
-    """A vocabulary table (Table 1 or 8), computed in `seconds`: rendered, plotted and logged like a
-    fine-tuning table."""
+                 seconds: float | None = None, zero_based: bool = False, invocation: str | None = None,
+                 datasets: Sequence[str] = ()) -> Published:
+    """A vocabulary table (Table 1 or 8), computed in `seconds` (over `datasets`, Table 8's): rendered,
+    plotted and logged like a fine-tuning table."""
     from ablations.run.tracking import git_commit
 
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}
-    return publish(name, grid, vocab_provenance(name, seconds), tracking_uri, out_dir, artifact_root, all_tags,
+    return publish(name, grid, vocab_provenance(name, seconds, profile, datasets), tracking_uri, out_dir, artifact_root, all_tags,
                    {"rows": len(grid.body)}, zero_based, invocation)

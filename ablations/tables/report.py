@@ -211,7 +211,8 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         grid = vocab_grid(experiment)
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, time.perf_counter() - start, zero_based,
-                                 experiment.invocation())
+                                 experiment.invocation(),
+                                 list(experiment.tasks) if experiment.vocab.table == "lengths" else [])
     else:
         from dataclasses import replace
 

@@ -144,3 +144,19 @@ def test_an_out_that_is_a_file_is_one_line_and_no_table_run(tmp_path, data_dir):
         f"bioablate: error: table folder (--out) {taken} is a file; name a folder (it is created if missing)")
     assert "Traceback" not in done.stderr and taken.read_text() == "someone's notes\n"
     assert table_runs(f"sqlite:///{work / 'mlruns.db'}", "quickstart") == []
+
+
+def test_a_vocabulary_table_names_the_profile_and_datasets_it_computed_over(tmp_path, data_dir):
+    """Table 8 reads the datasets its profile lists (micro: three of the thirteen), so its header says
+    which; Table 1 reads vocabularies only, and no profile applies to it."""
+    lengths = bioablate_in_process("table", "table8_input_length", "--profile", "micro", "--work-dir", str(tmp_path),
+                                   "--data-dir", str(data_dir), cwd=tmp_path)
+    assert lengths.returncode == 0, lengths.stderr
+    header = (tmp_path / "tables" / "table8_input_length-micro" / "table.md").read_text().splitlines()[1]
+    assert header == ("- profile: micro (3 datasets: ncbi-disease, gad, biosses; no runs: computed from the staged "
+                      "vocabularies and datasets)")
+    terms = bioablate_in_process("table", "table1_vocab_terms", "--work-dir", str(tmp_path), "--data-dir",
+                                 str(data_dir), cwd=tmp_path)
+    assert terms.returncode == 0, terms.stderr
+    header = next((tmp_path / "tables").glob("table1_vocab_terms-*")).joinpath("table.md").read_text().splitlines()[1]
+    assert header == "- profile: none applies (no runs: computed from the staged vocabularies)"
