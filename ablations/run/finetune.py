@@ -54,6 +54,7 @@ from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.compute import ComputeCounter
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.finetune_spec import FinetuneSpec
+from lightning_modules.matmul_precision import answerable_matmul_precision
 from lightning_modules.model_checks import check_model
 from lightning_modules.models import (
     RANDOM_BERT,
@@ -285,6 +286,7 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     # only when the best checkpoint changes, so a resume went back to the best epoch and redid the rest
     latest = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1,
                              enable_version_counter=False)
+    answerable_matmul_precision()  # Lightning's CUDA check must be able to read it
     trainer = pl.Trainer(
         max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes, strategy=cfg.trainer.strategy,

@@ -55,6 +55,7 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.compute import ComputeCounter
+from lightning_modules.matmul_precision import answerable_matmul_precision
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
 from lightning_modules.pretrain_models import (
@@ -348,6 +349,7 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
     # writes it only as a second full copy of a top-k checkpoint: a BERT-base one, 1.3 GB, written twice.)
     checkpoints = ModelCheckpoint(dirpath=run.checkpoint_dir, filename="last", save_top_k=1, every_n_epochs=1,
                                   enable_version_counter=False)
+    answerable_matmul_precision()  # Lightning's CUDA check must be able to read it
     trainer = pl.Trainer(
         max_steps=p.max_steps, max_epochs=-1,
         accumulate_grad_batches=p.accumulate, gradient_clip_val=p.grad_clip or None,
