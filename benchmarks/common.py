@@ -169,10 +169,9 @@ def start_run(args: argparse.Namespace) -> torch.device:
 
 
 def fp32_matmul_in_fp32() -> None:
-    """fp32 matmuls in fp32, through the one call after which `torch.get_float32_matmul_precision()` answers
-    again: the HF Trainer with `torch_compile` and bf16 switches TF32 on through torch's new per-backend API
-    (`torch.backends.fp32_precision = "tf32"`), after which that legacy getter, which Lightning calls at every
-    CUDA `fit`, raises "mix of the legacy and new APIs" (seen on an H100, torch 2.11, 2026-11-27)."""
+    """fp32 matmuls in fp32 (the fp32 baseline's peak), whatever a side before switched on (the HF Trainer
+    with `torch_compile` and bf16: TF32 through torch's new API), set so that the legacy getter Lightning asks
+    answers (lightning_modules/matmul_precision.py says why it may not)."""
     torch.backends.fp32_precision = "ieee"  # the new API's global switch, the one the Trainer turned
     torch.set_float32_matmul_precision("highest")
 

@@ -144,14 +144,14 @@ def check_tracking_uri(tracking_uri: str) -> None:
         reason = unreachable(tracking_uri, PROBE_TIMEOUT_S)
         if reason is not None:
             raise ConfigError(f"tracking URI {redact(tracking_uri)}: cannot connect ({reason})")
-    elif scheme == "sqlite" and Path(tracking_uri.split(":///", 1)[-1]).is_dir():
+    sqlite = Path(tracking_uri.split(":///", 1)[-1]) if scheme == "sqlite" and "?" not in tracking_uri else None
+    if sqlite is not None and sqlite.is_dir():
         raise ConfigError(f"tracking URI {tracking_uri}: that path is a folder; name the database file, "
                           "e.g. sqlite:///<folder>/mlruns.db")
     try:
         with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
-            path = Path(tracking_uri.split(":///", 1)[-1])
-            if scheme == "sqlite" and "?" not in tracking_uri and not path.exists() and path.parent.is_dir():
-                start_sqlite_store(path)
+            if sqlite is not None and not sqlite.exists() and sqlite.parent.is_dir():
+                start_sqlite_store(sqlite)
             MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
         raise ConfigError(f"tracking URI {tracking_uri}: cannot open the store ({type(e).__name__}: "
