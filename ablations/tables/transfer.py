@@ -1,0 +1,185 @@
+"""Which of the paper's conclusions transfer to a cheaper setting: each conclusion of Gu et al.'s ablation
+tables (9, 12, 13, 14) that a table of ours tests, read from that table's own CSV (`bioablate table --out`)
+and classified as *holds*, *contradicted* or *cannot tell*.
+
+A conclusion compares variant columns with the table's baseline column on its task rows. Each (row, variant)
+comparison reads two things the table already decided: the sign of our difference (variant mean - baseline
+mean) and the table's one significance mark (`significant`: the test that includes the seeds' variance,
+corrected across the table). What a comparison says of the conclusion depends on its claim:
+
+- WORSE (the variant is below the baseline) / BETTER: *holds* where the mark is set in the claimed direction,
+  *contradicted* where it is set in the other, else *cannot tell*;
+- TIE (the two do as well): *holds* where no mark is set (our interval includes zero, the rule the
+  agreement line uses for the paper's ties), *contradicted* where one is;
+- NO_GAIN (the variant does not beat the baseline): *contradicted* only where the variant is marked above
+  the baseline, else *holds*.
+
+A conclusion over several comparisons is *contradicted* where any comparison contradicts it, *holds* where
+every comparison holds, else *cannot tell*. The cell says how many comparisons it rests on.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Optional
+
+from ablations.results import BLURB_ROW
+
+WORSE, BETTER, TIE, NO_GAIN = "worse", "better", "tie", "no gain"
+HOLDS, CONTRADICTED, CANNOT_TELL, NOT_RUN = "holds", "contradicted", "cannot tell", "not run"
+DOES_NOT_APPLY = "does not apply"
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """One of the paper's conclusions, as a claim on the differences `variants` - `baseline` of one table."""
+
+    text: str
+    table: str  # the paper's table ("Table 12")
+    claim: str  # WORSE | BETTER | TIE | NO_GAIN
+    variants: tuple[str, ...]
+    baseline: str
+    rows: tuple[str, ...] = ()  # the rows it covers; empty: every task row (not the BLURB row)
+
+
+# Gu et al.'s conclusions of the ablation tables bioablate runs, each as the paper words it (Sections 4.3-4.5);
+# the column names are the packaged experiments' (table9_proxy, table12_heads*, table13_tagging*,
+# table14_relation*). Table 9's conclusions are about the BLURB score, the paper's summary of the tasks.
+CONCLUSIONS: tuple[Conclusion, ...] = (
+    Conclusion("PubMed from scratch beats general-domain pretraining continued on PubMed", "Table 9", WORSE,
+               ("general-pubmed", "general-pubmed-vocab"), "pubmedbert", (BLURB_ROW,)),
+    Conclusion("half the compute on PubMed alone is below the full compute", "Table 9", WORSE, ("pubmed-half",),
+               "pubmedbert", (BLURB_ROW,)),
+    Conclusion("a Bi-LSTM brings no gain over a linear layer", "Table 12", NO_GAIN, ("bilstm",), "linear"),
+    Conclusion("the tagging schemes tie (BIOUL and IO as good as BIO)", "Table 13", TIE, ("bioul", "io"), "bio"),
+    Conclusion("original text with [CLS] collapses relation extraction", "Table 14", WORSE, ("original-cls",),
+               "dummify-cls"),
+    Conclusion("original text with mention pooling is below dummification", "Table 14", WORSE,
+               ("original-mention",), "dummify-cls"),
+    Conclusion("with dummified entities, mention pooling does as well as [CLS]", "Table 14", TIE,
+               ("dummify-mention",), "dummify-cls"),
+    Conclusion("entity markers do as well as dummification, with any encoding", "Table 14", TIE,
+               ("markers-cls", "markers-mention", "markers-start"), "dummify-cls"),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    row: str
+    variant: str
+    difference: float  # variant - baseline, x100 as the table prints it
+    significant: bool  # the table's mark on the variant's cell
+    paper_difference: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: str
+    verdict: str  # HOLDS | CONTRADICTED | CANNOT_TELL | NOT_RUN | DOES_NOT_APPLY
+    comparisons: tuple[Comparison, ...] = ()
+    decided: int = 0  # comparisons that hold or contradict
+
+    def text(self) -> str:
+        if self.verdict in (NOT_RUN, DOES_NOT_APPLY):
+            return self.verdict
+        against = [c for c in self.comparisons if _says(self.claim, c) == CONTRADICTED]
+        detail = f"{self.decided} of {len(self.comparisons)}"
+        if against:
+            detail += "; against: " + ", ".join(f"{c.row} {c.variant} {c.difference:+.2f}" for c in against)
+        return f"{self.verdict} ({detail})"
+
+
+def _says(claim: str, c: Comparison) -> str:
+    """What one comparison says of a claim."""
+    if claim == TIE:
+        return CONTRADICTED if c.significant else HOLDS
+    if claim == NO_GAIN:
+        return CONTRADICTED if c.significant and c.difference > 0 else HOLDS
+    if not c.significant:
+        return CANNOT_TELL
+    below = c.difference < 0
+    return HOLDS if below == (claim == WORSE) else CONTRADICTED
+
+
+def classify(claim: str, comparisons: Iterable[Comparison]) -> Verdict:
+    """The verdict of a conclusion from its comparisons (module docstring)."""
+    found = tuple(comparisons)
+    if not found:
+        return Verdict(claim, NOT_RUN)
+    said = [_says(claim, c) for c in found]
+    decided = sum(s != CANNOT_TELL for s in said)
+    verdict = CONTRADICTED if CONTRADICTED in said else HOLDS if all(s == HOLDS for s in said) else CANNOT_TELL
+    return Verdict(claim, verdict, found, decided)
+
+
+def _float(text: str) -> Optional[float]:
+    return float(text) if text not in ("", None) else None
+
+
+def comparisons(conclusion: Conclusion, records: list[Mapping[str, str]]) -> list[Comparison]:
+    """The conclusion's comparisons in a table's CSV records (rows missing a mean on either side are left
+    out: a cell that did not run says nothing)."""
+    cells = {(r["row"], r["column"]): r for r in records}
+    rows = conclusion.rows or tuple(dict.fromkeys(r["row"] for r in records if r["row"] != BLURB_ROW))
+    found = []
+    for row in rows:
+        base = cells.get((row, conclusion.baseline))
+        for variant in conclusion.variants:
+            cell = cells.get((row, variant))
+            if base is None or cell is None or _float(base["mean"]) is None or _float(cell["mean"]) is None:
+                continue
+            paper = (None if _float(cell.get("paper", "")) is None or _float(base.get("paper", "")) is None
+                     else _float(cell["paper"]) - _float(base["paper"]))
+            found.append(Comparison(row, variant, _float(cell["mean"]) - _float(base["mean"]),
+                                    cell.get("significant") == "true", paper))
+    return found
+
+
+def read_records(csv_path: Path) -> list[dict[str, str]]:
+    with open(csv_path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def transfer_rows(settings: Mapping[str, Mapping[str, Path]],
+                  conclusions: Iterable[Conclusion] = CONCLUSIONS) -> list[tuple[Conclusion, dict[str, Verdict]]]:
+    """For every conclusion, its verdict in each setting. `settings`: setting name -> {paper table ("Table
+    13") -> the CSV of our table that tests it}: a table the setting does not name DOES_NOT_APPLY, a CSV not
+    rendered yet is NOT_RUN."""
+    out = []
+    for conclusion in conclusions:
+        verdicts = {}
+        for setting, tables in settings.items():
+            path = tables.get(conclusion.table)
+            if path is None:
+                verdicts[setting] = Verdict(conclusion.claim, DOES_NOT_APPLY)
+                continue
+            found = comparisons(conclusion, read_records(path)) if path.is_file() else []
+            verdicts[setting] = classify(conclusion.claim, found)
+        out.append((conclusion, verdicts))
+    return out
+
+
+def paper_text(conclusion: Conclusion, paper: Mapping[str, Mapping[str, float]]) -> str:
+    """The paper's own differences behind a conclusion, from its numbers as printed (row -> column -> value)."""
+    rows = conclusion.rows or tuple(r for r in paper if r != BLURB_ROW)
+    gaps = [paper[r][v] - paper[r][conclusion.baseline] for r in rows if r in paper and conclusion.baseline in paper[r]
+            for v in conclusion.variants if v in paper[r]]
+    if not gaps:
+        return "—"
+    low, high = min(gaps), max(gaps)
+    return f"{low:+.2f}" if low == high else f"{low:+.2f} to {high:+.2f}"
+
+
+def markdown(settings: Mapping[str, Mapping[str, Path]], paper: Mapping[str, Mapping[str, Mapping[str, float]]],
+             conclusions: Iterable[Conclusion] = CONCLUSIONS) -> str:
+    """The transfer table: one row per conclusion, the paper's differences (`paper`: paper table -> its numbers,
+    row -> column -> value), then each setting's verdict."""
+    names = list(settings)
+    lines = ["| the paper's conclusion | table | paper's differences | " + " | ".join(names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for conclusion, verdicts in transfer_rows(settings, conclusions):
+        lines.append(f"| {conclusion.text} | {conclusion.table} | {paper_text(conclusion, paper.get(conclusion.table, {}))}"
+                     " | " + " | ".join(verdicts[n].text() for n in names) + " |")
+    return "\n".join(lines) + "\n"
