@@ -274,7 +274,9 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         carry_head(resolve_model_dir(cfg.model.name_or_path), head, datamodule.encoder, identity.choices)
     run.set_tag("head_init", head_init.tag())
     alum = Alum(**ft.alum) if ft.adversarial else None
-    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
+    # the step's losses are read from the device (the host waits for it) log_every_n_steps steps at a time
+    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed,
+                            read_every=cfg.trainer.log_every_n_steps)
     module.head_init = head_init
     # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
     # moments would double the file (BERT-base: 0.44 GB instead of 1.3 GB, written at every improvement)
