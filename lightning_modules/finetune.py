@@ -23,6 +23,8 @@ pretraining: nothing depends on the process's global random state, which a check
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -71,6 +73,7 @@ class FineTuneModule(pl.LightningModule):
         # logged at the steps they were taken at: (step, epoch, {name: loss}) per step since the last read.
         self.read_every = read_every
         self._unread: list[tuple[int, int, dict[str, torch.Tensor]]] = []
+        self._batch_loss = self.batch_loss  # compiled by compile_step
 
     def logits(self, batch: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Head logits; from `inputs_embeds` (word embeddings, e.g. perturbed ones) instead of the ids."""
@@ -82,13 +85,27 @@ class FineTuneModule(pl.LightningModule):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.logits(batch)
 
+    def batch_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training loss of `batch` (encoder, head, loss): what `compile_step` compiles."""
+        return self.head.loss(self(batch), batch)
+
+    def compile_step(self, buckets: int, cache_dir: Path | None = None) -> None:
+        """Compile `batch_loss` (and with it its backward) whole (`fullgraph=True`: a graph break is an
+        error) for static shapes (datamodules.finetune_data.Shapes): one graph per width bucket, made when
+        that width first occurs and reused ever after; `buckets` (how many widths there are) raises the
+        compiler's limit of graphs per function to fit them."""
+        if cache_dir is not None:
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, buckets)
+        self._batch_loss = torch.compile(self.batch_loss, fullgraph=True, dynamic=False)
+
     def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         # not batch_idx: Lightning restarts or continues it depending on where it resumes
         torch.manual_seed(batch_seed(self.seed, self.global_step, 1))
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         if self.alum is None:
-            loss = self.head.loss(self(batch), batch)
+            loss = self._batch_loss(batch)
             logged = {"train/loss": loss.detach()}
         else:
             # ALUM perturbs the word embeddings; position and segment embeddings are added inside
