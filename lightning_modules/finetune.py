@@ -89,15 +89,16 @@ class FineTuneModule(pl.LightningModule):
         """The training loss of `batch` (encoder, head, loss): what `compile_step` compiles."""
         return self.head.loss(self(batch), batch)
 
-    def compile_step(self, buckets: int, cache_dir: Path | None = None) -> None:
+    def compile_step(self, buckets: int, cache_dir: Path | None = None, backend: str = "inductor") -> None:
         """Compile `batch_loss` (and with it its backward) whole (`fullgraph=True`: a graph break is an
         error) for static shapes (datamodules.finetune_data.Shapes): one graph per width bucket, made when
         that width first occurs and reused ever after; `buckets` (how many widths there are) raises the
-        compiler's limit of graphs per function to fit them."""
+        compiler's limit of graphs per function to fit them. `backend`: torch.compile's (the tests capture
+        the same graphs with "aot_eager", which skips inductor's code generation)."""
         if cache_dir is not None:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, buckets)
-        self._batch_loss = torch.compile(self.batch_loss, fullgraph=True, dynamic=False)
+        self._batch_loss = torch.compile(self.batch_loss, fullgraph=True, dynamic=False, backend=backend)
 
     def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         # not batch_idx: Lightning restarts or continues it depending on where it resumes
@@ -126,25 +127,27 @@ class FineTuneModule(pl.LightningModule):
     def on_train_batch_end(self, outputs: Any, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         last = self.trainer.is_last_batch
         if last or len(self._unread) >= self.read_every:
-            self._read_losses()
+            shown = self._read_losses()
+            if shown is not None:
+                self.log("train/loss", shown, prog_bar=True, logger=False)
         # without dev evaluation (no dev split), the epoch's mean training loss at its last step; here, not
         # at the epoch's end, where the last.ckpt of the epoch would be written before the sums are reset
         if self.trainer.limit_val_batches == 0 and last and self._loss_steps:
             self.log("train/loss_epoch", float(self._loss_sum) / self._loss_steps)
             self._loss_sum, self._loss_steps = 0.0, 0
 
-    def _read_losses(self) -> None:
+    def _read_losses(self) -> float | None:
         """Copy the unread steps' losses to the host at once and log each at its own step (as `self.log`
-        did at every step); the last one also goes on the progress bar."""
+        did at every step); returns the last step's loss (for the progress bar), None if none was unread."""
         if not self._unread:
-            return
+            return None
         names = list(self._unread[0][2])
         values = torch.stack([torch.stack([logged[n] for n in names]) for _, _, logged in self._unread]).tolist()
         for (step, epoch, _), row in zip(self._unread, values):
             for logger in self.loggers:
                 logger.log_metrics({**dict(zip(names, row)), "epoch": epoch}, step=step)
         self._unread = []
-        self.log("train/loss", values[-1][names.index("train/loss")], prog_bar=True, logger=False)
+        return values[-1][names.index("train/loss")]
 
     # ---- evaluation: keep tensors per batch, decode and score once per epoch ----
 
