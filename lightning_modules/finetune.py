@@ -128,8 +128,9 @@ class FineTuneModule(pl.LightningModule):
         last = self.trainer.is_last_batch
         if last or len(self._unread) >= self.read_every:
             shown = self._read_losses()
-            if shown is not None:
-                self.log("train/loss", shown, prog_bar=True, logger=False)
+            if shown is not None:  # a number, not `self.log`: Lightning would read a logged value back from
+                # the device at every later progress-bar refresh until the epoch ends
+                self.trainer.progress_bar_metrics["train/loss"] = shown
         # without dev evaluation (no dev split), the epoch's mean training loss at its last step; here, not
         # at the epoch's end, where the last.ckpt of the epoch would be written before the sums are reset
         if self.trainer.limit_val_batches == 0 and last and self._loss_steps:

@@ -34,12 +34,13 @@ class StepOps(pl.Callback):
 
 
 def one_step(task: str, data_dir: Path, work_dir: Path) -> tuple[OpCount, int]:
-    """The operators of the second step of a micro run (4 steps of 16 examples; the losses are read at
-    the 4th), and how many steps the run logged a loss for."""
+    """The operators of the third step of a micro run (4 steps of 16 examples; the losses are read after
+    the 2nd and the 4th, so the step counted follows a read and the progress bar's update), and how many
+    steps the run logged a loss for."""
     cfg = build_config("micro", ["finetune.max_train_examples=64", "finetune.epochs=1", "trainer.num_workers=1",
-                                 "trainer.log_every_n_steps=10", "trainer.progress_bar=true"],
+                                 "trainer.log_every_n_steps=2", "trainer.progress_bar=true"],
                        task=task, data_dir=str(data_dir), work_dir=str(work_dir))
-    counter = StepOps(step=1)
+    counter = StepOps(step=2)
     result = run_finetune(cfg, callbacks=[counter])
     logged = MlflowClient(result.tracking_uri).get_metric_history(result.run_id, "train/loss")
     return counter.count, len(logged)
