@@ -75,7 +75,8 @@ class ModelConfig:
 
 @decides(finetune="lr batch_size eval_batch_size epochs warmup_ratio weight_decay dropout max_length "
                   "max_train_examples max_eval_examples tagging head subtoken_labels re_input re_feature "
-                  "classifier qa_stride max_answer_length qa_merge bucketing adversarial alum class_weights",
+                  "classifier qa_stride max_answer_length qa_merge bucketing static_shapes adversarial alum "
+                  "class_weights",
          none="cache_tokenized")
 @dataclass
 class FinetuneConfig:
@@ -109,6 +110,10 @@ class FinetuneConfig:
     # batches shuffled); the tokenization cache under <work_dir>/cache/tokenized (never changes a result).
     bucketing: bool = True
     cache_tokenized: bool = True
+    # Static batch shapes (datamodules/finetune_data.py `Shapes`): widths in multiples of 32 and full
+    # training batches (filler rows that add nothing to the loss), so a compiled step meets one shape per
+    # width bucket. The same sums, other dropout draws: a result key.
+    static_shapes: bool = False
     # ALUM adversarial fine-tuning (lightning_modules/algorithms/alum.py); same defaults as pretraining.
     # AlumConfig is defined below: the factory looks it up when a config is built.
     adversarial: bool = False
@@ -369,7 +374,7 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
 # fingerprints (tests/ablations/test_config.py pins some), and out of the config digest of a recorded plan,
 # so plans recorded before them are still read (ablations/experiment/record.py).
 LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finetune.max_answer_length": 30,
-              "finetune.qa_merge": "best-snippet"}
+              "finetune.qa_merge": "best-snippet", "finetune.static_shapes": False}
 
 
 def at_later_default(key: str, value: Any) -> bool:

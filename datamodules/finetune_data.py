@@ -12,6 +12,11 @@ Three things make it fast without changing what is learned:
   are keyed by example index, so their order does not matter. Under DDP the samplers give each rank a
   disjoint share; the Trainer must run with `use_distributed_sampler=False`.
 - **Vectorised dynamic padding**: a batch is gathered from the flat columns with a few tensor ops.
+- **Static shapes** (`finetune.static_shapes`, off by default): batches padded to a width in multiples of
+  `SHAPE_STEP` tokens and training batches to the full batch size, with filler rows (`Shapes`), so a
+  compiled or captured step sees a handful of shapes (one per width bucket) instead of one per batch.
+  A filler row repeats the batch's first example with its labels at IGNORE_INDEX (`real` = False), so it
+  adds nothing to any loss (lightning_modules/heads.py); padding positions are masked as ever.
 
 It also owns scoring, because it holds the instances: the LightningModule hands it raw predictions keyed
 by example index, and it returns the metrics of the split and the instance-level predictions.
@@ -77,6 +82,8 @@ def subsample(instances: list[Instance], limit: int | None, group_by: str | None
     return [instances[i] for i in sorted(chosen)]
 
 
+SHAPE_STEP = 32  # static shapes: batch widths are multiples of this (or the maximum length)
+
 # Per-position features, padded to the batch's longest example with these values; everything else is one
 # value (or one fixed-size vector) per example. Keys starting with "_" are bookkeeping, never batched.
 POSITION_PAD = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0, "tag_mask": 0,
@@ -84,6 +91,38 @@ POSITION_PAD = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0, "ta
 
 
 # ------------------------------------------------------------------------------------- encoded splits
+
+@dataclass(frozen=True)
+class Shapes:
+    """Static batch shapes: widths rounded up to a multiple of SHAPE_STEP (at most `max_length`, which
+    every example fits), and, with `rows`, batches filled to that many rows with filler rows."""
+
+    max_length: int
+    rows: int | None = None
+
+    def width(self, longest: int) -> int:
+        return min(-(-longest // SHAPE_STEP) * SHAPE_STEP, max(longest, self.max_length))
+
+    def widths(self) -> list[int]:
+        """Every width a batch can have."""
+        return sorted({self.width(n) for n in range(1, self.max_length + 1)})
+
+    def fill(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """`batch` with `real` (True for its examples) and, up to `rows`, filler rows: copies of its first
+        example whose labels are IGNORE_INDEX (per position or per example) and whose `real` is False."""
+        size = len(batch["index"])
+        missing = 0 if self.rows is None else self.rows - size
+        real = torch.arange(size + max(missing, 0)) < size
+        if missing <= 0:
+            return {**batch, "real": real}
+        out = {key: torch.cat([value, value[:1].expand(missing, *value.shape[1:])]) for key, value in batch.items()}
+        labels = out["labels"]
+        if not labels.is_floating_point():  # class ids, tags, span ends: ignored by the cross-entropy
+            out["labels"] = torch.where(real.view(-1, *[1] * (labels.dim() - 1)), labels, IGNORE_INDEX)
+        out["index"] = torch.where(real, out["index"], -1)
+        out["real"] = real
+        return out
+
 
 class EncodedSplit:
     """A split's features stored column-wise.
@@ -127,11 +166,17 @@ class EncodedSplit:
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def batch(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
-        """The examples `indices`, padded to the longest of them (dynamic padding)."""
+    def batch(self, indices: Sequence[int], pad_token_id: int, shapes: Shapes | None = None) -> dict[str, torch.Tensor]:
+        """The examples `indices`, padded to the longest of them (dynamic padding), or with `shapes` to
+        its width bucket and rows (static shapes)."""
         index = torch.as_tensor(indices, dtype=torch.long)
         lengths = self.lengths[index]
         width = int(lengths.max())
+        if shapes is not None:
+            return shapes.fill(self._gather(index, lengths, shapes.width(width), pad_token_id))
+        return self._gather(index, lengths, width, pad_token_id)
+
+    def _gather(self, index: torch.Tensor, lengths: torch.Tensor, width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
         positions = torch.arange(width)
         valid = positions[None, :] < lengths[:, None]
         # gather every row's tokens from the flat columns at once; padding positions read any valid
@@ -242,7 +287,8 @@ class FinetuneDataOptions:
     `max_train_examples` / `max_eval_examples`: a fixed subsample of each split (None: all; evaluation
     splits of a task scored by group keep whole groups: `subsample`);
     `encoding`: the encoding choices (`bioablate list variants`);
-    `bucketing`: length-bucketed training batches; `seed`: the training batch order."""
+    `bucketing`: length-bucketed training batches; `seed`: the training batch order;
+    `static_shapes`: widths in multiples of SHAPE_STEP and full training batches (`Shapes`)."""
 
     max_length: int
     batch_size: int
@@ -253,6 +299,7 @@ class FinetuneDataOptions:
     encoding: EncodingSpec = EncodingSpec()
     bucketing: bool = True
     seed: int = 0
+    static_shapes: bool = False
 
 
 class FinetuneDataModule(pl.LightningDataModule):
@@ -315,12 +362,19 @@ class FinetuneDataModule(pl.LightningDataModule):
         trainer = self.trainer
         return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
+    def shapes(self, split: str) -> Shapes | None:
+        """The static shapes of `split`'s batches (None: dynamic padding). Evaluation batches are not
+        filled with rows: they have one short batch at most, and their predictions are keyed by example."""
+        if not self.options.static_shapes:
+            return None
+        return Shapes(self.encoder.max_length, self.options.batch_size if split == "train" else None)
+
     def _loader(self, split: str, sampler: Sampler) -> DataLoader:
         # batch_size=None: the sampler yields whole lists of indices and the dataset pads each list in
         # one go, so there is no per-example collate step
-        return DataLoader(_Batches(self.features[split], self.tokenizer.pad_token_id), sampler=sampler,
-                          batch_size=None, collate_fn=_identity, num_workers=self.options.num_workers,
-                          persistent_workers=self.options.num_workers > 0)
+        return DataLoader(_Batches(self.features[split], self.tokenizer.pad_token_id, self.shapes(split)),
+                          sampler=sampler, batch_size=None, collate_fn=_identity,
+                          num_workers=self.options.num_workers, persistent_workers=self.options.num_workers > 0)
 
     def train_sampler(self) -> BucketBatchSampler:
         rank, world = self._rank()
@@ -362,11 +416,11 @@ def _identity(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 class _Batches(torch.utils.data.Dataset):
     """Indexing with a list of example indices returns the padded batch."""
 
-    def __init__(self, split: EncodedSplit, pad_token_id: int):
-        self.split, self.pad_token_id = split, pad_token_id
+    def __init__(self, split: EncodedSplit, pad_token_id: int, shapes: Shapes | None = None):
+        self.split, self.pad_token_id, self.shapes = split, pad_token_id, shapes
 
     def __getitem__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
-        return self.split.batch(indices, self.pad_token_id)
+        return self.split.batch(indices, self.pad_token_id, self.shapes)
 
     def __len__(self) -> int:
         return len(self.split)

@@ -23,6 +23,8 @@ pretraining: nothing depends on the process's global random state, which a check
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -35,10 +37,24 @@ from datamodules.metrics import curve_keys, summary_keys
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup
 
+# The encoders whose transformers implementation takes a prepared [B, 1, q, k] mask as it is
+# (`masking_utils.create_bidirectional_mask`); any other gets the [B, T] padding mask.
+PREPARED_MASK_TYPES = frozenset({"bert", "albert", "electra", "roberta", "xlm-roberta"})
+
+
+def attention_mask_for(encoder: nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The [B, 1, 1, T] boolean mask (True: attend) that transformers' SDPA path builds from the [B, T]
+    padding mask, built here so that it is taken as given: transformers would first ask whether the batch
+    has any padding at all (`mask.all()`, to drop the mask), which makes the host wait for the device at
+    every step. The attention is the same either way: masked keys get no weight."""
+    if getattr(getattr(encoder, "config", None), "model_type", None) not in PREPARED_MASK_TYPES:
+        return attention_mask
+    return attention_mask.bool()[:, None, None, :]
+
 
 class FineTuneModule(pl.LightningModule):
     def __init__(self, encoder: nn.Module, head: nn.Module, lr: float, weight_decay: float,
-                 warmup_ratio: float, alum: Alum | None = None, seed: int = 0):
+                 warmup_ratio: float, alum: Alum | None = None, seed: int = 0, read_every: int = 1):
         super().__init__()
         self.encoder, self.head = encoder, head
         self.lr, self.weight_decay, self.warmup_ratio = lr, weight_decay, warmup_ratio
@@ -52,25 +68,46 @@ class FineTuneModule(pl.LightningModule):
         # in the checkpoint: a run resumed mid-epoch (preemption) still gets the whole epoch's mean
         self._loss_sum: torch.Tensor | float = 0.0
         self._loss_steps = 0
+        # Each step's training losses stay on the device (reading one makes the host wait for the device)
+        # and are read every `read_every` steps, at an epoch's last step and before a checkpoint, then
+        # logged at the steps they were taken at: (step, epoch, {name: loss}) per step since the last read.
+        self.read_every = read_every
+        self._unread: list[tuple[int, int, dict[str, torch.Tensor]]] = []
+        self._batch_loss = self.batch_loss  # compiled by compile_step
 
     def logits(self, batch: dict[str, torch.Tensor], inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Head logits; from `inputs_embeds` (word embeddings, e.g. perturbed ones) instead of the ids."""
         inputs = {"input_ids": batch["input_ids"]} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
-        hidden = self.encoder(**inputs, attention_mask=batch["attention_mask"],
+        hidden = self.encoder(**inputs, attention_mask=attention_mask_for(self.encoder, batch["attention_mask"]),
                               token_type_ids=batch["token_type_ids"]).last_hidden_state
         return self.head(hidden, batch)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.logits(batch)
 
+    def batch_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training loss of `batch` (encoder, head, loss): what `compile_step` compiles."""
+        return self.head.loss(self(batch), batch)
+
+    def compile_step(self, buckets: int, cache_dir: Path | None = None, backend: str = "inductor") -> None:
+        """Compile `batch_loss` (and with it its backward) whole (`fullgraph=True`: a graph break is an
+        error) for static shapes (datamodules.finetune_data.Shapes): one graph per width bucket, made when
+        that width first occurs and reused ever after; `buckets` (how many widths there are) raises the
+        compiler's limit of graphs per function to fit them. `backend`: torch.compile's (the tests capture
+        the same graphs with "aot_eager", which skips inductor's code generation)."""
+        if cache_dir is not None:
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, buckets)
+        self._batch_loss = torch.compile(self.batch_loss, fullgraph=True, dynamic=False, backend=backend)
+
     def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         # not batch_idx: Lightning restarts or continues it depending on where it resumes
         torch.manual_seed(batch_seed(self.seed, self.global_step, 1))
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        size = len(batch["index"])
         if self.alum is None:
-            loss = self.head.loss(self(batch), batch)
+            loss = self._batch_loss(batch)
+            logged = {"train/loss": loss.detach()}
         else:
             # ALUM perturbs the word embeddings; position and segment embeddings are added inside
             embeds = self.encoder.get_input_embeddings()(batch["input_ids"])
@@ -78,20 +115,40 @@ class FineTuneModule(pl.LightningModule):
             loss = self.head.loss(logits, batch)
             adversarial = self.alum(lambda e: self.head.adversarial_view(self.logits(batch, e), batch), embeds,
                                     self.head.adversarial_view(logits, batch))
-            self.log("train/task_loss", loss, batch_size=size)
-            self.log("train/adversarial_loss", adversarial, batch_size=size)
+            logged = {"train/task_loss": loss.detach(), "train/adversarial_loss": adversarial.detach()}
             loss = loss + adversarial
-        self.log("train/loss", loss, prog_bar=True, batch_size=size)
+            logged["train/loss"] = loss.detach()
+        if self._trainer is not None:  # (a step taken outside a Trainer logs nothing)
+            self._unread.append((self.global_step, self.current_epoch, logged))
         self._loss_sum = self._loss_sum + loss.detach()
         self._loss_steps += 1
         return loss
 
     def on_train_batch_end(self, outputs: Any, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        last = self.trainer.is_last_batch
+        if last or len(self._unread) >= self.read_every:
+            shown = self._read_losses()
+            if shown is not None:  # a number, not `self.log`: Lightning would read a logged value back from
+                # the device at every later progress-bar refresh until the epoch ends
+                self.trainer.progress_bar_metrics["train/loss"] = shown
         # without dev evaluation (no dev split), the epoch's mean training loss at its last step; here, not
         # at the epoch's end, where the last.ckpt of the epoch would be written before the sums are reset
-        if self.trainer.limit_val_batches == 0 and self.trainer.is_last_batch and self._loss_steps:
+        if self.trainer.limit_val_batches == 0 and last and self._loss_steps:
             self.log("train/loss_epoch", float(self._loss_sum) / self._loss_steps)
             self._loss_sum, self._loss_steps = 0.0, 0
+
+    def _read_losses(self) -> float | None:
+        """Copy the unread steps' losses to the host at once and log each at its own step (as `self.log`
+        did at every step); returns the last step's loss (for the progress bar), None if none was unread."""
+        if not self._unread:
+            return None
+        names = list(self._unread[0][2])
+        values = torch.stack([torch.stack([logged[n] for n in names]) for _, _, logged in self._unread]).tolist()
+        for (step, epoch, _), row in zip(self._unread, values):
+            for logger in self.loggers:
+                logger.log_metrics({**dict(zip(names, row)), "epoch": epoch}, step=step)
+        self._unread = []
+        return values[-1][names.index("train/loss")]
 
     # ---- evaluation: keep tensors per batch, decode and score once per epoch ----
 
@@ -145,6 +202,7 @@ class FineTuneModule(pl.LightningModule):
     # dev_history decides which epoch was best: it must survive a resume from a checkpoint (as must the
     # epoch's loss so far, for its mean).
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._read_losses()  # a checkpoint mid-epoch (on a signal): the steps before it keep their points
         checkpoint["dev_history"] = self.dev_history
         checkpoint["epoch_loss"] = (float(self._loss_sum), self._loss_steps)
 

@@ -81,6 +81,13 @@ def _layer_keys_renamed(state_dict, prefix, *args) -> None:
         state_dict[prefix + "layer." + key[len(prefix) + len("lstm."):]] = state_dict.pop(key)
 
 
+def masked_mean(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """The mean of `values` over its rows where `real` is True (filler rows of a static-shape batch,
+    datamodules.finetune_data.Shapes, count for nothing)."""
+    weight = real.to(values.dtype).view(-1, *[1] * (values.dim() - 1)).expand_as(values)
+    return (values * weight).sum() / weight.sum()
+
+
 def compact(values: torch.Tensor, mask: torch.Tensor, fill: float | int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Gather the masked positions of each row to the front: [B, T, ...] -> [B, U, ...] plus a [B, U]
     mask, U = the most masked positions in a row. Keeps their order."""
@@ -113,9 +120,14 @@ class ConstrainedCRF(CRF):
             self.end_transitions.masked_fill_(self.forbid_end, NEG_INF)
             self.transitions.masked_fill_(self.forbid_pair, NEG_INF)
 
-    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor,
+            real: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean negative log-likelihood over the rows (`real`: over those where it is True)."""
         self.pin()
-        return -self(emissions.float(), tags, mask, reduction="mean")
+        if real is None:
+            return -self(emissions.float(), tags, mask, reduction="mean")
+        llh = self(emissions.float(), tags.clamp(min=0), mask, reduction="none")
+        return -masked_mean(llh, real)
 
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
         self.pin()
@@ -162,7 +174,7 @@ class TokenTagger(nn.Module):
             return F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX)
         emissions, mask = compact(logits, batch["tag_mask"])
         tags, _ = compact(batch["labels"], batch["tag_mask"])
-        return self.crf.nll(emissions, tags, mask)
+        return self.crf.nll(emissions, tags, mask, batch.get("real"))
 
     def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The distributions ALUM compares, one row per tagged position ([N, tags])."""
@@ -232,7 +244,9 @@ class SequenceOutput:
     """What one output per example means to a `SequenceClassifier`: a sequence task kind's loss, decision
     rule and probabilities (datamodules/task_kinds.py; the kinds take theirs at the end of this module)."""
 
-    loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]  # (logits, labels, weights)
+    # (logits, labels, class weights, real rows or None) -> the mean loss over the real rows; filler rows
+    # (datamodules.finetune_data.Shapes) have integer labels at IGNORE_INDEX, float labels left as they are
+    loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None], torch.Tensor]
     predict: Callable[[torch.Tensor], torch.Tensor]  # logits -> the raw prediction the encoder decodes
     probabilities: Callable[[torch.Tensor], torch.Tensor] | None  # None: no distribution (a number)
     # the distributions ALUM compares (softmax over the last dimension); None: there are none
@@ -240,16 +254,23 @@ class SequenceOutput:
     weighted: bool = False  # the loss takes a weight per class (finetune.class_weights)
 
 
-def _class_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    return F.cross_entropy(logits, labels, weight=weights)
+def _class_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None,
+                real: torch.Tensor | None = None) -> torch.Tensor:
+    return F.cross_entropy(logits, labels, weight=weights, ignore_index=IGNORE_INDEX)
 
 
-def _labels_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    return F.binary_cross_entropy_with_logits(logits, labels.float())
+def _labels_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None,
+                 real: torch.Tensor | None = None) -> torch.Tensor:
+    if real is None:
+        return F.binary_cross_entropy_with_logits(logits, labels.float())
+    return masked_mean(F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none"), real)
 
 
-def _number_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    return F.mse_loss(logits.squeeze(-1), labels.float())
+def _number_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None,
+                 real: torch.Tensor | None = None) -> torch.Tensor:
+    if real is None:
+        return F.mse_loss(logits.squeeze(-1), labels.float())
+    return masked_mean(F.mse_loss(logits.squeeze(-1), labels.float(), reduction="none"), real)
 
 
 def _best_class(logits: torch.Tensor) -> torch.Tensor:
@@ -325,7 +346,7 @@ class SequenceClassifier(nn.Module):
         return self.out(self.dropout(self.featurize(hidden, batch))).float()
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.output.loss(logits, batch["labels"], self.class_weights)
+        return self.output.loss(logits, batch["labels"], self.class_weights, batch.get("real"))
 
     def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The distributions ALUM compares (softmax over the last dimension): the classes; for multi-label

@@ -6,6 +6,13 @@ chance as a result. `StopOnNonFiniteLoss` checks the loss before its backward pa
 never reach the weights, and raises `NonFiniteLoss` naming the step and what to change: the tracked run
 ends FAILED (tag `error`) with the checkpoints written before that step kept (ablations/run/lifecycle.py).
 Under DDP a loss that is not finite on any rank stops every rank at the same step.
+
+The check itself stays on the device: each step records, there, the first step whose loss was not finite
+and that loss. The host reads the record every `read_every` steps (the module's attribute of that name,
+else every step), before every checkpoint and before every evaluation, since reading a device value
+makes the host wait for the device. Steps after a bad one compute on NaN weights until the record is
+read; nothing of them is kept (no checkpoint is written before the read), and the error names the first
+bad step and its loss as an every-step check would.
 """
 
 from __future__ import annotations
@@ -28,13 +35,49 @@ class NonFiniteLoss(BioablateError):
 
 
 class StopOnNonFiniteLoss(pl.Callback):
-    """Raise `NonFiniteLoss` (with `hint`: what to change) at the first step whose loss is not finite."""
+    """Raise `NonFiniteLoss` (with `hint`: what to change) for the first step whose loss is not finite."""
 
     def __init__(self, hint: str):
         self.hint = hint
+        self._bad_step: torch.Tensor | None = None  # on the device: the first bad step (-1: none yet)
+        self._bad_loss: torch.Tensor | None = None  # and its loss
+        self._epochs: dict[int, int] = {}  # step -> epoch, for the steps not read yet
+        self._unread = 0
 
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
-        local = not bool(torch.isfinite(loss.detach()).all())
-        if trainer.strategy.reduce_boolean_decision(local, all=False):  # any rank: every rank stops here
-            value = float(loss.detach()) if local else math.nan
-            raise NonFiniteLoss(value, trainer.global_step, trainer.current_epoch, self.hint)
+        loss = loss.detach().float()
+        if self._bad_step is None:
+            self._bad_step = torch.full((), -1, dtype=torch.long, device=loss.device)
+            self._bad_loss = torch.zeros((), device=loss.device)
+        first = ~torch.isfinite(loss).all() & (self._bad_step < 0)
+        self._bad_step = torch.where(first, trainer.global_step, self._bad_step)
+        self._bad_loss = torch.where(first, loss.sum(), self._bad_loss)
+        self._epochs[trainer.global_step] = trainer.current_epoch
+        self._unread += 1
+        if self._unread >= getattr(pl_module, "read_every", 1):
+            self.check(trainer)
+
+    def check(self, trainer: pl.Trainer) -> None:
+        """Read the device's record (the host waits for the device here) and raise if a step was bad."""
+        if self._bad_step is None or not self._unread:
+            return
+        step = int(self._bad_step)
+        self._unread = 0
+        if trainer.strategy.reduce_boolean_decision(step >= 0, all=False):  # any rank: every rank stops here
+            value = float(self._bad_loss) if step >= 0 else math.nan
+            epoch = self._epochs.get(step, trainer.current_epoch)
+            raise NonFiniteLoss(value, step if step >= 0 else trainer.global_step, epoch, self.hint)
+        self._epochs.clear()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args) -> None:
+        if trainer.is_last_batch:
+            self.check(trainer)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.check(trainer)
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        self.check(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.check(trainer)

@@ -109,6 +109,9 @@ def identify(cfg: DictConfig) -> FinetuneIdentity:
     missing = spec.missing_files(data_dir)
     if missing:
         raise spec.missing_error(data_dir, missing)
+    if cfg.finetune.adversarial and cfg.finetune.static_shapes:
+        raise ConfigError("finetune.static_shapes=true does not combine with finetune.adversarial=true: ALUM's "
+                          "term would count the filler rows of a static-shape batch; drop one of the overrides")
     if cfg.finetune.adversarial and TASK_TYPES.of(spec.task_type).scored:
         raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
                           "distributions and a regression task has none; drop the override")
@@ -263,7 +266,9 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
     _check_unknown_tokens(run, datamodule)
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
         encoder.resize_token_embeddings(len(tokenizer))
-    if cfg.trainer.compile:  # length-bucketed batches: one graph with a symbolic length
+    # length-bucketed batches: one graph with a symbolic length; static shapes: the whole forward and loss
+    # as one graph per width bucket (FineTuneModule.compile_step)
+    if cfg.trainer.compile and not ft.static_shapes:
         compile_in_place([encoder], dynamic=True, cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
     weights = resolve_class_weights(plain(ft.class_weights), identity.spec, datamodule.instances["train"])
     if weights is not None:  # what the loss used, for `balanced` computed from this run's training split
@@ -274,8 +279,12 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         carry_head(resolve_model_dir(cfg.model.name_or_path), head, datamodule.encoder, identity.choices)
     run.set_tag("head_init", head_init.tag())
     alum = Alum(**ft.alum) if ft.adversarial else None
-    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed)
+    # the step's losses are read from the device (the host waits for it) log_every_n_steps steps at a time
+    module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed,
+                            read_every=cfg.trainer.log_every_n_steps)
     module.head_init = head_init
+    if cfg.trainer.compile and ft.static_shapes:
+        module.compile_step(buckets=len(datamodule.shapes("train").widths()), cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
     # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
     # moments would double the file (BERT-base: 0.44 GB instead of 1.3 GB, written at every improvement)
     no_dev = identity.spec.no_dev  # no dev split: no evaluation, no best checkpoint; test the last epoch
@@ -342,7 +351,7 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
         max_length=run_max_length(cfg, spec, max_positions), batch_size=ft.batch_size,
         eval_batch_size=ft.eval_batch_size, max_train_examples=ft.max_train_examples,
         max_eval_examples=ft.max_eval_examples, num_workers=cfg.trainer.num_workers,
-        encoding=identity.choices.encoding, bucketing=ft.bucketing, seed=cfg.seed)
+        encoding=identity.choices.encoding, bucketing=ft.bucketing, seed=cfg.seed, static_shapes=ft.static_shapes)
     cache_dir = resolve_work_dir(cfg) / "cache" / "tokenized" if ft.cache_tokenized else None
     datamodule = FinetuneDataModule(spec, identity.data_dir, tokenizer, options, cache_dir=cache_dir,
                                     data_fingerprint=identity.data_fingerprint)

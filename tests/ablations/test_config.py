@@ -323,3 +323,13 @@ def test_a_key_that_decides_no_result_leaves_both_fingerprints_alone(data_dir):
     assert "trainer.precision" in FINETUNE_RESULT_KEYS & PRETRAIN_RESULT_KEYS
     assert fingerprint(cfg, "D") != fingerprint(base, "D")
     assert pretrain_fingerprint(cfg, "C", vocab, "scratch") != pretrain_fingerprint(base, "C", vocab, "scratch")
+
+
+def test_static_shapes_are_part_of_a_finetuning_fingerprint_only_when_on():
+    from ablations.config import fingerprint
+
+    profile, overrides, task, plain, _ = PINNED_FINETUNE["micro-gad"]
+    off = build_config(profile, [*overrides, "finetune.static_shapes=false"], task=task)
+    assert fingerprint(off, "DATA") == plain  # stored runs keep theirs
+    on = build_config(profile, [*overrides, "finetune.static_shapes=true"], task=task)
+    assert fingerprint(on, "DATA") != plain  # other dropout draws: another run

@@ -286,3 +286,31 @@ def test_a_damaged_tokenization_cache_entry_is_encoded_again(data_dir, tmp_path,
     assert f"the tokenization cache {entry} is damaged (columns.pt " in caplog.text
     assert again.encode_calls == 1 and columns.read_bytes() == data  # encoded again, and saved again
     assert datamodule(data_dir, cache).encode_calls == 0
+
+
+@pytest.mark.parametrize("task", ["bc5-chem", "chemprot", "hoc"])  # tags; a class id; a multi-label vector
+def test_static_shapes_pad_widths_to_buckets_and_fill_training_batches_with_ignored_rows(task, data_dir):
+    from datamodules.finetune_data import SHAPE_STEP
+
+    dm = datamodule(data_dir, None, task=task, limit=40, max_length=128, static_shapes=True)
+    train = list(dm.train_dataloader())
+    assert [len(b["index"]) for b in train] == [16, 16, 16]  # 40 examples: the last batch holds 8 fillers
+    assert dm.shapes("train").widths() == [32, 64, 96, 128]
+    for batch in train:
+        width = batch["input_ids"].shape[1]
+        assert width % SHAPE_STEP == 0 and width - SHAPE_STEP < int(batch["attention_mask"].sum(1).max())
+        assert all(v.shape[0] == 16 for v in batch.values())
+    last = next(b for b in train if not b["real"].all())
+    real = last["real"]
+    assert int(real.sum()) == 8 and (last["index"][~real] == -1).all()
+    if not last["labels"].is_floating_point():  # ignored by the cross-entropy; float labels: by `real`
+        assert (last["labels"][~real] == -100).all() and (last["labels"][real] != -100).any()
+    dynamic = datamodule(data_dir, None, task=task, limit=40, max_length=128)
+    unfilled = dynamic.features["train"].batch(last["index"][real].tolist(), dm.tokenizer.pad_token_id)
+    width = unfilled["input_ids"].shape[1]
+    positions = dm.features["train"].position_keys
+    for key, value in unfilled.items():  # the real rows are those of dynamic padding, padded further
+        assert torch.equal(last[key][real][:, :width] if key in positions else last[key][real], value), key
+    assert not last["attention_mask"][:, width:].any()
+    evaluation = next(iter(dm.val_dataloader()))
+    assert evaluation["input_ids"].shape[1] % SHAPE_STEP == 0 and evaluation["real"].all()  # no filler rows
