@@ -9,6 +9,7 @@ server for minutes before a long traceback; the probe connects once with a timeo
 from __future__ import annotations
 
 import importlib.util
+import re
 
 SERVER_DIALECTS = ("postgresql", "mysql")
 POSTGRES_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"))  # (URL driver, module), preferred first
@@ -22,6 +23,18 @@ def with_driver(url: str) -> str:
         if importlib.util.find_spec(module) is not None:
             return f"postgresql+{driver}://" + url[len("postgresql://"):]
     return url  # none installed: the probe says so in one line
+
+
+# `scheme://user:password@`: the password is whatever lies between the user's colon and the `@` (an `@`, `/`,
+# `?` or `#` inside a password must be percent-encoded, so none of them ends it early).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#]*):[^\s@/?#]*@")
+
+
+def hide_passwords(text: str) -> str:
+    """`text` with the password of every URL in it shown as `***` (`postgresql://alice:***@host/db`,
+    `http://alice:***@host`): for anything printed, logged, tagged or written to a file. Unlike `redact`
+    it takes any text and any scheme, and never raises."""
+    return _URL_PASSWORD.sub(r"\g<head>:***@", text)
 
 
 def redact(url: str) -> str:

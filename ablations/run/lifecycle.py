@@ -172,12 +172,17 @@ class TrackedRun:
             announce(elsewhere)
             time.sleep(min(HEARTBEAT_S, 5.0))
         try:
-            with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S, lambda: self.holder, self.claim_file):
+            with stack:
                 try:
-                    yield
-                except BaseException as error:  # still holding the claim: nobody takes the run over first
-                    self._end_if_interrupted(error)
-                    raise
+                    with Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S, lambda: self.holder,
+                                   self.claim_file):
+                        try:
+                            yield
+                        except BaseException as error:  # still holding the claim: nobody takes it over first
+                            self._end_if_interrupted(error)
+                            raise
+                finally:
+                    drop_claim(self.tracker, self.run_id)
         finally:
             self.holder = None
 
@@ -340,6 +345,19 @@ def claim_tags(holder: Holder, lock: Path | None = None) -> dict[str, str]:
     if lock is not None:
         claimed["lock"] = str(lock)
     return {CLAIM_TAG: json.dumps(claimed)}
+
+
+def drop_claim(tracker: Tracker, run_id: str | None) -> None:
+    """Remove the claim tag (this host's name, a path of its work directory) from a run that has ended: it
+    says who works on a RUNNING run, and a finished store is shared without it. A run still RUNNING (its
+    store failed under it) keeps it for whoever takes it over. A store that fails here loses nothing."""
+    if run_id is None:
+        return
+    try:
+        if tracker.client.get_run(run_id).info.status != "RUNNING":
+            tracker.client.delete_tag(run_id, CLAIM_TAG)
+    except Exception as error:  # noqa: BLE001 -- the run's own outcome is what the caller must see
+        log.debug("could not remove the claim of %s: %s", run_id, error)
 
 
 def claim_of(tags: dict[str, str]) -> dict[str, Any]:

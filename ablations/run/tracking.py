@@ -9,6 +9,7 @@ and resumes from its checkpoint. The whole lifecycle (find, reuse, resume or cre
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 import os
@@ -21,7 +22,7 @@ import urllib.request
 from contextlib import closing, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator, Mapping
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 import pytorch_lightning as pl
 from mlflow.entities import Metric, Param, RunStatus, RunTag
@@ -33,7 +34,7 @@ from ablations.config import REPO_ROOT
 from ablations.run.dashboard import describe_experiment
 from bioablate_core import interrupts
 from bioablate_core.claims import claim
-from bioablate_core.databases import SERVER_DIALECTS, dialect, redact, unreachable
+from bioablate_core.databases import SERVER_DIALECTS, dialect, hide_passwords, unreachable
 from bioablate_core.errors import ConfigError
 from bioablate_core.interrupts import Interrupted
 from lightning_modules.timing import section
@@ -121,32 +122,34 @@ def _schema_revision(path: Path) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def check_tracking_uri(tracking_uri: str) -> None:
-    """Fail in seconds, as one ConfigError naming the URI, where MLflow would retry for minutes (an HTTP
-    server that is not there) or raise a traceback (an unknown scheme, a store it cannot open). Checked
-    once per URI and process."""
+    """Fail in seconds, as one ConfigError naming the URI (its password masked), where MLflow would retry
+    for minutes (an HTTP server that is not there) or raise a traceback (an unknown scheme, a store it
+    cannot open). Checked once per URI and process."""
+    shown = hide_passwords(tracking_uri)
     scheme = urlparse(tracking_uri).scheme.lower()
     if scheme in ("http", "https"):
-        url = tracking_uri.rstrip("/") + "/health"
+        url = hide_passwords(tracking_uri.rstrip("/") + "/health")
         try:
-            with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S):
+            request, url = _health_request(tracking_uri)  # ValueError: a port that is no number
+            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S):
                 pass
         except urllib.error.HTTPError as e:  # something answers: an MLflow server behind a proxy may
             if e.code >= 500:  # not serve /health (404, 401), but a 5xx is a broken server
-                raise ConfigError(f"tracking URI {tracking_uri}: the server answers {url} with HTTP {e.code}; "
+                raise ConfigError(f"tracking URI {shown}: the server answers {url} with HTTP {e.code}; "
                                   "check the MLflow server's log") from None
         except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            raise ConfigError(f"tracking URI {tracking_uri}: no MLflow server answers within "
+            reason = hide_passwords(str(getattr(e, "reason", e)))
+            raise ConfigError(f"tracking URI {shown}: no MLflow server answers within "
                               f"{PROBE_TIMEOUT_S:g} s ({reason}); start it (mlflow server) or pass another "
                               "--tracking-uri (default: sqlite:///<work-dir>/mlruns.db)") from None
         return
     if dialect(tracking_uri) in SERVER_DIALECTS:  # MLflow would retry an unreachable server for minutes
         reason = unreachable(tracking_uri, PROBE_TIMEOUT_S)
         if reason is not None:
-            raise ConfigError(f"tracking URI {redact(tracking_uri)}: cannot connect ({reason})")
+            raise ConfigError(f"tracking URI {shown}: cannot connect ({hide_passwords(reason)})")
     sqlite = Path(tracking_uri.split(":///", 1)[-1]) if scheme == "sqlite" and "?" not in tracking_uri else None
     if sqlite is not None and sqlite.is_dir():
-        raise ConfigError(f"tracking URI {tracking_uri}: that path is a folder; name the database file, "
+        raise ConfigError(f"tracking URI {shown}: that path is a folder; name the database file, "
                           "e.g. sqlite:///<folder>/mlruns.db")
     try:
         with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
@@ -154,9 +157,25 @@ def check_tracking_uri(tracking_uri: str) -> None:
                 start_sqlite_store(sqlite)
             MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
-        raise ConfigError(f"tracking URI {tracking_uri}: cannot open the store ({type(e).__name__}: "
-                          f"{' '.join(str(e).split())[:300]}); a local store is sqlite:///<path>/mlruns.db in "
-                          "a writable folder") from None
+        detail = hide_passwords(" ".join(str(e).split())[:300])
+        raise ConfigError(f"tracking URI {shown}: cannot open the store ({type(e).__name__}: {detail}); a local "
+                          "store is sqlite:///<path>/mlruns.db in a writable folder") from None
+
+
+def _health_request(tracking_uri: str) -> tuple[urllib.request.Request, str]:
+    """The probe of an MLflow server's /health and its address as shown. A `user:password@` in the URI
+    is sent as HTTP basic authentication, as MLflow's REST client (requests) sends it, not left in the
+    host name, where urllib took `user:password@host` for a host to look up ("Name or service not
+    known" for a live server)."""
+    parts = urlsplit(tracking_uri.rstrip("/") + "/health")
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    url = urlunsplit(parts._replace(netloc=netloc))
+    request = urllib.request.Request(url)
+    if parts.username is not None:
+        user, password = unquote(parts.username), unquote(parts.password or "")
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    return request, url
 
 
 class Tracker:
@@ -249,7 +268,7 @@ class Tracker:
                 self.end_killed(run_id, str(Interrupted(signum)))
                 raise Interrupted(signum) from error
             try:
-                self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
+                self.client.set_tag(run_id, "error", hide_passwords(f"{type(error).__name__}: {error}")[:5000])
                 self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
             except Exception as store_error:  # e.g. the store's disk is full too: report the first error
                 if store_failure(error) is None:  # (a store failure's own message says the run stays RUNNING)
@@ -277,7 +296,7 @@ def store_failure(error: BaseException) -> str | None:
         if store:
             cause = getattr(seen, "orig", None) or seen
             detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-            return (f"the tracking store did not answer ({detail[:200]}); a run in progress was left RUNNING: "
+            return (f"the tracking store did not answer ({hide_passwords(detail)[:200]}); a run in progress was left RUNNING: "
                     "rerun the same command once the store answers, and it takes the run over")
         seen = seen.__cause__ or seen.__context__
     return None
