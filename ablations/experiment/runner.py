@@ -21,8 +21,8 @@ fingerprint, not by parent).
 
 from __future__ import annotations
 
-import errno
 import json
+import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
@@ -370,14 +370,16 @@ class _Run:
             self._record(Outcome(planned.kind, planned.name, status, out["run_id"], out["fingerprint"],
                                  seconds=out["seconds"], worker=out.get("worker")))
 
-    def _stop_on_full_disk(self, planned: PlannedRun, where: str) -> None:
-        """A run failed for want of disk space: every run after it would too, each leaving a FAILED run
-        and a partial checkpoint. The invocation stops here, as one OSError line (the CLI's); the failed
-        run keeps what it wrote, and the same command resumes once there is space."""
+    def _stop_on_full_disk(self, planned: PlannedRun, full: tuple[int, str, str]) -> None:
+        """A run failed for want of disk space (`full`: the errno, its text and the file, from
+        `bioablate_core.files.disk_full`): every run after it would too, each leaving a FAILED run and a
+        partial checkpoint. The invocation stops here, as one OSError line (the CLI's); the failed run
+        keeps what it wrote, and the same command resumes once there is space."""
+        number, reason, where = full
         left = self.total - len(self.summary.outcomes)
-        raise OSError(errno.ENOSPC, f"no space left on device: {planned.kind} run {planned.name} failed and "
-                                    f"the {left} run(s) after it were not started; free space there (or pass "
-                                    "another --work-dir) and rerun the same command: it resumes",
+        raise OSError(number, f"{reason or os.strerror(number)}: {planned.kind} run {planned.name} failed, and "
+                              f"the {left} run(s) after it were not started; free space there (or pass another "
+                              "--work-dir) and rerun the same command: it resumes",
                       where or str(self.experiment.store()[0]))
 
     def _wait_for_rank_zero(self, identity: RunIdentity, timeout_s: float = 3600) -> bool:

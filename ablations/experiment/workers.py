@@ -59,7 +59,7 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
             out = {"error": one_line(error)}
             full = disk_full(error)
             if full is not None:  # the next runs would fail the same way: the invocation stops (runner.py)
-                out["disk_full"] = full.filename or ""
+                out["disk_full"] = (full.errno, full.strerror or "", str(full.filename or ""))
     except interrupts.Interrupted as stop:
         if _orphaned():  # the run is ended KILLED; nobody is left to take a result or send more work
             os._exit(stop.exit_code)

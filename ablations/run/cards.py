@@ -25,7 +25,8 @@ from typing import Any, Callable
 from huggingface_hub import ModelCard, ModelCardData
 from omegaconf import DictConfig, OmegaConf
 
-from ablations.config import LOCAL, LOCAL_KEYS
+from ablations.config import LOCAL, LOCAL_KEYS, PATH_KEYS
+from ablations.places import shown_path
 from ablations.run.card_metadata import base_model, eval_results, license_metadata
 from bioablate_core.databases import hide_passwords
 from datamodules.registry import get_dataset
@@ -61,12 +62,17 @@ def invoked_command(argv: list[str] | None = None) -> str:
 
 
 def shareable_config(cfg: DictConfig, drop: tuple[str, ...] = ()) -> str:
-    """The run's resolved config as YAML, with the machine-local paths left out and the sections `drop`
-    (those another kind of run reads) removed."""
+    """The run's resolved config as YAML, with the machine-local paths left out (a model folder or a
+    vocabulary file relative to the work or data directory, as the run's params show them) and the
+    sections `drop` (those another kind of run reads) removed."""
     data = OmegaConf.to_container(cfg, resolve=True)
     for key in LOCAL_KEYS:
         if key in data:
             data[key] = LOCAL
+    for key in PATH_KEYS:
+        section, _, name = key.partition(".")
+        if isinstance(data.get(section), dict) and isinstance(data[section].get(name), str):
+            data[section][name] = shown_path(data[section][name], cfg)
     for key in drop:
         data.pop(key, None)
     return OmegaConf.to_yaml(OmegaConf.create(data))

@@ -29,7 +29,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, run_params
-from ablations.places import resolve_data_dir, resolve_work_dir, shown_place
+from ablations.places import resolve_data_dir, resolve_work_dir, shown_path, shown_place
 from ablations.run.cards import Provenance, shareable_config
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_datasets, write_details
@@ -235,7 +235,7 @@ def _run_name(cfg: DictConfig, spec: DatasetSpec) -> str:
 def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
     spec = identity.spec
     return {"task": spec.name, "task_type": spec.task_type, "dataset": spec.name,
-            "model": cfg.model.name_or_path, "seed": str(cfg.seed), "profile": cfg.profile,
+            "model": shown_path(cfg.model.name_or_path, cfg), "seed": str(cfg.seed), "profile": cfg.profile,
             "metric": spec.metric, "data_fingerprint": identity.data_fingerprint, "kind": "finetune",
             **({} if spec.fold_index is None else {"fold": str(spec.fold_index)}),
             # a user tagged dataset without `labels:`: the entity types read from its training split

@@ -237,13 +237,12 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
 
         from ablations.experiment import Store, record_plan, resolve
 
-        if recorded is None:
-            plan = resolve(experiment, Store(tracking_uri))
-            record_plan(experiment, plan)
-        else:
-            plan = resolve(experiment, Store(tracking_uri), recorded)
+        plan = resolve(experiment, Store(tracking_uri)) if recorded is None else \
+            resolve(experiment, Store(tracking_uri), recorded)
         runs = plan.cell_runs(experiment.layout.metric, experiment.layout)
-        keep_existing_tables(experiment, runs, out)
+        keep_existing_tables(experiment, runs, out)  # before anything is written
+        if recorded is None:
+            record_plan(experiment, plan)
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
         layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
