@@ -364,7 +364,7 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
     The machine-local keys (LOCAL_KEYS: where its files lay, the store with its credentials) are logged
     as `<local>`, and a local folder or file a PATH_KEYS key names relative to the work or data directory
     (`ablations.places.shown_path`): a store is shared, and says how a run was made, not where."""
-    from ablations.places import shown_path
+    from ablations.places import LOCAL, LOCAL_KEYS, PATH_KEYS, shown_path
 
     params = {k: LOCAL if k in LOCAL_KEYS else v for k, v in flatten(cfg).items()
               if not under_key(k, ("launcher", *NOT_READ[kind]))}
@@ -372,14 +372,6 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
         if isinstance(params.get(key), str):
             params[key] = shown_path(params[key], cfg)
     return params
-
-
-# Where a run's files lay on the machine that made it (and the store, whose URI may hold a password): not
-# part of how it was made; shown as LOCAL in its params, config artifact and model card.
-LOCAL_KEYS = ("data_dir", "work_dir", "tracking_uri", "datasets")
-LOCAL = "<local>"
-# Keys whose value may name a local folder or file (a model folder, a vocab.txt) rather than a name
-PATH_KEYS = ("model.name_or_path", "model.vocab", "pretrain.vocab", "pretrain.init")
 
 
 # Result keys added after stores were written, with their defaults: left out of a run's fingerprint while

@@ -16,6 +16,13 @@ from bioablate_core.errors import ConfigError
 from bioablate_core.files import unwritable
 from datamodules.fetch import fetched_data_dir
 
+# Where a run's files lay on the machine that made it (and the store, whose URI may hold a password): not
+# part of how it was made; shown as LOCAL in its params, config artifact and model card.
+LOCAL_KEYS = ("data_dir", "work_dir", "tracking_uri", "datasets")
+LOCAL = "<local>"
+# Keys whose value may name a local folder or file (a model folder, a vocab.txt) rather than a name
+PATH_KEYS = ("model.name_or_path", "model.vocab", "pretrain.vocab", "pretrain.init")
+
 
 def has_data_dir(data_dir: str | None) -> bool:
     """Whether a data directory is given (`--data-dir` / `data_dir`, $BIOABLATE_DATA) or fetched to the

@@ -167,7 +167,7 @@ class _Parent:
                 "runs_planned": len(summary.outcomes), **{f"runs_{s.lower()}": summary.count(s) for s in OUTCOMES}})
         self.heartbeat.__exit__()
         self.tracker.client.set_terminated(self.run_id, status)
-        lifecycle.drop_claim(self.tracker, self.run_id)
+        self.tracker.drop_tag_once_ended(self.run_id, lifecycle.CLAIM_TAG)
 
 
 def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,

@@ -25,8 +25,7 @@ from typing import Any, Callable
 from huggingface_hub import ModelCard, ModelCardData
 from omegaconf import DictConfig, OmegaConf
 
-from ablations.config import LOCAL, LOCAL_KEYS, PATH_KEYS
-from ablations.places import shown_path
+from ablations.places import LOCAL, LOCAL_KEYS, PATH_KEYS, shown_path
 from ablations.run.card_metadata import base_model, eval_results, license_metadata
 from bioablate_core.databases import hide_passwords
 from datamodules.registry import get_dataset
@@ -37,7 +36,7 @@ from lightning_modules.models import RANDOM_BERT
 # A pretrained model's card: the project's (pyproject.toml); the corpora's own terms apply to their text (the
 # corpus definitions record no licences yet). A fine-tuned model's card takes its data's (card_metadata).
 LICENSE = "mit"
-# The options that name local places (ablations.config.LOCAL_KEYS) or a store whose URI may hold a password.
+# The options that name local places (ablations.places.LOCAL_KEYS) or a store whose URI may hold a password.
 LOCAL_FLAGS = ("--data-dir", "--work-dir", "--tracking-uri", "--storage")
 
 

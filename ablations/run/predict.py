@@ -67,11 +67,11 @@ from datamodules.registry import get_dataset
 from datamodules.task_kinds import TASK_KINDS, make_encoder
 from datamodules.task_types import TASK_TYPES
 from datamodules.textfiles import read_text
+from datamodules.word_windows import tagging_windows
 from lightning_modules.finetune_spec import FinetuneSpec
 
 WORDS = re.compile(r"\w+|[^\w\s]")  # plain text -> words for tagging: runs of word characters, punctuation
 UNCUT = 1 << 30  # a max_length no input reaches: its whole length, to say what was cut
-SENTENCE_ENDS = frozenset(".!?")  # words a tagging window prefers to end after (`tagging_windows`)
 
 
 @dataclass(frozen=True)
@@ -179,32 +179,6 @@ def predict_records(model: ExportedModel, examples: list[Example], batch_size: i
     """What `bioablate predict` writes for each example (module docstring), in input order: the task
     kind's records (this module's part of each kind, at its end)."""
     return TASK_KINDS.part(model.task_encoder.output_kind, "predict")(model, examples, batch_size)
-
-
-def tagging_windows(encoder: TaggingEncoder, tokens: tuple[str, ...]) -> list[tuple[int, int]]:
-    """Consecutive word ranges [start, end) of one input that each fit the model's `max_length` with its
-    special tokens, so that every word is tagged (one range for an input that fits). A range that fills up
-    ends after the last sentence end (`.`, `!`, `?`) in its second half, where there is one: the model was
-    fine-tuned on sentences, and a mention rarely crosses one. A single word longer than a window is
-    truncated in its own."""
-    if not tokens:
-        return [(0, 0)]
-    pieces = encoder.tokenizer(list(tokens), is_split_into_words=True, add_special_tokens=False)
-    cost = [0] * len(tokens)
-    for word in pieces.word_ids():
-        if word is not None:
-            cost[word] += 1
-    budget = max(1, encoder.max_length - encoder.tokenizer.num_special_tokens_to_add())
-    windows, start, used = [], 0, 0
-    for word, n in enumerate(cost):
-        if used + n > budget and word > start:
-            ends = [w + 1 for w in range(start + (word - start) // 2, word) if tokens[w] in SENTENCE_ENDS]
-            end = ends[-1] if ends else word
-            windows.append((start, end))
-            start, used = end, sum(cost[end:word])
-        used += n
-    windows.append((start, len(tokens)))
-    return windows
 
 
 def _tagging_records(model: ExportedModel, examples: list[Example], batch_size: int | None) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ and resumes from its checkpoint. The whole lifecycle (find, reuse, resume or cre
 
 from __future__ import annotations
 
-import base64
 import functools
 import logging
 import os
@@ -22,7 +21,7 @@ import urllib.request
 from contextlib import closing, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator, Mapping
-from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
+from urllib.parse import urlparse
 
 import pytorch_lightning as pl
 from mlflow.entities import Metric, Param, RunStatus, RunTag
@@ -34,7 +33,7 @@ from ablations.config import REPO_ROOT
 from ablations.run.dashboard import describe_experiment
 from bioablate_core import interrupts
 from bioablate_core.claims import claim
-from bioablate_core.databases import SERVER_DIALECTS, dialect, hide_passwords, unreachable
+from bioablate_core.databases import SERVER_DIALECTS, dialect, health_request, hide_passwords, unreachable
 from bioablate_core.errors import ConfigError
 from bioablate_core.interrupts import Interrupted
 from lightning_modules.timing import section
@@ -130,7 +129,7 @@ def check_tracking_uri(tracking_uri: str) -> None:
     if scheme in ("http", "https"):
         url = hide_passwords(tracking_uri.rstrip("/") + "/health")
         try:
-            request, url = _health_request(tracking_uri)  # ValueError: a port that is no number
+            request, url = health_request(tracking_uri)  # ValueError: a port that is no number
             with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S):
                 pass
         except urllib.error.HTTPError as e:  # something answers: an MLflow server behind a proxy may
@@ -160,22 +159,6 @@ def check_tracking_uri(tracking_uri: str) -> None:
         detail = hide_passwords(" ".join(str(e).split())[:300])
         raise ConfigError(f"tracking URI {shown}: cannot open the store ({type(e).__name__}: {detail}); a local "
                           "store is sqlite:///<path>/mlruns.db in a writable folder") from None
-
-
-def _health_request(tracking_uri: str) -> tuple[urllib.request.Request, str]:
-    """The probe of an MLflow server's /health and its address as shown. A `user:password@` in the URI
-    is sent as HTTP basic authentication, as MLflow's REST client (requests) sends it, not left in the
-    host name, where urllib took `user:password@host` for a host to look up ("Name or service not
-    known" for a live server)."""
-    parts = urlsplit(tracking_uri.rstrip("/") + "/health")
-    host = parts.hostname or ""
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-    url = urlunsplit(parts._replace(netloc=netloc))
-    request = urllib.request.Request(url)
-    if parts.username is not None:
-        user, password = unquote(parts.username), unquote(parts.password or "")
-        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
-    return request, url
 
 
 class Tracker:
@@ -236,6 +219,14 @@ class Tracker:
         """End the run KILLED, tagged `stopped` with `reason` (a signal's name, a stop exception's)."""
         self.client.set_tag(run_id, "stopped", reason)
         self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
+
+    def drop_tag_once_ended(self, run_id: str | None, key: str) -> None:
+        """Remove tag `key` of a run no longer RUNNING (a claim: who works on it); a failing store loses nothing."""
+        try:
+            if run_id is not None and self.client.get_run(run_id).info.status != "RUNNING":
+                self.client.delete_tag(run_id, key)
+        except Exception as error:  # noqa: BLE001 -- the run's own outcome is what the caller must see
+            log.debug("could not remove tag %s of %s: %s", key, run_id, error)
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
         """All of them in one store write (one `log_metric` each was a SQLite transaction each, ~40 ms)."""
