@@ -365,8 +365,18 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
     """A run's MLflow params: the flattened config keys that apply to a `kind` run ('finetune' or
     'pretrain'). Never `launcher.*`, which says where it ran, not what it computed (and may differ when a
     run started here is resumed on a cluster: MLflow params are write-once), nor the keys of the other
-    kind (`NOT_READ`: no `pretrain.*` in a fine-tuning run, no `finetune.*` in a pretraining run)."""
-    return {k: v for k, v in flatten(cfg).items() if not under_key(k, ("launcher", *NOT_READ[kind]))}
+    kind (`NOT_READ`: no `pretrain.*` in a fine-tuning run, no `finetune.*` in a pretraining run).
+    The machine-local keys (LOCAL_KEYS: where its files lay, the store with its credentials) are logged
+    as `<local>`, and a local folder or file a PATH_KEYS key names relative to the work or data directory
+    (`ablations.places.shown_path`): a store is shared, and says how a run was made, not where."""
+    from ablations.places import LOCAL, LOCAL_KEYS, PATH_KEYS, shown_path
+
+    params = {k: LOCAL if k in LOCAL_KEYS else v for k, v in flatten(cfg).items()
+              if not under_key(k, ("launcher", *NOT_READ[kind]))}
+    for key in PATH_KEYS:
+        if isinstance(params.get(key), str):
+            params[key] = shown_path(params[key], cfg)
+    return params
 
 
 # Result keys added after stores were written, with their defaults: left out of a run's fingerprint while

@@ -16,6 +16,13 @@ from bioablate_core.errors import ConfigError
 from bioablate_core.files import unwritable
 from datamodules.fetch import fetched_data_dir
 
+# Where a run's files lay on the machine that made it (and the store, whose URI may hold a password): not
+# part of how it was made; shown as LOCAL in its params, config artifact and model card.
+LOCAL_KEYS = ("data_dir", "work_dir", "tracking_uri", "datasets")
+LOCAL = "<local>"
+# Keys whose value may name a local folder or file (a model folder, a vocab.txt) rather than a name
+PATH_KEYS = ("model.name_or_path", "model.vocab", "pretrain.vocab", "pretrain.init")
+
 
 def has_data_dir(data_dir: str | None) -> bool:
     """Whether a data directory is given (`--data-dir` / `data_dir`, $BIOABLATE_DATA) or fetched to the
@@ -61,3 +68,31 @@ def resolve_tracking_uri(cfg: DictConfig | None = None, work_dir: Path | None = 
     if explicit:
         return with_driver(explicit)  # postgresql:// names the installed driver
     return f"sqlite:///{(work_dir or resolve_work_dir(cfg)) / 'mlruns.db'}"
+
+
+def shown_place(path: Path, root: Path, label: str | None = None) -> str:
+    """`path` as a shared store shows it: relative to `root` (the data or work directory), below
+    `<label>` (`<data_dir>/gad`; no label: the bare relative path, for files of this checkout); outside
+    it, `<local>/` and its own name. Where the folders lay on the machine that made a run is not part
+    of how it was made."""
+    try:
+        relative = Path(path).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return f"<local>/{Path(path).name}"
+    if label is None:
+        return relative.as_posix()
+    return f"<{label}>" if relative == Path(".") else f"<{label}>/{relative.as_posix()}"
+
+
+def shown_path(value: str, cfg: DictConfig) -> str:
+    """A config value as a shared store shows it: a local folder or file (`value` names one that exists,
+    as a path: with a `/`, or from `~` or `.`) relative to the work or the data directory (`shown_place`);
+    anything else (a named model, a Hub id, a staged vocabulary) as it is."""
+    path = Path(value).expanduser()
+    if not (("/" in value or value.startswith((".", "~"))) and path.exists()):
+        return value
+    work_dir = resolve_work_dir(cfg)
+    if path.resolve().is_relative_to(work_dir):
+        return shown_place(path, work_dir, "work_dir")
+    data_dir = cfg.get("data_dir") or os.environ.get("BIOABLATE_DATA")
+    return shown_place(path, Path(data_dir).expanduser(), "data_dir") if data_dir else f"<local>/{path.name}"

@@ -8,7 +8,11 @@ server for minutes before a long traceback; the probe connects once with a timeo
 
 from __future__ import annotations
 
+import base64
 import importlib.util
+import re
+import urllib.request
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 SERVER_DIALECTS = ("postgresql", "mysql")
 POSTGRES_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"))  # (URL driver, module), preferred first
@@ -22,6 +26,18 @@ def with_driver(url: str) -> str:
         if importlib.util.find_spec(module) is not None:
             return f"postgresql+{driver}://" + url[len("postgresql://"):]
     return url  # none installed: the probe says so in one line
+
+
+# `scheme://user:password@`: the password is whatever lies between the user's colon and the `@` (an `@`, `/`,
+# `?` or `#` inside a password must be percent-encoded, so none of them ends it early).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#]*):[^\s@/?#]*@")
+
+
+def hide_passwords(text: str) -> str:
+    """`text` with the password of every URL in it shown as `***` (`postgresql://alice:***@host/db`,
+    `http://alice:***@host`): for anything printed, logged, tagged or written to a file. Unlike `redact`
+    it takes any text and any scheme, and never raises."""
+    return _URL_PASSWORD.sub(r"\g<head>:***@", text)
 
 
 def redact(url: str) -> str:
@@ -61,3 +77,19 @@ def unreachable(url: str, timeout_s: float) -> str | None:
         return " ".join(str(cause).split())[:300]
     finally:
         engine.dispose()
+
+
+def health_request(tracking_uri: str) -> tuple[urllib.request.Request, str]:
+    """The probe of an MLflow server's /health and its address as shown. A `user:password@` in the URI
+    is sent as HTTP basic authentication, as MLflow's REST client (requests) sends it, not left in the
+    host name, where urllib took `user:password@host` for a host to look up ("Name or service not
+    known" for a live server)."""
+    parts = urlsplit(tracking_uri.rstrip("/") + "/health")
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    url = urlunsplit(parts._replace(netloc=netloc))
+    request = urllib.request.Request(url)
+    if parts.username is not None:
+        user, password = unquote(parts.username), unquote(parts.password or "")
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    return request, url

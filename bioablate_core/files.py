@@ -66,6 +66,20 @@ def user_cache_dir() -> Path:
 
 # errors that say the folder refuses writes (a read-only mount, no permission), not that it is full
 READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+# no space left, a quota reached, a file size limit (ulimit -f): every later write of the same size fails too
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def disk_full(error: BaseException) -> OSError | None:
+    """The OSError of a full disk (DISK_FULL_ERRNOS) behind `error` (itself, or its cause or context), or
+    None: what a run that failed writing its checkpoint, store or cache has in common with every run
+    after it."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL_ERRNOS:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | None:

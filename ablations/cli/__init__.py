@@ -27,6 +27,7 @@ from ablations.cli.serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli.sweep import cmd_sweep
 from bioablate_core.claims import EXIT_CLAIM_HELD, ClaimHeld
 from bioablate_core.console import configure_logging, quiet_libraries
+from bioablate_core.databases import hide_passwords
 from bioablate_core.errors import BioablateError
 from bioablate_core.interrupts import Interrupted, handling_interrupts
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         with handling_interrupts():
             return COMMANDS[key](args)
     except BioablateError as error:
-        print(f"bioablate: error: {error}", file=sys.stderr)
+        print(f"bioablate: error: {hide_passwords(str(error))}", file=sys.stderr)  # a URI it names
         return EXIT_USER_ERROR
     except ClaimHeld as held:
         print(f"bioablate: {held}", file=sys.stderr)

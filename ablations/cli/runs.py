@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ablations import api
 from bioablate_core.claims import EXIT_CLAIM_HELD
+from bioablate_core.databases import hide_passwords
 from bioablate_core.distributed import is_ddp_worker
 from bioablate_core.errors import ConfigError, UnknownNameError
 from bioablate_core.files import writable_dir
@@ -94,7 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("\n".join(summary.lines()))
     print()
     _print_table(api.table(experiment))
-    print(f"MLflow: {summary.tracking_uri} (bioablate ui --tracking-uri {summary.tracking_uri}); "
+    store = hide_passwords(summary.tracking_uri)
+    print(f"MLflow: {store} (bioablate ui --tracking-uri {store}); "
           f"parent run {summary.parent_run_id}")
     if summary.only_held:
         return EXIT_CLAIM_HELD  # as `finetune --no-wait`: another process holds some of the runs
@@ -168,7 +170,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         print(f"bioablate: used the plan recorded at {table.recorded.recorded_at} ({table.recorded.path}) because "
               "no data directory was given", file=sys.stderr)
     print(f"written to {table.out_dir}/ ({TABLE_FILES}); MLflow: "
-          f"{table.tracking_uri}, experiment 'tables'",
+          f"{hide_passwords(table.tracking_uri)}, experiment 'tables'",
           file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ablations import api
+from bioablate_core.databases import hide_passwords
 from bioablate_core.errors import ConfigError
 
 
@@ -40,7 +41,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"  best {spec.metric}: {summary.best_value:.4f} with "
               + ", ".join(f"{k}={v}" for k, v in summary.best_params.items()))
     browse, export = api.sweep_commands(summary, args.storage, args.data_dir, args.tracking_uri)
-    print(f"  MLflow parent run {summary.parent_run_id} in {summary.tracking_uri}")
+    print(f"  MLflow parent run {summary.parent_run_id} in {hide_passwords(summary.tracking_uri)}")
     print(f"  browse: {browse}")
     print(f"  export the best: {export}")
     failed_workers = [code for code in summary.worker_exit_codes if code != 0]

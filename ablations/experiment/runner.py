@@ -22,6 +22,7 @@ fingerprint, not by parent).
 from __future__ import annotations
 
 import json
+import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from typing import Any, Callable, Optional
 from omegaconf import OmegaConf
 
 from ablations.checks import check_accelerator_present
+from ablations.config import REPO_ROOT
 from ablations.experiment import (
     FINETUNE,
     PARENT_KIND,
@@ -47,6 +49,7 @@ from ablations.experiment import (
     run_status,
 )
 from ablations.experiment.workers import InProcess, check_parallelism, execute, no_progress_bars, worker_pool
+from ablations.places import shown_place
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations.run import lifecycle
 from ablations.run.lifecycle import Heartbeat, claim_tags, live_holder
@@ -134,7 +137,7 @@ class _Parent:
         self._end_dead_parents(experiment.name)
         holder = Holder.me()
         # profile + cli_overrides (a JSON list): the invocation `bioablate table` finds (experiment/invocations.py)
-        tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": str(experiment.path),
+        tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": shown_place(experiment.path, REPO_ROOT),
                 "profile": experiment.profile, "cli_overrides": json.dumps(list(experiment.cli_overrides)),
                 "invocation": experiment.invocation(), "git_commit": git_commit(),
                 "mlflow.note.content": experiment.description, **claim_tags(holder)}
@@ -164,6 +167,7 @@ class _Parent:
                 "runs_planned": len(summary.outcomes), **{f"runs_{s.lower()}": summary.count(s) for s in OUTCOMES}})
         self.heartbeat.__exit__()
         self.tracker.client.set_terminated(self.run_id, status)
+        self.tracker.drop_tag_once_ended(self.run_id, lifecycle.CLAIM_TAG)
 
 
 def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
@@ -345,6 +349,8 @@ class _Run:
                 self.stages[planned.name] = replace(planned, status=FAILED, reason=out["error"])
             self._record(Outcome(planned.kind, planned.name, FAILED, error=out["error"], seconds=out["seconds"],
                                  worker=out.get("worker")))
+            if "disk_full" in out:
+                self._stop_on_full_disk(planned, out["disk_full"])
             return
         if stage:  # a first-stage fine-tune's model directory is where its planned identity says
             identity = planned.identity if planned.kind == FINETUNE else \
@@ -363,6 +369,18 @@ class _Run:
         if not self.ddp_worker:
             self._record(Outcome(planned.kind, planned.name, status, out["run_id"], out["fingerprint"],
                                  seconds=out["seconds"], worker=out.get("worker")))
+
+    def _stop_on_full_disk(self, planned: PlannedRun, full: tuple[int, str, str]) -> None:
+        """A run failed for want of disk space (`full`: the errno, its text and the file, from
+        `bioablate_core.files.disk_full`): every run after it would too, each leaving a FAILED run and a
+        partial checkpoint. The invocation stops here, as one OSError line (the CLI's); the failed run
+        keeps what it wrote, and the same command resumes once there is space."""
+        number, reason, where = full
+        left = self.total - len(self.summary.outcomes)
+        raise OSError(number, f"{reason or os.strerror(number)}: {planned.kind} run {planned.name} failed, and "
+                              f"the {left} run(s) after it were not started; free space there (or pass another "
+                              "--work-dir) and rerun the same command: it resumes",
+                      where or str(self.experiment.store()[0]))
 
     def _wait_for_rank_zero(self, identity: RunIdentity, timeout_s: float = 3600) -> bool:
         """A DDP worker leaves fit() while rank 0 still exports the model and marks the run FINISHED: wait

@@ -27,6 +27,7 @@ from bioablate_core import interrupts
 from bioablate_core.claims import ClaimHeld
 from bioablate_core.console import configure_logging, one_line, quiet_libraries
 from bioablate_core.errors import ConfigError
+from bioablate_core.files import disk_full
 
 
 def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True,
@@ -56,6 +57,9 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
         except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
             interrupts.check()  # unless a signal caused it (cut a store write in two): the signal stops all
             out = {"error": one_line(error)}
+            full = disk_full(error)
+            if full is not None:  # the next runs would fail the same way: the invocation stops (runner.py)
+                out["disk_full"] = (full.errno, full.strerror or "", str(full.filename or ""))
     except interrupts.Interrupted as stop:
         if _orphaned():  # the run is ended KILLED; nobody is left to take a result or send more work
             os._exit(stop.exit_code)

@@ -25,7 +25,9 @@ from typing import Any, Callable
 from huggingface_hub import ModelCard, ModelCardData
 from omegaconf import DictConfig, OmegaConf
 
+from ablations.places import LOCAL, LOCAL_KEYS, PATH_KEYS, shown_path
 from ablations.run.card_metadata import base_model, eval_results, license_metadata
+from bioablate_core.databases import hide_passwords
 from datamodules.registry import get_dataset
 from datamodules.task_kinds import TASK_KINDS
 from datamodules.task_types import TASK_TYPES
@@ -34,17 +36,14 @@ from lightning_modules.models import RANDOM_BERT
 # A pretrained model's card: the project's (pyproject.toml); the corpora's own terms apply to their text (the
 # corpus definitions record no licences yet). A fine-tuned model's card takes its data's (card_metadata).
 LICENSE = "mit"
-# Where the run's files lay on the machine that made it: not part of how it was made, and not to be
-# published with a shared model.
-LOCAL_KEYS = ("data_dir", "work_dir", "tracking_uri", "datasets")
-
-
-LOCAL_FLAGS = ("--data-dir", "--work-dir", "--tracking-uri")
+# The options that name local places (ablations.places.LOCAL_KEYS) or a store whose URI may hold a password.
+LOCAL_FLAGS = ("--data-dir", "--work-dir", "--tracking-uri", "--storage")
 
 
 def invoked_command(argv: list[str] | None = None) -> str:
     """The command line of this process, as the user typed it where it was the `bioablate` CLI, with the
-    values of the machine-local options (LOCAL_FLAGS, LOCAL_KEYS) shown as `<local>`."""
+    values of the machine-local options (LOCAL_FLAGS, LOCAL_KEYS) shown as `<local>`, and any other URL's
+    password masked."""
     argv = list(sys.argv if argv is None else argv)
     program = Path(argv[0]).name if argv else ""
     words = ["bioablate"] if program in ("bioablate", "cli.py", "__main__.py") else ["python", program]
@@ -52,22 +51,27 @@ def invoked_command(argv: list[str] | None = None) -> str:
     for word in argv[1:]:
         flag, eq, _ = word.partition("=")
         if hide_next:
-            word, hide_next = "<local>", False
+            word, hide_next = LOCAL, False
         elif word in LOCAL_FLAGS:
             hide_next = True
         elif eq and (flag in LOCAL_FLAGS or flag in LOCAL_KEYS):
-            word = f"{flag}=<local>"
+            word = f"{flag}={LOCAL}"
         words.append(word)
-    return shlex.join(words)
+    return hide_passwords(shlex.join(words))
 
 
 def shareable_config(cfg: DictConfig, drop: tuple[str, ...] = ()) -> str:
-    """The run's resolved config as YAML, with the machine-local paths left out and the sections `drop`
-    (those another kind of run reads) removed."""
+    """The run's resolved config as YAML, with the machine-local paths left out (a model folder or a
+    vocabulary file relative to the work or data directory, as the run's params show them) and the
+    sections `drop` (those another kind of run reads) removed."""
     data = OmegaConf.to_container(cfg, resolve=True)
     for key in LOCAL_KEYS:
         if key in data:
-            data[key] = "<local>"
+            data[key] = LOCAL
+    for key in PATH_KEYS:
+        section, _, name = key.partition(".")
+        if isinstance(data.get(section), dict) and isinstance(data[section].get(name), str):
+            data[section][name] = shown_path(data[section][name], cfg)
     for key in drop:
         data.pop(key, None)
     return OmegaConf.to_yaml(OmegaConf.create(data))

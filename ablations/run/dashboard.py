@@ -31,6 +31,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from mlflow.entities import Dataset, DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
 
+from bioablate_core.databases import hide_passwords
+
 log = logging.getLogger("bioablate")
 
 NOTE_TAG = "mlflow.note.content"  # an experiment's (or run's) description in MLflow's UI
@@ -113,11 +115,12 @@ def runs_url(address: str, experiment_id: str) -> str:
 def browse_lines(tracking_uri: str, experiment_id: str, run_id: str, work_dir: Path | None) -> list[str]:
     """The lines a command prints about where its run is: the run's page where the store is a server
     (`bioablate server`, an MLflow server), else `bioablate ui` for the store and the page's address."""
+    shown = hide_passwords(tracking_uri)  # a password stays with the user (docs/tracking.md, 'Credentials')
     if tracking_uri.startswith(("http://", "https://")):
-        return [f"  MLflow run: {tracking_uri.rstrip('/')}/{run_path(experiment_id, run_id)}"]
+        return [f"  MLflow run: {shown.rstrip('/')}/{run_path(experiment_id, run_id)}"]
     default = work_dir is not None and tracking_uri == f"sqlite:///{work_dir / 'mlruns.db'}"
-    store = f"--work-dir {work_dir}" if default else f"--tracking-uri {tracking_uri}"
-    return [f"  MLflow: {tracking_uri}",
+    store = f"--work-dir {work_dir}" if default else f"--tracking-uri {shown}"
+    return [f"  MLflow: {shown}",
             f"  browse: bioablate ui {store}  then open {UI_ADDRESS}/{run_path(experiment_id, run_id)}"]
 
 
@@ -133,24 +136,24 @@ def split_digest(data_fingerprint: str, split: str, example_ids: Iterable[str]) 
     return digest.hexdigest()[:16]
 
 
-def log_datasets(client: Any, run_id: str, name: str, source: Path, data_fingerprint: str,
+def log_datasets(client: Any, run_id: str, name: str, source: str, data_fingerprint: str,
                  splits: Mapping[str, Sequence[Any]]) -> None:
     """The splits a run read (`splits`: split -> the examples it used, each with an `id`) as its MLflow
-    dataset inputs, in one store write."""
+    dataset inputs, in one store write; `source`: where they lie, as `shown_place` gives it."""
     inputs = []
     for split, examples in splits.items():
         dataset = Dataset(name=f"{name}/{split}",
                           digest=split_digest(data_fingerprint, split, (str(x.id) for x in examples)),
-                          source_type="local", source=json.dumps({"uri": str(source)}),
+                          source_type="local", source=json.dumps({"uri": source}),
                           profile=json.dumps({"num_rows": len(examples), "data_fingerprint": data_fingerprint}))
         inputs.append(DatasetInput(dataset, [InputTag("mlflow.data.context", CONTEXT.get(split, split))]))
     _log_inputs(client, run_id, inputs)
 
 
-def log_corpus(client: Any, run_id: str, name: str, source: Path, corpus_fingerprint: str, sequences: int) -> None:
-    """A pretraining run's corpus (its shards) as its MLflow dataset input."""
+def log_corpus(client: Any, run_id: str, name: str, source: str, corpus_fingerprint: str, sequences: int) -> None:
+    """A pretraining run's corpus (its shards; `source` as `shown_place` gives it) as its MLflow dataset input."""
     dataset = Dataset(name=f"{name}/pretraining", digest=corpus_fingerprint[:16], source_type="local",
-                      source=json.dumps({"uri": str(source)}),
+                      source=json.dumps({"uri": source}),
                       profile=json.dumps({"num_rows": sequences, "data_fingerprint": corpus_fingerprint}))
     _log_inputs(client, run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "training")])])
 

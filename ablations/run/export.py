@@ -206,11 +206,12 @@ def find_finished_run(ref: str, tracking_uri: str):
     return run
 
 
-def export_run(ref: str, to: Path, tracking_uri: str) -> tuple[Path, dict[str, Any]]:
+def export_run(ref: str, to: Path, tracking_uri: str, work_dir: Path) -> tuple[Path, dict[str, Any]]:
     """Copy the stored model of finished fine-tuning run `ref` to `to`; returns (to, its bioablate.json).
-    An existing `to` is replaced only if it is empty or an earlier export."""
+    An existing `to` is replaced only if it is empty or an earlier export. The run's tag `model_dir` is
+    relative to `work_dir` (absolute in runs stored before that)."""
     run = find_finished_run(ref, tracking_uri)
-    source = Path(run.data.tags.get("model_dir", ""))
+    source = work_dir / run.data.tags.get("model_dir", "")
     if not run.data.tags.get("model_dir") or not (source / META_FILE).is_file():
         raise ConfigError(f"run {run.info.run_id} kept no model (keep_model=false, or it finished before runs stored their best "
                           "weights, or its work directory moved); rerun its `bioablate finetune` command "
@@ -229,7 +230,7 @@ def export_run(ref: str, to: Path, tracking_uri: str) -> tuple[Path, dict[str, A
 def export_command(ref: str, to: Path, work_dir: str | None, tracking_uri: str | None) -> str:
     """`bioablate export`: export, and say what was written and how to use it."""
     work = resolve_work_dir() if work_dir is None else Path(work_dir).expanduser().resolve()
-    out, meta = export_run(ref, to, tracking_uri or resolve_tracking_uri(None, work))
+    out, meta = export_run(ref, to, tracking_uri or resolve_tracking_uri(None, work), work)
     how = (f"transformers {meta['architecture']}" if meta["format"] == TRANSFORMERS
            else "encoder + bioablate head, see its README.md")
     return (f"{meta['task']} model of run {meta['run_id']} -> {out} ({how})\n"

@@ -29,8 +29,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import fingerprint, run_params
-from ablations.places import resolve_data_dir, resolve_work_dir
-from ablations.run.cards import Provenance
+from ablations.places import resolve_data_dir, resolve_work_dir, shown_path, shown_place
+from ablations.run.cards import Provenance, shareable_config
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_datasets, write_details
 from ablations.run.export import HeadInit, carry_head, save_finetuned
@@ -238,7 +238,7 @@ def _run_name(cfg: DictConfig, spec: DatasetSpec) -> str:
 def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
     spec = identity.spec
     return {"task": spec.name, "task_type": spec.task_type, "dataset": spec.name,
-            "model": cfg.model.name_or_path, "seed": str(cfg.seed), "profile": cfg.profile,
+            "model": shown_path(cfg.model.name_or_path, cfg), "seed": str(cfg.seed), "profile": cfg.profile,
             "metric": spec.metric, "data_fingerprint": identity.data_fingerprint, "kind": "finetune",
             **({} if spec.fold_index is None else {"fold": str(spec.fold_index)}),
             # a user tagged dataset without `labels:`: the entity types read from its training split
@@ -258,7 +258,8 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         datamodule = _datamodule(cfg, identity, tokenizer, encoder.config.max_position_embeddings)
     if not run.is_worker:  # the examples it reads, as MLflow dataset inputs
         spec = identity.spec
-        log_datasets(run.tracker.client, run.run_id, spec.name, spec.base_dir(identity.data_dir),
+        source = shown_place(spec.base_dir(identity.data_dir), identity.data_dir, "data_dir")
+        log_datasets(run.tracker.client, run.run_id, spec.name, source,
                      identity.data_fingerprint, {s: x for s, x in datamodule.instances.items() if x or s != "dev"})
     hits = set(datamodule.from_cache.values())
     run.set_tag("tokenization_cache", "off" if datamodule.cache_dir is None else
@@ -361,11 +362,11 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
 
 def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataModule, module: FineTuneModule,
                    best_epoch: int) -> None:
-    """The resolved config, the test predictions, the scores' details (`ablations.run.dashboard`) and the
+    """The resolved config (its machine-local keys as `<local>`: `shareable_config`), the test predictions, the scores' details (`ablations.run.dashboard`) and the
     run's figures (`ablations.run.figures`)."""
     out = run.run_dir / "artifacts"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (out / "config.yaml").write_text(shareable_config(cfg))
     encoder, golds, predicted = datamodule.encoder, [], []
     with open(out / "test_predictions.jsonl", "w") as f:
         for instance, prediction in zip(datamodule.instances["test"], module.test_predictions):
@@ -403,4 +404,4 @@ def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, m
     model_dir = save_finetuned(run.run_dir / "model", module.encoder, module.head, datamodule.encoder,
                                identity.choices, cfg,
                                provenance, module.test_metrics)
-    run.set_tag("model_dir", str(model_dir))
+    run.set_tag("model_dir", shown_place(model_dir, resolve_work_dir(cfg)))  # relative to the work directory

@@ -28,8 +28,7 @@ the same fingerprint waits for it (one line: "waiting for <fp> held by host:pid 
 reuses the finished run, or with `wait=False` raises `ClaimHeld` naming the holder. For a tracking store
 shared by machines that do not share the work directory, the holder also keeps a heartbeat on the MLflow
 run (one tag, `bioablate.claim`: JSON with host, pid, since, lock and heartbeat, refreshed every HEARTBEAT_S
-seconds by a daemon thread; runs written before it have five tags `claim.host`, `claim.pid`, `claim.since`,
-`claim.lock`, `claim.heartbeat`, which are read too): a RUNNING run is taken over only when its lock is free AND its
+seconds by a daemon thread, removed once the run has ended; runs written before it have five tags `claim.*`): a RUNNING run is taken over only when its lock is free AND its
 holder is dead (the same lock file: the free lock says so; this host: its pid is gone; another host: its
 heartbeat is older than STALE_AFTER_S). Two processes on different machines *and* work directories that
 start the same new run within a moment can still both create it: MLflow has no atomic compare-and-set.
@@ -80,8 +79,7 @@ STALE_AFTER_S = 4 * HEARTBEAT_S  # a heartbeat older than this: its holder is de
 CLAIM_TAG = "bioablate.claim"  # who holds a run: JSON {host, pid, since, heartbeat[, lock]}
 LEGACY_CLAIM_TAGS = ("claim.host", "claim.pid", "claim.since", "claim.lock", "claim.heartbeat")  # before it
 NOT_CARRIED_OVER = ("error", "stopped", "continues", CLAIM_TAG, *LEGACY_CLAIM_TAGS)  # a continued run has none
-# Logged once, when training is over (the best dev epoch's scores, the test scores): a continued run
-# computes them again, so it never starts with the old run's (they would be logged twice).
+# Logged once, when training is over (best dev, test): a continued run computes them again, never starts with them.
 SUMMARY_METRIC_PREFIXES = ("best_dev/", "test/")
 NON_FINITE_HINT = ("Lower the learning rate (finetune.lr / pretrain.lr), check finetune.class_weights and the "
                    "data, then run again: a changed value is a new run")  # the same values diverge again
@@ -171,6 +169,8 @@ class TrackedRun:
                 raise ClaimHeld(f"run {self.fingerprint}", elsewhere)
             announce(elsewhere)
             time.sleep(min(HEARTBEAT_S, 5.0))
+        # after the heartbeat, before the lock: an ended run is shared without its holder (host, lock path)
+        stack.callback(lambda: self.tracker.drop_tag_once_ended(self.run_id, CLAIM_TAG))
         try:
             with stack, Heartbeat(self.tracker, lambda: self.run_id, HEARTBEAT_S, lambda: self.holder, self.claim_file):
                 try:

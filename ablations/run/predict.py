@@ -32,6 +32,7 @@ Output: JSONL, one line per example: `id` and `prediction` in the form of the ru
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import sys
@@ -57,6 +58,7 @@ from datamodules.instances import (
     PairInstance,
     QAInstance,
     RelationInstance,
+    Span,
     TaggingInstance,
     TextInstance,
 )
@@ -65,9 +67,11 @@ from datamodules.registry import get_dataset
 from datamodules.task_kinds import TASK_KINDS, make_encoder
 from datamodules.task_types import TASK_TYPES
 from datamodules.textfiles import read_text
+from datamodules.word_windows import tagging_windows
 from lightning_modules.finetune_spec import FinetuneSpec
 
 WORDS = re.compile(r"\w+|[^\w\s]")  # plain text -> words for tagging: runs of word characters, punctuation
+UNCUT = 1 << 30  # a max_length no input reaches: its whole length, to say what was cut
 
 
 @dataclass(frozen=True)
@@ -178,13 +182,23 @@ def predict_records(model: ExportedModel, examples: list[Example], batch_size: i
 
 
 def _tagging_records(model: ExportedModel, examples: list[Example], batch_size: int | None) -> list[dict[str, Any]]:
+    """An input longer than the model's window is tagged window by window (`tagging_windows`), all of it:
+    its entities and word spans put back together, offsets into its whole text."""
     encoder = model.task_encoder
-    records = []
-    for example, (feature, raw, probs) in zip(examples, _run(model, [e.instance for e in examples], batch_size)):
-        records.append({"id": example.instance.id, "text": example.text,
-                        "entities": _entities(encoder, example, feature, raw, probs),
-                        "prediction": encoder.to_json(encoder.decode(feature, raw)),
-                        "tokens": list(example.instance.tokens)})
+    parts: list[tuple[int, int, Example]] = []  # (input, first word, the window as an example of its own)
+    for index, example in enumerate(examples):
+        tokens = example.instance.tokens
+        for start, end in tagging_windows(encoder, tokens):
+            window = TaggingInstance(example.instance.id, tokens[start:end], ())
+            parts.append((index, start, Example(window, example.text, example.words[start:end])))
+    records = [{"id": e.instance.id, "text": e.text, "entities": [], "prediction": [], "tokens": list(e.instance.tokens)}
+               for e in examples]
+    for (index, start, part), (feature, raw, probs) in zip(parts, _run(model, [p.instance for _, _, p in parts],
+                                                                       batch_size)):
+        record = records[index]
+        record["entities"] += _entities(encoder, part, feature, raw, probs)
+        record["prediction"] += encoder.to_json(Span(s.start + start, s.end + start, s.label)
+                                                for s in encoder.decode(feature, raw))
     return records
 
 
@@ -197,12 +211,32 @@ def _answer_records(model: ExportedModel, examples: list[Example], batch_size: i
 
 
 def _sequence_records(model: ExportedModel, examples: list[Example], batch_size: int | None) -> list[dict[str, Any]]:
-    """The prediction, and each class's or label's probability where the head gives them."""
+    """The prediction, and each class's or label's probability where the head gives them. One output per
+    input reads one window, as fine-tuning did: the inputs cut to it are said (`_say_cut`)."""
     encoder = model.task_encoder
+    rows = _run(model, [e.instance for e in examples], batch_size)
+    _say_cut(model, examples, [feature for feature, _, _ in rows])
     return [{"id": example.instance.id, "prediction": encoder.to_json(encoder.decode(feature, raw))}
             | ({} if probs is None else {"probabilities": dict(zip(encoder.labels, probs))})
-            for example, (feature, raw, probs) in zip(examples, _run(model, [e.instance for e in examples],
-                                                                     batch_size))]
+            for example, (feature, raw, probs) in zip(examples, rows)]
+
+
+def _say_cut(model: ExportedModel, examples: list[Example], features: list[Features]) -> None:
+    """One line on stderr naming the inputs longer than the model's `max_length` (those encoded to the
+    whole window and longer without the cut), whose prediction reads only their first tokens."""
+    encoder = model.task_encoder
+    full = [i for i, feature in enumerate(features) if len(feature["input_ids"]) >= encoder.max_length]
+    if not full:
+        return
+    whole = copy.copy(encoder)
+    whole.max_length = UNCUT
+    lengths = [len(f["input_ids"]) for f in whole.encode([examples[i].instance for i in full])]
+    cut = [(examples[i].instance.id, n) for i, n in zip(full, lengths) if n > encoder.max_length]
+    if cut:
+        shown = ", ".join(f"{rid} ({n:,} tokens)" for rid, n in cut[:5]) + (", ..." if len(cut) > 5 else "")
+        print(f"bioablate: {len(cut)} of {len(examples)} inputs are longer than the {encoder.max_length} tokens "
+              f"the model reads (its max_length) and were cut to them: {shown}; their predictions read only "
+              "their beginning", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------------------------- input
@@ -335,6 +369,10 @@ def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Pa
     if output is not None and Path(output).is_dir():  # before the model is loaded and every example predicted
         raise ConfigError(f"--output {output} is a folder; name the JSONL file to write, e.g. "
                           f"{Path(output) / 'predictions.jsonl'}")
+    if output is not None and Path(input_path).exists() and Path(output).exists() and \
+            Path(output).samefile(input_path):  # it would replace the user's text by its predictions
+        raise ConfigError(f"--output {output} is the --input file; name another file for the predictions, "
+                          f"e.g. {Path(output).with_suffix('.predictions.jsonl')}")
     model = load_model(model_dir, task)
     records = predict_records(model, read_inputs(input_path, model.task_encoder.spec))
     lines = "".join(json.dumps(record) + "\n" for record in records)

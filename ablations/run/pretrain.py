@@ -26,7 +26,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.checks import check_accelerator_present, check_run_config
 from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, run_params, under_key
-from ablations.places import resolve_data_dir, resolve_work_dir
+from ablations.places import resolve_data_dir, resolve_work_dir, shown_place
 from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_corpus
@@ -284,14 +284,15 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun, callbacks: 
     model_dir = inputs.identity.model_dir
     shards = prepare_shards(cfg, inputs.data_dir, inputs.work_dir, inputs.vocab_path, inputs.corpus_fp)
     run.start(f"{cfg.pretrain.objective}-{cfg.pretrain.corpus}-{cfg.pretrain.masking}-s{cfg.seed}",
-              _run_tags(cfg, model_dir, shards), run_params(cfg, "pretrain"))
+              _run_tags(cfg, model_dir, shards, inputs.work_dir), run_params(cfg, "pretrain"))
     if not run.is_worker:  # its corpus, as the run's MLflow dataset input
-        log_corpus(run.tracker.client, run.run_id, cfg.pretrain.corpus, shards.path, inputs.corpus_fp, len(shards))
+        log_corpus(run.tracker.client, run.run_id, cfg.pretrain.corpus,
+                   shown_place(shards.path, inputs.work_dir, "work_dir"), inputs.corpus_fp, len(shards))
     with run.tracked():
         counter = ComputeCounter()
         module = _fit_and_export(cfg, inputs, shards, run, counter, callbacks)
         log_compute(run, counter)
-        run.set_tag("model_dir", str(model_dir))
+        run.set_tag("model_dir", shown_place(model_dir, inputs.work_dir))  # relative to the work directory
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
         losses = module.history
@@ -307,11 +308,11 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun, callbacks: 
                           losses, "" if run.is_worker else run.tracker.experiment_id)
 
 
-def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards) -> dict[str, str]:
+def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards, work_dir: Path) -> dict[str, str]:
     p = cfg.pretrain
     return {"kind": "pretrain", "corpus": p.corpus, "objective": p.objective, "masking": p.masking,
             "vocab": p.vocab, "init": p.init, "seed": str(cfg.seed), "profile": cfg.profile,
-            "model_dir": str(model_dir), "shards": str(shards.path), "corpus_words": str(shards.meta["words"]),
+            "model_dir": shown_place(model_dir, work_dir), "shards": shown_place(shards.path, work_dir, "work_dir"), "corpus_words": str(shards.meta["words"]),
             "corpus_tokens": str(shards.meta["tokens"]), "sequences": str(len(shards))}
 
 

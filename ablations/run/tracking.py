@@ -33,7 +33,7 @@ from ablations.config import REPO_ROOT
 from ablations.run.dashboard import describe_experiment
 from bioablate_core import interrupts
 from bioablate_core.claims import claim
-from bioablate_core.databases import SERVER_DIALECTS, dialect, redact, unreachable
+from bioablate_core.databases import SERVER_DIALECTS, dialect, health_request, hide_passwords, unreachable
 from bioablate_core.errors import ConfigError
 from bioablate_core.interrupts import Interrupted
 from lightning_modules.timing import section
@@ -121,32 +121,34 @@ def _schema_revision(path: Path) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def check_tracking_uri(tracking_uri: str) -> None:
-    """Fail in seconds, as one ConfigError naming the URI, where MLflow would retry for minutes (an HTTP
-    server that is not there) or raise a traceback (an unknown scheme, a store it cannot open). Checked
-    once per URI and process."""
+    """Fail in seconds, as one ConfigError naming the URI (its password masked), where MLflow would retry
+    for minutes (an HTTP server that is not there) or raise a traceback (an unknown scheme, a store it
+    cannot open). Checked once per URI and process."""
+    shown = hide_passwords(tracking_uri)
     scheme = urlparse(tracking_uri).scheme.lower()
     if scheme in ("http", "https"):
-        url = tracking_uri.rstrip("/") + "/health"
+        url = hide_passwords(tracking_uri.rstrip("/") + "/health")
         try:
-            with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S):
+            request, url = health_request(tracking_uri)  # ValueError: a port that is no number
+            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S):
                 pass
         except urllib.error.HTTPError as e:  # something answers: an MLflow server behind a proxy may
             if e.code >= 500:  # not serve /health (404, 401), but a 5xx is a broken server
-                raise ConfigError(f"tracking URI {tracking_uri}: the server answers {url} with HTTP {e.code}; "
+                raise ConfigError(f"tracking URI {shown}: the server answers {url} with HTTP {e.code}; "
                                   "check the MLflow server's log") from None
         except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            raise ConfigError(f"tracking URI {tracking_uri}: no MLflow server answers within "
+            reason = hide_passwords(str(getattr(e, "reason", e)))
+            raise ConfigError(f"tracking URI {shown}: no MLflow server answers within "
                               f"{PROBE_TIMEOUT_S:g} s ({reason}); start it (mlflow server) or pass another "
                               "--tracking-uri (default: sqlite:///<work-dir>/mlruns.db)") from None
         return
     if dialect(tracking_uri) in SERVER_DIALECTS:  # MLflow would retry an unreachable server for minutes
         reason = unreachable(tracking_uri, PROBE_TIMEOUT_S)
         if reason is not None:
-            raise ConfigError(f"tracking URI {redact(tracking_uri)}: cannot connect ({reason})")
+            raise ConfigError(f"tracking URI {shown}: cannot connect ({hide_passwords(reason)})")
     sqlite = Path(tracking_uri.split(":///", 1)[-1]) if scheme == "sqlite" and "?" not in tracking_uri else None
     if sqlite is not None and sqlite.is_dir():
-        raise ConfigError(f"tracking URI {tracking_uri}: that path is a folder; name the database file, "
+        raise ConfigError(f"tracking URI {shown}: that path is a folder; name the database file, "
                           "e.g. sqlite:///<folder>/mlruns.db")
     try:
         with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
@@ -154,9 +156,9 @@ def check_tracking_uri(tracking_uri: str) -> None:
                 start_sqlite_store(sqlite)
             MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
-        raise ConfigError(f"tracking URI {tracking_uri}: cannot open the store ({type(e).__name__}: "
-                          f"{' '.join(str(e).split())[:300]}); a local store is sqlite:///<path>/mlruns.db in "
-                          "a writable folder") from None
+        detail = hide_passwords(" ".join(str(e).split())[:300])
+        raise ConfigError(f"tracking URI {shown}: cannot open the store ({type(e).__name__}: {detail}); a local "
+                          "store is sqlite:///<path>/mlruns.db in a writable folder") from None
 
 
 class Tracker:
@@ -218,6 +220,14 @@ class Tracker:
         self.client.set_tag(run_id, "stopped", reason)
         self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
 
+    def drop_tag_once_ended(self, run_id: str | None, key: str) -> None:
+        """Remove tag `key` of a run no longer RUNNING (a claim: who works on it); a failing store loses nothing."""
+        try:
+            if run_id is not None and self.client.get_run(run_id).info.status != "RUNNING":
+                self.client.delete_tag(run_id, key)
+        except Exception as error:  # noqa: BLE001 -- the run's own outcome is what the caller must see
+            log.debug("could not remove tag %s of %s: %s", key, run_id, error)
+
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
         """All of them in one store write (one `log_metric` each was a SQLite transaction each, ~40 ms)."""
         now = int(time.time() * 1000)
@@ -249,7 +259,7 @@ class Tracker:
                 self.end_killed(run_id, str(Interrupted(signum)))
                 raise Interrupted(signum) from error
             try:
-                self.client.set_tag(run_id, "error", f"{type(error).__name__}: {error}"[:5000])
+                self.client.set_tag(run_id, "error", hide_passwords(f"{type(error).__name__}: {error}")[:5000])
                 self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
             except Exception as store_error:  # e.g. the store's disk is full too: report the first error
                 if store_failure(error) is None:  # (a store failure's own message says the run stays RUNNING)
@@ -277,7 +287,7 @@ def store_failure(error: BaseException) -> str | None:
         if store:
             cause = getattr(seen, "orig", None) or seen
             detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-            return (f"the tracking store did not answer ({detail[:200]}); a run in progress was left RUNNING: "
+            return (f"the tracking store did not answer ({hide_passwords(detail)[:200]}); a run in progress was left RUNNING: "
                     "rerun the same command once the store answers, and it takes the run over")
         seen = seen.__cause__ or seen.__context__
     return None

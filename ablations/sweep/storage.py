@@ -136,7 +136,7 @@ def sqlite_single_process(url: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ConfigError(
-                f"the SQLite study storage {url} is in use by another process; SQLite serves one process: "
+                f"the SQLite study storage {redact(url)} is in use by another process; SQLite serves one process: "
                 "for several workers use a server database, e.g. --storage "
                 "postgresql+psycopg2://user:password@host/db (see docs/sweeps.md)") from None
         try:

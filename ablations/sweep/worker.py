@@ -44,7 +44,7 @@ from ablations.sweep.storage import (
     study_storage,
 )
 from ablations.sweep.tracking import RUN_IDS_ATTR, SweepTracking, best_trial
-from bioablate_core.databases import redact
+from bioablate_core.databases import hide_passwords, redact
 from bioablate_core.errors import ConfigError, UnknownNameError
 from bioablate_core.interrupts import Interrupted
 from datamodules.registry import get_dataset
@@ -245,10 +245,14 @@ def run_sweep(spec: SweepSpec, storage_url: str | None = None, workers: int = 1,
 
 def worker_argv(spec: SweepSpec, paths: SweepPaths, worker_index: int, verbose: bool = False) -> list[str]:
     """The `bioablate` arguments of one worker: the same sweep with `--workers 1`, exactly what another
-    machine (or a SLURM job) runs to share the study. The storage URL goes in $BIOABLATE_SWEEP_STORAGE."""
+    machine (or a SLURM job) runs to share the study. The storage URL goes in $BIOABLATE_SWEEP_STORAGE, and
+    a tracking URI holding a password in $MLFLOW_TRACKING_URI (`_spawn_workers`): a command line is
+    readable by every user of the machine (`ps`)."""
+    uri = str(paths.tracking_uri)
+    tracking = ["--tracking-uri", uri] if hide_passwords(uri) == uri else []
     return [*(["-v"] if verbose else []), "sweep", str(spec.path), "--task", spec.task, "--study", spec.study,
             "--n-trials", str(spec.n_trials), "--workers", "1", "--work-dir", str(paths.work_dir),
-            "--tracking-uri", str(paths.tracking_uri), *(["--data-dir", paths.data_dir] if paths.data_dir else []),
+            *tracking, *(["--data-dir", paths.data_dir] if paths.data_dir else []),
             "--worker-index", str(worker_index), *spec.cli_overrides]
 
 
@@ -256,7 +260,7 @@ def _spawn_workers(spec: SweepSpec, url: str, workers: int, first_index: int, pa
                    verbose: bool) -> list[int]:
     """K copies of the same command with --workers 1: exactly what another machine would run. The
     storage URL travels in the environment, not on a command line other users can read."""
-    env = {**os.environ, STORAGE_ENV: url,
+    env = {**os.environ, STORAGE_ENV: url, "MLFLOW_TRACKING_URI": str(paths.tracking_uri),
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     processes = [subprocess.Popen([sys.executable, "-m", "ablations.cli",
                                    *worker_argv(spec, paths, first_index + i, verbose)], env=env)

@@ -5,6 +5,7 @@ size, capped example counts, extractive QA's answer merging rule), written from 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -113,6 +114,21 @@ def provenance(name: str, profile: str | None, runs: Sequence[CellRun], tracking
         f"{', '.join(c[:12] for c in both['commits']) or 'unknown'}",
         f"tracking store: {shown_store(tracking_uri)}",
     ]
+
+
+def rendered_from_runs(table_md: Path) -> bool:
+    """Whether the markdown table file `table_md` (its header, `provenance`) counts any fine-tuning run
+    other than those not run ("runs: 6 fine-tuning runs planned (6 finished)"): a table that shows
+    results. False where there is no such file or line."""
+    try:
+        lines = table_md.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        counts = re.match(r"- runs: \d+ fine-tuning runs planned \(([^()]*)\)", line)
+        if counts:
+            return any(not part.strip().endswith("not run") for part in counts.group(1).split(","))
+    return False
 
 
 def shown_store(tracking_uri: str) -> str:

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ablations.tables.pretrain_curves import StageChain, StageSegment, tokens_per_step, write_pretraining_curves
-from ablations.tables.provenance import RunSetup, setup_line
+from ablations.tables.provenance import RunSetup, rendered_from_runs, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
 from ablations.tables.render import Grid, check_format, md_escape
 from ablations.tables.vocab_grids import table1_grid, table8_grid
+from bioablate_core.errors import ConfigError
 from bioablate_core.hardware import COMPUTE_PREFIX
 from datamodules.qa_spans import QA_MERGES, describe_merge
 from datamodules.registry import get_dataset
@@ -187,6 +188,21 @@ def table_dir(experiment) -> Path:
     return work_dir / "tables" / f"{experiment.name}-{experiment.profile}"
 
 
+def keep_existing_tables(experiment, runs, out: Path) -> None:
+    """A table none of whose cells has a run (overrides that match no run, another store) never replaces
+    a table in `out` rendered from runs (`rendered_from_runs`): a one-line ConfigError instead, the files
+    untouched. An empty table still replaces an empty one, or goes where there is none: it lists what is
+    to run."""
+    from ablations.results import NOT_RUN
+
+    if all(r.status == NOT_RUN and r.run_id is None for r in runs) and rendered_from_runs(out / "table.md"):
+        given = " ".join(experiment.cli_overrides)
+        raise ConfigError(f"no run of {experiment.name} under profile {experiment.profile}"
+                          f"{f' with {given}' if given else ''} is in the store: the table in {out}, rendered "
+                          "from runs, is left as it was; check the overrides, or pass --out DIR for a table "
+                          "of what is to run")
+
+
 def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "markdown",
                       out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
     """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
@@ -198,12 +214,15 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
     with `recorded` (a RecordedPlan) the runs are found by that record's identities instead, without the data.
     A `kind: vocab` experiment is computed from the staged vocabularies instead. `fmt` "stats": every
     statistic behind the table, cell by cell (long_form.py; a vocabulary table: its markdown)."""
+    from ablations.config import REPO_ROOT
+    from ablations.places import shown_place
+
     if fmt != "stats":
         check_format(fmt)
     work_dir, store_uri = experiment.store()
     tracking_uri = tracking_uri or store_uri
     out = Path(out_dir) if out_dir is not None else table_dir(experiment)
-    tags = {"experiment_file": str(experiment.path), "cli_overrides": " ".join(experiment.cli_overrides)}
+    tags = {"experiment_file": shown_place(experiment.path, REPO_ROOT), "cli_overrides": " ".join(experiment.cli_overrides)}
     if experiment.kind == "vocab":
         import time
 
@@ -218,12 +237,12 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
 
         from ablations.experiment import Store, record_plan, resolve
 
-        if recorded is None:
-            plan = resolve(experiment, Store(tracking_uri))
-            record_plan(experiment, plan)
-        else:
-            plan = resolve(experiment, Store(tracking_uri), recorded)
+        plan = resolve(experiment, Store(tracking_uri)) if recorded is None else \
+            resolve(experiment, Store(tracking_uri), recorded)
         runs = plan.cell_runs(experiment.layout.metric, experiment.layout)
+        keep_existing_tables(experiment, runs, out)  # before anything is written
+        if recorded is None:
+            record_plan(experiment, plan)
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
         layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
@@ -265,7 +284,7 @@ def run_setups(experiment, plan) -> list[RunSetup]:
             experiment.finetune_config(cell, model.name_or_path or RANDOM_BERT)
         shown = f"{cell.model} (pretrained by this experiment)" if model.is_stage else \
             f"{cell.model} ({model.finetuned.source} fine-tuned on {model.finetuned.task} by this experiment)" \
-            if model.finetuned else str(model.name_or_path)
+            if model.finetuned else shown_model(str(model.name_or_path))
         if not (model.is_planned and planned.config is None):  # a stage not run yet has no model to measure
             path = str(cfg.model.name_or_path)
             key = (path, cfg.model.num_layers, cfg.model.hidden_size) if path == RANDOM_BERT else (path,)
@@ -280,6 +299,14 @@ def run_setups(experiment, plan) -> list[RunSetup]:
                             cfg.finetune.max_train_examples, cfg.finetune.max_eval_examples, by_question,
                             describe_merge(spec, merge) if extractive else ""))
     return out
+
+
+def shown_model(name_or_path: str) -> str:
+    """A model as a shipped table names it: a local folder by its own name (where it lay is the
+    machine's), a named or Hub model as it is named."""
+    path = Path(name_or_path).expanduser()
+    local = path.is_absolute() or name_or_path.startswith((".", "~")) or ("/" in name_or_path and path.is_dir())
+    return path.name if local else name_or_path
 
 
 def model_size(name_or_path: str, cfg) -> str:

@@ -101,7 +101,7 @@ def test_dev_none_trains_a_fixed_number_of_epochs_and_tests_the_last(data_dir, t
     assert details["test"]["score"] == pytest.approx(run.data.metrics["test/score"])
     # the kept model is the tested one
     from safetensors.torch import load_file
-    kept = load_file(str(Path(tags["model_dir"]) / "model.safetensors"))  # a transformers task model: bert.*
+    kept = load_file(str(tmp_path / "work" / tags["model_dir"] / "model.safetensors"))  # a transformers task model: bert.*
     encoder = {k[len("encoder."):]: v for k, v in weights.tested.items() if k.startswith("encoder.")}
     shared = [k for k in kept if k.startswith("bert.") and k[len("bert."):] in encoder]
     assert len(shared) > 10 and all(torch.equal(kept[k], encoder[k[len("bert."):]]) for k in shared)

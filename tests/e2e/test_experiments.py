@@ -270,7 +270,8 @@ table: {{rows: task, columns: model}}
     assert failed.status == results.FAILED and failed.reason and failed.reason[:80] in line
     stored = {r.data.tags["model"]: r for r in runs_in_store(experiment.store()[1], "finetune")
               if r.data.tags["task"] == "gad"}
-    assert stored[str(broken)].info.status == "FAILED" and stored[str(broken)].data.tags["error"]
+    shown = f"<local>/{broken.name}"  # a model folder outside the work and data directories
+    assert stored[shown].info.status == "FAILED" and stored[shown].data.tags["error"]
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, data_dir, capsys):

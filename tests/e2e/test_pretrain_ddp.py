@@ -35,7 +35,7 @@ def test_two_process_ddp_pretraining_through_the_cli(data_dir: Path, tmp_path: P
     assert len(runs) == 1
     run = runs[0]
     assert run.info.status == "FINISHED" and run.data.params["trainer.devices"] == "2"
-    model_dir = Path(run.data.tags["model_dir"])
+    model_dir = work_dir / run.data.tags["model_dir"]
     assert (model_dir / "config.json").is_file() and (model_dir / "model.safetensors").is_file()
     assert not list(work_dir.glob("runs/*/checkpoints/*.ckpt"))  # cleaned up once, by rank 0
 

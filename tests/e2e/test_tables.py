@@ -106,6 +106,21 @@ def test_table_out_naming_an_existing_file_is_one_line(micro_store, data_dir):
                                   "(it is created if missing)"]
 
 
+def test_overrides_that_match_no_run_leave_the_table_files_untouched(micro_store, data_dir):
+    """`table quickstart finetune.lr=3e-5` (a learning rate no run used) would replace the table of the 8
+    finished runs by one of 8 not run: one line instead, every file as it was."""
+    work, _ = micro_store
+    folder = work / "tables" / "quickstart-micro"
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert "8 finished" in before["table.md"].decode()
+    done = table(work, data_dir, "--profile", "micro", "finetune.lr=3e-5")
+    lines = stderr_lines(done)
+    assert done.returncode == 2 and done.stdout == "" and len(lines) == 1, done.stderr
+    assert lines[0].startswith("bioablate: error: no run of quickstart under profile micro with finetune.lr=3e-5 "
+                               f"is in the store: the table in {folder}, rendered from runs, is left as it was")
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+
+
 def test_no_run_in_the_store_renders_the_default_profile_and_says_so(tmp_path, data_dir):
     done = table(tmp_path, data_dir)
     assert done.returncode == 0, done.stderr

@@ -95,3 +95,40 @@ def test_runs_per_device_computes_cells_in_that_many_worker_processes_at_once(tm
         by_worker.setdefault(o.worker, []).append(spans[o.run_id])
     first, second = by_worker.values()
     assert any(a0 < b1 and b0 < a1 for a0, a1 in first for b0, b1 in second), "the two workers never overlapped"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 12 MiB filesystem (tmpfs): room for the tracking store and the caches, not for a micro run's
+    checkpoint (~25 MB: the BERT vocabulary's embeddings and their Adam moments). Needs the right to mount."""
+    import ctypes
+    import os
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"tmpfs", str(mount).encode(), b"tmpfs", 0, b"size=12m") != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({os.strerror(ctypes.get_errno())}); needs root")
+    yield mount
+    libc.umount2(str(mount).encode(), 2)  # MNT_DETACH: the in-process run's store connections may still be open
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_run_at_the_first_cell_with_one_line(small_disk, data_dir, tmp_path):
+    """The first cell's checkpoint does not fit: the invocation stops there with one line, and the other
+    seven cells are never started (each would fail the same way, leaving a FAILED run and a partial
+    checkpoint). The failed run is FAILED in the store, with its error."""
+    from tests.cli import bioablate_in_process
+
+    work = small_disk / "work"
+    done = bioablate_in_process("run", "quickstart", "--profile", "micro", "--work-dir", str(work), "--data-dir",
+                                str(data_dir), cwd=tmp_path)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("bioablate:")]
+    assert done.returncode == 1 and len(errors) == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "No space left on device" in errors[0] and "the 7 run(s) after it were not started" in errors[0]
+    assert "rerun the same command" in errors[0]
+    printed = done.stdout + done.stderr
+    assert "[1/8] running" in printed and "[1/8] failed" in printed and "[2/8]" not in printed
+    runs = finetune_runs(f"sqlite:///{work / 'mlruns.db'}")
+    assert [run.info.status for run in runs] == ["FAILED"]
+    assert "No space left on device" in runs[0].data.tags["error"]

@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from ablations import results
 from ablations.experiment import FINETUNE, Store, load_experiment, plan_lines, resolve
 from ablations.experiment.runner import run_experiment
+from ablations.places import shown_place
 from ablations.run.export import HeadInit
 from ablations.run.finetune import run_finetune
 from bioablate_core.errors import ConfigError
@@ -125,7 +126,9 @@ def test_two_stage_models_run_carry_the_encoder_and_the_head_where_labels_agree_
     plan = resolve(experiment, Store(uri))
     assert all(p.status == results.FINISHED for p in [*plan.stages.values(), *plan.cells])
     tags = {(r.data.tags["task"], r.data.tags["model"]): r.data.tags for r in finetune_runs(uri)}
-    yesno_dir, pubmedqa_dir = (str(plan.stages[n].model_dir) for n in ("yesno-first", "pubmedqa-first"))
+    # the model folders as the tags show them: relative to the work directory
+    yesno_dir, pubmedqa_dir = (shown_place(plan.stages[n].model_dir, experiment.store()[0], "work_dir")
+                               for n in ("yesno-first", "pubmedqa-first"))
     head_init = {key: HeadInit.from_tag(run_tags["head_init"]) for key, run_tags in tags.items()}
     assert head_init[("bioasq", yesno_dir)] == HeadInit(carried_from="bioelectra-yesno")
     assert head_init[("bioasq", pubmedqa_dir)] == HeadInit(reason="pubmedqa's labels yes, no, maybe are not bioasq's")

@@ -244,7 +244,7 @@ def test_a_preempted_pretraining_job_requeues_and_ends_finished_as_one_run(track
     experiment = client.get_experiment_by_name("pretrain")
     runs = client.search_runs([experiment.experiment_id], "tags.seed = '21'")
     assert [r.info.status for r in runs] == ["FINISHED"], "one MLflow run, taken over by the requeued job"
-    assert (Path(runs[0].data.tags["model_dir"]) / "config.json").is_file()
+    assert (work / runs[0].data.tags["model_dir"] / "config.json").is_file()  # relative to the work directory
 
 
 def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(tracking_server, data_dir, tmp_path, work,
@@ -259,7 +259,7 @@ def test_a_two_task_srun_ddp_pretraining_is_one_run_written_by_rank_zero(trackin
     runs = finished_runs(tracking_server, "pretrain", seed="22")
     assert len(runs) == 1, "rank 1 must not create a run of its own"
     assert runs[0].data.params["trainer.devices"] == "2" and runs[0].data.params["trainer.strategy"] == "ddp"
-    model_dir = Path(runs[0].data.tags["model_dir"])
+    model_dir = work / runs[0].data.tags["model_dir"]
     assert (model_dir / "config.json").is_file()
     # both ranks trained: a rank that never joined would have hung the gloo process group, not finished
 

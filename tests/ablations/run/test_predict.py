@@ -157,3 +157,41 @@ def test_a_binary_input_and_an_output_folder_are_one_line_each(exported: Path, t
     assert code == 2 and capsys.readouterr().err.strip() == (
         f"bioablate: error: --output {folder} is a folder; name the JSONL file to write, e.g. "
         f"{folder / 'predictions.jsonl'}")
+
+
+@pytest.mark.slow
+def test_predict_refuses_to_write_onto_its_input(exported: Path, tmp_path: Path, capsys):
+    """`--output` naming the input (or a link to it) would replace the user's text by JSONL."""
+    text = tmp_path / "x.txt"
+    text.write_text("Aspirin helps.\n")
+    (tmp_path / "link.txt").symlink_to(text)
+    for output in (text, tmp_path / "link.txt"):
+        code = main(["predict", "--model", str(exported), "--input", str(text), "--output", str(output)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.count("\n") == 0 and f"--output {output} is the --input file" in err
+    assert text.read_text() == "Aspirin helps.\n"
+
+
+@pytest.mark.slow
+def test_a_long_input_is_tagged_all_through_window_by_window(exported: Path, tmp_path: Path):
+    """100,000 characters (about 13,000 tokens, the model reads 64 at a time) get a mention at every word,
+    at its offsets into the whole text: nothing past the first window is dropped."""
+    every_word = _tagging_everywhere(exported, "B-Chemical", tmp_path / "every-word")
+    text = ""
+    while len(text) < 100_000:
+        text += " ".join(SENTENCES).replace("\t", " ") + " "
+    text = text.strip()
+    [record] = _predict(every_word, [text], tmp_path)
+    expected = [(m.group(), m.start(), m.end()) for m in WORDS.finditer(text)]
+    assert len(expected) > 15_000
+    assert [(e["word"], e["start"], e["end"]) for e in record["entities"]] == expected
+    assert record["prediction"] == [[i, i + 1, "Chemical"] for i in range(len(expected))]
+    one_span = _tagging_everywhere(exported, "I-Chemical", tmp_path / "one-span")
+    [record] = _predict(one_span, [text], tmp_path)
+    words = record["tokens"]
+    # each window is one mention (I- after I- joins within a window, not across): the windows tile the input
+    spans = record["prediction"]
+    assert spans[0][0] == 0 and spans[-1][1] == len(words) and len(spans) > 100
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    # a window ends after a sentence where one ends in its second half
+    assert sum(words[end - 1] in ".!?…" for _, end, _ in spans[:-1]) > len(spans) // 2

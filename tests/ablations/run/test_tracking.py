@@ -40,8 +40,10 @@ def test_nothing_listening_fails_in_seconds_not_minutes():
 
 class _Handler(BaseHTTPRequestHandler):
     status = 200
+    authorizations: list[str | None] = []  # the Authorization header of each request, as received
 
     def do_GET(self):  # noqa: N802 (http.server's name)
+        _Handler.authorizations.append(self.headers.get("Authorization"))
         self.send_response(self.status if self.path == "/health" else 404)
         self.end_headers()
         self.wfile.write(b"OK")
@@ -59,6 +61,7 @@ def server():
     httpd.shutdown()
     httpd.server_close()
     _Handler.status = 200
+    _Handler.authorizations = []
 
 
 def test_a_server_that_answers_health_passes(server):
@@ -70,6 +73,35 @@ def test_a_server_answering_5xx_is_named(server):
     uri = f"http://127.0.0.1:{server.server_port}"
     with pytest.raises(ConfigError, match=rf"tracking URI {uri}: the server answers {uri}/health with HTTP 503"):
         check_tracking_uri(uri)
+
+
+def test_a_server_uri_with_a_password_reaches_the_server_and_never_shows_the_password(server):
+    """`http://user:password@host:port`: the probe reaches the live server (it took `user:password@host`
+    for a host name: "Name or service not known") with the credentials as HTTP basic authentication, as
+    MLflow's client sends them; a message about the server shows the password masked."""
+    import base64
+
+    uri = f"http://alice:s3cretPW@127.0.0.1:{server.server_port}"
+    check_tracking_uri(uri)
+    assert _Handler.authorizations == ["Basic " + base64.b64encode(b"alice:s3cretPW").decode()]
+    _Handler.status = 503
+    with pytest.raises(ConfigError) as failed:
+        check_tracking_uri(uri + "/")
+    assert "s3cretPW" not in str(failed.value)
+    assert str(failed.value).startswith(f"tracking URI http://alice:***@127.0.0.1:{server.server_port}/: the server "
+                                        f"answers http://127.0.0.1:{server.server_port}/health with HTTP 503")
+
+
+def test_a_uri_with_a_password_that_cannot_work_is_one_line_with_the_password_masked(tmp_path, data_dir, capsys):
+    """SQLite takes no credentials, and a server nobody answers is named: masked, on every path to the user."""
+    for uri in (f"sqlite://alice:s3cretPW@/{tmp_path / 'mlruns.db'}", f"http://alice:s3cretPW@127.0.0.1:{closed_port()}",
+                f"postgresql+psycopg2://alice:s3cretPW@127.0.0.1:{closed_port()}/db"):
+        code = main(["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
+                     "--tracking-uri", uri])
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and "alice:***@" in err, err
+        assert "s3cretPW" not in captured.out + captured.err
 
 
 @pytest.mark.parametrize("uri", ["bogus://x", "sqlite:////proc/no/such/dir/mlruns.db"])
