@@ -22,7 +22,7 @@ from bioablate_core.schema import bounded, load_yaml, validate
 from datamodules.custom.layouts import FileLayout, split_names
 from datamodules.custom.protocol import Protocol
 from datamodules.custom.protocol import parse as parse_protocol
-from datamodules.spec import MIN_SEQUENCE
+from datamodules.spec import MAX_SEQUENCE, MIN_SEQUENCE
 from datamodules.task_types import TASK_TYPES, TaskType, UserForm
 
 FORMATS = ("conll", "jsonl", "tsv", "squad", "bioasq-golden")
@@ -66,7 +66,7 @@ class UserDatasetFile:
     fields: Dict[str, str] = field(default_factory=dict)  # jsonl: field -> the key in each line
     entity_types: Optional[List[str]] = None  # re without offsets: [head, tail] types, as @TYPE$ in text
     label_separator: str = ","  # multi-label tsv: between the labels of one line
-    max_length: int = bounded(512, ge=MIN_SEQUENCE)  # input tokens per instance (finetune.max_length: null)
+    max_length: int = bounded(512, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)  # input tokens per instance (finetune.max_length: null)
 
 
 @dataclass(frozen=True)

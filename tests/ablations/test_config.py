@@ -38,6 +38,11 @@ OUT_OF_RANGE = [
     ("finetune.max_train_examples=0", "finetune.max_train_examples = 0: must be >= 1"),
     ("finetune.alum.steps=0", "finetune.alum.steps = 0: must be >= 1"),
     ("pretrain.seq_len=2", "pretrain.seq_len = 2: must be >= 8"),
+    # lengths bounded before anything is allocated for them (an attention matrix of hundreds of GB)
+    ("finetune.max_length=100000000000000000000", "finetune.max_length = 100000000000000000000: must be >= 8 and "
+                                                  "<= 8192"),
+    ("pretrain.seq_len=100000", "pretrain.seq_len = 100000: must be >= 8 and <= 8192"),
+    ("model.max_position_embeddings=1000000000", "model.max_position_embeddings = 1000000000: must be >= 8 and <= 8192"),
     ("pretrain.max_words=0", "pretrain.max_words = 0: must be >= 1000"),
     ("pretrain.mask_rate=1", "pretrain.mask_rate = 1.0: must be > 0 and < 1"),
     ("pretrain.max_steps=0", "pretrain.max_steps = 0: must be >= 1"),
@@ -112,10 +117,10 @@ def test_the_command_line_refuses_a_range_before_any_run_exists(capsys, tmp_path
 
 def test_max_length_above_the_models_positions_is_refused_naming_the_maximum(capsys, tmp_path, data_dir):
     code = main(["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
-                 "finetune.max_length=100000"])
+                 "finetune.max_length=1024"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "finetune.max_length = 100000: above the maximum input length of model 'random-bert' (512" in err
+    assert "finetune.max_length = 1024: above the maximum input length of model 'random-bert' (512" in err
     assert not (tmp_path / "mlruns.db").exists()
 
 
