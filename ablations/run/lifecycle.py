@@ -54,6 +54,7 @@ import threading
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -92,26 +93,39 @@ class TrackedRun:
     fingerprint: str
     run_dir: Path  # <work_dir>/runs/<fingerprint>
     tracking_uri: str
-    tracker: Tracker | None  # None in a DDP worker process: rank 0 owns the tracking store
+    # opens the tracking store (`tracker`); None in a DDP worker process: rank 0 owns the tracking store
+    open_tracker: Callable[[], Tracker] | None
     previous: Run | None  # the newest run with this fingerprint (re-read once claimed; None in a worker)
     force: bool
     keep_checkpoints: bool
     run_id: str | None = None  # set by `start` (rank 0 only)
     resuming: bool = False  # `start` took over an unfinished run and resumes from its checkpoint
     holder: Holder | None = None  # our claim, while `claimed`
+    _tracker: Tracker | None = None
 
     @classmethod
     def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False, kind: str | None = None) -> "TrackedRun":
         """`kind` ('finetune', 'pretrain'): describes the run's experiment where it has no description
-        (`ablations.run.dashboard.describe_experiment`)."""
+        (`ablations.run.dashboard.describe_experiment`). A local store that does not exist yet holds no
+        run: it is created when first needed (`claimed`), so input refused before then leaves no store."""
         work_dir = resolve_work_dir(cfg)
         tracking_uri = resolve_tracking_uri(cfg, work_dir)
-        tracker = previous = None
+        open_tracker = None
         if not is_ddp_worker():
-            tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts", kind=kind)
-            previous = tracker.find(fingerprint)
-        return cls(fingerprint, work_dir / "runs" / fingerprint, tracking_uri, tracker, previous, force,
-                   bool(cfg.keep_checkpoints))
+            open_tracker = partial(Tracker, tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts",
+                                   kind=kind)
+        run = cls(fingerprint, work_dir / "runs" / fingerprint, tracking_uri, open_tracker, None, force,
+                  bool(cfg.keep_checkpoints))
+        if open_tracker is not None and not _store_absent(tracking_uri):
+            run.previous = run.tracker.find(fingerprint)
+        return run
+
+    @property
+    def tracker(self) -> Tracker | None:
+        """The tracking store (opened, and created if new, on first use); None in a DDP worker."""
+        if self._tracker is None and self.open_tracker is not None:
+            self._tracker = self.open_tracker()
+        return self._tracker
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -127,7 +141,7 @@ class TrackedRun:
 
     @property
     def is_worker(self) -> bool:
-        return self.tracker is None
+        return self.open_tracker is None
 
     def finished(self, usable: Callable[[Run], bool] = lambda run: True) -> Run | None:
         """The earlier FINISHED run to reuse instead of computing anything, or None: none, `force`, or
@@ -324,6 +338,11 @@ class InterruptCheck(pl.Callback):
 
     def on_validation_batch_end(self, *args: Any) -> None:
         interrupts.check()
+
+
+def _store_absent(tracking_uri: str) -> bool:
+    """A local SQLite store whose file does not exist yet (a new work directory): it holds no run."""
+    return tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).exists()
 
 
 def checkpoint_step(path: Path) -> int:
