@@ -8,7 +8,6 @@ section is read in model_entries.py.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -24,6 +23,7 @@ from ablations.experiment.model_entries import ModelSchema, read_models
 from ablations.experiment.values import DEFAULT_ONLY, UNSET, dotted, per_profile
 from bioablate_core.counts import MAX_FOLDS, MAX_SEEDS, check_count
 from bioablate_core.errors import BioablateError, ConfigError
+from bioablate_core.names import unsafe_name
 from bioablate_core.packaged import packaged_dir, resolve_config
 from bioablate_core.schema import load_yaml, validate
 
@@ -31,9 +31,6 @@ KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)
 MAX_RUNS = 5000  # fine-tuning runs an experiment may plan unless --max-runs says otherwise (README)
 STORE_KEYS = ("tracking_uri", "work_dir")  # given on the command line: the runs and the table share one store
-# An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
-# starting with a '.' (no "..", no path separators, no hidden folders).
-SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -255,10 +252,9 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
         raise ConfigError(f"{path}: name: missing; give the experiment a name (its tables go to "
                           "<work-dir>/tables/<name>/)")
     name, table = str(spec["name"]), spec["table"]
-    if not SAFE_NAME.fullmatch(name):
-        raise ConfigError(f"{path}: name: {name!r} is not a safe folder name (tables are written to "
-                          "<work-dir>/tables/<name>/); use letters, digits, '.', '_' and '-', e.g. "
-                          f"{re.sub(r'[^A-Za-z0-9_-]+', '_', name).strip('_') or 'my_experiment'}")
+    problem = unsafe_name(name, "my_experiment")
+    if problem:
+        raise ConfigError(f"{path}: name: {problem} (tables are written to <work-dir>/tables/<name>/)")
     dataset_files = _register_datasets(spec["datasets"], path)
     tasks = _tasks(per_profile(spec["tasks"], profile), path)
     overrides_dotted = dotted(spec["overrides"], profile)

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.names import unsafe_name
 from bioablate_core.registry import Registry
 from bioablate_core.schema import bounded, load_yaml, validate
 from datamodules.custom.layouts import FileLayout, split_names
@@ -149,6 +150,9 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise fail(f"missing key '{missing[0]}' (README, 'Your own dataset, no Python', shows every key)")
+    problem = unsafe_name(str(cfg.name), "my_dataset")
+    if problem:  # it names runs, tags and folders: `../../evil/x` or `my@fold3` (a fold's name) cannot
+        raise fail(f"name: {problem}")
     if cfg.format not in FORMATS:
         raise fail(str(UnknownNameError("format", cfg.format, FORMATS)))
     kind_name = cfg.task_type or DEFAULT_KIND.get(cfg.format)

@@ -133,7 +133,7 @@ def test_dry_run_refuses_a_bad_override_with_one_line(tmp_path, data_dir, capsys
 
 @pytest.mark.parametrize("name", ["../../../../x", "a/b", ".hidden", "", "x y", "..", "a\\b"])
 def test_an_unsafe_experiment_name_is_refused(tmp_path, data_dir, name):
-    with pytest.raises(ConfigError, match="name: .* is not a safe folder name"):
+    with pytest.raises(ConfigError, match="name: .* is not a safe name"):
         load_experiment(write(tmp_path, name=f"'{name}'"), data_dir=str(data_dir), work_dir=str(tmp_path / "w"))
     assert not (tmp_path / "x").exists()
 
