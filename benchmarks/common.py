@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import resource
 import statistics
 import time
@@ -149,6 +150,18 @@ def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int 
 COUNT = count_argument(1, 1_000_000)  # rounds, steps, batch sizes, repeats, seeds
 WARMUP = count_argument(0, 1_000_000)  # untimed rounds: none is fine
 SEQUENCE = count_argument(MIN_SEQUENCE, MAX_SEQUENCE)  # tokens per input row
+
+
+def seconds_argument(text: str) -> float:
+    """An argparse `type` for a time budget: a finite number of seconds above 0 (`--budget -5` ran nothing
+    and exited 0)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return seconds
 
 
 def device_argument(text: str) -> str:
