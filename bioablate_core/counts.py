@@ -16,6 +16,7 @@ from bioablate_core.errors import ConfigError
 
 MAX_SEEDS = 1000  # seeds per cell: the papers use 5 to 10; a thousand is a typo, not a study
 MAX_FOLDS = 10_000  # cross-validation folds (leave-one-out over a small dataset still fits)
+MAX_TRIALS = 100_000  # a sweep's trials: each is a fine-tuning run (or one per seed)
 
 
 def count_problem(value: Any, least: int, most: int) -> str | None:
