@@ -66,6 +66,7 @@ def user_cache_dir() -> Path:
 
 # errors that say the folder refuses writes (a read-only mount, no permission), not that it is full
 READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+NOT_A_FOLDER_ERRNOS = (errno.EEXIST, errno.ENOTDIR)  # mkdir on a file, or under one
 
 
 def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | None:
@@ -82,6 +83,8 @@ def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | 
             return reason
         if error.errno in READ_ONLY_ERRNOS:
             return f"{reason}: it is read-only for this user; pick a writable folder"
+        if error.errno in NOT_A_FOLDER_ERRNOS:  # a file where the folder (or one above it) belongs
+            return "a file is in its place (or in the place of a folder above it), not a folder; give a folder"
         return f"{reason}; free space there or pick another folder"
     finally:
         try:

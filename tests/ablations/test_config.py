@@ -160,6 +160,18 @@ def test_an_unwritable_work_dir_is_one_error_before_anything_runs(tmp_path):
         resolve_work_dir(cfg)
 
 
+@pytest.mark.parametrize("under", [False, True], ids=["the-file", "under-the-file"])
+def test_a_work_dir_that_is_a_file_says_so_not_free_space(tmp_path, under):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    work = blocker / "work" if under else blocker
+    with pytest.raises(ConfigError) as error:
+        resolve_work_dir(build_config("micro", [], task="gad", work_dir=str(work)))
+    assert str(error.value) == (f"work directory {work} is not usable: a file is in its place (or in the place of a "
+                                "folder above it), not a folder; give a folder (from --work-dir, work_dir or "
+                                "BIOABLATE_WORK)")
+
+
 def test_a_read_only_work_dir_says_it_is_read_only_not_full():
     read_only = Path("/sys/bioablate-work")  # sysfs: no one, root included, creates files or folders there
     cfg = build_config("micro", [], task="gad", work_dir=str(read_only))
