@@ -324,3 +324,15 @@ def test_a_repeated_task_or_an_unbounded_seed_count_is_refused(tmp_path, data_di
     with pytest.raises(ConfigError) as error:
         load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "w"))
     assert str(error.value).startswith(f"{path}: {message}"), str(error.value)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_paper_number_that_is_no_number_is_refused(tmp_path, data_dir, value):
+    """`paper: .nan` was taken: a reference every comparison with it is silently false against."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(SEEDED_EXPERIMENT.format(tasks="[gad]", seeds=1).replace(
+        "table: {rows: task, columns: model}", f"table: {{rows: task, columns: model, paper: {{gad: {{random: {value}}}}}}}"))
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "w"))
+    assert str(error.value).startswith(f"{path}: table.paper.gad.random: ") and \
+        str(error.value).endswith("is not a number the paper printed; give its value or leave the entry out")
