@@ -47,8 +47,7 @@ def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> li
     _check_fold_count(spec, splits, where)
     for split in SPLITS:  # the words of FinetuneDataModule.setup, which meets it after a run exists
         if not splits.get(split) and not (split == "dev" and spec.no_dev):
-            raise BioablateError(f"dataset '{spec.name}' has no {split} split in {spec.base_dir(data_dir)}"
-                                 f"{where}; see docs/data.md")
+            raise BioablateError(_empty_split(spec, splits, split, data_dir, where))
     if TASK_TYPES.of(spec.task_type).spans:
         if not any(x.answer_spans for x in splits["train"]):
             raise BioablateError(f"dataset '{spec.name}': no training question has an answer located in its "
@@ -72,6 +71,25 @@ def warn_once(warnings: list[str]) -> None:
         if warning not in _WARNED:
             _WARNED.add(warning)
             log.warning("%s", warning)
+
+
+def _empty_split(spec: DatasetSpec, splits: Splits, split: str, data_dir: Path | None, where: str) -> str:
+    """Why `split` came out empty, in the words that say what to change: a carved dev that took all of train
+    or none of it, a file that was read but gave no example (extractive QA: no snippet with an answer)."""
+    carved = spec.carve_dev
+    if carved is not None and split in ("train", "dev"):
+        train, dev = len(splits.get("train", [])), len(splits.get("dev", []))
+        if split == "train" and dev:
+            return (f"dataset '{spec.name}': dev.fraction {carved.fraction:g} took every one of its {dev} training "
+                    f"examples for dev, leaving none to train on{where}; lower dev.fraction")
+        if split == "dev" and train:
+            return (f"dataset '{spec.name}': dev.fraction {carved.fraction:g} carves no dev example from its "
+                    f"{train} training examples{where}; raise dev.fraction, or set dev: none")
+    if spec.definition and not spec.missing_files(data_dir):  # a user dataset whose files are all there
+        extra = " (extractive QA: a training snippet counts where its answer is located in it)" \
+            if TASK_TYPES.of(spec.task_type).spans and split == "train" else ""
+        return f"dataset '{spec.name}': its {split} file gives no example{extra}{where}"
+    return f"dataset '{spec.name}' has no {split} split in {spec.base_dir(data_dir)}{where}; see docs/data.md"
 
 
 def _check_gold(spec: DatasetSpec, splits: Splits, where: str) -> None:

@@ -154,6 +154,21 @@ def gad_jsonl(data_dir: Path, folder: Path, records: list[dict], fragment: str) 
             "dev: none\n", fragment)
 
 
+def carved_dev(data_dir: Path, folder: Path, fraction: str, fragment: str) -> tuple[str, str]:
+    write(folder / "train.tsv", "\n".join(gad_lines(data_dir, 0, 40)) + "\n")
+    write(folder / "test.tsv", "\n".join(gad_lines(data_dir, 40, 60)) + "\n")
+    return GAD_RE + f"files: {{train: train.tsv, test: test.tsv}}\ndev: {{fraction: {fraction}, seed: 1}}\n", fragment
+
+
+def golden_without_located_answers(data_dir: Path, folder: Path) -> tuple[str, str]:
+    train = golden(data_dir, "5B1")
+    for question in factoids(train):
+        question["exact_answer"] = [["an answer no snippet holds"]]
+    train["questions"] = factoids(train)
+    return (qa_dataset(folder, "bioasq-golden", train, golden(data_dir, "6B1")),
+            "its train file gives no example (extractive QA: a training snippet counts where its answer is located")
+
+
 CASES = {
     "golden-duplicate-id-in-test": lambda d, f: duplicate_golden_id(d, f, "test"),
     "golden-duplicate-id-in-train": lambda d, f: duplicate_golden_id(d, f, "train"),
@@ -163,6 +178,10 @@ CASES = {
     "qa-test-without-answers": gold_without_answers,
     "folds-k-above-the-data": too_many_folds,
     "test-file-is-the-train-file": same_train_and_test,
+    # the diagnosis names what to change (it said "no train / dev split")
+    "dev-fraction-takes-every-example": lambda d, f: carved_dev(d, f, "0.99", "dev.fraction 0.99 took every one of"),
+    "dev-fraction-carves-nothing": lambda d, f: carved_dev(d, f, "1e-300", "dev.fraction 1e-300 carves no dev example"),
+    "golden-train-without-located-answers": golden_without_located_answers,
     # statistics on nonsense, refused before the run: a NaN gold score, a constant gold, no gold mention
     "similarity-nan-test-label": similarity_label("NaN"),
     "similarity-infinite-training-label": similarity_label("Infinity", "train"),
