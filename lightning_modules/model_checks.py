@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bioablate_core.errors import ConfigError
+from datamodules.textfiles import read_text
 from datamodules.vocabs import resolve_vocab
 from lightning_modules.models import (
     RANDOM_BERT,
@@ -74,6 +75,9 @@ def _check_folder(model: ResolvedModel, resize: bool, stamp: tuple) -> None:
         raise ConfigError(f"{model.path}: no tokenizer files ({', '.join(TOKENIZER_FILES)} or a SentencePiece "
                           "*.model): every word would become [UNK]; copy the tokenizer of the model these weights "
                           "come from into the folder")
+    for name in ("vocab.txt", "vocab.json"):  # the tokenizers library fails on bad bytes without naming the file
+        if (model.path / name).is_file():
+            read_text(model.path / name)  # a non-UTF-8 byte: one DataFormatError naming the file and line
     size = len(load_tokenizer(model, config))
     _check_size(model.path, size)
     if size < rows // 2:  # padded vocabularies leave a few spare rows, not half the matrix

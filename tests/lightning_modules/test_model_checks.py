@@ -285,3 +285,17 @@ def test_pretrain_init_refuses_weights_it_cannot_load_before_any_run(tmp_path, d
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1 and line in lines[0], out.stderr[-3000:]
     assert_nothing_left(tmp_path / "work")
+
+
+def test_a_vocabulary_that_is_not_utf8_names_the_file_and_line(tmp_path, data_dir):
+    """The tokenizers library said only "Error while initializing WordPiece", with a traceback."""
+    path = copy_model(tmp_path / "m", tokenizer=("vocab.txt",))
+    lines = (path / "vocab.txt").read_bytes().split(b"\n")
+    lines[1000] = b"caf\xe9"  # latin-1
+    (path / "vocab.txt").write_bytes(b"\n".join(lines))
+    out = bioablate_in_process("finetune", "--task", "gad", "--model", str(path), "--data-dir", str(data_dir),
+                               "--work-dir", str(tmp_path / "work"), *MICRO, cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"bioablate: error: {path / 'vocab.txt'}:1001: not UTF-8 text (byte 0xe9: invalid continuation byte); "
+        "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"], out.stderr[-3000:]
+    assert_nothing_left(tmp_path / "work")
