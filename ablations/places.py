@@ -61,3 +61,8 @@ def resolve_tracking_uri(cfg: DictConfig | None = None, work_dir: Path | None = 
     if explicit:
         return with_driver(explicit)  # postgresql:// names the installed driver
     return f"sqlite:///{(work_dir or resolve_work_dir(cfg)) / 'mlruns.db'}"
+
+
+def store_absent(tracking_uri: str) -> bool:
+    """A local SQLite store whose file does not exist yet (a new work directory): it holds no run."""
+    return tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).exists()

@@ -175,10 +175,9 @@ def _run_finetune(cfg: DictConfig, force: bool, callbacks: Sequence[pl.Callback]
     run = TrackedRun.open(cfg, identity.fingerprint, force, kind="finetune")
     done = run.finished()
     if done is None:
-        # read and checked before the claim (and a new store) exist: refused data leaves nothing behind
-        with section("tokenization"):  # reading the splits (cached for the datamodule) and checking them
+        # read and checked (and `balanced` weights with them) before the claim and a new store exist:
+        with section("tokenization"):  # refused data leaves nothing behind (the splits are cached)
             splits = read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)
-        # `balanced` weights need every class in the training examples the run takes
         resolve_class_weights(plain(cfg.finetune.class_weights), identity.spec,
                               subsample(splits["train"], cfg.finetune.max_train_examples))
         with run.claimed(wait):

@@ -59,18 +59,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytorch_lightning as pl
-import torch
 from mlflow.entities import Metric, Run
 from omegaconf import DictConfig
 from pytorch_lightning.loggers import Logger
 
-from ablations.places import resolve_tracking_uri, resolve_work_dir
+from ablations.places import resolve_tracking_uri, resolve_work_dir, store_absent
 from ablations.run.tracking import METRICS_PER_BATCH, FlushPoints, Tracker, git_commit
 from bioablate_core import interrupts
 from bioablate_core.claims import ClaimHeld, Holder, claim
 from bioablate_core.distributed import is_ddp_worker
 from bioablate_core.interrupts import Interrupted
-from lightning_modules.checkpoints import usable_checkpoint
+from lightning_modules.checkpoints import checkpoint_step, usable_checkpoint
 from lightning_modules.loss_guard import StopOnNonFiniteLoss
 from lightning_modules.preemption import CheckpointOnSignal, Preempted
 
@@ -93,8 +92,7 @@ class TrackedRun:
     fingerprint: str
     run_dir: Path  # <work_dir>/runs/<fingerprint>
     tracking_uri: str
-    # opens the tracking store (`tracker`); None in a DDP worker process: rank 0 owns the tracking store
-    open_tracker: Callable[[], Tracker] | None
+    open_tracker: Callable[[], Tracker] | None  # opens `tracker`; None in a DDP worker: rank 0 owns the store
     previous: Run | None  # the newest run with this fingerprint (re-read once claimed; None in a worker)
     force: bool
     keep_checkpoints: bool
@@ -105,18 +103,13 @@ class TrackedRun:
 
     @classmethod
     def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False, kind: str | None = None) -> "TrackedRun":
-        """`kind` ('finetune', 'pretrain'): describes the run's experiment where it has no description
-        (`ablations.run.dashboard.describe_experiment`). A local store that does not exist yet holds no
-        run: it is created when first needed (`claimed`), so input refused before then leaves no store."""
+        """`kind` ('finetune', 'pretrain'): describes the run's experiment where it has none (dashboard.py).
+        A new local store holds no run: it is created when first needed, so a refusal before leaves none."""
         work_dir = resolve_work_dir(cfg)
-        tracking_uri = resolve_tracking_uri(cfg, work_dir)
-        open_tracker = None
-        if not is_ddp_worker():
-            open_tracker = partial(Tracker, tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts",
-                                   kind=kind)
-        run = cls(fingerprint, work_dir / "runs" / fingerprint, tracking_uri, open_tracker, None, force,
-                  bool(cfg.keep_checkpoints))
-        if open_tracker is not None and not _store_absent(tracking_uri):
+        uri = resolve_tracking_uri(cfg, work_dir)
+        opener = None if is_ddp_worker() else partial(Tracker, uri, cfg.experiment_name, work_dir / "mlartifacts", kind)
+        run = cls(fingerprint, work_dir / "runs" / fingerprint, uri, opener, None, force, bool(cfg.keep_checkpoints))
+        if opener is not None and not store_absent(uri):
             run.previous = run.tracker.find(fingerprint)
         return run
 
@@ -338,18 +331,6 @@ class InterruptCheck(pl.Callback):
 
     def on_validation_batch_end(self, *args: Any) -> None:
         interrupts.check()
-
-
-def _store_absent(tracking_uri: str) -> bool:
-    """A local SQLite store whose file does not exist yet (a new work directory): it holds no run."""
-    return tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).exists()
-
-
-def checkpoint_step(path: Path) -> int:
-    """The optimizer steps a Lightning checkpoint had taken (`global_step`), read without loading its
-    tensors into memory. Lightning logs the points of the k-th batch (and the validation after it) at
-    step k - 1 (0-based), so the points logged before the checkpoint are those below this step."""
-    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
 
 
 def claim_tags(holder: Holder, lock: Path | None = None) -> dict[str, str]:
