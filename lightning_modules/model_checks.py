@@ -65,12 +65,12 @@ def _stamp(folder: Path) -> tuple:
 def _check_folder(model: ResolvedModel, resize: bool, stamp: tuple) -> None:
     config = model_config(model.path)
     expected, embeddings, prefix = _expected_shapes(model.path, config)
-    check_weights(model.path)
     actual = weight_shapes(model.path, prefix)
     rows = config.vocab_size
     if actual is not None:
         _check_shapes(model.path, expected, actual)
         rows = actual.get(embeddings, (rows,))[0]
+    check_weights(model.path)  # after the shapes: what disagrees with config.json says more than a cut file
     if not any((model.path / name).is_file() for name in TOKENIZER_FILES) and not any(model.path.glob("*.model")):
         raise ConfigError(f"{model.path}: no tokenizer files ({', '.join(TOKENIZER_FILES)} or a SentencePiece "
                           "*.model): every word would become [UNK]; copy the tokenizer of the model these weights "

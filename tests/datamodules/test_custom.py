@@ -435,10 +435,10 @@ def test_a_files_list_is_refused_on_the_command_line_before_any_run(tmp_path, da
     assert not (tmp_path / "work" / "mlruns.db").exists()
 
 
-@pytest.mark.parametrize("max_length", [-5, 0, 7])
+@pytest.mark.parametrize("max_length", [-5, 0, 7, 100000000000000000000])
 def test_a_max_length_no_encoder_can_take_is_refused_before_any_run(tmp_path, data_dir, max_length):
     path = write_dataset(tmp_path, "custom-short", GOOD + f"max_length: {max_length}\n")
-    message = f"{path}: max_length = {max_length}: must be >= 8 (config key max_length)"
+    message = f"{path}: max_length = {max_length}: must be >= 8 and <= 8192 (config key max_length)"
     with pytest.raises(ConfigError) as error:
         register_from_yaml(path)
     assert str(error.value) == message
