@@ -25,7 +25,7 @@ from bioablate_core.schema import bounded, choice, load_yaml, merge
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.qa_merges import QA_MERGES
 from datamodules.relation_inputs import RE_INPUTS
-from datamodules.spec import MIN_SEQUENCE
+from datamodules.spec import MAX_SEQUENCE, MIN_SEQUENCE
 from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS
 from lightning_modules.choice_names import CLASSIFIERS, HEADS, OBJECTIVES, OPTIMIZERS, RE_FEATURES
 
@@ -67,7 +67,7 @@ class ModelConfig:
     num_layers: int = bounded(2, ge=1)
     num_heads: int = bounded(2, ge=1)
     intermediate_size: int = bounded(256, ge=1)
-    max_position_embeddings: int = bounded(512, ge=MIN_SEQUENCE)
+    max_position_embeddings: int = bounded(512, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)
     # A model folder whose tokenizer has more tokens than its embedding matrix has rows is an error (a
     # vocabulary of another model); true: the deliberate case, rows added at random (fine-tuning learns them).
     resize_embeddings: bool = False
@@ -88,7 +88,7 @@ class FinetuneConfig:
     weight_decay: float = bounded(0.01, ge=0)
     dropout: float = bounded(0.1, ge=0, lt=1)
     # above the model's position embeddings is an error at run time (ablations/run/finetune.py)
-    max_length: Optional[int] = bounded(None, ge=MIN_SEQUENCE)  # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
+    max_length: Optional[int] = bounded(None, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)  # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
     # Subsampling for quick runs (micro profile); None keeps the whole split. A fixed, seed-independent
     # prefix of a seeded shuffle, so every seed and variant sees the same examples.
     max_train_examples: Optional[int] = bounded(None, ge=1)
@@ -164,7 +164,7 @@ class PretrainConfig:
     exclude_eval_pmids: bool = True  # drop documents whose PMID is in a BLURB dataset
     vocab: str = "bert-base-uncased"  # staged name | vocab.txt path | train:SIZE[:cased] | init
     lowercase: bool = True
-    seq_len: int = bounded(128, ge=MIN_SEQUENCE)
+    seq_len: int = bounded(128, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)
     objective: str = choice(OBJECTIVES)  # what is pretrained (docs/pretraining.md)
     nsp: bool = False  # bert only: next-sentence prediction (albert always uses SOP)
     masking: str = choice(MASKING_MODES)  # whole words or single word pieces

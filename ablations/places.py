@@ -96,3 +96,8 @@ def shown_path(value: str, cfg: DictConfig) -> str:
         return shown_place(path, work_dir, "work_dir")
     data_dir = cfg.get("data_dir") or os.environ.get("BIOABLATE_DATA")
     return shown_place(path, Path(data_dir).expanduser(), "data_dir") if data_dir else f"<local>/{path.name}"
+
+
+def store_absent(tracking_uri: str) -> bool:
+    """A local SQLite store whose file does not exist yet (a new work directory): it holds no run."""
+    return tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).exists()

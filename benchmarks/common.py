@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import resource
 import statistics
 import time
@@ -23,7 +24,9 @@ from typing import Callable
 
 import torch
 
+from bioablate_core.counts import count_argument
 from bioablate_core.hardware import machine  # noqa: F401  (re-exported for the benchmarks)
+from datamodules.spec import MAX_SEQUENCE, MIN_SEQUENCE
 from lightning_modules.compute import transformer_train_flops_per_token  # noqa: F401  (re-exported: one count for runs and benchmarks)
 
 
@@ -142,10 +145,46 @@ def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int 
     return out
 
 
+# Every count a benchmark takes, bounded where argparse reads it (one usage line, exit 2): `--rounds 0`
+# divided by zero, `--seq-len 100000` asked for a 320 GB attention matrix.
+COUNT = count_argument(1, 1_000_000)  # rounds, steps, batch sizes, repeats, seeds
+WARMUP = count_argument(0, 1_000_000)  # untimed rounds: none is fine
+SEQUENCE = count_argument(MIN_SEQUENCE, MAX_SEQUENCE)  # tokens per input row
+
+
+def seconds_argument(text: str) -> float:
+    """An argparse `type` for a time budget: a finite number of seconds above 0 (`--budget -5` ran nothing
+    and exited 0)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return seconds
+
+
+def device_argument(text: str) -> str:
+    """An argparse `type` for `--device`: a name torch knows (`cpu`, `cuda`, `cuda:1`, ...)."""
+    try:
+        torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device; e.g. cpu, cuda, cuda:1") from None
+    return text
+
+
+def folder_argument(text: str) -> Path:
+    """An argparse `type` for an output folder: one that may not exist yet, but not a file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; give a folder for the results")
+    return path
+
+
 def add_shared_arguments(parser: argparse.ArgumentParser, cache: str) -> None:
     """The options both throughput benchmarks take: the peak's size and time, where data and `cache` live,
     --json."""
-    parser.add_argument("--peak-size", type=int, help="matmul size of the peak measurement (default: "
+    parser.add_argument("--peak-size", type=COUNT, help="matmul size of the peak measurement (default: "
                         "benchmarks.common's)")
     parser.add_argument("--peak-seconds", type=float, default=1.0, help="how long each peak measurement runs "
                         "(default 1; the CPU rehearsal of benchmarks.gpu_session takes less)")

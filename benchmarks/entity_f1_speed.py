@@ -18,11 +18,13 @@ import subprocess
 import timeit
 from pathlib import Path
 
+from benchmarks.common import COUNT
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", default="BC5CDR-disease-IOB/devel.tsv")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=COUNT, default=5)
     args = parser.parse_args()
     from seqeval.metrics import f1_score
 

@@ -55,9 +55,13 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import (
+    COUNT,
+    SEQUENCE,
+    WARMUP,
     add_shared_arguments,
     benchmark_main,
     bf16_native,
+    device_argument,
     interleaved,
     machine,
     matmul_peak,
@@ -287,14 +291,14 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", nargs="+", default=["bc5-chem", "chemprot"])
     parser.add_argument("--size", choices=sorted(SIZES), default="mini")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=6, help="timed rounds (one call of each side per round)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
-    parser.add_argument("--steps-per-round", type=int, default=8,
+    parser.add_argument("--device", type=device_argument, default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=COUNT, default=32)
+    parser.add_argument("--rounds", type=COUNT, default=6, help="timed rounds (one call of each side per round)")
+    parser.add_argument("--warmup", type=WARMUP, default=1, help="untimed rounds first")
+    parser.add_argument("--steps-per-round", type=COUNT, default=8,
                         help="optimizer steps per round of ours and of hf-strong (length-grouped batches vary "
                              "in length; hf-naive's padded batches do not, it takes one step per round)")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads for all sides (default: torch's; "
+    parser.add_argument("--threads", type=COUNT, help="torch intra-op threads for all sides (default: torch's; "
                                                      "1 is steadier on a CPU that other jobs share)")
     parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
                         help="ours (auto: bf16 where the device computes it natively, else fp32)")
@@ -302,10 +306,10 @@ def parser() -> argparse.ArgumentParser:
                         help="hf-strong: bf16=True or not (auto: as --precision)")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours compiled (trainer.compile's path) and hf-strong with torch_compile=True")
-    parser.add_argument("--max-length", type=int, help="truncation length (default: the dataset's)")
-    parser.add_argument("--baseline-max-length", type=int, help="hf-naive's padding (default: --max-length); "
+    parser.add_argument("--max-length", type=SEQUENCE, help="truncation length (default: the dataset's)")
+    parser.add_argument("--baseline-max-length", type=SEQUENCE, help="hf-naive's padding (default: --max-length); "
                         "shorter than an example truncates it, as run_ner.py's --max_seq_length does")
-    parser.add_argument("--max-train-examples", type=int, help="train on a prefix of a seeded shuffle (micro)")
+    parser.add_argument("--max-train-examples", type=COUNT, help="train on a prefix of a seeded shuffle (micro)")
     add_shared_arguments(parser, cache="tokenization cache")
     return parser
 

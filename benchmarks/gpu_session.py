@@ -57,7 +57,17 @@ from typing import Callable
 import torch
 
 from benchmarks import finetune_throughput, pretrain_throughput, suite
-from benchmarks.common import chosen_device, fp32_matmul_in_fp32, machine, matmul_peak, sync
+from benchmarks.common import (
+    COUNT,
+    chosen_device,
+    device_argument,
+    folder_argument,
+    fp32_matmul_in_fp32,
+    machine,
+    matmul_peak,
+    seconds_argument,
+    sync,
+)
 
 
 @dataclass(frozen=True)
@@ -479,25 +489,25 @@ def _section_lines(name: str, r: dict) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True,
+    parser.add_argument("--out", type=folder_argument, required=True,
                         help="where session.json and session.md go (the device's $OUT)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", type=device_argument, default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", choices=sorted(SIZES), help="default: base on CUDA, micro on a CPU")
-    parser.add_argument("--budget", type=float, default=480, help="seconds for the whole session, install included")
+    parser.add_argument("--budget", type=seconds_argument, default=480, help="seconds for the whole session, install included")
     parser.add_argument("--section-budget", nargs="+", default=[], metavar="NAME=SECONDS", type=_budget,
                         help=f"another budget for a section ({', '.join(SECTION_NAMES)})")
     parser.add_argument("--only", nargs="+", choices=SECTION_NAMES[1:], metavar="NAME",
                         help="run these sections, record the others skipped (a rerun of what failed, after a fix)")
     parser.add_argument("--no-compile", action="store_true", help="eager only (the CPU rehearsal's default: "
                         "compiling on 2 CPU cores takes minutes)")
-    parser.add_argument("--pretrain-batch", type=int, help="pretrain_base's batch (default: the size's, 64 at "
+    parser.add_argument("--pretrain-batch", type=COUNT, help="pretrain_base's batch (default: the size's, 64 at "
                         "base; profile_pretrain keeps the size's)")
-    parser.add_argument("--base-rounds", type=int, help="timed rounds of pretrain_base and finetune_base "
+    parser.add_argument("--base-rounds", type=COUNT, help="timed rounds of pretrain_base and finetune_base "
                         "(default: the size's)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
     parser.add_argument("--work-dir", type=Path, help="caches and the runs' stores (default: <out>/../work)")
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--peak-size", type=int, help="matmul size of the environment's peaks")
+    parser.add_argument("--threads", type=COUNT)
+    parser.add_argument("--peak-size", type=COUNT, help="matmul size of the environment's peaks")
     parser.add_argument("--started-at", type=float, help="epoch seconds the session began (the wrapper's start, "
                         "so that the install counts against the budget)")
     parser.add_argument("--installed", help="where the wrapper installed the wheelhouse")
@@ -511,7 +521,7 @@ def _budget(text: str) -> tuple[str, float]:
     name, _, seconds = text.partition("=")
     if name not in SECTION_NAMES or not seconds:
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=SECONDS with NAME one of {', '.join(SECTION_NAMES)}")
-    return name, float(seconds)
+    return name, seconds_argument(seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,17 @@ from itertools import count
 
 import torch
 
-from benchmarks.common import add_shared_arguments, benchmark_main, interleaved, machine, start_run
+from benchmarks.common import (
+    COUNT,
+    SEQUENCE,
+    WARMUP,
+    add_shared_arguments,
+    benchmark_main,
+    device_argument,
+    interleaved,
+    machine,
+    start_run,
+)
 from benchmarks.finetune_throughput import SIZES
 
 
@@ -167,13 +177,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mode", choices=("train", "eval"), default="train",
                         help="train: forward + backward; eval: forward under inference mode")
     parser.add_argument("--size", choices=sorted(SIZES), default="mini")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per padded batch")
-    parser.add_argument("--rows", type=int, default=8, help="rows per packed batch")
-    parser.add_argument("--row-length", type=int, default=128, help="tokens per packed row (and max_length)")
-    parser.add_argument("--max-train-examples", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-size", type=COUNT, default=32, help="sentences per padded batch")
+    parser.add_argument("--rows", type=COUNT, default=8, help="rows per packed batch")
+    parser.add_argument("--row-length", type=SEQUENCE, default=128, help="tokens per packed row (and max_length)")
+    parser.add_argument("--max-train-examples", type=COUNT, default=2000)
+    parser.add_argument("--rounds", type=COUNT, default=10)
+    parser.add_argument("--warmup", type=WARMUP, default=2)
+    parser.add_argument("--device", type=device_argument, default="cpu")
     parser.add_argument("--threads", type=int, default=0)
     add_shared_arguments(parser, "tokenization cache")
     return parser

@@ -41,9 +41,13 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import (
+    COUNT,
+    SEQUENCE,
+    WARMUP,
     add_shared_arguments,
     benchmark_main,
     bf16_native,
+    device_argument,
     interleaved,
     machine,
     matmul_peak,
@@ -188,11 +192,11 @@ def side_names(compiled: bool) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="mini")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=8, help="timed steps per side")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
+    parser.add_argument("--device", type=device_argument, default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=COUNT, default=32)
+    parser.add_argument("--seq-len", type=SEQUENCE, default=128)
+    parser.add_argument("--rounds", type=COUNT, default=8, help="timed steps per side")
+    parser.add_argument("--warmup", type=WARMUP, default=2, help="untimed steps per side first")
     parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
                         help="ours (auto: bf16 where the device computes it natively, else fp32)")
     parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
@@ -201,8 +205,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and hf-strong torch.compile'd (sides ours-compiled, hf-strong-compiled)")
     parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
-    parser.add_argument("--max-words", type=int, default=300_000, help="PubMed words to tokenize")
-    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
+    parser.add_argument("--max-words", type=COUNT, default=300_000, help="PubMed words to tokenize")
+    parser.add_argument("--threads", type=COUNT, help="CPU threads (default: torch's, one per core)")
     add_shared_arguments(parser, cache="shard cache")
     return parser
 

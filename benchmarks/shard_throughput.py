@@ -38,6 +38,8 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.common import COUNT, SEQUENCE
+
 VOCAB = "vocab/bert-base-uncased/vocab.txt"
 DOCS_PER_FILE = 20000
 
@@ -136,8 +138,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("BIOABLATE_DATA", "../shared/data")))
     parser.add_argument("--sizes", default="1,10,100", help="multiples of the staged PubMed text")
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--ceiling-words", type=int, default=4_000_000)
+    parser.add_argument("--seq-len", type=SEQUENCE, default=128)
+    parser.add_argument("--ceiling-words", type=COUNT, default=4_000_000)
     parser.add_argument("--tmp", type=Path, default=None, help="where the corpora are written (default: $TMPDIR)")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))

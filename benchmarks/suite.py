@@ -41,7 +41,16 @@ from typing import Sequence
 import torch
 
 from benchmarks import finetune_throughput, pretrain_throughput
-from benchmarks.common import bf16_native, chosen_device, machine, peak_memory, reset_peak_memory
+from benchmarks.common import (
+    COUNT,
+    bf16_native,
+    chosen_device,
+    device_argument,
+    folder_argument,
+    machine,
+    peak_memory,
+    reset_peak_memory,
+)
 
 SUITE_SIZES = {
     "micro": dict(pretrain=[(64, 8)], pretrain_args=["--max-words", "20000", "--rounds", "2", "--warmup", "1",
@@ -230,18 +239,18 @@ def resumed(path: Path, fresh: dict) -> tuple[dict, float]:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cuda = torch.cuda.is_available()
-    parser.add_argument("--device", default="cuda" if cuda else "cpu")
+    parser.add_argument("--device", type=device_argument, default="cuda" if cuda else "cpu")
     parser.add_argument("--size", choices=sorted(SUITE_SIZES), help="default: base on CUDA, mini on a CPU")
-    parser.add_argument("--out", type=Path, help="output folder (default: <work-dir>/benchmarks/<timestamp>)")
+    parser.add_argument("--out", type=folder_argument, help="output folder (default: <work-dir>/benchmarks/<timestamp>)")
     parser.add_argument("--work-dir", type=Path, help="caches (shards, tokenization; default: $BIOABLATE_WORK "
                                                       "or ./outputs)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
-    parser.add_argument("--smoke-steps", type=int, help="pretraining steps of the smoke (default: micro 30, "
+    parser.add_argument("--smoke-steps", type=COUNT, help="pretraining steps of the smoke (default: micro 30, "
                                                         "mini 100, base 300)")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and hf-strong compiled (ours-compiled vs hf-strong-compiled), and "
                              "run the smoke with trainer.compile=true")
-    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=COUNT, help="CPU threads (default: torch's)")
     parser.add_argument("--skip", nargs="+", choices=["pretrain", "finetune", "smoke"], default=[],
                         help="sections to leave out")
     return parser

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.common import bf16_native, machine
+from benchmarks.common import COUNT, bf16_native, folder_argument, machine
 from bioablate_core.hardware import TIME_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -218,15 +218,15 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=sorted(TABLE_SETTINGS), default="mini")
     parser.add_argument("--sides", nargs="+", choices=("ours", "hf"), default=["ours", "hf"])
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--train-examples", type=int, nargs="+",
+    parser.add_argument("--seeds", type=COUNT, default=2)
+    parser.add_argument("--train-examples", type=COUNT, nargs="+",
                         help="training examples per cell, one table each (default: mini 400, micro its own)")
-    parser.add_argument("--runs-per-device", type=int, nargs="+", default=[1],
+    parser.add_argument("--runs-per-device", type=COUNT, nargs="+", default=[1],
                         help="ours at each (the HF loop runs once, beside the first)")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=COUNT, default=1)
     parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
-    parser.add_argument("--out", type=Path, required=True, help="results.json, summary.md and the runs' folders")
+    parser.add_argument("--out", type=folder_argument, required=True, help="results.json, summary.md and the runs' folders")
     return parser
 
 

@@ -82,6 +82,9 @@ def disk_full(error: BaseException) -> OSError | None:
     return None
 
 
+NOT_A_FOLDER_ERRNOS = (errno.EEXIST, errno.ENOTDIR)  # mkdir on a file, or under one
+
+
 def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | None:
     """Why files cannot be written in the folder `path` (created if missing; a probe file of `probe_bytes`
     is written and removed: a few KB show a full disk too), or None when they can. `advice`: with what to
@@ -96,6 +99,8 @@ def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | 
             return reason
         if error.errno in READ_ONLY_ERRNOS:
             return f"{reason}: it is read-only for this user; pick a writable folder"
+        if error.errno in NOT_A_FOLDER_ERRNOS:  # a file where the folder (or one above it) belongs
+            return "a file is in its place (or in the place of a folder above it), not a folder; give a folder"
         return f"{reason}; free space there or pick another folder"
     finally:
         try:

@@ -3,11 +3,14 @@ of files (datasets, corpora, model directories) and of values (configs, tokenize
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
+
+from bioablate_core.errors import ConfigError
 
 # One process asks for the same hashes again and again (an experiment plans and collects hundreds of runs
 # over a few datasets and models). A file counts as unchanged while its path, size and modification time
@@ -29,15 +32,23 @@ def files_under(folder: Path) -> list[Path]:
     fingerprint lists it."""
     found: list[tuple[str, ...]] = []
 
-    def walk(directory: str, parts: tuple[str, ...]) -> None:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.is_dir():
-                    walk(entry.path, (*parts, entry.name))
-                elif entry.is_file():
-                    found.append((*parts, entry.name))
+    def walk(directory: str, parts: tuple[str, ...], ancestors: frozenset[tuple[int, int]]) -> None:
+        try:
+            status = os.stat(directory)
+            here = (status.st_dev, status.st_ino)
+            if here in ancestors:  # a link back to a folder it is inside: the walk would never end
+                raise OSError(errno.ELOOP, "a symbolic link loop (a link to a folder it is inside)")
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.is_dir():
+                        walk(entry.path, (*parts, entry.name), ancestors | {here})
+                    elif entry.is_file():
+                        found.append((*parts, entry.name))
+        except OSError as error:
+            raise ConfigError(f"{directory}: cannot be listed ({error.strerror or error}); remove or fix the "
+                              "link, or move the folder") from None
 
-    walk(str(folder), ())
+    walk(str(folder), (), frozenset())
     return [folder.joinpath(*parts) for parts in sorted(found)]
 
 

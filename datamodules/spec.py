@@ -25,6 +25,9 @@ SPLITS = ("train", "dev", "test")
 # The fewest input positions a run trains on: [CLS] a [SEP] b [SEP] needs a few (a dataset's max_length,
 # finetune.max_length, pretrain.seq_len, the model's position embeddings).
 MIN_SEQUENCE = 8
+# The most: the longest context of the BERT family's long-input models. A typo above it (max_length: 1e30,
+# --seq-len 100000) would allocate an attention matrix of hundreds of GB before failing.
+MAX_SEQUENCE = 8192
 
 Splits = dict[str, list[Instance]]
 Reader = Callable[[Path], Splits]  # a `FILE_FOLDS` dataset's reader also takes the fold: reader(path, k)

@@ -10,7 +10,9 @@ Refused (one line naming the dataset and, for a user dataset, its YAML file):
 - `folds: {k: K}` over fewer groups than K (examples; a relation's sentences, an extractive question's
   snippets stay together): some folds would test on nothing;
 - extractive QA whose training split has no located answer (the model could only learn "no span"), or
-  whose test split has no gold answer at all (EM / F1 0 whatever the model predicts).
+  whose test split has no gold answer at all (EM / F1 0 whatever the model predicts); likewise a tagged
+  dataset (ner, pico) without a gold mention in train or in test;
+- a similarity test split whose gold scores are all equal (Pearson's correlation is undefined).
 
 Warned (`overlap_warning`): a later split repeating an earlier one: examples of the same id (an extractive
 question: the same question id) or the same input (the same text; a relation's text and entity pair; a
@@ -45,8 +47,7 @@ def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> li
     _check_fold_count(spec, splits, where)
     for split in SPLITS:  # the words of FinetuneDataModule.setup, which meets it after a run exists
         if not splits.get(split) and not (split == "dev" and spec.no_dev):
-            raise BioablateError(f"dataset '{spec.name}' has no {split} split in {spec.base_dir(data_dir)}"
-                                 f"{where}; see docs/data.md")
+            raise BioablateError(_empty_split(spec, splits, split, data_dir, where))
     if TASK_TYPES.of(spec.task_type).spans:
         if not any(x.answer_spans for x in splits["train"]):
             raise BioablateError(f"dataset '{spec.name}': no training question has an answer located in its "
@@ -54,6 +55,7 @@ def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> li
         if not any(x.answers for x in splits["test"]):
             raise BioablateError(f"dataset '{spec.name}': no test question has a gold answer{where}; exact match "
                                  "and F1 would be 0 whatever the model predicts")
+    _check_gold(spec, splits, where)
     for later, earlier in (("dev", ["train"]), ("test", ["train", "dev"])):  # `files: {test: train.txt}`, a copy
         seen = [x for split in earlier for x in splits.get(split, [])]  # (dev may be carved from the file)
         if splits.get(later) and overlaps(seen, splits[later])[1] == len(splits[later]):
@@ -69,6 +71,43 @@ def warn_once(warnings: list[str]) -> None:
         if warning not in _WARNED:
             _WARNED.add(warning)
             log.warning("%s", warning)
+
+
+def _empty_split(spec: DatasetSpec, splits: Splits, split: str, data_dir: Path | None, where: str) -> str:
+    """Why `split` came out empty, in the words that say what to change: a carved dev that took all of train
+    or none of it, a file that was read but gave no example (extractive QA: no snippet with an answer)."""
+    carved = spec.carve_dev
+    if carved is not None and split in ("train", "dev"):
+        train, dev = len(splits.get("train", [])), len(splits.get("dev", []))
+        if split == "train" and dev:
+            return (f"dataset '{spec.name}': dev.fraction {carved.fraction:g} took every one of its {dev} training "
+                    f"examples for dev, leaving none to train on{where}; lower dev.fraction")
+        if split == "dev" and train:
+            return (f"dataset '{spec.name}': dev.fraction {carved.fraction:g} carves no dev example from its "
+                    f"{train} training examples{where}; raise dev.fraction, or set dev: none")
+    if spec.definition and not spec.missing_files(data_dir):  # a user dataset whose files are all there
+        extra = " (extractive QA: a training snippet counts where its answer is located in it)" \
+            if TASK_TYPES.of(spec.task_type).spans and split == "train" else ""
+        return f"dataset '{spec.name}': its {split} file gives no example{extra}{where}"
+    return f"dataset '{spec.name}' has no {split} split in {spec.base_dir(data_dir)}{where}; see docs/data.md"
+
+
+def _check_gold(spec: DatasetSpec, splits: Splits, where: str) -> None:
+    """Gold answers a score can be computed from: a tagged dataset with mentions to learn and to find, a
+    similarity test set whose gold scores vary (Pearson's correlation with a constant is undefined)."""
+    entry = TASK_TYPES.of(spec.task_type)
+    if entry.tagged:
+        for split, consequence in (("train", "the model could only learn that there is none"),
+                                   ("test", "F1 would be 0 whatever the model predicts")):
+            if not any(x.spans for x in splits[split]):
+                raise BioablateError(f"dataset '{spec.name}': no {split} sentence has a gold mention{where}; "
+                                     f"{consequence}")
+    if entry.scored:
+        golds = {x.label for x in splits["test"]}
+        if len(golds) == 1:
+            raise BioablateError(f"dataset '{spec.name}': every test pair has the same gold score ({golds.pop()})"
+                                 f"{where}; a correlation with a constant is undefined: give a test set whose "
+                                 "scores vary")
 
 
 def _check_fold_count(spec: DatasetSpec, splits: Splits, where: str) -> None:

@@ -9,6 +9,7 @@ are not UTF-8 (with the line they are on, so the user can find them).
 from __future__ import annotations
 
 import io
+import unicodedata
 from pathlib import Path
 from typing import Iterator
 
@@ -30,15 +31,39 @@ def read_bytes(path: Path | str) -> bytes:
         raise DataFormatError(path, None, f"cannot read the file ({e.strerror or e})") from None
 
 
+UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")  # a UTF-16 file's byte order mark (little, big endian)
+TO_UTF8 = "convert the file to UTF-8 (e.g. iconv -f {} -t utf-8)"
+
+
 def decode_utf8(path: Path | str, data: bytes) -> str:
-    """`data` (the bytes of `path`) as text, line breaks as they are; a non-UTF-8 byte names its line."""
+    """`data` (the bytes of `path`) as text, line breaks as they are; a non-UTF-8 byte, or a NUL byte
+    (never text: a binary file, or UTF-16, whose every ASCII character carries one) names its line."""
+    utf16 = data.startswith(UTF16_MARKS) or data[:200].count(0) * 4 >= min(len(data), 200)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise DataFormatError(path, line, f"not UTF-8 text (byte 0x{data[e.start]:02x}: {e.reason}); "
-                              "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+                              + TO_UTF8.format("utf-16" if utf16 else "latin1")) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        raise DataFormatError(path, line, "holds a NUL byte, which no text has; " +
+                              (TO_UTF8.format("utf-16") if utf16 else "is it a binary file? remove the NUL bytes"))
     return text
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot be an input the model reads, or None: a NUL character, or nothing visible (only
+    spaces, zero-width or control characters, which tokenize to nothing)."""
+    if "\x00" in text:
+        return "holds a NUL character"
+    if not any(unicodedata.category(c)[0] in VISIBLE for c in text):
+        return "holds no visible character (only spaces, zero-width or control characters)"
+    return None
+
+
+VISIBLE = "LMNPS"  # Unicode's letters, marks, numbers, punctuation, symbols (not separators, controls, format)
 
 
 def read_text(path: Path | str) -> str:

@@ -77,3 +77,10 @@ def usable_checkpoint(path: Path | None, set_aside: bool = True) -> str | None:
                     type(error).__name__, reason, f"moved to {aside.name}; " if set_aside else "")
         return None
     return str(path)
+
+
+def checkpoint_step(path: Path) -> int:
+    """The optimizer steps a Lightning checkpoint had taken (`global_step`), read without loading its
+    tensors into memory. Lightning logs the points of the k-th batch (and the validation after it) at
+    step k - 1 (0-based), so the points logged before the checkpoint are those below this step."""
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])

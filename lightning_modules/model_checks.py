@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bioablate_core.errors import ConfigError
+from datamodules.textfiles import read_text
 from datamodules.vocabs import resolve_vocab
 from lightning_modules.models import (
     RANDOM_BERT,
@@ -69,14 +70,14 @@ def _check_folder(model: ResolvedModel, resize: bool, stamp: tuple) -> None:
     if actual is not None:
         _check_shapes(model.path, expected, actual)
         rows = actual.get(embeddings, (rows,))[0]
-    else:  # .bin weights only: what transformers loads, which must hold tensors and nothing to run
-        pickled = pickled_code_error(model.path)
-        if pickled is not None:
-            raise pickled
+    check_weights(model.path)  # after the shapes: what disagrees with config.json says more than a cut file
     if not any((model.path / name).is_file() for name in TOKENIZER_FILES) and not any(model.path.glob("*.model")):
         raise ConfigError(f"{model.path}: no tokenizer files ({', '.join(TOKENIZER_FILES)} or a SentencePiece "
                           "*.model): every word would become [UNK]; copy the tokenizer of the model these weights "
                           "come from into the folder")
+    for name in ("vocab.txt", "vocab.json"):  # the tokenizers library fails on bad bytes without naming the file
+        if (model.path / name).is_file():
+            read_text(model.path / name)  # a non-UTF-8 byte: one DataFormatError naming the file and line
     size = len(load_tokenizer(model, config))
     _check_size(model.path, size)
     if size < rows // 2:  # padded vocabularies leave a few spare rows, not half the matrix
@@ -112,15 +113,45 @@ def _expected_shapes(folder: Path, config: Any) -> tuple[dict[str, tuple[int, ..
             encoder.base_model_prefix)
 
 
+def check_weights(folder: Path) -> None:
+    """`folder` holds weights a load can read, checked without loading them: safetensors files as long as
+    their headers say (a truncated download or copy fails the load once the run exists), or PyTorch .bin
+    files whose pickle names nothing but tensors and containers. One ConfigError line otherwise."""
+    files = _safetensors_files(folder)
+    if files:
+        for name in files:
+            path = folder / name
+            length, header = _read_header(path)
+            needed = 8 + length + max((entry["data_offsets"][1] for key, entry in header.items()
+                                       if key != "__metadata__"), default=0)
+            if path.stat().st_size < needed:
+                raise ConfigError(f"{path}: truncated ({path.stat().st_size:,} bytes, its header describes "
+                                  f"{needed:,}); re-export or re-download the model")
+        return
+    if not any(folder.glob("pytorch_model*.bin")):
+        raise ConfigError(f"{folder}: no weights ({SAFETENSORS}, {INDEX} or pytorch_model.bin): a model folder "
+                          "holds its weights beside config.json; copy them in, or re-export the model")
+    pickled = pickled_code_error(folder)  # what transformers loads must hold tensors and nothing to run
+    if pickled is not None:
+        raise pickled
+
+
+def _safetensors_files(folder: Path) -> list[str]:
+    if (folder / INDEX).is_file():
+        try:
+            return sorted(set(json.loads((folder / INDEX).read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ConfigError(f"{folder / INDEX}: not a safetensors index (a JSON object with a `weight_map`); "
+                              "re-export or re-download the model") from None
+    return [SAFETENSORS] if (folder / SAFETENSORS).is_file() else []
+
+
 def weight_shapes(folder: Path, prefix: str = "") -> dict[str, tuple[int, ...]] | None:
     """Tensor name -> shape from the safetensors header(s) of `folder` (sharded too), with the base model's
     `prefix` ("bert." of a checkpoint saved with its pretraining head) and legacy LayerNorm names
     (gamma/beta) as transformers reads them; None without safetensors weights."""
-    if (folder / INDEX).is_file():
-        files = sorted(set(json.loads((folder / INDEX).read_text())["weight_map"].values()))
-    elif (folder / SAFETENSORS).is_file():
-        files = [SAFETENSORS]
-    else:
+    files = _safetensors_files(folder)
+    if not files:
         return None
     shapes = {}
     for name in files:
@@ -134,10 +165,20 @@ def weight_shapes(folder: Path, prefix: str = "") -> dict[str, tuple[int, ...]] 
 
 
 def _header(path: Path) -> dict[str, Any]:
+    return _read_header(path)[1]
+
+
+def _read_header(path: Path) -> tuple[int, dict[str, Any]]:
+    """A safetensors file's header: its length in bytes, and its table (tensor -> dtype, shape, offsets)."""
     try:
         with open(path, "rb") as f:
             length = struct.unpack("<Q", f.read(8))[0]
-            return json.loads(f.read(length))
+            header = json.loads(f.read(length))
+        if not isinstance(header, dict) or not all(
+                isinstance(e, dict) and len(e.get("data_offsets", ())) == 2 for k, e in header.items()
+                if k != "__metadata__"):
+            raise ValueError("its header is not a table of tensors")
+        return length, header
     except (OSError, struct.error, ValueError, MemoryError) as e:
         raise ConfigError(f"{path}: not a readable safetensors file ({' '.join(str(e).split())[:120]}); "
                           "re-export or re-download the model") from None

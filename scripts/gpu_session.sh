@@ -40,5 +40,10 @@ if compgen -G "$wheelhouse/*.whl" >/dev/null; then
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# the interpreter must hold torch (the image's): without it every section would stop on ModuleNotFoundError
+if ! "$python" -c "import torch" >/dev/null 2>&1; then
+  echo "gpu_session.sh: $python cannot import torch, so there is no GPU environment to measure; set PYTHON to the interpreter that holds torch" >&2
+  exit 2
+fi
 "$python" -m benchmarks.gpu_session --out "$out" --started-at "$started" "${install[@]}" "$@" 2>&1 |
   tee "$out/session.log"

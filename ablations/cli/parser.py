@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from ablations import api
 from ablations.cli.help import VersionAction, describe_commands, examples
+from bioablate_core.counts import MAX_TRIALS, count_argument
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -183,7 +185,7 @@ def _sweep_command(sub) -> None:
                     help="config overrides for every trial; after `best`: the study name")
     sw.add_argument("--storage", help="Optuna storage URL (default: $BIOABLATE_SWEEP_STORAGE, else "
                                       "sqlite:///<work-dir>/optuna.db); PostgreSQL/MySQL for several workers")
-    sw.add_argument("--n-trials", type=int, help="finished trials the study should have (default: the YAML's)")
+    sw.add_argument("--n-trials", type=count_argument(1, MAX_TRIALS), help="finished trials the study should have (default: the YAML's)")
     sw.add_argument("--workers", type=int, default=1,
                     help="local worker processes sharing the study (default 1; >1 needs a server database)")
     sw.add_argument("--worker-index", type=int, default=0,
@@ -249,12 +251,30 @@ def _server_command(sub) -> None:
                     help="listen on a non-loopback address (the server has no authentication)")
 
 
+# the smallest difference the seeds needed are solved for: what the table shows at its two decimals
+# (statsmodels warns and gives nothing for a vanishing one); the largest: the width of Pearson's range
+EFFECT_RANGE = (0.01, 200.0)
+
+
+def _effect(text: str) -> float:
+    """`--effect`: a difference of points, nonzero, within EFFECT_RANGE either way."""
+    try:
+        points = float(text)
+    except ValueError:
+        points = math.nan
+    least, most = EFFECT_RANGE
+    if not least <= abs(points) <= most:  # NaN too: it compares false
+        raise argparse.ArgumentTypeError(f"expected a difference of {least} to {most:.0f} points (either sign), "
+                                         f"got {text!r}")
+    return points
+
+
 def _add_table_statistics(parser) -> None:
     """The table's statistics options, shared by `table` and `run` (docs/experiments.md, "Statistics")."""
     parser.add_argument("--correction", help="multiple-comparison correction of the table's significance marks: "
                                              "holm (default, or the YAML's table.correction), bonferroni, fdr_bh, "
                                              "... none")
-    parser.add_argument("--effect", type=float, metavar="POINTS",
+    parser.add_argument("--effect", type=_effect, metavar="POINTS",
                         help="difference (x100, as the table shows) the seeds needed are solved for "
                              "(default: the paper's difference to the baseline)")
     parser.add_argument("--cost", action="store_true", default=None,

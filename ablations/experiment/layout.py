@@ -5,6 +5,7 @@ what its tasks report."""
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,12 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
     for row, by_column in table["paper"].items():
         if row not in paper_rows:
             raise ConfigError(f"{path}: table.paper: '{row}' is not a row ({', '.join(paper_rows)})")
-        for column in by_column:
+        for column, value in by_column.items():
             if column not in columns:
                 raise ConfigError(f"{path}: table.paper.{row}: '{column}' is not a column ({', '.join(columns)})")
+            if not math.isfinite(value):  # compared against and averaged: leave out a number the paper lacks
+                raise ConfigError(f"{path}: table.paper.{row}.{column}: {value} is not a number the paper printed; "
+                                  "give its value or leave the entry out")
     labels = dict(table["labels"])
     if column_axis == "model":
         labels = {**{n: m.label for n, m in models.items() if m.finetune and m.label != n}, **labels}

@@ -13,6 +13,7 @@ directory is at hand, read from the plan recorded when it was last resolved with
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -243,6 +244,8 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
             value = run.data.metrics.get(f"test/{metric}")
             if value is None:
                 status, reason = results.FAILED, f"finished run has no test/{metric} metric"
+            elif not math.isfinite(value):  # no statistic over it: an undefined score, not a number (a NaN label)
+                status, reason, value = results.FAILED, f"test/{metric} is {value}: undefined, check the test data", None
         if run.info.end_time and run.info.start_time:
             wall = (run.info.end_time - run.info.start_time) / 1000
     return results.CellRun(row=cell.row, column=cell.column, task=cell.task, seed=cell.seed, status=status,

@@ -8,7 +8,6 @@ section is read in model_entries.py.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -22,7 +21,9 @@ from ablations.experiment.definition import Axis, Experiment, VocabDef
 from ablations.experiment.layout import AXES_BUILTIN, table_layout, table_text
 from ablations.experiment.model_entries import ModelSchema, read_models
 from ablations.experiment.values import DEFAULT_ONLY, UNSET, dotted, per_profile
+from bioablate_core.counts import MAX_FOLDS, MAX_SEEDS, check_count
 from bioablate_core.errors import BioablateError, ConfigError
+from bioablate_core.names import unsafe_name
 from bioablate_core.packaged import packaged_dir, resolve_config
 from bioablate_core.schema import load_yaml, validate
 
@@ -30,9 +31,6 @@ KINDS = ("finetune", "vocab")
 VOCAB_TABLES = ("terms", "lengths")  # Table 1 (term splits), Table 8 (input lengths)
 MAX_RUNS = 5000  # fine-tuning runs an experiment may plan unless --max-runs says otherwise (README)
 STORE_KEYS = ("tracking_uri", "work_dir")  # given on the command line: the runs and the table share one store
-# An experiment's name is a folder name (<work-dir>/tables/<name>/): letters, digits, '.', '_', '-', not
-# starting with a '.' (no "..", no path separators, no hidden folders).
-SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -152,10 +150,10 @@ def _seeds(raw: Any, profile: str, tasks: list[str], path: Path) -> dict[str, li
         if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, list) and v and
                                                              all(isinstance(s, int) for s in v))):
             raise ConfigError(f"{path}: {where}: expected a number of seeds or a list of seeds, got {v!r}")
-        if isinstance(v, int):
-            if v < 1:
-                raise ConfigError(f"{path}: {where}: at least 1 seed")
-            return list(range(1, v + 1))
+        if isinstance(v, int):  # bounded before the list is built: `seeds: 1000000000` is a typo
+            return list(range(1, check_count(v, f"{path}: {where}", most=MAX_SEEDS,
+                                             fix="give the number of seeds per cell") + 1))
+        check_count(len(v), f"{path}: {where}: the number of seeds", most=MAX_SEEDS)
         repeated = sorted({s for s in v if v.count(s) > 1})
         if repeated:  # the same run twice: one fingerprint, one run, counted as two seeds
             raise ConfigError(f"{path}: {where}: seed {repeated[0]} is listed twice")
@@ -179,8 +177,10 @@ def _folds(raw: Any, profile: str, tasks: list[str], path: Path, written: bool) 
 
     value = per_profile(raw, profile)
     value = "all" if value is UNSET else value
-    if value != "all" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+    if value != "all" and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{path}: folds: expected `all` or a number of folds (at least 1), got {value!r}")
+    if value != "all":
+        check_count(value, f"{path}: folds", most=MAX_FOLDS, fix="or use `all`")
     counts = {t: get_dataset(t).fold_count for t in tasks if get_dataset(t).fold_count}
     if written and not counts:
         raise ConfigError(f"{path}: folds: no task of this experiment has folds ({', '.join(tasks)}); "
@@ -223,6 +223,9 @@ def _tasks(raw: Any, path: Path) -> list[str]:
             get_dataset(str(name))
         except BioablateError as e:
             raise ConfigError(f"{path}: tasks: {e}") from None
+    repeated = [t for i, t in enumerate(map(str, raw)) if t in map(str, raw[:i])]
+    if repeated:  # one cell's runs, counted twice: a narrower interval and twice the compute, for nothing
+        raise ConfigError(f"{path}: tasks: '{repeated[0]}' is listed twice; list each task once")
     return [str(t) for t in raw]
 
 
@@ -249,10 +252,9 @@ def load_experiment(path: Path | str, profile: Optional[str] = None, overrides: 
         raise ConfigError(f"{path}: name: missing; give the experiment a name (its tables go to "
                           "<work-dir>/tables/<name>/)")
     name, table = str(spec["name"]), spec["table"]
-    if not SAFE_NAME.fullmatch(name):
-        raise ConfigError(f"{path}: name: {name!r} is not a safe folder name (tables are written to "
-                          "<work-dir>/tables/<name>/); use letters, digits, '.', '_' and '-', e.g. "
-                          f"{re.sub(r'[^A-Za-z0-9_-]+', '_', name).strip('_') or 'my_experiment'}")
+    problem = unsafe_name(name, "my_experiment")
+    if problem:
+        raise ConfigError(f"{path}: name: {problem} (tables are written to <work-dir>/tables/<name>/)")
     dataset_files = _register_datasets(spec["datasets"], path)
     tasks = _tasks(per_profile(spec["tasks"], profile), path)
     overrides_dotted = dotted(spec["overrides"], profile)

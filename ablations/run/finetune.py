@@ -40,7 +40,7 @@ from ablations.run.tracking import git_commit
 from bioablate_core.errors import ConfigError
 from datamodules.class_weights import check_class_weights, resolve_class_weights
 from datamodules.custom import register_from_yaml
-from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions
+from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions, subsample
 from datamodules.metrics import METRIC_NAMES, summary_keys
 from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
@@ -178,6 +178,11 @@ def _run_finetune(cfg: DictConfig, force: bool, callbacks: Sequence[pl.Callback]
     run = TrackedRun.open(cfg, identity.fingerprint, force, kind="finetune")
     done = run.finished()
     if done is None:
+        # read and checked (and `balanced` weights with them) before the claim and a new store exist:
+        with section("tokenization"):  # refused data leaves nothing behind (the splits are cached)
+            splits = read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)
+        resolve_class_weights(plain(cfg.finetune.class_weights), identity.spec,
+                              subsample(splits["train"], cfg.finetune.max_train_examples))
         with run.claimed(wait):
             done = run.finished()  # the holder we waited for may have finished it
             if done is None:
@@ -190,8 +195,6 @@ def _run_finetune(cfg: DictConfig, force: bool, callbacks: Sequence[pl.Callback]
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
            tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...],
            profile: Profile) -> FinetuneResult:
-    with section("tokenization"):  # reading the splits (cached for the datamodule) and checking them
-        read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)  # a data error: no run left behind
     params, model_tags = _params(cfg, identity.choices)
     run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
     with run.tracked(stop_exceptions):

@@ -53,22 +53,22 @@ import threading
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytorch_lightning as pl
-import torch
 from mlflow.entities import Metric, Run
 from omegaconf import DictConfig
 from pytorch_lightning.loggers import Logger
 
-from ablations.places import resolve_tracking_uri, resolve_work_dir
+from ablations.places import resolve_tracking_uri, resolve_work_dir, store_absent
 from ablations.run.tracking import METRICS_PER_BATCH, FlushPoints, Tracker, git_commit
 from bioablate_core import interrupts
 from bioablate_core.claims import ClaimHeld, Holder, claim
 from bioablate_core.distributed import is_ddp_worker
 from bioablate_core.interrupts import Interrupted
-from lightning_modules.checkpoints import usable_checkpoint
+from lightning_modules.checkpoints import checkpoint_step, usable_checkpoint
 from lightning_modules.loss_guard import StopOnNonFiniteLoss
 from lightning_modules.preemption import CheckpointOnSignal, Preempted
 
@@ -90,26 +90,33 @@ class TrackedRun:
     fingerprint: str
     run_dir: Path  # <work_dir>/runs/<fingerprint>
     tracking_uri: str
-    tracker: Tracker | None  # None in a DDP worker process: rank 0 owns the tracking store
+    open_tracker: Callable[[], Tracker] | None  # opens `tracker`; None in a DDP worker: rank 0 owns the store
     previous: Run | None  # the newest run with this fingerprint (re-read once claimed; None in a worker)
     force: bool
     keep_checkpoints: bool
     run_id: str | None = None  # set by `start` (rank 0 only)
     resuming: bool = False  # `start` took over an unfinished run and resumes from its checkpoint
     holder: Holder | None = None  # our claim, while `claimed`
+    _tracker: Tracker | None = None
 
     @classmethod
     def open(cls, cfg: DictConfig, fingerprint: str, force: bool = False, kind: str | None = None) -> "TrackedRun":
-        """`kind` ('finetune', 'pretrain'): describes the run's experiment where it has no description
-        (`ablations.run.dashboard.describe_experiment`)."""
+        """`kind` ('finetune', 'pretrain'): describes the run's experiment where it has none (dashboard.py).
+        A new local store holds no run: it is created when first needed, so a refusal before leaves none."""
         work_dir = resolve_work_dir(cfg)
-        tracking_uri = resolve_tracking_uri(cfg, work_dir)
-        tracker = previous = None
-        if not is_ddp_worker():
-            tracker = Tracker(tracking_uri, cfg.experiment_name, artifact_root=work_dir / "mlartifacts", kind=kind)
-            previous = tracker.find(fingerprint)
-        return cls(fingerprint, work_dir / "runs" / fingerprint, tracking_uri, tracker, previous, force,
-                   bool(cfg.keep_checkpoints))
+        uri = resolve_tracking_uri(cfg, work_dir)
+        opener = None if is_ddp_worker() else partial(Tracker, uri, cfg.experiment_name, work_dir / "mlartifacts", kind)
+        run = cls(fingerprint, work_dir / "runs" / fingerprint, uri, opener, None, force, bool(cfg.keep_checkpoints))
+        if opener is not None and not store_absent(uri):
+            run.previous = run.tracker.find(fingerprint)
+        return run
+
+    @property
+    def tracker(self) -> Tracker | None:
+        """The tracking store (opened, and created if new, on first use); None in a DDP worker."""
+        if self._tracker is None and self.open_tracker is not None:
+            self._tracker = self.open_tracker()
+        return self._tracker
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -125,7 +132,7 @@ class TrackedRun:
 
     @property
     def is_worker(self) -> bool:
-        return self.tracker is None
+        return self.open_tracker is None
 
     def finished(self, usable: Callable[[Run], bool] = lambda run: True) -> Run | None:
         """The earlier FINISHED run to reuse instead of computing anything, or None: none, `force`, or
@@ -324,13 +331,6 @@ class InterruptCheck(pl.Callback):
 
     def on_validation_batch_end(self, *args: Any) -> None:
         interrupts.check()
-
-
-def checkpoint_step(path: Path) -> int:
-    """The optimizer steps a Lightning checkpoint had taken (`global_step`), read without loading its
-    tensors into memory. Lightning logs the points of the k-th batch (and the validation after it) at
-    step k - 1 (0-based), so the points logged before the checkpoint are those below this step."""
-    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
 
 
 def claim_tags(holder: Holder, lock: Path | None = None) -> dict[str, str]:

@@ -56,6 +56,7 @@ from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.compute import ComputeCounter
 from lightning_modules.matmul_precision import answerable_matmul_precision
+from lightning_modules.model_checks import check_weights
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
 from lightning_modules.pretrain_models import (
@@ -108,8 +109,10 @@ def check_config(cfg: DictConfig) -> None:
         if p.adversarial:
             raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
                               "not electra")
-    if p.init != "scratch":
-        check_init(resolve_model_dir(p.init), p.objective)
+    if p.init != "scratch":  # what loading it would fail on once the run exists (a FAILED run, a traceback)
+        init_dir = resolve_model_dir(p.init)
+        check_init(init_dir, p.objective)
+        check_weights(init_dir)
 
 
 def _corpus_settings(cfg: DictConfig) -> dict:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablations.config import build_config
 from bioablate_core import schema
+from bioablate_core.counts import MAX_TRIALS, check_count
 from bioablate_core.errors import ConfigError, UnknownNameError
 from bioablate_core.packaged import resolve_config
 from bioablate_core.registry import Registry
@@ -302,8 +303,8 @@ def load_sweep(path: Path | str, task: str | None = None, overrides: Sequence[st
         if grid_size is None:
             raise ConfigError(f"{source}: missing required key 'n_trials' (or pass --n-trials)")
         total = grid_size
-    if total < 1:
-        raise ConfigError(f"{source}: n_trials: expected a positive integer, got {total!r}")
+    # the YAML's (the command line's --n-trials was checked where it was read, and is named there)
+    total = check_count(total, f"{source}: n_trials" if n_trials is None else "--n-trials", most=MAX_TRIALS)
     if grid_size is not None and total > grid_size:
         raise ConfigError(f"{source}: n_trials is {total} but the grid has only {grid_size} points")
     return dataclasses.replace(spec, n_trials=total)

@@ -21,6 +21,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from bioablate_core.counts import MAX_FOLDS, count_problem
 from datamodules.fold_lists import ListedFolds
 from datamodules.protocols import CarvedDev, KFolds
 
@@ -144,8 +145,9 @@ def _folds(folds: Any, group_by: str | None, format: str, fail: Callable[[str], 
         raise fail("folds: missing key 'file' (the one file dealt into k folds)")
     file = _file(folds["file"], "folds.file", fail)
     k, seed = folds.get("k", DEFAULT_K), folds.get("seed", DEFAULT_SEED)
-    if not _whole(k) or k < 2:
-        raise fail(f"folds.k: expected a whole number of folds, at least 2, got {_given(k)}")
+    problem = count_problem(k, 2, MAX_FOLDS)  # bounded before a fold is dealt: 10**20 overflowed in numpy
+    if problem is not None:
+        raise fail(f"folds.k: {problem} (the number of folds)")
     if not _whole(seed):
         raise fail(f"folds.seed: expected a whole number, got {_given(seed)}")
     if format == "bioasq-golden":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,12 +37,15 @@ from datamodules.instances import (
     iob_to_spans,
 )
 from datamodules.readers.jsonfile import BOM
-from datamodules.textfiles import read_text
+from datamodules.textfiles import read_text, text_problem
 
 Record = dict[str, Any]  # field -> value (absent fields are missing)
 
 log = logging.getLogger("bioablate")
 _HEADERS_SAID: set[tuple[Path, str]] = set()  # (YAML file, header) already said
+# The largest similarity score taken: its square in the loss stays far inside float32's range (a score of
+# 1e308 is inf once cast), and no scale of similarity in use comes near it.
+MAX_SCORE = 1e6
 
 
 def read_records(definition: Definition, path: Path, layout: FileLayout | None = None) -> list[Instance]:
@@ -50,7 +54,15 @@ def read_records(definition: Definition, path: Path, layout: FileLayout | None =
     layout = layout or FileLayout(definition.header, definition.columns)
     lines = _jsonl(definition, path) if definition.format == "jsonl" else _tsv(definition, path, layout)
     build = _Builder(definition, path, layout)
-    return [build(index, number, record) for index, (number, record) in enumerate(lines)]
+    instances, lines_of = [], {}  # id -> the line that gave it
+    for index, (number, record) in enumerate(lines):
+        instance = build(index, number, record)
+        if instance.id in lines_of:  # two examples, one id: predictions and overlaps would mix them up
+            raise DataFormatError(path, number, f"id {instance.id!r} occurs twice (also line {lines_of[instance.id]}); "
+                                                "give each example its own id")
+        lines_of[instance.id] = number
+        instances.append(instance)
+    return instances
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -192,12 +204,20 @@ class _Builder:
         value = self.need(field)
         if not isinstance(value, str) or not value.strip():
             raise self.error(f"{self.key(field)}: expected non-empty text, got {value!r}")
+        problem = text_problem(value)
+        if problem:
+            raise self.error(f"{self.key(field)}: the text {problem}")
         return value
 
     def strings(self, field: str) -> list[str]:
         value = self.need(field)
         if not isinstance(value, list) or not value or not all(isinstance(x, str) and x for x in value):
             raise self.error(f"{self.key(field)}: expected a non-empty list of non-empty strings")
+        if field == "tokens":
+            for i, token in enumerate(value):
+                problem = text_problem(token)
+                if problem:
+                    raise self.error(f"{self.key(field)}: token {i} ({token!r}) {problem}")
         return value
 
     def label(self, value: Any = None) -> str:
@@ -221,11 +241,20 @@ class _Builder:
         return sorted({self.label(x) for x in value})
 
     def score(self) -> float:
+        """A finite number: in JSON a number (not the text "2.5", not `true`), in a TSV column its text.
+        NaN would be trained on and scored as `nan`; a huge one overflows the squared-error loss to inf."""
         value = self.need("label")
+        text = isinstance(value, str) and self.d.format == "tsv"
         try:
-            return float(value)
-        except (TypeError, ValueError):
+            if not (text or (isinstance(value, (int, float)) and not isinstance(value, bool))):
+                raise TypeError
+            score = float(value)
+        except (TypeError, ValueError, OverflowError):
             raise self.error(f"{self.key('label')}: expected a number (similarity score), got {value!r}") from None
+        if not math.isfinite(score) or abs(score) > MAX_SCORE:
+            raise self.error(f"{self.key('label')}: similarity score {value!r} is not a finite number within "
+                             f"+-{MAX_SCORE:,.0f}; fix the line or rescale the scores")
+        return score
 
     def mention(self, field: str, text: str) -> Mention:
         value = self.need(field)

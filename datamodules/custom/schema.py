@@ -17,12 +17,13 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bioablate_core.errors import ConfigError, UnknownNameError
+from bioablate_core.names import unsafe_name
 from bioablate_core.registry import Registry
 from bioablate_core.schema import bounded, load_yaml, validate
 from datamodules.custom.layouts import FileLayout, split_names
 from datamodules.custom.protocol import Protocol
 from datamodules.custom.protocol import parse as parse_protocol
-from datamodules.spec import MIN_SEQUENCE
+from datamodules.spec import MAX_SEQUENCE, MIN_SEQUENCE
 from datamodules.task_types import TASK_TYPES, TaskType, UserForm
 
 FORMATS = ("conll", "jsonl", "tsv", "squad", "bioasq-golden")
@@ -66,7 +67,7 @@ class UserDatasetFile:
     fields: Dict[str, str] = field(default_factory=dict)  # jsonl: field -> the key in each line
     entity_types: Optional[List[str]] = None  # re without offsets: [head, tail] types, as @TYPE$ in text
     label_separator: str = ","  # multi-label tsv: between the labels of one line
-    max_length: int = bounded(512, ge=MIN_SEQUENCE)  # input tokens per instance (finetune.max_length: null)
+    max_length: int = bounded(512, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)  # input tokens per instance (finetune.max_length: null)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,9 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise fail(f"missing key '{missing[0]}' (README, 'Your own dataset, no Python', shows every key)")
+    problem = unsafe_name(str(cfg.name), "my_dataset")
+    if problem:  # it names runs, tags and folders: `../../evil/x` or `my@fold3` (a fold's name) cannot
+        raise fail(f"name: {problem}")
     if cfg.format not in FORMATS:
         raise fail(str(UnknownNameError("format", cfg.format, FORMATS)))
     kind_name = cfg.task_type or DEFAULT_KIND.get(cfg.format)

@@ -38,6 +38,11 @@ OUT_OF_RANGE = [
     ("finetune.max_train_examples=0", "finetune.max_train_examples = 0: must be >= 1"),
     ("finetune.alum.steps=0", "finetune.alum.steps = 0: must be >= 1"),
     ("pretrain.seq_len=2", "pretrain.seq_len = 2: must be >= 8"),
+    # lengths bounded before anything is allocated for them (an attention matrix of hundreds of GB)
+    ("finetune.max_length=100000000000000000000", "finetune.max_length = 100000000000000000000: must be >= 8 and "
+                                                  "<= 8192"),
+    ("pretrain.seq_len=100000", "pretrain.seq_len = 100000: must be >= 8 and <= 8192"),
+    ("model.max_position_embeddings=1000000000", "model.max_position_embeddings = 1000000000: must be >= 8 and <= 8192"),
     ("pretrain.max_words=0", "pretrain.max_words = 0: must be >= 1000"),
     ("pretrain.mask_rate=1", "pretrain.mask_rate = 1.0: must be > 0 and < 1"),
     ("pretrain.max_steps=0", "pretrain.max_steps = 0: must be >= 1"),
@@ -112,10 +117,10 @@ def test_the_command_line_refuses_a_range_before_any_run_exists(capsys, tmp_path
 
 def test_max_length_above_the_models_positions_is_refused_naming_the_maximum(capsys, tmp_path, data_dir):
     code = main(["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
-                 "finetune.max_length=100000"])
+                 "finetune.max_length=1024"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "finetune.max_length = 100000: above the maximum input length of model 'random-bert' (512" in err
+    assert "finetune.max_length = 1024: above the maximum input length of model 'random-bert' (512" in err
     assert not (tmp_path / "mlruns.db").exists()
 
 
@@ -153,6 +158,18 @@ def test_an_unwritable_work_dir_is_one_error_before_anything_runs(tmp_path):
     cfg = build_config("micro", [], task="gad", work_dir=str(blocker / "work"))
     with pytest.raises(ConfigError, match=f"work directory {blocker / 'work'} is not usable: "):
         resolve_work_dir(cfg)
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["the-file", "under-the-file"])
+def test_a_work_dir_that_is_a_file_says_so_not_free_space(tmp_path, under):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    work = blocker / "work" if under else blocker
+    with pytest.raises(ConfigError) as error:
+        resolve_work_dir(build_config("micro", [], task="gad", work_dir=str(work)))
+    assert str(error.value) == (f"work directory {work} is not usable: a file is in its place (or in the place of a "
+                                "folder above it), not a folder; give a folder (from --work-dir, work_dir or "
+                                "BIOABLATE_WORK)")
 
 
 def test_a_read_only_work_dir_says_it_is_read_only_not_full():

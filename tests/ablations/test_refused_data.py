@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,80 @@ def same_train_and_test(data_dir: Path, folder: Path) -> tuple[str, str]:
             "every test example repeats a training example (the training file as test?)")
 
 
+def biosses_pairs(data_dir: Path, start: int, stop: int) -> list[dict]:
+    """BIOSSES's sentence pairs start..stop with their mean score, as similarity JSONL records."""
+    rows = [line.split("\t") for line in (data_dir / "BIOSSES" / "annotation_pairs_scores.tsv").read_text()
+            .splitlines()[1:]]
+    return [{"id": row[0], "text_a": row[1], "text_b": row[2], "label": sum(map(float, row[3:8])) / 5}
+            for row in rows[start:stop]]
+
+
+def similarity(folder: Path, train: list[dict], test: list[dict], raw: str = "") -> str:
+    """A similarity dataset of JSONL records; `raw`: a line appended to the test file as written."""
+    write(folder / "train.jsonl", "".join(json.dumps(r) + "\n" for r in train))
+    write(folder / "test.jsonl", "".join(json.dumps(r) + "\n" for r in test) + raw)
+    return "format: jsonl\ntask_type: similarity\nfiles: {train: train.jsonl, test: test.jsonl}\ndev: none\n"
+
+
+def similarity_label(label: str, split: str = "test"):
+    """A similarity record whose label is written as `label` in the JSON (NaN, Infinity, 1e308, "2.5", true)."""
+    def case(data_dir: Path, folder: Path) -> tuple[str, str]:
+        train, test = biosses_pairs(data_dir, 0, 30), biosses_pairs(data_dir, 30, 40)
+        line = json.dumps({"text_a": "a protein binds", "text_b": "a gene binds", "label": 0}).replace(
+            '"label": 0', f'"label": {label}') + "\n"
+        if split == "train":
+            write(folder / "train.jsonl", "".join(json.dumps(r) + "\n" for r in train) + line)
+            write(folder / "test.jsonl", "".join(json.dumps(r) + "\n" for r in test))
+            body = "format: jsonl\ntask_type: similarity\nfiles: {train: train.jsonl, test: test.jsonl}\ndev: none\n"
+        else:
+            body = similarity(folder, train, test, line)
+        number = 31 if split == "train" else 11
+        return body, f"{split}.jsonl:{number}: field 'label' (fields.label)"
+    return case
+
+
+def constant_gold(data_dir: Path, folder: Path) -> tuple[str, str]:
+    test = [{**r, "label": 2.0} for r in biosses_pairs(data_dir, 30, 40)]
+    return similarity(folder, biosses_pairs(data_dir, 0, 30), test), \
+        "every test pair has the same gold score (2.0)"
+
+
+def conll_without_mentions(data_dir: Path, folder: Path, split: str) -> tuple[str, str]:
+    blocks = (data_dir / "NCBI-disease-IOB" / "train.tsv").read_text().split("\n\n")
+    tagged, bare = blocks[:40], [re.sub(r"\t[BI](-\S+)?$", "\tO", b, flags=re.M) for b in blocks[40:80]]
+    files = {"train": tagged, "test": tagged[:20]}
+    files[split] = bare
+    for name, chosen in files.items():
+        write(folder / f"{name}.txt", "\n\n".join(chosen) + "\n")
+    return ("format: conll\ntask_type: ner\nlabels: [Disease]\nfiles: {train: train.txt, test: test.txt}\n"
+            "dev: none\n", f"no {split} sentence has a gold mention")
+
+
+def gad_jsonl(data_dir: Path, folder: Path, records: list[dict], fragment: str) -> tuple[str, str]:
+    train = [{"id": f"t{i}", "text": line.split("\t")[0], "label": line.split("\t")[1]}
+             for i, line in enumerate(gad_lines(data_dir, 0, 30))]
+    write(folder / "train.jsonl", "".join(json.dumps(r) + "\n" for r in train + records))
+    write(folder / "test.jsonl", "".join(json.dumps({"text": line.split("\t")[0], "label": line.split("\t")[1]}) + "\n"
+                                         for line in gad_lines(data_dir, 30, 40)))
+    return ("format: jsonl\ntask_type: classification\nlabels: ['0', '1']\nfiles: {train: train.jsonl, test: test.jsonl}\n"
+            "dev: none\n", fragment)
+
+
+def carved_dev(data_dir: Path, folder: Path, fraction: str, fragment: str) -> tuple[str, str]:
+    write(folder / "train.tsv", "\n".join(gad_lines(data_dir, 0, 40)) + "\n")
+    write(folder / "test.tsv", "\n".join(gad_lines(data_dir, 40, 60)) + "\n")
+    return GAD_RE + f"files: {{train: train.tsv, test: test.tsv}}\ndev: {{fraction: {fraction}, seed: 1}}\n", fragment
+
+
+def golden_without_located_answers(data_dir: Path, folder: Path) -> tuple[str, str]:
+    train = golden(data_dir, "5B1")
+    for question in factoids(train):
+        question["exact_answer"] = [["an answer no snippet holds"]]
+    train["questions"] = factoids(train)
+    return (qa_dataset(folder, "bioasq-golden", train, golden(data_dir, "6B1")),
+            "its train file gives no example (extractive QA: a training snippet counts where its answer is located")
+
+
 CASES = {
     "golden-duplicate-id-in-test": lambda d, f: duplicate_golden_id(d, f, "test"),
     "golden-duplicate-id-in-train": lambda d, f: duplicate_golden_id(d, f, "train"),
@@ -103,6 +178,25 @@ CASES = {
     "qa-test-without-answers": gold_without_answers,
     "folds-k-above-the-data": too_many_folds,
     "test-file-is-the-train-file": same_train_and_test,
+    # the diagnosis names what to change (it said "no train / dev split")
+    "dev-fraction-takes-every-example": lambda d, f: carved_dev(d, f, "0.99", "dev.fraction 0.99 took every one of"),
+    "dev-fraction-carves-nothing": lambda d, f: carved_dev(d, f, "1e-300", "dev.fraction 1e-300 carves no dev example"),
+    "golden-train-without-located-answers": golden_without_located_answers,
+    # statistics on nonsense, refused before the run: a NaN gold score, a constant gold, no gold mention
+    "similarity-nan-test-label": similarity_label("NaN"),
+    "similarity-infinite-training-label": similarity_label("Infinity", "train"),
+    "similarity-huge-training-label": similarity_label("1e308", "train"),
+    "similarity-label-as-text": similarity_label('"2.5"'),
+    "similarity-label-as-boolean": similarity_label("true"),
+    "similarity-constant-gold": constant_gold,
+    "ner-test-without-mentions": lambda d, f: conll_without_mentions(d, f, "test"),
+    "ner-train-without-mentions": lambda d, f: conll_without_mentions(d, f, "train"),
+    "text-of-zero-width-characters": lambda d, f: gad_jsonl(d, f, [{"id": "z", "text": "\u200b\u200c\u0007", "label": "0"}],
+                                                            "the text holds no visible character"),
+    "text-with-a-nul-character": lambda d, f: gad_jsonl(d, f, [{"id": "n", "text": "a\u0000b", "label": "0"}],
+                                                        "the text holds a NUL character"),
+    "duplicate-id-in-a-jsonl-split": lambda d, f: gad_jsonl(d, f, [{"id": "t3", "text": "another sentence", "label": "0"}],
+                                                            "id 't3' occurs twice"),
 }
 
 
@@ -125,7 +219,13 @@ def test_bad_data_is_one_line_exit_2_and_no_run_in_the_store(case, data_dir, tmp
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("bioablate: error: "), done.stderr
     assert fragment in lines[0], lines[0]
+    assert_nothing_left(work)
+
+
+def assert_nothing_left(work: Path) -> None:
+    """No run, and no store or claim created for it: refused before either exists."""
     assert stored_runs(work) == []
+    assert not (work / "mlruns.db").exists() and not list(work.glob("runs/*/claim.lock")), sorted(work.rglob("*"))
 
 
 def test_a_utf8_byte_order_mark_is_read_as_utf_8_sig_reads_it(data_dir, tmp_path):
@@ -189,3 +289,22 @@ def test_the_same_content_is_checked_once_per_process_and_changed_content_again(
     with pytest.raises(Exception, match="every test example repeats a training example"):
         read_checked(spec, None)
     assert checked == ["once", "once"]
+
+
+def test_balanced_class_weights_without_a_class_in_training_leave_no_failed_run(data_dir, tmp_path):
+    """`finetune.class_weights=balanced` where the training examples lack a class: the weight is undefined,
+    said before the run exists (it was a FAILED run)."""
+    folder = tmp_path / "data"
+    lines = gad_lines(data_dir, 0, 200)
+    write(folder / "train.tsv", "\n".join(line for line in lines if line.endswith("\t0")) + "\n")
+    write(folder / "test.tsv", "\n".join(gad_lines(data_dir, 200, 240)) + "\n")
+    yaml = write(folder / "one-class.yaml", "name: one-class\npath: .\nformat: tsv\ntask_type: classification\n"
+                                            "labels: ['0', '1']\nfiles: {train: train.tsv, test: test.tsv}\ndev: none\n")
+    work = tmp_path / "work"
+    done = bioablate_in_process("finetune", "--task", "one-class", "--datasets", str(yaml), "--data-dir", str(data_dir),
+                                "--work-dir", str(work), "finetune.class_weights=balanced", "trainer.progress_bar=false",
+                                cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
+    assert "finetune.class_weights = balanced on one-class: classes ['1'] do not occur in the training labels" in lines[0]
+    assert_nothing_left(work)

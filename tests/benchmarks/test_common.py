@@ -31,3 +31,26 @@ def test_cpu_peak_memory_sees_an_allocation_and_resets_after_it():
 def test_precision_auto_is_bf16_only_where_the_device_computes_it_natively():
     assert resolve_precision("fp32", "cpu") == "fp32" and resolve_precision("bf16", "cpu") == "bf16"
     assert resolve_precision("auto", "cpu") == ("bf16" if bf16_native("cpu") else "fp32")
+
+
+@pytest.mark.parametrize("module,argv,message", [
+    ("pretrain_throughput", ["--seq-len", "100000"], "argument --seq-len: 100,000 is above the most this accepts, 8,192"),
+    ("pretrain_throughput", ["--rounds", "0"], "argument --rounds: 0 is below the least, 1"),
+    ("finetune_throughput", ["--batch-size", "0"], "argument --batch-size: 0 is below the least, 1"),
+    ("finetune_throughput", ["--device", "bogus"], "argument --device: 'bogus' is not a torch device"),
+    ("packing_throughput", ["--row-length", "100000"], "argument --row-length: 100,000 is above the most"),
+    ("table_benchmark", ["--repeats", "0", "--out", "x"], "argument --repeats: 0 is below the least, 1"),
+    ("suite", ["--out", "FILE"], "is a file; give a folder for the results"),
+])
+def test_a_bad_count_device_or_folder_is_one_usage_line_before_anything_runs(tmp_path, capsys, module, argv,
+                                                                            message):
+    """Bounded where argparse reads them: `--rounds 0` divided by zero after the whole run, `--seq-len 100000`
+    asked for a 320 GB attention matrix, `--out FILE` failed once the results were computed."""
+    import importlib
+
+    (tmp_path / "FILE").write_text("kept")
+    argv = [str(tmp_path / "FILE") if a == "FILE" else a for a in argv]
+    with pytest.raises(SystemExit) as stop:
+        importlib.import_module(f"benchmarks.{module}").main(argv)
+    assert stop.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert (tmp_path / "FILE").read_text() == "kept"

@@ -234,3 +234,29 @@ def test_the_wheelhouse_size_check_counts_the_travelling_tree_and_fails_loudly_o
     assert wheelhouse.fits(folder, limit_mib=tree_mib + 3.5)
     assert not wheelhouse.fits(folder, limit_mib=tree_mib + 2.5)
     assert "DOES NOT FIT" in capsys.readouterr().err
+
+
+def test_an_interpreter_without_torch_is_one_line_saying_so(tmp_path: Path):
+    """The default PYTHON (the system's python3) may lack torch: one line and exit 2, not a traceback of
+    ModuleNotFoundError from every section."""
+    no_torch = tmp_path / "python-without-torch"
+    no_torch.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # -S: no site-packages, so no torch
+    no_torch.chmod(0o755)
+    done = subprocess.run(["bash", "scripts/gpu_session.sh", str(tmp_path / "out"), "--device", "cpu"],
+                          env={**os.environ, "PYTHON": str(no_torch), "WHEELHOUSE": str(tmp_path / "none")},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"gpu_session.sh: {no_torch} cannot import torch, so there is no GPU environment to measure; set PYTHON "
+        "to the interpreter that holds torch"), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--budget", "-5"], "argument --budget: expected a number of seconds above 0, got '-5'"),
+    (["--section-budget", "pretrain_base=nan"], "argument --section-budget: expected a number of seconds above 0"),
+    (["--base-rounds", "0"], "argument --base-rounds: 0 is below the least, 1"),
+])
+def test_a_budget_or_count_that_cannot_be_is_one_usage_line(tmp_path: Path, capsys, argv, message):
+    """`--budget -5` ran no section and exited 0."""
+    with pytest.raises(SystemExit) as stop:
+        gpu_session.main(["--out", str(tmp_path / "out"), "--device", "cpu", *argv])
+    assert stop.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]

@@ -73,3 +73,23 @@ def test_the_digest_of_a_value_is_written_once():
               for function in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
               if isinstance(function, ast.FunctionDef) and _hashes_json(function)]
     assert copies == ["bioablate_core/fingerprints.py:digest"]
+
+
+def test_a_symbolic_link_loop_is_one_error_naming_the_folder(tmp_path):
+    """A link back to a folder it is inside (a dataset or model folder) made the walk raise OSError 40
+    (ELOOP) after thousands of levels: one line naming where the loop starts instead."""
+    import pytest
+
+    from bioablate_core.errors import ConfigError
+
+    (tmp_path / "data" / "sub").mkdir(parents=True)
+    (tmp_path / "data" / "sub" / "train.txt").write_text("x\n")
+    (tmp_path / "data" / "sub" / "back").symlink_to(tmp_path / "data")
+    with pytest.raises(ConfigError) as error:
+        files_under(tmp_path / "data")
+    assert str(error.value) == (f"{tmp_path / 'data' / 'sub' / 'back'}: cannot be listed (a symbolic link loop (a "
+                                "link to a folder it is inside)); remove or fix the link, or move the folder")
+    (tmp_path / "data" / "sub" / "back").unlink()
+    (tmp_path / "data" / "same").symlink_to(tmp_path / "data" / "sub")  # a link elsewhere is followed
+    assert files_under(tmp_path / "data") == [tmp_path / "data" / "same" / "train.txt",
+                                              tmp_path / "data" / "sub" / "train.txt"]

@@ -261,6 +261,19 @@ def test_schema_mistakes_are_one_line_naming_the_file(tmp_path, body, fragments)
         assert fragment in message, (fragment, message)
 
 
+@pytest.mark.parametrize("name,expected", [
+    ('""', "name: '' is not a safe name; use letters, digits, '.', '_' and '-', e.g. my_dataset"),
+    ("../../evil/x", "name: '../../evil/x' is not a safe name; use letters, digits, '.', '_' and '-', e.g. evil_x"),
+    ("my@fold3", "name: 'my@fold3' is not a safe name; use letters, digits, '.', '_' and '-', e.g. my_fold3"),
+])
+def test_a_name_that_is_no_safe_folder_or_tag_is_refused(tmp_path, name, expected):
+    """A dataset's name ends up in run names, MLflow tags and folders; '@fold' names one of its folds."""
+    path = write_dataset(tmp_path, name, file="bad.yaml")
+    with pytest.raises(ConfigError) as error:
+        register_from_yaml(path)
+    assert str(error.value) == f"{path}: {expected}"
+
+
 JSONL_RE = ("format: jsonl\ntask_type: re\npath: data\nfiles: {train: a.jsonl, dev: a.jsonl, test: a.jsonl}\n"
             "labels: [rel, none]\nnegative_label: none\nfields: {text: sentence}\n")
 LINE = {"sentence": "EGFR binds erlotinib.", "label": "rel", "head": [0, 4, "GENE"], "tail": [11, 20, "CHEMICAL"]}
@@ -422,10 +435,10 @@ def test_a_files_list_is_refused_on_the_command_line_before_any_run(tmp_path, da
     assert not (tmp_path / "work" / "mlruns.db").exists()
 
 
-@pytest.mark.parametrize("max_length", [-5, 0, 7])
+@pytest.mark.parametrize("max_length", [-5, 0, 7, 100000000000000000000])
 def test_a_max_length_no_encoder_can_take_is_refused_before_any_run(tmp_path, data_dir, max_length):
     path = write_dataset(tmp_path, "custom-short", GOOD + f"max_length: {max_length}\n")
-    message = f"{path}: max_length = {max_length}: must be >= 8 (config key max_length)"
+    message = f"{path}: max_length = {max_length}: must be >= 8 and <= 8192 (config key max_length)"
     with pytest.raises(ConfigError) as error:
         register_from_yaml(path)
     assert str(error.value) == message

@@ -193,8 +193,11 @@ PAIRS = "folds:\n  - {train: train.txt, test: test.txt}\n  - {train: test.txt, t
 @pytest.mark.parametrize("body, message", [
     (PAIRS + "files: {test: test.txt}\n", "files.test: a dataset with folds takes its files from 'folds'"),
     (PAIRS + "files: {train: train.txt}\n", "files.train: a dataset with folds takes its files from 'folds'"),
-    ("folds: {k: 1, file: train.txt}\n", "folds.k: expected a whole number of folds, at least 2, got 1"),
-    ("folds: {k: ten, file: train.txt}\n", "folds.k: expected a whole number of folds, at least 2, got 'ten'"),
+    ("folds: {k: 1, file: train.txt}\n", "folds.k: 1 is below the least, 2 (the number of folds)"),
+    ("folds: {k: ten, file: train.txt}\n", "folds.k: expected a whole number from 2 to 10,000, got 'ten'"),
+    # bounded before anything is dealt (it overflowed inside numpy)
+    ("folds: {k: 100000000000000000000, file: train.txt}\n",
+     "folds.k: 100,000,000,000,000,000,000 is above the most this accepts, 10,000 (the number of folds)"),
     ("folds: {k: 5}\n", "folds: missing key 'file' (the one file dealt into k folds)"),
     ("folds: {kk: 5, file: train.txt}\n", "unknown key 'folds.kk' (did you mean 'k'?); valid keys under 'folds': k, seed, file"),
     ("folds: {file: train.txt, seed: 1.5}\n", "folds.seed: expected a whole number, got 1.5"),

@@ -93,3 +93,25 @@ def test_a_device_or_a_pipe_where_a_data_file_belongs_is_named_so(tmp_path):
     os.symlink("/dev/zero", tmp_path / "GAD" / "train.tsv")
     assert "GAD/train.tsv (a device, pipe or socket, expected a regular file)" in get_dataset("gad").missing_files(
         tmp_path)
+
+
+def test_a_utf16_file_is_advised_iconv_from_utf16(data_dir, tmp_path):
+    """UTF-16 files were advised `iconv -f latin1`; with a byte order mark they fail to decode, without one
+    every ASCII character carries a NUL byte."""
+    text = (data_dir / "GAD" / "train.tsv").read_text()[:2000]
+    for name, data in (("bom.tsv", text.encode("utf-16")), ("plain.tsv", text.encode("utf-16-le"))):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(DataFormatError) as error:
+            read_text(tmp_path / name)
+        assert "convert the file to UTF-8 (e.g. iconv -f utf-16 -t utf-8)" in str(error.value), str(error.value)
+
+
+def test_a_nul_byte_in_a_token_names_its_line(data_dir, tmp_path):
+    """A NUL inside a CoNLL token was read as part of the word."""
+    lines = (data_dir / "NCBI-disease-IOB" / "train.tsv").read_text().splitlines()[:50]
+    lines[9] = "mis\x00sense\tO"
+    (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataFormatError) as error:
+        read_conll_file(tmp_path / "train.tsv")
+    assert str(error.value) == (f"{tmp_path / 'train.tsv'}:10: holds a NUL byte, which no text has; is it a binary "
+                                "file? remove the NUL bytes")

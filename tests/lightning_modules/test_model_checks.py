@@ -221,3 +221,81 @@ def test_a_run_whose_words_become_unk_says_so_and_tags_its_rate(tmp_path, data_d
     rates = sorted(float(r.data.tags["unk_rate"])
                    for r in client.search_runs([client.get_experiment_by_name("finetune").experiment_id]))
     assert rates[0] < 0.05 and rates[1] > 0.5, rates
+
+
+# ---- weights that a load would fail on once the run exists: refused before the run, its store and its claim
+
+class _Runs:
+    """Pickled as a call of os.system: what a weights-only load must refuse to run."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("echo this must never run",))
+
+
+def without_weights(folder: Path) -> tuple[Path, str]:
+    path = copy_model(folder)
+    (path / "model.safetensors").unlink()
+    return path, (f"{path}: no weights (model.safetensors, model.safetensors.index.json or pytorch_model.bin): a "
+                  "model folder holds its weights beside config.json; copy them in, or re-export the model")
+
+
+def truncated_weights(folder: Path) -> tuple[Path, str]:
+    path = copy_model(folder)
+    data = (MINILM / "model.safetensors").read_bytes()
+    (path / "model.safetensors").unlink()
+    (path / "model.safetensors").write_bytes(data[:len(data) // 2])
+    return path, (f"{path / 'model.safetensors'}: truncated ({len(data) // 2:,} bytes, its header describes "
+                  f"{len(data):,}); re-export or re-download the model")
+
+
+def pickled_global(folder: Path) -> tuple[Path, str]:
+    import torch
+
+    path = copy_model(folder)
+    weights = {**load_file(str(MINILM / "model.safetensors")), "extra": _Runs()}
+    (path / "model.safetensors").unlink()
+    torch.save(weights, path / "pytorch_model.bin")
+    return path, (f"{path / 'pytorch_model.bin'}: holds pickled Python objects (posix.system), which the "
+                  "weights-only load refuses to run")
+
+
+def assert_nothing_left(work: Path) -> None:
+    assert not (work / "mlruns.db").exists() and not (work / "runs").exists(), sorted(work.rglob("*"))
+
+
+@pytest.mark.parametrize("make", [without_weights, truncated_weights], ids=["no-weights", "truncated"])
+def test_finetune_refuses_weights_it_cannot_load_before_any_run(tmp_path, data_dir, make):
+    path, line = make(tmp_path / "m")
+    out = bioablate_in_process("finetune", "--task", "gad", "--model", str(path), "--data-dir", str(data_dir),
+                               "--work-dir", str(tmp_path / "work"), *MICRO, cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {line}", out.stderr[-3000:]
+    assert_nothing_left(tmp_path / "work")
+
+
+@pytest.mark.parametrize("make", [without_weights, truncated_weights, pickled_global],
+                         ids=["no-weights", "truncated", "pickled-global"])
+def test_pretrain_init_refuses_weights_it_cannot_load_before_any_run(tmp_path, data_dir, make):
+    """`finetune --model` gave one line for these folders; `pretrain --init` a traceback and a FAILED run."""
+    path, line = make(tmp_path / "m")
+    out = bioablate_in_process("pretrain", "--corpus", "pubmed", "--masking", "wwm", "--objective", "bert",
+                               "--init", str(path), "--profile", "micro", "--data-dir", str(data_dir),
+                               "--work-dir", str(tmp_path / "work"), "trainer.progress_bar=false", cwd=tmp_path)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and line in lines[0], out.stderr[-3000:]
+    assert_nothing_left(tmp_path / "work")
+
+
+def test_a_vocabulary_that_is_not_utf8_names_the_file_and_line(tmp_path, data_dir):
+    """The tokenizers library said only "Error while initializing WordPiece", with a traceback."""
+    path = copy_model(tmp_path / "m", tokenizer=("vocab.txt",))
+    lines = (path / "vocab.txt").read_bytes().split(b"\n")
+    lines[1000] = b"caf\xe9"  # latin-1
+    (path / "vocab.txt").write_bytes(b"\n".join(lines))
+    out = bioablate_in_process("finetune", "--task", "gad", "--model", str(path), "--data-dir", str(data_dir),
+                               "--work-dir", str(tmp_path / "work"), *MICRO, cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"bioablate: error: {path / 'vocab.txt'}:1001: not UTF-8 text (byte 0xe9: invalid continuation byte); "
+        "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"], out.stderr[-3000:]
+    assert_nothing_left(tmp_path / "work")

@@ -299,3 +299,18 @@ def test_an_interpolation_naming_no_key_is_one_line(capsys, data_dir, tmp_path):
     experiment.write_text(experiment.read_text().replace("${missing}", "${count}") + "count: 2\n")
     code, _, err = run_cli(capsys, "run", str(experiment), "--dry-run", "--work-dir", str(tmp_path / "w"))
     assert "unknown key 'count'" in err  # resolved (to 2), then the stray key itself is named
+
+
+@pytest.mark.parametrize("args,message", [
+    # statsmodels warned for a vanishing difference; nan and 0 made the seeds line vanish in silence
+    (["table", "quickstart", "--effect", "nan"], "argument --effect: expected a difference of 0.01 to 200 points"),
+    (["table", "quickstart", "--effect", "0"], "argument --effect: expected a difference of 0.01 to 200 points"),
+    (["run", "quickstart", "--effect", "1e-300"], "argument --effect: expected a difference of 0.01 to 200 points"),
+    # the YAML was blamed for the command line's value
+    (["sweep", "micro", "--n-trials", "0"], "argument --n-trials: 0 is below the least, 1"),
+])
+def test_a_statistic_or_count_that_cannot_be_is_refused_where_it_is_read(capsys, args, message):
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and message in err[-1] and "micro.yaml" not in err[-1]

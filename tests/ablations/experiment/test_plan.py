@@ -112,3 +112,18 @@ def test_a_finished_cell_without_the_table_metric_is_a_failed_cell_of_the_table(
     cell = next(c for c in collect(experiment) if c.column == "random")
     assert cell.status == results.FAILED and cell.reason == "finished run has no test/score metric"
 
+
+
+def test_a_finished_cell_with_an_undefined_score_is_a_failed_cell_and_the_table_renders(experiment, tmp_path):
+    """A NaN test score (a run on data refused since: a NaN gold label) is no number to average: the cell
+    says why, and `table` renders (it stopped on an AttributeError inside statistics)."""
+    from tests.cli import bioablate_in_process
+
+    store_run(experiment.store()[1], by_name(experiment)["random/biosses/s1"], "FINISHED",
+              metrics={"test/score": float("nan")})
+    cell = next(c for c in collect(experiment) if c.column == "random")
+    assert (cell.status, cell.value) == (results.FAILED, None)
+    assert cell.reason == "test/score is nan: undefined, check the test data"
+    done = bioablate_in_process("table", str(experiment.path), "--profile", "micro", "--work-dir",
+                                str(tmp_path / "work"), cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]

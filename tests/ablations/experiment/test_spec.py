@@ -115,7 +115,7 @@ def test_a_valid_experiment_loads(tmp_path, data_dir):
     ({"epochs": 0}, [], "exp.yaml: overrides: finetune.epochs = 0: must be >= 1"),
     ({"dropout": 2}, [], "exp.yaml: vary: finetune.dropout = 2.0: must be >= 0 and < 1"),
     ({}, ["finetune.batch_size=0"], "command-line overrides: finetune.batch_size = 0: must be >= 1"),
-    ({}, ["finetune.max_length=100000"], "above the maximum input length of model 'random-bert' (512"),
+    ({}, ["finetune.max_length=1024"], "above the maximum input length of model 'random-bert' (512"),
 ], ids=["yaml-overrides", "vary-value", "command-line", "max-length"])
 def test_a_bad_value_in_any_layer_fails_at_load(tmp_path, data_dir, kwargs, cli, message):
     with pytest.raises(ConfigError) as error:
@@ -133,7 +133,7 @@ def test_dry_run_refuses_a_bad_override_with_one_line(tmp_path, data_dir, capsys
 
 @pytest.mark.parametrize("name", ["../../../../x", "a/b", ".hidden", "", "x y", "..", "a\\b"])
 def test_an_unsafe_experiment_name_is_refused(tmp_path, data_dir, name):
-    with pytest.raises(ConfigError, match="name: .* is not a safe folder name"):
+    with pytest.raises(ConfigError, match="name: .* is not a safe name"):
         load_experiment(write(tmp_path, name=f"'{name}'"), data_dir=str(data_dir), work_dir=str(tmp_path / "w"))
     assert not (tmp_path / "x").exists()
 
@@ -274,3 +274,65 @@ def test_every_table_with_paper_numbers_names_the_paper_they_come_from():
         assert source.split()[0] == authors[0], (path.name, source, authors[0])
         checked += 1
     assert checked >= 15
+
+
+# ---- counts bounded before anything is built from them; a task listed twice
+
+SEEDED_EXPERIMENT = """name: seeded
+models:
+  random: {{name_or_path: random-bert}}
+tasks: {tasks}
+seeds: {seeds}
+table: {{rows: task, columns: model}}
+"""
+
+
+def test_a_billion_seeds_is_one_line_under_a_bounded_memory(tmp_path, data_dir):
+    """The count is refused before the seed list is built: under a 3 GiB address space a billion-element
+    list (8 GB of pointers alone) cannot be made, and the command answers with its one line."""
+    import resource
+    import subprocess
+    import sys
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(SEEDED_EXPERIMENT.format(tasks="[gad]", seeds=1000000000))
+
+    def bounded_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+    done = subprocess.run([sys.executable, "-m", "ablations.cli", "run", str(path), "--dry-run", "--data-dir",
+                           str(data_dir), "--work-dir", str(tmp_path / "w")], preexec_fn=bounded_memory,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"bioablate: error: {path}: seeds: 1,000,000,000 is above the most this accepts, 1,000; give the number "
+        "of seeds per cell"], done.stderr[-2000:]
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("tasks,seeds,message", [
+    # one cell's runs counted twice: a narrower interval, `[2/1]` progress and twice the compute
+    ("[gad, gad]", 2, "tasks: 'gad' is listed twice; list each task once"),
+    ("[gad]", "[1, 2, 1]", "seeds: seed 1 is listed twice"),
+    ("[gad]", f"[{', '.join(map(str, range(1002)))}]",
+     "seeds: the number of seeds: 1,002 is above the most this accepts, 1,000"),
+    ("[gad]", 0, "seeds: 0 is below the least, 1"),
+    ("[gad]", "{default: 2, gad: 5000}", "seeds.gad: 5,000 is above the most this accepts, 1,000"),
+])
+def test_a_repeated_task_or_an_unbounded_seed_count_is_refused(tmp_path, data_dir, tasks, seeds, message):
+    path = tmp_path / "exp.yaml"
+    path.write_text(SEEDED_EXPERIMENT.format(tasks=tasks, seeds=seeds))
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "w"))
+    assert str(error.value).startswith(f"{path}: {message}"), str(error.value)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_paper_number_that_is_no_number_is_refused(tmp_path, data_dir, value):
+    """`paper: .nan` was taken: a reference every comparison with it is silently false against."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(SEEDED_EXPERIMENT.format(tasks="[gad]", seeds=1).replace(
+        "table: {rows: task, columns: model}", f"table: {{rows: task, columns: model, paper: {{gad: {{random: {value}}}}}}}"))
+    with pytest.raises(ConfigError) as error:
+        load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "w"))
+    assert str(error.value).startswith(f"{path}: table.paper.gad.random: ") and \
+        str(error.value).endswith("is not a number the paper printed; give its value or leave the entry out")
