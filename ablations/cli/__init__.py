@@ -25,6 +25,7 @@ from ablations.cli.parser import build_parser
 from ablations.cli.runs import cmd_finetune, cmd_pretrain, cmd_run, cmd_status, cmd_table
 from ablations.cli.serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli.sweep import cmd_sweep
+from bioablate_core import threads
 from bioablate_core.claims import EXIT_CLAIM_HELD, ClaimHeld
 from bioablate_core.console import configure_logging, quiet_libraries
 from bioablate_core.errors import BioablateError
@@ -44,6 +45,8 @@ LOADING = {
     "run": lambda a: f"experiment {a.experiment}", "table": lambda a: f"experiment {a.experiment} and its runs",
     "sweep": lambda a: f"sweep {' '.join([a.target, *a.rest[:1]])}"}
 QUICK = ("list",)  # commands that import neither Lightning nor MLflow: nothing to quiet, nothing to wait for
+# commands that compute with torch: their threads and OpenMP wait policy are chosen before torch loads
+COMPUTING = ("finetune", "pretrain", "run", "sweep")
 
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
             ("data", "fetch"): cmd_data_fetch,
@@ -70,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         announce(LOADING[key](args))
     if not args.verbose and key not in QUICK:
         quiet_libraries()
+    if key in COMPUTING and "torch" not in sys.modules:  # (imported already: main called in a test process)
+        threads.configure()
     try:
         with handling_interrupts():
             return COMMANDS[key](args)
