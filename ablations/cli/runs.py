@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ablations import api
+from bioablate_core import threads
 from bioablate_core.claims import EXIT_CLAIM_HELD
 from bioablate_core.distributed import is_ddp_worker
 from bioablate_core.errors import ConfigError, UnknownNameError
@@ -25,6 +26,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     cfg = api.config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
                      data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                      **{"model.name_or_path": args.model, "datasets": args.datasets})
+    starting()
     result = api.finetune(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
@@ -52,12 +54,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         job = api.pretrain_on_slurm(cfg, args.launcher_config, args.nodes, args.gpus_per_node, args.force)
-        print(job.line())
-        if not args.follow:
-            return 0
-        line, ok = api.follow_pretraining(job)
-        print(line)
-        return 0 if ok else 1
+        return submitted(job, args.follow and api.follow_pretraining)
+    starting()
     result = api.pretrain(cfg, force=args.force, wait=args.wait)
     if result.run_id is None:  # a DDP worker process: rank 0 reports
         return 0
@@ -87,6 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
+    starting()
     summary = api.run(experiment, devices=args.devices, ddp=args.ddp, runs_per_device=args.runs_per_device,
                       wait=args.wait)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
@@ -99,6 +98,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.only_held:
         return EXIT_CLAIM_HELD  # as `finetune --no-wait`: another process holds some of the runs
     return 0 if summary.ok else 1
+
+
+def submitted(job, follow) -> int:
+    """A SLURM submission's line; with `follow` (the api's follow function), its end: exit 0 if it succeeded."""
+    print(job.line())
+    if not follow:
+        return 0
+    line, ok = follow(job)
+    print(line)
+    return 0 if ok else 1
+
+
+def starting() -> None:
+    """The input is checked and the work starts: say the threads and wait policy chosen (rank 0 only)."""
+    if not is_ddp_worker():
+        threads.announce()
 
 
 def _print_table(table) -> None:
