@@ -311,7 +311,17 @@ class _Run:
             if not self.ddp_worker:
                 self._record(Outcome(FINETUNE, cell.name, REUSED, planned.run_id, planned.fingerprint))
         else:
-            self._submit(planned, self._tags())
+            self._submit(planned, {**self._tags(), **self._cell_tags(planned.cell)})
+
+    def _cell_tags(self, cell: PlannedCell) -> dict[str, str]:
+        """What tells the cell's run from the others in its name (ablations.run.finetune.run_name): the
+        labels of its variant, and its model's name in the experiment where there are several."""
+        from ablations.run.finetune import MODEL_KEY_TAG, VARIANT_TAG  # (Lightning: loaded by the runs anyway)
+
+        tags = {VARIANT_TAG: "-".join(label for _, label in cell.variant)} if cell.variant else {}
+        if len(self.experiment.finetuned_models()) > 1:
+            tags[MODEL_KEY_TAG] = cell.model
+        return tags
 
     def _place(self, planned: PlannedRun) -> str:
         return f"[{self.places[planned.name]:>{len(str(self.total))}}/{self.total}]"

@@ -32,7 +32,7 @@ from ablations.config import fingerprint, run_params
 from ablations.places import resolve_data_dir, resolve_work_dir
 from ablations.run.cards import Provenance
 from ablations.run.costs import log_compute
-from ablations.run.dashboard import log_datasets, write_details
+from ablations.run.dashboard import NOTE_TAG, curves_note, log_datasets, write_details
 from ablations.run.export import HeadInit, carry_head, save_finetuned
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
@@ -190,7 +190,9 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
     with section("tokenization"):  # reading the splits (cached for the datamodule) and checking them
         read_checked(identity.spec, identity.data_dir, warn=not run.is_worker)  # a data error: no run left behind
     params, model_tags = _params(cfg, identity.choices)
-    run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
+    tags = {**_run_tags(cfg, identity), **model_tags, **(tags or {})}
+    name = run_name(cfg, identity.spec, tags)
+    run.start(name, tags, params)
     with run.tracked(stop_exceptions):
         counter = ComputeCounter()
         module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, [*callbacks, counter])
@@ -202,7 +204,7 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
         run.set_tag("tested_epoch", str(best_epoch))
         run.set_tag("epoch_selection", "last (dev: none)" if identity.spec.no_dev else "best dev")
         if not run.is_worker:
-            _log_artifacts(run, cfg, datamodule, module, best_epoch)
+            _log_artifacts(run, cfg, datamodule, module, best_epoch, name)
             if cfg.keep_model:
                 with section("checkpoint_writes"):
                     _store_model(run, cfg, identity, module, datamodule)
@@ -228,8 +230,17 @@ def _metrics_of(run, prefix: str) -> dict[str, float]:
     return {k[len(prefix):]: v for k, v in run.data.metrics.items() if k.startswith(prefix)}
 
 
-def _run_name(cfg: DictConfig, spec: DatasetSpec) -> str:
-    return f"{spec.name}-{cfg.model.name_or_path.rsplit('/', 1)[-1]}-s{cfg.seed}"
+VARIANT_TAG = "variant"  # an experiment's run: its vary axes' labels, joined by '-' (ablations/experiment/runner.py)
+MODEL_KEY_TAG = "model_key"  # an experiment's run, where it fine-tunes several models: the model's name there
+
+
+def run_name(cfg: DictConfig, spec: DatasetSpec, tags: dict[str, str]) -> str:
+    """The MLflow run's name: task, the experiment's varied choices, model, profile and seed (e.g.
+    `gad-linear-general-minilm-mini-s1`), so an experiment's runs differ in name as in what they ran, and
+    a `micro` run is never taken for a `mini` one."""
+    model = tags.get(MODEL_KEY_TAG) or cfg.model.name_or_path.rstrip("/").rsplit("/", 1)[-1]
+    parts = [spec.name, tags.get(VARIANT_TAG), model, cfg.profile, f"s{cfg.seed}"]
+    return "-".join(part for part in parts if part)
 
 
 def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
@@ -351,7 +362,7 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
 
 
 def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataModule, module: FineTuneModule,
-                   best_epoch: int) -> None:
+                   best_epoch: int, title: str) -> None:
     """The resolved config, the test predictions, the scores' details (`ablations.run.dashboard`) and the
     run's figures (`ablations.run.figures`)."""
     out = run.run_dir / "artifacts"
@@ -372,7 +383,6 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
     run.log_artifacts(artifacts)
     run.log_artifacts(write_details(out / "metrics", module.dev_history, best_epoch, module.test_metrics), "metrics")
     spec = datamodule.spec
-    title = _run_name(cfg, spec)
     client, steps = run.tracker.client, {}
     history = {key: [(m.step, m.value) for m in client.get_metric_history(run.run_id, key)]
                for key in ("train/loss", "train/loss_epoch", "dev/score")}
@@ -384,6 +394,8 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
         figures.append(confusion_figure(out / "figures" / "confusion_matrix.png", golds, predicted,
                                         encoder.labels, f"{title}\ntest split"))
     run.log_artifacts([path for path in figures if path is not None], "figures")
+    if figures[0] is not None:  # the run's page opens on the curves, not on the best dev scores' single bars
+        run.set_tag(NOTE_TAG, curves_note(run.run_id))
 
 
 def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, module: FineTuneModule,

@@ -49,6 +49,12 @@ def test_the_saved_view_names_its_columns_as_mlflows_runs_list_does():
     assert state["searchFilter"] == "tags.kind = 'pretrain'"  # not the parent runs they are nested under
 
 
+def test_fine_tuning_runs_are_grouped_by_task_and_profile():
+    """A group's mean (the runs list's group row) never mixes a micro run with a mini one."""
+    state = json.loads(json.loads(saved_view("finetune", now_ms=5))["state"])
+    assert [key["groupByData"] for key in state["groupBy"]["groupByKeys"]] == ["task", "profile"]
+
+
 def test_details_hold_every_key_and_a_per_class_table(tmp_path):
     dev = [{"score": 0.5, "f1_PAR": 0.4, "precision_PAR": 0.5, "recall_PAR": 0.3, "support_PAR": 10.0},
            {"score": 0.6, "f1_PAR": 0.6, "precision_PAR": 0.6, "recall_PAR": 0.6, "support_PAR": 10.0}]
