@@ -33,6 +33,7 @@ from bioablate_core.interrupts import Interrupted, handling_interrupts
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
+EXIT_CLOSED_PIPE = 128 + 13  # SIGPIPE's: what a shell reports for a command whose reader went away
 # OSErrors that are the machine's state rather than a bug: one line, no traceback
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
                       errno.ENOTDIR, errno.EISDIR}  # (the last two: a file where a folder belongs, or the reverse)
@@ -77,7 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         threads.configure()
     try:
         with handling_interrupts():
-            return COMMANDS[key](args)
+            code = COMMANDS[key](args)
+            sys.stdout.flush()  # here, where a reader that went away (`| head`) is caught, not at exit
+            return code
+    except BrokenPipeError:  # the reader closed the pipe early: as a killed `cat` would, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return EXIT_CLOSED_PIPE
     except BioablateError as error:
         print(f"bioablate: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -16,6 +19,8 @@ from ablations.api.catalog import LISTINGS
 from ablations.cli import build_parser, main
 from ablations.cli.help import subcommands
 from ablations.config import RunConfig, dataclass_keys, profile_config
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -138,6 +143,8 @@ def test_list_columns_are_as_wide_as_their_longest_entry(capsys, what, fields):
     code, out, _ = run_cli(capsys, "list", what)
     rows = [line for line in out.splitlines() if not line.startswith("(")]
     assert code == 0 and len(rows) > 10
+    assert rows[0].split() == {"tasks": ["task", "source", "task_type", "metric", "max_length"],
+                               "experiments": ["experiment", "kind", "profile", "description"]}[what]  # a header
     starts = {tuple(m.start() for m in re.finditer(r"(?<= )\S", row))[:fields - 1] for row in rows}
     longest = max(len(row.split()[0]) for row in rows)
     assert len(starts) == 1 and starts.pop()[0] == longest + 1, starts
@@ -241,6 +248,21 @@ def test_list_keys_every_config_key_with_type_profile_value_and_comment(capsys):
     assert rows["task"][1] == "(required)"
     code, out, _ = run_cli(capsys, "list", "keys", "--profile", "mini")
     assert _key_rows(out)["model.hidden_size"][1] == str(profile_config("mini").model.hidden_size)
+
+
+@pytest.mark.parametrize("what", ["keys", "tasks"])
+def test_a_reader_that_goes_away_early_ends_the_listing_quietly(what, tmp_path):
+    """`bioablate list keys | head`: the pipe's reader gone before the listing is written (here closed
+    before the command starts) ends it as SIGPIPE would, with no traceback."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "ablations.cli", "list", what], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    finally:
+        os.close(write)
+    assert done.returncode in (0, 141) and "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
 
 
 def test_every_listing_has_a_choice():
