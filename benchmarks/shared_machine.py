@@ -7,7 +7,8 @@
 
 Each side (`--before` tree, this checkout) runs the same command in a fresh work folder, alternating the
 sides within each load so both see the same machine: by default one cell of the quick start (its BC5-chem
-linear-head run over MiniLM-L6, fp32, on `--overrides`' reduced data: enough to show the waste), with
+linear-head run over MiniLM-L6, or micro's random BERT, fp32, on `--overrides`' reduced data: enough to show
+the waste), with
 `--whole` the quick start's `bioablate run quickstart`. CPU seconds are the command's process tree's user +
 system time (getrusage of the waited children). The spinners stand for the other jobs of a shared
 workstation: `os.sched_setaffinity` pins them and the command to the same CPUs. Writes `results.json` and
@@ -30,14 +31,15 @@ from benchmarks.common import machine
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REDUCED = ["finetune.max_train_examples=64", "finetune.max_eval_examples=32", "finetune.epochs=1"]
 # the quick start's first cell under mini (experiments/quickstart.yaml): BC5-chem, linear head, MiniLM-L6, fp32
-CELL = ["finetune", "--task", "bc5-chem", "--model", "general-minilm", "finetune.head=linear", "finetune.max_length=128",
-        "finetune.batch_size=8", "finetune.lr=2e-4", "trainer.precision=32-true"]
+CELL = ["finetune", "--task", "bc5-chem", "finetune.head=linear", "finetune.max_length=128", "finetune.batch_size=8",
+        "finetune.lr=2e-4", "trainer.precision=32-true"]
 
 
 def measure(tree: Path, work: Path, args: argparse.Namespace, cpus: set[int]) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME")}
     env["PYTHONPATH"] = str(tree)
-    command = [sys.executable, "-m", "ablations.cli", *(["run", "quickstart"] if args.whole else CELL), "--profile",
+    cell = [*CELL, "--model", args.model or ("random-bert" if args.profile == "micro" else "general-minilm")]
+    command = [sys.executable, "-m", "ablations.cli", *(["run", "quickstart"] if args.whole else cell), "--profile",
                args.profile, "--work-dir", str(work), *args.overrides]
     if args.data_dir:
         command += ["--data-dir", args.data_dir]
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--spinners", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--profile", default="mini")
     parser.add_argument("--whole", action="store_true", help="the whole quick start, not one cell")
+    parser.add_argument("--model", help="the cell's model (default: the quick start's under the profile)")
     parser.add_argument("--overrides", nargs="*", default=REDUCED)
     parser.add_argument("--data-dir", default=os.environ.get("BIOABLATE_DATA"))
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "shared-machine")
@@ -85,7 +88,7 @@ def main() -> None:
     out = {"machine": machine(), "cpus": sorted(cpus), "profile": args.profile, "overrides": args.overrides,
            "rows": rows}
     (args.out / "results.json").write_text(json.dumps(out, indent=1))
-    what = "run quickstart" if args.whole else " ".join(CELL)
+    what = "run quickstart" if args.whole else " ".join(CELL) + " --model ..."
     lines = [f"# The quick start on a shared CPU ({machine()}, CPUs {sorted(cpus)})", "",
              f"`bioablate {what} --profile {args.profile} {' '.join(args.overrides)}`", "",
              "| spinners | side | wall (s) | CPU user+sys (s) | load before |", "|---:|---|---:|---:|---:|"]

@@ -23,7 +23,8 @@ TABLE_FILES = "table.md, .tex, .csv; figure .png, .svg, .pdf"  # what a rendered
 def cmd_finetune(args: argparse.Namespace) -> int:
     if args.task is None and not args.config:
         raise ConfigError("--task is required (or a --config file that sets `task`)")
-    cfg = api.config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
+    cfg = api.config(args.profile, [*_bar_unless_terminal(), *args.overrides], config_files=args.config,
+                     task=args.task, seed=args.seed,
                      data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                      **{"model.name_or_path": args.model, "datasets": args.datasets})
     starting()
@@ -42,7 +43,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    cfg = api.pretrain_config(args.profile, args.overrides, seed=args.seed, data_dir=args.data_dir,
+    cfg = api.pretrain_config(args.profile, [*_bar_unless_terminal(), *args.overrides], seed=args.seed, data_dir=args.data_dir,
                               work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                               **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
                                  "pretrain.masking": args.masking, "pretrain.objective": args.objective,
@@ -98,6 +99,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.only_held:
         return EXIT_CLAIM_HELD  # as `finetune --no-wait`: another process holds some of the runs
     return 0 if summary.ok else 1
+
+
+def _bar_unless_terminal() -> list[str]:
+    """Lightning's progress bar only on a terminal: written to a file it is one rewritten line per step
+    ("Epoch 0/0 ... v_num"). An override given after it still sets the bar."""
+    return [] if sys.stderr.isatty() else ["trainer.progress_bar=false"]
 
 
 def submitted(job, follow) -> int:

@@ -6,7 +6,8 @@ spaces. A blank line ends a sentence. `-DOCSTART-` lines end a document; one wri
 `-DOCSTART- (<id>)` (EBM-PICO) names it, and its sentences get the ids `<id>-<k>`, as the built-in
 PICO reader gives them; elsewhere ids are `<file stem>-<n>`, as the built-in NER reader gives them.
 
-Tags are read in the scheme they ship in, found from the prefixes the file uses (and said, once per file):
+Tags are read in the scheme they ship in, found from the prefixes the file uses (said once per file where
+the ends of mentions are marked):
 IOB2 or IO (`B-`, `I-`), IOBES / BIOES (`E-` ends a mention, `S-` is a one-word one) or BILOU (`L-`, `U-`
 for the same), typed (`B-Chemical`, `S-PAR`) or untyped (`B`, `S`: their type is `entity_type`). They
 become spans the way conlleval reads them (`datamodules.tagging`'s BIOUL decoding: E-/L- close a mention,
@@ -128,7 +129,7 @@ def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
             tokens.append(token)
             tags.append(rules.normalize(parts[tag_column].strip(), path, number))
     flush()
-    if rules.prefixes and (str(path), rules.scheme()) not in _SAID:
+    if rules.prefixes & set("ESLU") and (str(path), rules.scheme()) not in _SAID:  # (IOB2 and IO: as ever)
         _SAID.add((str(path), rules.scheme()))
         log.info("%s: %s tags read as %s (prefixes %s)", definition.name, path.name, rules.scheme(),
                  ", ".join(sorted(rules.prefixes)))

@@ -112,10 +112,14 @@ def test_user_dataset_registered_from_yaml(capsys, data_dir, tmp_path):
     (tmp_path / "my-ner.yaml").write_text(
         "name: my-ner\nformat: conll\npath: my-ner\n"
         "files: {train: train.tsv, dev: dev.tsv, test: test.tsv}\nlabels: [Disease]\nmax_length: 64\n")
+    code, out, err = run_cli(capsys, "data", "stats", "--datasets", str(tmp_path / "my-ner.yaml"))
+    assert code == 0, err  # counted before any run: every line of its files read
+    rows = [line.split() for line in out.splitlines() if line.startswith("my-ner ")]
+    assert [(row[1], int(row[-1])) for row in rows] == [("train", 60), ("dev", 30), ("test", 30)], out
     code, out, err = run_cli(capsys, "finetune", "--task", "my-ner", "--datasets", str(tmp_path / "my-ner.yaml"),
-                             "--data-dir", str(data_dir), "--work-dir", str(tmp_path / "work"),
-                             "finetune.epochs=1", "trainer.progress_bar=false")
+                             "--data-dir", str(data_dir), "--work-dir", str(tmp_path / "work"), "finetune.epochs=1")
     assert code == 0, err
+    assert "v_num" not in err and "Epoch 0" not in err  # written to a file: no Lightning progress bar
     run_id = out.split("finished ")[1].split()[0]
     client = MlflowClient(f"sqlite:///{tmp_path / 'work' / 'mlruns.db'}")
     run = client.get_run(run_id)
