@@ -275,7 +275,7 @@ def _table_command(sub) -> None:
                     help="a packaged experiment (`bioablate list experiments`, e.g. table13_tagging) or a YAML path")
     tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     tb.add_argument("--out", help="write table.md/.tex/.csv and the figure (.png/.svg/.pdf) here "
-                                  "(default: <work-dir>/tables/<experiment>/)")
+                                  "(default: <work-dir>/tables/<experiment>-<profile>/)")
     tb.add_argument("--zero-based", action="store_true",
                     help="start the figure's y axis at 0 (default: it spans the data, min to max)")
     tb.add_argument("--stats", action="store_true",

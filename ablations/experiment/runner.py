@@ -59,6 +59,15 @@ OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED, HELD)
 
 
 @dataclass
+
+def _named(planned: PlannedRun) -> str:
+    """A run as its lines name it: its place in the plan, and the model it fine-tunes where that is a named
+    model other than the experiment's name for it (quickstart's `minilm` is `random-bert` under micro)."""
+    model = planned.config.model.name_or_path if planned.cell is not None and planned.config is not None else None
+    if model and "/" not in model and model != planned.cell.model:
+        return f"{planned.name} ({model})"
+    return planned.name
+
 class Outcome:
     kind: str  # pretrain | finetune
     name: str  # the stage name, or model/task/variant/seed
@@ -329,8 +338,8 @@ class _Run:
     def _submit(self, planned: PlannedRun, tags: dict[str, str]) -> None:
         cfg = planned.config
         payload = cfg if isinstance(self.executor, InProcess) else OmegaConf.to_container(cfg, resolve=True)
-        self.echo(f"{self._place(planned)} running  {planned.kind} {planned.name}")
-        progress = (f"{self._place(planned)} {planned.kind} {planned.name}", self.started_ms / 1000)
+        self.echo(f"{self._place(planned)} running  {planned.kind} {_named(planned)}")
+        progress = (f"{self._place(planned)} {planned.kind} {_named(planned)}", self.started_ms / 1000)
         future = self.executor.submit(execute, planned.kind, payload, tags, self.wait,
                                       None if self.ddp_worker else progress)
         self.running[future] = planned

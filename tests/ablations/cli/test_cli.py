@@ -269,6 +269,17 @@ def test_a_reader_that_goes_away_early_ends_the_listing_quietly(what, tmp_path):
     assert done.returncode in (0, 141) and "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
 
 
+def test_table_help_names_the_folder_a_table_is_written_to(tmp_path):
+    from types import SimpleNamespace
+
+    from ablations.tables.report import table_dir
+
+    page = " ".join(subcommands(build_parser())["table"].format_help().split())
+    folder = re.search(r"\(default: <work-dir>/(\S+)/\)", page).group(1)
+    experiment = SimpleNamespace(name="<experiment>", profile="<profile>", store=lambda: (tmp_path, None))
+    assert table_dir(experiment) == tmp_path / folder
+
+
 def test_every_listing_has_a_choice():
     choices = next(a for a in subcommands(build_parser())["list"]._actions if a.dest == "what").choices
     assert sorted(choices) == sorted(LISTINGS)
