@@ -27,12 +27,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                      task=args.task, seed=args.seed,
                      data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                      **{"model.name_or_path": args.model, "datasets": args.datasets})
-    starting()
-    result = api.finetune(cfg, force=args.force, wait=args.wait)
-    if result.run_id is None:  # a DDP worker process: rank 0 reports
+    result = _computed(cfg.task, lambda: api.finetune(cfg, force=args.force, wait=args.wait))
+    if result is None:
         return 0
-    state = "reused finished run" if result.reused else "finished"
-    print(f"{cfg.task}: {state} {result.run_id} (fingerprint {result.fingerprint})")
     for line in result.head_init.describe(cfg.model.name_or_path):  # a fine-tuned model folder's head
         print(line)
     print("  best dev: " + (", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items()) if k in SHOWN)
@@ -43,8 +40,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    cfg = api.pretrain_config(args.profile, [*_bar_unless_terminal(), *args.overrides], seed=args.seed, data_dir=args.data_dir,
-                              work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+    cfg = api.pretrain_config(args.profile, [*_bar_unless_terminal(), *args.overrides], seed=args.seed,
+                              data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                               **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
                                  "pretrain.masking": args.masking, "pretrain.objective": args.objective,
                                  "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
@@ -56,12 +53,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if args.launcher == "slurm":
         job = api.pretrain_on_slurm(cfg, args.launcher_config, args.nodes, args.gpus_per_node, args.force)
         return submitted(job, args.follow and api.follow_pretraining)
-    starting()
-    result = api.pretrain(cfg, force=args.force, wait=args.wait)
-    if result.run_id is None:  # a DDP worker process: rank 0 reports
+    result = _computed("pretrain", lambda: api.pretrain(cfg, force=args.force, wait=args.wait))
+    if result is None:
         return 0
-    state = "reused finished run" if result.reused else "finished"
-    print(f"pretrain: {state} {result.run_id} (fingerprint {result.fingerprint})")
     if result.losses:
         print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
               f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
@@ -99,6 +93,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.only_held:
         return EXIT_CLAIM_HELD  # as `finetune --no-wait`: another process holds some of the runs
     return 0 if summary.ok else 1
+
+
+def _computed(label: str, compute):
+    """Say the thread choice, compute the run, then its first line; None in a DDP worker (rank 0 reports)."""
+    starting()
+    result = compute()
+    if result.run_id is None:
+        return None
+    state = "reused finished run" if result.reused else "finished"
+    print(f"{label}: {state} {result.run_id} (fingerprint {result.fingerprint})")
+    return result
 
 
 def _bar_unless_terminal() -> list[str]:
