@@ -38,6 +38,16 @@ def test_the_page_setup_goes_into_the_head_of_mlflows_index_page():
         index_page("<html><body></body></html>")
 
 
+def test_the_app_loads_without_a_deprecation_warning():
+    """`bioablate ui` printed Starlette's deprecation of the WSGI middleware MLflow's app imports: the app
+    the server's worker loads, in a fresh interpreter showing every warning, says nothing."""
+    out = subprocess.run([sys.executable, "-W", "default", "-c", "import ablations.serve.mlflow_app as m; m.app"],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Starlette" not in out.stderr and "starlette" not in out.stderr, out.stderr[-3000:]
+
+
 @pytest.fixture(scope="module")
 def micro_run(tmp_path_factory, data_dir) -> tuple[Path, str, str, str]:
     """A micro fine-tuning run through the CLI: (work dir, what it printed, experiment id, run id). Two
