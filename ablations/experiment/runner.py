@@ -58,8 +58,6 @@ from bioablate_core.distributed import is_ddp_worker
 OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED, HELD)
 
 
-@dataclass
-
 def _named(planned: PlannedRun) -> str:
     """A run as its lines name it: its place in the plan, and the model it fine-tunes where that is a named
     model other than the experiment's name for it (quickstart's `minilm` is `random-bert` under micro)."""
@@ -68,6 +66,8 @@ def _named(planned: PlannedRun) -> str:
         return f"{planned.name} ({model})"
     return planned.name
 
+
+@dataclass
 class Outcome:
     kind: str  # pretrain | finetune
     name: str  # the stage name, or model/task/variant/seed
