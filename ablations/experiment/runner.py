@@ -323,9 +323,9 @@ class _Run:
             self._submit(planned, {**self._tags(), **self._cell_tags(planned.cell)})
 
     def _cell_tags(self, cell: PlannedCell) -> dict[str, str]:
-        """What tells the cell's run from the others in its name (ablations.run.finetune.run_name): the
+        """What tells the cell's run from the others in its name (ablations.run.dashboard.run_name): the
         labels of its variant, and its model's name in the experiment where there are several."""
-        from ablations.run.finetune import MODEL_KEY_TAG, VARIANT_TAG  # (Lightning: loaded by the runs anyway)
+        from ablations.run.dashboard import MODEL_KEY_TAG, VARIANT_TAG  # (MLflow: loaded by the runs anyway)
 
         tags = {VARIANT_TAG: "-".join(label for _, label in cell.variant)} if cell.variant else {}
         if len(self.experiment.finetuned_models()) > 1:

@@ -14,6 +14,7 @@
   the best one and the test scores: the counts tp / fp / fn / support... are only here, see
   `datamodules.metrics.summary_keys`) and, where the metric has per-class keys, `metrics/test_per_class.csv`
   (a table in MLflow's artifact view).
+- Its name (`run_name`): task, varied choices, model, profile, seed.
 - Its description (`curves_note`): the curves figure, at the top of its page.
 - Where to see it (`browse_lines`): the run's page, as a URL where the store is a server, else as the
   `bioablate ui` command to start plus the page's path.
@@ -109,6 +110,19 @@ def describe_experiment(client: Any, experiment: Any, kind: str | None) -> None:
 def run_path(experiment_id: str, run_id: str) -> str:
     """A run's page in MLflow's UI, below the server's address."""
     return f"#/experiments/{experiment_id}/runs/{run_id}"
+
+
+VARIANT_TAG = "variant"  # an experiment's run: its vary axes' labels, joined by '-' (ablations/experiment/runner.py)
+MODEL_KEY_TAG = "model_key"  # an experiment's run, where it fine-tunes several models: the model's name there
+
+
+def run_name(cfg: Any, spec: Any, tags: Mapping[str, str]) -> str:
+    """The MLflow run's name: task, the experiment's varied choices, model, profile and seed (e.g.
+    `gad-linear-general-minilm-mini-s1`), so an experiment's runs differ in name as in what they ran, and
+    a `micro` run is never taken for a `mini` one."""
+    model = tags.get(MODEL_KEY_TAG) or cfg.model.name_or_path.rstrip("/").rsplit("/", 1)[-1]
+    parts = [spec.name, tags.get(VARIANT_TAG), model, cfg.profile, f"s{cfg.seed}"]
+    return "-".join(part for part in parts if part)
 
 
 def curves_note(run_id: str, artifact: str = "figures/curves.png") -> str:

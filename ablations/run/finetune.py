@@ -32,7 +32,7 @@ from ablations.config import fingerprint, run_params
 from ablations.places import resolve_data_dir, resolve_work_dir
 from ablations.run.cards import Provenance
 from ablations.run.costs import log_compute
-from ablations.run.dashboard import NOTE_TAG, curves_note, log_datasets, write_details
+from ablations.run.dashboard import NOTE_TAG, curves_note, log_datasets, run_name, write_details
 from ablations.run.export import HeadInit, carry_head, save_finetuned
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
@@ -228,19 +228,6 @@ def _params(cfg: DictConfig, choices: FinetuneSpec) -> tuple[dict[str, Any], dic
 
 def _metrics_of(run, prefix: str) -> dict[str, float]:
     return {k[len(prefix):]: v for k, v in run.data.metrics.items() if k.startswith(prefix)}
-
-
-VARIANT_TAG = "variant"  # an experiment's run: its vary axes' labels, joined by '-' (ablations/experiment/runner.py)
-MODEL_KEY_TAG = "model_key"  # an experiment's run, where it fine-tunes several models: the model's name there
-
-
-def run_name(cfg: DictConfig, spec: DatasetSpec, tags: dict[str, str]) -> str:
-    """The MLflow run's name: task, the experiment's varied choices, model, profile and seed (e.g.
-    `gad-linear-general-minilm-mini-s1`), so an experiment's runs differ in name as in what they ran, and
-    a `micro` run is never taken for a `mini` one."""
-    model = tags.get(MODEL_KEY_TAG) or cfg.model.name_or_path.rstrip("/").rsplit("/", 1)[-1]
-    parts = [spec.name, tags.get(VARIANT_TAG), model, cfg.profile, f"s{cfg.seed}"]
-    return "-".join(part for part in parts if part)
 
 
 def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
