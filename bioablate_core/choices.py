@@ -24,6 +24,7 @@ objective, optimizer) registers its options for every task type and is checked b
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import Iterator, Mapping, TypeVar
 
@@ -145,7 +146,9 @@ class Choice(Registry[T]):
                               f"it applies to {', '.join(anywhere)} tasks")
         valid = self.options_for(task_type)
         if name not in valid:
-            raise ConfigError(f"unknown {self.kind} '{name}' for {dataset}; valid: {', '.join(valid)}")
+            close = difflib.get_close_matches(str(name), valid, n=1)  # as UnknownNameError suggests
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"unknown {self.kind} '{name}' for {dataset}; valid: {', '.join(valid)}{hint}")
         for key, value in self._requires[name].items():
             if chosen.get(key) != value:
                 others = [n for n in valid if not self._requires[n]]

@@ -78,7 +78,8 @@ def entity_f1(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) ->
 
     A mention counts as correct only if (instance, start, end, label) all match, so a partial overlap is
     both a false positive and a false negative. Besides the micro numbers, each non-empty mention type
-    gets "f1_<type>" (BLURB collapses types, so usually there is none).
+    gets "precision_", "recall_", "f1_" and "support_<type>" (the run's metrics/test_per_class.csv; BLURB
+    collapses types, so usually there is none).
     """
     check_lengths(gold, pred)
     gold_set = {(i, s.start, s.end, s.label) for i, spans in enumerate(gold) for s in spans}
@@ -91,7 +92,7 @@ def entity_f1(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) ->
     hits_per_type = Counter(m[3] for m in hits)
     for label in sorted((gold_per_type | pred_per_type).keys() - {""}):
         tp = hits_per_type[label]
-        result[f"f1_{_key(label)}"] = _prf(tp, pred_per_type[label] - tp, gold_per_type[label] - tp)[2]
+        result.update(_per_label_result((tp, pred_per_type[label] - tp, gold_per_type[label] - tp), [label]))
     return result
 
 
@@ -148,7 +149,7 @@ def _pico_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, floa
 
 def _per_label_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
     """precision_, recall_, f1_ and support_<label> of each of `labels` from its (tp, fp, fn) in `counts`
-    (flattened, in the labels' order): PICO's elements, the yes/no classes."""
+    (flattened, in the labels' order): PICO's elements, the yes/no classes, NER's entity types."""
     result: dict[str, float] = {}
     for k, label in enumerate(labels):
         tp, fp, fn = counts[3 * k:3 * k + 3]

@@ -397,10 +397,12 @@ class ExtractiveQAEncoder(TaskEncoder):
         return metric(golds, answers, **self.spec.metric_args)
 
     def to_json(self, prediction: Sequence[Any]) -> list[Any]:
-        """An instance's n-best -> its first `top_k` as [text, probability]; gold answers (texts) as a list."""
+        """An instance's n-best -> every candidate, as [text, probability] (all `n_best` the ranking over a
+        question's snippets took: BioBERT's transform_nbset2bioasqform.py rebuilds the run's answer lists from
+        them, which it could not from the first `top_k`); gold answers (texts) as a list."""
         if all(isinstance(item, str) for item in prediction):
             return list(prediction)
-        return [[item[0], item[1]] for item in prediction[:self.top_k]]
+        return [[item[0], item[1]] for item in prediction]
 
     def question_records(self, instances: Sequence[QAInstance], predictions: Sequence[list[Answer]]
                          ) -> list[dict[str, Any]]:

@@ -58,6 +58,10 @@ def _columns(rows: list[tuple[str, ...]]) -> list[str]:
     return [" ".join([*(f"{field:<{w}}" for field, w in zip(row, widths)), row[-1]]) for row in rows]
 
 
+TASKS_HEADER = ("task", "source", "task_type", "metric", "max_length")  # one word each: `list` output is cut by
+EXPERIMENTS_HEADER = ("experiment", "kind", "profile", "description")  # spaces (awk '{print $1}')
+
+
 def tasks() -> list[str]:
     """Every registered dataset; the second column says which are BLURB's 13 (Gu et al., Table 3) and which
     come from the other papers' tables (BioBERT, BioALBERT, Bio-ELECTRA) or a user's YAML."""
@@ -65,9 +69,9 @@ def tasks() -> list[str]:
     from datamodules.registry import dataset_names, get_dataset
 
     blurb = {spec.name for spec in BLURB_DATASETS}
-    return _columns([(name, "BLURB" if name in blurb else "other", spec.task_type, spec.metric,
-                      f"max_length={spec.max_length}")
-                     for name, spec in ((name, get_dataset(name)) for name in dataset_names())])
+    return _columns([TASKS_HEADER, *((name, "BLURB" if name in blurb else "other", spec.task_type, spec.metric,
+                                      f"max_length={spec.max_length}")
+                                     for name, spec in ((name, get_dataset(name)) for name in dataset_names()))])
 
 
 def models() -> list[str]:
@@ -112,7 +116,7 @@ def experiments() -> list[str]:
         raw = load_yaml(packaged_dir("experiment") / f"{name}.yaml")
         kind, profile = raw.get("kind", "finetune"), raw.get("profile", "micro")
         rows.append((name, kind, f"{profile:<5} ", str(raw.get("description", ""))))
-    return [*_columns(rows), "(run one: bioablate run NAME [--profile micro|mini|base]; or the path of your own "
+    return [*_columns([EXPERIMENTS_HEADER, *rows]), "(run one: bioablate run NAME [--profile micro|mini|base]; or the path of your own "
                              "YAML; docs/experiments.md)"]
 
 

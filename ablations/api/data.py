@@ -9,13 +9,19 @@ from typing import Optional, Sequence
 DEFAULT_VOCABS = ("bert-base-uncased", "scibert-scivocab-uncased", "pubmedbert-uncased")  # Table 1's three
 
 
-def data_stats(data_dir: Optional[str] = None, tasks: Sequence[str] = (), tagging: Optional[str] = None) -> str:
+def data_stats(data_dir: Optional[str] = None, tasks: Sequence[str] = (), tagging: Optional[str] = None,
+               datasets: Sequence[str] = ()) -> str:
     """Counts per dataset and split beside the paper's (every registered dataset unless `tasks`); an
-    unknown name fails before any reading."""
+    unknown name fails before any reading. `datasets`: user datasets' YAML files, registered and counted
+    (without `tasks`: only they)."""
     from ablations.places import resolve_data_dir
+    from datamodules.custom import register_from_yaml
     from datamodules.registry import dataset_names, get_dataset
 
-    names = list(tasks) or dataset_names()
+    users = [register_from_yaml(path).name for path in datasets]
+    names = list(tasks) or users or dataset_names()
+    if users and not tasks:  # a user dataset names its own files: no staged folder needed
+        return _stats(Path(data_dir or "."), names, tagging)
     for name in names:
         get_dataset(name)
     return _stats(resolve_data_dir(data_dir), names, tagging)

@@ -25,6 +25,7 @@ from ablations.cli.parser import build_parser
 from ablations.cli.runs import cmd_finetune, cmd_pretrain, cmd_run, cmd_status, cmd_table
 from ablations.cli.serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli.sweep import cmd_sweep
+from bioablate_core import threads
 from bioablate_core.claims import EXIT_CLAIM_HELD, ClaimHeld
 from bioablate_core.console import configure_logging, quiet_libraries
 from bioablate_core.databases import hide_passwords
@@ -33,6 +34,7 @@ from bioablate_core.interrupts import Interrupted, handling_interrupts
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
+EXIT_CLOSED_PIPE = 128 + 13  # SIGPIPE's: what a shell reports for a command whose reader went away
 # OSErrors that are the machine's state rather than a bug: one line, no traceback
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
                       errno.ENOTDIR, errno.EISDIR}  # (the last two: a file where a folder belongs, or the reverse)
@@ -45,6 +47,8 @@ LOADING = {
     "run": lambda a: f"experiment {a.experiment}", "table": lambda a: f"experiment {a.experiment} and its runs",
     "sweep": lambda a: f"sweep {' '.join([a.target, *a.rest[:1]])}"}
 QUICK = ("list",)  # commands that import neither Lightning nor MLflow: nothing to quiet, nothing to wait for
+# commands that compute with torch: their threads and OpenMP wait policy are chosen before torch loads
+COMPUTING = ("finetune", "pretrain", "run", "sweep")
 
 COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_data_stats,
             ("data", "fetch"): cmd_data_fetch,
@@ -71,9 +75,16 @@ def main(argv: list[str] | None = None) -> int:
         announce(LOADING[key](args))
     if not args.verbose and key not in QUICK:
         quiet_libraries()
+    if key in COMPUTING and "torch" not in sys.modules:  # (imported already: main called in a test process)
+        threads.configure()
     try:
         with handling_interrupts():
-            return COMMANDS[key](args)
+            code = COMMANDS[key](args)
+            sys.stdout.flush()  # here, where a reader that went away (`| head`) is caught, not at exit
+            return code
+    except BrokenPipeError:  # the reader closed the pipe early: as a killed `cat` would, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return EXIT_CLOSED_PIPE
     except BioablateError as error:
         print(f"bioablate: error: {hide_passwords(str(error))}", file=sys.stderr)  # a URI it names
         return EXIT_USER_ERROR

@@ -12,7 +12,7 @@ from ablations import api
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
-    print(api.data_stats(args.data_dir, args.task or (), args.tagging))
+    print(api.data_stats(args.data_dir, args.task or (), args.tagging, args.datasets or ()))
     return 0
 
 

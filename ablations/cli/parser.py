@@ -94,8 +94,12 @@ def _data_command(sub) -> None:
     data_sub = _command_group(sub, "data", "dataset utilities",
                               examples("bioablate data fetch", "bioablate data stats --task gad"))
     stats = data_sub.add_parser("stats", help="counts per dataset and split beside the paper's Table 3",
-                                **examples("bioablate data stats", "bioablate data stats --task bc5-chem --tagging io"))
+                                **examples("bioablate data stats", "bioablate data stats --task bc5-chem --tagging io",
+                                           "bioablate data stats --datasets my-ner.yaml"))
     stats.add_argument("--task", action="append", help="only this dataset (repeatable)")
+    stats.add_argument("--datasets", action="append", metavar="YAML",
+                       help="a user dataset's YAML (repeatable): count it, every line of its files read "
+                            "(without --task: only these)")
     stats.add_argument("--tagging", choices=["bio", "bioul", "io"],
                        help="io: also count the gold mentions IO tagging would merge with a neighbour")
     _add_common(stats)
@@ -291,7 +295,7 @@ def _table_command(sub) -> None:
                     help="a packaged experiment (`bioablate list experiments`, e.g. table13_tagging) or a YAML path")
     tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     tb.add_argument("--out", help="write table.md/.tex/.csv and the figure (.png/.svg/.pdf) here "
-                                  "(default: <work-dir>/tables/<experiment>/)")
+                                  "(default: <work-dir>/tables/<experiment>-<profile>/)")
     tb.add_argument("--zero-based", action="store_true",
                     help="start the figure's y axis at 0 (default: it spans the data, min to max)")
     tb.add_argument("--stats", action="store_true",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ablations import api
+from bioablate_core import threads
 from bioablate_core.claims import EXIT_CLAIM_HELD
 from bioablate_core.databases import hide_passwords
 from bioablate_core.distributed import is_ddp_worker
@@ -23,14 +24,13 @@ TABLE_FILES = "table.md, .tex, .csv; figure .png, .svg, .pdf"  # what a rendered
 def cmd_finetune(args: argparse.Namespace) -> int:
     if args.task is None and not args.config:
         raise ConfigError("--task is required (or a --config file that sets `task`)")
-    cfg = api.config(args.profile, args.overrides, config_files=args.config, task=args.task, seed=args.seed,
+    cfg = api.config(args.profile, [*_bar_unless_terminal(), *args.overrides], config_files=args.config,
+                     task=args.task, seed=args.seed,
                      data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                      **{"model.name_or_path": args.model, "datasets": args.datasets})
-    result = api.finetune(cfg, force=args.force, wait=args.wait)
-    if result.run_id is None:  # a DDP worker process: rank 0 reports
+    result = _computed(cfg.task, lambda: api.finetune(cfg, force=args.force, wait=args.wait))
+    if result is None:
         return 0
-    state = "reused finished run" if result.reused else "finished"
-    print(f"{cfg.task}: {state} {result.run_id} (fingerprint {result.fingerprint})")
     for line in result.head_init.describe(cfg.model.name_or_path):  # a fine-tuned model folder's head
         print(line)
     print("  best dev: " + (", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_dev.items()) if k in SHOWN)
@@ -41,8 +41,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    cfg = api.pretrain_config(args.profile, args.overrides, seed=args.seed, data_dir=args.data_dir,
-                              work_dir=args.work_dir, tracking_uri=args.tracking_uri,
+    cfg = api.pretrain_config(args.profile, [*_bar_unless_terminal(), *args.overrides], seed=args.seed,
+                              data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                               **{"pretrain.corpus": args.corpus, "pretrain.vocab": args.vocab,
                                  "pretrain.masking": args.masking, "pretrain.objective": args.objective,
                                  "pretrain.adversarial": args.adversarial, "pretrain.init": args.init,
@@ -53,17 +53,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         job = api.pretrain_on_slurm(cfg, args.launcher_config, args.nodes, args.gpus_per_node, args.force)
-        print(job.line())
-        if not args.follow:
-            return 0
-        line, ok = api.follow_pretraining(job)
-        print(line)
-        return 0 if ok else 1
-    result = api.pretrain(cfg, force=args.force, wait=args.wait)
-    if result.run_id is None:  # a DDP worker process: rank 0 reports
+        return submitted(job, args.follow and api.follow_pretraining)
+    result = _computed("pretrain", lambda: api.pretrain(cfg, force=args.force, wait=args.wait))
+    if result is None:
         return 0
-    state = "reused finished run" if result.reused else "finished"
-    print(f"pretrain: {state} {result.run_id} (fingerprint {result.fingerprint})")
     if result.losses:
         print(f"  {'loss' if cfg.pretrain.objective == 'electra' else 'MLM loss'}: "
               f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
@@ -88,6 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
+    starting()
     summary = api.run(experiment, devices=args.devices, ddp=args.ddp, runs_per_device=args.runs_per_device,
                       wait=args.wait)
     if is_ddp_worker():  # a process Lightning started for another rank: rank 0 reports
@@ -101,6 +95,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.only_held:
         return EXIT_CLAIM_HELD  # as `finetune --no-wait`: another process holds some of the runs
     return 0 if summary.ok else 1
+
+
+def _computed(label: str, compute):
+    """Say the thread choice, compute the run, then its first line; None in a DDP worker (rank 0 reports)."""
+    starting()
+    result = compute()
+    if result.run_id is None:
+        return None
+    state = "reused finished run" if result.reused else "finished"
+    print(f"{label}: {state} {result.run_id} (fingerprint {result.fingerprint})")
+    return result
+
+
+def _bar_unless_terminal() -> list[str]:
+    """Lightning's progress bar only on a terminal: written to a file it is one rewritten line per step
+    ("Epoch 0/0 ... v_num"). An override given after it still sets the bar."""
+    return [] if sys.stderr.isatty() else ["trainer.progress_bar=false"]
+
+
+def submitted(job, follow) -> int:
+    """A SLURM submission's line; with `follow` (the api's follow function), its end: exit 0 if it succeeded."""
+    print(job.line())
+    if not follow:
+        return 0
+    line, ok = follow(job)
+    print(line)
+    return 0 if ok else 1
+
+
+def starting() -> None:
+    """The input is checked and the work starts: say the threads and wait policy chosen (rank 0 only)."""
+    if not is_ddp_worker():
+        threads.announce()
 
 
 def _print_table(table) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 
 from ablations import api
+from ablations.cli.runs import starting
+from ablations.cli.runs import submitted as report_submission
 from bioablate_core.databases import hide_passwords
 from bioablate_core.errors import ConfigError
 
@@ -26,12 +28,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.launcher == "slurm":
         submitted = api.sweep_on_slurm(spec, args.storage, args.workers, args.worker_index, args.launcher_config,
                                        args.data_dir, args.work_dir, args.tracking_uri)
-        print(submitted.line())
-        if not args.follow:
-            return 0
-        line, ok = api.follow_sweep(submitted)
-        print(line)
-        return 0 if ok else 1
+        return report_submission(submitted, args.follow and api.follow_sweep)
+    starting()
     summary = api.sweep(spec, args.storage, args.workers, args.worker_index, args.data_dir, args.work_dir,
                         args.tracking_uri, verbose=args.verbose)
     counts = ", ".join(f"{n} {state.lower()}" for state, n in sorted(summary.counts.items()))

@@ -61,6 +61,15 @@ from bioablate_core.distributed import is_ddp_worker
 OUTCOMES = (COMPUTED, REUSED, FAILED, BLOCKED, HELD)
 
 
+def _named(planned: PlannedRun) -> str:
+    """A run as its lines name it: its place in the plan, and the model it fine-tunes where that is a named
+    model other than the experiment's name for it (quickstart's `minilm` is `random-bert` under micro)."""
+    model = planned.config.model.name_or_path if planned.cell is not None and planned.config is not None else None
+    if model and "/" not in model and model != planned.cell.model:
+        return f"{planned.name} ({model})"
+    return planned.name
+
+
 @dataclass
 class Outcome:
     kind: str  # pretrain | finetune
@@ -315,7 +324,17 @@ class _Run:
             if not self.ddp_worker:
                 self._record(Outcome(FINETUNE, cell.name, REUSED, planned.run_id, planned.fingerprint))
         else:
-            self._submit(planned, self._tags())
+            self._submit(planned, {**self._tags(), **self._cell_tags(planned.cell)})
+
+    def _cell_tags(self, cell: PlannedCell) -> dict[str, str]:
+        """What tells the cell's run from the others in its name (ablations.run.dashboard.run_name): the
+        labels of its variant, and its model's name in the experiment where there are several."""
+        from ablations.run.dashboard import MODEL_KEY_TAG, VARIANT_TAG  # (MLflow: loaded by the runs anyway)
+
+        tags = {VARIANT_TAG: "-".join(label for _, label in cell.variant)} if cell.variant else {}
+        if len(self.experiment.finetuned_models()) > 1:
+            tags[MODEL_KEY_TAG] = cell.model
+        return tags
 
     def _place(self, planned: PlannedRun) -> str:
         return f"[{self.places[planned.name]:>{len(str(self.total))}}/{self.total}]"
@@ -323,8 +342,8 @@ class _Run:
     def _submit(self, planned: PlannedRun, tags: dict[str, str]) -> None:
         cfg = planned.config
         payload = cfg if isinstance(self.executor, InProcess) else OmegaConf.to_container(cfg, resolve=True)
-        self.echo(f"{self._place(planned)} running  {planned.kind} {planned.name}")
-        progress = (f"{self._place(planned)} {planned.kind} {planned.name}", self.started_ms / 1000)
+        self.echo(f"{self._place(planned)} running  {planned.kind} {_named(planned)}")
+        progress = (f"{self._place(planned)} {planned.kind} {_named(planned)}", self.started_ms / 1000)
         future = self.executor.submit(execute, planned.kind, payload, tags, self.wait,
                                       None if self.ddp_worker else progress)
         self.running[future] = planned

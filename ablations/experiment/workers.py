@@ -28,6 +28,7 @@ from bioablate_core.claims import ClaimHeld
 from bioablate_core.console import configure_logging, one_line, quiet_libraries
 from bioablate_core.errors import ConfigError
 from bioablate_core.files import disk_full
+from bioablate_core.threads import configured_threads
 
 
 def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True,
@@ -196,7 +197,8 @@ def worker_pool(devices: int, runs_per_device: int, cuda: bool) -> ProcessPoolEx
     workers = devices * runs_per_device
     for slot in range(workers):
         queue.put(slot % devices)
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    # the CPUs chosen for this invocation (bioablate_core.threads: those others leave free), shared out
+    threads = max(1, configured_threads() // workers)
     return ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
                                initargs=(queue, cuda, threads))
 

@@ -5,7 +5,7 @@
   are, and a saved view of the runs list named `bioablate` whose columns are the runs' key metrics and tags
   (the experiment tag `mlflow.sharedViewState.bioablate`: MLflow's saved views; pick it in the runs page's
   views menu, or open `runs_url`): the runs of its kind alone (not the parent runs of experiments and
-  sweeps, under which MLflow would list them collapsed), fine-tuning runs grouped by task.
+  sweeps, under which MLflow would list them collapsed), fine-tuning runs grouped by task and profile.
 - The datasets a run read, as MLflow dataset inputs (`log_datasets`): one per split, named
   `<dataset>/<split>`, its digest a hash of the data's fingerprint and the examples the run used (a micro
   run's 32 training examples are another dataset than the whole split), the number of examples in its
@@ -14,6 +14,8 @@
   the best one and the test scores: the counts tp / fp / fn / support... are only here, see
   `datamodules.metrics.summary_keys`) and, where the metric has per-class keys, `metrics/test_per_class.csv`
   (a table in MLflow's artifact view).
+- Its name (`run_name`): task, varied choices, model, profile, seed.
+- Its description (`curves_note`): the curves figure, at the top of its page.
 - Where to see it (`browse_lines`): the run's page, as a URL where the store is a server, else as the
   `bioablate ui` command to start plus the page's path.
 """
@@ -69,18 +71,23 @@ COLUMNS = {
                  ("tags", "seed"), ("metrics", "train/loss"), ("tags", "model_dir")],
 }
 
-GROUP_BY = {"finetune": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "task"}]}}
+# by task and profile: a group's mean never averages a `micro` run (plumbing: numbers that mean nothing)
+# with a `mini` or `base` one
+GROUP_BY = {"finetune": {"aggregateFunction": "average",
+                         "groupByKeys": [{"mode": "tag", "groupByData": "task"},
+                                         {"mode": "tag", "groupByData": "profile"}]}}
 
 
 def saved_view(kind: str, now_ms: int | None = None) -> str:
     """The `bioablate` saved view of a `kind` experiment's runs list, as MLflow stores one: an envelope
     (name, times) around the page's state, whose columns are `type.\\`name\\`` ids; the `kind` runs
-    alone, newest first, fine-tuning runs grouped by task."""
+    alone, newest first, fine-tuning runs grouped by task and profile."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     state = {"selectedColumns": [f"{group}.`{name}`" for group, name in COLUMNS[kind]],
              "orderByKey": "attributes.start_time", "orderByAsc": False,
              # the runs themselves, not the parent runs of experiments and sweeps they are nested under
-             # (MLflow lists those collapsed, their runs hidden), grouped by task (each group's mean on top)
+             # (MLflow lists those collapsed, their runs hidden), grouped by task and profile (each group's
+             # mean on top)
              "searchFilter": f"tags.kind = '{kind}'", "groupBy": GROUP_BY.get(kind)}
     return json.dumps({"name": VIEW_NAME, "createdAt": now_ms, "updatedAt": now_ms, "state": json.dumps(state)})
 
@@ -105,6 +112,28 @@ def describe_experiment(client: Any, experiment: Any, kind: str | None) -> None:
 def run_path(experiment_id: str, run_id: str) -> str:
     """A run's page in MLflow's UI, below the server's address."""
     return f"#/experiments/{experiment_id}/runs/{run_id}"
+
+
+VARIANT_TAG = "variant"  # an experiment's run: its vary axes' labels, joined by '-' (ablations/experiment/runner.py)
+MODEL_KEY_TAG = "model_key"  # an experiment's run, where it fine-tunes several models: the model's name there
+
+
+def run_name(cfg: Any, spec: Any, tags: Mapping[str, str]) -> str:
+    """The MLflow run's name: task, the experiment's varied choices, model, profile and seed (e.g.
+    `gad-linear-general-minilm-mini-s1`), so an experiment's runs differ in name as in what they ran, and
+    a `micro` run is never taken for a `mini` one."""
+    model = tags.get(MODEL_KEY_TAG) or cfg.model.name_or_path.rstrip("/").rsplit("/", 1)[-1]
+    parts = [spec.name, tags.get(VARIANT_TAG), model, cfg.profile, f"s{cfg.seed}"]
+    return "-".join(part for part in parts if part)
+
+
+def curves_note(run_id: str, artifact: str = "figures/curves.png") -> str:
+    """A run's description (the run tag `mlflow.note.content`), which MLflow's run page shows first: the
+    run's curves figure, read from the server that shows the page (its `get-artifact` route, a path
+    relative to the page). Its Model metrics tab opens on the `best_dev/` section's one-value bars (sections
+    sorted by name), with the dev curves 1,000 pixels and train/loss 2,240 pixels down."""
+    return (f"![training loss and dev score per epoch](get-artifact?path={artifact}&run_uuid={run_id})\n\n"
+            f"Curves: `{artifact}` under Artifacts; every point in the Model metrics tab.")
 
 
 def runs_url(address: str, experiment_id: str) -> str:

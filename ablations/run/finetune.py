@@ -32,7 +32,7 @@ from ablations.config import fingerprint, run_params
 from ablations.places import resolve_data_dir, resolve_work_dir, shown_path, shown_place
 from ablations.run.cards import Provenance, shareable_config
 from ablations.run.costs import log_compute
-from ablations.run.dashboard import log_datasets, write_details
+from ablations.run.dashboard import NOTE_TAG, curves_note, log_datasets, run_name, write_details
 from ablations.run.export import HeadInit, carry_head, save_finetuned
 from ablations.run.figures import confusion_figure, curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
@@ -196,7 +196,9 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
            tags: dict[str, str] | None, stop_exceptions: tuple[type[BaseException], ...],
            profile: Profile) -> FinetuneResult:
     params, model_tags = _params(cfg, identity.choices)
-    run.start(_run_name(cfg, identity.spec), {**_run_tags(cfg, identity), **model_tags, **(tags or {})}, params)
+    tags = {**_run_tags(cfg, identity), **model_tags, **(tags or {})}
+    name = run_name(cfg, identity.spec, tags)
+    run.start(name, tags, params)
     with run.tracked(stop_exceptions):
         counter = ComputeCounter()
         module, datamodule, best_epoch = _fit_and_test(cfg, identity, run, [*callbacks, counter])
@@ -208,7 +210,7 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
         run.set_tag("tested_epoch", str(best_epoch))
         run.set_tag("epoch_selection", "last (dev: none)" if identity.spec.no_dev else "best dev")
         if not run.is_worker:
-            _log_artifacts(run, cfg, datamodule, module, best_epoch)
+            _log_artifacts(run, cfg, datamodule, module, best_epoch, name)
             if cfg.keep_model:
                 with section("checkpoint_writes"):
                     _store_model(run, cfg, identity, module, datamodule)
@@ -232,10 +234,6 @@ def _params(cfg: DictConfig, choices: FinetuneSpec) -> tuple[dict[str, Any], dic
 
 def _metrics_of(run, prefix: str) -> dict[str, float]:
     return {k[len(prefix):]: v for k, v in run.data.metrics.items() if k.startswith(prefix)}
-
-
-def _run_name(cfg: DictConfig, spec: DatasetSpec) -> str:
-    return f"{spec.name}-{cfg.model.name_or_path.rsplit('/', 1)[-1]}-s{cfg.seed}"
 
 
 def _run_tags(cfg: DictConfig, identity: FinetuneIdentity) -> dict[str, str]:
@@ -364,8 +362,9 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
 
 
 def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataModule, module: FineTuneModule,
-                   best_epoch: int) -> None:
-    """The resolved config (its machine-local keys as `<local>`: `shareable_config`), the test predictions, the scores' details (`ablations.run.dashboard`) and the
+                   best_epoch: int, title: str) -> None:
+    """The resolved config (its machine-local keys as `<local>`: `shareable_config`), the test predictions,
+    the scores' details (`ablations.run.dashboard`) and the
     run's figures (`ablations.run.figures`)."""
     out = run.run_dir / "artifacts"
     out.mkdir(parents=True, exist_ok=True)
@@ -385,7 +384,6 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
     run.log_artifacts(artifacts)
     run.log_artifacts(write_details(out / "metrics", module.dev_history, best_epoch, module.test_metrics), "metrics")
     spec = datamodule.spec
-    title = _run_name(cfg, spec)
     client, steps = run.tracker.client, {}
     history = {key: [(m.step, m.value) for m in client.get_metric_history(run.run_id, key)]
                for key in ("train/loss", "train/loss_epoch", "dev/score")}
@@ -397,6 +395,8 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
         figures.append(confusion_figure(out / "figures" / "confusion_matrix.png", golds, predicted,
                                         encoder.labels, f"{title}\ntest split"))
     run.log_artifacts([path for path in figures if path is not None], "figures")
+    if figures[0] is not None:  # the run's page opens on the curves, not on the best dev scores' single bars
+        run.set_tag(NOTE_TAG, curves_note(run.run_id))
 
 
 def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, module: FineTuneModule,

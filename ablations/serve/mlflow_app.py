@@ -22,6 +22,7 @@ MLflow's app with the index page's view replaced.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 MLFLOW_APP = "mlflow.server.fastapi_app:app"
@@ -69,7 +70,10 @@ def _app() -> Any:
     """MLflow's ASGI app, its index view replaced (imported in the server's worker processes only)."""
     global _mlflow_serve
     from mlflow.server import app as flask_app
-    from mlflow.server.fastapi_app import app as mlflow_app
+
+    with warnings.catch_warnings():  # MLflow's own import of Starlette's WSGI middleware: nothing a user can
+        warnings.filterwarnings("ignore", message=r"starlette\.middleware\.wsgi is deprecated")  # act on
+        from mlflow.server.fastapi_app import app as mlflow_app
 
     if _mlflow_serve is None:
         _mlflow_serve = flask_app.view_functions["serve"]

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from bioablate_core.errors import DataFormatError
 from datamodules.custom.layouts import FileLayout
 from datamodules.custom.schema import Definition
-from datamodules.custom.tagged import TagRules
+from datamodules.custom.tagged import TagRules, tags_to_spans
 from datamodules.instances import (
     Instance,
     Mention,
@@ -34,7 +34,6 @@ from datamodules.instances import (
     RelationInstance,
     TaggingInstance,
     TextInstance,
-    iob_to_spans,
 )
 from datamodules.readers.jsonfile import BOM
 from datamodules.textfiles import read_text, text_problem
@@ -157,7 +156,7 @@ class _Builder:
         if len(tokens) != len(tags):
             raise self.error(f"{len(tokens)} tokens but {len(tags)} tags ({self.key('tokens')}, {self.key('tags')})")
         tags = [self.tag_rules.normalize(tag, self.path, self.number) for tag in tags]
-        return TaggingInstance(ident, tuple(tokens), iob_to_spans(tags))
+        return TaggingInstance(ident, tuple(tokens), tags_to_spans(tags))
 
     def relation(self, ident: str) -> RelationInstance:
         text = self.text("text")

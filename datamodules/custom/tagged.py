@@ -6,7 +6,12 @@ spaces. A blank line ends a sentence. `-DOCSTART-` lines end a document; one wri
 `-DOCSTART- (<id>)` (EBM-PICO) names it, and its sentences get the ids `<id>-<k>`, as the built-in
 PICO reader gives them; elsewhere ids are `<file stem>-<n>`, as the built-in NER reader gives them.
 
-Tags are IOB2 or IO, typed (`B-Chemical`, `I-PAR`) or untyped (`B`, `I`: their type is `entity_type`).
+Tags are read in the scheme they ship in, found from the prefixes the file uses (said once per file where
+the ends of mentions are marked):
+IOB2 or IO (`B-`, `I-`), IOBES / BIOES (`E-` ends a mention, `S-` is a one-word one) or BILOU (`L-`, `U-`
+for the same), typed (`B-Chemical`, `S-PAR`) or untyped (`B`, `S`: their type is `entity_type`). They
+become spans the way conlleval reads them (`datamodules.tagging`'s BIOUL decoding: E-/L- close a mention,
+S-/U- are one), so the entity F1 a run reports equals conlleval's and seqeval's on the same tags.
 `collapse_type` renames every type before spans are built (BLURB scores NER with one type). A YAML without
 `labels` (nor `entity_type`, `collapse_type`) takes the entity types of its training split, sorted
 (`entity_types`); a type that only dev or test use is then an error naming it.
@@ -14,15 +19,21 @@ Tags are IOB2 or IO, typed (`B-Chemical`, `I-PAR`) or untyped (`B`, `I`: their t
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
 from bioablate_core.errors import DataFormatError
 from datamodules.custom.schema import Definition
 from datamodules.instances import TaggingInstance, iob_to_spans
+from datamodules.tagging import get_scheme
 from datamodules.textfiles import open_text
 
-_TAG = re.compile(r"O|[BI](?:-\S+)?")
+log = logging.getLogger("bioablate")
+_TAG = re.compile(r"O|[BIESLU](?:-\S+)?")
+_AS_BIOUL = {"S": "U", "E": "L"}  # IOBES / BIOES prefixes as their BILOU equivalents
+BIOUL = get_scheme("bioul")
+_SCHEME_NAMES = (({"S", "E"}, "IOBES"), ({"U", "L"}, "BILOU"), ({"B"}, "IOB2"), ({"I"}, "IO"))
 _DOCSTART = re.compile(r"-DOCSTART-(?:\s+\((\S+)\))?")
 
 
@@ -34,6 +45,11 @@ class TagRules:
     def __init__(self, definition: Definition):
         self.definition = definition
         self._known: dict[str, str] = {"O": "O"}  # tag as written -> normalized (most files use few tags)
+        self.prefixes: set[str] = set()  # the prefixes written, for the scheme said (`scheme`)
+
+    def scheme(self) -> str:
+        """The scheme the tags read so far were written in (IOBES, BILOU, IOB2 or IO)."""
+        return next((name for marks, name in _SCHEME_NAMES if marks & self.prefixes), "IOB2")
 
     def normalize(self, tag: str, path: Path, line: int) -> str:
         known = self._known.get(tag)
@@ -41,9 +57,11 @@ class TagRules:
             return known
         d = self.definition
         if not _TAG.fullmatch(tag):
-            raise DataFormatError(path, line, f"tag {tag!r} is not O, B, I, B-<type> or I-<type> (IOB2 or IO "
-                                              "tags)")
+            raise DataFormatError(path, line, f"tag {tag!r} is not O or a prefix B, I, E, S, L or U, alone or "
+                                              "as <prefix>-<type> (IOB2, IO, IOBES / BIOES or BILOU tags)")
         prefix, _, typ = tag.partition("-")
+        self.prefixes.add(prefix)
+        prefix = _AS_BIOUL.get(prefix, prefix)
         if not typ:
             if d.entity_type is None and d.collapse_type is None:
                 raise DataFormatError(path, line, f"untyped tag {tag!r}: set the key 'entity_type' in {d.source} "
@@ -61,6 +79,14 @@ class TagRules:
         return self._known[tag]
 
 
+def tags_to_spans(tags: list[str]) -> tuple:
+    """Normalized tags (`TagRules`) -> spans: with an end marked (L-, U-), BIOUL's decoding, else IOB2's."""
+    return BIOUL.decode(tags) if any(tag[0] in "LU" for tag in tags) else iob_to_spans(tags)
+
+
+_SAID: set[tuple[str, str]] = set()  # (file, scheme) already said
+
+
 def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
     token_column, tag_column = definition.columns["token"], definition.columns["tag"]
     width = max(c + 1 if c >= 0 else -c for c in (token_column, tag_column))
@@ -75,7 +101,7 @@ def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
         nonlocal in_document
         if tokens:
             ident = f"{document}-{in_document}" if document is not None else f"{path.stem}-{len(instances)}"
-            instances.append(TaggingInstance(ident, tuple(tokens), iob_to_spans(tags)))
+            instances.append(TaggingInstance(ident, tuple(tokens), tags_to_spans(tags)))
             in_document += 1
             tokens.clear()
             tags.clear()
@@ -103,6 +129,10 @@ def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
             tokens.append(token)
             tags.append(rules.normalize(parts[tag_column].strip(), path, number))
     flush()
+    if rules.prefixes & set("ESLU") and (str(path), rules.scheme()) not in _SAID:  # (IOB2 and IO: as ever)
+        _SAID.add((str(path), rules.scheme()))
+        log.info("%s: %s tags read as %s (prefixes %s)", definition.name, path.name, rules.scheme(),
+                 ", ".join(sorted(rules.prefixes)))
     return instances
 
 

@@ -187,7 +187,7 @@ def test_classifier_mlp_on_a_cls_task(data_dir, work_dir):
 @pytest.mark.parametrize("task,override,fragments", [
     ("chemprot", "finetune.re_feature=entity-start", ["finetune.re_feature=entity-start needs finetune.re_input=markers"]),
     ("chemprot", "finetune.head=crf", ["unknown finetune.head 'crf' for chemprot", "valid: linear, bilstm"]),
-    ("bc5-chem", "finetune.head=crff", ["unknown finetune.head 'crff'", "linear, bilstm, crf, bilstm-crf"]),
+    ("bc5-chem", "finetune.head=crff", ["unknown finetune.head 'crff'", "linear, bilstm, crf, bilstm-crf (did you mean 'crf'?)"]),
     ("bc5-chem", "finetune.tagging=bieo", ["unknown finetune.tagging 'bieo'", "valid: bio, bioul, io"]),
     ("gad", "finetune.tagging=io", ["finetune.tagging=io does not apply to gad", "ner, pico"]),
     ("bc5-chem", "finetune.re_input=markers", ["does not apply to bc5-chem", "re tasks"]),

@@ -65,6 +65,9 @@ def test_entity_f1_label_must_match_and_per_type_f1():
     assert result["score"] == pytest.approx(0.5)
     assert result["f1_Chemical"] == 0.0
     assert result["f1_Disease"] == pytest.approx(2 / 3)
+    # and each type's precision, recall and support: the run's metrics/test_per_class.csv has no empty column
+    assert (result["precision_Disease"], result["recall_Disease"], result["support_Disease"]) == (0.5, 1.0, 1.0)
+    assert (result["precision_Chemical"], result["recall_Chemical"], result["support_Chemical"]) == (0.0, 0.0, 1.0)
 
 
 def test_entity_f1_collapsed_type_has_no_per_type_keys():

@@ -54,7 +54,8 @@ def test_run_to_a_file_says_each_epoch_and_checkpoint_and_nothing_from_the_libra
     step = rf"; ({ELAPSED}) \(experiment ({ELAPSED})\)$"
     assert [re.sub(r", train/loss \S+", "", re.sub(step, "", line)) for line in progress if "pretrain" in line] == [
         "[1/3] pretrain tiny: step 2/4", "[1/3] pretrain tiny: step 4/4"]
-    for name, place in (("tiny/biosses/s1", 2), ("random/biosses/s1", 3)):
+    # a named model other than the experiment's name for it is named too (quickstart's minilm under micro)
+    for name, place in (("tiny/biosses/s1", 2), ("random/biosses/s1 (random-bert)", 3)):
         epochs = [line for line in progress if f"finetune {name}:" in line]
         assert [re.search(r"epoch \d/\d", line).group() for line in epochs] == ["epoch 1/2", "epoch 2/2"], progress
         assert all(line.startswith(f"[{place}/3] finetune {name}: epoch") and re.search(step, line) and
@@ -62,6 +63,10 @@ def test_run_to_a_file_says_each_epoch_and_checkpoint_and_nothing_from_the_libra
     assert all(re.search(step, line) for line in progress)
     noise = [line for line in err.splitlines() if LIBRARY_LINES.search(line)]
     assert not noise, noise
+    # once, before the first run: the threads and OpenMP wait policy chosen, and how to choose others
+    said = [n for n, line in enumerate(err.splitlines()) if line.startswith("bioablate: torch threads: ")]
+    assert len(said) == 1 and "OpenMP wait policy: " in err and "set OMP_NUM_THREADS and OMP_WAIT_POLICY" in err
+    assert said[0] < err.splitlines().index(progress[0])
     assert (tmp_path / "work" / "tables" / "progress-micro" / "table.pdf").is_file()  # the figure was saved
 
 

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from mlflow.artifacts import download_artifacts
+from mlflow.tracking import MlflowClient
 
 from ablations.experiment import collect, load_experiment
 from ablations.tables.publish import table_runs
@@ -70,6 +71,17 @@ def test_table_without_a_profile_renders_the_micro_runs_in_the_store(micro_store
         assert float(r["mean"]) == pytest.approx(100 * sum(values) / 2, abs=1e-5)
     [run] = table_runs(uri, "quickstart")
     assert run.data.tags["profile"] == "micro" and run.data.metrics["runs_finished"] == 8
+
+
+def test_the_runs_are_named_by_their_varied_choices_and_profile(micro_store):
+    """8 runs, 8 names (the head a run varied, its model, profile and seed), each opening on its curves."""
+    _, uri = micro_store
+    runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("finetune").experiment_id],
+                                         "tags.kind = 'finetune'")
+    assert sorted(run.info.run_name for run in runs) == sorted(
+        f"{task}-{head}-random-bert-micro-s{seed}" for task in ("bc5-chem", "gad") for head in ("linear", "bilstm")
+        for seed in (1, 2))
+    assert all("figures/curves.png" in run.data.tags["mlflow.note.content"] for run in runs)
 
 
 def test_another_profile_keeps_a_table_run_of_its_own(micro_store, data_dir, tmp_path):

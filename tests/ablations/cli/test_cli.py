@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -16,6 +19,8 @@ from ablations.api.catalog import LISTINGS
 from ablations.cli import build_parser, main
 from ablations.cli.help import subcommands
 from ablations.config import RunConfig, dataclass_keys, profile_config
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -107,10 +112,14 @@ def test_user_dataset_registered_from_yaml(capsys, data_dir, tmp_path):
     (tmp_path / "my-ner.yaml").write_text(
         "name: my-ner\nformat: conll\npath: my-ner\n"
         "files: {train: train.tsv, dev: dev.tsv, test: test.tsv}\nlabels: [Disease]\nmax_length: 64\n")
+    code, out, err = run_cli(capsys, "data", "stats", "--datasets", str(tmp_path / "my-ner.yaml"))
+    assert code == 0, err  # counted before any run: every line of its files read
+    rows = [line.split() for line in out.splitlines() if line.startswith("my-ner ")]
+    assert [(row[1], int(row[-1])) for row in rows] == [("train", 60), ("dev", 30), ("test", 30)], out
     code, out, err = run_cli(capsys, "finetune", "--task", "my-ner", "--datasets", str(tmp_path / "my-ner.yaml"),
-                             "--data-dir", str(data_dir), "--work-dir", str(tmp_path / "work"),
-                             "finetune.epochs=1", "trainer.progress_bar=false")
+                             "--data-dir", str(data_dir), "--work-dir", str(tmp_path / "work"), "finetune.epochs=1")
     assert code == 0, err
+    assert "v_num" not in err and "Epoch 0" not in err  # written to a file: no Lightning progress bar
     run_id = out.split("finished ")[1].split()[0]
     client = MlflowClient(f"sqlite:///{tmp_path / 'work' / 'mlruns.db'}")
     run = client.get_run(run_id)
@@ -138,6 +147,8 @@ def test_list_columns_are_as_wide_as_their_longest_entry(capsys, what, fields):
     code, out, _ = run_cli(capsys, "list", what)
     rows = [line for line in out.splitlines() if not line.startswith("(")]
     assert code == 0 and len(rows) > 10
+    assert rows[0].split() == {"tasks": ["task", "source", "task_type", "metric", "max_length"],
+                               "experiments": ["experiment", "kind", "profile", "description"]}[what]  # a header
     starts = {tuple(m.start() for m in re.finditer(r"(?<= )\S", row))[:fields - 1] for row in rows}
     longest = max(len(row.split()[0]) for row in rows)
     assert len(starts) == 1 and starts.pop()[0] == longest + 1, starts
@@ -241,6 +252,32 @@ def test_list_keys_every_config_key_with_type_profile_value_and_comment(capsys):
     assert rows["task"][1] == "(required)"
     code, out, _ = run_cli(capsys, "list", "keys", "--profile", "mini")
     assert _key_rows(out)["model.hidden_size"][1] == str(profile_config("mini").model.hidden_size)
+
+
+@pytest.mark.parametrize("what", ["keys", "tasks"])
+def test_a_reader_that_goes_away_early_ends_the_listing_quietly(what, tmp_path):
+    """`bioablate list keys | head`: the pipe's reader gone before the listing is written (here closed
+    before the command starts) ends it as SIGPIPE would, with no traceback."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "ablations.cli", "list", what], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    finally:
+        os.close(write)
+    assert done.returncode in (0, 141) and "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+
+
+def test_table_help_names_the_folder_a_table_is_written_to(tmp_path):
+    from types import SimpleNamespace
+
+    from ablations.tables.report import table_dir
+
+    page = re.sub(r"-\s+", "-", subcommands(build_parser())["table"].format_help())  # (wrapped at hyphens)
+    folder = re.search(r"\(default: <work-dir>/(\S+)/\)", page).group(1)
+    experiment = SimpleNamespace(name="<experiment>", profile="<profile>", store=lambda: (tmp_path, None))
+    assert table_dir(experiment) == tmp_path / folder
 
 
 def test_every_listing_has_a_choice():

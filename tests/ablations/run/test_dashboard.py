@@ -16,6 +16,7 @@ from ablations.run.dashboard import (
     VIEW_TAG,
     browse_lines,
     log_datasets,
+    run_name,
     saved_view,
     split_digest,
     write_details,
@@ -47,6 +48,21 @@ def test_the_saved_view_names_its_columns_as_mlflows_runs_list_does():
     assert "metrics.`train/loss`" in state["selectedColumns"]
     assert state["orderByKey"] == "attributes.start_time" and state["orderByAsc"] is False
     assert state["searchFilter"] == "tags.kind = 'pretrain'"  # not the parent runs they are nested under
+
+
+def test_a_runs_name_says_its_varied_choices_model_profile_and_seed():
+    cfg = SimpleNamespace(model=SimpleNamespace(name_or_path="general-minilm"), profile="mini", seed=1)
+    gad = SimpleNamespace(name="gad")
+    assert run_name(cfg, gad, {"variant": "linear"}) == "gad-linear-general-minilm-mini-s1"
+    assert run_name(cfg, gad, {"variant": "bilstm"}) != run_name(cfg, gad, {"variant": "linear"})
+    assert run_name(cfg, gad, {"variant": "linear", "model_key": "pubmedbert"}) == "gad-linear-pubmedbert-mini-s1"
+    assert run_name(cfg, gad, {}) == "gad-general-minilm-mini-s1"  # `bioablate finetune`: nothing varied
+
+
+def test_fine_tuning_runs_are_grouped_by_task_and_profile():
+    """A group's mean (the runs list's group row) never mixes a micro run with a mini one."""
+    state = json.loads(json.loads(saved_view("finetune", now_ms=5))["state"])
+    assert [key["groupByData"] for key in state["groupBy"]["groupByKeys"]] == ["task", "profile"]
 
 
 def test_details_hold_every_key_and_a_per_class_table(tmp_path):

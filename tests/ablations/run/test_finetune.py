@@ -91,6 +91,8 @@ def test_micro_finetune_logs_dev_and_test_metrics(task: str, data_dir: Path, wor
     assert len(lines) == evaluated["test"]
     # a task scored by question also records each prediction's question (the statistics resample by it)
     assert set(json.loads(lines[0])) == {"id", "gold", "prediction"} | ({"group"} if group_by else set())
+    if spec.task_type == "qa-extractive":  # every candidate the ranking over snippets used, not the first 5
+        assert max(len(json.loads(line)["prediction"]) for line in lines) == 20  # finetune's n-best
     assert "task: " + task in (artifacts / "config.yaml").read_text()
     details = json.loads((artifacts / "metrics" / "details.json").read_text())
     assert counts <= set(details["test"]) and len(details["dev"]) == 2

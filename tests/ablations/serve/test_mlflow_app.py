@@ -38,6 +38,16 @@ def test_the_page_setup_goes_into_the_head_of_mlflows_index_page():
         index_page("<html><body></body></html>")
 
 
+def test_the_app_loads_without_a_deprecation_warning():
+    """`bioablate ui` printed Starlette's deprecation of the WSGI middleware MLflow's app imports: the app
+    the server's worker loads, in a fresh interpreter showing every warning, says nothing."""
+    out = subprocess.run([sys.executable, "-W", "default", "-c", "import ablations.serve.mlflow_app as m; m.app"],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Starlette" not in out.stderr and "starlette" not in out.stderr, out.stderr[-3000:]
+
+
 @pytest.fixture(scope="module")
 def micro_run(tmp_path_factory, data_dir) -> tuple[Path, str, str, str]:
     """A micro fine-tuning run through the CLI: (work dir, what it printed, experiment id, run id). Two
@@ -91,15 +101,25 @@ def test_the_run_page_shows_the_runs_score_and_no_assistant_pane(chromium, micro
     shown = f"test/score {score!r}"  # the metrics table: name, then value
     text = page_text(open_page(chromium, f"{ui}/{path}", ready=lambda text: shown in text))
     assert shown in text, text[:3000]
-    assert "gad-random-bert-s42" in text and "Finished" in text
+    assert "gad-random-bert-micro-s42" in text and "Finished" in text
     assert ASSISTANT_PANE not in text
+
+
+def test_the_run_page_opens_on_the_runs_curves(micro_run, ui):
+    """The run's description, the first thing its page shows, is the curves figure, served by the UI from
+    the address the description gives relative to the page."""
+    work, _, _, run_id = micro_run
+    note = MlflowClient(f"sqlite:///{work / 'mlruns.db'}").get_run(run_id).data.tags["mlflow.note.content"]
+    source = re.match(r"!\[[^\]]*\]\(([^)]+)\)", note).group(1)
+    with urllib.request.urlopen(f"{ui}/{source}", timeout=60) as reply:
+        assert reply.status == 200 and reply.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_metrics_tab_charts_the_training_loss(chromium, micro_run, ui):
     """The run's metrics tab draws a train/loss chart (two steps, both logged) beside the dev curves,
     and no assistant pane."""
     _, _, experiment_id, run_id = micro_run
-    legends = [f"gad-random-bert-s42 ({chart})" for chart in ("train/loss", "train/loss_epoch", "dev/score")]
+    legends = [f"gad-random-bert-micro-s42 ({chart})" for chart in ("train/loss", "train/loss_epoch", "dev/score")]
     text = page_text(open_page(chromium, f"{ui}/#/experiments/{experiment_id}/runs/{run_id}/model-metrics",
                                ready=lambda text: all(legend in text for legend in legends), size=(1400, 2400)))
     for legend in legends:  # each chart's legend: the run's name (the metric)
@@ -109,13 +129,14 @@ def test_the_metrics_tab_charts_the_training_loss(chromium, micro_run, ui):
 
 
 def test_the_runs_list_view_has_the_key_metrics_as_columns(chromium, micro_run, ui):
-    """The experiment's saved view `bioablate`: the runs list grouped by task, with the test score, the
+    """The experiment's saved view `bioablate`: the runs list grouped by task and profile, with the test score, the
     task and the model as columns, and the experiment's description above it."""
     _, _, experiment_id, _ = micro_run
     text = page_text(open_page(chromium, runs_url(ui, experiment_id), size=(2400, 900),
-                               ready=lambda text: "gad-random-bert-s42" in text))
+                               ready=lambda text: "gad-random-bert-micro-s42" in text))
     for column in ("test/score", "best_dev/score", "task", "model", "seed"):
         assert re.search(rf"\b{re.escape(column)}\b", text), (column, text[:3000])
-    assert "Group: gad" in text and "gad-random-bert-s42" in text
+    # grouped by task and profile: a micro run's numbers are never averaged with a mini run's
+    assert "Group: task: gad, profile: micro" in text and "gad-random-bert-micro-s42" in text
     assert "Fine-tuning runs of bioablate" in text
     assert ASSISTANT_PANE not in text

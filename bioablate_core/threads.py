@@ -1,0 +1,137 @@
+"""How many CPU threads torch uses, and how its OpenMP threads wait, chosen from the CPUs actually free.
+
+torch's CPU build runs its kernels on an OpenMP pool (GNU libgomp) of one thread per CPU, and a thread that
+finishes its share first spins, waiting for the others, before it sleeps. On a shared machine (a
+workstation others use, a cluster login node) those threads wait for threads that another process holds
+off the CPU, and the spinning burns the time the others would have used: a quick start ran 14 times slower
+with a load average of 3-11 on 2 cores, at 4.5 times the CPU seconds (docs/performance.md, "A shared
+machine"). So a command that trains chooses, before torch is imported (libgomp reads its settings once, when
+it loads):
+
+- threads: the CPUs this process may run on (its affinity mask) less those others keep busy, at least 1;
+- the wait policy: PASSIVE (a waiting thread sleeps at once; KMP_BLOCKTIME=0 for an Intel OpenMP build)
+  where other work holds any of those CPUs, else OpenMP's own default (spin briefly: fastest when alone).
+
+Busy CPUs are the larger of two readings: the share of the last 0.2 s the CPUs in the mask were not idle
+(/proc/stat: what is running now) and the 1-minute load average, scaled to the mask's share of the machine
+(what has been queued for a while). The user's own OMP_NUM_THREADS / OMP_WAIT_POLICY win over both.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+SAMPLE_S = 0.2  # how long the CPUs' idle time is watched at start
+SHARED_BUSY = 0.5  # CPUs kept busy by others from which the machine counts as shared (PASSIVE waiting)
+HOW_TO_CHANGE = "set OMP_NUM_THREADS and OMP_WAIT_POLICY (PASSIVE or ACTIVE) to choose"
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    threads: int
+    wait_policy: Optional[str]  # None: OpenMP's default
+    usable: int  # CPUs in the affinity mask
+    busy: float  # of those, how many others keep busy
+    from_user: tuple[str, ...] = ()  # the environment variables that decided instead
+
+    def line(self) -> str:
+        policy = self.wait_policy or "OpenMP's default (spin, then sleep)"
+        if "OMP_NUM_THREADS" in self.from_user:
+            threads = f"{self.threads} (OMP_NUM_THREADS)"
+        else:
+            threads = f"{self.threads} of {self.usable} usable CPUs ({self.busy:.1f} busy with other work)"
+        source = " (OMP_WAIT_POLICY)" if "OMP_WAIT_POLICY" in self.from_user else ""
+        return f"bioablate: torch threads: {threads}; OpenMP wait policy: {policy}{source}; {HOW_TO_CHANGE}"
+
+
+def choose(usable: int, busy: float) -> tuple[int, Optional[str]]:
+    """Threads and wait policy for `usable` CPUs of which others keep `busy` busy."""
+    threads = max(1, min(usable, int(usable - busy + 0.5)))
+    return threads, ("PASSIVE" if busy >= SHARED_BUSY else None)
+
+
+def usable_cpus() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def busy_cpus(cpus: list[int], sample_s: float = SAMPLE_S) -> float:
+    """How many of `cpus` other work keeps busy: the larger of the non-idle share over `sample_s` and the
+    1-minute load average scaled to their share of the machine (0 where neither can be read)."""
+    share = len(cpus) / (os.cpu_count() or len(cpus))
+    load = os.getloadavg()[0] * share if hasattr(os, "getloadavg") else 0.0
+    before = _idle_and_total(cpus)
+    if before is None:
+        return min(float(len(cpus)), load)
+    time.sleep(sample_s)
+    after = _idle_and_total(cpus)
+    idle, total = after[0] - before[0], after[1] - before[1]
+    sampled = len(cpus) * (1 - idle / total) if total > 0 else 0.0
+    return min(float(len(cpus)), max(sampled, load))
+
+
+def _idle_and_total(cpus: list[int]) -> Optional[tuple[int, int]]:
+    """Idle (idle + iowait) and total jiffies of `cpus` from /proc/stat; None off Linux."""
+    wanted = {f"cpu{n}" for n in cpus}
+    idle = total = 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                fields = line.split()
+                if fields and fields[0] in wanted:
+                    ticks = [int(x) for x in fields[1:]]
+                    idle += ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+                    total += sum(ticks[:8])  # guest time is already counted in user
+    except (OSError, ValueError, IndexError):
+        return None
+    return (idle, total) if total else None
+
+
+def configured_threads(environ: Optional[dict] = None) -> int:
+    """The thread count OMP_NUM_THREADS gives (its first level), else the usable CPUs."""
+    value = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "")
+    try:
+        return max(1, int(value.split(",")[0]))
+    except ValueError:
+        return len(usable_cpus())
+
+
+_CHOSEN: Optional[ThreadChoice] = None  # this process's choice, until `announce` has said it
+
+
+def configure(environ: Optional[dict] = None) -> ThreadChoice:
+    """Choose threads and the wait policy and put them where torch (and the worker processes it spawns)
+    will read them: OMP_NUM_THREADS, OMP_WAIT_POLICY, KMP_BLOCKTIME. Call before torch is imported."""
+    env = os.environ if environ is None else environ
+    cpus = usable_cpus()
+    given = tuple(name for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY") if env.get(name))
+    busy = busy_cpus(cpus) if len(given) < 2 else 0.0
+    threads, policy = choose(len(cpus), busy)
+    if "OMP_NUM_THREADS" in given:
+        threads = configured_threads(env)
+    else:
+        env["OMP_NUM_THREADS"] = str(threads)
+    if "OMP_WAIT_POLICY" in given:
+        policy = env["OMP_WAIT_POLICY"].upper()
+    elif policy:
+        env["OMP_WAIT_POLICY"] = policy
+        env.setdefault("KMP_BLOCKTIME", "0")
+    choice = ThreadChoice(threads, policy, len(cpus), busy, given)
+    if environ is None:
+        global _CHOSEN
+        _CHOSEN = choice
+    return choice
+
+
+def announce() -> None:
+    """Say this process's choice on stderr, once: where a command has checked its input and starts work (a
+    mistake still gets its one line alone)."""
+    global _CHOSEN
+    if _CHOSEN is not None:
+        print(_CHOSEN.line(), file=sys.stderr, flush=True)
+        _CHOSEN = None

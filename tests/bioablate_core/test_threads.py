@@ -1,0 +1,79 @@
+"""Threads and the OpenMP wait policy chosen from the CPUs actually free (bioablate_core/threads.py): under
+a real load, in a real interpreter that then imports torch (the command line's line saying the choice:
+tests/e2e/test_run_output.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bioablate_core import threads
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHOOSE_THEN_TORCH = """
+import json, os
+from bioablate_core import threads
+choice = threads.configure()
+import torch
+print(json.dumps({"threads": torch.get_num_threads(), "policy": os.environ.get("OMP_WAIT_POLICY"),
+                  "usable": choice.usable, "busy": choice.busy, "line": choice.line()}))
+"""
+
+
+def _env(**given: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME")}
+    return {**env, "PYTHONPATH": str(REPO_ROOT), **given}
+
+
+def _pinned(cpus: set[int]):
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+@pytest.fixture
+def busy_cpus():
+    """Up to two CPUs of this process's mask, each kept busy by a spinning process pinned to it."""
+    cpus = set(sorted(os.sched_getaffinity(0))[:2])
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=_pinned({cpu}))
+                for cpu in cpus]
+    time.sleep(0.5)  # started and spinning
+    yield cpus
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
+
+
+def _choose_in_subprocess(cpus: set[int], **env: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHOOSE_THEN_TORCH], env=_env(**env), capture_output=True,
+                         text=True, preexec_fn=_pinned(cpus), timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_busy_cpus_give_one_thread_that_sleeps_while_it_waits(busy_cpus):
+    """Every CPU of the process's mask busy with another process: torch gets one thread and the PASSIVE
+    wait policy (torch's own default there is a thread per CPU of the mask, spinning while it waits)."""
+    chosen = _choose_in_subprocess(busy_cpus)
+    assert chosen["usable"] == len(busy_cpus) and chosen["busy"] >= len(busy_cpus) - 0.5
+    assert chosen["threads"] == 1 and chosen["policy"] == "PASSIVE"
+    assert "1 of" in chosen["line"] and "OMP_NUM_THREADS" in chosen["line"]  # and how to change it
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_the_users_settings_win(busy_cpus):
+    chosen = _choose_in_subprocess(busy_cpus, OMP_NUM_THREADS="2", OMP_WAIT_POLICY="active")
+    assert chosen["threads"] == 2 and chosen["policy"] == "active"
+    assert "2 (OMP_NUM_THREADS)" in chosen["line"] and "ACTIVE (OMP_WAIT_POLICY)" in chosen["line"]
+
+
+def test_free_cpus_are_the_usable_less_the_busy():
+    assert threads.choose(2, 0.1) == (2, None)  # alone: every CPU, OpenMP's default waiting
+    assert threads.choose(2, 0.7) == (1, "PASSIVE")
+    assert threads.choose(16, 3.2) == (13, "PASSIVE")
+    assert threads.choose(2, 9.0) == (1, "PASSIVE")  # never fewer than one
