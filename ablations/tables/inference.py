@@ -19,6 +19,7 @@ from ablations.results import CORRECTIONS
 ALPHA = 0.05  # significance threshold of every test
 POWER = 0.8  # the seeds-needed figures' power
 CONFIDENCE = 0.95  # of the seeds-needed range's interval on the spread
+CHECKED_SEEDS = 100  # up to this many, seeds_needed checks the solver's answer by the power of each count
 MIN_SEEDS = 3  # below this many seeds a seed-level test is not shown as significant ("n too small")
 
 
@@ -47,21 +48,43 @@ def _no_collection(generation: int = 2) -> int:
     return 0
 
 
+def paired_power(effect_size: float, nobs: int, alpha: float = ALPHA) -> float:
+    """The power of a two-sided one-sample (paired) t-test with `nobs` pairs at standardized `effect_size`:
+    statsmodels' TTestPower, or where its noncentral t gives NaN (scipy's nct with 1 or 2 degrees of freedom
+    and a large noncentrality) the same probability integrated over the chi-square of the variance."""
+    from statsmodels.stats.power import TTestPower
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        power = float(TTestPower().power(effect_size=effect_size, nobs=nobs, alpha=alpha, alternative="two-sided"))
+    if math.isfinite(power):
+        return power
+    from scipy import integrate
+    from scipy.stats import chi2, norm, t
+
+    df, shift = nobs - 1, effect_size * math.sqrt(nobs)
+    critical = t.ppf(1 - alpha / 2, df)
+
+    def rejected(v: float) -> float:  # P(|Z + shift| > critical x sqrt(v / df)), weighted by v's density
+        bound = critical * math.sqrt(v / df)
+        return (norm.sf(bound - shift) + norm.cdf(-bound - shift)) * chi2.pdf(v, df)
+    return float(integrate.quad(rejected, chi2.ppf(1e-12, df), chi2.ppf(1 - 1e-12, df), limit=200)[0])
+
+
 def seeds_needed(effect: float, sd: float, alpha: float = ALPHA, power: float = POWER) -> int | None:
     """Seeds (pairs) for a two-sided paired t-test to detect a mean difference `effect` when the per-seed
-    differences have standard deviation `sd`, rounded up; at least 2 (a t-test needs them). None where it is
-    undefined (no spread, or no difference to detect). An effect so large that 2 seeds already reach the
-    power needs 2: statsmodels' solver gives NaN there (its bracket starts above the answer). One so small
-    that the solver fails needs the normal approximation's ((z_alpha/2 + z_power) / d)^2, which the t-test's
-    answer approaches for large n."""
+    differences have standard deviation `sd`: the smallest whole number of seeds, at least 2, whose power
+    reaches `power`. None where it is undefined (no spread, or no difference to detect). statsmodels'
+    solve_power gives the start; it returns NaN for a large effect (its bracket starts above the answer) and
+    2.0 for some whose answer is 3, so a small answer is checked seed by seed (`paired_power`); where its
+    solver fails for a tiny effect, the normal approximation ((z_alpha/2 + z_power) / d)^2 starts instead,
+    which the t-test's answer approaches for many seeds."""
     if not (sd > 0 and abs(effect) > 0) or not (math.isfinite(sd) and math.isfinite(effect)):
         return None
     from scipy.stats import norm
     from statsmodels.stats.power import TTestPower
 
     d = abs(effect) / sd
-    if TTestPower().power(effect_size=d, nobs=2, alpha=alpha, alternative="two-sided") >= power:
-        return 2
     try:
         with warnings.catch_warnings():  # a failed solve warns and gives NaN: answered below instead
             warnings.simplefilter("ignore")
@@ -71,7 +94,13 @@ def seeds_needed(effect: float, sd: float, alpha: float = ALPHA, power: float = 
         n = math.nan
     if not math.isfinite(n):
         n = ((norm.ppf(1 - alpha / 2) + norm.ppf(power)) / d) ** 2
-    return max(2, math.ceil(n))
+    seeds = max(2, math.ceil(n))
+    if seeds <= CHECKED_SEEDS:
+        while paired_power(d, seeds, alpha) < power:
+            seeds += 1
+        while seeds > 2 and paired_power(d, seeds - 1, alpha) >= power:
+            seeds -= 1
+    return seeds
 
 
 def seeds_needed_range(effect: float, sd: float, df: int, alpha: float = ALPHA,

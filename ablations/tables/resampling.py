@@ -62,6 +62,7 @@ class Hierarchical:
     low: float  # percentile interval, seeds and test units resampled
     high: float
     p_value: float  # two-sided, of a difference against zero (a cell's own is not used)
+    sd: float  # standard deviation of the statistic over the resamples (seeds and units)
     unit_sd: float  # standard deviation over resamples of test units alone, the seeds held fixed
     seeds: int
     units: int  # test units shared by every run compared, summed over tasks
@@ -112,14 +113,16 @@ def hierarchical(replicates: Sequence[Sequence[Sequence[ScoredUnits]]], key: str
                 per_seed[s] += sign * run.scores(where[draws[t]], key) / tasks
                 observed[s] += sign * run.score(where, key) / tasks
     chosen = seed_stream.integers(0, k, size=(n, k))
-    statistic = per_seed[chosen, np.arange(n)[:, None]].mean(axis=1)
+    # means taken about the first seed's value: exact where the seeds agree (k copies of x average to x)
+    statistic = per_seed[0] + (per_seed[chosen, np.arange(n)[:, None]] - per_seed[0][:, None]).mean(axis=1)
     low, high = np.percentile(statistic, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
     if not (math.isfinite(low) and math.isfinite(high)):
         return None
     below, above = int(np.sum(statistic <= 0)), int(np.sum(statistic >= 0))
     p = min(1.0, 2 * (1 + min(below, above)) / (n + 1))
-    units_only = per_seed.mean(axis=0)
-    return Hierarchical(float(observed.mean()), float(low), float(high), p, float(np.std(units_only, ddof=1)), k,
+    units_only = per_seed[0] + (per_seed - per_seed[0]).mean(axis=0)
+    return Hierarchical(float(observed[0] + (observed - observed[0]).mean()), float(low), float(high), p, float(np.std(statistic, ddof=1)),
+                        float(np.std(units_only, ddof=1)), k,
                         sum(shared.shape[1] for shared in positions), n)
 
 

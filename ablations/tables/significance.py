@@ -136,7 +136,7 @@ def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
 
 def family_size(data: TableData) -> int:
     """How many tests one correction can cover in `data` (at most): the cells tested against the baseline,
-    or the paper's pairwise conclusions (agreement.py), whichever are more. Their resamples are counted from
+    or the pairs of the paper's cells (agreement.py), whichever are more. Their resamples are counted from
     it (resampling.resamples_for)."""
     against_baseline = paper_pairs = 0
     for row, cells in data.body_rows():
@@ -144,7 +144,7 @@ def family_size(data: TableData) -> int:
             continue
         against_baseline += sum(1 for c in cells if c.column != data.layout.baseline and c.runs)
         papers = [c.paper for c in cells if c.paper is not None and c.runs]
-        paper_pairs += sum(1 for a in papers for b in papers if a != b)
+        paper_pairs += len(papers) * (len(papers) - 1) // 2
     return max(1, against_baseline, paper_pairs)
 
 
