@@ -39,6 +39,7 @@ from bioablate_core.fingerprints import digest as value_digest
 N_RESAMPLES = 1000
 POLICY = f"{N_RESAMPLES}/shared-units"  # in the cache keys: another policy computes anew
 CONFIDENCE = 0.95
+PERMUTATION_BATCH = 256  # permutations scored at once (bounds the index arrays' memory)
 SEED = 0  # the resampling is seeded: the same runs give the same interval and p value
 
 
@@ -171,15 +172,18 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
         start += len(a)
     shape = [len(replicate) for replicate in pairs]
 
-    def statistic(xs: np.ndarray, ys: np.ndarray) -> float:
-        differences, k = [], 0
+    def statistic(xs: np.ndarray, ys: np.ndarray, axis: int = -1) -> np.ndarray | float:
+        # vectorized: a batch of permutations (rows) at once, each run's units scored by ScoredUnits.scores
+        xs2, ys2 = np.atleast_2d(xs), np.atleast_2d(ys)
+        out, k = np.zeros(len(xs2)), 0
         for size in shape:
-            differences.append(np.mean([pool.score(xs[slices[k + j]], key) - pool.score(ys[slices[k + j]], key)
-                                        for j in range(size)]))
+            for j in range(size):
+                out += (pool.scores(xs2[:, slices[k + j]], key) - pool.scores(ys2[:, slices[k + j]], key)) / size
             k += size
-        return float(np.mean(differences))
+        out /= len(shape)
+        return out if np.ndim(xs) > 1 else out[0]
 
-    result = permutation_test((x, y), statistic, permutation_type="samples", vectorized=False,
+    result = permutation_test((x, y), statistic, permutation_type="samples", vectorized=True, batch=PERMUTATION_BATCH,
                               n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed))
     return PairedTest(float(result.statistic), float(min(1.0, result.pvalue)), len(x), n_resamples)
 

@@ -23,7 +23,8 @@ import numpy as np
 from datamodules.task_types import TASK_TYPES
 
 PREDICTIONS = "test_predictions.jsonl"
-_BLOCK = 256  # resamples summed per matrix product (`ScoredUnits.scores`): bounds the weights matrix's memory
+_BLOCK = 256  # resamples summed per matrix product (`ScoredUnits.scores`), at most _WEIGHTS weights in all:
+_WEIGHTS = 2_000_000  # the weights matrix's memory (16 MB as int64)
 ANSWERS = "test_answers.jsonl"  # extractive QA: per question
 
 
@@ -78,8 +79,9 @@ class ScoredUnits:
             return np.array([self.score(row, key) for row in draws], dtype=float)
         rows, size = self._counts(additive).astype(np.float64), len(self.units)
         out = np.empty(len(draws))
-        for start in range(0, len(draws), _BLOCK):
-            block = draws[start:start + _BLOCK]
+        step = max(1, min(_BLOCK, _WEIGHTS // size))
+        for start in range(0, len(draws), step):
+            block = draws[start:start + step]
             offsets = (np.arange(len(block)) * size)[:, None]
             weights = np.bincount((block + offsets).ravel(), minlength=len(block) * size).reshape(len(block), size)
             # float sums of integers below 2**53 are exact: rounded back, the metric sees the integer counts

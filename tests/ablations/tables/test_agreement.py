@@ -40,7 +40,9 @@ def log_runs(uri: str, experiment: str, scores: dict, tmp_path, predictions: dic
                 if predictions is not None:
                     path = tmp_path / f"{column}-{task}-{seed}" / "test_predictions.jsonl"
                     path.parent.mkdir(parents=True)
-                    path.write_text("".join(json.dumps(r) + "\n" for r in predictions[column]))
+                    records = predictions[column]  # one list for every seed, or one per seed
+                    records = records[seed] if records and isinstance(records[0], list) else records
+                    path.write_text("".join(json.dumps(r) + "\n" for r in records))
                     client.log_artifact(run.info.run_id, str(path))
                 client.set_terminated(run.info.run_id)
 
