@@ -82,6 +82,24 @@ def _shared_positions(runs: Sequence[ScoredUnits]) -> np.ndarray:
     return out
 
 
+_SCORED: dict[tuple, tuple[ScoredUnits, np.ndarray]] = {}  # see _run_scores
+_SCORED_LIMIT = 2048
+
+
+def _run_scores(memo: tuple, run: ScoredUnits, drawn: Callable[[], np.ndarray], key: str) -> np.ndarray:
+    """A run's scores on a task's unit draws, kept for this process: the draws follow from the seed, the
+    number of resamples and the test-set sizes (`memo`), so the run's interval, its cell's and each
+    difference it is in score it once."""
+    found = _SCORED.get(memo)
+    if found is not None and found[0] is run:
+        return found[1]
+    if len(_SCORED) >= _SCORED_LIMIT:
+        _SCORED.clear()
+    scores = run.scores(drawn(), key)
+    _SCORED[memo] = (run, scores)
+    return scores
+
+
 def hierarchical(replicates: Sequence[Sequence[Sequence[ScoredUnits]]], key: str = "score",
                  n_resamples: int | None = None, seed: int = SEED, comparisons: int = 1) -> Hierarchical | None:
     """The two-level bootstrap of `replicates[s][t]`: seed s's runs of task t, one (a cell) or two (a, b: a
@@ -102,7 +120,7 @@ def hierarchical(replicates: Sequence[Sequence[Sequence[ScoredUnits]]], key: str
         if found.shape[1] < 2:
             return None
         positions.append(found)
-    draws = [unit_stream.integers(0, p.shape[1], size=(n, p.shape[1])) for p in positions]
+    draws = [unit_stream.integers(0, p.shape[1], size=(n, p.shape[1]), dtype=np.int32) for p in positions]
     sides = len(replicates[0][0])
     per_seed = np.zeros((k, n))  # resampled statistic of each seed, units drawn
     observed = np.zeros(k)
@@ -111,7 +129,8 @@ def hierarchical(replicates: Sequence[Sequence[Sequence[ScoredUnits]]], key: str
             for side, run in enumerate(replicates[s][t]):
                 where = positions[t][s * sides + side]
                 sign = 1.0 if side == 0 else -1.0
-                per_seed[s] += sign * run.scores(where[draws[t]], key) / tasks
+                memo = (id(run), key, seed, n, tuple(p.shape[1] for p in positions[:t + 1]), where.tobytes())
+                per_seed[s] += sign * _run_scores(memo, run, lambda: where[draws[t]], key) / tasks
                 observed[s] += sign * run.score(where, key) / tasks
     chosen = seed_stream.integers(0, k, size=(n, k))
     # means taken about the first seed's value: exact where the seeds agree (k copies of x average to x)
@@ -156,14 +175,12 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
     if not blocks or any(len(a) == 0 for a, _ in blocks) or sum(len(a) for a, _ in blocks) < 2:
         return None
     n_resamples = n_resamples or resamples_for(comparisons)
-    pool = blocks[0][0]
-    offsets_a, offsets_b, pool_units = [], [], []
-    for a, b in blocks:  # every unit of every run in one list: x and y index into it
-        offsets_a.append(len(pool_units))
-        pool_units += a.units
-        offsets_b.append(len(pool_units))
-        pool_units += b.units
-    pool = ScoredUnits(pool.metric, pool.metric_args, pool_units, pool.unit_name)
+    offsets_a, offsets_b, size = [], [], 0
+    for a, b in blocks:  # every unit of every run in one numbering: x and y index into it, pair by pair
+        offsets_a.append(size)
+        offsets_b.append(size + len(a))
+        size += len(a) + len(b)
+    pools = [a + b for a, b in blocks]  # a pair's units in that numbering, less its offset
     x = np.concatenate([o + np.arange(len(a)) for o, (a, _) in zip(offsets_a, blocks)])
     y = np.concatenate([o + np.arange(len(b)) for o, (_, b) in zip(offsets_b, blocks)])
     slices, start = [], 0
@@ -178,7 +195,10 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
         out, k = np.zeros(len(xs2)), 0
         for size in shape:
             for j in range(size):
-                out += (pool.scores(xs2[:, slices[k + j]], key) - pool.scores(ys2[:, slices[k + j]], key)) / size
+                # a block's indices all fall in its own pair's units: scored on those alone, not the whole pool
+                block, start = pools[k + j], offsets_a[k + j]
+                out += (block.scores(xs2[:, slices[k + j]] - start, key)
+                        - block.scores(ys2[:, slices[k + j]] - start, key)) / size
             k += size
         out /= len(shape)
         return out if np.ndim(xs) > 1 else out[0]

@@ -47,6 +47,7 @@ class ScoredUnits:
     units: list[Unit]
     unit_name: str  # "sentence", "question", "instance", "document": what one unit is, for the notes
     _count_rows: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _float_rows: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)  # for products
 
     def __len__(self) -> int:
         return len(self.units)
@@ -77,7 +78,9 @@ class ScoredUnits:
         if additive is None or not self.units or key not in additive.finish(
                 self._counts(additive)[:1].sum(axis=0).tolist(), **self.metric_args):
             return np.array([self.score(row, key) for row in draws], dtype=float)
-        rows, size = self._counts(additive).astype(np.float64), len(self.units)
+        if self._float_rows is None:
+            self._float_rows = self._counts(additive).astype(np.float64)
+        rows, size = self._float_rows, len(self.units)
         out = np.empty(len(draws))
         step = max(1, min(_BLOCK, _WEIGHTS // size))
         for start in range(0, len(draws), step):
