@@ -52,6 +52,10 @@ class TableLayout:
     correction: str = "holm"       # multiple-comparison correction of the table's tests (statsmodels' method name)
     effect: float | None = None    # difference (x100) the seeds needed are solved for; None: the paper's
     cost: bool = False             # show each column's compute beside its scores
+    paper_std: dict[str, dict[str, float]] = field(default_factory=dict)  # the paper's reported std, where given
+    paper_noise: float = 0.5       # a paper gap (x100) at or below this is a tie, where it gives no std (agreement.py)
+    differences: bool = False      # show each cell's difference to the baseline with its interval (not only in the CSV)
+    paper_scale: bool = False      # the runs are at the paper's scale (profile base): its seed spreads are the paper's models'
 
 
 @dataclass

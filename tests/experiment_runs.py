@@ -84,10 +84,10 @@ def _md_cells(markdown: str, columns: list[str]) -> dict[tuple[str, str], str]:
 
 
 def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, capsys) -> None:
-    """The table shows the statistics of issue 35: a bootstrap CI per cell, marks corrected across the table
-    (none below 3 seeds: "n too small"), the test over test examples with its corrected p, the seeds needed,
-    compute columns (and rows with --cost), the agreement line; a re-render reads every resampling result
-    from the cache."""
+    """The table shows its statistics: a two-level bootstrap CI per cell, marks corrected across the table
+    (none below 3 seeds: "n too small"), the difference to the baseline with its interval and the fixed-model
+    test with its corrected p in the CSV (never a mark), the seeds needed, compute columns (and rows with
+    --cost), the agreement paragraph; a re-render reads every resampling result from the cache."""
     import csv
 
     from ablations.tables.inference import ALPHA
@@ -98,22 +98,26 @@ def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, 
     baseline = experiment.layout.baseline
     compared = [r for r in records if r["column"] != baseline and r["mean"] and r["row"] != results.BLURB_ROW]
     assert compared and all(r["ci_low"] and r["ci_high"] or r["ci_note"] for r in records), records
-    assert any(r["ci_low"] for r in records) and "CI " in md and "scipy.stats.bootstrap" in md
+    assert any(r["ci_low"] for r in records) and "CI " in md and "two-level bootstrap" in md
     assert "Holm-corrected across the table" in md and "statsmodels.stats.multitest" in md
     for r in compared:  # micro plans fewer than 3 seeds: never marked, the cell says so
         assert r["n_too_small"] == "true" and r["significant"] != "true" and r["p_corrected"] == ""
-        assert r["example_p"] and r["example_p_corrected"], r
-        assert (r["example_significant"] == "true") == (float(r["example_p_corrected"]) < ALPHA)
-        assert float(r["example_p_corrected"]) >= float(r["example_p"])
+        assert r["diff_mean"] and (r["diff_ci_low"] and r["diff_ci_high"] or r["ci_note"]), r
+        assert r["fixed_model_p"], r
+        if r["fixed_model_p_corrected"]:  # degenerate tests (p = 1) are left out of the family
+            assert (r["fixed_model_significant"] == "true") == (float(r["fixed_model_p_corrected"]) < ALPHA)
+            assert float(r["fixed_model_p_corrected"]) >= float(r["fixed_model_p"])
+        else:
+            assert float(r["fixed_model_p"]) == 1.0
         assert r["effect"]  # the paper's difference to the baseline
     cells = _md_cells(md, list(experiment.layout.column_order))
     for r in compared:
         text = cells[(r["row"], r["column"])]
-        assert "n too small" in text and "†" not in text and ("‡" in text) == (r["example_significant"] == "true")
+        assert "n too small" in text and "†" not in text and "‡" not in text
         assert f"CI {float(r['ci_low']):.2f}–{float(r['ci_high']):.2f}" in text
     for r in compared:  # seeds needed wherever the seeds have a spread to solve from
         if r["seeds_needed"]:
-            assert f"~{r['seeds_needed']} seeds" in md and "Seeds needed to resolve the paper's difference" in md
+            assert f"~{int(r['seeds_needed']):,} seeds" in md and "Seeds needed to resolve the paper's difference" in md
     if experiment.name == "quickstart":
         assert any(r["seeds_needed"] for r in compared)  # 2 seeds: a spread
     assert all(float(r["flops"]) > 0 and float(r["device_seconds"]) > 0 and float(r["peak_memory_bytes"]) > 0

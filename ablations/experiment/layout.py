@@ -66,17 +66,21 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
     if row_axis == "task":  # a task this profile does not plan (e.g. micro's subset) is left out
         from datamodules.registry import dataset_names
 
-        table = {**table, "paper": {r: v for r, v in table["paper"].items()
-                                    if r in paper_rows or r not in dataset_names()}}
-    for row, by_column in table["paper"].items():
-        if row not in paper_rows:
-            raise ConfigError(f"{path}: table.paper: '{row}' is not a row ({', '.join(paper_rows)})")
-        for column, value in by_column.items():
-            if column not in columns:
-                raise ConfigError(f"{path}: table.paper.{row}: '{column}' is not a column ({', '.join(columns)})")
-            if not math.isfinite(value):  # compared against and averaged: leave out a number the paper lacks
-                raise ConfigError(f"{path}: table.paper.{row}.{column}: {value} is not a number the paper printed; "
-                                  "give its value or leave the entry out")
+        table = {**table, **{key: {r: v for r, v in table[key].items() if r in paper_rows or r not in dataset_names()}
+                             for key in ("paper", "paper_std")}}
+    for key in ("paper", "paper_std"):
+        for row, by_column in table[key].items():
+            if row not in paper_rows:
+                raise ConfigError(f"{path}: table.{key}: '{row}' is not a row ({', '.join(paper_rows)})")
+            for column, value in by_column.items():
+                if column not in columns:
+                    raise ConfigError(f"{path}: table.{key}.{row}: '{column}' is not a column ({', '.join(columns)})")
+                if not math.isfinite(value):  # compared against and averaged: leave out a number the paper lacks
+                    raise ConfigError(f"{path}: table.{key}.{row}.{column}: {value} is not a number the paper "
+                                      "printed; give its value or leave the entry out")
+    if not float(table["paper_noise"]) >= 0:
+        raise ConfigError(f"{path}: table.paper_noise: {table['paper_noise']} is not a gap (points >= 0); "
+                          "e.g. paper_noise: 0.5")
     labels = dict(table["labels"])
     if column_axis == "model":
         labels = {**{n: m.label for n, m in models.items() if m.finetune and m.label != n}, **labels}
@@ -99,7 +103,9 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
         paper={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper"].items()},
         blurb_row=table["blurb_row"], caption=table_text(table, "caption", profile, path),
         paper_source=table["paper_source"], metrics=tuple(table["metrics"]), correction=table["correction"],
-        cost=bool(table["cost"]))
+        cost=bool(table["cost"]),
+        paper_std={str(r): {str(c): float(v) for c, v in cols.items()} for r, cols in table["paper_std"].items()},
+        paper_noise=float(table["paper_noise"]), differences=bool(table["differences"]))
 
 
 def _check_metric(metric: str, tasks: list[str], path: Path) -> None:

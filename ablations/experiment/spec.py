@@ -67,6 +67,11 @@ class TableSchema:
     # how the table's significance marks are corrected for many comparisons (statsmodels.stats.multitest)
     correction: str = "holm"
     cost: bool = False  # each column's compute (FLOPs, device-hours, peak memory) beside its scores
+    # the paper's standard deviations, as printed (paper_std[row][column]), where it gives them; elsewhere a gap
+    # between two of its numbers of at most paper_noise points is read as a tie (ablations/tables/agreement.py)
+    paper_std: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    paper_noise: float = 0.5
+    differences: bool = False  # each cell's difference to the baseline with its interval, in the cells too
 
 
 @dataclass

@@ -1,12 +1,21 @@
-"""How far a table's orderings agree with the paper's (issue 34): per row (each task, and the BLURB row),
+"""How far a table's orderings agree with the paper's, reading the paper as it reads itself: per row (each
+task, and the BLURB row),
 
 - Kendall's τ (scipy.stats.kendalltau, τ-b) between our column means and the paper's numbers, over the
-  columns that have both;
-- for each of the paper's pairwise conclusions (the paper has A above B) whose two cells we have, whether we
-  *agree* (A above B, significantly), *disagree* (B above A, significantly) or *cannot tell* at our n. The test
-  is the two-sided paired t-test over seeds where both cells have at least MIN_SEEDS common seeds, else the
-  paired permutation test over the same test units (significance.py; None: untestable, counted as cannot
-  tell); all the table's pairwise p values corrected together (`layout.correction`).
+  columns that have both: a description of the point estimates, without their uncertainty;
+- each pair of cells the paper reports and we have, as the paper states it: a *conclusion* (A above B) where
+  its gap exceeds what the paper treats as noise (its reported standard deviation, `table.paper_std`, where
+  given, else `table.paper_noise` points), a *tie* where it does not. A conclusion we *agree* with is our
+  difference significant in its direction; we *disagree* where our interval lies wholly on the other side
+  (it excludes the paper's direction); else we *cannot tell* at our n. A tie we agree with where our 95%
+  interval includes zero, and disagree with where it excludes it.
+
+Our evidence on a pair (significance.pair_tester): the two-level bootstrap over seeds and test units where
+both cells share at least MIN_SEEDS seeds; the paired t-test over seeds where there are no predictions to
+resample (the BLURB row); below MIN_SEEDS seeds the fixed-model permutation test over test units. The
+conclusions' p values are corrected (`layout.correction`) in families apart: the seed-level tests of the
+task rows, those of the BLURB row (a score of the same runs), and the fixed-model tests (without the
+degenerate ones, p = 1: identical predictions).
 """
 
 from __future__ import annotations
@@ -14,28 +23,39 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ablations.results import CORRECTIONS
+from ablations.results import BLURB_ROW, CORRECTIONS
 from ablations.tables.inference import ALPHA, MIN_SEEDS, correct
+from ablations.tables.significance import FIXED_MODELS, Evidence
 from ablations.tables.stats import DIGITS, Cell, TableData
 
 AGREE, DISAGREE, CANNOT_TELL = "agrees", "disagrees", "cannot tell"
-SEEDS, EXAMPLES, UNTESTED = "seeds", "test examples", "untested"
+SEED_T, UNTESTED = "seeds (t-test)", "untested"
+CONCLUSION, TIE = "conclusion", "tie"
 
-ExampleTest = Callable[[Cell, Cell], Optional[float]]  # p of the pooled paired test over test units
+PairTest = Callable[[Cell, Cell], Optional[Evidence]]  # significance.pair_tester
 
 
 @dataclass
 class Pair:
-    """One of the paper's conclusions: `better` above `worse` in `row`, and what ours says."""
+    """One pair of the paper's cells in `row`: `better` above `worse` (a tie: in the table's column order),
+    what the paper says of it, and what ours says."""
 
     row: str
     better: str
     worse: str
+    paper_gap: float  # the paper's better - worse (x100)
+    paper_says: str  # CONCLUSION | TIE
     ours: float  # our mean difference better - worse (x100)
-    method: str  # SEEDS | EXAMPLES | UNTESTED
+    method: str  # SEEDS_AND_UNITS | SEED_T | FIXED_MODELS | UNTESTED
     p_value: float | None = None
-    p_corrected: float | None = None
+    p_corrected: float | None = None  # conclusions only
+    low: float | None = None  # our 95% interval of better - worse, where the test gives one
+    high: float | None = None
     verdict: str = CANNOT_TELL
+
+    @property
+    def family(self) -> str:
+        return FIXED_MODELS if self.method == FIXED_MODELS else BLURB_ROW if self.row == BLURB_ROW else "seeds"
 
 
 @dataclass
@@ -45,60 +65,99 @@ class RowAgreement:
     columns: int
     pairs: list[Pair] = field(default_factory=list)
 
-    def count(self, verdict: str) -> int:
-        return sum(p.verdict == verdict for p in self.pairs)
+    def count(self, verdict: str, says: str | None = None) -> int:
+        return sum(p.verdict == verdict and says in (None, p.paper_says) for p in self.pairs)
 
 
 @dataclass
 class Agreement:
     rows: list[RowAgreement]
     correction: str
+    noise: float  # the paper's noise threshold (points) where it gives no standard deviation
 
-    def count(self, verdict: str) -> int:
-        return sum(r.count(verdict) for r in self.rows)
+    def count(self, verdict: str, says: str | None = None) -> int:
+        return sum(r.count(verdict, says) for r in self.rows)
 
     def line(self) -> str:
-        """One line: τ per row and the counts, for the terminal and the table's notes."""
+        """One paragraph: how the pairs are read, then τ and the counts per row, for the table's notes."""
         # τ is undefined for a row with fewer than two columns to rank, or one side all tied ("—" is the
         # tables' sign of a missing cell, so it is spelt out here)
         parts = [f"{r.row} τ {'undefined' if r.tau is None else f'= {r.tau:.2f}'} "
-                 f"({r.count(AGREE)}/{r.count(DISAGREE)}/{r.count(CANNOT_TELL)})" for r in self.rows]
-        methods = sorted({p.method for r in self.rows for p in r.pairs})
-        return (f"Agreement with the paper: Kendall's τ of our column means vs the paper's per row, and of the "
-                f"paper's pairwise orderings how many we agree with / disagree with (p < {ALPHA}, "
-                f"{CORRECTIONS[self.correction]}-corrected; tests: {', '.join(methods) or 'none'}) / cannot tell at "
-                f"our n: {'; '.join(parts)}. Overall {self.count(AGREE)} agree, {self.count(DISAGREE)} disagree, "
-                f"{self.count(CANNOT_TELL)} cannot tell.")
+                 f"({r.count(AGREE, CONCLUSION)}/{r.count(DISAGREE, CONCLUSION)}/{r.count(CANNOT_TELL, CONCLUSION)}"
+                 f"; ties {r.count(AGREE, TIE)}/{r.count(DISAGREE, TIE)})" for r in self.rows]
+        methods = sorted({p.method for r in self.rows for p in r.pairs if p.method != UNTESTED})
+        return (f"Agreement with the paper: Kendall's τ of our column means vs the paper's per row (point estimates "
+                f"only). A pair of the paper's cells is its conclusion where its gap exceeds what it treats as noise "
+                f"(its reported standard deviation where given, else {self.noise:g} points: table.paper_noise), "
+                f"else \"paper: tie\". We agree with a conclusion where our difference is significant in its "
+                f"direction and disagree where our interval lies wholly on the other side (p < {ALPHA}, "
+                f"{CORRECTIONS[self.correction]}-corrected in separate families: seed-level tests of the task rows, "
+                f"those of the BLURB row, which is scored from the same runs, and below {MIN_SEEDS} seeds the "
+                f"fixed-model test, whose degenerate p = 1 tests are left out), else cannot tell at our n; we agree "
+                f"with a tie where our 95% interval of the difference includes zero. Tests: "
+                f"{', '.join(methods) or 'none'}. Per row, conclusions agree/disagree/cannot tell; ties agree/"
+                f"disagree: {'; '.join(parts)}. Overall {self.count(AGREE, CONCLUSION)} agree, "
+                f"{self.count(DISAGREE, CONCLUSION)} disagree, {self.count(CANNOT_TELL, CONCLUSION)} cannot tell; "
+                f"ties {self.count(AGREE, TIE)} agree, {self.count(DISAGREE, TIE)} disagree, "
+                f"{self.count(CANNOT_TELL, TIE)} untested.")
 
     def records(self) -> dict[str, dict]:
         """Per row: the CSV's agreement fields."""
-        return {r.row: {"agreement_tau": r.tau, "agreement": f"{r.count(AGREE)} agree, {r.count(DISAGREE)} disagree, "
-                        f"{r.count(CANNOT_TELL)} cannot tell",
-                        "agreement_pairs": "; ".join(
-                            f"{p.better}>{p.worse}: {p.verdict} ({p.method}"
-                            + ("" if p.p_corrected is None else f", p={p.p_corrected:.3g}") + ")" for p in r.pairs)}
+        def pair_text(p: Pair) -> str:
+            relation = ">" if p.paper_says == CONCLUSION else "~"
+            shown = [p.method] + ([] if p.low is None else [f"CI {p.low:.{DIGITS}f}–{p.high:.{DIGITS}f}"]) + \
+                ([] if p.p_value is None else [f"p={p.p_value:.3g}"]) + \
+                ([] if p.p_corrected is None else [f"corrected {p.p_corrected:.3g}"])
+            return f"{p.better}{relation}{p.worse}: {p.verdict} ({', '.join(shown)})"
+
+        return {r.row: {"agreement_tau": r.tau,
+                        "agreement": f"{r.count(AGREE, CONCLUSION)} agree, {r.count(DISAGREE, CONCLUSION)} disagree, "
+                                     f"{r.count(CANNOT_TELL, CONCLUSION)} cannot tell; ties {r.count(AGREE, TIE)} "
+                                     f"agree, {r.count(DISAGREE, TIE)} disagree",
+                        "agreement_pairs": "; ".join(pair_text(p) for p in r.pairs)}
                 for r in self.rows}
 
 
-def _seed_p(a: Cell, b: Cell) -> float | None:
+def _seed_t(a: Cell, b: Cell) -> Evidence | None:
+    """The paired t-test over the seeds both cells finished, with its 95% t-interval of the mean difference."""
+    import statistics
+
     from scipy.stats import ttest_rel
 
     seeds = sorted(set(a.values) & set(b.values))
     if len(seeds) < MIN_SEEDS:
         return None
     differences = [a.values[s] - b.values[s] for s in seeds]
-    if max(differences) == min(differences):  # t undefined: left to the test over test examples
+    if max(differences) == min(differences):  # t undefined: no evidence either way
         return None
-    return float(ttest_rel([a.values[s] for s in seeds], [b.values[s] for s in seeds]).pvalue)
+    result = ttest_rel([a.values[s] for s in seeds], [b.values[s] for s in seeds])
+    low, high = result.confidence_interval(1 - ALPHA)
+    return Evidence(SEED_T, statistics.fmean(differences), float(result.pvalue), float(low), float(high))
 
 
-def agreement(data: TableData, example_test: ExampleTest | None = None) -> Agreement | None:
+def noise(data: TableData, a: Cell, b: Cell) -> float:
+    """What the paper treats as noise between cells a and b (x100): the larger of its reported standard
+    deviations of the two, where it gives one, else the table's threshold."""
+    std = data.layout.paper_std.get(a.row, {})
+    given = [float(std[c.column]) for c in (a, b) if c.column in std]
+    return max(given) if given else float(data.layout.paper_noise)
+
+
+def _evidence(a: Cell, b: Cell, test: PairTest | None) -> Evidence | None:
+    if a.row != BLURB_ROW and test is not None:
+        found = test(a, b)
+        if found is not None:
+            return found
+    return _seed_t(a, b)
+
+
+def agreement(data: TableData, test: PairTest | None = None) -> Agreement | None:
     """The table's agreement with the paper's numbers; None where the table has none to compare."""
     from scipy.stats import kendalltau
 
     if not data.has_paper:
         return None
-    rows, tested = [], []
+    rows = []
     for row, cells in data.body_rows():
         both = [c for c in cells if c.mean is not None and c.paper is not None]
         tau = None
@@ -106,25 +165,38 @@ def agreement(data: TableData, example_test: ExampleTest | None = None) -> Agree
             value = kendalltau([c.mean for c in both], [c.paper for c in both]).statistic
             tau = None if value != value else float(value)  # nan: one side constant
         found = RowAgreement(row, tau, len(both))
-        for a in both:
-            for b in both:
-                if round(a.paper, DIGITS) <= round(b.paper, DIGITS):
-                    continue  # the paper's conclusions: strictly above
-                pair = Pair(row, data.column_label(a.column), data.column_label(b.column), a.mean - b.mean, UNTESTED)
-                p = _seed_p(a, b)
-                if p is not None:
-                    pair.method, pair.p_value = SEEDS, p
-                elif example_test is not None:
-                    p = example_test(a, b)
-                    if p is not None:
-                        pair.method, pair.p_value = EXAMPLES, p
+        for i, a in enumerate(both):
+            for b in both[i + 1:]:
+                if round(a.paper, DIGITS) < round(b.paper, DIGITS):
+                    a, b = b, a
+                gap = a.paper - b.paper
+                says = CONCLUSION if round(gap, DIGITS) > noise(data, a, b) else TIE
+                pair = Pair(row, data.column_label(a.column), data.column_label(b.column), gap, says, a.mean - b.mean,
+                            UNTESTED)
+                evidence = _evidence(a, b, test)
+                if evidence is not None:
+                    pair.method, pair.p_value, pair.low, pair.high = (evidence.method, evidence.p_value, evidence.low,
+                                                                      evidence.high)
+                    if evidence.method != SEED_T:
+                        pair.ours = evidence.difference
                 found.pairs.append(pair)
-                if pair.p_value is not None:
-                    tested.append(pair)
         if found.pairs or tau is not None:
             rows.append(found)
-    for pair, p in zip(tested, correct([p.p_value for p in tested], data.layout.correction)):
-        pair.p_corrected = p
-        if p < ALPHA:
-            pair.verdict = AGREE if pair.ours > 0 else DISAGREE
-    return Agreement(rows, data.layout.correction) if rows else None
+    _decide(data, [p for r in rows for p in r.pairs])
+    return Agreement(rows, data.layout.correction, float(data.layout.paper_noise)) if rows else None
+
+
+def _decide(data: TableData, pairs: list[Pair]) -> None:
+    for pair in pairs:  # a tie: agreed with where our interval (else our test at ALPHA) includes zero
+        if pair.paper_says == TIE and pair.p_value is not None:
+            includes_zero = pair.low <= 0 <= pair.high if pair.low is not None else pair.p_value >= ALPHA
+            pair.verdict = AGREE if includes_zero else DISAGREE
+    conclusions = [p for p in pairs if p.paper_says == CONCLUSION and p.p_value is not None
+                   and not (p.method == FIXED_MODELS and p.p_value >= 1.0)]
+    for family in dict.fromkeys(p.family for p in conclusions):
+        members = [p for p in conclusions if p.family == family]
+        for pair, p in zip(members, correct([p.p_value for p in members], data.layout.correction)):
+            pair.p_corrected = p
+            if p < ALPHA:
+                pair.verdict = AGREE if pair.ours > 0 else DISAGREE
+

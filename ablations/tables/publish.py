@@ -162,12 +162,12 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
     from ablations.run.tracking import git_commit
     from ablations.tables.agreement import agreement
     from ablations.tables.cost import add_costs
-    from ablations.tables.significance import annotate, example_tester
+    from ablations.tables.significance import annotate, pair_tester
 
     data = table_data(layout, runs)
     annotate(data, tracking_uri, cache_dir)
     add_costs(data, runs, stage_costs)
-    test = example_tester(data, tracking_uri, cache_dir)
+    test = pair_tester(data, tracking_uri, cache_dir)
     data.agreement = agreement(data, test)
     if test.cache.pending:  # the pairs not cached yet, on every core; then again, from the results
         test.cache.run_pending()

@@ -17,7 +17,6 @@ from typing import Any, Sequence
 
 import ablations.tables.annotations as annotations
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
-from ablations.tables.annotations import DOUBLE_DAGGER
 from ablations.tables.cost import COST_FIELDS
 from ablations.tables.stats import DIGITS, Cell, TableData, table_data
 from bioablate_core.console import one_line
@@ -80,8 +79,7 @@ class _Shown:
     missing: list[tuple[str, int]]  # (status word, footnote)
     marks: list[int]  # other footnotes (untested, partial BLURB)
     paper: str | None
-    extras: list[str]  # CI, "n too small" (annotations.cell_extras)
-    example_mark: bool  # ‡: the test over test examples, corrected
+    extras: list[str]  # CI, the difference to the baseline, "n too small" (annotations.cell_extras)
     seeds: str | None  # "~12 seeds"
     ci_half: str | None  # the CI's half-width, LaTeX's second ±
 
@@ -133,7 +131,7 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
             half = None if cell.ci is None else _fmt((cell.ci[1] - cell.ci[0]) / 2)
             shown[(row, cell.column)] = _Shown(_fmt(cell.mean), _fmt(cell.std), cell.significant, cell.best,
                                                count, _missing_marks(cell, footnotes), marks, _fmt(cell.paper),
-                                               annotations.cell_extras(data, cell), cell.example_significant,
+                                               annotations.cell_extras(data, cell),
                                                annotations.seeds_text(cell), half)
     return notes, shown
 
@@ -170,8 +168,7 @@ def _markdown(data: TableData) -> str:
                 extras = [", ".join(f"{word} [{n}]" for word, n in s.missing)] if s.missing else []
             else:
                 text = s.mean + (f" ± {s.std}" if s.std else "")
-                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "") + \
-                    (DOUBLE_DAGGER if s.example_mark else "")
+                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "")
             if s.paper is not None:
                 extras.append(f"paper {s.paper}")
             text += f" ({'; '.join(extras)})" if extras else ""
@@ -189,7 +186,7 @@ def _markdown(data: TableData) -> str:
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                    "±": r"$\pm$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "α": r"$\alpha$", "–": "--", "—": "---", "…": r"\ldots{}", "×": r"$\times$",
-                   "≥": r"$\geq$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$"}
+                   "≥": r"$\geq$", "Δ": r"$\Delta$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$"}
 
 
 def latex_escape(text: str) -> str:
@@ -243,8 +240,7 @@ def _latex(data: TableData) -> str:
                 text += sup([n for _, n in s.missing] + s.marks)
             else:
                 number = s.mean + (rf" $\pm$ {s.std}" if s.std else "")
-                text = (rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "") + \
-                    (r"$^\ddagger$" if s.example_mark else "")
+                text = (rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
                 small = [*([rf"CI $\pm$ {s.ci_half}"] if s.ci_half else []),
                          *[latex_escape(e) for e in s.extras if not e.startswith("CI ")],
                          *([s.count] if s.count else []), *([latex_escape(s.seeds)] if s.seeds else [])]

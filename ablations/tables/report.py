@@ -28,6 +28,8 @@ from datamodules.registry import get_dataset
 from datamodules.task_encoder import scoring_group
 from datamodules.task_types import TASK_TYPES
 
+PAPER_SCALE_PROFILE = "base"  # the paper's recipe for BERT-base: the one profile whose seed spreads are its models'
+
 
 @dataclass
 class StoredTable:
@@ -244,7 +246,8 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         if recorded is None:
             record_plan(experiment, plan)
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
-        layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)))
+        layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)),
+                         paper_scale=experiment.profile == PAPER_SCALE_PROFILE)
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, stages, zero_based, experiment.invocation(),
                                  work_dir / "cache" / "resampling", stage_costs(experiment, plan))

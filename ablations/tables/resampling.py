@@ -1,11 +1,17 @@
-"""How uncertain a score is over its test examples, by resampling them (scored_units.py's units: sentences,
-questions or instances), the metric being the task's own scorer on each resample:
+"""How uncertain a score is, by resampling what it was computed from (scored_units.py's units: sentences,
+questions or instances, the metric being the task's own scorer on each resample):
 
-- `interval`: the percentile bootstrap 95% confidence interval (scipy.stats.bootstrap) of a run's score, or
-  of a cell's mean over seeds (each seed's test set resampled on its own: a stratified bootstrap);
+- `hierarchical`: the two-level bootstrap of a cell's mean over seeds, or of a difference between two cells:
+  each resample draws the seeds (with replacement), then the test units, with ONE draw of unit indices per
+  resample shared by every seed and both cells (the same test set, so the same units). Its percentile 95%
+  interval covers both sources of variation a reader generalises over: the training randomness of the
+  variant (which models the seeds gave) and the test set (which examples were drawn). Its p value (a
+  difference) is twice the smaller share of resamples on either side of zero. Hand-written (numpy) because
+  scipy.stats.bootstrap resamples one level only.
 - `paired_test`: the two-sided paired permutation test (scipy.stats.permutation_test, permutation_type
   "samples": each unit's two predictions swapped between the two cells at random) of the difference between
-  two cells on the same test units, for one seed or pooled over seeds (the mean of the per-seed differences).
+  two cells on the same test units, for one seed or pooled over seeds: a test of these trained models (the
+  seeds held fixed), not of the variant.
 
 `ResamplingCache` keeps each result in the work directory, keyed by the runs' ids, the metric key and the
 number of resamples, so re-rendering a table recomputes nothing it computed before.
@@ -17,7 +23,6 @@ import json
 import math
 import multiprocessing
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -28,65 +33,117 @@ from ablations.tables.inference import ALPHA
 from ablations.tables.scored_units import ScoredUnits
 from bioablate_core.fingerprints import digest as value_digest
 
-# Bootstrap resamples and permutations: N_RESAMPLES for test sets of up to WORK // N_RESAMPLES units, fewer
-# for larger ones (never below MIN_RESAMPLES), so that one resampling scores at most about WORK units and a
-# 27-run table renders in well under a minute on 2 cores (the task's own scorer runs once per resample)
+# Bootstrap resamples and permutations: N_RESAMPLES, or for a test among `comparisons` corrected together
+# enough that its smallest p (2 / (n + 1)) survives the correction (resamples_for). A metric with counts
+# (scored_units.py) sums count rows per resample, so a table's thousands of resamples cost seconds.
 N_RESAMPLES = 1000
-MIN_RESAMPLES = 100
-WORK = 250_000
-POLICY = f"{N_RESAMPLES}/{MIN_RESAMPLES}/{WORK}"  # in the cache keys: another policy computes anew
+POLICY = f"{N_RESAMPLES}/shared-units"  # in the cache keys: another policy computes anew
 CONFIDENCE = 0.95
+PERMUTATION_BATCH = 256  # permutations scored at once (bounds the index arrays' memory)
 SEED = 0  # the resampling is seeded: the same runs give the same interval and p value
 
 
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
-    resamples: int
-
-
-def resamples_for(units: int, comparisons: int = 1) -> int:
-    """How many resamples a test set of `units` units gets (see WORK). A permutation test corrected together
-    with `comparisons` - 1 others gets at least 4 x comparisons / ALPHA, up to N_RESAMPLES: its smallest
-    two-sided p is 2 / (n + 1), and the correction multiplies it by up to `comparisons`, so with fewer
-    permutations no difference could ever be marked (250 permutations under Holm over 18 tests: 18 x 2 / 251
-    = 0.14). Up to 25 comparisons this leaves every clear difference markable; beyond, N_RESAMPLES caps it."""
-    floor = min(N_RESAMPLES, math.ceil(4 * comparisons / ALPHA)) if comparisons > 1 else MIN_RESAMPLES
-    return max(MIN_RESAMPLES, min(N_RESAMPLES, WORK // max(1, units)), floor)
+def resamples_for(comparisons: int = 1) -> int:
+    """How many resamples (bootstrap) or permutations a test corrected together with `comparisons` - 1 others
+    gets: N_RESAMPLES, or 4 x comparisons / ALPHA where that is more. Its smallest two-sided p is
+    2 / (n + 1), and Holm multiplies the smallest p of a family by its size: with 1,000 permutations and 26
+    tests (table6_blurb) that is 26 x 2 / 1001 = 0.052, and no difference could ever be marked."""
+    return max(N_RESAMPLES, math.ceil(4 * comparisons / ALPHA))
 
 
 def _finite(value: float) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-def interval(replicates: Sequence[Sequence[ScoredUnits]], key: str = "score", n_resamples: int | None = None,
-             seed: int = SEED) -> Interval | None:
-    """The bootstrap CI of the mean over `replicates` (seeds) of the mean over each one's runs (tasks) of
-    `key`, every run's units resampled independently; None where it is undefined (a constant score).
-    `n_resamples` None: `resamples_for` the largest test set."""
-    from scipy.stats import bootstrap
+@dataclass(frozen=True)
+class Hierarchical:
+    """A two-level bootstrap (seeds, then test units) of a cell's mean or of a difference between cells."""
 
-    runs = [units for replicate in replicates for units in replicate]
-    n_resamples = n_resamples or resamples_for(max((len(u) for u in runs), default=0))
-    shape = [len(replicate) for replicate in replicates]
+    estimate: float  # mean over seeds of the mean over tasks of score (a - b for a difference), all units
+    low: float  # percentile interval, seeds and test units resampled
+    high: float
+    p_value: float  # two-sided, of a difference against zero (a cell's own is not used)
+    sd: float  # standard deviation of the statistic over the resamples (seeds and units)
+    unit_sd: float  # standard deviation over resamples of test units alone, the seeds held fixed
+    seeds: int
+    units: int  # test units shared by every run compared, summed over tasks
+    resamples: int
 
-    def statistic(*indices: np.ndarray) -> float:
-        scores, start = [], 0
-        for size in shape:
-            scores.append(np.mean([runs[start + j].score(indices[start + j], key) for j in range(size)]))
-            start += size
-        return float(np.mean(scores))
 
-    if any(len(u) < 2 for u in runs):
+def _shared_positions(runs: Sequence[ScoredUnits]) -> np.ndarray:
+    """Per run, the positions in its units of the units every run has, in the first run's order (runs x
+    shared): seeds and cells of one task predict the same test set, so every unit is shared."""
+    common = set.intersection(*({u.id for u in r.units} for r in runs))
+    order = [u.id for u in runs[0].units if u.id in common]
+    out = np.empty((len(runs), len(order)), dtype=np.intp)
+    for i, run in enumerate(runs):
+        where = {u.id: j for j, u in enumerate(run.units)}
+        out[i] = [where[unit_id] for unit_id in order]
+    return out
+
+
+_SCORED: dict[tuple, tuple[ScoredUnits, np.ndarray]] = {}  # see _run_scores
+_SCORED_LIMIT = 2048
+
+
+def _run_scores(memo: tuple, run: ScoredUnits, drawn: Callable[[], np.ndarray], key: str) -> np.ndarray:
+    """A run's scores on a task's unit draws, kept for this process: the draws follow from the seed, the
+    number of resamples and the test-set sizes (`memo`), so the run's interval, its cell's and each
+    difference it is in score it once."""
+    found = _SCORED.get(memo)
+    if found is not None and found[0] is run:
+        return found[1]
+    if len(_SCORED) >= _SCORED_LIMIT:
+        _SCORED.clear()
+    scores = run.scores(drawn(), key)
+    _SCORED[memo] = (run, scores)
+    return scores
+
+
+def hierarchical(replicates: Sequence[Sequence[Sequence[ScoredUnits]]], key: str = "score",
+                 n_resamples: int | None = None, seed: int = SEED, comparisons: int = 1) -> Hierarchical | None:
+    """The two-level bootstrap of `replicates[s][t]`: seed s's runs of task t, one (a cell) or two (a, b: a
+    difference a - b, paired on seeds and units). Statistic: the mean over seeds of the mean over tasks.
+    Each resample draws len(replicates) seeds with replacement and, per task, the shared test units with
+    replacement, the same unit indices for every seed and side. The unit draws come from their own random
+    stream, independent of how many seeds there are: k seeds that predict alike give one seed's interval
+    exactly. None where a task's runs share fewer than two units."""
+    k = len(replicates)
+    if k == 0 or any(len(tasks) != len(replicates[0]) for tasks in replicates):
         return None
-    with warnings.catch_warnings():  # a degenerate distribution warns and gives nan: reported as None
-        warnings.simplefilter("ignore")
-        result = bootstrap(tuple(np.arange(len(u)) for u in runs), statistic, n_resamples=n_resamples,
-                           vectorized=False, paired=False, method="percentile", confidence_level=CONFIDENCE,
-                           rng=np.random.default_rng(seed))
-    low, high = _finite(result.confidence_interval.low), _finite(result.confidence_interval.high)
-    return None if low is None or high is None else Interval(low, high, n_resamples)
+    tasks = len(replicates[0])
+    n = n_resamples or resamples_for(comparisons)
+    unit_stream, seed_stream = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    positions = []  # per task: (seed, side) x shared units
+    for t in range(tasks):
+        found = _shared_positions([run for tasks_of in replicates for run in tasks_of[t]])
+        if found.shape[1] < 2:
+            return None
+        positions.append(found)
+    draws = [unit_stream.integers(0, p.shape[1], size=(n, p.shape[1]), dtype=np.int32) for p in positions]
+    sides = len(replicates[0][0])
+    per_seed = np.zeros((k, n))  # resampled statistic of each seed, units drawn
+    observed = np.zeros(k)
+    for t in range(tasks):
+        for s in range(k):
+            for side, run in enumerate(replicates[s][t]):
+                where = positions[t][s * sides + side]
+                sign = 1.0 if side == 0 else -1.0
+                memo = (id(run), key, seed, n, tuple(p.shape[1] for p in positions[:t + 1]), where.tobytes())
+                per_seed[s] += sign * _run_scores(memo, run, lambda: where[draws[t]], key) / tasks
+                observed[s] += sign * run.score(where, key) / tasks
+    chosen = seed_stream.integers(0, k, size=(n, k))
+    # means taken about the first seed's value: exact where the seeds agree (k copies of x average to x)
+    statistic = per_seed[0] + (per_seed[chosen, np.arange(n)[:, None]] - per_seed[0][:, None]).mean(axis=1)
+    low, high = np.percentile(statistic, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    below, above = int(np.sum(statistic <= 0)), int(np.sum(statistic >= 0))
+    p = min(1.0, 2 * (1 + min(below, above)) / (n + 1))
+    units_only = per_seed[0] + (per_seed - per_seed[0]).mean(axis=0)
+    return Hierarchical(float(observed[0] + (observed - observed[0]).mean()), float(low), float(high), p, float(np.std(statistic, ddof=1)),
+                        float(np.std(units_only, ddof=1)), k,
+                        sum(shared.shape[1] for shared in positions), n)
 
 
 @dataclass(frozen=True)
@@ -110,21 +167,20 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
     """The paired permutation test of cell a against cell b: `pairs[s]` holds seed s's (a, b) runs, one pair
     per task. Statistic: mean over seeds of the mean over tasks of score(a) - score(b). None when a run
     shares no unit with its pair, or fewer than two units are shared in all (nothing to permute: a micro
-    ranking cell can hold one question). `comparisons`: how many tests one correction covers (resamples_for)."""
+    ranking cell can hold one question). `comparisons`: how many tests one correction covers (resamples_for).
+    It tests these trained models (the fixed-model test): the seeds are held, only the test units vary."""
     from scipy.stats import permutation_test
 
     blocks = [_aligned(a, b) for replicate in pairs for a, b in replicate]
     if not blocks or any(len(a) == 0 for a, _ in blocks) or sum(len(a) for a, _ in blocks) < 2:
         return None
-    n_resamples = n_resamples or resamples_for(max(len(a) for a, _ in blocks), comparisons)
-    pool = blocks[0][0]
-    offsets_a, offsets_b, pool_units = [], [], []
-    for a, b in blocks:  # every unit of every run in one list: x and y index into it
-        offsets_a.append(len(pool_units))
-        pool_units += a.units
-        offsets_b.append(len(pool_units))
-        pool_units += b.units
-    pool = ScoredUnits(pool.metric, pool.metric_args, pool_units, pool.unit_name)
+    n_resamples = n_resamples or resamples_for(comparisons)
+    offsets_a, offsets_b, size = [], [], 0
+    for a, b in blocks:  # every unit of every run in one numbering: x and y index into it, pair by pair
+        offsets_a.append(size)
+        offsets_b.append(size + len(a))
+        size += len(a) + len(b)
+    pools = [a + b for a, b in blocks]  # a pair's units in that numbering, less its offset
     x = np.concatenate([o + np.arange(len(a)) for o, (a, _) in zip(offsets_a, blocks)])
     y = np.concatenate([o + np.arange(len(b)) for o, (_, b) in zip(offsets_b, blocks)])
     slices, start = [], 0
@@ -133,15 +189,21 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
         start += len(a)
     shape = [len(replicate) for replicate in pairs]
 
-    def statistic(xs: np.ndarray, ys: np.ndarray) -> float:
-        differences, k = [], 0
+    def statistic(xs: np.ndarray, ys: np.ndarray, axis: int = -1) -> np.ndarray | float:
+        # vectorized: a batch of permutations (rows) at once, each run's units scored by ScoredUnits.scores
+        xs2, ys2 = np.atleast_2d(xs), np.atleast_2d(ys)
+        out, k = np.zeros(len(xs2)), 0
         for size in shape:
-            differences.append(np.mean([pool.score(xs[slices[k + j]], key) - pool.score(ys[slices[k + j]], key)
-                                        for j in range(size)]))
+            for j in range(size):
+                # a block's indices all fall in its own pair's units: scored on those alone, not the whole pool
+                block, start = pools[k + j], offsets_a[k + j]
+                out += (block.scores(xs2[:, slices[k + j]] - start, key)
+                        - block.scores(ys2[:, slices[k + j]] - start, key)) / size
             k += size
-        return float(np.mean(differences))
+        out /= len(shape)
+        return out if np.ndim(xs) > 1 else out[0]
 
-    result = permutation_test((x, y), statistic, permutation_type="samples", vectorized=False,
+    result = permutation_test((x, y), statistic, permutation_type="samples", vectorized=True, batch=PERMUTATION_BATCH,
                               n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed))
     return PairedTest(float(result.statistic), float(min(1.0, result.pvalue)), len(x), n_resamples)
 

@@ -23,6 +23,8 @@ import numpy as np
 from datamodules.task_types import TASK_TYPES
 
 PREDICTIONS = "test_predictions.jsonl"
+_BLOCK = 256  # resamples summed per matrix product (`ScoredUnits.scores`), at most _WEIGHTS weights in all:
+_WEIGHTS = 2_000_000  # the weights matrix's memory (16 MB as int64)
 ANSWERS = "test_answers.jsonl"  # extractive QA: per question
 
 
@@ -45,6 +47,7 @@ class ScoredUnits:
     units: list[Unit]
     unit_name: str  # "sentence", "question", "instance", "document": what one unit is, for the notes
     _count_rows: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _float_rows: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)  # for products
 
     def __len__(self) -> int:
         return len(self.units)
@@ -63,6 +66,31 @@ class ScoredUnits:
             if key in result:
                 return float(result[key])
         return float(self._rescore([self.units[i] for i in drawn.tolist()])[key])
+
+    def scores(self, draws: np.ndarray, key: str = "score") -> np.ndarray:
+        """`score` of each row of `draws` (resamples x units drawn, indices into `units`). For a metric with
+        counts, a row's count sums are its draw's weights (how often each unit was drawn) times the units'
+        count rows: one matrix product per block of rows instead of one indexing per row."""
+        from datamodules.metric_registry import ADDITIVE
+
+        draws = np.asarray(draws, dtype=np.intp)
+        additive = ADDITIVE.get(self.metric)
+        if additive is None or not self.units or key not in additive.finish(
+                self._counts(additive)[:1].sum(axis=0).tolist(), **self.metric_args):
+            return np.array([self.score(row, key) for row in draws], dtype=float)
+        if self._float_rows is None:
+            self._float_rows = self._counts(additive).astype(np.float64)
+        rows, size = self._float_rows, len(self.units)
+        out = np.empty(len(draws))
+        step = max(1, min(_BLOCK, _WEIGHTS // size))
+        for start in range(0, len(draws), step):
+            block = draws[start:start + step]
+            offsets = (np.arange(len(block)) * size)[:, None]
+            weights = np.bincount((block + offsets).ravel(), minlength=len(block) * size).reshape(len(block), size)
+            # float sums of integers below 2**53 are exact: rounded back, the metric sees the integer counts
+            sums = np.rint(weights.astype(np.float64) @ rows).astype(np.int64)
+            out[start:start + len(block)] = [additive.finish(s, **self.metric_args)[key] for s in sums.tolist()]
+        return out
 
     def _counts(self, additive) -> np.ndarray:
         """units x counts: each unit counted once (kept on the unit: a paired test pools the same units

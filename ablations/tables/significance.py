@@ -1,10 +1,15 @@
 """What a table's cells get from their runs' test predictions (stats.py gives what the seed values alone
-give): `annotate(data, tracking_uri, cache_dir)` adds
+give): `annotate(data, tracking_uri, cache_dir)` adds, ×100,
 
-- each run's and each cell's bootstrap 95% CI over test units (resampling.interval), ×100;
-- against the baseline column, the paired permutation test over the same test units, per seed and pooled
-  over seeds (resampling.paired_test); the pooled p values corrected across the table together
-  (`layout.correction`, inference.correct): the test that remains where the seeds are too few.
+- each cell's 95% interval from the two-level bootstrap (resampling.hierarchical: seeds, then test units,
+  the unit indices shared by the seeds), and each run's over its test units alone;
+- against the baseline column, the difference's two-level bootstrap: its interval, its p value corrected
+  across the table (`layout.correction`; the BLURB row is not resampled), and its spread over test units
+  alone. This decides the table's one mark (stats.Cell.significant), from MIN_SEEDS common seeds on;
+- the fixed-model test: the paired permutation test over the same test units, per seed and pooled over
+  seeds (resampling.paired_test), corrected across the table apart (a family of its own, without the
+  degenerate tests of identical predictions, p = 1). It asks whether these trained models differ, and is
+  shown by `bioablate table --stats` and in the CSV, never as a mark.
 
 Results are cached under `cache_dir` by run ids (resampling.ResamplingCache). A run whose predictions cannot be
 read (one logged before they were) leaves its cell without a CI, with the reason.
@@ -12,12 +17,13 @@ read (one logged before they were) leaves its cell without a CI, with the reason
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ablations.results import BLURB_ROW, CellRun
-from ablations.tables.inference import correct
-from ablations.tables.resampling import POLICY, ResamplingCache, interval, paired_test
+from ablations.tables.inference import MIN_SEEDS, correct
+from ablations.tables.resampling import POLICY, ResamplingCache, hierarchical, paired_test
 from ablations.tables.scored_units import ScoredUnits, load_units, unit_of
 from ablations.tables.stats import SCALE, Cell, TableData
 
@@ -54,15 +60,20 @@ def _scaled(value: dict | None) -> tuple[float, float] | None:
     return None if value is None else (SCALE * value["low"], SCALE * value["high"])
 
 
-def _interval(cache: ResamplingCache, runs: _Runs, replicates: list[list[CellRun]], key: str,
-              n: int | None) -> dict | None:
-    ids = [[r.run_id for r in replicate] for replicate in replicates]
+def _bootstrap(cache: ResamplingCache, runs: _Runs, replicates: list[list[tuple[CellRun, ...]]], key: str,
+               n: int | None, comparisons: int = 1) -> dict | None:
+    """resampling.hierarchical of `replicates` (per seed, per task, one run or an (a, b) pair), cached."""
+    ids = [[[r.run_id for r in side] for side in replicate] for replicate in replicates]
 
     def compute() -> dict | None:
-        found = interval([[runs.units(r) for r in replicate] for replicate in replicates], key, n)
-        return None if found is None else {"low": found.low, "high": found.high, "resamples": found.resamples}
-    found = cache.get(["interval", ids, key, n or POLICY], compute,
-                      lambda: [runs.units(r) for replicate in replicates for r in replicate])
+        found = hierarchical([[tuple(runs.units(r) for r in side) for side in replicate] for replicate in replicates],
+                             key, n, comparisons=comparisons)
+        return None if found is None else {"estimate": found.estimate, "low": found.low, "high": found.high,
+                                           "p": found.p_value, "unit_sd": found.unit_sd, "units": found.units,
+                                           "resamples": found.resamples}
+    policy = n or (POLICY if comparisons == 1 else f"{POLICY}/{comparisons}")
+    found = cache.get(["hierarchical", ids, key, policy], compute,
+                      lambda: [runs.units(r) for replicate in replicates for side in replicate for r in side])
     if found is not None:
         runs.resamples.add(found["resamples"])
     return found
@@ -79,8 +90,8 @@ def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, Cell
 
 def compare(cache: ResamplingCache, runs: _Runs, pairs: list[list[tuple[CellRun, CellRun]]], key: str,
             n: int | None, comparisons: int = 1) -> dict | None:
-    """The paired permutation test of the runs in `pairs` (per seed, one (a, b) per task), cached;
-    `comparisons`: how many tests its correction covers (resampling.resamples_for)."""
+    """The fixed-model paired permutation test of the runs in `pairs` (per seed, one (a, b) per task),
+    cached; `comparisons`: how many tests its correction covers (resampling.resamples_for)."""
     ids = [[(a.run_id, b.run_id) for a, b in replicate] for replicate in pairs]
 
     def compute() -> dict | None:
@@ -105,9 +116,9 @@ def _guarded(what: Callable[[], None], cell: Cell) -> None:
 
 def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
              n_resamples: int | None = None) -> TableData:
-    """Add the bootstrap CIs and the tests over test units to `data`'s cells (in place; returned): a first
-    pass reads what is cached and queues the rest, which is computed on every core, then a second pass fills
-    the cells."""
+    """Add the bootstrap intervals and the tests over test units to `data`'s cells (in place; returned): a
+    first pass reads what is cached and queues the rest, which is computed on every core, then a second pass
+    fills the cells."""
     cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
     _fill_cells(data, cache, runs, n_resamples)
     if cache.pending:
@@ -124,16 +135,16 @@ def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
 
 
 def family_size(data: TableData) -> int:
-    """How many tests over test examples one correction can cover in `data` (at most): the cells tested
-    against the baseline, or the paper's pairwise conclusions (agreement.py), whichever are more. Their
-    permutations are counted from it (resampling.resamples_for)."""
+    """How many tests one correction can cover in `data` (at most): the cells tested against the baseline,
+    or the pairs of the paper's cells (agreement.py), whichever are more. Their resamples are counted from
+    it (resampling.resamples_for)."""
     against_baseline = paper_pairs = 0
     for row, cells in data.body_rows():
         if row == BLURB_ROW:
             continue
         against_baseline += sum(1 for c in cells if c.column != data.layout.baseline and c.runs)
         papers = [c.paper for c in cells if c.paper is not None and c.runs]
-        paper_pairs += sum(1 for a in papers for b in papers if a > b)
+        paper_pairs += len(papers) * (len(papers) - 1) // 2
     return max(1, against_baseline, paper_pairs)
 
 
@@ -141,7 +152,6 @@ def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resample
     baseline = data.layout.baseline
     comparisons = family_size(data)
     runs.resamples.clear()
-    family: list[Cell] = []
     for row, cells in data.body_rows():
         if row == BLURB_ROW:  # a score over task types: no resampling unit of its own
             for cell in cells:
@@ -151,15 +161,17 @@ def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resample
         for cell in cells:
             key = metric_key(data, cell)
             cell.ci, cell.ci_note, cell.run_cis, cell.seed_tests = None, None, {}, {}
-            cell.example_diff = cell.example_p = cell.example_p_corrected = None
+            cell.fixed_diff = cell.fixed_p = cell.fixed_p_corrected = None
+            cell.diff_ci = cell.diff_p = cell.diff_p_corrected = cell.diff_unit_sd = None
 
             def intervals(cell: Cell = cell, key: str = key) -> None:
                 if not cell.runs:
                     return
                 if all(len(done) == 1 for done in cell.runs.values()):
                     for seed, done in cell.runs.items():
-                        cell.run_cis[seed] = _scaled(_interval(cache, runs, [done], key, n_resamples))
-                cell.ci = _scaled(_interval(cache, runs, list(cell.runs.values()), key, n_resamples))
+                        cell.run_cis[seed] = _scaled(_bootstrap(cache, runs, [[(r,) for r in done]], key, n_resamples))
+                replicates = [[(r,) for r in done] for done in cell.runs.values()]
+                cell.ci = _scaled(_bootstrap(cache, runs, replicates, key, n_resamples))
                 if cell.ci is None and not cache.collect:
                     cell.ci_note = "the score is constant under resampling"
             _guarded(intervals, cell)
@@ -171,40 +183,77 @@ def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resample
 
             def tests(cell: Cell = cell, key: str = key, seeds: list = seeds) -> None:
                 pairs = _pairs(cell, base, seeds)
+                difference = _bootstrap(cache, runs, pairs, key, n_resamples, comparisons)
+                if difference is not None:
+                    cell.diff_ci = _scaled(difference)
+                    cell.diff_p, cell.diff_unit_sd = difference["p"], SCALE * difference["unit_sd"]
                 for seed, replicate in zip(seeds, pairs):
                     found = compare(cache, runs, [replicate], key, n_resamples)
                     if found is not None:
                         cell.seed_tests[seed] = (SCALE * found["difference"], found["p"])
                 pooled = compare(cache, runs, pairs, key, n_resamples, comparisons)
                 if pooled is not None:
-                    cell.example_diff, cell.example_p = SCALE * pooled["difference"], pooled["p"]
-                    family.append(cell)
+                    cell.fixed_diff, cell.fixed_p = SCALE * pooled["difference"], pooled["p"]
             _guarded(tests, cell)
-    for cell, p in zip(family, correct([c.example_p for c in family], data.layout.correction)):
-        cell.example_p_corrected = p
+    _correct_families(data)
 
 
-def example_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
-                   n_resamples: int | None = None) -> Callable[[Cell, Cell], float | None]:
-    """The pooled paired permutation test of any two cells of `data` (agreement.py), sharing annotate's
-    cache: p, or None where the cells share no seed or their predictions cannot be read. Its `cache`
-    collects what is not cached yet (None until `test.cache.run_pending()` computed it): call agreement,
-    run the pending, call it again."""
+def _correct_families(data: TableData) -> None:
+    """The two-level bootstrap's p values of the cells on at least MIN_SEEDS seeds, corrected together (the
+    BLURB row, scored from the same runs, is not among them); the fixed-model tests apart, without the
+    degenerate ones (p = 1: identical predictions, nothing to permute), which would only dilute them."""
+    cells = [c for row, cells in data.body_rows() if row != BLURB_ROW for c in cells]
+    family = [c for c in cells if c.diff_p is not None and not c.n_too_small]
+    for cell, p in zip(family, correct([c.diff_p for c in family], data.layout.correction)):
+        cell.diff_p_corrected = p
+    fixed = [c for c in cells if c.fixed_p is not None and c.fixed_p < 1.0]
+    for cell, p in zip(fixed, correct([c.fixed_p for c in fixed], data.layout.correction)):
+        cell.fixed_p_corrected = p
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What our runs say of the difference a - b between two cells of a row (agreement.py), ×100."""
+
+    method: str  # resampling.hierarchical's ("seeds and test units") or the fixed-model test's
+    difference: float
+    p_value: float
+    low: float | None = None  # the two-level bootstrap's 95% interval (None for the fixed-model test)
+    high: float | None = None
+
+
+SEEDS_AND_UNITS, FIXED_MODELS = "seeds and test units", "fixed models, test units"
+
+
+def pair_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
+                n_resamples: int | None = None) -> Callable[[Cell, Cell], Evidence | None]:
+    """The evidence on any two cells of `data` (agreement.py), sharing annotate's cache: the two-level
+    bootstrap where they share at least MIN_SEEDS seeds, else the fixed-model permutation test; None where
+    they share no seed or their predictions cannot be read. Its `cache` collects what is not cached yet
+    (None until `test.cache.run_pending()` computed it): call agreement, run the pending, call it again."""
     cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
     comparisons = family_size(data)
 
-    def test(a: Cell, b: Cell) -> float | None:
+    def test(a: Cell, b: Cell) -> Evidence | None:
         if a.row == BLURB_ROW:
             return None
+        sign = 1.0
         if a.column == data.layout.baseline:  # the order annotate cached it in: (cell, baseline)
-            a, b = b, a
+            a, b, sign = b, a, -1.0
         seeds = sorted(set(a.runs) & set(b.runs))
         if not seeds:
             return None
+        pairs, key = _pairs(a, b, seeds), metric_key(data, a)
         try:
-            found = compare(cache, runs, _pairs(a, b, seeds), metric_key(data, a), n_resamples, comparisons)
+            if len(seeds) >= MIN_SEEDS:
+                found = _bootstrap(cache, runs, pairs, key, n_resamples, comparisons)
+                if found is None:
+                    return None
+                low, high = sorted((sign * SCALE * found["low"], sign * SCALE * found["high"]))
+                return Evidence(SEEDS_AND_UNITS, sign * SCALE * found["estimate"], found["p"], low, high)
+            found = compare(cache, runs, pairs, key, n_resamples, comparisons)
         except ValueError:
             return None
-        return None if found is None else found["p"]
+        return None if found is None else Evidence(FIXED_MODELS, sign * SCALE * found["difference"], found["p"])
     test.cache = cache  # type: ignore[attr-defined]
     return test

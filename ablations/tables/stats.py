@@ -1,12 +1,14 @@
 """The numbers of an experiment's table: `table_data(layout, cell_runs)` turns the cell runs
 (ablations/results.py) into cells of mean ± sample standard deviation (ddof=1) over seeds, ×100 as the paper
 reports every metric (BIOSSES' Pearson too), the best mean of each row (of each column when the columns are
-tasks), a two-sided paired t-test over seeds against the baseline column (scipy.stats.ttest_rel), corrected
-for the table's many comparisons (`layout.correction`, Holm by default; below MIN_SEEDS seeds a cell is
-"n too small" and never marked), the seeds such a test would need for the paper's difference or
-`layout.effect` (inference.py), and the BLURB score row. A cell or seed without a finished run is never
-dropped: it keeps its missing runs, with their reasons, for the renderer's footnotes. What needs the runs'
-test predictions (bootstrap intervals, tests over test examples) is added by significance.py.
+tasks), the mean per-seed difference to the baseline column with a two-sided paired t-test over seeds
+(scipy.stats.ttest_rel), corrected for the table's many comparisons (`layout.correction`, Holm by default;
+the BLURB row apart, as it is scored from the same runs; below MIN_SEEDS seeds a cell is "n too small" and
+never marked), the seeds such a test would need for the paper's difference or `layout.effect`, with their
+range over the spread's own interval (inference.py), and the BLURB score row. A cell or seed without a
+finished run is never dropped: it keeps its missing runs, with their reasons, for the renderer's footnotes.
+What needs the runs' test predictions (the two-level bootstrap over seeds and test units, which then decides
+the mark, and the fixed-model tests) is added by significance.py.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
-from ablations.tables.inference import ALPHA, MIN_SEEDS, correct, seeds_needed
+from ablations.tables.inference import ALPHA, MIN_SEEDS, correct, seeds_needed, seeds_needed_range
 from bioablate_core.errors import ConfigError
 
 SCALE = 100.0  # the paper reports every metric, Pearson included, as a percentage
@@ -47,13 +49,19 @@ class Cell:
     diff_sd: float | None = None  # std (ddof=1) of the per-seed differences to the baseline
     effect: float | None = None  # the difference (x100) seeds_needed is solved for
     seeds_needed: int | None = None
+    diff_mean: float | None = None  # mean over common seeds of the per-seed difference to the baseline
+    seeds_range: tuple[int, int] | None = None  # seeds_needed over the 95% interval of diff_sd (inference.py)
     # filled by significance.py from the runs' test predictions (x100)
-    ci: tuple[float, float] | None = None  # bootstrap CI of the mean over seeds
+    ci: tuple[float, float] | None = None  # two-level bootstrap 95% interval of the mean over seeds
     ci_note: str | None = None  # why there is none
-    run_cis: dict = field(default_factory=dict)  # seed -> bootstrap CI of that run (cells of one task)
-    example_diff: float | None = None  # paired difference to the baseline on the same test units, over seeds
-    example_p: float | None = None  # its permutation-test p value
-    example_p_corrected: float | None = None
+    run_cis: dict = field(default_factory=dict)  # seed -> bootstrap interval of that run (cells of one task)
+    diff_ci: tuple[float, float] | None = None  # two-level bootstrap 95% interval of the difference to the baseline
+    diff_p: float | None = None  # its two-sided p value
+    diff_p_corrected: float | None = None  # corrected across the table; decides the mark from MIN_SEEDS seeds on
+    diff_unit_sd: float | None = None  # the difference's spread over test units alone, the seeds held fixed
+    fixed_diff: float | None = None  # fixed models: paired difference on the same test units, pooled over seeds
+    fixed_p: float | None = None  # its permutation-test p value
+    fixed_p_corrected: float | None = None
     seed_tests: dict = field(default_factory=dict)  # seed -> (difference, p) of the per-seed permutation test
     cost: Any = None  # cost.Cost of the cell's runs (cost.add_costs)
 
@@ -77,13 +85,25 @@ class Cell:
 
     @property
     def significant(self) -> bool:
-        """The seed-level test, corrected, on at least MIN_SEEDS seeds."""
-        return not self.n_too_small and self.p_corrected is not None and self.p_corrected < ALPHA
+        """The table's one mark: the variant differs from the baseline, by the test that includes the seeds'
+        variance -- the two-level bootstrap of the difference (significance.py) where the runs' predictions
+        were resampled, else the paired t-test over seeds -- corrected, on at least MIN_SEEDS seeds."""
+        if self.n_too_small:
+            return False
+        p = self.diff_p_corrected if self.diff_p_corrected is not None else self.p_corrected
+        return p is not None and p < ALPHA
 
     @property
-    def example_significant(self) -> bool:
-        """The paired test over test examples (pooled over seeds), corrected."""
-        return self.example_p_corrected is not None and self.example_p_corrected < ALPHA
+    def mark_test(self) -> str | None:
+        """Which test decides `significant` (None: no test)."""
+        if self.diff_p_corrected is not None:
+            return "two-level bootstrap (seeds, test units)"
+        return "paired t-test over seeds" if self.p_corrected is not None else None
+
+    @property
+    def fixed_significant(self) -> bool:
+        """The fixed-model paired test over test units (pooled over seeds), corrected: these models differ."""
+        return self.fixed_p_corrected is not None and self.fixed_p_corrected < ALPHA
 
 
 @dataclass
@@ -164,12 +184,14 @@ def _paired_test(cell: Cell, base: Cell) -> None:
 
     seeds = sorted(set(cell.values) & set(base.values))
     cell.n_too_small = len(seeds) < MIN_SEEDS
+    if seeds:
+        cell.diff_mean = statistics.fmean(cell.values[s] - base.values[s] for s in seeds)
     if len(seeds) < 2:
         cell.untested = "fewer than 2 seeds finished in both this cell and the baseline"
         return
     ours, theirs = [cell.values[s] for s in seeds], [base.values[s] for s in seeds]
     differences = [a - b for a, b in zip(ours, theirs)]
-    cell.diff_sd = statistics.stdev(differences)
+    cell.diff_mean, cell.diff_sd = statistics.fmean(differences), statistics.stdev(differences)
     if max(differences) == min(differences):  # t is undefined (0/0) or infinite: no meaningful p
         cell.untested = "identical differences to the baseline on every seed"
         return
@@ -188,13 +210,16 @@ def _seeds_needed(layout: TableLayout, cell: Cell, base: Cell) -> None:
         cell.effect = cell.paper - base.paper
     if cell.effect is not None and cell.diff_sd is not None:
         cell.seeds_needed = seeds_needed(cell.effect, cell.diff_sd)
+        cell.seeds_range = seeds_needed_range(cell.effect, cell.diff_sd, len(set(cell.values) & set(base.values)) - 1)
 
 
 def _correct(data: TableData) -> None:
-    """Correct the seed-level p values of the table's tested cells (those on at least MIN_SEEDS seeds) together."""
-    family = [c for _, cells in data.body_rows() for c in cells if c.p_value is not None and not c.n_too_small]
-    for cell, p in zip(family, correct([c.p_value for c in family], data.layout.correction)):
-        cell.p_corrected = p
+    """Correct the seed-level p values of the table's tested cells (those on at least MIN_SEEDS seeds)
+    together; the BLURB row's apart (a score of the same runs: it would count their evidence twice)."""
+    tested = [(row, c) for row, cells in data.body_rows() for c in cells if c.p_value is not None and not c.n_too_small]
+    for family in ([c for row, c in tested if row != BLURB_ROW], [c for row, c in tested if row == BLURB_ROW]):
+        for cell, p in zip(family, correct([c.p_value for c in family], data.layout.correction)):
+            cell.p_corrected = p
 
 
 def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -> dict[str, Cell]:

@@ -1,7 +1,7 @@
-"""Agreement with the paper (issue 34, item 2), on a small store built by hand: a real MLflow SQLite store with
-runs of known seeds and known scores (and, for the table with too few seeds, their test predictions), read
-back as a table's cell runs; Kendall's τ and the agree / disagree / cannot-tell counts checked against
-figures worked out by hand below."""
+"""Agreement with the paper, on a small store built by hand: a real MLflow SQLite store with runs of known
+seeds and known scores (and, for the table with too few seeds, their test predictions), read back as a
+table's cell runs; Kendall's τ, the paper's conclusions and ties (its gaps against its own noise), and the
+agree / disagree / cannot-tell counts checked against figures worked out by hand below."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.results import FINISHED, CellRun, TableLayout
-from ablations.tables.agreement import AGREE, CANNOT_TELL, DISAGREE, EXAMPLES, SEEDS, agreement
+from ablations.tables.agreement import AGREE, CANNOT_TELL, CONCLUSION, DISAGREE, SEED_T, TIE, agreement
 from ablations.tables.render import render_data
-from ablations.tables.significance import annotate, example_tester
+from ablations.tables.significance import FIXED_MODELS, annotate, pair_tester
 from ablations.tables.stats import table_data
 
 # x100 per seed 0..3. bc5-chem: ours B > A > C where the paper has A > B > C; gad: ours within noise.
@@ -40,7 +40,9 @@ def log_runs(uri: str, experiment: str, scores: dict, tmp_path, predictions: dic
                 if predictions is not None:
                     path = tmp_path / f"{column}-{task}-{seed}" / "test_predictions.jsonl"
                     path.parent.mkdir(parents=True)
-                    path.write_text("".join(json.dumps(r) + "\n" for r in predictions[column]))
+                    records = predictions[column]  # one list for every seed, or one per seed
+                    records = records[seed] if records and isinstance(records[0], list) else records
+                    path.write_text("".join(json.dumps(r) + "\n" for r in records))
                     client.log_artifact(run.info.run_id, str(path))
                 client.set_terminated(run.info.run_id)
 
@@ -71,20 +73,68 @@ def test_tau_and_pairwise_verdicts_over_seeds_match_the_hand_computation(uri, tm
     assert rows["gad"].tau == pytest.approx(-2 / math.sqrt(6))
     # BLURB (mean of the NER and RE type scores per seed): A 71.0, B 73.81, C 65.88; paper A > B > C
     assert rows["BLURB score"].tau == pytest.approx(1 / 3)
-    # eight tested conclusions, Holm over all eight: raw p of bc5-chem's three and BLURB's three are below
-    # 0.0065 (x3 at most for the largest: 0.019), gad's two above 0.39 -> per row (agree, disagree, cannot tell)
-    verdicts = {r.row: (r.count(AGREE), r.count(DISAGREE), r.count(CANNOT_TELL)) for r in found.rows}
-    assert verdicts == {"bc5-chem": (2, 1, 0), "gad": (0, 0, 2), "BLURB score": (2, 1, 0)}
-    assert (found.count(AGREE), found.count(DISAGREE), found.count(CANNOT_TELL)) == (4, 2, 2)
+    # the paper's pairs against its noise (0.5 points, no std given): bc5-chem's three gaps (2, 5, 3) and gad's
+    # C above A and B (2) are conclusions, gad's A = B a tie; BLURB's A > B (1), A > C (1.5) conclusions, B vs
+    # C (0.5, not above 0.5) a tie. Paired t-tests over the 4 seeds; Holm over the task rows' five
+    # conclusions (raw p 0.00022, 0.000071, 0.0000056, 0.486, 0.391 -> 0.00067, 0.00028, 0.000028, 0.78, 0.78)
+    # and apart over the BLURB row's two (0.0065, 0.00022 -> 0.0065, 0.00045)
+    verdicts = {r.row: (r.count(AGREE, CONCLUSION), r.count(DISAGREE, CONCLUSION), r.count(CANNOT_TELL, CONCLUSION),
+                        r.count(AGREE, TIE), r.count(DISAGREE, TIE)) for r in found.rows}
+    assert verdicts == {"bc5-chem": (2, 1, 0, 0, 0), "gad": (0, 0, 2, 1, 0), "BLURB score": (1, 1, 0, 0, 1)}
     by_pair = {(p.row, p.better, p.worse): p for r in found.rows for p in r.pairs}
-    assert by_pair[("bc5-chem", "A", "B")].verdict == DISAGREE and by_pair[("bc5-chem", "A", "B")].method == SEEDS
-    assert by_pair[("gad", "C", "A")].verdict == CANNOT_TELL and ("gad", "A", "B") not in by_pair
-    # where it shows: one line in the markdown, the fields in every CSV record of the row
+    assert by_pair[("bc5-chem", "A", "B")].verdict == DISAGREE and by_pair[("bc5-chem", "A", "B")].method == SEED_T
+    assert by_pair[("bc5-chem", "A", "B")].p_corrected == pytest.approx(3 * 0.00022290844, rel=1e-6)
+    assert by_pair[("gad", "C", "A")].verdict == CANNOT_TELL
+    # gad A = B in the paper: ours A - B -0.5, t-interval -3.26 to 2.26 holds zero: agreed with as a tie
+    tie = by_pair[("gad", "A", "B")]
+    assert (tie.paper_says, tie.verdict, tie.p_corrected) == (TIE, AGREE, None)
+    assert tie.low == pytest.approx(-3.2561, abs=1e-4) and tie.high == pytest.approx(2.2561, abs=1e-4)
+    # BLURB B vs C, a 0.5-point tie in the paper: ours 7.94, interval 6.84 to 9.03, excludes zero
+    assert by_pair[("BLURB score", "B", "C")].paper_says == TIE and by_pair[("BLURB score", "B", "C")].verdict == DISAGREE
+    assert by_pair[("BLURB score", "A", "B")].p_corrected == pytest.approx(0.0064764, rel=1e-4)  # its own family
+    assert (found.count(AGREE, CONCLUSION), found.count(DISAGREE, CONCLUSION), found.count(CANNOT_TELL, CONCLUSION)) == \
+        (3, 2, 2)
+    # where it shows: one paragraph in the markdown, the fields in every CSV record of the row
     data.agreement = found
     md = render_data(data)
-    assert "Overall 4 agree, 2 disagree, 2 cannot tell." in md and "bc5-chem τ = 0.33 (2/1/0)" in md
+    assert "Overall 3 agree, 2 disagree, 2 cannot tell; ties 1 agree, 1 disagree" in md
+    assert "bc5-chem τ = 0.33 (2/1/0; ties 0/0)" in md and "0.5 points: table.paper_noise" in md
     csv_text = render_data(data, "csv")
-    assert "2 agree, 1 disagree, 0 cannot tell" in csv_text and "A>B: disagrees (seeds" in csv_text
+    assert "2 agree, 1 disagree, 0 cannot tell" in csv_text and "A>B: disagrees (seeds (t-test)" in csv_text
+    assert "A~B: agrees (seeds (t-test), CI -3.26–2.26" in csv_text
+
+
+def three_seed_runs(column_values: dict[str, list[float]]) -> list[CellRun]:
+    return [CellRun("bc5-chem", c, "bc5-chem", s, FINISHED, v / 100, run_id=f"{c}{s}")
+            for c, values in column_values.items() for s, v in enumerate(values)]
+
+
+def test_a_paper_gap_within_its_noise_is_a_tie_and_our_interval_on_the_other_side_disagrees():
+    """The paper: A 80.00, B 79.98 (a 0.02-point gap: a tie, at a 0.5-point threshold) and C 78.00 (2 points
+    below A: a conclusion). Ours over 3 seeds: A and B alike, C 3 points above A on every seed. A vs B: a tie
+    we agree with (our interval holds zero); A above C: our interval lies wholly on the other side, a
+    disagreement; B above C (1.98 points): the same. With the paper's own standard deviation of 3 points for
+    A, its 2-point A-C gap is noise: a tie, which our interval (excluding zero) disagrees with."""
+    runs = three_seed_runs({"A": [70.0, 71.0, 72.5], "B": [70.2, 70.8, 72.6], "C": [73.0, 74.2, 75.4]})
+    layout = TableLayout(title="noise", rows="task", columns="model", column_order=("A", "B", "C"),
+                         paper={"bc5-chem": {"A": 80.0, "B": 79.98, "C": 78.0}})
+    found = agreement(table_data(layout, runs))
+    pairs = {(p.better, p.worse): p for p in found.rows[0].pairs}
+    assert set(pairs) == {("A", "B"), ("A", "C"), ("B", "C")}
+    assert (pairs[("A", "B")].paper_says, pairs[("A", "B")].verdict) == (TIE, AGREE)
+    assert pairs[("A", "B")].low < 0 < pairs[("A", "B")].high
+    for pair in (pairs[("A", "C")], pairs[("B", "C")]):
+        assert (pair.paper_says, pair.verdict) == (CONCLUSION, DISAGREE) and pair.high < 0
+    # differences A - C: -3, -3.2, -2.9: t = -3.033 / (0.1528 / sqrt 3) = -34.4, p 0.00084; Holm over 2 conclusions
+    assert pairs[("A", "C")].p_corrected < 0.05
+    with_std = TableLayout(**{**layout.__dict__, "paper_std": {"bc5-chem": {"A": 3.0}}})
+    pairs = {(p.better, p.worse): p for p in agreement(table_data(with_std, runs)).rows[0].pairs}
+    assert (pairs[("A", "C")].paper_says, pairs[("A", "C")].verdict) == (TIE, DISAGREE)
+    assert (pairs[("B", "C")].paper_says, pairs[("B", "C")].verdict) == (CONCLUSION, DISAGREE)
+    # a threshold of 0.01 points reads the 0.02 gap as the paper's conclusion: ours cannot tell it
+    strict = TableLayout(**{**layout.__dict__, "paper_noise": 0.01})
+    pairs = {(p.better, p.worse): p for p in agreement(table_data(strict, runs)).rows[0].pairs}
+    assert (pairs[("A", "B")].paper_says, pairs[("A", "B")].verdict) == (CONCLUSION, CANNOT_TELL)
 
 
 def test_below_three_seeds_the_paired_test_over_test_examples_decides(uri, tmp_path):
@@ -99,13 +149,13 @@ def test_below_three_seeds_the_paired_test_over_test_examples_decides(uri, tmp_p
     data = table_data(layout, cell_runs(uri, "by-examples"))
     annotate(data, uri, tmp_path / "cache")
     cell = data.cell("pubmedqa", "A")
-    assert cell.n_too_small and not cell.significant and cell.example_significant
-    test = example_tester(data, uri, tmp_path / "cache")
+    assert cell.n_too_small and not cell.significant and cell.fixed_significant
+    test = pair_tester(data, uri, tmp_path / "cache")
     assert not test.cache.pending and agreement(data, test).rows  # baseline pairs: annotate cached them
     found = agreement(data, test)
     [row] = found.rows
     [pair] = row.pairs
-    assert row.tau == pytest.approx(1.0) and (pair.verdict, pair.method) == (AGREE, EXAMPLES)
+    assert row.tau == pytest.approx(1.0) and (pair.verdict, pair.method) == (AGREE, FIXED_MODELS)
     # 10 differing questions per seed, 20 pooled: of 2^20 swaps only the identity reaches the observed
     # difference, so the p of 1000 random permutations is its floor, two-sided 2 x 1 / (1000 + 1)
-    assert pair.p_value == pytest.approx(2 / 1001)
+    assert pair.p_value == pytest.approx(2 / 1001) and pair.ours == pytest.approx(25.0)

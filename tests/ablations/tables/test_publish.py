@@ -30,7 +30,7 @@ def as_csv(field: str, value) -> str:
     value = value.item() if hasattr(value, "item") else value  # numpy scalars
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if isinstance(value, bool) or field in ("significant", "best", "n_too_small", "example_significant"):
+    if isinstance(value, bool) or field in ("significant", "best", "n_too_small", "fixed_model_significant"):
         return str(bool(value)).lower()
     return repr(round(value, 6)) if isinstance(value, float) else str(value)
 

@@ -1,8 +1,10 @@
-"""The statistics a reviewer asks for, each against an independent computation on data built by hand
-(issue 35): the bootstrap CI over test units (sentences, not mentions), the paired permutation test on two
-prediction sets that differ in known sentences (per seed and pooled), the many-comparison correction (Holm
-on a known list, and in a table), "n too small" below 3 seeds, and the seeds needed against statsmodels'
-own solve."""
+"""The statistics a reviewer asks for, each against an independent computation on data built by hand: the
+bootstrap CI over test units (sentences, not mentions); the two-level bootstrap over seeds and test units
+against its closed-form variance (seeds that differ, test sets that agree), on seeds that flip sign, and on
+identical seeds (exactly one seed's interval); the paired permutation test on two prediction sets that
+differ in known sentences (per seed and pooled); the resamples a 26-test correction needs; the
+many-comparison correction (Holm on a known list, and in a table), "n too small" below 3 seeds, and the
+seeds needed against statsmodels' own solve, with its range and its large-effect case."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from scipy.stats import ttest_rel
 from statsmodels.stats.power import TTestPower
 
 from ablations.results import FINISHED, CellRun, TableLayout
-from ablations.tables.inference import correct, seeds_needed
+from ablations.tables.inference import correct, seeds_needed, seeds_needed_range
 from ablations.tables.render import render_data
-from ablations.tables.resampling import ResamplingCache, interval, paired_test
+from ablations.tables.resampling import ResamplingCache, hierarchical, paired_test, resamples_for
 from ablations.tables.scored_units import units_from_records
 from ablations.tables.stats import table_data
 from datamodules.registry import get_dataset
@@ -54,7 +56,7 @@ def test_bootstrap_ci_of_entity_f1_resamples_sentences_not_mentions():
     units = units_from_records(get_dataset("bc5-chem"), ner_records(SENTENCES))
     assert units.unit_name == "sentence" and len(units) == 25
     assert units.score(range(25)) == pytest.approx(2 * 60 / (2 * 60 + 15 + 40))  # tp 60, fp 15, fn 40
-    ours = interval([[units]], n_resamples=B)
+    ours = hierarchical([[(units,)]], n_resamples=B)
     tp = np.array([h for _, h, _ in SENTENCES])
     fp = np.array([s for *_, s in SENTENCES])
     fn = np.array([m - h for m, h, _ in SENTENCES])
@@ -67,11 +69,93 @@ def test_bootstrap_ci_of_entity_f1_resamples_sentences_not_mentions():
     assert abs(ours.low - by_mention[0]) > 3 * TOL and abs(ours.high - by_mention[1]) > 3 * TOL
 
 
-def test_a_cell_interval_over_seeds_resamples_each_seed_on_its_own():
+def accuracy_units(correct_units: np.ndarray) -> "ScoredUnits":  # noqa: F821 -- scored_units.ScoredUnits
+    """A PubMedQA run whose answer to test question i is right where `correct_units[i]` (accuracy: counts)."""
+    return units_from_records(get_dataset("pubmedqa"), [{"id": f"q{i}", "gold": "yes", "prediction": "yes" if c else "no"}
+                                                        for i, c in enumerate(correct_units)])
+
+
+def two_level_variance(correct_units: np.ndarray) -> float:
+    """The closed-form variance of the two-level bootstrap's mean accuracy, seeds x units correctness matrix
+    c (k x n): draws of k seeds (uniform, with replacement) and of n units (one draw shared by the seeds):
+    Var = (1/k) [popvar_s(acc_s) + (1/k) sum_s popvar_u(c_s - c_mean) / n] + popvar_u(c_mean) / n."""
+    k, n = correct_units.shape
+    c = correct_units.astype(float)
+    mean = c.mean(axis=0)
+    within = sum(np.var(c[s] - mean) for s in range(k)) / n
+    return (np.var(c.mean(axis=1)) + within / k) / k + np.var(mean) / n
+
+
+def test_seeds_that_differ_on_a_test_set_they_share_widen_the_cell_interval_as_the_closed_form_says():
+    """Three seeds right on the first 100, 140, 180 of the same 200 questions (accuracy 0.5, 0.7, 0.9): the
+    cell's interval reaches the extreme seeds' own scores, its variance is the closed form's (seeds and units),
+    and three seeds of one accuracy (0.7, their errors on different questions) give one over 3 times
+    narrower. The units alone (the seeds held, what the fixed-model interval measured) spread 0.024."""
+    n = 200
+    spread = np.array([[i < m for i in range(n)] for m in (100, 140, 180)])
+    runs = [[(accuracy_units(c),)] for c in spread]
+    found = hierarchical(runs, n_resamples=B)
+    assert found.estimate == pytest.approx(0.7) and found.seeds == 3 and found.units == n
+    # P(all three draws the 0.5 seed) = 1/27 > 2.5%: the ends lie within the units' noise (0.035) of 0.5 and 0.9
+    assert found.low < 0.55 and found.high > 0.85
+    assert found.sd ** 2 == pytest.approx(two_level_variance(spread), rel=0.08)
+    # the spread over units alone, seeds held: popvar(c_mean) / n
+    assert found.unit_sd ** 2 == pytest.approx(np.var(spread.mean(axis=0)) / n, rel=0.08)
+    alike = np.array([[(i + shift) % n < 140 for i in range(n)] for shift in (0, 20, 40)])
+    same = hierarchical([[(accuracy_units(c),)] for c in alike], n_resamples=B)
+    assert same.estimate == pytest.approx(0.7) and same.sd ** 2 == pytest.approx(two_level_variance(alike), rel=0.08)
+    assert (found.high - found.low) > 3 * (same.high - same.low)
+
+
+def test_identical_seeds_give_exactly_one_seeds_interval():
+    """k seeds that predict alike: the shared unit draws (a stream of their own) make the cell's interval one
+    seed's, to the last bit; each seed's copy of the test set resampled on its own narrowed it by sqrt(k)."""
     units = units_from_records(get_dataset("bc5-chem"), ner_records(SENTENCES))
-    one, two = interval([[units]], n_resamples=B), interval([[units], [units]], n_resamples=B)
-    # the mean of two independent resamples of the same set: the interval narrows by about sqrt(2)
-    assert (two.high - two.low) == pytest.approx((one.high - one.low) / math.sqrt(2), rel=0.12)
+    one = hierarchical([[(units,)]], n_resamples=B)
+    for k in (2, 3, 5):
+        many = hierarchical([[(units,)]] * k, n_resamples=B)
+        assert (many.low, many.high, many.estimate) == (one.low, one.high, one.estimate)
+    # and a difference of a run with itself is nothing, on every resample
+    itself = hierarchical([[(units, units)]] * 3, n_resamples=1000)
+    assert (itself.low, itself.high, itself.p_value) == (0.0, 0.0, 1.0)
+
+
+def test_seeds_that_flip_sign_give_a_difference_interval_over_zero_where_the_fixed_model_test_is_sure():
+    """a - b on 200 shared questions: +0.1 on seeds 0 and 2 (a right on 20 questions b misses), -0.1 on seed 1.
+    Drawing three seeds, all three are seed 1 with probability 1/27 (3.7% > 2.5%): the interval's low end is
+    about -0.1, its high end +0.1, and the resamples at or below zero are those with two or three draws of
+    seed 1, 7/27 of them: p about 2 x 7/27. The fixed-model test pooled over the seeds calls the same runs a
+    clear difference (+0.033 on 600 question pairs, 60 of them differing)."""
+    n = 200
+    base = np.array([i < 100 for i in range(n)])
+    better = np.array([i < 120 for i in range(n)])
+    worse = np.array([i < 80 for i in range(n)])
+    seeds = [(better, base), (worse, base), (better, base)]
+    pairs = [[(accuracy_units(a), accuracy_units(b))] for a, b in seeds]
+    found = hierarchical(pairs, n_resamples=B)
+    assert found.estimate == pytest.approx(0.1 / 3)
+    assert found.low < 0 < found.high
+    assert found.low == pytest.approx(-0.1, abs=0.04) and found.high == pytest.approx(0.1, abs=0.04)
+    assert found.p_value == pytest.approx(2 * 7 / 27, abs=0.08)
+    fixed = paired_test([[(a, b)] for [(a, b)] in pairs], n_resamples=999)
+    assert fixed.difference == pytest.approx(0.1 / 3) and fixed.p_value < 0.05
+
+
+def test_a_difference_large_over_seeds_and_units_is_marked_among_26_tests():
+    """table6_blurb corrects 26 tests together. A two-level bootstrap p is at least 2 / (n + 1): with 1,000
+    resamples Holm's smallest corrected p is 26 x 2 / 1001 = 0.052, nothing could be marked. Counted for the
+    correction, 2,080 resamples: a difference that holds on every seed and in most questions reaches
+    26 x 2 / 2081 = 0.025 and is marked, the 25 others (p 1) not."""
+    n = 300
+    assert resamples_for(1) == 1000 and resamples_for(26) == 2080
+    pairs = [[(accuracy_units(np.array([i < 200 + 10 * s for i in range(n)])),
+               accuracy_units(np.array([i < 100 + 5 * s for i in range(n)])))] for s in range(3)]
+    alone = hierarchical(pairs)
+    among = hierarchical(pairs, comparisons=26)
+    assert (alone.resamples, among.resamples) == (1000, 2080) and among.low > 0.25
+    assert alone.p_value == pytest.approx(2 / 1001) and among.p_value == pytest.approx(2 / 2081)
+    others = [1.0] * 25
+    assert correct([alone.p_value, *others])[0] > 0.05 > correct([among.p_value, *others])[0]
 
 
 # a: every mention of 40 sentences found; b: misses every mention of 4 five-mention sentences
@@ -105,18 +189,18 @@ def test_paired_test_of_accuracy_differs_in_known_instances():
 
 
 def test_a_test_among_many_gets_the_permutations_a_correction_needs_to_mark_it():
-    """A 1,000-unit test set gets 250 permutations, so its smallest two-sided p is 2/251, and Holm over 18
-    tests makes that 0.14: a table of 18 comparisons could mark nothing (found in Table 9 at mini). Counted
-    for the correction's 18 tests, the same clear difference (half the questions flipped) is marked."""
+    """At least 1,000 permutations for every test set (a 1,000-unit one got 250 under the old cap sized for
+    rescoring), and for a test among 26 corrected together 2,080: Holm over 26 tests makes 2 / 1001 0.052,
+    and 2 / 2081 0.025. The same clear difference (half the questions flipped) is then marked."""
     spec = get_dataset("pubmedqa")
     gold = ["yes"] * 1000
     a = units_from_records(spec, [{"id": str(i), "gold": g, "prediction": g} for i, g in enumerate(gold)])
     b = units_from_records(spec, [{"id": str(i), "gold": g, "prediction": "no" if i % 2 else g}
                                   for i, g in enumerate(gold)])
-    alone, among = paired_test([[(a, b)]]), paired_test([[(a, b)]], comparisons=18)
-    assert (alone.resamples, among.resamples) == (250, 1000)
-    assert alone.p_value == pytest.approx(2 / 251) and among.p_value == pytest.approx(2 / 1001)
-    others = [1.0] * 17
+    alone, among = paired_test([[(a, b)]]), paired_test([[(a, b)]], comparisons=26)
+    assert (alone.resamples, among.resamples) == (1000, 2080)
+    assert alone.p_value == pytest.approx(2 / 1001) and among.p_value == pytest.approx(2 / 2081)
+    others = [1.0] * 25
     assert correct([alone.p_value, *others])[0] > 0.05 > correct([among.p_value, *others])[0]
 
 
@@ -195,6 +279,28 @@ def test_seeds_needed_match_statsmodels_solve_for_the_paper_difference_or_an_eff
     expected = TTestPower().solve_power(effect_size=1.0 / sd, alpha=0.05, power=0.8, alternative="two-sided")
     assert given.seeds_needed == max(2, math.ceil(expected))
     assert seeds_needed(1.0, 0.0) is None and seeds_needed(0.0, 1.0) is None
+
+
+def test_seeds_needed_has_a_range_from_the_spreads_own_interval_and_2_for_a_large_effect():
+    """The spread of 3 seeds has 2 degrees of freedom: its 95% interval is sd x sqrt(2 / chi2(2) quantiles),
+    sd x [0.5207, 6.2847], so the seeds needed span a factor of about 40. An effect 20 spreads wide is
+    detected with 2 seeds (power 0.97 > 0.8), where statsmodels' solver (and its power) give NaN."""
+    from scipy.stats import chi2
+
+    low_sd, high_sd = 0.4 * math.sqrt(2 / chi2.ppf(0.975, 2)), 0.4 * math.sqrt(2 / chi2.ppf(0.025, 2))
+    assert low_sd / 0.4 == pytest.approx(0.5207, abs=1e-4) and high_sd / 0.4 == pytest.approx(6.2847, abs=1e-4)
+    solve = lambda sd: TTestPower().solve_power(effect_size=0.22 / sd, alpha=0.05, power=0.8,  # noqa: E731
+                                                alternative="two-sided")
+    assert seeds_needed_range(0.22, 0.4, 2) == (math.ceil(solve(low_sd)), math.ceil(solve(high_sd)))
+    assert seeds_needed(0.22, 0.4) == math.ceil(solve(0.4))
+    with pytest.warns(Warning):  # statsmodels: no root, NaN
+        assert math.isnan(TTestPower().solve_power(effect_size=20, alpha=0.05, power=0.8, alternative="two-sided"))
+    assert seeds_needed(20.0, 1.0) == 2 and seeds_needed(-20.0, 1.0) == 2
+    # statsmodels' power where it is finite: 2 seeds reach 0.733 at an effect 10 spreads wide, 3 seeds
+    # 0.99999958; its solver answers 2.0 there, the answer is 3
+    assert TTestPower().power(effect_size=10, nobs=2, alpha=0.05, alternative="two-sided") == pytest.approx(0.7328, abs=1e-4)
+    assert TTestPower().solve_power(effect_size=10, alpha=0.05, power=0.8, alternative="two-sided") == 2.0
+    assert seeds_needed(10.0, 1.0) == 3
 
 
 def test_results_are_cached_by_what_they_were_computed_from(tmp_path):
