@@ -40,37 +40,95 @@ def pareto_front(points: list[tuple[str, float, float]]) -> list[tuple[str, floa
                                                  for q in points)), key=lambda p: p[1])
 
 
-def plot_compute(data: TableData, stem: Path) -> list[Path]:
-    """The figure, written as `<stem>.png/.svg/.pdf`; nothing when fewer than one column has a known cost."""
-    import matplotlib
+# where a point's label may go, tried in turn (offset in points, horizontal alignment): the first inside
+# the axes and clear of the other labels and points is taken
+LABEL_PLACES = (((5, 5), "left"), ((5, -5), "left"), ((-5, 5), "right"), ((-5, -5), "right"),
+                ((0, 8), "center"), ((0, -8), "center"))
+LABEL_WIDTH = 110  # points: a longer label takes two lines (balanced)
+MARKER_ROOM = 4  # points around a marker's centre that a label keeps clear of
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def compute_figure(data: TableData):
+    """Score against compute (None when no column has a known cost): each point labelled beside it, inside
+    the axes and clear of the other labels and points; x ticks in FLOPs at 1, 2 and 5 of each decade (a
+    range under a decade still gets some), never overlapping; the legend under the axes; the title wrapped
+    in lines of even length."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
+    from matplotlib.transforms import Bbox
+
+    from ablations.tables.plot import _wrap
 
     points = column_points(data)
     if not points:
-        return []
+        return None
     front = pareto_front(points)
-    fig, ax = plt.subplots(figsize=(5.0, 3.4))
-    try:
-        others = [p for p in points if p not in front]
-        ax.scatter([p[1] for p in others], [p[2] for p in others], facecolors="none", edgecolors="0.3",
-                   label="dominated")
-        ax.plot([p[1] for p in front], [p[2] for p in front], "o-", color="0.0", label="Pareto front")
-        for label, x, y in points:
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        ax.set_xscale("log")
-        ax.set_xlabel("compute (model FLOPs, pretraining + fine-tuning)")
-        ax.set_ylabel(f"{BLURB_ROW if data.blurb is not None else 'mean score'} ×100")
-        ax.set_title(f"{data.layout.title}: score vs compute", fontsize=9, wrap=True)
-        ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
-        paths = []
-        with matplotlib.rc_context(SAVE_RC):
-            for fmt in FIGURE_FORMATS:
-                path = stem.with_name(f"{FIGURE_NAME}.{fmt}")
-                fig.savefig(path, dpi=PNG_DPI if fmt == "png" else None)
-                paths.append(path)
-        return paths
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=(5.0, 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    others = [p for p in points if p not in front]
+    ax.scatter([p[1] for p in others], [p[2] for p in others], facecolors="none", edgecolors="0.3", label="dominated")
+    ax.plot([p[1] for p in front], [p[2] for p in front], "o-", color="0.0", label="Pareto front")
+    ax.set_xscale("log")
+    ax.margins(x=0.25, y=0.2)  # room for the labels beside the outermost points
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(EngFormatter())  # "200 T": the axis label says FLOPs
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("compute (model FLOPs, pretraining + fine-tuning)")
+    ax.set_ylabel(f"{BLURB_ROW if data.blurb is not None else 'mean score'} ×100")
+    ax.set_title(_wrap(f"{data.layout.title}: score vs compute", 5.0 * 72 * 0.9, 9, balanced=True), fontsize=9)
+    fig.legend(fontsize=7, loc="outside lower center", ncols=2)
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    _thin_ticks(fig, ax, renderer)
+    room = MARKER_ROOM * fig.dpi / 72
+    # the points, and the front's line sampled every few pixels: a label is kept clear of both
+    xy = ax.transData.transform([(p[1], p[2]) for p in front])
+    along = [a + (b - a) * t / 20 for a, b in zip(xy, xy[1:]) for t in range(21)]
+    taken = [Bbox.from_extents(x - room, y - room, x + room, y + room)
+             for x, y in [*ax.transData.transform([(p[1], p[2]) for p in points]), *along]]
+    for label, x, y in points:
+        text = ax.annotate(_wrap(label, LABEL_WIDTH, 7, balanced=True), (x, y), textcoords="offset points",
+                           xytext=(5, 5), fontsize=7)
+        for offset, ha in LABEL_PLACES:
+            text.xyann = offset
+            text.set_ha(ha)
+            text.set_va("bottom" if offset[1] > 0 else "top")
+            box = text.get_window_extent(renderer)
+            inside = ax.get_window_extent(renderer)
+            if inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1 \
+                    and not any(box.overlaps(t) for t in taken):
+                break
+        taken.append(text.get_window_extent(renderer))
+    return fig
+
+
+def _thin_ticks(fig, ax, renderer) -> None:
+    """Every k-th x tick only, the smallest k whose labels do not touch (a log axis of under a decade
+    falls back to linear ticks, as dense as they are long)."""
+    low, high = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    for step in range(1, len(ticks) + 1):
+        ax.set_xticks(ticks[::step])
+        fig.draw_without_rendering()
+        boxes = [t.get_window_extent(renderer).padded(2) for t in ax.get_xticklabels() if t.get_text()]
+        if not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):
+            break
+    ax.set_xlim(low, high)
+
+
+def plot_compute(data: TableData, stem: Path) -> list[Path]:
+    """The figure, written as `<stem>.png/.svg/.pdf`; nothing when no column has a known cost."""
+    from matplotlib import rc_context
+
+    fig = compute_figure(data)
+    if fig is None:
+        return []
+    paths = []
+    with rc_context(SAVE_RC):
+        for fmt in FIGURE_FORMATS:
+            path = stem.with_name(f"{FIGURE_NAME}.{fmt}")
+            fig.savefig(path, dpi=PNG_DPI if fmt == "png" else None)
+            paths.append(path)
+    return paths

@@ -4,17 +4,20 @@ paper's number as a black line), written as PDF and SVG (vector) and PNG (300 dp
 The y axis spans the data -- means, their error bars and the paper's numbers -- with a small margin, so that
 differences of a point or two are visible; bars then do not start at zero, and the axis says so with a break
 mark (two slashes on the y axis' foot: `BREAK_GID`). `zero_based=True` starts it at 0 instead (or below,
-for negative values), as bar heights are then proportional to the values. It names the metric: the
-layout's, or where that is each task's own ("score"), the tasks' metrics, in at most two lines, with "mean ±
-std over seeds" only where a cell has more than one seed. Error bars stop at 0 for a non-negative mean (no
-score here is negative unless its mean is: Pearson's r can be).
+for negative values), as bar heights are then proportional to the values. The y label names one metric:
+the layout's, the tasks' where they share one, else "score" with each group's metric under its name; the
+legend says "mean ± std over seeds" where a cell has more than one seed. Error bars stop at 0 for a
+non-negative mean (no score here is negative unless its mean is: Pearson's r can be).
 
 What journals ask of a figure, and how it is met:
-- nothing overlaps: the title is the figure's (above everything, wrapped to the figure's width), the legend
-  sits beside the axes, group labels are wrapped to their group's width (vertical where they still collide),
-  and each value label stands inside its bar, at its foot, below the error bar and the paper's line. After
-  layout (`_fit`) a value label is dropped where its bar is too narrow or too short to hold it (the numbers
-  are in the table);
+- nothing overlaps: the title is the figure's (above everything, wrapped to the figure's width in lines of
+  even length: no word alone on the last), the legend sits beside the axes, group labels are wrapped to
+  their group's width at spaces and hyphens only (never inside a word: a smaller font, then vertical, where
+  they still collide), the y label is one line. Each value label stands inside its bar, at its foot, below
+  the error bar and the paper's line, on a patch of the bar's colour that hides the hatching; where the bar
+  is too short for it, above the bar's error bar (the axis raised to hold it). It is dropped only where the
+  bar is narrower than the label or no place is free (the numbers are in the table). Counts are labelled
+  as integers;
 - fonts embedded as TrueType (Type 42) in the PDF, text kept as text in the SVG (`SAVE_RC`, set only while
   saving: a notebook's own settings stay as they are);
 - readable in grayscale: the series' colours have distinct luminance (cividis, built for that) and distinct
@@ -24,6 +27,7 @@ What journals ask of a figure, and how it is met:
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from ablations.results import BLURB_ROW
@@ -39,6 +43,9 @@ HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "---", "+++", "***", "|||")
 VALUE_FONT = 6  # points
 TITLE_FONT = 11  # points
 LABEL_PAD = 2  # points between a value label and its bar's foot, error bar or the paper's line
+BOX_PAD = 0.15  # of the value font's size: the patch behind a value label, within LABEL_PAD
+MIN_TICK_FONT = 7  # points: group labels shrink to this before they turn vertical
+MIN_YLABEL_FONT = 8  # points: the y label shrinks to this before it takes a second line
 BREAK_GID = "y-axis-break"  # the mark of a y axis that does not start at zero
 
 
@@ -66,26 +73,53 @@ def lower_error(mean: float, std: float | None) -> float:
     return min(std, mean) if mean >= 0 else std
 
 
-def metric_label(data: TableData) -> str:
-    """The y axis label: the layout's metric, or for "score" (each task's own) the metrics of the rows'
-    tasks, by name (`METRIC_NAMES`; a metric without one by its registry name)."""
+def row_metrics(data: TableData) -> dict[str, str]:
+    """Each row's metric by name (`METRIC_NAMES`; a metric without one by its registry name): the layout's,
+    or for "score" (each task's own) the metrics of the row's tasks."""
     from datamodules.registry import DATASETS
 
-    spread = any(cell.n > 1 for _, cells in data.body_rows() for cell in cells)
-    over = " (mean ± std over seeds)" if spread else ""
-    if data.layout.metric != "score":
-        return f"test {data.layout.metric} ×100{over}"
-    names: list[str] = []
+    out = {}
     for row, cells in data.body_rows():
-        tasks = {task for cell in cells for task in cell.tasks}
-        if row == BLURB_ROW:
-            found = ["BLURB score"]
-        else:
-            found = [METRIC_NAMES.get(DATASETS.get(t).metric, DATASETS.get(t).metric) if t in DATASETS
-                     else "score" for t in sorted(tasks)]
-        names += [name for name in found if name not in names]
-    metric = " / ".join(names) if names else "score"
-    return f"test {metric} ×100\n{over.strip()}" if over and len(metric) > 24 else f"test {metric} ×100{over}"
+        if data.layout.metrics:  # a `metric` axis: the groups or the legend name each metric
+            out[row] = "score"
+            continue
+        if data.layout.metric != "score":
+            out[row] = data.layout.metric
+            continue
+        tasks = sorted({task for cell in cells for task in cell.tasks})
+        names = ["BLURB score"] if row == BLURB_ROW else list(dict.fromkeys(
+            METRIC_NAMES.get(DATASETS.get(t).metric, DATASETS.get(t).metric) if t in DATASETS else "score"
+            for t in tasks))
+        out[row] = " / ".join(names) if names else "score"
+    return out
+
+
+def _shared_metric(data: TableData) -> str | None:
+    """The one metric every row (the BLURB row aside) shows, or None where they differ."""
+    metrics = {m for row, m in row_metrics(data).items() if row != BLURB_ROW}
+    return metrics.pop() if len(metrics) == 1 else None
+
+
+def metric_label(data: TableData) -> str:
+    """The y label: one metric, the rows' shared one, else "score" (each group names its own)."""
+    return f"test {_shared_metric(data) or 'score'} ×100"
+
+
+def group_labels(data: TableData) -> list[str]:
+    """Each group's label (unwrapped): the row, with its metric where the rows' metrics differ."""
+    metrics, shared = row_metrics(data), _shared_metric(data)
+    return [row if shared is not None or row == BLURB_ROW else f"{row}\n({metrics[row]})"
+            for row, _ in data.body_rows()]
+
+
+def _spread(data: TableData) -> bool:
+    return any(cell.n > 1 for _, cells in data.body_rows() for cell in cells)
+
+
+def value_format(data: TableData) -> str:
+    """How a value label is written: counts (every plotted value a whole number) as integers."""
+    means = [c.mean for _, cells in data.body_rows() for c in cells if c.mean is not None]
+    return "{:.0f}" if means and all(float(m).is_integer() for m in means) else "{:.1f}"
 
 
 def series_styles(n: int) -> list[tuple[tuple[float, float, float, float], str]]:
@@ -124,7 +158,8 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
     limits = y_limits(data, zero_based)
     bottom = 0.0 if limits is None else limits[0]
     labelled = {"missing": False, "paper": False}
-    value_labels = []
+    value_labels: list[_ValueLabel] = []
+    number = value_format(data)
     for j, (column, (color, hatch)) in enumerate(zip(data.columns, series_styles(n_cols))):
         xs, heights, errors, missing_xs, paper_xs, papers, ceilings, stds = [], [], [], [], [], [], [], []
         for i, (_, cells) in enumerate(groups):
@@ -151,15 +186,18 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
                       error_kw={"capsize": 2, "elinewidth": 0.8, "ecolor": "black"})
         text = "white" if luminance(color) < 0.4 else "black"
         for bar, height, ceiling, cell_std in zip(bars.patches, heights, ceilings, stds):
-            # at the bar's foot (the axis' foot where the bar starts below it), growing towards its end
+            # at the bar's foot (the axis' foot where the bar starts below it), growing towards its end, on
+            # a patch of the bar's colour: the hatching does not run through the digits
             foot = max(0.0, bottom) if height >= 0 else min(0.0, limits[1] if limits else 0.0)
-            label = ax.annotate(f"{height:.1f}", (bar.get_x() + bar.get_width() / 2, foot),
+            label = ax.annotate(number.format(height), (bar.get_x() + bar.get_width() / 2, foot),
                                 xytext=(0, LABEL_PAD if height >= 0 else -LABEL_PAD), textcoords="offset points",
                                 rotation=90, ha="center", va="bottom" if height >= 0 else "top",
                                 fontsize=VALUE_FONT, color=text, annotation_clip=False,
-                                path_effects=[withStroke(linewidth=1.5, foreground=color)])
-            # how far the label may reach: up to `ceiling` (a bar above 0), down to its error bar (below 0)
-            value_labels.append((label, bar, ceiling if height >= 0 else min(0.0, height + (cell_std or 0.0))))
+                                bbox={"boxstyle": f"square,pad={BOX_PAD}", "facecolor": color, "edgecolor": "none"})
+            # how far the label may reach: up to `ceiling` (a bar above 0), down to its error bar (below 0);
+            # where it is too short, the label may stand above its error bar instead
+            value_labels.append(_ValueLabel(label, bar, ceiling if height >= 0 else
+                                            min(0.0, height + (cell_std or 0.0)), height + (cell_std or 0.0)))
         if missing_xs:
             ax.plot(missing_xs, [bottom] * len(missing_xs), "x", color=color, markeredgecolor="black",
                     markersize=8, clip_on=False, label=None if labelled["missing"] else "missing (see table)")
@@ -169,9 +207,12 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
                       color="black", linewidth=2, label=None if labelled["paper"] else "paper",
                       path_effects=[withStroke(linewidth=3.5, foreground="white")])
             labelled["paper"] = True
-    ax.set_xticks(range(len(groups)), [row for row, _ in groups])
+    ax.set_xticks(range(len(groups)), group_labels(data))
     ax.set_xlabel(data.layout.rows)
     ax.set_ylabel(ylabel or metric_label(data))
+    if _spread(data):  # the legend says what the bars and error bars are (the y label names the metric only)
+        ax.errorbar([], [], yerr=[], fmt="none", ecolor="black", elinewidth=0.8, capsize=2,
+                    label="mean ± std over seeds")
     if groups:
         ax.set_xlim(-0.5, len(groups) - 0.5)
     ax.set_title(data.layout.title, fontsize=TITLE_FONT)  # `_fit` wraps it to the axes' width
@@ -187,36 +228,71 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
 
 
 def _break_mark(ax) -> None:
-    """Two short slashes across the y axis' foot: the axis does not start at zero."""
+    """Two short slashes across the y axis' foot: the axis does not start at zero. They reach only a little
+    into the axes: the first bar, and its value label, start just right of the axis."""
     for dy in (0.0, 0.025):
-        ax.plot([-0.015, 0.015], [dy - 0.012, dy + 0.012], transform=ax.transAxes, color="black", linewidth=0.8,
+        ax.plot([-0.015, 0.003], [dy - 0.012, dy + 0.012], transform=ax.transAxes, color="black", linewidth=0.8,
                 clip_on=False, gid=BREAK_GID)
 
 
-def _wrap(text: str, width_pt: float, fontsize: float) -> str:
-    """`text` wrapped to about `width_pt` points (an average character is ~0.6 of the font size wide)."""
+@dataclass
+class _ValueLabel:
+    """A bar's value label, and where it may go: inside the bar up to `reach`, or above `top` (the bar's
+    error bar)."""
+
+    text: object  # matplotlib Annotation
+    bar: object  # its Rectangle
+    reach: float
+    top: float
+
+
+def _wrap(text: str, width_pt: float, fontsize: float, balanced: bool = False) -> str:
+    """`text` wrapped to about `width_pt` points (an average character is ~0.6 of the font size wide) at
+    spaces and after hyphens only: a word longer than the width keeps its line. `balanced`: in as few
+    lines, of even length (no word left alone on the last line)."""
     chars = max(4, int(width_pt / (0.6 * fontsize)))
-    return "\n".join(textwrap.fill(line, chars, break_on_hyphens=True) for line in text.split("\n"))
+    out = []
+    for line in text.split("\n"):
+        lines = textwrap.wrap(line, chars, break_long_words=False, break_on_hyphens=True) or [""]
+        if balanced and len(lines) > 1:
+            longest = max(map(len, line.split()))
+            chars = next(w for w in range(max(longest, len(line) // len(lines)), chars + 1)
+                         if len(textwrap.wrap(line, w, break_long_words=False, break_on_hyphens=True)) <= len(lines))
+            lines = textwrap.wrap(line, chars, break_long_words=False, break_on_hyphens=True)
+        out += lines
+    return "\n".join(out)
 
 
-def _two_lines(ax, ylabel: str, height_pt: float) -> None:
-    """The y label wrapped to the axes' height in at most two lines: a smaller font where it needs one."""
+def _one_line(ax, ylabel: str, height_pt: float) -> None:
+    """The y label in one line along the axes' height: a smaller font where it needs one, down to
+    MIN_YLABEL_FONT; only a label longer than that still takes a second line."""
     size = 10.0
+    while size > MIN_YLABEL_FONT and len(ylabel) * 0.6 * size > height_pt:
+        size -= 0.5
+    ax.set_ylabel(_wrap(ylabel, height_pt, size, balanced=True), fontsize=size)
+
+
+def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> None:
+    """Group labels wrapped to their group's width (at spaces and hyphens); where a word is still wider
+    than its group, a smaller font, down to MIN_TICK_FONT; where they still collide, vertical."""
+    size = ax.get_xticklabels()[0].get_fontsize() if ax.get_xticklabels() else 10.0
     while True:
-        wrapped = _wrap(ylabel, height_pt, size)
-        if wrapped.count("\n") <= 1 or size <= 6:
+        ax.set_xticks(range(len(groups)), [_wrap(g, width_pt / len(groups) * 0.9, size) for g in groups],
+                      fontsize=size)
+        fig.draw_without_rendering()
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+        group_px = ax.get_window_extent(renderer).width / len(groups)
+        if all(b.width <= group_px * 0.95 for b in boxes) or size <= MIN_TICK_FONT:
             break
         size -= 0.5
-    lines = wrapped.split("\n")
-    ax.set_ylabel("\n".join([lines[0], " ".join(lines[1:])] if len(lines) > 2 else lines), fontsize=size)
+    if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):  # still colliding: vertical, never touching
+        ax.set_xticks(range(len(groups)), groups, fontsize=size)
+        ax.tick_params(axis="x", labelrotation=90)
 
 
-def _fit(fig, ax, value_labels: list, bar_width: float) -> None:
+def _fit(fig, ax, value_labels: list[_ValueLabel], bar_width: float) -> None:
     """Resolve what only a laid-out figure shows (module docstring): the title, y label and group labels
-    wrapped to the axes, value labels dropped where the bars are too narrow for them, the y axis raised
-    until the labels fit."""
-    from matplotlib.transforms import Bbox
-
+    wrapped to the axes, each value label inside its bar, or above it, or dropped."""
     renderer = fig.canvas.get_renderer()
     to_pt = 72.0 / fig.dpi
     title, ylabel = ax.get_title(), ax.get_ylabel()
@@ -232,32 +308,87 @@ def _fit(fig, ax, value_labels: list, bar_width: float) -> None:
         size = (box.width, box.height)
         width_pt, height_pt = box.width * to_pt, box.height * to_pt
         # the title over the axes only: the legend beside them reaches as high as the title
-        ax.set_title(_wrap(title, width_pt * 0.95, TITLE_FONT), fontsize=TITLE_FONT)
-        _two_lines(ax, ylabel, height_pt * 0.95)
+        ax.set_title(_wrap(title, width_pt * 0.95, TITLE_FONT, balanced=True), fontsize=TITLE_FONT)
+        _one_line(ax, ylabel, height_pt * 0.95)
         if groups:
-            tick_font = ax.get_xticklabels()[0].get_fontsize()
-            ax.set_xticks(range(len(groups)), [_wrap(g, width_pt / len(groups) * 0.9, tick_font) for g in groups])
+            _fit_groups(fig, ax, groups, width_pt, renderer)
+    if value_labels:
+        _place_values(fig, ax, value_labels, renderer)
+
+
+def _line_boxes(fig, ax) -> list:
+    """A display box around each segment of the axes' line collections (error bars with their caps, the
+    paper's lines with their rim), LABEL_PAD wide around it."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.transforms import Bbox
+
+    pad = LABEL_PAD * fig.dpi / 72
+    out = []
+    for collection in ax.collections:
+        if isinstance(collection, LineCollection):
+            for segment in collection.get_segments():
+                (x0, y0), (x1, y1) = ax.transData.transform(segment)
+                out.append(Bbox.from_extents(min(x0, x1) - pad, min(y0, y1) - pad, max(x0, x1) + pad,
+                                             max(y0, y1) + pad))
+    return out
+
+
+def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer) -> None:
+    """Each value label inside its bar's drawn extent, below its error bar and the paper's line; else, for
+    a bar above 0, above its error bar (black, no patch), where nothing else is, the y axis raised to hold
+    it; else dropped."""
+    from matplotlib.transforms import Bbox
+
     fig.draw_without_rendering()
-    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
-    if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):  # still colliding: vertical, never touching
-        ax.tick_params(axis="x", labelrotation=90)
-    if not value_labels:
-        return
-    fig.draw_without_rendering()
-    # each label inside its bar's drawn extent, below its error bar and the paper's line: else dropped
     low, high = ax.get_ylim()
     pad = LABEL_PAD * fig.dpi / 72 - 0.5  # (half a pixel of rounding)
     axes = ax.get_window_extent(renderer)
-    for label, bar, reach in value_labels:
+    above = []
+    for item in value_labels:
+        label, bar = item.text, item.bar
         box = label.get_window_extent(renderer)
         drawn = Bbox.intersection(bar.get_window_extent(renderer), axes)  # the part inside the axes
-        limit = ax.transData.transform((0, min(max(reach, low), high)))[1]
+        limit = ax.transData.transform((0, min(max(item.reach, low), high)))[1]
         positive = bar.get_height() >= 0
         across = drawn is not None and drawn.x0 <= box.x0 and box.x1 <= drawn.x1 and 1.1 * box.width <= drawn.width
         fits = across and (drawn.y0 - 0.5 <= box.y0 and box.y1 <= min(limit, drawn.y1) - pad if positive
                            else max(limit, drawn.y0) + pad <= box.y0 and box.y1 <= drawn.y1 + 0.5)
-        if not fits:
+        if fits:
+            continue
+        if positive and 1.1 * box.width <= bar.get_window_extent(renderer).width:
+            label.xy = (label.xy[0], max(item.top, bar.get_height(), low))
+            label.xyann = (0, 2 * LABEL_PAD)  # clear of the error bar's cap and its padded box
+            label.set_color("black")
+            label.set_bbox(None)
+            above.append(item)
+        else:
             label.remove()
+    if not above:
+        return
+    # raise the axis until every label above its bar is inside it (each raise moves them all)
+    for _ in range(3):
+        fig.draw_without_rendering()
+        top = max(item.text.get_window_extent(renderer).y1 for item in above)
+        axes = ax.get_window_extent(renderer)
+        if top <= axes.y1 - pad:
+            break
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high + (top - axes.y1 + 2 * pad) / axes.height * (high - low) * 1.1)
+    fig.draw_without_rendering()
+    axes = ax.get_window_extent(renderer)
+    lines = _line_boxes(fig, ax)
+    bars = [item.bar.get_window_extent(renderer) for item in value_labels]
+    kept = [item.text.get_window_extent(renderer) for item in value_labels
+            if item not in above and item.text in ax.texts]
+    for item in above:  # a label over a line, a bar or another label: dropped
+        box = item.text.get_window_extent(renderer)
+        own = item.bar.get_window_extent(renderer)
+        clash = box.y1 > axes.y1 or any(box.overlaps(b) for b in lines + kept) or \
+            any(box.overlaps(b) for b in bars if b.bounds != own.bounds)
+        if clash:
+            item.text.remove()
+        else:
+            kept.append(box)
 
 
 def plot(data: TableData, path: Path, ylabel: str | None = None, zero_based: bool = False) -> list[Path]:

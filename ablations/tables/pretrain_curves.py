@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ablations.tables.plot import FIGURE_FORMATS, PNG_DPI, SAVE_RC
+from ablations.tables.plot import FIGURE_FORMATS, PNG_DPI, SAVE_RC, _wrap
 
 LOSS_METRIC = "train/mlm_loss"  # what every objective logs for the masked-token loss (ELECTRA: its generator's)
 FALLBACK_METRIC = "train/loss"
@@ -92,7 +92,7 @@ def write_pretraining_curves(chains: Sequence[StageChain], tracking_uri: str, ou
     curves = [c for c in curves if c[1]]
     if not curves:
         return []
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = plt.subplots(figsize=(6.4, 3.9), layout="constrained")
     styles = ("-", "--", "-.", ":")
     for i, (chain, xs, ys, starts) in enumerate(curves):
         line, = ax.plot([x / 1e6 for x in xs], running_mean(ys, SMOOTHING), styles[i % len(styles)],
@@ -102,10 +102,10 @@ def write_pretraining_curves(chains: Sequence[StageChain], tracking_uri: str, ou
     ax.set_xlabel("tokens seen (millions)")
     ax.set_ylabel(f"MLM loss (mean of {SMOOTHING} steps)")
     ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
-    ax.legend(fontsize=7, frameon=False, loc="upper right")
+    # under the axes: never over a curve; the title in lines of even length (no word alone on the last)
+    fig.legend(fontsize=7, frameon=False, loc="outside lower center", ncols=2)
     if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+        ax.set_title(_wrap(title, 6.4 * 72 * 0.9, 10, balanced=True), fontsize=10)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     with matplotlib.rc_context(SAVE_RC):

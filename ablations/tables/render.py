@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -184,18 +185,56 @@ def _markdown(data: TableData) -> str:
 
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                   "±": r"$\pm$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "α": r"$\alpha$", "–": "--", "—": "---", "…": r"\ldots{}", "×": r"$\times$",
-                   "≥": r"$\geq$", "Δ": r"$\Delta$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$"}
+                   "{": r"\{", "}": r"\}", "~": r"$\sim$", "^": r"\textasciicircum{}",
+                   "±": r"$\pm$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "–": "--", "—": "---", "…": r"\ldots{}",
+                   "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$", "≈": r"$\approx$", "≠": r"$\neq$",
+                   "→": r"$\to$", "←": r"$\leftarrow$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$",
+                   "α": r"$\alpha$", "β": r"$\beta$", "δ": r"$\delta$", "Δ": r"$\Delta$", "ε": r"$\varepsilon$",
+                   "μ": r"$\mu$", "σ": r"$\sigma$", "τ": r"$\tau$", "ρ": r"$\rho$", "χ": r"$\chi$"}
 
 
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in str(text))
+    """`text` as LaTeX that pdflatex's default input encoding compiles: its specials escaped, the symbols and
+    Greek letters the tables use in math mode, and "--" kept two hyphens (not an en dash, as in `--stats`)."""
+    text = str(text)
+    return "".join("-{}" if ch == "-" and text[i + 1:i + 2] == "-" else _LATEX_SPECIALS.get(ch, ch)
+                   for i, ch in enumerate(text))
 
 
-def _latex_open(caption: str, spec: str) -> list[str]:
-    return ["% needs \\usepackage{booktabs}", r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}",
-            rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+def wrap_words(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters (a longer word keeps its own line), broken at spaces
+    and after hyphens only: a column header stacked over a narrow column, never split inside a word."""
+    pieces = [p for p in re.split(r"(?<=-)|(?= )", text) if p]
+    lines: list[str] = []
+    for piece in pieces:
+        if lines and len(lines[-1] + piece) <= width:
+            lines[-1] += piece
+        else:
+            lines.append(piece.lstrip())
+    return [line.strip() for line in lines] or [""]
+
+
+def _stacked(rows_of_lines: list[list[str]], bottom: bool = False) -> list[list[str]]:
+    """Cells given as lines, as that many table rows (a cell with fewer lines blank in the rows it lacks,
+    at the top with `bottom`)."""
+    depth = max(len(lines) for lines in rows_of_lines)
+    padded = [([""] * (depth - len(lines)) + lines) if bottom else (lines + [""] * (depth - len(lines)))
+              for lines in rows_of_lines]
+    return [list(row) for row in zip(*padded)]
+
+
+# characters a table's columns hold side by side (the widest line of each) up to which each font size fits
+# an article's \textwidth (345pt), with the \tabcolsep below; beyond the last, \scriptsize
+_FONT_FOR_WIDTH = ((70, r"\small"), (80, r"\footnotesize"))
+
+
+def _latex_open(caption: str, spec: str, chars: int) -> list[str]:
+    # a font size for the table's width, a narrower \tabcolsep and none outside the first and last column
+    # (@{}, as booktabs advises): the table fits an article's \textwidth
+    size = next((size for limit, size in _FONT_FOR_WIDTH if chars <= limit), r"\scriptsize")
+    return ["% needs \\usepackage{booktabs}", r"\begin{table}[t]", r"\centering", size,
+            r"\setlength{\tabcolsep}{4pt}", rf"\caption{{{caption}}}", rf"\begin{{tabular}}{{@{{}}{spec}@{{}}}}",
+            r"\toprule"]
 
 
 def _latex_close(lines: list[str], note_lines: list[str]) -> str:
@@ -205,55 +244,68 @@ def _latex_close(lines: list[str], note_lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _latex_header(labels: list[str], widths: list[int]) -> tuple[list[str], int]:
+    """The header row(s): each label wrapped to its column's width, stacked from the bottom; and the
+    characters the columns then hold side by side."""
+    wrapped = [wrap_words(label, max(width, 6)) for label, width in zip(labels, widths)]
+    chars = sum(max(width, *map(len, lines)) for lines, width in zip(wrapped, widths))
+    return [" & ".join(latex_escape(t) for t in row) + r" \\" for row in _stacked(wrapped, bottom=True)], chars
+
+
+def _row(parts: Sequence[str]) -> str:
+    return " & ".join(parts) + r" \\"
+
+
 def _latex(data: TableData) -> str:
+    """The narrow layout: one column per condition; under each row's numbers a second line with the CI, n
+    and "n too small" in small print, and a row with the paper's numbers; the seeds a test would need are in
+    the notes' summary line, not in the cells."""
     footnotes = _Footnotes()
     notes, shown = _general_notes(data, footnotes)
     layout = data.layout
-    paper = data.has_paper
-    per_col = 2 if paper else 1
-    spec = "l" + ("rr" if paper else "r") * len(data.columns)
     caption = latex_escape(layout.title)
     for text in (layout.caption, layout.setup):
         if text:
             caption += ("" if caption.endswith(".") else ".") + f" {latex_escape(one_line(text, 2000))}"
-    lines = _latex_open(caption, spec)
-    heads = [rf"\multicolumn{{{per_col}}}{{c}}{{{latex_escape(data.column_label(c))}}}" if paper
-             else latex_escape(data.column_label(c)) for c in data.columns]
-    lines.append(" & ".join([latex_escape(layout.rows)] + heads) + r" \\")
-    if paper:
-        lines.append(" & ".join([""] + ["ours & paper"] * len(data.columns)) + r" \\")
-    lines.append(r"\midrule")
 
     def sup(numbers: list[int]) -> str:
         return rf"\textsuperscript{{{','.join(map(str, numbers))}}}" if numbers else ""
 
+    def small(parts: list[str]) -> str:
+        return rf"{{\scriptsize {'; '.join(parts)}}}" if parts else ""
+
+    body, widths = [], [len(layout.rows)] + [0] * len(data.columns)
     for row, cells in data.body_rows():
-        if row == BLURB_ROW:
-            lines.append(r"\midrule")
-        parts = [latex_escape(row)]
-        for cell in cells:
+        first, below, paper = [latex_escape(row)], [[]], [r"{\scriptsize\itshape paper}"]
+        widths[0] = max(widths[0], len(row))
+        for i, cell in enumerate(cells, 1):
             s = shown[(row, cell.column)]
             if s.mean is None:
-                text = "---"
-                if s.missing:
-                    text += " {\\scriptsize " + ", ".join(latex_escape(w) for w, _ in s.missing) + "}"
-                text += sup([n for _, n in s.missing] + s.marks)
+                first.append("---" + sup([n for _, n in s.missing] + s.marks))
+                below.append([small([latex_escape(w)]) for w, _ in s.missing])
+                width = 3
             else:
                 number = s.mean + (rf" $\pm$ {s.std}" if s.std else "")
-                text = (rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
-                small = [*([rf"CI $\pm$ {s.ci_half}"] if s.ci_half else []),
-                         *[latex_escape(e) for e in s.extras if not e.startswith("CI ")],
-                         *([s.count] if s.count else []), *([latex_escape(s.seeds)] if s.seeds else [])]
-                if small:
-                    text += rf" {{\scriptsize {'; '.join(small)}}}"
-                text += sup([n for _, n in s.missing] + s.marks)
-            parts.append(text)
-            if paper:
-                parts.append(s.paper or "")
-        lines.append(" & ".join(parts) + r" \\")
+                first.append((rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
+                             + sup([n for _, n in s.missing] + s.marks))
+                ci_and_n = [*([rf"CI $\pm${s.ci_half}"] if s.ci_half else []), *([s.count] if s.count else [])]
+                below.append([small(ci_and_n)] * bool(ci_and_n)  # "n too small" on a line of its own
+                             + [small([latex_escape(e)]) for e in s.extras if not e.startswith("CI ")])
+                width = len(s.mean) + (len(s.std) + 3 if s.std else 0) + s.dagger
+            paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
+            widths[i] = max(widths[i], width)
+        body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])
+        body[-1] += [_row(first), *map(_row, _stacked(below)), *[_row(paper)] * any(paper[1:])]
+    header, chars = _latex_header([layout.rows] + [data.column_label(c) for c in data.columns], widths)
+    lines = [*_latex_open(caption, "l" + "r" * len(data.columns), chars), *header, r"\midrule",
+             *(line for group in body for line in group)]
     extra = annotations.extra_rows(data)
-    lines += [r"\midrule"] * bool(extra) + [" & ".join([latex_escape(label)] + [
-        f"{latex_escape(t)} & " if paper else latex_escape(t) for t in texts]) + r" \\" for label, texts in extra]
+    if extra:
+        lines.append(r"\midrule")
+    for label, texts in extra:  # cost rows: "5 PFLOP, 1 device-h [pubmed]" as three lines
+        stacked = _stacked([wrap_words(label, max(widths[0], 8))]
+                           + [[small([latex_escape(t)]) for t in re.split(r", | (?=\[)", text)] for text in texts])
+        lines += [_row([latex_escape(parts[0]), *parts[1:]]) for parts in stacked]
     return _latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
                         + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
                         + [latex_escape(n) + r"\\" for n in annotations.closing_notes(data)])
@@ -352,8 +404,10 @@ def _grid_markdown(grid: Grid) -> str:
 def _grid_latex(grid: Grid) -> str:
     checks = any("✓" in cell for row in grid.body for cell in row)
     needs = ["% \\checkmark needs \\usepackage{amssymb}"] if checks else []
-    lines = [*needs, *_latex_open(latex_escape(grid.title), grid.align or "l" * len(grid.header)),
-             " & ".join(map(latex_escape, grid.header)) + r" \\", r"\midrule"]
+    widths = [max((len(row[i]) for row in grid.body), default=0) for i in range(len(grid.header))]
+    header, chars = _latex_header(grid.header, widths)
+    lines = [*needs, *_latex_open(latex_escape(grid.title), grid.align or "l" * len(grid.header), chars), *header,
+             r"\midrule"]
     lines += [" & ".join(map(latex_escape, row)) + r" \\" for row in grid.body]
     return _latex_close(lines, [latex_escape(n) + r"\\" for n in grid.notes])
 

@@ -5,9 +5,12 @@ in the SVG, series told apart in grayscale."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from matplotlib.container import BarContainer
@@ -73,7 +76,9 @@ def test_every_value_label_lies_within_its_bar_below_its_error_bar_and_the_paper
         box = label.get_window_extent(renderer)
         [bar] = [b for b in bars if b.get_x() <= label.xy[0] <= b.get_x() + b.get_width()]
         drawn = Bbox.intersection(bar.get_window_extent(renderer), axes)
-        assert drawn.x0 <= box.x0 and box.x1 <= drawn.x1 and drawn.y0 - 1 <= box.y0 and box.y1 <= drawn.y1 + 1
+        assert drawn.x0 <= box.x0 and box.x1 <= drawn.x1
+        inside = drawn.y0 - 1 <= box.y0 and box.y1 <= drawn.y1 + 1
+        assert inside or box.y0 >= drawn.y1, label.get_text()  # in its bar, or above it (a short bar)
         assert float(label.get_text()) == pytest.approx(bar.get_height(), abs=0.05)
         assert not [line for line in lines if box.overlaps(line)], label.get_text()
 
@@ -96,9 +101,11 @@ def test_a_long_y_label_fits_on_two_lines():
 
 
 def test_both_axes_are_labelled():
-    ax = bar_figure(table_data(LAYOUT, RUNS)).axes[0]
+    fig = bar_figure(table_data(LAYOUT, RUNS))
+    ax = fig.axes[0]
     assert ax.get_xlabel() == "task"
-    assert ax.get_ylabel() == "test f1 ×100 (mean ± std over seeds)"
+    assert ax.get_ylabel() == "test f1 ×100"  # one metric; what the bars are, the legend says
+    assert "mean ± std over seeds" in [t.get_text() for t in fig.legends[0].get_texts()]
     assert bar_figure(table_data(LAYOUT, RUNS), ylabel="word pieces").axes[0].get_ylabel() == "word pieces"
 
 
@@ -210,14 +217,19 @@ def test_narrow_bars_drop_their_value_labels_and_long_row_names_wrap():
     assert len(ticks) == 4 and not any(a.overlaps(b) for a, b in zip(ticks, ticks[1:]))
 
 
-def test_the_y_axis_names_each_tasks_metric_where_the_layout_says_score():
+def test_each_group_names_its_tasks_metric_where_the_rows_differ():
+    """One metric per y label: "score" where the rows' metrics differ, each group's under its name."""
     layout = dataclasses.replace(REALISTIC, metric="score")
-    label = bar_figure(table_data(layout, _realistic_runs())).axes[0].get_ylabel()
-    flat = " ".join(label.split())
+    ax = bar_figure(table_data(layout, _realistic_runs())).axes[0]
+    assert ax.get_ylabel() == "test score ×100"
+    ticks = {" ".join(t.get_text().split()) for t in ax.get_xticklabels()}
     # bc5-chem, ncbi-disease: entity F1; chemprot, hoc: micro F1; biosses: Pearson; pubmedqa: accuracy
-    for name in ("entity F1", "micro F1", "Pearson r", "accuracy", "BLURB score", "×100", "mean ± std"):
-        assert name in flat, (name, label)
-    assert "test score" not in flat
+    for name in ("bc5-chem (entity F1)", "chemprot (micro F1)", "biosses (Pearson r)", "pubmedqa (accuracy)",
+                 "BLURB score"):
+        assert name in ticks, (name, ticks)
+    one_task = [CellRun("bc5-chem", c, "bc5-chem", s, FINISHED, 0.9) for c in ("bio", "io") for s in range(2)]
+    shared = dataclasses.replace(LAYOUT, metric="score")
+    assert bar_figure(table_data(shared, one_task)).axes[0].get_ylabel() == "test entity F1 ×100"
 
 
 def test_pdf_embeds_truetype_fonts_and_svg_keeps_text_as_text(tmp_path):
@@ -259,3 +271,163 @@ def test_series_stay_apart_in_grayscale(n_models):
     lightness = sorted(_lightness(bar.get_facecolor()) for bar in bars)
     assert min(b - a for a, b in zip(lightness, lightness[1:])) >= 5.0, lightness  # distinct greys
     assert len({bar.get_hatch() for bar in bars}) == n_models  # and distinct hatches besides
+
+
+# ----------------------------------------------------- every packaged table's figure, as a paper needs it
+
+EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
+RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
+# short bars (0, 0.4) beside tall ones: where labels used to be dropped
+PATTERN = (0.0, 0.004, 0.35, 0.62, 0.81, 0.93, 0.12)
+
+
+def _finetune_tables() -> list[tuple[str, object]]:
+    """(experiment, TableData) of every packaged fine-tuning experiment: its planned cells (its layout,
+    labels, paper numbers, title), with synthetic values over three seeds and its last cell not run."""
+    from ablations.experiment import load_experiment
+
+    out = []
+    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+        experiment = load_experiment(path, max_runs=None)
+        cells = list(dict.fromkeys((c.row, c.column, c.task) for c in experiment.cells()))
+        if not cells:
+            continue
+        runs = [CellRun(row, column, task, s, FINISHED, PATTERN[k % len(PATTERN)] + (0.01 * s if k % 3 else 0.0),
+                        run_id=f"{k}-{s}") for k, (row, column, task) in enumerate(cells[:-1]) for s in range(3)]
+        row, column, task = cells[-1]
+        runs.append(CellRun(row, column, task, 0, NOT_RUN))
+        # no baseline: the figure shows no test, and the seeds-needed solver would cost a minute
+        out.append((path.stem, table_data(dataclasses.replace(experiment.layout, baseline=None), runs)))
+    return out
+
+
+def _vocabulary_tables() -> list[tuple[str, object, str]]:
+    """(name, figure data, y label) of Tables 1 and 8, from their shipped CSVs through the same grids."""
+    from ablations.tables.vocab_compare import Table1Row, Table8Row
+    from ablations.tables.vocab_grids import table1_grid, table8_grid
+
+    terms: dict[str, Table1Row] = {}
+    with open(RESULTS / "table1_vocab_terms" / "table.csv", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            terms.setdefault(r["row"], Table1Row(r["row"], r["category"], {}, {})).splits[r["column"]] = r["ours"]
+    lengths: dict[str, dict] = {}
+    with open(RESULTS / "table8_input_length" / "table.csv", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            lengths.setdefault(r["row"], {})[r["column"]] = (float(r["mean"]), float(r["paper"]) if r["paper"] else None)
+    general, domain = "bert-base-uncased", "pubmedbert-uncased"
+    table8 = table8_grid([Table8Row(d, v[general][0], v[domain][0], v[general][1], v[domain][1])
+                          for d, v in lengths.items()], general, domain)
+    table1 = table1_grid(list(terms.values()))
+    return [("table1_vocab_terms", table1.figure_data, table1.ylabel),
+            ("table8_input_length", table8.figure_data, table8.ylabel)]
+
+
+def _unwrapped(text: str) -> str:
+    """A wrapped label joined back: a line that ends in a hyphen continues the word, else a space."""
+    return re.sub(r"-\n", "-", text).replace("\n", " ")
+
+
+def _marker_boxes(fig) -> list[object]:
+    """A display box per marker of the axes' markers-only lines (the error bars' caps, the missing cells'
+    'x'), and per drawn line (the axis break's slashes): a line of markers is as wide as its series."""
+    from matplotlib.transforms import Bbox
+
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for line in ax.lines:
+        if not line.get_xydata().size:
+            continue
+        if line.get_linestyle() not in ("None", "none", ""):
+            out.append(line.get_window_extent(renderer))
+            continue
+        half = (line.get_markersize() / 2 + line.get_markeredgewidth()) * fig.dpi / 72
+        for x, y in line.get_transform().transform(line.get_xydata()):
+            out.append(Bbox.from_extents(x - half, y - half, x + half, y + half))
+    return out
+
+
+def _figure_faults(fig, data) -> list[str]:
+    """What a journal would send back: a value label over any other artist, a bar wide enough for its
+    label without one, hatching behind a label, a group label broken inside a word, a y label of more than
+    one line or metric, a title with a word alone on a line, a count written as a fraction."""
+    from matplotlib.transforms import Bbox
+
+    from ablations.tables.plot import VALUE_FONT, group_labels, value_format
+
+    faults = []
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    boxes = _drawn_text_boxes(fig)
+    faults += [f"{a} over {b}" for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:]
+               if box_a.overlaps(box_b)]
+    bars = [patch for c in ax.containers if isinstance(c, BarContainer) for patch in c.patches]
+    others = [("a line", box) for box in _line_boxes(fig)]
+    others += [(f"the {name} spine", spine.get_window_extent(renderer)) for name, spine in ax.spines.items()
+               if spine.get_visible()]
+    others += [("a marker", box) for box in _marker_boxes(fig)]
+    labelled = set()
+    for label in ax.texts:
+        box = label.get_window_extent(renderer)
+        [bar] = [b for b in bars if b.get_x() <= label.xy[0] <= b.get_x() + b.get_width()]
+        labelled.add(id(bar))
+        faults += [f"value {label.get_text()} over {what}" for what, other in others if box.overlaps(other)]
+        faults += [f"value {label.get_text()} over another bar" for b in bars
+                   if b is not bar and box.overlaps(Bbox.intersection(b.get_window_extent(renderer),
+                                                                     ax.get_window_extent(renderer)) or Bbox.null())]
+        inside = box.overlaps(bar.get_window_extent(renderer))
+        patch = label.get_bbox_patch()
+        if inside and bar.get_hatch() and (patch is None or patch.get_facecolor()[:3] != bar.get_facecolor()[:3]):
+            faults.append(f"hatching through value {label.get_text()}")
+        if value_format(data) == "{:.0f}" and "." in label.get_text():
+            faults.append(f"count written {label.get_text()}")
+    room = 1.2 * VALUE_FONT * fig.dpi / 72  # a bar this wide holds a vertical label
+    faults += [f"a bar of {bar.get_height():.3g} without its value" for bar in bars
+               if id(bar) not in labelled and bar.get_window_extent(renderer).width >= room]
+    for tick, expected in zip(ax.get_xticklabels(), group_labels(data)):
+        if _unwrapped(tick.get_text()) != _unwrapped(expected):
+            faults.append(f"group label {tick.get_text()!r} broken inside a word")
+    if "\n" in ax.get_ylabel() or " / " in ax.get_ylabel() or ax.yaxis.label.get_fontsize() < 8:
+        faults.append(f"y label {ax.get_ylabel()!r} ({ax.yaxis.label.get_fontsize()}pt)")
+    lines = ax.get_title().split("\n")
+    if len(lines) > 1 and min(len(line.split()) for line in lines) < 2:
+        faults.append(f"a word alone in the title {lines}")
+    return faults
+
+
+@pytest.mark.slow
+def test_every_packaged_table_s_figure_is_ready_for_a_paper():
+    """Every experiment under experiments/ (synthetic runs over its planned cells, short bars among them)
+    and both vocabulary tables (their shipped numbers), through the figure the table command writes."""
+    tables = [(name, data, None) for name, data in _finetune_tables()] + _vocabulary_tables()
+    assert len(tables) >= 20
+    faults = {}
+    for name, data, ylabel in tables:
+        found = _figure_faults(bar_figure(data, ylabel), data)
+        if found:
+            faults[name] = found
+    assert faults == {}
+
+
+def test_table_1_s_counts_are_integers_and_its_terms_whole():
+    """Word pieces are counts ("2", not "2.0"); a term too long for its group is set smaller, never split
+    ("hyperten/sion", "acetyltr/ansferas/e")."""
+    [(_, data, ylabel), _] = _vocabulary_tables()
+    fig = bar_figure(data, ylabel)
+    ax = fig.axes[0]
+    assert ax.texts and all(t.get_text().isdigit() for t in ax.texts)
+    assert {t.get_text() for t in ax.get_xticklabels()} >= {"hypertension", "acetyltransferase"}
+    assert _figure_faults(fig, data) == []
+
+
+def test_short_bars_keep_their_value_above_them():
+    """Table 9's floor: a bar of 0.0 to 2 points under the paper's 77 keeps its number, above its error bar."""
+    runs = [CellRun("chemprot", c, "chemprot", s, FINISHED, v + 0.001 * s) for c, v in (("bio", 0.0), ("io", 0.02))
+            for s in range(3)]
+    runs += [CellRun("gad", c, "gad", s, FINISHED, 0.6 + 0.01 * s) for c in ("bio", "io") for s in range(3)]
+    layout = dataclasses.replace(LAYOUT, paper={"chemprot": {"bio": 77.24, "io": 76.14}})
+    data = table_data(layout, runs)
+    fig = bar_figure(data)
+    assert sorted(t.get_text() for t in fig.axes[0].texts) == ["0.1", "2.1", "61.0", "61.0"]
+    assert _figure_faults(fig, data) == []

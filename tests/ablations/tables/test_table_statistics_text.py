@@ -85,3 +85,38 @@ def test_an_unknown_table_correction_in_the_yaml_names_file_and_key(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_experiment(path, profile="micro")
     assert str(error.value).startswith(f"{path}: table.correction: unknown 'holmm' (did you mean 'holm'?)")
+
+
+def test_the_compute_figure_keeps_its_labels_inside_and_apart():
+    """Table 9's shape: four long column names, points close in compute (under a decade: linear ticks):
+    each label inside the axes, clear of the other labels, the points and the front's line; x tick labels
+    apart; the title without a word alone on a line."""
+    from matplotlib.transforms import Bbox
+
+    from ablations.tables.pareto import compute_figure
+
+    labels = {"a": "Wiki+Books → PubMed, Wiki+Books vocab", "b": "Wiki+Books → PubMed, PubMed vocab",
+              "c": "PubMed (half time)", "d": "PubMed"}
+    layout = TableLayout(title="Table 9 (proxy): pretraining corpora and time, one dataset per task type",
+                         rows="task", columns="model", column_order=tuple(labels), column_labels=labels)
+    scores = {"a": 0.1545, "b": 0.1552, "c": 0.1439, "d": 0.1524}
+    flops = {"a": 2.5e14, "b": 2.17e14, "c": 1.67e14, "d": 1.58e14}
+    runs = [run("bc5-chem", c, s, scores[c], 1e9) for c in labels for s in (1, 2, 3)]
+    data = table_data(layout, runs)
+    add_costs(data, runs, {c: [("stage", {"system/compute/flops": f})] for c, f in flops.items()})
+    fig = compute_figure(data)
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    axes = ax.get_window_extent(renderer)
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) == 4 and all(axes.x0 <= b.x0 and b.x1 <= axes.x1 and axes.y0 <= b.y0 and b.y1 <= axes.y1
+                                   for b in boxes)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    [front] = [line for line in ax.lines if line.get_label() == "Pareto front"]
+    xy = front.get_transform().transform(front.get_xydata())
+    along = [a + (b - a) * t / 50 for a, b in zip(xy, xy[1:]) for t in range(51)]
+    assert not [b for b in boxes for x, y in along if b.overlaps(Bbox.from_extents(x - 1, y - 1, x + 1, y + 1))]
+    ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+    assert len(ticks) >= 2 and not any(a.overlaps(b) for a, b in zip(ticks, ticks[1:]))
+    assert all(len(line.split()) >= 2 for line in ax.get_title().split("\n"))
