@@ -91,3 +91,28 @@ def confusion_figure(path: Path, gold: Sequence[Any], predicted: Sequence[Any], 
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
     return path
+
+
+def log_run_figures(run, out: Path, evaluations: int, best_epoch: int, title: str, spec,
+                    confusion: tuple[Sequence[Any], Sequence[Any], Sequence[str]]) -> None:
+    """A fine-tuning run's figures, logged to its MLflow run: the curves of its logged train loss and dev
+    score (the best epoch marked), and for a single-label classification task the test split's confusion
+    matrix (`confusion`: golds, predictions, labels). The run's page opens on the curves (its note)."""
+    from ablations.run.dashboard import NOTE_TAG, curves_note
+    from datamodules.metrics import METRIC_NAMES
+    from datamodules.task_kinds import kind_of
+
+    client, steps = run.tracker.client, {}
+    history = {key: [(m.step, m.value) for m in client.get_metric_history(run.run_id, key)]
+               for key in ("train/loss", "train/loss_epoch", "dev/score")}
+    if len(history["dev/score"]) == evaluations:  # the steps of the dev evaluations, in order
+        steps = dict(enumerate(sorted(step for step, _ in history["dev/score"])))
+    figures = [curves_figure(out / "curves.png", history, title, METRIC_NAMES.get(spec.metric, "score"),
+                             steps.get(best_epoch))]
+    if kind_of(spec).one_class:
+        golds, predicted, labels = confusion
+        figures.append(confusion_figure(out / "confusion_matrix.png", golds, predicted, labels,
+                                        f"{title}\ntest split"))
+    run.log_artifacts([path for path in figures if path is not None], "figures")
+    if figures[0] is not None:  # the run's page opens on the curves, not on the best dev scores' single bars
+        run.set_tag(NOTE_TAG, curves_note(run.run_id))

@@ -32,16 +32,16 @@ from ablations.config import fingerprint, run_params
 from ablations.places import resolve_data_dir, resolve_work_dir, shown_path, shown_place
 from ablations.run.cards import Provenance, shareable_config
 from ablations.run.costs import log_compute
-from ablations.run.dashboard import NOTE_TAG, curves_note, log_datasets, run_name, write_details
+from ablations.run.dashboard import log_datasets, run_name, write_details
 from ablations.run.export import HeadInit, carry_head, save_finetuned
-from ablations.run.figures import confusion_figure, curves_figure
+from ablations.run.figures import log_run_figures
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
 from bioablate_core.errors import ConfigError
 from datamodules.class_weights import check_class_weights, resolve_class_weights
 from datamodules.custom import register_from_yaml
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions, subsample
-from datamodules.metrics import METRIC_NAMES, summary_keys
+from datamodules.metrics import summary_keys
 from datamodules.registry import get_dataset
 from datamodules.spec import DatasetSpec
 from datamodules.split_checks import read_checked
@@ -364,8 +364,7 @@ def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_posi
 def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataModule, module: FineTuneModule,
                    best_epoch: int, title: str) -> None:
     """The resolved config (its machine-local keys as `<local>`: `shareable_config`), the test predictions,
-    the scores' details (`ablations.run.dashboard`) and the
-    run's figures (`ablations.run.figures`)."""
+    the scores' details (`ablations.run.dashboard`) and the run's figures (`ablations.run.figures`)."""
     out = run.run_dir / "artifacts"
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(shareable_config(cfg))
@@ -383,20 +382,8 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
         artifacts.append(out / "test_answers.jsonl")
     run.log_artifacts(artifacts)
     run.log_artifacts(write_details(out / "metrics", module.dev_history, best_epoch, module.test_metrics), "metrics")
-    spec = datamodule.spec
-    client, steps = run.tracker.client, {}
-    history = {key: [(m.step, m.value) for m in client.get_metric_history(run.run_id, key)]
-               for key in ("train/loss", "train/loss_epoch", "dev/score")}
-    if len(history["dev/score"]) == len(module.dev_history):  # the steps of the dev evaluations, in order
-        steps = dict(enumerate(sorted(step for step, _ in history["dev/score"])))
-    figures = [curves_figure(out / "figures" / "curves.png", history, title, METRIC_NAMES.get(spec.metric, "score"),
-                             steps.get(best_epoch))]
-    if kind_of(spec).one_class:
-        figures.append(confusion_figure(out / "figures" / "confusion_matrix.png", golds, predicted,
-                                        encoder.labels, f"{title}\ntest split"))
-    run.log_artifacts([path for path in figures if path is not None], "figures")
-    if figures[0] is not None:  # the run's page opens on the curves, not on the best dev scores' single bars
-        run.set_tag(NOTE_TAG, curves_note(run.run_id))
+    log_run_figures(run, out / "figures", len(module.dev_history), best_epoch, title, datamodule.spec,
+                    (golds, predicted, encoder.labels))
 
 
 def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, module: FineTuneModule,

@@ -58,7 +58,7 @@ def compute_figure(data: TableData):
     from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
     from matplotlib.transforms import Bbox
 
-    from ablations.tables.plot import _wrap
+    from ablations.tables.figure_text import wrap_text
 
     points = column_points(data)
     if not points:
@@ -77,7 +77,7 @@ def compute_figure(data: TableData):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("compute (model FLOPs, pretraining + fine-tuning)")
     ax.set_ylabel(f"{BLURB_ROW if data.blurb is not None else 'mean score'} ×100")
-    ax.set_title(_wrap(f"{data.layout.title}: score vs compute", 5.0 * 72 * 0.9, 9, balanced=True), fontsize=9)
+    ax.set_title(wrap_text(f"{data.layout.title}: score vs compute", 5.0 * 72 * 0.9, 9, balanced=True), fontsize=9)
     fig.legend(fontsize=7, loc="outside lower center", ncols=2)
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
@@ -89,7 +89,7 @@ def compute_figure(data: TableData):
     taken = [Bbox.from_extents(x - room, y - room, x + room, y + room)
              for x, y in [*ax.transData.transform([(p[1], p[2]) for p in points]), *along]]
     for label, x, y in points:
-        text = ax.annotate(_wrap(label, LABEL_WIDTH, 7, balanced=True), (x, y), textcoords="offset points",
+        text = ax.annotate(wrap_text(label, LABEL_WIDTH, 7, balanced=True), (x, y), textcoords="offset points",
                            xytext=(5, 5), fontsize=7)
         for offset, ha in LABEL_PLACES:
             text.xyann = offset

@@ -26,11 +26,11 @@ What journals ask of a figure, and how it is met:
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from ablations.results import BLURB_ROW
+from ablations.tables.figure_text import wrap_text
 from ablations.tables.stats import TableData
 from datamodules.metrics import METRIC_NAMES
 
@@ -246,30 +246,13 @@ class _ValueLabel:
     top: float
 
 
-def _wrap(text: str, width_pt: float, fontsize: float, balanced: bool = False) -> str:
-    """`text` wrapped to about `width_pt` points (an average character is ~0.6 of the font size wide) at
-    spaces and after hyphens only: a word longer than the width keeps its line. `balanced`: in as few
-    lines, of even length (no word left alone on the last line)."""
-    chars = max(4, int(width_pt / (0.6 * fontsize)))
-    out = []
-    for line in text.split("\n"):
-        lines = textwrap.wrap(line, chars, break_long_words=False, break_on_hyphens=True) or [""]
-        if balanced and len(lines) > 1:
-            longest = max(map(len, line.split()))
-            chars = next(w for w in range(max(longest, len(line) // len(lines)), chars + 1)
-                         if len(textwrap.wrap(line, w, break_long_words=False, break_on_hyphens=True)) <= len(lines))
-            lines = textwrap.wrap(line, chars, break_long_words=False, break_on_hyphens=True)
-        out += lines
-    return "\n".join(out)
-
-
 def _one_line(ax, ylabel: str, height_pt: float) -> None:
     """The y label in one line along the axes' height: a smaller font where it needs one, down to
     MIN_YLABEL_FONT; only a label longer than that still takes a second line."""
     size = 10.0
     while size > MIN_YLABEL_FONT and len(ylabel) * 0.6 * size > height_pt:
         size -= 0.5
-    ax.set_ylabel(_wrap(ylabel, height_pt, size, balanced=True), fontsize=size)
+    ax.set_ylabel(wrap_text(ylabel, height_pt, size, balanced=True), fontsize=size)
 
 
 def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> None:
@@ -277,7 +260,7 @@ def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> None:
     than its group, a smaller font, down to MIN_TICK_FONT; where they still collide, vertical."""
     size = ax.get_xticklabels()[0].get_fontsize() if ax.get_xticklabels() else 10.0
     while True:
-        ax.set_xticks(range(len(groups)), [_wrap(g, width_pt / len(groups) * 0.9, size) for g in groups],
+        ax.set_xticks(range(len(groups)), [wrap_text(g, width_pt / len(groups) * 0.9, size) for g in groups],
                       fontsize=size)
         fig.draw_without_rendering()
         boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
@@ -308,7 +291,7 @@ def _fit(fig, ax, value_labels: list[_ValueLabel], bar_width: float) -> None:
         size = (box.width, box.height)
         width_pt, height_pt = box.width * to_pt, box.height * to_pt
         # the title over the axes only: the legend beside them reaches as high as the title
-        ax.set_title(_wrap(title, width_pt * 0.95, TITLE_FONT, balanced=True), fontsize=TITLE_FONT)
+        ax.set_title(wrap_text(title, width_pt * 0.95, TITLE_FONT, balanced=True), fontsize=TITLE_FONT)
         _one_line(ax, ylabel, height_pt * 0.95)
         if groups:
             _fit_groups(fig, ax, groups, width_pt, renderer)

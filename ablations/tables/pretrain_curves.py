@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ablations.tables.plot import FIGURE_FORMATS, PNG_DPI, SAVE_RC, _wrap
+from ablations.tables.figure_text import wrap_text
+from ablations.tables.plot import FIGURE_FORMATS, PNG_DPI, SAVE_RC
 
 LOSS_METRIC = "train/mlm_loss"  # what every objective logs for the masked-token loss (ELECTRA: its generator's)
 FALLBACK_METRIC = "train/loss"
@@ -105,7 +106,7 @@ def write_pretraining_curves(chains: Sequence[StageChain], tracking_uri: str, ou
     # under the axes: never over a curve; the title in lines of even length (no word alone on the last)
     fig.legend(fontsize=7, frameon=False, loc="outside lower center", ncols=2)
     if title:
-        ax.set_title(_wrap(title, 6.4 * 72 * 0.9, 10, balanced=True), fontsize=10)
+        ax.set_title(wrap_text(title, 6.4 * 72 * 0.9, 10, balanced=True), fontsize=10)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     with matplotlib.rc_context(SAVE_RC):

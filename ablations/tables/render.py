@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import ablations.tables.annotations as annotations
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.tables.cost import COST_FIELDS
+from ablations.tables.latex import latex_close, latex_escape, latex_header, latex_open, latex_row, stacked, wrap_words
 from ablations.tables.stats import DIGITS, Cell, TableData, table_data
 from bioablate_core.console import one_line
 from bioablate_core.errors import UnknownNameError
@@ -184,78 +185,6 @@ def _markdown(data: TableData) -> str:
                      + annotations.closing_notes(data))
 
 
-_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                   "{": r"\{", "}": r"\}", "~": r"$\sim$", "^": r"\textasciicircum{}",
-                   "±": r"$\pm$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "–": "--", "—": "---", "…": r"\ldots{}",
-                   "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$", "≈": r"$\approx$", "≠": r"$\neq$",
-                   "→": r"$\to$", "←": r"$\leftarrow$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$",
-                   "α": r"$\alpha$", "β": r"$\beta$", "δ": r"$\delta$", "Δ": r"$\Delta$", "ε": r"$\varepsilon$",
-                   "μ": r"$\mu$", "σ": r"$\sigma$", "τ": r"$\tau$", "ρ": r"$\rho$", "χ": r"$\chi$"}
-
-
-def latex_escape(text: str) -> str:
-    """`text` as LaTeX that pdflatex's default input encoding compiles: its specials escaped, the symbols and
-    Greek letters the tables use in math mode, and "--" kept two hyphens (not an en dash, as in `--stats`)."""
-    text = str(text)
-    return "".join("-{}" if ch == "-" and text[i + 1:i + 2] == "-" else _LATEX_SPECIALS.get(ch, ch)
-                   for i, ch in enumerate(text))
-
-
-def wrap_words(text: str, width: int) -> list[str]:
-    """`text` in lines of at most `width` characters (a longer word keeps its own line), broken at spaces
-    and after hyphens only: a column header stacked over a narrow column, never split inside a word."""
-    pieces = [p for p in re.split(r"(?<=-)|(?= )", text) if p]
-    lines: list[str] = []
-    for piece in pieces:
-        if lines and len(lines[-1] + piece) <= width:
-            lines[-1] += piece
-        else:
-            lines.append(piece.lstrip())
-    return [line.strip() for line in lines] or [""]
-
-
-def _stacked(rows_of_lines: list[list[str]], bottom: bool = False) -> list[list[str]]:
-    """Cells given as lines, as that many table rows (a cell with fewer lines blank in the rows it lacks,
-    at the top with `bottom`)."""
-    depth = max(len(lines) for lines in rows_of_lines)
-    padded = [([""] * (depth - len(lines)) + lines) if bottom else (lines + [""] * (depth - len(lines)))
-              for lines in rows_of_lines]
-    return [list(row) for row in zip(*padded)]
-
-
-# characters a table's columns hold side by side (the widest line of each) up to which each font size fits
-# an article's \textwidth (345pt), with the \tabcolsep below; beyond the last, \scriptsize
-_FONT_FOR_WIDTH = ((70, r"\small"), (80, r"\footnotesize"))
-
-
-def _latex_open(caption: str, spec: str, chars: int) -> list[str]:
-    # a font size for the table's width, a narrower \tabcolsep and none outside the first and last column
-    # (@{}, as booktabs advises): the table fits an article's \textwidth
-    size = next((size for limit, size in _FONT_FOR_WIDTH if chars <= limit), r"\scriptsize")
-    return ["% needs \\usepackage{booktabs}", r"\begin{table}[t]", r"\centering", size,
-            r"\setlength{\tabcolsep}{4pt}", rf"\caption{{{caption}}}", rf"\begin{{tabular}}{{@{{}}{spec}@{{}}}}",
-            r"\toprule"]
-
-
-def _latex_close(lines: list[str], note_lines: list[str]) -> str:
-    """The tabular's end, then the notes (already LaTeX) in a footnote-size block under it."""
-    lines = [*lines, r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
-             *note_lines, r"\end{minipage}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
-
-
-def _latex_header(labels: list[str], widths: list[int]) -> tuple[list[str], int]:
-    """The header row(s): each label wrapped to its column's width, stacked from the bottom; and the
-    characters the columns then hold side by side."""
-    wrapped = [wrap_words(label, max(width, 6)) for label, width in zip(labels, widths)]
-    chars = sum(max(width, *map(len, lines)) for lines, width in zip(wrapped, widths))
-    return [" & ".join(latex_escape(t) for t in row) + r" \\" for row in _stacked(wrapped, bottom=True)], chars
-
-
-def _row(parts: Sequence[str]) -> str:
-    return " & ".join(parts) + r" \\"
-
-
 def _latex(data: TableData) -> str:
     """The narrow layout: one column per condition; under each row's numbers a second line with the CI, n
     and "n too small" in small print, and a row with the paper's numbers; the seeds a test would need are in
@@ -295,20 +224,20 @@ def _latex(data: TableData) -> str:
             paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
             widths[i] = max(widths[i], width)
         body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])
-        body[-1] += [_row(first), *map(_row, _stacked(below)), *[_row(paper)] * any(paper[1:])]
-    header, chars = _latex_header([layout.rows] + [data.column_label(c) for c in data.columns], widths)
-    lines = [*_latex_open(caption, "l" + "r" * len(data.columns), chars), *header, r"\midrule",
+        body[-1] += [latex_row(first), *map(latex_row, stacked(below)), *[latex_row(paper)] * any(paper[1:])]
+    header, chars = latex_header([layout.rows] + [data.column_label(c) for c in data.columns], widths)
+    lines = [*latex_open(caption, "l" + "r" * len(data.columns), chars), *header, r"\midrule",
              *(line for group in body for line in group)]
     extra = annotations.extra_rows(data)
     if extra:
         lines.append(r"\midrule")
     for label, texts in extra:  # cost rows: "5 PFLOP, 1 device-h [pubmed]" as three lines
-        stacked = _stacked([wrap_words(label, max(widths[0], 8))]
-                           + [[small([latex_escape(t)]) for t in re.split(r", | (?=\[)", text)] for text in texts])
-        lines += [_row([latex_escape(parts[0]), *parts[1:]]) for parts in stacked]
-    return _latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
-                        + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
-                        + [latex_escape(n) + r"\\" for n in annotations.closing_notes(data)])
+        cost_lines = stacked([wrap_words(label, max(widths[0], 8))]
+                              + [[small([latex_escape(t)]) for t in re.split(r", | (?=\[)", text)] for text in texts])
+        lines += [latex_row([latex_escape(parts[0]), *parts[1:]]) for parts in cost_lines]
+    return latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
+                       + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
+                       + [latex_escape(n) + r"\\" for n in annotations.closing_notes(data)])
 
 
 CSV_FIELDS = ("row", "column", "tasks", "metric", "mean", "std", "n", "n_planned", "p_value", "significant",
@@ -405,11 +334,11 @@ def _grid_latex(grid: Grid) -> str:
     checks = any("✓" in cell for row in grid.body for cell in row)
     needs = ["% \\checkmark needs \\usepackage{amssymb}"] if checks else []
     widths = [max((len(row[i]) for row in grid.body), default=0) for i in range(len(grid.header))]
-    header, chars = _latex_header(grid.header, widths)
-    lines = [*needs, *_latex_open(latex_escape(grid.title), grid.align or "l" * len(grid.header), chars), *header,
+    header, chars = latex_header(grid.header, widths)
+    lines = [*needs, *latex_open(latex_escape(grid.title), grid.align or "l" * len(grid.header), chars), *header,
              r"\midrule"]
     lines += [" & ".join(map(latex_escape, row)) + r" \\" for row in grid.body]
-    return _latex_close(lines, [latex_escape(n) + r"\\" for n in grid.notes])
+    return latex_close(lines, [latex_escape(n) + r"\\" for n in grid.notes])
 
 
 def records(table: TableData | Grid) -> tuple[list[str], list[dict[str, Any]]]:

@@ -14,7 +14,8 @@ import pytest
 from ablations.cli import main
 from ablations.results import FAILED, FINISHED, CellRun, TableLayout
 from ablations.tables.cost import add_costs
-from ablations.tables.render import latex_escape, render_data, render_grid, wrap_words
+from ablations.tables.latex import latex_escape, wrap_words
+from ablations.tables.render import render_data, render_grid
 from ablations.tables.stats import TableData, table_data
 from ablations.tables.vocab_compare import Table1Row, Table8Row
 from ablations.tables.vocab_grids import table1_grid, table8_grid
