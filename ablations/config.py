@@ -148,7 +148,7 @@ class AlumConfig:
 @decides(pretrain="corpus max_words min_words dedup exclude_eval_pmids vocab lowercase seq_len objective nsp "
                   "masking mask_rate mask_schedule adversarial alum init optimizer lr weight_decay "
                   "warmup_ratio batch_size accumulate max_steps checkpoint_every grad_clip embedding_size "
-                  "share_layers generator_size discriminator_weight")
+                  "share_layers generator_size discriminator_weight max_predictions")
 @dataclass
 class PretrainConfig:
     """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
@@ -183,6 +183,10 @@ class PretrainConfig:
     # and Bio-ELECTRA's 1/4), and the weight of replaced-token detection vs the generator's MLM loss (50)
     generator_size: float = bounded(0.25, gt=0, le=1)
     discriminator_weight: float = bounded(50.0, ge=0)
+    # Predicted positions per row (BERT's max_predictions_per_seq): a fixed number, so the training step
+    # has one static shape; a row whose draw selects more keeps this many. null: as many as drawn (the
+    # width then changes from batch to batch). Part of the run's identity only when set.
+    max_predictions: Optional[int] = bounded(None, ge=1)
 
 
 @decides(none="partition account qos time gpus_per_run cpus_per_run mem_gb nodes gpus_per_node "
