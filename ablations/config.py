@@ -184,8 +184,9 @@ class PretrainConfig:
     generator_size: float = bounded(0.25, gt=0, le=1)
     discriminator_weight: float = bounded(50.0, ge=0)
     # Predicted positions per row (BERT's max_predictions_per_seq): a fixed number, so the training step
-    # has one static shape; a row whose draw selects more keeps this many. null: as many as drawn (the
-    # width then changes from batch to batch). Part of the run's identity only when set.
+    # has one static shape; a row whose draw selects more keeps this many. 32 keeps 99.99% of a 15% draw
+    # on rows of 128 (whole words or pieces; BERT's 20 loses 2-4%), 48 of a 25% one. null: as many as
+    # drawn (the width then changes from batch to batch). Part of the run's identity only when set.
     max_predictions: Optional[int] = bounded(None, ge=1)
 
 

@@ -55,8 +55,10 @@ from datamodules.pretrain.masking import MASKING_MODES
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
-# micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing
-SIZES = {"micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256),
+# micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing. toy: the width at which a
+# step's time is all host dispatch (benchmarks.step_overhead)
+SIZES = {"toy": dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
+         "micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256),
          "mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
          "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072)}
 

@@ -32,8 +32,9 @@ from collections import Counter
 
 import torch
 import torch.nn.functional as F
-from benchmarks.pretrain_throughput import SIZES as PRETRAIN_SIZES
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from benchmarks.pretrain_throughput import SIZES
 
 # the ATen calls that read a device value back to the host, or make a shape from device data
 SYNC_OPS = frozenset({"_local_scalar_dense", "item", "nonzero", "masked_select", "is_nonzero", "equal"})
@@ -72,8 +73,6 @@ class OpCounter(TorchDispatchMode):
 
 # ------------------------------------------------------------------------------------------- sides
 
-# toy: the width at which a step's host time is all dispatch (the op count does not depend on width)
-SIZES = {"toy": dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), **PRETRAIN_SIZES}
 SIDES = ("today", "static", "static-compiled", "static-graphed")
 
 
@@ -131,7 +130,8 @@ class StaticStep:
     """One optimizer step of the sync-free, static-shape path: `PretrainModule.training_step` (fixed-width
     positions gathered by index, losses kept on the device), backward, for-each clipping, the fused
     capturable AdamW, the schedule. With `compile`, forward + loss (+ backward) is one fullgraph graph
-    and clipping + the optimizer step another; `mode` is torch.compile's (reduce-overhead: CUDA graphs)."""
+    and clipping + the optimizer step are compiled too (torch.optim breaks that graph on purpose around its
+    no-grad switch); `mode` is torch.compile's (reduce-overhead: CUDA graphs)."""
 
     def __init__(self, module, optimizer, scheduler, clip: float = 1.0, compile: bool = False,
                  mode: str | None = None):
@@ -140,14 +140,17 @@ class StaticStep:
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
         self.parameters = [p for p in module.parameters() if p.requires_grad]
 
+        step = type(optimizer).step  # not the instance's, which the schedule wraps (a wrapper the compiler skips)
+
         def update() -> None:
             clip_gradients(self.parameters, clip)
-            optimizer.step()
+            step(optimizer)
 
         self.update = update
         if compile:
             module.compile_losses(mode)
-            self.update = torch.compile(update, fullgraph=True, mode=mode)
+            # not fullgraph: torch.optim's step breaks the graph on purpose around its no-grad switch
+            self.update = torch.compile(update, mode=mode)
 
     def __call__(self, batch: dict) -> torch.Tensor:
         self.module.on_train_batch_start(batch, 0)
@@ -172,3 +175,129 @@ def batches(cfg, vocab: list[str], shards, steps: int, max_predictions: int | No
     data = MicroBatches(shards, range(steps), rank=0, world_size=1, batching=batching, masking=masking,
                         tokens=MaskTokens.from_vocab(vocab))
     return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in data.batch(m).items()} for m in range(steps)]
+
+
+# ------------------------------------------------------------------------------------------- measuring
+
+def profiled_ops(step, batch: dict) -> tuple[int, int]:
+    """(ATen operators, syncs) of one call of `step(batch)`, from the profiler: the ATen calls not nested in
+    another ATen call, what a dispatch mode sees (counted so for every side, compiled or not: under a
+    TorchDispatchMode the compiler falls back to eager). A kernel's own calls inside it (a CPU kernel
+    reading a CPU number) are neither ops nor syncs here."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step(batch)
+    ops = syncs = 0
+    for event in prof.events():
+        if not event.name.startswith("aten::"):
+            continue
+        parent = event.cpu_parent
+        while parent is not None and not parent.name.startswith("aten::"):
+            parent = parent.cpu_parent
+        if parent is None:
+            ops += 1
+            syncs += event.name.removeprefix("aten::") in SYNC_OPS
+    return ops, syncs
+
+
+def host_us(step, batches: list[dict], device: torch.device) -> float:
+    """Median host microseconds per step over `batches` (the device synchronised once after each step:
+    on a CPU the whole step, on a GPU the time to issue it plus what it waits for)."""
+    from benchmarks.common import sync
+
+    times = []
+    for batch in batches:
+        start = time.perf_counter()
+        step(batch)
+        sync(device)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return 1e6 * times[len(times) // 2]
+
+
+def build_sides(cfg, vocab, device: torch.device, total: int, sides: list[str]) -> dict:
+    """side name -> step(batch); every side's model starts from the same weights (seed 0)."""
+    p = cfg.pretrain
+    out = {}
+    for name in sides:
+        module, optimizer, scheduler = build_module(cfg, vocab, device, total)
+        if name == "today":
+            optimizer, scheduler = today_optimizer(module, p.lr, p.weight_decay, p.warmup_ratio, total)
+            history: list[float] = []
+            out[name] = (lambda m, o, s, h: lambda batch: today_step(m, o, s, batch, h))(module, optimizer, scheduler,
+                                                                                        history)
+        else:
+            out[name] = StaticStep(module, optimizer, scheduler, compile=name != "static",
+                                   mode="reduce-overhead" if name == "static-graphed" else None)
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    from benchmarks.common import add_shared_arguments
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="toy")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--max-predictions", type=int, default=32, help="the static sides' predicted positions "
+                        "per row (32 keeps a 15% draw on rows of 128)")
+    parser.add_argument("--rounds", type=int, default=10, help="timed steps per side")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per side first (compiling)")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, help="default: all the device runs")
+    parser.add_argument("--masking", choices=["wwm", "wordpiece"], default="wwm")
+    parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
+    parser.add_argument("--max-words", type=int, default=30_000, help="PubMed words to tokenize")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
+    add_shared_arguments(parser, cache="shard cache")
+    return parser
+
+
+def run(args: argparse.Namespace) -> dict:
+    from benchmarks.common import machine, start_run
+    from benchmarks.pretrain_throughput import prepare
+    from datamodules.pretrain.vocab import read_vocab
+
+    device = start_run(args)
+    cfg, vocab_path, shards = prepare(args)
+    vocab = read_vocab(vocab_path)
+    sides = args.sides or [s for s in SIDES if s != "static-graphed" or device.type == "cuda"]
+    total = args.warmup + args.rounds + 1
+    # the same masks for every side (seed 0); today's reads `labels`, the static sides the fixed slots
+    data = batches(cfg, vocab, shards, total, args.max_predictions, device)
+    steps = build_sides(cfg, vocab, device, total, sides)
+    out = {"device": machine(), "size": args.size, **SIZES[args.size], "batch_size": args.batch_size,
+           "seq_len": args.seq_len, "max_predictions": args.max_predictions, "sides": sides}
+    for name, step in steps.items():
+        for batch in data[:args.warmup]:
+            step(batch)
+        ops, syncs = profiled_ops(step, data[args.warmup])
+        out[name] = {"ops": ops, "syncs": syncs, "host_us": host_us(step, data[args.warmup + 1:], device)}
+    if "today" in out:
+        out["ratios"] = {name: {"ops": out[name]["ops"] / out["today"]["ops"],
+                                "host_us": out[name]["host_us"] / out["today"]["host_us"]}
+                         for name in sides if name != "today"}
+    return out
+
+
+def report(out: dict) -> str:
+    lines = [f"machine: {out['device']}",
+             f"one MLM pretraining step, {out['size']} ({out['num_layers']} layers, {out['hidden_size']} wide), "
+             f"batch {out['batch_size']} x {out['seq_len']}, static sides {out['max_predictions']} predictions a row:",
+             f"  {'':<17}{'ATen ops':>9}{'syncs':>7}{'host us':>10}{'ops / today':>13}{'us / today':>12}"]
+    for name in out["sides"]:
+        x, r = out[name], out.get("ratios", {}).get(name)
+        ratio = f"{r['ops']:>13.2f}{r['host_us']:>12.2f}" if r else ""
+        lines.append(f"  {name:<17}{x['ops']:>9}{x['syncs']:>7}{x['host_us']:>10.0f}{ratio}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.common import benchmark_main
+
+    return benchmark_main(parser, run, report, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

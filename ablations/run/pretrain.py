@@ -103,8 +103,8 @@ def check_config(cfg: DictConfig) -> None:
     OPTIMIZERS.get(p.optimizer)
     if p.max_predictions is not None and p.max_predictions > p.seq_len:
         raise ConfigError(f"pretrain.max_predictions={p.max_predictions} is more than the {p.seq_len} positions of "
-                          f"a row (pretrain.seq_len); set it to at most {p.seq_len}, e.g. BERT's "
-                          f"{-(-p.seq_len * 5 // 32)} for rows of {p.seq_len}, or null")
+                          f"a row (pretrain.seq_len); set it to at most {p.seq_len} (a quarter of the row, "
+                          f"{p.seq_len // 4}, keeps a 15% masking rate), or null")
     # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
     if p.objective == "electra":
         if p.nsp:
