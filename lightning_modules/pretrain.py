@@ -216,8 +216,10 @@ class PretrainModule(pl.LightningModule):
             host["train/tokens_per_s"] = self._tokens_per_s
         self._steps.append((self.trainer.global_step - 1, self._last, host))
         if len(self._steps) >= self.log_every:
-            shown = self.read_back()
-            self.log_dict(shown, prog_bar=True, logger=False)  # the progress bar's figures, host floats
+            # the progress bar's figures, as CPU tensors: Lightning would put a float on the device, and the
+            # bar reads its values back at every step
+            shown = {name: torch.tensor(value) for name, value in self.read_back().items()}
+            self.log_dict(shown, prog_bar=True, logger=False)
 
     def on_train_epoch_end(self) -> None:  # before the checkpoint of the epoch's end is written
         self.read_back()
