@@ -120,7 +120,7 @@ class FinetuneConfig:
 
 
 @decides(finetune="accelerator devices num_nodes strategy", both="precision",
-         none="num_workers progress_bar log_every_n_steps compile")
+         none="num_workers progress_bar log_every_n_steps compile compile_mode")
 @dataclass
 class TrainerConfig:
     accelerator: str = "auto"
@@ -132,6 +132,8 @@ class TrainerConfig:
     progress_bar: bool = True
     log_every_n_steps: int = bounded(10, ge=1)  # every step's loss is logged; stored this many steps at a time
     compile: bool = False  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
+    # pretraining with compile: torch.compile's mode; reduce-overhead replays the step as CUDA graphs
+    compile_mode: str = "default"
 
 
 @decides(both="alpha sigma epsilon step_size steps")  # under finetune.alum and pretrain.alum: their runs

@@ -108,6 +108,7 @@ class PretrainModule(pl.LightningModule):
         self._tick: float | None = None
         self._tokens_per_s: float | None = None
         self._stepped = 0
+        self._graphed = False  # the losses run as a captured CUDA graph, whose outputs the next replay overwrites
 
     def encoders(self) -> list[nn.Module]:
         """The transformer stacks: the MLM model's encoder, or ELECTRA's generator and discriminator
@@ -122,6 +123,7 @@ class PretrainModule(pl.LightningModule):
         that cannot be in one graph, so with ALUM the compiler may split it. `mode="reduce-overhead"`: CUDA
         graphs. Parameter names, checkpoints and exports stay those of the eager model."""
         self.step_losses = torch.compile(self.losses, fullgraph=self.alum is None, mode=mode)
+        self._graphed = mode == "reduce-overhead"
 
     @property
     def history_name(self) -> str:
@@ -198,8 +200,12 @@ class PretrainModule(pl.LightningModule):
         return self.electra_losses(batch) if self.electra else self.mlm_losses(batch)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        if self._graphed:
+            torch.compiler.cudagraph_mark_step_begin()
         losses = self.step_losses({key: batch[key] for key in STEP_INPUTS})
-        self._last = {name: value.detach() for name, value in losses.items()}
+        # kept until read back: a captured graph's outputs are copied before its next replay
+        self._last = {name: value.detach().clone() if self._graphed else value.detach()
+                      for name, value in losses.items()}
         self._unread.append(self._last[self.history_name])
         return losses["loss"]
 

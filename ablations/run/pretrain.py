@@ -101,6 +101,9 @@ def check_config(cfg: DictConfig) -> None:
     MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
     ObjectiveSpec.from_config(p)  # an unknown objective: UnknownNameError listing the known ones
     OPTIMIZERS.get(p.optimizer)
+    if cfg.trainer.compile_mode not in COMPILE_MODES:
+        raise ConfigError(f"trainer.compile_mode={cfg.trainer.compile_mode!r}: expected one of "
+                          f"{', '.join(COMPILE_MODES)}")
     if p.max_predictions is not None and p.max_predictions > p.seq_len:
         raise ConfigError(f"pretrain.max_predictions={p.max_predictions} is more than the {p.seq_len} positions of "
                           f"a row (pretrain.seq_len); set it to at most {p.seq_len} (a quarter of the row, "
@@ -196,6 +199,8 @@ def dry_run(cfg: DictConfig) -> list[str]:
                           vocab_path=vocab_path, lowercase=settings["lowercase"], shards_meta=meta).lines()
 
 
+# torch.compile's modes (reduce-overhead: CUDA graphs); `trainer.compile_mode`
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # keys added after runs were stored: left out while unset, so those runs keep their fingerprints
 UNSET_LEAVES_OUT = ("pretrain.max_predictions",)
 
@@ -341,7 +346,7 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
                             alum=alum, seed=cfg.seed, log_every=cfg.trainer.log_every_n_steps)
     if cfg.trainer.compile:  # the whole forward + loss + backward; one static shape with pretrain.max_predictions
         use_compile_cache(compile_cache_dir(inputs.work_dir))
-        module.compile_losses()
+        module.compile_losses(None if cfg.trainer.compile_mode == "default" else cfg.trainer.compile_mode)
     return module
 
 

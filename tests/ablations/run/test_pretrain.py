@@ -233,3 +233,7 @@ def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path
     with pytest.raises(ConfigError, match=r"pretrain.max_predictions=200 is more than the 64 positions of a row "
                                           r"\(pretrain.seq_len\); set it to at most 64"):
         check_config(build_config("micro", ["pretrain.max_predictions=200"], task="pretrain"))
+    with pytest.raises(ConfigError, match="trainer.compile_mode='graphs': expected one of default, reduce-overhead"):
+        check_config(build_config("micro", ["trainer.compile_mode=graphs"], task="pretrain"))
+    assert fingerprint(build_config("micro", ["trainer.compile_mode=reduce-overhead"], task="pretrain")) == \
+        fingerprint(unset)  # how the step is compiled changes no number
