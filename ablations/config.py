@@ -125,7 +125,7 @@ class FinetuneConfig:
 
 
 @decides(finetune="accelerator devices num_nodes strategy", both="precision",
-         none="num_workers progress_bar log_every_n_steps compile")
+         none="num_workers progress_bar log_every_n_steps compile compile_mode")
 @dataclass
 class TrainerConfig:
     accelerator: str = "auto"
@@ -137,6 +137,8 @@ class TrainerConfig:
     progress_bar: bool = True
     log_every_n_steps: int = bounded(10, ge=1)  # every step's loss is logged; stored this many steps at a time
     compile: bool = False  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
+    # pretraining with compile: torch.compile's mode; reduce-overhead replays the step as CUDA graphs
+    compile_mode: str = "default"
 
 
 @decides(both="alpha sigma epsilon step_size steps")  # under finetune.alum and pretrain.alum: their runs
@@ -153,7 +155,7 @@ class AlumConfig:
 @decides(pretrain="corpus max_words min_words dedup exclude_eval_pmids vocab lowercase seq_len objective nsp "
                   "masking mask_rate mask_schedule adversarial alum init optimizer lr weight_decay "
                   "warmup_ratio batch_size accumulate max_steps checkpoint_every grad_clip embedding_size "
-                  "share_layers generator_size discriminator_weight")
+                  "share_layers generator_size discriminator_weight max_predictions")
 @dataclass
 class PretrainConfig:
     """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
@@ -188,6 +190,11 @@ class PretrainConfig:
     # and Bio-ELECTRA's 1/4), and the weight of replaced-token detection vs the generator's MLM loss (50)
     generator_size: float = bounded(0.25, gt=0, le=1)
     discriminator_weight: float = bounded(50.0, ge=0)
+    # Predicted positions per row (BERT's max_predictions_per_seq): a fixed number, so the training step
+    # has one static shape; a row whose draw selects more keeps this many. 32 keeps 99.99% of a 15% draw
+    # on rows of 128 (whole words or pieces; BERT's 20 loses 2-4%), 48 of a 25% one. null: as many as
+    # drawn (the width then changes from batch to batch). Part of the run's identity only when set.
+    max_predictions: Optional[int] = bounded(None, ge=1)
 
 
 @decides(none="partition account qos time gpus_per_run cpus_per_run mem_gb nodes gpus_per_node "

@@ -15,6 +15,12 @@ reason, and one that runs past twice its budget (or past the session's end) is c
 - **launch_overhead**: what one tiny kernel launch costs the host, issued one by one and replayed as a
   CUDA graph: the floor under a step of many small kernels (a step that takes launches x this is
   launch-bound, whatever the matmul peak);
+- **step_ab**: today's pretraining step against the sync-free, static-shape one (benchmarks.step_overhead)
+  at the size's width, 64 rows then 256 of 128 tokens, eager, compiled and graphed (CUDA graphs): ATen
+  ops, syncs and wall time per step, tokens/s. The headline: how much of a step the host was, and what
+  compiling and capturing the whole step win at each batch;
+- **profile_step**: one sync-free step at 256 rows (compiled where step_ab's compiled side ran) under
+  torch.profiler: the device's busy time against the step's wall time, kernels launched;
 - **preflight** at micro size, every code path a GPU takes before the expensive sections use it:
   `preflight_pretrain` (the MLM step: bf16 autocast, fused AdamW, SDPA, ours and hf-strong eager and
   compiled), `preflight_finetune` (BC5-chem, ours and the HF Trainer, eager and compiled) and
@@ -85,6 +91,8 @@ SECTIONS = [
     Section("install", 45, "Wheelhouse install"),
     Section("environment", 20, "Environment"),
     Section("launch_overhead", 5, "Kernel launch overhead"),
+    Section("step_ab", 240, "Pretraining step A/B: today's vs sync-free, 64 and 256 rows, eager/compiled/graphed"),
+    Section("profile_step", 40, "One sync-free pretraining step at 256 rows under the profiler"),
     Section("preflight_pretrain", 50, "Preflight: MLM step, micro, eager and compiled"),
     Section("preflight_finetune", 80, "Preflight: fine-tuning step, micro, eager and compiled"),
     Section("preflight_smoke", 30, "Preflight: pretrain -> export -> fine-tune through Lightning, micro"),
@@ -104,12 +112,12 @@ TOY_PRETRAIN = ["--max-words", "20000", "--rounds", "1", "--warmup", "1", "--pea
 TOY_FINETUNE = ["--batch-size", "8", "--max-length", "32", "--max-train-examples", "16", "--rounds", "1",
                 "--warmup", "1", "--steps-per-round", "1", "--peak-size", "128", "--peak-seconds", "0.1"]
 SIZES = {
-    "base": dict(preflight_pretrain_args=MICRO_PRETRAIN, preflight_finetune_args=MICRO_FINETUNE, smoke_steps=30,
+    "base": dict(step_rows=(64, 256), step_args=["--rounds", "10", "--warmup", "3"],preflight_pretrain_args=MICRO_PRETRAIN, preflight_finetune_args=MICRO_FINETUNE, smoke_steps=30,
                  throughput_size="base", pretrain=(128, 64), pretrain_args=["--rounds", "20"],
                  finetune_args=["--rounds", "8", "--warmup", "1"], runs_profile="mini", runs=8,
                  runs_overrides=["finetune.epochs=1", "finetune.max_train_examples=2000",
                                  "finetune.max_eval_examples=500"]),
-    "micro": dict(preflight_pretrain_args=TOY_PRETRAIN, preflight_finetune_args=TOY_FINETUNE, smoke_steps=10,
+    "micro": dict(step_rows=(8, 16), step_args=["--rounds", "2", "--warmup", "1", "--max-words", "20000"],preflight_pretrain_args=TOY_PRETRAIN, preflight_finetune_args=TOY_FINETUNE, smoke_steps=10,
                   throughput_size="micro", pretrain=(64, 8), pretrain_args=TOY_PRETRAIN,
                   finetune_args=TOY_FINETUNE, runs_profile="micro", runs=2,
                   runs_overrides=["finetune.max_train_examples=16", "finetune.max_eval_examples=16"]),
@@ -331,6 +339,61 @@ def profile_pretrain_section(args: argparse.Namespace, size: str, seq_batch: tup
     return out
 
 
+def step_ab_section(args: argparse.Namespace, size: dict, compile: bool, out: dict) -> dict:
+    """benchmarks.step_overhead at the size's width, at each of its row counts (64 then 256 at base): a
+    cut-off keeps the counts it finished (`out`)."""
+    from benchmarks import step_overhead
+
+    sides = ["today", "static", *(["static-compiled"] if compile else []),
+             *(["static-graphed"] if compile and args.device.startswith("cuda") else [])]
+    for rows in size["step_rows"]:
+        argv = ["--device", args.device, "--size", size["throughput_size"], "--batch-size", str(rows),
+                "--sides", *sides, "--work-dir", str(args.work_dir), "--data-dir", str(args.data_dir),
+                *size["step_args"]]
+        result = step_overhead.run(step_overhead.parser().parse_args(argv))
+        print(step_overhead.report(result), flush=True)
+        out[str(rows)] = result
+    return dict(out)
+
+
+def profile_step_section(args: argparse.Namespace, size: dict, compiled: bool) -> dict:
+    """One sync-free step at the size's largest row count under torch.profiler, after two untimed ones."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks import step_overhead
+    from datamodules.pretrain.vocab import read_vocab
+
+    rows = size["step_rows"][-1]
+    bench = step_overhead.parser().parse_args(["--device", args.device, "--size", size["throughput_size"],
+                                               "--batch-size", str(rows), "--work-dir", str(args.work_dir),
+                                               "--data-dir", str(args.data_dir), *size["step_args"]])
+    device = step_overhead.start_run(bench)
+    cfg, vocab_path, shards = pretrain_throughput.prepare(bench)
+    vocab = read_vocab(vocab_path)
+    side = "static-compiled" if compiled else "static"
+    step = step_overhead.build_sides(cfg, vocab, device, 4, [side])[side]
+    data = step_overhead.batches(cfg, vocab, shards, 3, bench.max_predictions, device)
+    for batch in data[:2]:
+        step(batch)
+    sync(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        step(data[2])
+        sync(device)
+        wall = time.perf_counter() - start
+    on_device = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    busy_us = sum(e.device_time for e in on_device)
+    top = sorted(prof.key_averages(), key=lambda e: e.self_device_time_total, reverse=True)[:12]
+    out = {"side": side, "batch_size": rows, "step_wall_s": wall, "device_busy_s": busy_us / 1e6,
+           "device_busy_fraction": busy_us / 1e6 / wall, "device_ops": len(on_device),
+           "top_device_ops": [{"name": e.key, "self_device_ms": e.self_device_time_total / 1e3, "count": e.count}
+                              for e in top if e.self_device_time_total > 0]}
+    print(f"{side}, {rows} rows: one step {1e3 * wall:.1f} ms, device busy {1e3 * out['device_busy_s']:.1f} ms, "
+          f"{len(on_device)} device ops", flush=True)
+    return out
+
+
 def _pip_list() -> dict[str, str]:
     """Every installed distribution and its version (the image's, plus the wheelhouse's)."""
     return {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()}
@@ -459,6 +522,16 @@ def _section_lines(name: str, r: dict) -> list[str]:
         graph = f"; replayed in a CUDA graph {r['graph_us']:.2f} us" if "graph_us" in r else ""
         return [f"- one one-element kernel, {r['launches']} launches: issued {r['issue_us']:.1f} us each, "
                 f"{r['drained_us']:.1f} us each until the device finished{graph}"]
+    if name == "step_ab":
+        from benchmarks import step_overhead
+
+        return [line for rows in r.values() if isinstance(rows, dict) and "sides" in rows
+                for line in ["```", *step_overhead.report(rows).splitlines(), "```"]]
+    if name == "profile_step":
+        return [f"- {r['side']}, batch {r['batch_size']} x 128: one step {1e3 * r['step_wall_s']:.1f} ms, the device "
+                f"busy {1e3 * r['device_busy_s']:.1f} ms of it ({100 * r['device_busy_fraction']:.0f}%) over "
+                f"{r['device_ops']} kernels and copies",
+                *[f"  - `{o['name'][:80]}` {o['self_device_ms']:.2f} ms x {o['count']}" for o in r["top_device_ops"]]]
     if name == "profile_pretrain":
         lines = [f"- ours, eager, {r['precision']}, batch {r['batch_size']} x {r['seq_len']}: one step "
                  f"{1e3 * r['step_wall_s']:.1f} ms, the device busy {1e3 * r['device_busy_s']:.1f} ms of it "
@@ -547,6 +620,12 @@ def main(argv: list[str] | None = None) -> int:
         session.record("install", {"status": "skipped", "reason": args.install_reason})
     session.run("environment", lambda: environment_section(args))
     session.run("launch_overhead", lambda: launch_overhead_section(args))
+    # first, the step's headline figures (each side fails alone; a cut-off keeps the row counts done)
+    step_progress: dict = {}
+    step_ab = session.run("step_ab", lambda: step_ab_section(args, size, compile, step_progress), partial=step_progress)
+    step_compiled = compile and step_ab is not None and all(
+        "ops" in r.get("static-compiled", {}) for r in step_progress.values())
+    session.run("profile_step", lambda: profile_step_section(args, size, step_compiled))
     pre_pretrain = session.run("preflight_pretrain",
                                lambda: pretrain_run(args, "micro", (64, 8), size["preflight_pretrain_args"], compile))
     pre_finetune = session.run("preflight_finetune",

@@ -10,7 +10,8 @@ sequences of 128 tokens (the same rows of the same shards, in the same order), s
 linear warm-up/decay, gradient clipping at 1.0:
 
 - **ours**: `MicroBatches` (memory-mapped shards, masking as tensor ops, whole-word masking by default)
-  -> `PretrainModule.training_step` (SDPA attention, the MLM output layer only at the masked positions)
+  -> `PretrainModule.training_step` (SDPA attention, the MLM output layer only at the masked positions,
+  gathered by index; `--max-predictions` fixes their number per row, one static shape)
   under bf16 autocast (`--precision auto`: where the device computes bf16 natively, else fp32) -> backward ->
   gradient clipping, AdamW (`lightning_modules.optim`: fused where supported), schedule step: what
   Lightning's loop does with `precision=bf16-mixed` (autocast without its weight cache, as Lightning's),
@@ -59,8 +60,10 @@ from datamodules.pretrain.masking import MASKING_MODES
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
-# micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing
-SIZES = {"micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256),
+# micro: the CI plumbing size (seconds on a CPU); its numbers mean nothing. toy: the width at which a
+# step's time is all host dispatch (benchmarks.step_overhead)
+SIZES = {"toy": dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
+         "micro": dict(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256),
          "mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
          "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072)}
 
@@ -82,11 +85,11 @@ def prepare(args: argparse.Namespace):
 
 
 def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: str, total_steps: int,
-               compile: bool = False):
+               compile: bool = False, max_predictions: int | None = None):
     from datamodules.pretrain.data import BatchingSpec, MicroBatches
     from datamodules.pretrain.masking import MaskingSpec, MaskTokens
     from datamodules.pretrain.vocab import read_vocab
-    from lightning_modules.compiling import compile_in_place
+    from lightning_modules.optim import clip_gradients
     from lightning_modules.pretrain import PretrainModule
     from lightning_modules.pretrain_models import ObjectiveSpec, build_model
 
@@ -98,13 +101,14 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
     module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
     module.train()
-    if compile:  # as `trainer.compile=true` does (ablations.run.pretrain)
-        compile_in_place(module.encoders(), dynamic=None)
+    if compile:  # as `trainer.compile=true` does (ablations.run.pretrain): forward + loss + backward
+        module.compile_losses()
     opt = module.configure_optimizers()
     optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
     batching = BatchingSpec(p.batch_size, accumulate=1, max_steps=total_steps, checkpoint_every=total_steps, seed=0)
     data = MicroBatches(shards, range(total_steps), rank=0, world_size=1, batching=batching,
-                        masking=MaskingSpec.from_config(p), tokens=MaskTokens.from_vocab(vocab))
+                        masking=MaskingSpec(p.masking, p.mask_rate, p.mask_schedule, max_predictions),
+                        tokens=MaskTokens.from_vocab(vocab))
     batches = iter(data)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     tokens: list[int] = []
@@ -115,13 +119,12 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
         with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32, cache_enabled=False):
             loss = module.training_step(batch, 0)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        clip_gradients(module.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        n = int(batch["attention_mask"].sum())
-        tokens.append(n)
-        return float(n)
+        tokens.append(batch["tokens"])  # counted by the loader: nothing read back from the device
+        return float(batch["tokens"])
 
     return step, data.plan, model.config, tokens
 
@@ -202,6 +205,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--strong-precision", choices=["auto", "bf16", "fp32"], default="auto",
                         help="hf-strong's autocast dtype (auto: as --precision)")
     parser.add_argument("--masking", choices=list(MASKING_MODES), default="wwm", help="ours")
+    parser.add_argument("--max-predictions", type=int, help="ours: predicted positions per row "
+                        "(pretrain.max_predictions; default: as drawn)")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and hf-strong torch.compile'd (sides ours-compiled, hf-strong-compiled)")
     parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
@@ -218,12 +223,14 @@ def run(args: argparse.Namespace) -> dict:
     precision, strong_precision = (resolve_precision(p, device) for p in (args.precision, args.strong_precision))
     cfg, vocab_path, shards = prepare(args)
     total = args.warmup + args.rounds + 1
-    ours, plan, config, our_tokens = build_ours(cfg, vocab_path, shards, device, precision, total)
+    ours, plan, config, our_tokens = build_ours(cfg, vocab_path, shards, device, precision, total,
+                                                max_predictions=args.max_predictions)
     sides = {"ours": ours}
     setups = {"ours": {"dtype": precision, "compiled": False}}
     names = side_names(args.compile)
     if args.compile:
-        sides["ours-compiled"], *_ = build_ours(cfg, vocab_path, shards, device, precision, total, compile=True)
+        sides["ours-compiled"], *_ = build_ours(cfg, vocab_path, shards, device, precision, total, compile=True,
+                                                max_predictions=args.max_predictions)
         setups["ours-compiled"] = {"dtype": precision, "compiled": True}
     for name in names:
         if name.startswith("hf-"):

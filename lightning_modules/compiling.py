@@ -1,4 +1,6 @@
-"""`trainer.compile=true`: torch.compile the transformer encoders of a model, in place.
+"""`trainer.compile=true`: torch.compile the transformer encoders of a model, in place (fine-tuning).
+Pretraining compiles its whole forward + loss instead (`PretrainModule.compile_losses`), reading the same
+cache (`use_compile_cache`).
 
 In place (`nn.Module.compile`), so parameter names, checkpoints and exports stay exactly those of the eager
 model and a run can resume compiled from an eager checkpoint or the reverse. Only the encoder stack is
@@ -19,9 +21,14 @@ from pathlib import Path
 from torch import nn
 
 
+def use_compile_cache(cache_dir: Path) -> None:
+    """The inductor cache under the work directory, unless TORCHINDUCTOR_CACHE_DIR is already set."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
+
+
 def compile_in_place(modules: list[nn.Module], dynamic: bool | None, cache_dir: Path | None = None) -> None:
     if cache_dir is not None:
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
+        use_compile_cache(cache_dir)
     for module in modules:
         module.compile(dynamic=dynamic)
 

@@ -3,7 +3,12 @@ weight decay on biases and LayerNorm weights, the paper's "slanted triangular" s
 over the first `warmup_ratio` of steps from zero to the peak rate, then linear decay to zero).
 
 `adamw_with_linear_warmup` and `lamb_with_linear_warmup` take the same arguments and return what
-Lightning's `configure_optimizers` returns, so a caller picks one by name."""
+Lightning's `configure_optimizers` returns, so a caller picks one by name.
+
+Nothing here reads a number back from the device: AdamW is the fused, capturable kernel with the learning
+rate as a tensor (the schedule writes into it, so a captured CUDA graph sees each step's rate), LAMB works
+on all tensors of a group at once with its trust ratios computed on the device, and `clip_gradients` is one
+for-each pass."""
 
 from __future__ import annotations
 
@@ -41,9 +46,23 @@ def _with_linear_warmup(optimizer: torch.optim.Optimizer, warmup_ratio: float, t
 
 def adamw_with_linear_warmup(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float,
                              total_steps: int) -> dict:
-    optimizer = torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr,
-                                  fused=True if fused_supported(model) else None)
-    return _with_linear_warmup(optimizer, warmup_ratio, total_steps)
+    return _with_linear_warmup(adamw(model, lr, weight_decay), warmup_ratio, total_steps)
+
+
+def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW without weight decay on 1-d parameters: the fused kernel, capturable, with the learning rate a
+    tensor on the parameters' device, where the parameters allow it; else for-each."""
+    if not fused_supported(model):
+        return torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr)
+    device = next(p.device for p in model.parameters() if p.requires_grad)
+    return torch.optim.AdamW(parameter_groups(model, weight_decay), lr=torch.tensor(lr, device=device),
+                             fused=True, capturable=True)
+
+
+def clip_gradients(parameters, max_norm: float) -> torch.Tensor:
+    """Scale all gradients so their joint 2-norm is at most `max_norm`, in one for-each pass (the total
+    norm stays on the device; nothing is read back)."""
+    return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm, foreach=True)
 
 
 def lamb_with_linear_warmup(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float,
@@ -66,25 +85,33 @@ class Lamb(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
             beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            for p in params:
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
                     state["m"] = torch.zeros_like(p)
                     state["v"] = torch.zeros_like(p)
-                state["step"] += 1
-                m, v = state["m"], state["v"]
-                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                m_hat = m / (1 - beta1 ** state["step"])
-                v_hat = v / (1 - beta2 ** state["step"])
-                update = m_hat / (v_hat.sqrt() + group["eps"])
-                if group["weight_decay"]:
-                    update = update.add(p, alpha=group["weight_decay"])
-                w_norm, u_norm = p.norm(), update.norm()
-                trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-                p.add_(update, alpha=-group["lr"] * float(trust))
+                state["step"] += 1  # a host count: the bias corrections are host numbers
+            states = [self.state[p] for p in params]
+            grads, m, v = [p.grad for p in params], [s["m"] for s in states], [s["v"] for s in states]
+            torch._foreach_mul_(m, beta1)
+            torch._foreach_add_(m, grads, alpha=1 - beta1)
+            torch._foreach_mul_(v, beta2)
+            torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+            m_hat = torch._foreach_div(m, [1 - beta1 ** s["step"] for s in states])
+            v_hat = torch._foreach_div(v, [1 - beta2 ** s["step"] for s in states])
+            denominator = torch._foreach_sqrt(v_hat)
+            torch._foreach_add_(denominator, group["eps"])
+            updates = torch._foreach_div(m_hat, denominator)
+            if group["weight_decay"]:
+                torch._foreach_add_(updates, params, alpha=group["weight_decay"])
+            # the trust ratios of all tensors at once, on the device
+            w_norm, u_norm = torch.stack(torch._foreach_norm(params)), torch.stack(torch._foreach_norm(updates))
+            trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+            torch._foreach_mul_(updates, list((trust * -group["lr"]).unbind()))
+            torch._foreach_add_(params, updates)
         return loss

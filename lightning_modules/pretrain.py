@@ -6,11 +6,19 @@ The training step reads top to bottom. BERT/ALBERT: encoder -> MLM head on the *
 would be thrown away by the loss) -> cross-entropy, + pair loss (NSP/SOP), + ALUM's adversarial term.
 ELECTRA: generator MLM loss at the masked positions -> sample replacements (no gradient) -> discriminator
 -> binary cross-entropy over the non-padding tokens; loss = MLM + `discriminator_weight` x RTD.
+
+The step never waits for the device: the masked positions come from the loader as indices
+(`mlm_positions`, padded with label -100: datamodules/pretrain/masking.prediction_slots) and are gathered,
+the losses stay on the device and are read back `log_every` optimizer steps at a time (one transfer for
+all of them), and the token count and masking rate are host numbers the loader computed. With a fixed
+`pretrain.max_predictions` every tensor of the step has one shape, so `compile_losses` makes the whole
+forward, loss and backward one graph (and on CUDA, with `mode="reduce-overhead"`, one captured graph).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import pytorch_lightning as pl
 import torch
@@ -22,7 +30,7 @@ from bioablate_core.errors import ConfigError
 from bioablate_core.seeding import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.choice_names import OPTIMIZERS
-from lightning_modules.optim import adamw_with_linear_warmup, lamb_with_linear_warmup
+from lightning_modules.optim import adamw_with_linear_warmup, clip_gradients, lamb_with_linear_warmup
 from lightning_modules.pretrain_models import Electra, ObjectiveSpec
 
 # `pretrain.optimizer` -> factory(model, lr, weight_decay, warmup_ratio, total_steps) returning what
@@ -48,10 +56,34 @@ class Parts:
 
 # ------------------------------------------------------------------------------------------- module
 
+# the batch entries the step reads: tensors only (a Python number in a compiled function's inputs would
+# be a constant the compiler specialises on, one graph per value)
+STEP_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "mlm_positions", "mlm_labels", "pair_labels")
+
+
+def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """[B, L, H] states at [B, P] positions -> [B * P, H], row by row (the order boolean indexing gives)."""
+    index = positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1])
+    return torch.gather(hidden, 1, index).flatten(0, 1)
+
+
+def attention_mask_4d(attention_mask: torch.Tensor) -> torch.Tensor:
+    """[B, L] 1/0 -> the [B, 1, L, L] boolean mask (True: attend) transformers would build for SDPA. Given
+    ready, transformers uses it as it is; given the [B, L] mask, it first asks whether any token is padding
+    (`mask.all()`, a read back from the device on every forward pass)."""
+    length = attention_mask.shape[1]
+    return attention_mask.bool()[:, None, None, :].expand(-1, 1, length, -1)
+
+
+def masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The mean of `values` where `weights` is 1 (float weights of the same shape), on the device."""
+    return (values * weights).sum() / weights.sum()
+
+
 class PretrainModule(pl.LightningModule):
     def __init__(self, model: nn.Module, *, objective: ObjectiveSpec, lr: float, weight_decay: float,
                  warmup_ratio: float, total_steps: int, optimizer: str = "adamw",
-                 alum: Alum | None = None, seed: int = 0):
+                 alum: Alum | None = None, seed: int = 0, log_every: int = 1):
         super().__init__()
         self.optimizer_factory = OPTIMIZERS.get(optimizer)
         self.model = model
@@ -64,16 +96,34 @@ class PretrainModule(pl.LightningModule):
         self.lr, self.weight_decay, self.warmup_ratio = lr, weight_decay, warmup_ratio
         self.total_steps, self.alum, self.seed = total_steps, alum, seed
         self.discriminator_weight = objective.discriminator_weight
-        # the objective's loss per micro-batch (this process): MLM for bert/albert, MLM + w x RTD for electra
+        # forward + loss from the step's input tensors (STEP_INPUTS); `compile_losses` replaces it
+        self.step_losses: Callable[[dict], dict[str, torch.Tensor]] = self.losses
+        # the objective's loss per micro-batch (this process): MLM for bert/albert, MLM + w x RTD for electra;
+        # read from the device `log_every` optimizer steps at a time
         self.history: list[float] = []
+        self.log_every = log_every
+        self._unread: list[torch.Tensor] = []  # the history not yet read back
+        self._steps: list[tuple[int, dict[str, torch.Tensor], dict[str, float]]] = []  # logged points not yet read
+        self._last: dict[str, torch.Tensor] = {}
         self._tick: float | None = None
+        self._tokens_per_s: float | None = None
+        self._stepped = 0
+        self._graphed = False  # the losses run as a captured CUDA graph, whose outputs the next replay overwrites
 
     def encoders(self) -> list[nn.Module]:
-        """The transformer stacks (what `trainer.compile` compiles): the MLM model's encoder, or ELECTRA's
-        generator and discriminator encoders."""
+        """The transformer stacks: the MLM model's encoder, or ELECTRA's generator and discriminator
+        encoders."""
         if self.electra:
             return [self.model.generator.electra, self.model.discriminator.electra]
         return [self.parts.encoder]
+
+    def compile_losses(self, mode: str | None = None) -> None:
+        """torch.compile forward + loss (and so, through AOTAutograd, the backward) as one graph with no
+        break (`fullgraph`); ALUM's inner gradient ascent (autograd.grad inside the step) is the one part
+        that cannot be in one graph, so with ALUM the compiler may split it. `mode="reduce-overhead"`: CUDA
+        graphs. Parameter names, checkpoints and exports stay those of the eager model."""
+        self.step_losses = torch.compile(self.losses, fullgraph=self.alum is None, mode=mode)
+        self._graphed = mode == "reduce-overhead"
 
     @property
     def history_name(self) -> str:
@@ -81,6 +131,7 @@ class PretrainModule(pl.LightningModule):
 
     def on_train_start(self) -> None:  # a resumed fit may start inside an epoch: its first step has a rate too
         self._tick = time.perf_counter()
+        self._stepped = self.trainer.global_step
 
     def on_train_epoch_start(self) -> None:
         self._tick = time.perf_counter()
@@ -93,24 +144,24 @@ class PretrainModule(pl.LightningModule):
 
     # ---- BERT / ALBERT: masked language model (+ NSP/SOP, + ALUM)
 
-    def mlm_logits(self, inputs_embeds: torch.Tensor, batch: dict, selected: torch.Tensor):
-        out = self.parts.encoder(inputs_embeds=inputs_embeds, attention_mask=batch["attention_mask"],
+    def mlm_logits(self, inputs_embeds: torch.Tensor, batch: dict):
+        out = self.parts.encoder(inputs_embeds=inputs_embeds, attention_mask=attention_mask_4d(batch["attention_mask"]),
                                  token_type_ids=batch["token_type_ids"])
-        hidden = out.last_hidden_state
-        return self.parts.mlm_head(hidden[selected]), out
+        return self.parts.mlm_head(gather_positions(out.last_hidden_state, batch["mlm_positions"])), out
 
     def mlm_losses(self, batch: dict) -> dict[str, torch.Tensor]:
-        selected = batch["labels"] != -100
+        labels = batch["mlm_labels"].flatten()
         embeds = self.parts.embeddings(batch["input_ids"])
-        logits, out = self.mlm_logits(embeds, batch, selected)
-        mlm_loss = F.cross_entropy(logits.float(), batch["labels"][selected])
+        logits, out = self.mlm_logits(embeds, batch)
+        mlm_loss = F.cross_entropy(logits.float(), labels, ignore_index=-100)  # the padding slots: -100
         losses = {"loss": mlm_loss, "mlm_loss": mlm_loss}
         if self.pair_loss:
             losses["pair_loss"] = F.cross_entropy(self.parts.pair_head(out.pooler_output).float(),
                                                   batch["pair_labels"])
             losses["loss"] = losses["loss"] + losses["pair_loss"]
         if self.alum is not None:
-            losses["adversarial_loss"] = self.alum(lambda e: self.mlm_logits(e, batch, selected)[0], embeds, logits)
+            losses["adversarial_loss"] = self.alum(lambda e: self.mlm_logits(e, batch)[0], embeds, logits,
+                                                   weights=(labels != -100).float())
             losses["loss"] = losses["loss"] + losses["adversarial_loss"]
         return losses
 
@@ -118,47 +169,92 @@ class PretrainModule(pl.LightningModule):
 
     def electra_losses(self, batch: dict) -> dict[str, torch.Tensor]:
         generator, discriminator = self.model.generator, self.model.discriminator
-        inputs = dict(attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"])
-        selected = batch["labels"] != -100
+        inputs = dict(attention_mask=attention_mask_4d(batch["attention_mask"]), token_type_ids=batch["token_type_ids"])
+        positions, labels = batch["mlm_positions"], batch["mlm_labels"]
         hidden = generator.electra(input_ids=batch["input_ids"], **inputs).last_hidden_state
-        gen_logits = generator.generator_lm_head(generator.generator_predictions(hidden[selected]))
-        gen_loss = F.cross_entropy(gen_logits.float(), batch["labels"][selected])
+        gen_logits = generator.generator_lm_head(generator.generator_predictions(gather_positions(hidden, positions)))
+        gen_loss = F.cross_entropy(gen_logits.float(), labels.flatten(), ignore_index=-100)
 
         with torch.no_grad():  # sampled from the stream seeded in on_train_batch_start
-            sampled = torch.multinomial(F.softmax(gen_logits.float(), dim=-1), 1).squeeze(-1)
-        original = torch.where(selected, batch["labels"], batch["input_ids"])
-        corrupted = original.masked_scatter(selected, sampled)
+            sampled = torch.multinomial(F.softmax(gen_logits.float(), dim=-1), 1).view_as(positions)
+            valid = labels != -100
+            # [B, L] from the slots: a padding slot (at position 0, never a predicted one) adds nothing, so
+            # a sum puts each predicted position's label and sample in its place
+            at = torch.zeros_like(batch["input_ids"]).scatter_add(1, positions, valid.long())
+            original = torch.where(at > 0, torch.zeros_like(at).scatter_add(1, positions, torch.where(valid, labels, 0)),
+                                   batch["input_ids"])
+            drawn = torch.zeros_like(at).scatter_add(1, positions, torch.where(valid, sampled, 0))
+            corrupted = torch.where(at > 0, drawn, original)
         replaced = (corrupted != original).float()  # a correct sample counts as original, as in ELECTRA
 
         rtd_logits = discriminator(input_ids=corrupted, **inputs).logits.float()
-        real = batch["attention_mask"].bool()
-        rtd_loss = F.binary_cross_entropy_with_logits(rtd_logits[real], replaced[real])
+        real = batch["attention_mask"].float()
+        rtd_loss = masked_mean(F.binary_cross_entropy_with_logits(rtd_logits, replaced, reduction="none"), real)
         with torch.no_grad():
-            rtd_accuracy = ((rtd_logits[real] > 0).float() == replaced[real]).float().mean()
+            rtd_accuracy = masked_mean(((rtd_logits > 0).float() == replaced).float(), real)
         return {"loss": gen_loss + self.discriminator_weight * rtd_loss, "gen_loss": gen_loss,
-                "rtd_loss": rtd_loss, "rtd_accuracy": rtd_accuracy, "replaced_rate": replaced[real].mean()}
+                "rtd_loss": rtd_loss, "rtd_accuracy": rtd_accuracy, "replaced_rate": masked_mean(replaced, real)}
+
+    def losses(self, batch: dict) -> dict[str, torch.Tensor]:
+        """The objective's losses of one micro-batch (the STEP_INPUTS tensors of `batch`)."""
+        return self.electra_losses(batch) if self.electra else self.mlm_losses(batch)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        losses = self.electra_losses(batch) if self.electra else self.mlm_losses(batch)
-        for name, value in losses.items():
-            self.log(f"train/{name}", value, on_step=True, prog_bar=name == "loss")
-        self.log("train/mask_rate", batch["mask_rate"], on_step=True, prog_bar=True)
-        self.history.append(float(losses[self.history_name].detach()))
+        if self._graphed:
+            torch.compiler.cudagraph_mark_step_begin()
+        losses = self.step_losses({key: batch[key] for key in STEP_INPUTS})
+        # kept until read back: a captured graph's outputs are copied before its next replay
+        self._last = {name: value.detach().clone() if self._graphed else value.detach()
+                      for name, value in losses.items()}
+        self._unread.append(self._last[self.history_name])
         return losses["loss"]
 
     def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
         now = time.perf_counter()
         if self._tick is not None:
-            tokens = float(batch["attention_mask"].sum()) * self.trainer.world_size
-            self.log("train/tokens_per_s", tokens / max(now - self._tick, 1e-9), on_step=True, prog_bar=True)
+            self._tokens_per_s = batch["tokens"] * self.trainer.world_size / max(now - self._tick, 1e-9)
         self._tick = now
+        if self.trainer.global_step == self._stepped:  # accumulating: the step's point is its last micro-batch's
+            return
+        self._stepped = self.trainer.global_step
+        host = {"train/mask_rate": batch["mask_rate"]}
+        if self._tokens_per_s is not None:
+            host["train/tokens_per_s"] = self._tokens_per_s
+        self._steps.append((self.trainer.global_step - 1, self._last, host))
+        if len(self._steps) >= self.log_every:
+            # the progress bar's figures, as CPU tensors: Lightning would put a float on the device, and the
+            # bar reads its values back at every step
+            shown = {name: torch.tensor(value) for name, value in self.read_back().items()}
+            self.log_dict(shown, prog_bar=True, logger=False)
+
+    def on_train_epoch_end(self) -> None:  # before the checkpoint of the epoch's end is written
+        self.read_back()
+
+    def on_train_end(self) -> None:
+        self.read_back()
+
+    def read_back(self) -> dict[str, float]:
+        """Read the losses of the steps since the last read back from the device in one transfer, log
+        each step's point, and return the last step's (name -> value)."""
+        names = [(i, name) for i, (_, device, _) in enumerate(self._steps) for name in device]
+        values = torch.stack([*self._unread, *(self._steps[i][1][n] for i, n in names)]).float().tolist() \
+            if self._unread or names else []
+        self.history.extend(values[:len(self._unread)])
+        points = [dict(host) for _, _, host in self._steps]
+        for (i, name), value in zip(names, values[len(self._unread):]):
+            points[i][f"train/{name}"] = value
+        if self.logger is not None:
+            for (step, _, _), point in zip(self._steps, points):
+                self.logger.log_metrics(point, step)
+        self._unread, self._steps = [], []
+        return points[-1] if points else {}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         # Lightning's mixed-precision plugin refuses to clip for an optimizer that unscales gradients in its
         # step (fused AdamW): a GradScaler (fp16) concern. bf16 and fp32 gradients are never scaled, so they
-        # are clipped here directly, as Lightning's plain-precision path would.
+        # are clipped here directly (all gradients in one for-each pass, nothing read back).
         if gradient_clip_val and self.trainer.precision != "16-mixed":
-            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+            clip_gradients(self.parameters(), gradient_clip_val)
         else:
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 

@@ -53,7 +53,7 @@ from datamodules.pretrain.vocab import (
 )
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
-from lightning_modules.compiling import compile_cache_dir, compile_in_place
+from lightning_modules.compiling import compile_cache_dir, use_compile_cache
 from lightning_modules.compute import ComputeCounter
 from lightning_modules.matmul_precision import answerable_matmul_precision
 from lightning_modules.model_checks import check_weights
@@ -102,6 +102,13 @@ def check_config(cfg: DictConfig) -> None:
     MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
     ObjectiveSpec.from_config(p)  # an unknown objective: UnknownNameError listing the known ones
     OPTIMIZERS.get(p.optimizer)
+    if cfg.trainer.compile_mode not in COMPILE_MODES:
+        raise ConfigError(f"trainer.compile_mode={cfg.trainer.compile_mode!r}: expected one of "
+                          f"{', '.join(COMPILE_MODES)}")
+    if p.max_predictions is not None and p.max_predictions > p.seq_len:
+        raise ConfigError(f"pretrain.max_predictions={p.max_predictions} is more than the {p.seq_len} positions of "
+                          f"a row (pretrain.seq_len); set it to at most {p.seq_len} (a quarter of the row, "
+                          f"{p.seq_len // 4}, keeps a 15% masking rate), or null")
     # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
     if p.objective == "electra":
         if p.nsp:
@@ -195,10 +202,17 @@ def dry_run(cfg: DictConfig) -> list[str]:
                           vocab_path=vocab_path, lowercase=settings["lowercase"], shards_meta=meta).lines()
 
 
+# torch.compile's modes (reduce-overhead: CUDA graphs); `trainer.compile_mode`
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# keys added after runs were stored: left out while unset, so those runs keep their fingerprints
+UNSET_LEAVES_OUT = ("pretrain.max_predictions",)
+
+
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
-             and not (k == "pretrain.init" and init_fp != "scratch")}
+             and not (k == "pretrain.init" and init_fp != "scratch")
+             and not (k in UNSET_LEAVES_OUT and v is None)}
     return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
 
 
@@ -333,9 +347,10 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
     alum = Alum(**p.alum) if p.adversarial else None
     module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=p.max_steps, optimizer=p.optimizer,
-                            alum=alum, seed=cfg.seed)
-    if cfg.trainer.compile:  # packed sequences: one static shape
-        compile_in_place(module.encoders(), dynamic=None, cache_dir=compile_cache_dir(inputs.work_dir))
+                            alum=alum, seed=cfg.seed, log_every=cfg.trainer.log_every_n_steps)
+    if cfg.trainer.compile:  # the whole forward + loss + backward; one static shape with pretrain.max_predictions
+        use_compile_cache(compile_cache_dir(inputs.work_dir))
+        module.compile_losses(None if cfg.trainer.compile_mode == "default" else cfg.trainer.compile_mode)
     return module
 
 
@@ -364,7 +379,8 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
                    *([StepProgressBar()] if cfg.trainer.progress_bar else [])],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
-        log_every_n_steps=1, default_root_dir=run.run_dir,  # every step; stored log_every_n_steps at a time
+        # every step's point is logged: read back from the device and stored log_every_n_steps at a time
+        log_every_n_steps=cfg.trainer.log_every_n_steps, default_root_dir=run.run_dir,
         reload_dataloaders_every_n_epochs=1, use_distributed_sampler=False, plugins=[AtomicCheckpointIO()],
     )
     # rank 0 checked it in `run.start` (setting an unreadable one aside); a worker checks it here

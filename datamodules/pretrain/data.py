@@ -4,7 +4,8 @@
 `m` reads global micro-batch ``m * world_size + rank`` of the `BatchPlan`, and its masks come from a
 generator seeded with (seed, that global micro-batch): fresh masks every time a sequence comes round
 again, identical masks in a resumed run. The masking rate follows the schedule on the optimizer-step
-progress. Each batch carries its global micro-batch number (``micro_batch``, a plain int), which seeds
+progress. Besides the [B, L] `labels`, a batch carries the predicted positions as indices (`mlm_positions`,
+`mlm_labels`: masking.prediction_slots), which the training step gathers without reading anything back. Each batch carries its global micro-batch number (``micro_batch``, a plain int), which seeds
 everything random in the training step (dropout, ELECTRA's sampling): a batch's result depends only on
 (seed, micro-batch), never on how many batches this process has seen.
 
@@ -25,7 +26,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from bioablate_core.seeding import batch_seed
-from datamodules.pretrain.masking import MaskingSpec, MaskTokens, mask_batch
+from datamodules.pretrain.masking import MaskingSpec, MaskTokens, mask_batch, prediction_slots
 from datamodules.pretrain.shards import BatchPlan, Shards
 
 
@@ -89,8 +90,12 @@ class MicroBatches(IterableDataset):
         rate = self.masking.rate_at(self.batching.progress(micro_step))
         generator = torch.Generator().manual_seed(batch_seed(self.batching.seed, global_micro, 0))
         inputs, labels = mask_batch(ids, word_start, special, rate, self.masking.mode, self.tokens.mask_id,
-                                    self.tokens.replace_low, len(self.special), generator)
+                                    self.tokens.replace_low, len(self.special), generator,
+                                    self.masking.max_predictions)
+        positions, slot_labels = prediction_slots(labels, self.masking.max_predictions)
         return {"input_ids": inputs, "labels": labels, "attention_mask": attention.long(),
+                "mlm_positions": positions, "mlm_labels": slot_labels,
                 "token_type_ids": torch.from_numpy(np.asarray(self.shards.token_type_ids[rows], dtype=np.int64)),
                 "pair_labels": torch.from_numpy(np.asarray(self.shards.pair_labels[rows], dtype=np.int64)),
-                "mask_rate": torch.tensor(rate), "micro_batch": global_micro}
+                # host numbers, never read back from the device: the masking rate and the real tokens
+                "mask_rate": rate, "tokens": int(lengths.sum()), "micro_batch": global_micro}

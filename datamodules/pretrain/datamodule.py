@@ -29,4 +29,7 @@ class PretrainData(pl.LightningDataModule):
         dataset = MicroBatches(self.shards, self.batching.epoch(trainer.global_step), rank=trainer.global_rank,
                                world_size=trainer.world_size, batching=self.batching, masking=self.masking,
                                tokens=self.tokens)
-        return DataLoader(dataset, batch_size=None, shuffle=False, num_workers=self.num_workers)
+        # masking runs in the loader's workers (`trainer.num_workers`), and on a GPU the batches come in
+        # page-locked memory, so the copy to the device is asynchronous and the step never waits on it
+        return DataLoader(dataset, batch_size=None, shuffle=False, num_workers=self.num_workers,
+                          pin_memory=trainer.strategy.root_device.type == "cuda")

@@ -9,6 +9,12 @@
   10% stay unchanged; labels are the original ids there and -100 elsewhere.
 - `masking_rate`: the configured constant, or the ``ramp`` schedule of the paper (Sec. 2.1.3, after
   ALUM): 5% for the first 20% of training, +5% every further 20%, up to 25%.
+- `prediction_slots`: the selected positions of each row as indices, padded to a width with label -100,
+  so the training step gathers them by index (no boolean indexing, no host sync). With
+  `pretrain.max_predictions` set (BERT's `max_predictions_per_seq`) the width is that fixed number, and a
+  row whose draw selects more keeps the `max_predictions` with the lowest draws (whole words kept or
+  dropped together; the cut comes before the 80/10/10 corruption, so a dropped position stays
+  uncorrupted); unset, the width is the batch's largest count and nothing is dropped.
 
 The three `pretrain.*` keys travel together as one `MaskingSpec` (built by `MaskingSpec.from_config`), the
 vocabulary ids corruption needs as one `MaskTokens` (`MaskTokens.from_vocab`). A new masking mode is one
@@ -80,6 +86,7 @@ class MaskingSpec:
     mode: str = "wwm"
     rate: float = 0.15
     schedule: str = "constant"
+    max_predictions: int | None = None  # `pretrain.max_predictions`: predicted positions per row; None: as drawn
 
     def __post_init__(self) -> None:
         check_masking(self.mode, self.schedule)  # an unknown name: UnknownNameError listing the known
@@ -87,7 +94,7 @@ class MaskingSpec:
     @classmethod
     def from_config(cls, pretrain: Any) -> "MaskingSpec":
         """From the `pretrain` section of a run config (the schema has checked the rate's range)."""
-        return cls(pretrain.masking, pretrain.mask_rate, pretrain.mask_schedule)
+        return cls(pretrain.masking, pretrain.mask_rate, pretrain.mask_schedule, pretrain.max_predictions)
 
     def rate_at(self, progress: float) -> float:
         """The masking rate at `progress` (0 at the first step, 1 at the end) of training."""
@@ -118,10 +125,22 @@ def masking_rate(progress: float, schedule: str = "constant", rate: float = 0.15
 
 
 def select_positions(word_start: torch.Tensor, maskable: torch.Tensor, rate: float, mode: str,
-                     generator: torch.Generator | None = None) -> torch.Tensor:
-    """Boolean [B, L]: the prediction targets. `word_start`/`maskable` are bool [B, L]."""
+                     generator: torch.Generator | None = None, max_predictions: int | None = None) -> torch.Tensor:
+    """Boolean [B, L]: the prediction targets, at most `max_predictions` a row when given.
+    `word_start`/`maskable` are bool [B, L]."""
     draw = MASKING_MODES.get(mode)(word_start, generator)
-    return (draw < rate) & maskable
+    selected = (draw < rate) & maskable
+    return selected if max_predictions is None else _lowest_draws(selected, draw, max_predictions)
+
+
+def _lowest_draws(selected: torch.Tensor, draw: torch.Tensor, limit: int) -> torch.Tensor:
+    """Of each row's selected tokens, those whose draw is below the (limit+1)-th lowest selected draw: at
+    most `limit`, a random subset (the draws are uniform), and the pieces of a word (one shared draw) stay
+    together. A row with at most `limit` selected keeps them all."""
+    if limit >= selected.shape[1]:
+        return selected
+    ranked = torch.where(selected, draw, torch.full_like(draw, 2.0)).sort(dim=1).values
+    return selected & (draw < ranked[:, limit:limit + 1])  # 2.0 (above every draw) where none is cut
 
 
 def corrupt(input_ids: torch.Tensor, selected: torch.Tensor, mask_id: int, replace_low: int,
@@ -142,7 +161,26 @@ def corrupt(input_ids: torch.Tensor, selected: torch.Tensor, mask_id: int, repla
 
 def mask_batch(input_ids: torch.Tensor, word_start: torch.Tensor, special: torch.Tensor, rate: float,
                mode: str, mask_id: int, replace_low: int, replace_high: int,
-               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               generator: torch.Generator | None = None,
+               max_predictions: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Select and corrupt in one call: (masked inputs, labels)."""
-    selected = select_positions(word_start | special, ~special, rate, mode, generator)
+    selected = select_positions(word_start | special, ~special, rate, mode, generator, max_predictions)
     return corrupt(input_ids, selected, mask_id, replace_low, replace_high, generator)
+
+
+def prediction_slots(labels: torch.Tensor, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions, slot labels), both [B, width]: each row's labelled positions in order, then padding
+    slots at position 0 with label -100 (which the loss ignores). `width` None: the batch's largest count
+    (at least 1); a row with more labelled positions than `width` is an error of the caller (mask_batch's
+    `max_predictions` keeps rows within it)."""
+    selected = labels != IGNORE_INDEX
+    counts = selected.sum(dim=1)
+    width = max(1, int(counts.max())) if width is None else width
+    if int(counts.max()) > width:
+        raise ValueError(f"a row has {int(counts.max())} labelled positions, more than the {width} slots")
+    order = torch.sort((~selected).to(torch.uint8), dim=1, stable=True).indices[:, :width]
+    if order.shape[1] < width:  # more slots than positions in a row
+        order = torch.cat([order, order.new_zeros(order.shape[0], width - order.shape[1])], dim=1)
+    valid = torch.arange(width)[None, :] < counts[:, None]
+    positions = torch.where(valid, order, torch.zeros_like(order))
+    return positions, torch.where(valid, labels.gather(1, positions), torch.full_like(positions, IGNORE_INDEX))

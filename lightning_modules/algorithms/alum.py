@@ -23,12 +23,14 @@ import torch
 import torch.nn.functional as F
 
 
-def symmetric_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
-    """KL(p||q) + KL(q||p) over the last dimension, averaged over the rest (float32)."""
+def symmetric_kl(p_logits: torch.Tensor, q_logits: torch.Tensor, weights: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """KL(p||q) + KL(q||p) over the last dimension, averaged over the rest (float32); with `weights` (of
+    the rest's shape), averaged over the rows they weight 1 (the padding slots of a fixed-width batch: 0)."""
     p = F.log_softmax(p_logits.float(), dim=-1)
     q = F.log_softmax(q_logits.float(), dim=-1)
     kl = (p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)
-    return kl.mean()
+    return kl.mean() if weights is None else (kl * weights).sum() / weights.sum()
 
 
 def _project(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
@@ -37,20 +39,20 @@ def _project(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
 
 def alum_loss(forward: Callable[[torch.Tensor], torch.Tensor], embeddings: torch.Tensor,
               clean_logits: torch.Tensor, *, sigma: float = 1e-5, epsilon: float = 1e-5,
-              step_size: float = 1e-3, steps: int = 1, generator: torch.Generator | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+              step_size: float = 1e-3, steps: int = 1, generator: torch.Generator | None = None,
+              weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(symmetric-KL adversarial loss, final perturbation). See the module docstring."""
     noise = torch.randn(embeddings.shape, generator=generator, dtype=torch.float32).to(embeddings)
     delta = _project(noise * sigma, epsilon)
     for _ in range(steps):
         delta = delta.detach().requires_grad_(True)
-        kl = symmetric_kl(forward(embeddings.detach() + delta), clean_logits.detach())
+        kl = symmetric_kl(forward(embeddings.detach() + delta), clean_logits.detach(), weights)
         (grad,) = torch.autograd.grad(kl, delta)
         dims = tuple(range(1, grad.ndim))
         norm = grad.abs().amax(dim=dims, keepdim=True).clamp_min(1e-12)
         delta = _project(delta + step_size * grad / norm, epsilon)
     delta = delta.detach()
-    return symmetric_kl(forward(embeddings + delta), clean_logits), delta
+    return symmetric_kl(forward(embeddings + delta), clean_logits, weights), delta
 
 
 @dataclass
@@ -64,7 +66,7 @@ class Alum:
     steps: int = 1
 
     def __call__(self, forward: Callable[[torch.Tensor], torch.Tensor], embeddings: torch.Tensor,
-                 clean_logits: torch.Tensor) -> torch.Tensor:
+                 clean_logits: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         loss, _ = alum_loss(forward, embeddings, clean_logits, sigma=self.sigma, epsilon=self.epsilon,
-                            step_size=self.step_size, steps=self.steps)
+                            step_size=self.step_size, steps=self.steps, weights=weights)
         return self.alpha * loss

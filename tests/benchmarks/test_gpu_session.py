@@ -92,6 +92,13 @@ def test_cpu_rehearsal_records_every_section_and_skips_the_one_over_budget(data_
     env_result = sections["environment"]["result"]
     assert env_result["torch"] and env_result["peaks"]["fp32"] > 0 and "gpu_session_probe" in env_result["pip_list"]
 
+    step_ab = sections["step_ab"]["result"]  # eager sides on a CPU: compiling takes minutes here
+    for rows in ("8", "16"):
+        assert step_ab[rows]["batch_size"] == int(rows) and step_ab[rows]["sides"] == ["today", "static"]
+        assert step_ab[rows]["static"]["syncs"] == 0 < step_ab[rows]["today"]["syncs"]
+        assert step_ab[rows]["static"]["host_us"] > 0 and step_ab[rows]["static"]["tokens_per_s"] > 0
+    assert sections["profile_step"]["result"]["side"] == "static"
+    assert sections["profile_step"]["result"]["step_wall_s"] > 0
     launches = sections["launch_overhead"]["result"]
     assert launches["all_ran"] and 0 < launches["issue_us"] <= launches["drained_us"]
     profiled = sections["profile_pretrain"]["result"]

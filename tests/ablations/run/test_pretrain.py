@@ -48,11 +48,12 @@ VARIANTS = {
     "continual-minilm": [*CONTINUAL, "pretrain.vocab=init", "pretrain.lr=5e-4"],
     "continual-new-vocab": [*CONTINUAL, "pretrain.vocab=pubmedbert-uncased", "pretrain.lr=1e-3"],
     "electra": ["pretrain.objective=electra"],
+    "fixed-predictions": ["pretrain.max_predictions=32"],  # the static-shape step: 32 slots a row
     "electra-from-bert": [*CONTINUAL, "pretrain.objective=electra", "pretrain.vocab=init", "pretrain.lr=5e-4"],
 }
 # Variants that change only the text, the masking or the optimizer export the standard model's
 # architecture and vocabulary: fine-tuning their export would prove nothing "bert-wwm-pubmed" does not.
-SAME_EXPORT = {"wordpiece", "mask-schedule", "adversarial", "lamb", "bf16-mixed", "pmc", "pubmed+pmc",
+SAME_EXPORT = {"fixed-predictions", "wordpiece", "mask-schedule", "adversarial", "lamb", "bf16-mixed", "pmc", "pubmed+pmc",
                "general>pubmed"}
 
 
@@ -212,3 +213,28 @@ def test_a_model_exported_under_its_fingerprint_alone_is_still_found(data_dir: P
     legacy.mkdir(parents=True)
     (legacy / "config.json").write_text("{}")
     assert identify(cfg).model_dir == legacy
+
+
+def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path):
+    """`pretrain.max_predictions` changes the numbers once set (a row keeps at most that many targets), so
+    it is part of the run's identity; unset, a run keeps the fingerprint it had before the key existed."""
+    from omegaconf import OmegaConf
+
+    from ablations.run.pretrain import check_config, pretrain_fingerprint
+
+    vocab = data_dir / "vocab" / "bert-base-uncased" / "vocab.txt"
+    fingerprint = lambda cfg: pretrain_fingerprint(cfg, "CORPUS", vocab, "scratch")  # noqa: E731
+    unset = build_config("micro", [], task="pretrain")
+    before_the_key = OmegaConf.create(OmegaConf.to_container(unset))
+    del before_the_key.pretrain["max_predictions"]
+    assert fingerprint(unset) == fingerprint(before_the_key) == "1cf10648ce4241b1"  # pinned in test_config.py
+    fixed = {n: fingerprint(build_config("micro", [f"pretrain.max_predictions={n}"], task="pretrain"))
+             for n in (32, 48)}
+    assert len({*fixed.values(), fingerprint(unset)}) == 3
+    with pytest.raises(ConfigError, match=r"pretrain.max_predictions=200 is more than the 64 positions of a row "
+                                          r"\(pretrain.seq_len\); set it to at most 64"):
+        check_config(build_config("micro", ["pretrain.max_predictions=200"], task="pretrain"))
+    with pytest.raises(ConfigError, match="trainer.compile_mode='graphs': expected one of default, reduce-overhead"):
+        check_config(build_config("micro", ["trainer.compile_mode=graphs"], task="pretrain"))
+    assert fingerprint(build_config("micro", ["trainer.compile_mode=reduce-overhead"], task="pretrain")) == \
+        fingerprint(unset)  # how the step is compiled changes no number

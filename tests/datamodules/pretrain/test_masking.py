@@ -16,6 +16,7 @@ from datamodules.pretrain.masking import (
     corrupt,
     mask_batch,
     masking_rate,
+    prediction_slots,
     select_positions,
 )
 from datamodules.pretrain.shards import build_shards
@@ -155,3 +156,52 @@ def test_corrupt_only_touches_selected_positions():
     assert torch.equal(inputs[~selected], ids[~selected]) and (labels[~selected] == -100).all()
     replaced = selected & (inputs != ids) & (inputs != 103)
     assert 0.07 < float(replaced.sum() / selected.sum()) < 0.13 and (inputs[replaced] >= 999).all()
+
+
+# ---- pretrain.max_predictions: a fixed number of predicted positions per row (BERT's max_predictions_per_seq)
+
+@pytest.mark.parametrize("mode", list(MASKING_MODES))
+def test_fixed_predictions_per_row_keep_the_rate_and_the_80_10_10_rule(real_batch, mode):
+    """Counted on the staged PubMed corpus: with 32 slots for rows of 128 the share of targets and the
+    80/10/10 split are those of the unbounded draw (BERT's 20 would lose 2-4% of a 15% draw); no row has
+    more targets than slots; the cut drops whole words; with room for every draw the masks are exactly
+    the unbounded ones."""
+    ids, word_start, special = real_batch
+    draw = lambda limit: mask_batch(ids, word_start, special, 0.15, mode, 103, 999, 30522,  # noqa: E731
+                                    torch.Generator().manual_seed(7), limit)
+    unbounded = draw(None)[1] != -100
+    tight = draw(20)[1] != -100
+    assert tight.sum(1).max() <= 20 and tight.sum() < unbounded.sum()  # a cap that binds drops targets
+    assert not (tight & ~unbounded).any()  # it only drops, and only what was drawn
+    inputs, labels = draw(32)
+    targets = labels != -100
+    assert targets.sum(1).max() <= 32 and targets.sum() >= 0.999 * unbounded.sum()
+    rate = float(targets.sum() / (~special).sum())
+    assert abs(rate - 0.15) < 0.01 and abs(rate - float(unbounded.sum() / (~special).sum())) < 0.0005, rate
+    masked, kept = (inputs == 103) & targets, (inputs == ids) & targets
+    assert abs(float(masked.sum() / targets.sum()) - 0.8) < 0.02
+    assert abs(float(kept.sum() / targets.sum()) - 0.1) < 0.02
+    assert torch.equal(inputs[~targets], ids[~targets])  # a dropped position stays uncorrupted
+    if MASKING_MODES.get(mode).whole_word:
+        words = _word_index(word_start, special)
+        pieces = torch.zeros(ids.shape[0], words.max() + 1).scatter_add_(1, words, (~special).float())
+        hit = torch.zeros_like(pieces).scatter_add_(1, words, targets.float())
+        assert ((hit == 0) | (hit == pieces)).all()
+    # room for every draw: the same masks as without a limit
+    assert torch.equal(draw(128)[1], draw(None)[1]) and torch.equal(draw(128)[0], draw(None)[0])
+
+
+def test_prediction_slots_hold_the_labelled_positions_in_order(real_batch):
+    ids, word_start, special = real_batch
+    _, labels = mask_batch(ids, word_start, special, 0.15, "wwm", 103, 999, 30522,
+                           torch.Generator().manual_seed(2), 20)
+    positions, slot_labels = prediction_slots(labels, 20)
+    assert positions.shape == slot_labels.shape == (ids.shape[0], 20)
+    valid = slot_labels != -100
+    # gathering at the slots gives what boolean indexing gives, in the same order
+    assert torch.equal(labels.gather(1, positions)[valid], labels[labels != -100])
+    assert (positions[~valid] == 0).all()
+    widest, _ = prediction_slots(labels)  # unset: the batch's largest count
+    assert widest.shape[1] == int((labels != -100).sum(1).max())
+    with pytest.raises(ValueError, match="more than the 5 slots"):
+        prediction_slots(labels, 5)

@@ -1,0 +1,142 @@
+"""The pretraining step reads nothing back from the device, compiles as one graph with one shape, and
+computes what the step before it computed (benchmarks/step_overhead.py keeps that step, `today_step`, for
+the side-by-side counts)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from ablations.config import build_config
+from benchmarks.step_overhead import OpCounter, StaticStep, batches, build_module, today_optimizer, today_step
+from datamodules.pretrain.corpora import load_corpus
+from datamodules.pretrain.shards import build_shards
+from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file
+from lightning_modules.optim import Lamb
+
+
+@pytest.fixture(scope="module")
+def staged(data_dir, tmp_path_factory):
+    """A micro BERT's config, the bert-base-uncased vocabulary and shards of staged PubMed abstracts."""
+    vocab_path = resolve_vocab_file("bert-base-uncased", data_dir)
+    corpus = load_corpus("pubmed", data_dir, max_words=20000, min_words=128, seed=1)
+    shards = build_shards(corpus, vocab_path, True, 128, "none", 0, tmp_path_factory.mktemp("shards") / "x")
+    return read_vocab(vocab_path), shards
+
+
+def micro(masking: str = "wwm"):
+    return build_config("micro", ["pretrain.batch_size=4", f"pretrain.masking={masking}"], task="pretrain")
+
+
+def sync_counts(step, batch) -> tuple[int, dict]:
+    with OpCounter() as counter:
+        step(batch)
+    return counter.total, dict(counter.syncs)
+
+
+@pytest.mark.parametrize("masking", ["wwm", "wordpiece"])
+def test_one_training_step_reads_nothing_back_from_the_device(staged, masking):
+    """A TorchDispatchMode sees every operator of one optimizer step (forward, loss, backward, clipping,
+    AdamW, schedule): none reads a device value back (`.item()`, `float()`, `nonzero`, boolean-mask
+    indexing). The step before (boolean indexing, `float(loss)`, the token count read back, and
+    transformers asking whether the [B, L] mask has padding) made six such calls."""
+    vocab, shards = staged
+    cfg = micro(masking)
+    data = batches(cfg, vocab, shards, 3, 32, torch.device("cpu"))
+    module, optimizer, scheduler = build_module(cfg, vocab, torch.device("cpu"), 3)
+    step = StaticStep(module, optimizer, scheduler)
+    step(data[0])  # the optimizer's state exists from here on, as in every later step
+    _, syncs = sync_counts(step, data[1])
+    assert syncs == {}
+
+    old, _, _ = build_module(cfg, vocab, torch.device("cpu"), 3)
+    old_optimizer, old_scheduler = today_optimizer(old, 1e-3, 0.01, 0.1, 3)
+    today_step(old, old_optimizer, old_scheduler, data[0], [])
+    _, syncs = sync_counts(lambda b: today_step(old, old_optimizer, old_scheduler, b, []), data[1])
+    assert syncs == {"_local_scalar_dense": 3, "index": 2, "index_put": 1}
+
+
+def test_the_step_computes_the_losses_of_the_step_before(staged):
+    """100 fp32 micro steps on the same batches: where the math is unchanged (every drawn position fits
+    the slots), the losses of the step before and of the sync-free one agree to 1e-5 relative."""
+    vocab, shards = staged
+    cfg = micro()
+    steps = 100
+    data = batches(cfg, vocab, shards, steps, 128, torch.device("cpu"))  # room for every draw
+    old, _, _ = build_module(cfg, vocab, torch.device("cpu"), steps)
+    old_optimizer, old_scheduler = today_optimizer(old, cfg.pretrain.lr, cfg.pretrain.weight_decay,
+                                                   cfg.pretrain.warmup_ratio, steps)
+    module, optimizer, scheduler = build_module(cfg, vocab, torch.device("cpu"), steps)
+    step = StaticStep(module, optimizer, scheduler)
+    before: list[float] = []
+    after = []
+    for batch in data:
+        today_step(old, old_optimizer, old_scheduler, batch, before)
+        after.append(step(batch))
+    after = torch.stack(after).tolist()
+    assert before[-1] < before[0] - 0.5  # it trains
+    worst = max(abs(a - b) / abs(b) for a, b in zip(after, before))
+    assert worst < 1e-5, worst
+
+
+def test_the_whole_step_compiles_as_one_graph_with_one_shape(staged):
+    """forward + loss (and, through AOTAutograd, backward) with fullgraph=True: no graph break, and over
+    50 batches of a micro run with fixed predictions per row, no recompile."""
+    import torch._dynamo
+
+    vocab, shards = staged
+    cfg = micro()
+    data = batches(cfg, vocab, shards, 50, 32, torch.device("cpu"))
+    module, optimizer, scheduler = build_module(cfg, vocab, torch.device("cpu"), 50)
+    torch._dynamo.reset()
+    counters.clear()
+    module.compile_losses()
+    step = StaticStep(module, optimizer, scheduler)  # the optimizer eager: what is counted is the model's
+    losses = [step(data[0])]
+    torch._dynamo.config.error_on_recompile = True
+    try:
+        losses += [step(batch) for batch in data[1:]]
+    finally:
+        torch._dynamo.config.error_on_recompile = False
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    assert torch.isfinite(torch.stack(losses)).all()
+
+
+def _lamb_reference(params, grads_per_step, lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01):
+    """LAMB as it was written before, one tensor at a time with its trust ratio read back."""
+    state = {i: (torch.zeros_like(p), torch.zeros_like(p)) for i, p in enumerate(params)}
+    for step, grads in enumerate(grads_per_step, start=1):
+        for i, (p, g) in enumerate(zip(params, grads)):
+            m, v = state[i]
+            m.mul_(betas[0]).add_(g, alpha=1 - betas[0])
+            v.mul_(betas[1]).addcmul_(g, g, value=1 - betas[1])
+            update = (m / (1 - betas[0] ** step)) / ((v / (1 - betas[1] ** step)).sqrt() + eps)
+            update = update.add(p, alpha=weight_decay)
+            w_norm, u_norm = p.norm(), update.norm()
+            trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+            p.add_(update, alpha=-lr * float(trust))
+
+
+def test_lamb_on_all_tensors_at_once_is_lamb_and_reads_nothing_back():
+    torch.manual_seed(0)
+    shapes = [(8, 4), (4,), (3, 3), (5,)]
+    start = [torch.randn(s) for s in shapes]
+    start[3].zero_()  # a zero tensor: trust ratio 1
+    grads = [[torch.randn(s) for s in shapes] for _ in range(5)]
+    reference = [p.clone() for p in start]
+    _lamb_reference(reference, grads)
+    params = [torch.nn.Parameter(p.clone()) for p in start]
+    lamb = Lamb(params, lr=1e-2, weight_decay=0.01)
+    for step, step_grads in enumerate(grads):
+        for p, g in zip(params, step_grads):
+            p.grad = g.clone()
+        if step == 4:
+            with OpCounter() as counter:
+                lamb.step()
+            assert dict(counter.syncs) == {}
+        else:
+            lamb.step()
+    for p, r in zip(params, reference):
+        torch.testing.assert_close(p.detach(), r, rtol=1e-6, atol=1e-7)
