@@ -22,7 +22,9 @@ from bioablate_core.errors import ConfigError
 from bioablate_core.seeding import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.choice_names import OPTIMIZERS
+from lightning_modules.master_weights import optimized_parameters, with_master_weights
 from lightning_modules.optim import adamw_with_linear_warmup, lamb_with_linear_warmup
+from lightning_modules.packed_attention import encoder_inputs
 from lightning_modules.pretrain_models import Electra, ObjectiveSpec
 
 # `pretrain.optimizer` -> factory(model, lr, weight_decay, warmup_ratio, total_steps) returning what
@@ -51,9 +53,11 @@ class Parts:
 class PretrainModule(pl.LightningModule):
     def __init__(self, model: nn.Module, *, objective: ObjectiveSpec, lr: float, weight_decay: float,
                  warmup_ratio: float, total_steps: int, optimizer: str = "adamw",
-                 alum: Alum | None = None, seed: int = 0):
+                 alum: Alum | None = None, seed: int = 0, master_weights: bool = False):
         super().__init__()
         self.optimizer_factory = OPTIMIZERS.get(optimizer)
+        if master_weights:  # bf16 parameters (trainer.precision=bf16-true), fp32 masters in the optimizer
+            self.optimizer_factory = with_master_weights(self.optimizer_factory)
         self.model = model
         self.electra = isinstance(model, Electra)
         if self.electra and alum is not None:
@@ -94,8 +98,7 @@ class PretrainModule(pl.LightningModule):
     # ---- BERT / ALBERT: masked language model (+ NSP/SOP, + ALUM)
 
     def mlm_logits(self, inputs_embeds: torch.Tensor, batch: dict, selected: torch.Tensor):
-        out = self.parts.encoder(inputs_embeds=inputs_embeds, attention_mask=batch["attention_mask"],
-                                 token_type_ids=batch["token_type_ids"])
+        out = self.parts.encoder(inputs_embeds=inputs_embeds, **encoder_inputs(batch))
         hidden = out.last_hidden_state
         return self.parts.mlm_head(hidden[selected]), out
 
@@ -118,7 +121,7 @@ class PretrainModule(pl.LightningModule):
 
     def electra_losses(self, batch: dict) -> dict[str, torch.Tensor]:
         generator, discriminator = self.model.generator, self.model.discriminator
-        inputs = dict(attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"])
+        inputs = encoder_inputs(batch)
         selected = batch["labels"] != -100
         hidden = generator.electra(input_ids=batch["input_ids"], **inputs).last_hidden_state
         gen_logits = generator.generator_lm_head(generator.generator_predictions(hidden[selected]))
@@ -158,7 +161,8 @@ class PretrainModule(pl.LightningModule):
         # step (fused AdamW): a GradScaler (fp16) concern. bf16 and fp32 gradients are never scaled, so they
         # are clipped here directly, as Lightning's plain-precision path would.
         if gradient_clip_val and self.trainer.precision != "16-mixed":
-            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+            # the tensors the optimizer steps hold the gradients: the parameters, or their fp32 masters
+            torch.nn.utils.clip_grad_norm_(optimized_parameters(optimizer), gradient_clip_val)
         else:
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 

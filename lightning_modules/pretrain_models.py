@@ -43,6 +43,7 @@ from transformers.models.bert.modeling_bert import BertPooler
 from bioablate_core.errors import ConfigError
 from bioablate_core.files import publish_dir
 from lightning_modules.choice_names import OBJECTIVES
+from lightning_modules.fused_qkv import is_fused, unfuse_qkv
 
 # OBJECTIVES: `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a freshly
 # initialised model with SDPA attention
@@ -249,8 +250,14 @@ def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: P
                  card: str | None = None) -> Path:
     """Write a Hugging Face-format directory (config, safetensors weights with the pretraining heads,
     tokenizer + vocab.txt, the model card `card` as README.md); written to a temporary folder, then
-    moved into place with plain file modes (bioablate_core.files)."""
+    moved into place with plain file modes (bioablate_core.files). A model trained with fused QKV
+    projections (`pretrain.fused_qkv`) is written as transformers' own layout, query / key / value split
+    again, from a copy (the model passed in is left as it is)."""
+    import copy
     import shutil
+
+    if is_fused(model):
+        model = unfuse_qkv(copy.deepcopy(model))
 
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.checks import check_accelerator_present, check_run_config
-from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, run_params, under_key
+from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, at_later_default, flatten, run_params, under_key
 from ablations.places import resolve_data_dir, resolve_work_dir
 from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.run.costs import log_compute
@@ -55,6 +55,8 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.compute import ComputeCounter
+from lightning_modules.fused_qkv import fuse_qkv
+from lightning_modules.master_weights import master_model
 from lightning_modules.matmul_precision import answerable_matmul_precision
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
@@ -108,6 +110,15 @@ def check_config(cfg: DictConfig) -> None:
         if p.adversarial:
             raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
                               "not electra")
+    if p.packing and ObjectiveSpec.from_config(p).pairs != "none":
+        raise ConfigError(f"pretrain.packing=true needs one sequence type per row: objective=bert without nsp, or "
+                          f"electra (objective={p.objective}, nsp={str(p.nsp).lower()} has a sentence-pair task)")
+    if p.master_weights and cfg.trainer.precision != "bf16-true":
+        raise ConfigError(f"pretrain.master_weights=true keeps fp32 masters of bf16 parameters: it needs "
+                          f"trainer.precision=bf16-true (got {cfg.trainer.precision})")
+    if p.fused_qkv and p.objective == "albert":
+        raise ConfigError("pretrain.fused_qkv=true fuses BERT and ELECTRA self-attention; ALBERT's attention is "
+                          "a module of its own: use objective=bert or electra, or fused_qkv=false")
     if p.init != "scratch":
         check_init(resolve_model_dir(p.init), p.objective)
 
@@ -152,7 +163,7 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
 def _shard_settings(cfg: DictConfig) -> dict:
     p = cfg.pretrain
     return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": ObjectiveSpec.from_config(p).pairs,
-            "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
+            "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase, **({"packing": True} if p.packing else {})}
 
 
 def _shards_dir(cfg: DictConfig, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Path:
@@ -165,7 +176,7 @@ def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: 
     if (found := open_shards(out_dir)) is not None:
         return found
     shards = build_shards(_load_corpus(cfg, data_dir), vocab_path, settings["lowercase"], p.seq_len,
-                          settings["pairs"], cfg.seed, out_dir)
+                          settings["pairs"], cfg.seed, out_dir, packing=p.packing)
     log.info("tokenized %s: %d documents, %d words, %d sequences -> %s", p.corpus, shards.meta["documents"],
              shards.meta["words"], len(shards), out_dir)
     return shards
@@ -195,7 +206,8 @@ def dry_run(cfg: DictConfig) -> list[str]:
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
-             and not (k == "pretrain.init" and init_fp != "scratch")}
+             and not (k == "pretrain.init" and init_fp != "scratch")
+             and not at_later_default(k, v)}  # a key added later, at its default: as before it existed
     return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
 
 
@@ -327,9 +339,11 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
         if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
+    if p.fused_qkv:  # after any checkpoint is loaded: its weights are stacked, as a fresh model's are
+        fuse_qkv(model)
     module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=p.max_steps, optimizer=p.optimizer,
-                            alum=alum, seed=cfg.seed)
+                            alum=alum, seed=cfg.seed, master_weights=p.master_weights)
     if cfg.trainer.compile:  # packed sequences: one static shape
         compile_in_place(module.encoders(), dynamic=None, cache_dir=compile_cache_dir(inputs.work_dir))
     return module
@@ -367,7 +381,8 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
     resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
     if trainer.is_global_zero:
-        model = exported_model(module.model)
+        # the fp32 masters where the optimizer keeps them (pretrain.master_weights), not their bf16 rounding
+        model = exported_model(master_model(module.model, trainer.optimizers[0]))
         card = _card(cfg, inputs, shards, run, trainer, model, len(vocab))
         export_model(model, tokenizer, inputs.identity.model_dir, inputs.vocab_path, card)
     return module
