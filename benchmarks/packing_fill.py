@@ -22,12 +22,12 @@ from pathlib import Path
 VOCAB = "vocab/bert-base-uncased/vocab.txt"
 
 
-def fill(corpus_name: str, data_dir: Path, seq_len: int) -> dict:
+def fill(corpus_name: str, data_dir: Path, seq_len: int, max_words: int | None = None) -> dict:
     from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
     from datamodules.pretrain.shards import DOCS_PER_BATCH, Packer, _document_batches, pack_rows
 
-    corpus = load_corpus(corpus_name, data_dir, min_words=128, dedup=True, exclude_pmids=evaluation_pmids(data_dir),
-                         seed=0)
+    corpus = load_corpus(corpus_name, data_dir, max_words=max_words, min_words=128, dedup=True,
+                         exclude_pmids=evaluation_pmids(data_dir), seed=0)
     one, packed = Packer(data_dir / VOCAB, True, seq_len, "none", 0), Packer(data_dir / VOCAB, True, seq_len, "none", 0,
                                                                              packing=True)
     sequences = rows = packed_rows = tokens = 0
@@ -42,7 +42,8 @@ def fill(corpus_name: str, data_dir: Path, seq_len: int) -> dict:
     return {"corpus": corpus_name, "seq_len": seq_len, "documents": corpus.stats.documents,
             "words": corpus.stats.words, "sequences": sequences, "tokens": tokens, "rows": rows,
             "packed_rows": packed_rows, "fill": tokens / (rows * seq_len),
-            "packed_fill": tokens / (packed_rows * seq_len), "seconds": time.perf_counter() - start}
+            "packed_fill": tokens / (packed_rows * seq_len), "max_words": max_words,
+            "seconds": time.perf_counter() - start}
 
 
 def report(results: list[dict], machine: str) -> str:
@@ -62,11 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", nargs="+", default=["pubmed", "pmc", "general"])
     parser.add_argument("--seq-len", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--max-words", type=int, help="cap each corpus at this many words (pretrain.max_words)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
-    results = [fill(name, data_dir, seq_len) for name in args.corpora for seq_len in args.seq_len]
+    results = []
+    for name in args.corpora:
+        for seq_len in args.seq_len:
+            results.append(fill(name, data_dir, seq_len, args.max_words))
+            print(report(results[-1:], machine()).splitlines()[-1], flush=True)  # as each one ends
     print(report(results, machine()))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

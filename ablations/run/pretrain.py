@@ -56,7 +56,6 @@ from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.compute import ComputeCounter
 from lightning_modules.fused_qkv import fuse_qkv
-from lightning_modules.master_weights import master_model
 from lightning_modules.matmul_precision import answerable_matmul_precision
 from lightning_modules.models import model_fingerprint, resolve_model_dir
 from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
@@ -64,6 +63,7 @@ from lightning_modules.pretrain_models import (
     ObjectiveSpec,
     build_model,
     check_init,
+    check_speed_choices,
     export_model,
     exported_model,
     load_continual,
@@ -110,15 +110,8 @@ def check_config(cfg: DictConfig) -> None:
         if p.adversarial:
             raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
                               "not electra")
-    if p.packing and ObjectiveSpec.from_config(p).pairs != "none":
-        raise ConfigError(f"pretrain.packing=true needs one sequence type per row: objective=bert without nsp, or "
-                          f"electra (objective={p.objective}, nsp={str(p.nsp).lower()} has a sentence-pair task)")
-    if p.master_weights and cfg.trainer.precision != "bf16-true":
-        raise ConfigError(f"pretrain.master_weights=true keeps fp32 masters of bf16 parameters: it needs "
-                          f"trainer.precision=bf16-true (got {cfg.trainer.precision})")
-    if p.fused_qkv and p.objective == "albert":
-        raise ConfigError("pretrain.fused_qkv=true fuses BERT and ELECTRA self-attention; ALBERT's attention is "
-                          "a module of its own: use objective=bert or electra, or fused_qkv=false")
+    check_speed_choices(ObjectiveSpec.from_config(p), packing=p.packing, master_weights=p.master_weights,
+                        fused_qkv=p.fused_qkv, precision=cfg.trainer.precision)
     if p.init != "scratch":
         check_init(resolve_model_dir(p.init), p.objective)
 
@@ -206,8 +199,7 @@ def dry_run(cfg: DictConfig) -> list[str]:
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
-             and not (k == "pretrain.init" and init_fp != "scratch")
-             and not at_later_default(k, v)}  # a key added later, at its default: as before it existed
+             and not (k == "pretrain.init" and init_fp != "scratch") and not at_later_default(k, v)}
     return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
 
 
@@ -339,8 +331,7 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
         if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
-    if p.fused_qkv:  # after any checkpoint is loaded: its weights are stacked, as a fresh model's are
-        fuse_qkv(model)
+    model = fuse_qkv(model) if p.fused_qkv else model  # after a checkpoint loads: its weights stacked too
     module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=p.max_steps, optimizer=p.optimizer,
                             alum=alum, seed=cfg.seed, master_weights=p.master_weights)
@@ -381,8 +372,7 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
     resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
     if trainer.is_global_zero:
-        # the fp32 masters where the optimizer keeps them (pretrain.master_weights), not their bf16 rounding
-        model = exported_model(master_model(module.model, trainer.optimizers[0]))
+        model = exported_model(module.model, trainer.optimizers[0])
         card = _card(cfg, inputs, shards, run, trainer, model, len(vocab))
         export_model(model, tokenizer, inputs.identity.model_dir, inputs.vocab_path, card)
     return module
