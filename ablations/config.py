@@ -155,7 +155,8 @@ class AlumConfig:
 @decides(pretrain="corpus max_words min_words dedup exclude_eval_pmids vocab lowercase seq_len objective nsp "
                   "masking mask_rate mask_schedule adversarial alum init optimizer lr weight_decay "
                   "warmup_ratio batch_size accumulate max_steps checkpoint_every grad_clip embedding_size "
-                  "share_layers generator_size discriminator_weight max_predictions")
+                  "share_layers generator_size discriminator_weight max_predictions packing master_weights "
+                  "fused_qkv")
 @dataclass
 class PretrainConfig:
     """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
@@ -195,6 +196,14 @@ class PretrainConfig:
     # on rows of 128 (whole words or pieces; BERT's 20 loses 2-4%), 48 of a 25% one. null: as many as
     # drawn (the width then changes from batch to batch). Part of the run's identity only when set.
     max_predictions: Optional[int] = bounded(None, ge=1)
+    # Speed choices that change the numbers (docs/performance.md), off by default. packing: several short
+    # sequences to a row, attention kept within each (a block-diagonal mask, positions restarting): fewer pad
+    # tokens, more sequences per batch; bert without nsp, and electra. master_weights: bf16 parameters with
+    # fp32 master weights in the optimizer (needs trainer.precision=bf16-true). fused_qkv: one Linear for each
+    # attention layer's query, key and value (bert, electra); split again on export.
+    packing: bool = False
+    master_weights: bool = False
+    fused_qkv: bool = False
 
 
 @decides(none="partition account qos time gpus_per_run cpus_per_run mem_gb nodes gpus_per_node "
@@ -391,7 +400,8 @@ def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
 # fingerprints (tests/ablations/test_config.py pins some), and out of the config digest of a recorded plan,
 # so plans recorded before them are still read (ablations/experiment/record.py).
 LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finetune.max_answer_length": 30,
-              "finetune.qa_merge": "best-snippet", "finetune.static_shapes": False}
+              "finetune.qa_merge": "best-snippet", "finetune.static_shapes": False, "pretrain.packing": False,
+              "pretrain.master_weights": False, "pretrain.fused_qkv": False}
 
 
 def at_later_default(key: str, value: Any) -> bool:

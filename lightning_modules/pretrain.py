@@ -30,7 +30,9 @@ from bioablate_core.errors import ConfigError
 from bioablate_core.seeding import batch_seed
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.choice_names import OPTIMIZERS
+from lightning_modules.master_weights import optimized_parameters, with_master_weights
 from lightning_modules.optim import adamw_with_linear_warmup, clip_gradients, lamb_with_linear_warmup
+from lightning_modules.packed_attention import encoder_inputs
 from lightning_modules.pretrain_models import Electra, ObjectiveSpec
 
 # `pretrain.optimizer` -> factory(model, lr, weight_decay, warmup_ratio, total_steps) returning what
@@ -67,14 +69,6 @@ def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Ten
     return torch.gather(hidden, 1, index).flatten(0, 1)
 
 
-def attention_mask_4d(attention_mask: torch.Tensor) -> torch.Tensor:
-    """[B, L] 1/0 -> the [B, 1, L, L] boolean mask (True: attend) transformers would build for SDPA. Given
-    ready, transformers uses it as it is; given the [B, L] mask, it first asks whether any token is padding
-    (`mask.all()`, a read back from the device on every forward pass)."""
-    length = attention_mask.shape[1]
-    return attention_mask.bool()[:, None, None, :].expand(-1, 1, length, -1)
-
-
 def masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """The mean of `values` where `weights` is 1 (float weights of the same shape), on the device."""
     return (values * weights).sum() / weights.sum()
@@ -83,9 +77,11 @@ def masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 class PretrainModule(pl.LightningModule):
     def __init__(self, model: nn.Module, *, objective: ObjectiveSpec, lr: float, weight_decay: float,
                  warmup_ratio: float, total_steps: int, optimizer: str = "adamw",
-                 alum: Alum | None = None, seed: int = 0, log_every: int = 1):
+                 alum: Alum | None = None, seed: int = 0, log_every: int = 1, master_weights: bool = False):
         super().__init__()
         self.optimizer_factory = OPTIMIZERS.get(optimizer)
+        if master_weights:  # bf16 parameters (trainer.precision=bf16-true), fp32 masters in the optimizer
+            self.optimizer_factory = with_master_weights(self.optimizer_factory)
         self.model = model
         self.electra = isinstance(model, Electra)
         if self.electra and alum is not None:
@@ -145,8 +141,7 @@ class PretrainModule(pl.LightningModule):
     # ---- BERT / ALBERT: masked language model (+ NSP/SOP, + ALUM)
 
     def mlm_logits(self, inputs_embeds: torch.Tensor, batch: dict):
-        out = self.parts.encoder(inputs_embeds=inputs_embeds, attention_mask=attention_mask_4d(batch["attention_mask"]),
-                                 token_type_ids=batch["token_type_ids"])
+        out = self.parts.encoder(inputs_embeds=inputs_embeds, **encoder_inputs(batch))
         return self.parts.mlm_head(gather_positions(out.last_hidden_state, batch["mlm_positions"])), out
 
     def mlm_losses(self, batch: dict) -> dict[str, torch.Tensor]:
@@ -169,7 +164,7 @@ class PretrainModule(pl.LightningModule):
 
     def electra_losses(self, batch: dict) -> dict[str, torch.Tensor]:
         generator, discriminator = self.model.generator, self.model.discriminator
-        inputs = dict(attention_mask=attention_mask_4d(batch["attention_mask"]), token_type_ids=batch["token_type_ids"])
+        inputs = encoder_inputs(batch)
         positions, labels = batch["mlm_positions"], batch["mlm_labels"]
         hidden = generator.electra(input_ids=batch["input_ids"], **inputs).last_hidden_state
         gen_logits = generator.generator_lm_head(generator.generator_predictions(gather_positions(hidden, positions)))
@@ -254,7 +249,8 @@ class PretrainModule(pl.LightningModule):
         # step (fused AdamW): a GradScaler (fp16) concern. bf16 and fp32 gradients are never scaled, so they
         # are clipped here directly (all gradients in one for-each pass, nothing read back).
         if gradient_clip_val and self.trainer.precision != "16-mixed":
-            clip_gradients(self.parameters(), gradient_clip_val)
+            # the tensors the optimizer steps hold the gradients: the parameters, or their fp32 masters
+            clip_gradients(optimized_parameters(optimizer), gradient_clip_val)
         else:
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 

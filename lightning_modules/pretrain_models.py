@@ -43,6 +43,8 @@ from transformers.models.bert.modeling_bert import BertPooler
 from bioablate_core.errors import ConfigError
 from bioablate_core.files import publish_dir
 from lightning_modules.choice_names import OBJECTIVES
+from lightning_modules.fused_qkv import is_fused, unfuse_qkv
+from lightning_modules.master_weights import master_model
 
 # OBJECTIVES: `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a freshly
 # initialised model with SDPA attention
@@ -149,9 +151,27 @@ class Electra(nn.Module):
         self.generator.generator_lm_head.weight = shared.word_embeddings.weight
 
 
-def exported_model(model: nn.Module) -> PreTrainedModel:
-    """What `bioablate finetune` gets: the model itself, or ELECTRA's discriminator."""
+def exported_model(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> PreTrainedModel:
+    """What `bioablate finetune` gets: the model itself, or ELECTRA's discriminator; where `optimizer` keeps
+    fp32 master weights (`pretrain.master_weights`), with their values, not their bf16 rounding."""
+    if optimizer is not None:
+        model = master_model(model, optimizer)
     return model.discriminator if isinstance(model, Electra) else model
+
+
+def check_speed_choices(objective: ObjectiveSpec, *, packing: bool, master_weights: bool, fused_qkv: bool,
+                        precision: str) -> None:
+    """`pretrain.packing`, `pretrain.master_weights` and `pretrain.fused_qkv` fit the run, or a ConfigError."""
+    if packing and objective.pairs != "none":
+        raise ConfigError(f"pretrain.packing=true needs one sequence type per row: objective=bert without nsp, or "
+                          f"electra (objective={objective.name}, nsp={str(objective.nsp).lower()} has a "
+                          "sentence-pair task)")
+    if master_weights and precision != "bf16-true":
+        raise ConfigError(f"pretrain.master_weights=true keeps fp32 masters of bf16 parameters: it needs "
+                          f"trainer.precision=bf16-true (got {precision})")
+    if fused_qkv and objective.name == "albert":
+        raise ConfigError("pretrain.fused_qkv=true fuses BERT and ELECTRA self-attention; ALBERT's attention is "
+                          "a module of its own: use objective=bert or electra, or fused_qkv=false")
 
 
 # which checkpoint types each objective can continue from
@@ -249,8 +269,14 @@ def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: P
                  card: str | None = None) -> Path:
     """Write a Hugging Face-format directory (config, safetensors weights with the pretraining heads,
     tokenizer + vocab.txt, the model card `card` as README.md); written to a temporary folder, then
-    moved into place with plain file modes (bioablate_core.files)."""
+    moved into place with plain file modes (bioablate_core.files). A model trained with fused QKV
+    projections (`pretrain.fused_qkv`) is written as transformers' own layout, query / key / value split
+    again, from a copy (the model passed in is left as it is)."""
+    import copy
     import shutil
+
+    if is_fused(model):
+        model = unfuse_qkv(copy.deepcopy(model))
 
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

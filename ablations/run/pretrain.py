@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.checks import check_accelerator_present, check_run_config
-from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, flatten, run_params, under_key
+from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, at_later_default, flatten, run_params, under_key
 from ablations.places import resolve_data_dir, resolve_work_dir, shown_place
 from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.run.costs import log_compute
@@ -55,6 +55,7 @@ from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, use_compile_cache
 from lightning_modules.compute import ComputeCounter
+from lightning_modules.fused_qkv import fuse_qkv
 from lightning_modules.matmul_precision import answerable_matmul_precision
 from lightning_modules.model_checks import check_weights
 from lightning_modules.models import model_fingerprint, resolve_model_dir
@@ -63,6 +64,7 @@ from lightning_modules.pretrain_models import (
     ObjectiveSpec,
     build_model,
     check_init,
+    check_speed_choices,
     export_model,
     exported_model,
     load_continual,
@@ -116,6 +118,8 @@ def check_config(cfg: DictConfig) -> None:
         if p.adversarial:
             raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
                               "not electra")
+    check_speed_choices(ObjectiveSpec.from_config(p), packing=p.packing, master_weights=p.master_weights,
+                        fused_qkv=p.fused_qkv, precision=cfg.trainer.precision)
     if p.init != "scratch":  # what loading it would fail on once the run exists (a FAILED run, a traceback)
         init_dir = resolve_model_dir(p.init)
         check_init(init_dir, p.objective)
@@ -162,7 +166,7 @@ def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corp
 def _shard_settings(cfg: DictConfig) -> dict:
     p = cfg.pretrain
     return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": ObjectiveSpec.from_config(p).pairs,
-            "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase}
+            "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase, **({"packing": True} if p.packing else {})}
 
 
 def _shards_dir(cfg: DictConfig, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Path:
@@ -175,7 +179,7 @@ def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: 
     if (found := open_shards(out_dir)) is not None:
         return found
     shards = build_shards(_load_corpus(cfg, data_dir), vocab_path, settings["lowercase"], p.seq_len,
-                          settings["pairs"], cfg.seed, out_dir)
+                          settings["pairs"], cfg.seed, out_dir, packing=p.packing)
     log.info("tokenized %s: %d documents, %d words, %d sequences -> %s", p.corpus, shards.meta["documents"],
              shards.meta["words"], len(shards), out_dir)
     return shards
@@ -212,7 +216,7 @@ def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
              and not (k == "pretrain.init" and init_fp != "scratch")
-             and not (k in UNSET_LEAVES_OUT and v is None)}
+             and not (k in UNSET_LEAVES_OUT and v is None) and not at_later_default(k, v)}
     return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
 
 
@@ -345,9 +349,11 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
         if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
+    model = fuse_qkv(model) if p.fused_qkv else model  # after a checkpoint loads: its weights stacked too
     module = PretrainModule(model, objective=objective, lr=p.lr, weight_decay=p.weight_decay,
                             warmup_ratio=p.warmup_ratio, total_steps=p.max_steps, optimizer=p.optimizer,
-                            alum=alum, seed=cfg.seed, log_every=cfg.trainer.log_every_n_steps)
+                            alum=alum, seed=cfg.seed, log_every=cfg.trainer.log_every_n_steps,
+                            master_weights=p.master_weights)
     if cfg.trainer.compile:  # the whole forward + loss + backward; one static shape with pretrain.max_predictions
         use_compile_cache(compile_cache_dir(inputs.work_dir))
         module.compile_losses(None if cfg.trainer.compile_mode == "default" else cfg.trainer.compile_mode)
@@ -387,7 +393,7 @@ def _fit_and_export(cfg: DictConfig, inputs: PretrainInputs, shards: Shards, run
     resume_from = usable_checkpoint(run.resume_from, set_aside=False) if run.is_worker else run.resume_from
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
     if trainer.is_global_zero:
-        model = exported_model(module.model)
+        model = exported_model(module.model, trainer.optimizers[0])
         card = _card(cfg, inputs, shards, run, trainer, model, len(vocab))
         export_model(model, tokenizer, inputs.identity.model_dir, inputs.vocab_path, card)
     return module

@@ -5,7 +5,9 @@
 generator seeded with (seed, that global micro-batch): fresh masks every time a sequence comes round
 again, identical masks in a resumed run. The masking rate follows the schedule on the optimizer-step
 progress. Besides the [B, L] `labels`, a batch carries the predicted positions as indices (`mlm_positions`,
-`mlm_labels`: masking.prediction_slots), which the training step gathers without reading anything back. Each batch carries its global micro-batch number (``micro_batch``, a plain int), which seeds
+`mlm_labels`: masking.prediction_slots), which the training step gathers without reading anything back.
+Batches of packed shards (`pretrain.packing`) also carry `document_ids` and `position_ids`
+(`packed_positions`). Each batch carries its global micro-batch number (``micro_batch``, a plain int), which seeds
 everything random in the training step (dropout, ELECTRA's sampling): a batch's result depends only on
 (seed, micro-batch), never on how many batches this process has seen.
 
@@ -93,9 +95,23 @@ class MicroBatches(IterableDataset):
                                     self.tokens.replace_low, len(self.special), generator,
                                     self.masking.max_predictions)
         positions, slot_labels = prediction_slots(labels, self.masking.max_predictions)
-        return {"input_ids": inputs, "labels": labels, "attention_mask": attention.long(),
+        batch = {"input_ids": inputs, "labels": labels, "attention_mask": attention.long(),
                 "mlm_positions": positions, "mlm_labels": slot_labels,
                 "token_type_ids": torch.from_numpy(np.asarray(self.shards.token_type_ids[rows], dtype=np.int64)),
                 "pair_labels": torch.from_numpy(np.asarray(self.shards.pair_labels[rows], dtype=np.int64)),
                 # host numbers, never read back from the device: the masking rate and the real tokens
                 "mask_rate": rate, "tokens": int(lengths.sum()), "micro_batch": global_micro}
+        if self.shards.segments is not None:
+            batch.update(packed_positions(torch.from_numpy(np.asarray(self.shards.segments[rows], dtype=np.int64))))
+        return batch
+
+
+def packed_positions(segments: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A packed batch's `document_ids` (its `segments`: 1, 2, ... per sequence of a row, 0 on padding; the
+    attention mask keeps each token to its own) and `position_ids` (counting from 0 at every sequence's
+    first token, as in a row of its own)."""
+    index = torch.arange(segments.shape[1]).expand_as(segments)
+    starts = torch.ones_like(segments, dtype=torch.bool)
+    starts[:, 1:] = segments[:, 1:] != segments[:, :-1]
+    first = torch.where(starts, index, 0).cummax(dim=1).values  # where each token's sequence starts
+    return {"document_ids": segments, "position_ids": index - first}

@@ -10,6 +10,13 @@ each document's sentences into sequences of exactly `seq_len` slots:
 - ``pairs="sop"``: the same two consecutive segments, swapped in 50% of sequences (label 1), ALBERT's
   sentence-order prediction.
 
+With ``packing`` (``pretrain.packing``, pairs ``none`` only) those sequences are then packed, first fit in
+decreasing length within each batch of documents, several to a row: a document's last, short sequence no
+longer pads a row of its own. The sequences themselves are unchanged (each keeps its [CLS] ... [SEP]); a
+row's ``segments`` array numbers them (1, 2, ...; 0 on padding), from which the batches take each token's
+document id (attention stays within it: a block-diagonal mask) and position (restarting at every
+sequence). This departs from BERT's one-sequence rows, so it is a choice, off by default.
+
 Streaming and parallel, in memory independent of the corpus size: the main process reads, filters,
 de-duplicates (in order: the first copy is kept) and sentence-splits documents and cuts them into
 batches of `DOCS_PER_BATCH`; a process pool tokenizes and packs batches (a batch's sequences depend only
@@ -60,6 +67,7 @@ log = logging.getLogger("bioablate")
 
 PAIR_MODES = ("none", "nsp", "sop")
 ARRAYS = ("input_ids", "token_type_ids", "word_start", "lengths", "pair_labels", "stages")
+PACKED_ARRAYS = (*ARRAYS, "segments")  # packed shards: which sequence of its row each token belongs to
 MANIFEST = "manifest.json"  # the arrays' sizes, times and checksums (bioablate_core.manifests)
 
 
@@ -73,6 +81,7 @@ class Shards:
     pair_labels: np.ndarray
     stages: np.ndarray
     meta: dict
+    segments: np.ndarray | None = None  # packed shards only (module doc)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -90,9 +99,14 @@ def shards_fingerprint(corpus_fp: str, vocab_path: Path, settings: dict) -> str:
     return h.hexdigest()[:16]
 
 
+def array_names(packed: bool) -> tuple[str, ...]:
+    return PACKED_ARRAYS if packed else ARRAYS
+
+
 def load_shards(path: Path) -> Shards:
-    arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
-    return Shards(path, meta=json.loads((path / "meta.json").read_text()), **arrays)
+    meta = json.loads((path / "meta.json").read_text())
+    arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in array_names(meta.get("packed", False))}
+    return Shards(path, meta=meta, **arrays)
 
 
 def open_shards(path: Path) -> Shards | None:
@@ -163,16 +177,33 @@ def _pack_pairs(docs: list[list[list[int]]], d: int, body: int, mode: str, rng: 
     return out
 
 
+def pack_rows(lengths: list[int], row_length: int) -> list[list[int]]:
+    """Sequences of `lengths` (each at most `row_length`) packed into rows, first fit in decreasing length
+    (ties in input order): each row a list of sequence indices, rows in the order they were opened."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        row = next((r for r, free in enumerate(room) if lengths[i] <= free), None)
+        if row is None:
+            rows.append([])
+            room.append(row_length)
+            row = len(rows) - 1
+        rows[row].append(i)
+        room[row] -= lengths[i]
+    return rows
+
+
 class Packer:
     """Tokenizes and packs one batch of documents into the rows of every array."""
 
-    def __init__(self, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int):
+    def __init__(self, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int,
+                 packing: bool = False):
         vocab = read_vocab(Path(vocab_path))
         index = {t: i for i, t in enumerate(vocab)}
         self.cls, self.sep, self.pad = index["[CLS]"], index["[SEP]"], index["[PAD]"]
         self.continuation = np.array([t.startswith("##") for t in vocab], dtype=bool)
         self.tokenizer = fast_tokenizer(vocab_path, lowercase)
-        self.seq_len, self.pairs, self.seed = seq_len, pairs, seed
+        self.seq_len, self.pairs, self.seed, self.packing = seq_len, pairs, seed, packing
 
     def __call__(self, batch: tuple[int, int, list[list[str] | str]]) -> dict[str, np.ndarray]:
         number, stage, docs = batch
@@ -194,6 +225,8 @@ class Packer:
                     (a if len(a) > len(b) else b).pop()
                 rows.append(([self.cls, *a, self.sep, *b, self.sep], len(a) + 2))
                 labels.append(label)
+        if self.packing:
+            return self._packed_arrays([row for row, _ in rows], stage)
         n = len(rows)
         input_ids = np.full((n, self.seq_len), self.pad, dtype=np.int32)
         token_types = np.zeros((n, self.seq_len), dtype=np.uint8)
@@ -205,6 +238,25 @@ class Packer:
         return {"input_ids": input_ids, "token_type_ids": token_types,
                 "word_start": (~self.continuation[input_ids]).astype(np.uint8), "lengths": lengths,
                 "pair_labels": np.array(labels, dtype=np.int8), "stages": np.full(n, stage, dtype=np.int8)}
+
+    def _packed_arrays(self, sequences: list[list[int]], stage: int) -> dict[str, np.ndarray]:
+        """Sequences (pairs ``none``: one token type, no pair label) packed several to a row."""
+        rows = pack_rows([len(s) for s in sequences], self.seq_len)
+        n = len(rows)
+        input_ids = np.full((n, self.seq_len), self.pad, dtype=np.int32)
+        segments = np.zeros((n, self.seq_len), dtype=np.int16)
+        lengths = np.empty(n, dtype=np.int32)
+        for r, members in enumerate(rows):
+            at = 0
+            for number, i in enumerate(members, start=1):
+                input_ids[r, at:at + len(sequences[i])] = sequences[i]
+                segments[r, at:at + len(sequences[i])] = number
+                at += len(sequences[i])
+            lengths[r] = at
+        return {"input_ids": input_ids, "token_type_ids": np.zeros((n, self.seq_len), dtype=np.uint8),
+                "word_start": (~self.continuation[input_ids]).astype(np.uint8), "lengths": lengths,
+                "pair_labels": np.zeros(n, dtype=np.int8), "stages": np.full(n, stage, dtype=np.int8),
+                "segments": segments}
 
 
 _WORKER_PACKER: Packer | None = None
@@ -280,7 +332,8 @@ def _packed(batches: Iterable, pool, workers: int, packer_args: tuple) -> Iterat
 
 HEADER_BYTES = 128  # a fixed-size .npy header, rewritten with the final shape when the build ends
 DTYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "word_start": np.uint8, "lengths": np.int32,
-          "pair_labels": np.int8, "stages": np.int8}
+          "pair_labels": np.int8, "stages": np.int8, "segments": np.int16}
+ROW_ARRAYS = ("input_ids", "token_type_ids", "word_start", "segments")  # [N, seq_len]; the others [N]
 
 
 def _npy_header(dtype, shape: tuple[int, ...]) -> bytes:
@@ -294,9 +347,11 @@ class ShardWriter:
     """Appends packed batches to the .npy arrays of an unfinished build, recording each in index.jsonl;
     reopening a folder built under the same key resumes after its last recorded batch."""
 
-    def __init__(self, folder: Path, key: dict, seq_len: int, stages: int):
+    def __init__(self, folder: Path, key: dict, seq_len: int, stages: int, names: tuple[str, ...] = ARRAYS):
         self.folder, self.seq_len = folder, seq_len
         self.state = {"batches": 0, "rows": 0, "tokens": 0, "stage_rows": [0] * stages}
+        if "segments" in names:
+            self.state["segments"] = 0
         build, index = folder / "build.json", folder / "index.jsonl"
         if build.is_file() and json.loads(build.read_text()) == key and index.is_file():
             for line in index.read_text().splitlines():
@@ -310,7 +365,8 @@ class ShardWriter:
             build.write_text(json.dumps(key))
             index.touch()
         self.files = {}
-        for name, dtype in DTYPES.items():
+        for name in names:
+            dtype = DTYPES[name]
             path = folder / f"{name}.npy"
             f = open(path, "r+b" if path.exists() else "w+b")
             f.truncate(HEADER_BYTES + self.state["rows"] * self._row_bytes(name))  # drop unrecorded rows
@@ -321,7 +377,7 @@ class ShardWriter:
         self.index = open(index, "a")
 
     def _shape(self, name: str, rows: int) -> tuple[int, ...]:
-        return (rows, self.seq_len) if name in ("input_ids", "token_type_ids", "word_start") else (rows,)
+        return (rows, self.seq_len) if name in ROW_ARRAYS else (rows,)
 
     def _row_bytes(self, name: str) -> int:
         return int(np.prod(self._shape(name, 1))) * np.dtype(DTYPES[name]).itemsize
@@ -334,6 +390,8 @@ class ShardWriter:
         s["batches"] += 1
         s["rows"] += len(arrays["lengths"])
         s["tokens"] += int(arrays["lengths"].sum())
+        if "segments" in s:
+            s["segments"] += int(arrays["segments"].max(axis=1, initial=0).sum())
         for stage in np.unique(arrays["stages"]):
             s["stage_rows"][int(stage)] += int((arrays["stages"] == stage).sum())
         self.index.write(json.dumps(s) + "\n")
@@ -385,35 +443,40 @@ DOCS_PER_BATCH = 256
 
 def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int,
                  out_dir: Path, *, workers: int | None = None, docs_per_batch: int = DOCS_PER_BATCH,
-                 progress: Callable[[dict], None] | None = None) -> Shards:
+                 progress: Callable[[dict], None] | None = None, packing: bool = False) -> Shards:
     """Tokenize and pack `corpus` into `out_dir`, streaming (see the module doc): built in
     ``<out_dir>.tmp``, resumed there after a kill, renamed when done. The result does not depend on
     `workers` (default: `default_workers(corpus)`). `progress` is called after each batch is written with the
-    build's state (batches, rows, tokens, stage_rows so far)."""
+    build's state (batches, rows, tokens, stage_rows so far). `packing`: several sequences to a row (module
+    doc; pairs ``none`` only)."""
     out_dir = Path(out_dir)
     if (found := open_shards(out_dir)) is not None:
         return found
     if pairs not in PAIR_MODES:
         raise ConfigError(f"pairs '{pairs}': expected one of {', '.join(PAIR_MODES)}")
+    if packing and pairs != "none":
+        raise ConfigError(f"packing sequences into rows needs pairs 'none' (got '{pairs}'): a sentence-pair "
+                          "task reads one [CLS] per row")
     # one builder per output folder: another process building it is waited for, then its shards are read
     with claim(out_dir.with_name(out_dir.name + ".lock"), what=f"shard build {out_dir}",
                on_wait=lambda holder: log.warning("waiting for the shard build %s held by %s", out_dir, holder)):
         if (found := open_shards(out_dir)) is not None:
             return found
         return _build_shards(corpus, vocab_path, lowercase, seq_len, pairs, seed, out_dir, workers=workers,
-                             docs_per_batch=docs_per_batch, progress=progress)
+                             docs_per_batch=docs_per_batch, progress=progress, packing=packing)
 
 
 def _build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int,
                   out_dir: Path, *, workers: int | None, docs_per_batch: int,
-                  progress: Callable[[dict], None] | None) -> Shards:
+                  progress: Callable[[dict], None] | None, packing: bool = False) -> Shards:
     vocab_size = len(read_vocab(Path(vocab_path)))
-    packer_args = (Path(vocab_path), lowercase, seq_len, pairs, seed)
+    packer_args = (Path(vocab_path), lowercase, seq_len, pairs, seed, packing)
     key = {"corpus": corpus.identity(), "vocab": file_hash(vocab_path), "lowercase": lowercase,
            "seq_len": seq_len, "pairs": pairs, "seed": seed, "docs_per_batch": docs_per_batch,
-           "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()}
+           "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(), **({"packing": True} if packing else {})}
     tmp = out_dir.with_name(out_dir.name + ".tmp")
-    writer = ShardWriter(tmp, key, seq_len, len(corpus.specs))
+    names = array_names(packing)
+    writer = ShardWriter(tmp, key, seq_len, len(corpus.specs), names)
     workers = workers or default_workers(corpus)
     try:
         done = writer.state["batches"]
@@ -431,9 +494,10 @@ def _build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: in
     state = writer.state
     meta = {"sequences": state["rows"], "seq_len": seq_len, "pairs": pairs, "tokens": state["tokens"],
             "stage_sizes": state["stage_rows"], "corpus": corpus.name, "documents": corpus.stats.documents,
-            "words": corpus.stats.words, "vocab_size": vocab_size}
+            "words": corpus.stats.words, "vocab_size": vocab_size,
+            **({"packed": True, "segments": state["segments"]} if packing else {})}
     # checked by open_shards; a file of its own: meta.json stays the same bytes for the same shards
-    (tmp / MANIFEST).write_text(json.dumps(manifest_of(tmp, [f"{name}.npy" for name in ARRAYS]), indent=1))
+    (tmp / MANIFEST).write_text(json.dumps(manifest_of(tmp, [f"{name}.npy" for name in names]), indent=1))
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     (tmp / "index.jsonl").unlink()
     (tmp / "build.json").unlink()

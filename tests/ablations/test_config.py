@@ -324,6 +324,23 @@ def test_pretrain_fingerprints_are_those_of_the_earlier_rule(name, data_dir):
     assert pretrain_fingerprint(cfg, "CORPUS", vocab, "INITFP") == continual
 
 
+@pytest.mark.parametrize("key", ["pretrain.packing", "pretrain.master_weights", "pretrain.fused_qkv"])
+def test_a_speed_choice_that_changes_the_numbers_is_part_of_the_pretraining_fingerprint(key, data_dir):
+    """Off (their default) they leave every stored run's fingerprint as it was (PINNED_PRETRAIN passes
+    untouched); on, the run is another run. Fine-tuning never reads them."""
+    from ablations.config import LATER_KEYS, fingerprint
+
+    vocab = data_dir / "vocab" / "bert-base-uncased" / "vocab.txt"
+    base = build_config("micro", [], task="pretrain")
+    before_the_key = OmegaConf.create(OmegaConf.to_container(base))
+    del before_the_key.pretrain[key.split(".")[1]]  # a config as built before the key existed
+    assert LATER_KEYS[key] is False
+    assert pretrain_fingerprint(base, "C", vocab, "scratch") == pretrain_fingerprint(before_the_key, "C", vocab, "scratch")
+    on = build_config("micro", [f"{key}=true"], task="pretrain")
+    assert pretrain_fingerprint(on, "C", vocab, "scratch") != pretrain_fingerprint(base, "C", vocab, "scratch")
+    assert fingerprint(on, "D") == fingerprint(base, "D")
+
+
 def test_a_key_that_decides_no_result_leaves_both_fingerprints_alone(data_dir):
     from ablations.config import FINETUNE_RESULT_KEYS, NON_RESULT_KEYS, PRETRAIN_RESULT_KEYS, fingerprint
 

@@ -50,11 +50,14 @@ VARIANTS = {
     "electra": ["pretrain.objective=electra"],
     "fixed-predictions": ["pretrain.max_predictions=32"],  # the static-shape step: 32 slots a row
     "electra-from-bert": [*CONTINUAL, "pretrain.objective=electra", "pretrain.vocab=init", "pretrain.lr=5e-4"],
+    # several sequences a row (bf16 master weights and fused QKV: test_packed_bf16_master_weights_...)
+    "packed": ["pretrain.packing=true"],
+    "electra-packed": ["pretrain.objective=electra", "pretrain.packing=true"],
 }
 # Variants that change only the text, the masking or the optimizer export the standard model's
 # architecture and vocabulary: fine-tuning their export would prove nothing "bert-wwm-pubmed" does not.
 SAME_EXPORT = {"fixed-predictions", "wordpiece", "mask-schedule", "adversarial", "lamb", "bf16-mixed", "pmc", "pubmed+pmc",
-               "general>pubmed"}
+               "general>pubmed", "packed", "electra-packed"}
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +241,33 @@ def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path
         check_config(build_config("micro", ["trainer.compile_mode=graphs"], task="pretrain"))
     assert fingerprint(build_config("micro", ["trainer.compile_mode=reduce-overhead"], task="pretrain")) == \
         fingerprint(unset)  # how the step is compiled changes no number
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["pretrain.packing=true", "pretrain.nsp=true"], "pretrain.packing=true needs one sequence type per row"),
+    (["pretrain.packing=true", "pretrain.objective=albert"], "pretrain.packing=true needs one sequence type per row"),
+    (["pretrain.master_weights=true"], "pretrain.master_weights=true keeps fp32 masters of bf16 parameters: it "
+                                       "needs trainer.precision=bf16-true (got 32-true)"),
+    (["pretrain.fused_qkv=true", "pretrain.objective=albert"], "pretrain.fused_qkv=true fuses BERT and ELECTRA"),
+])
+def test_a_speed_choice_that_does_not_fit_the_run_is_one_line(overrides, message, data_dir: Path, tmp_path: Path):
+    from ablations.run.pretrain import check_config
+
+    with pytest.raises(ConfigError) as error:
+        check_config(pretrain_config(data_dir, tmp_path, *overrides))
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_packed_bf16_master_weights_and_fused_qkv_export_the_masters(data_dir: Path, tmp_path: Path):
+    """bf16-true with master weights exports the fp32 masters (not their bf16 rounding), as transformers' own
+    BERT layout; packing trains on the packed shards."""
+    result = run_pretrain(pretrain_config(data_dir, tmp_path, "trainer.precision=bf16-true", "pretrain.max_steps=4",
+                                          "pretrain.master_weights=true", "pretrain.fused_qkv=true",
+                                          "pretrain.packing=true"))
+    weights = load_file(result.model_dir / "model.safetensors")
+    assert {t.dtype for t in weights.values()} == {torch.float32}
+    query = weights["bert.encoder.layer.0.attention.self.query.weight"]
+    assert not any(".qkv." in k for k in weights) and not torch.equal(query, query.to(torch.bfloat16).float())
+    run = MlflowClient(result.tracking_uri).get_run(result.run_id)
+    assert json.loads((Path(run.data.tags["shards"]) / "meta.json").read_text())["packed"] is True

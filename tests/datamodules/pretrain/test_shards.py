@@ -216,3 +216,56 @@ def test_an_untouched_shard_set_is_reused_without_rehashing(data_dir: Path, tmp_
 
     monkeypatch.setattr(manifests, "file_sha256", no_hashing)
     assert len(build_shards(small, vocab(data_dir), True, 64, "none", 0, out, workers=1)) > 0
+
+
+# ---- packing (pretrain.packing): the same sequences, several to a row
+
+def sequences_of(shards) -> list[tuple[int, ...]]:
+    """Every sequence of the shards, as token tuples: a packed row split at its segment numbers."""
+    out = []
+    for r in range(len(shards)):
+        ids = np.asarray(shards.input_ids[r])
+        if shards.segments is None:
+            out.append(tuple(ids[:shards.lengths[r]]))
+            continue
+        segments = np.asarray(shards.segments[r])
+        out += [tuple(ids[segments == n]) for n in range(1, segments.max() + 1)]
+    return out
+
+
+def test_packed_shards_hold_the_same_sequences_in_fewer_fuller_rows(small_pubmed, data_dir: Path, tmp_path: Path):
+    bert = resolve_vocab_file("bert-base-uncased", data_dir)
+    one = build_shards(small_pubmed, bert, True, 128, "none", 0, tmp_path / "one")
+    packed = build_shards(small_pubmed, bert, True, 128, "none", 0, tmp_path / "packed", packing=True)
+    assert one.segments is None and packed.segments is not None and packed.meta["packed"] is True
+    assert sorted(sequences_of(packed)) == sorted(sequences_of(one))  # nothing cut, lost or repeated
+    assert packed.meta["segments"] == len(one) and packed.meta["tokens"] == one.meta["tokens"]
+    cls, sep, pad = 101, 102, 0
+    for r in range(len(packed)):
+        ids, segments, n = np.asarray(packed.input_ids[r]), np.asarray(packed.segments[r]), packed.lengths[r]
+        # sequences laid end to end from the row's start, numbered 1, 2, ..., each [CLS] ... [SEP]; then padding
+        assert (segments[:n] > 0).all() and (segments[n:] == 0).all() and (ids[n:] == pad).all()
+        assert (np.diff(segments[:n]) >= 0).all() and set(np.unique(segments[:n])) == set(range(1, segments.max() + 1))
+        starts = np.flatnonzero(np.diff(segments[:n], prepend=0))
+        assert (ids[starts] == cls).all() and (ids[np.append(starts[1:], n) - 1] == sep).all()
+    assert (packed.token_type_ids == 0).all() and (packed.pair_labels == 0).all()
+    fill_one = one.meta["tokens"] / (len(one) * 128)
+    fill_packed = packed.meta["tokens"] / (len(packed) * 128)
+    assert len(packed) < len(one) and fill_packed > fill_one
+    assert (np.asarray(packed.segments).max(axis=1) >= 2).any()
+
+
+def test_pack_rows_is_first_fit_decreasing():
+    from datamodules.pretrain.shards import pack_rows
+
+    assert pack_rows([3, 8, 5, 2, 10, 4], 10) == [[4], [1, 3], [2, 5], [0]]
+    rows = pack_rows([7, 3, 3, 3, 9, 1, 6], 10)
+    assert sorted(i for row in rows for i in row) == list(range(7))
+    assert all(sum([7, 3, 3, 3, 9, 1, 6][i] for i in row) <= 10 for row in rows) and len(rows) == 4
+
+
+def test_packing_refuses_a_sentence_pair_task(small_pubmed, data_dir: Path, tmp_path: Path):
+    from bioablate_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^packing sequences into rows needs pairs 'none' \(got 'nsp'\)"):
+        build_shards(small_pubmed, vocab(data_dir), True, 64, "nsp", 0, tmp_path / "s", packing=True)
