@@ -84,3 +84,14 @@ def test_a_difference_from_unrounded_means_is_caught():
     """Table 13's BC5-disease IO - BIO: the CSV's means give 5.17, the printed cells 56.24 - 51.08 = 5.16."""
     allowed = quotable("table13_tagging-mini", 2)
     assert round(5.16, 2) in allowed and round(5.17, 2) not in allowed
+
+
+def test_the_transfer_table_is_the_one_the_rendered_tables_give():
+    """findings.md's transfer table is what scripts/transfer_table.py reads from the shipped tables' CSVs: a
+    table re-rendered with another outcome, or a verdict edited by hand, fails here."""
+    import subprocess
+    import sys
+
+    script = RESULTS.parents[1] / "scripts" / "transfer_table.py"
+    done = subprocess.run([sys.executable, str(script), "--check", str(FINDINGS)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from ablations.results import BLURB_ROW
+from ablations.tables.stats import DIGITS
 
 WORSE, BETTER, TIE, NO_GAIN = "worse", "better", "tie", "no gain"
 HOLDS, CONTRADICTED, CANNOT_TELL, NOT_RUN = "holds", "contradicted", "cannot tell", "not run"
@@ -69,7 +70,7 @@ CONCLUSIONS: tuple[Conclusion, ...] = (
 class Comparison:
     row: str
     variant: str
-    difference: float  # variant - baseline, x100 as the table prints it
+    difference: float  # variant - baseline, x100, of the cells as the table prints them
     significant: bool  # the table's mark on the variant's cell
     paper_difference: Optional[float] = None
 
@@ -132,7 +133,9 @@ def comparisons(conclusion: Conclusion, records: list[Mapping[str, str]]) -> lis
                 continue
             paper = (None if _float(cell.get("paper", "")) is None or _float(base.get("paper", "")) is None
                      else _float(cell["paper"]) - _float(base["paper"]))
-            found.append(Comparison(row, variant, _float(cell["mean"]) - _float(base["mean"]),
+            # the difference of the printed cells (rounded as the table prints them), as a reader subtracts them
+            difference = round(_float(cell["mean"]), DIGITS) - round(_float(base["mean"]), DIGITS)
+            found.append(Comparison(row, variant, difference,
                                     cell.get("significant") == "true", paper))
     return found
 
