@@ -29,6 +29,10 @@ from datamodules.task_types import TASK_TYPES, TaskType, UserForm
 FORMATS = ("conll", "jsonl", "tsv", "squad", "bioasq-golden")
 # Extractive QA files: whole-file formats of questions, contexts and answer spans (datamodules/custom/qa.py)
 QA_FORMATS = ("squad", "bioasq-golden")
+# `tagging:` of tagged files -> the tag prefixes besides O it allows (auto: any, the scheme is detected;
+# datamodules/custom/tagged.py). bio, io as datamodules/tagging.py names them; iobes (BIOES) and bilou are
+# the two spellings of its bioul, as corpora ship them.
+TAGGINGS = {"auto": "BIESLU", "bio": "BI", "io": "I", "iobes": "BIES", "bilou": "BILU"}
 
 
 @dataclass
@@ -62,6 +66,7 @@ class UserDatasetFile:
     positive_label: Optional[str] = None  # re / classification: score the F1 of this class only (GAD)
     entity_type: Optional[str] = None  # ner/pico: the type of untyped tags (B, I)
     collapse_type: Optional[str] = None  # ner/pico: rename every entity type to this one, as BLURB does
+    tagging: str = "auto"  # ner/pico: the tag scheme of the files, one of TAGGINGS (auto: detected)
     columns: Dict[str, int] = field(default_factory=dict)  # conll/tsv: field -> 0-based column (-1: last)
     header: bool = False  # tsv: the first line of each file is a header
     fields: Dict[str, str] = field(default_factory=dict)  # jsonl: field -> the key in each line
@@ -114,6 +119,7 @@ class Definition:
     metric_args: dict[str, Any]
     entity_type: Optional[str]
     collapse_type: Optional[str]
+    tagging: str  # ner/pico: a name in TAGGINGS
     columns: dict[str, int]  # conll/tsv: field -> column
     header: bool
     fields: dict[str, str]  # jsonl: field -> key in the line
@@ -178,11 +184,18 @@ def check(path: Path, cfg: DictConfig) -> Definition:
     if cfg.entity_types is not None and (not task.relation or len(cfg.entity_types) != 2):
         raise fail(f"entity_types: give [head type, tail type] for task_type {_names(lambda t: t.relation)} "
                    "without offsets (the text holds @HEAD$ and @TAIL$)")
+    if cfg.tagging not in TAGGINGS:
+        raise fail(str(UnknownNameError("tagging", cfg.tagging, TAGGINGS)))
+    if cfg.tagging != "auto" and not task.tagged:
+        raise fail(f"tagging applies to task_type {_names(lambda t: t.tagged, ' or ')}, not {kind_name}; remove it")
 
     labels = _labels(cfg, kind, kind_name, fail)
     columns, fields = _field_maps(cfg, kind, kind_name, fail)
     metric, metric_args = _metric(cfg, kind, kind_name, labels, fail)
     container = OmegaConf.to_container(cfg, resolve=True)
+    # not part of the fingerprint: a declared scheme only refuses tags outside it; the tags it accepts
+    # become the same spans as detected ones, so declaring it keeps finding the runs made without it
+    container.pop("tagging")
     given = {split: entry for split, entry in container["files"].items() if entry is not None}
     folds_given = container.pop("folds")
     files, folds, own = split_names(given, folds_given, fail)
@@ -199,7 +212,7 @@ def check(path: Path, cfg: DictConfig) -> Definition:
         root=(path.parent / cfg.path).resolve(), files=files, protocol=protocol, labels=labels,
         labels_from_train=task.tagged and not labels, multi_label=cfg.multi_label, metric=metric,
         metric_args=metric_args, entity_type=cfg.entity_type,
-        collapse_type=cfg.collapse_type, columns=columns, header=cfg.header, fields=fields,
+        collapse_type=cfg.collapse_type, tagging=cfg.tagging, columns=columns, header=cfg.header, fields=fields,
         entity_types=tuple(cfg.entity_types) if cfg.entity_types is not None else None,
         label_separator=cfg.label_separator, max_length=cfg.max_length,
         normalized=json.dumps(normalized, sort_keys=True), layouts=layouts)

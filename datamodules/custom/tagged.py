@@ -12,6 +12,8 @@ IOB2 or IO (`B-`, `I-`), IOBES / BIOES (`E-` ends a mention, `S-` is a one-word 
 for the same), typed (`B-Chemical`, `S-PAR`) or untyped (`B`, `S`: their type is `entity_type`). They
 become spans the way conlleval reads them (`datamodules.tagging`'s BIOUL decoding: E-/L- close a mention,
 S-/U- are one), so the entity F1 a run reports equals conlleval's and seqeval's on the same tags.
+The YAML's `tagging:` (bio, io, iobes, bilou; default auto: detected) declares the scheme instead: a tag
+outside it is refused, naming the file, the line and the scheme, and the scheme is said for every file.
 `collapse_type` renames every type before spans are built (BLURB scores NER with one type). A YAML without
 `labels` (nor `entity_type`, `collapse_type`) takes the entity types of its training split, sorted
 (`entity_types`); a type that only dev or test use is then an error naming it.
@@ -24,7 +26,7 @@ import re
 from pathlib import Path
 
 from bioablate_core.errors import DataFormatError
-from datamodules.custom.schema import Definition
+from datamodules.custom.schema import TAGGINGS, Definition
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.tagging import get_scheme
 from datamodules.textfiles import open_text
@@ -34,6 +36,7 @@ _TAG = re.compile(r"O|[BIESLU](?:-\S+)?")
 _AS_BIOUL = {"S": "U", "E": "L"}  # IOBES / BIOES prefixes as their BILOU equivalents
 BIOUL = get_scheme("bioul")
 _SCHEME_NAMES = (({"S", "E"}, "IOBES"), ({"U", "L"}, "BILOU"), ({"B"}, "IOB2"), ({"I"}, "IO"))
+_DECLARED_NAMES = {"bio": "IOB2", "io": "IO", "iobes": "IOBES", "bilou": "BILOU"}  # `tagging:` -> as said
 _DOCSTART = re.compile(r"-DOCSTART-(?:\s+\((\S+)\))?")
 
 
@@ -48,7 +51,9 @@ class TagRules:
         self.prefixes: set[str] = set()  # the prefixes written, for the scheme said (`scheme`)
 
     def scheme(self) -> str:
-        """The scheme the tags read so far were written in (IOBES, BILOU, IOB2 or IO)."""
+        """The scheme the tags read so far were written in (IOBES, BILOU, IOB2 or IO): the declared one, if any."""
+        if self.definition.tagging in _DECLARED_NAMES:
+            return _DECLARED_NAMES[self.definition.tagging]
         return next((name for marks, name in _SCHEME_NAMES if marks & self.prefixes), "IOB2")
 
     def normalize(self, tag: str, path: Path, line: int) -> str:
@@ -60,6 +65,12 @@ class TagRules:
             raise DataFormatError(path, line, f"tag {tag!r} is not O or a prefix B, I, E, S, L or U, alone or "
                                               "as <prefix>-<type> (IOB2, IO, IOBES / BIOES or BILOU tags)")
         prefix, _, typ = tag.partition("-")
+        if prefix not in TAGGINGS[d.tagging]:
+            owners = ", ".join(name for name, allowed in TAGGINGS.items() if name != "auto" and prefix in allowed)
+            raise DataFormatError(path, line, f"tag {tag!r} is outside tagging scheme {d.tagging} ({self.scheme()}: "
+                                              f"O and {', '.join(TAGGINGS[d.tagging])} tags), the key 'tagging' of "
+                                              f"{d.source}; {prefix}- tags are written in {owners}: declare that, or "
+                                              "tagging: auto to detect it")
         self.prefixes.add(prefix)
         prefix = _AS_BIOUL.get(prefix, prefix)
         if not typ:
@@ -129,10 +140,13 @@ def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
             tokens.append(token)
             tags.append(rules.normalize(parts[tag_column].strip(), path, number))
     flush()
-    if rules.prefixes & set("ESLU") and (str(path), rules.scheme()) not in _SAID:  # (IOB2 and IO: as ever)
+    declared = definition.tagging != "auto"
+    # detected IOB2 and IO are read as ever, unsaid
+    if (declared or rules.prefixes & set("ESLU")) and (str(path), rules.scheme()) not in _SAID:
         _SAID.add((str(path), rules.scheme()))
-        log.info("%s: %s tags read as %s (prefixes %s)", definition.name, path.name, rules.scheme(),
-                 ", ".join(sorted(rules.prefixes)))
+        log.info("%s: %s tags read as %s (%s, prefixes %s)", definition.name, path.name, rules.scheme(),
+                 f"declared: tagging: {definition.tagging}" if declared else "detected",
+                 ", ".join(sorted(rules.prefixes)) or "none")
     return instances
 
 

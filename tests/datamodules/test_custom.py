@@ -250,6 +250,7 @@ def test_sentence_pairs_classify_and_documents_keep_single_labels(data_dir, tmp_
     (GOOD.replace("format: tsv", "format: conll") + "task_type: classification\n",
      ["format conll holds tagged tokens"]),
     (GOOD.replace("[pos, neg]", "[yes, no]"), ["labels: YAML reads yes/no", "quote them"]),
+    (GOOD + "tagging: iobes\n", ["tagging applies to task_type ner or pico, not classification"]),
 ])
 def test_schema_mistakes_are_one_line_naming_the_file(tmp_path, body, fragments):
     path = write_dataset(tmp_path, "custom-bad", body)
