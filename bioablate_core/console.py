@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 # the libraries whose logs below ERROR are noise for a user running experiments
-NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers")
+NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers",
+                   "huggingface_hub")  # its retry lines ("Retrying in 1s [Retry 1/5]"): the error says what failed
 # our own loggers (the first part of a record's name): their INFO lines are the commands' progress
 OUR_LOGGERS = ("bioablate", "ablations", "bioablate_core", "datamodules", "lightning_modules")
 # loggers that print a full traceback (ERROR) for an exception their library raises right after: the

@@ -57,6 +57,23 @@ def dialect(url: str) -> str:
     return url.split("://", 1)[0].split("+", 1)[0].lower()
 
 
+# The pip package of each driver module SQLAlchemy may import for a server URL.
+_DRIVER_PACKAGES = {"psycopg2": "psycopg2-binary", "psycopg": "'psycopg[binary]'", "pymysql": "pymysql",
+                    "MySQLdb": "mysqlclient"}
+
+
+def missing_driver(url: str, module: str) -> str:
+    """How to install the driver `module` that `url` needs, in one line. A plain `mysql://` makes
+    SQLAlchemy import MySQLdb (mysqlclient, which needs a C compiler and the MySQL headers); the advice is
+    then the pure-Python PyMySQL with the URL form that selects it, since installing it alone changes
+    nothing for a plain `mysql://`."""
+    if module == "MySQLdb" and url.startswith("mysql://"):
+        return (f"its driver is not installed (MySQLdb): pip install pymysql and write the URL as "
+                f"{hide_passwords('mysql+pymysql://' + url[len('mysql://'):])}")
+    package = _DRIVER_PACKAGES.get(module, module)
+    return f"its driver is not installed ({module}): pip install {package}"
+
+
 def unreachable(url: str, timeout_s: float) -> str | None:
     """Why a server database at `url` cannot be used (one line), or None when a connection opens within
     `timeout_s`. Not for SQLite (a file: nothing to reach)."""
@@ -66,7 +83,7 @@ def unreachable(url: str, timeout_s: float) -> str | None:
         engine = sqlalchemy.create_engine(url, connect_args={"connect_timeout": max(1, round(timeout_s))},
                                           poolclass=sqlalchemy.pool.NullPool)
     except ModuleNotFoundError as error:
-        return f"its driver is not installed ({error.name}): pip install psycopg2-binary (PostgreSQL) or pymysql"
+        return missing_driver(url, error.name or "")
     except Exception as error:  # noqa: BLE001 -- a malformed URL: one line
         return f"not a database URL ({' '.join(str(error).split())[:200]})"
     try:

@@ -17,6 +17,7 @@ model, or a fresh random BERT.
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 import re
@@ -174,6 +175,23 @@ def resolve_model_dir(name_or_path: str) -> Path:
 _ONLINE_SNAPSHOTS: dict[tuple[str, str, Optional[str]], Path] = {}
 
 
+HUB_PROBE_TIMEOUT_S = 5.0  # a Hub endpoint that answers no request within this is unreachable
+
+
+@functools.lru_cache(maxsize=None)
+def _hub_unreachable(endpoint: str) -> bool:
+    """Whether the Hub at `endpoint` answers no request within HUB_PROBE_TIMEOUT_S, asked once per process.
+    huggingface_hub retries a refused or timed-out connection five times with backoff for each call (two
+    calls here: 34 s and 22 log lines before the one-line error); unreachable, the cache alone is read."""
+    from huggingface_hub.utils import get_session
+
+    try:
+        get_session().head(endpoint, timeout=HUB_PROBE_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 -- refused, timed out, no route, no name: an answer of any status is reach
+        return True
+    return False
+
+
 def _weights_to_fetch(hub_id: str, revision: Optional[str]) -> list[str]:
     """Safetensors where the repository has them, else the PyTorch .bin (older repositories)."""
     from huggingface_hub import HfApi
@@ -206,9 +224,10 @@ def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optio
     where = f"model '{asked}'" + (f" ({hub_id}{at})" if asked.partition("@")[0] != hub_id else "")
     online_key = (constants.HF_HUB_CACHE, hub_id, revision)
     try:
-        if is_offline_mode():
+        if is_offline_mode() or _hub_unreachable(constants.ENDPOINT):
             # config.json alone: the cached listing then checks only it, whichever weights were fetched
-            folder = Path(snapshot_download(hub_id, revision=revision, allow_patterns=["config.json"]))
+            folder = Path(snapshot_download(hub_id, revision=revision, allow_patterns=["config.json"],
+                                            local_files_only=True))
         elif online_key in _ONLINE_SNAPSHOTS:
             folder = _ONLINE_SNAPSHOTS[online_key]
         else:

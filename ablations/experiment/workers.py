@@ -77,10 +77,20 @@ _PARENT: Optional[int] = None  # in a pool worker: the pid of the invocation tha
 _PARENT_GONE = False  # in a pool worker: the parent-death signal came (`_parent_died`)
 
 
+STARTING_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # held back while a worker starts (`_WorkerPool`)
+
+
 def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
     global _PARENT
+    # Until the worker is ready, the terminal's Ctrl-C (sent to the whole group) is the parent's to handle (it
+    # terminates its workers), and SIGTERM or the parent-death SIGHUP end the worker at once, quietly. Raised
+    # as `Interrupted` here, or as KeyboardInterrupt while the interpreter started, they came out as
+    # "Exception in initializer" tracebacks. Ignoring SIGINT drops one held back since the worker was started.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STARTING_SIGNALS)
     device = devices.get()
-    interrupts.install()  # SIGINT (the terminal's, to the whole group) / SIGTERM: the run ends KILLED
     _PARENT = os.getppid()
     _die_with_parent()
     _watch_parent()
@@ -93,16 +103,19 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
     configure_logging()  # a spawned interpreter: the progress lines reach the invocation's stderr
     quiet_libraries()
     no_progress_bars()
+    signal.signal(signal.SIGHUP, _parent_died)
+    interrupts.install()  # SIGINT (the terminal's, to the whole group) / SIGTERM: the run ends KILLED
+    if os.getppid() != _PARENT:  # the parent died while the worker started
+        os.kill(os.getpid(), signal.SIGHUP)
 
 
 def _die_with_parent() -> None:
     """SIGHUP to this worker when its parent dies (SIGKILL, a lost terminal), as Linux's parent-death
-    signal, taken as one SIGTERM (`_parent_died`): its run ends KILLED and the worker exits (`execute`).
-    Without it, workers outlived a killed `bioablate run`, finished their runs, then blocked for ever
-    sending results to nobody."""
+    signal, taken as one SIGTERM once the worker is ready (`_parent_died`): its run ends KILLED and the
+    worker exits (`execute`). Without it, workers outlived a killed `bioablate run`, finished their runs,
+    then blocked for ever sending results to nobody."""
     import ctypes
 
-    signal.signal(signal.SIGHUP, _parent_died)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGHUP)  # PR_SET_PDEATHSIG
@@ -199,8 +212,20 @@ def worker_pool(devices: int, runs_per_device: int, cuda: bool) -> ProcessPoolEx
         queue.put(slot % devices)
     # the CPUs chosen for this invocation (bioablate_core.threads: those others leave free), shared out
     threads = max(1, configured_threads() // workers)
-    return ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                               initargs=(queue, cuda, threads))
+    return _WorkerPool(workers, mp_context=context, initializer=_init_worker, initargs=(queue, cuda, threads))
+
+
+class _WorkerPool(ProcessPoolExecutor):
+    """Starts each worker with SIGINT and SIGTERM blocked (the mask survives fork and exec), so neither
+    interrupts the new interpreter before `_init_worker` decides what they do; the parent's own signals
+    are only held back while it starts the process."""
+
+    def _spawn_process(self) -> None:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STARTING_SIGNALS)
+        try:
+            super()._spawn_process()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def no_progress_bars() -> None:

@@ -330,10 +330,18 @@ def example_from_json(record: dict[str, Any], spec, where: tuple[Path, int]) -> 
                                                   f"({type(error).__name__}: {error})") from None
 
 
-def read_inputs(path: Path, spec) -> list[Example]:
-    """The examples of an input file (module docstring)."""
+def check_input_file(path: Path) -> None:
+    """One line when `path` is no file to read examples from."""
+    if path.is_dir():
+        raise ConfigError(f"--input {path} is a folder; name the file to read (plain text or JSONL, one example "
+                          "per line), e.g. --input " + str(path / "examples.txt"))
     if not path.is_file():
         raise ConfigError(f"--input {path}: no such file")
+
+
+def read_inputs(path: Path, spec) -> list[Example]:
+    """The examples of an input file (module docstring)."""
+    check_input_file(path)
     lines = [(n, line) for n, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]  # not UTF-8: one line
     if not lines:
         raise DataFormatError(path, None, "no examples (one per line)")
@@ -373,6 +381,7 @@ def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Pa
             Path(output).samefile(input_path):  # it would replace the user's text by its predictions
         raise ConfigError(f"--output {output} is the --input file; name another file for the predictions, "
                           f"e.g. {Path(output).with_suffix('.predictions.jsonl')}")
+    check_input_file(Path(input_path))  # before the model is loaded
     model = load_model(model_dir, task)
     records = predict_records(model, read_inputs(input_path, model.task_encoder.spec))
     lines = "".join(json.dumps(record) + "\n" for record in records)

@@ -265,7 +265,8 @@ class ResamplingCache:
         _PENDING = [compute for _, _, compute in self.pending]
         try:
             if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-                pool = multiprocessing.get_context("fork").Pool(workers, initializer=_default_signals)
+                pool = multiprocessing.get_context("fork").Pool(workers, initializer=_default_signals,
+                                                                initargs=(os.getpid(),))
                 try:
                     values = pool.map(_compute, range(len(_PENDING)), chunksize=1)
                     pool.close()  # the workers leave on their own once the queue is empty
@@ -287,14 +288,25 @@ class ResamplingCache:
 _PENDING: list[Callable[[], dict | None]] = []  # the queue `run_pending` hands to its forked workers
 
 
-def _default_signals() -> None:
+def _default_signals(parent: int) -> None:
     """A pool worker's SIGINT / SIGTERM: the default (exit), not the handlers the fork copied from the CLI
     (bioablate_core.interrupts). A worker holding those outlived the pool's terminate(), and its join waited forever:
-    a `bioablate run` under test hung rendering its table, its one live worker blocked on the task queue."""
+    a `bioablate run` under test hung rendering its table, its one live worker blocked on the task queue.
+
+    The worker also gets a SIGTERM when its `parent` dies (Linux's parent-death signal) and so exits at once,
+    quietly: a SIGKILLed `bioablate table --stats` left each worker to finish its resampling and print a
+    `BrokenPipeError` traceback sending the result to nobody."""
+    import ctypes
     import signal
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: such a worker still prints its traceback
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _compute(index: int) -> dict | None:

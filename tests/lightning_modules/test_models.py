@@ -314,3 +314,23 @@ def test_a_pickled_global_in_pytorch_model_bin_is_one_line_naming_the_file(model
         f"bioablate: error: {line} (`model.save_pretrained(folder)` writes model.safetensors, from a source you "
         "trust)"], done.stderr
     assert not (tmp_path / "work" / "mlruns.db").exists()  # refused before any run (or store) exists
+
+
+def test_an_id_the_unreachable_hub_cannot_give_is_one_line_without_retry_lines(tmp_path, data_dir):
+    """With HF_HUB_OFFLINE unset and the Hub unreachable (a refused endpoint), huggingface_hub retried each
+    request five times, twice (22 doubled "Retrying in 1s [Retry 1/5]" lines, 34 s) before the one line;
+    the Hub is now asked once whether it answers, and the cache read alone."""
+    import subprocess
+
+    env = {key: value for key, value in os.environ.items() if key != "HF_HUB_OFFLINE"}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"),
+               PYTHONPATH=str(Path(__file__).parents[2]))
+    done = subprocess.run([sys.executable, "-m", "ablations.cli", "finetune", "--task", "gad", "--data-dir",
+                           str(data_dir), "--work-dir", str(tmp_path / "work"), "--model", "someorg/nosuchmodel"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "Retry" not in done.stderr and "thrown while requesting" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"bioablate: error: model 'someorg/nosuchmodel' is not in the Hugging Face cache ({tmp_path / 'hf' / 'hub'}) "
+        "and the Hub cannot be reached; download it with `hf download someorg/nosuchmodel` where it can")
+    assert done.stderr.count("bioablate: error:") == 1

@@ -44,3 +44,54 @@ def test_a_lost_parent_death_signal_is_sent_once_after_the_grace_then_the_worker
 def test_a_signal_already_handled_is_not_repeated():
     events = Clock(orphaned_at=2.0, signalled_at=1.0).watch()
     assert [name for name, _ in events] == ["exit"]
+
+
+CTRL_C_AT_WORKER_START = """
+import sys, time
+from bioablate_core import interrupts
+from ablations.experiment.workers import worker_pool
+
+def main():
+    with interrupts.handling_interrupts():
+        pool = worker_pool(2, 1, False)
+        try:
+            [pool.submit(time.sleep, 3) for _ in range(2)]
+            print("started", flush=True)
+            time.sleep(60)
+        except BaseException:  # as ablations.experiment.runner does
+            for process in list(pool._processes.values()):
+                process.terminate()
+            raise
+        finally:
+            pool.shutdown(cancel_futures=True)
+
+if __name__ == "__main__":
+    try:
+        main()
+    except interrupts.Interrupted as stop:
+        sys.exit(stop.exit_code)
+"""
+
+
+def test_ctrl_c_while_the_workers_start_stops_the_invocation_without_a_traceback(tmp_path):
+    """The terminal's SIGINT reaches the whole process group; workers just started (their interpreter
+    starting, or importing torch in the initializer) printed KeyboardInterrupt and "Exception in
+    initializer" tracebacks. They leave that signal to the parent, which terminates them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "invocation.py"
+    script.write_text(CTRL_C_AT_WORKER_START)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])})
+    assert parent.stdout.readline() == "started\n"  # the two workers' processes are starting
+    time.sleep(1)  # their interpreters importing the project, or the initializer importing torch: seconds
+    os.killpg(parent.pid, signal.SIGINT)
+    _, err = parent.communicate(timeout=120)
+    assert parent.returncode == 128 + signal.SIGINT
+    assert "Traceback" not in err and "initializer" not in err and "leaked" not in err, err

@@ -195,3 +195,14 @@ def test_a_long_input_is_tagged_all_through_window_by_window(exported: Path, tmp
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     # a window ends after a sentence where one ends in its second half
     assert sum(words[end - 1] in ".!?…" for _, end, _ in spans[:-1]) > len(spans) // 2
+
+
+def test_an_input_folder_is_said_to_be_a_folder_before_any_model_is_loaded(tmp_path: Path, capsys):
+    """`--input DIR` is named a folder with the file to pass instead (it said "no such file"), checked before
+    the model folder is read: `--model` here holds no model at all."""
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    code = main(["predict", "--model", str(tmp_path / "no-model"), "--input", str(folder)])
+    assert code == 2 and capsys.readouterr().err.strip() == (
+        f"bioablate: error: --input {folder} is a folder; name the file to read (plain text or JSONL, one "
+        f"example per line), e.g. --input {folder / 'examples.txt'}")

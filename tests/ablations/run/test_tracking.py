@@ -224,3 +224,16 @@ def test_the_lightning_logger_keeps_every_step_and_stores_them_a_few_steps_at_a_
         logger.log_metrics({"train/loss": 4.0}, step=4)
         logger.finalize("success")
     assert stored()[-1] == (4, 4.0) and client.get_metric_history(run_id, "epoch") == []
+
+
+def test_a_plain_mysql_uri_without_its_driver_is_told_the_driver_form_of_the_uri(tmp_path, data_dir, capsys):
+    """A plain `mysql://` makes SQLAlchemy import MySQLdb (not installed here); installing PyMySQL alone would
+    change nothing, so the one line gives the `mysql+pymysql://` form to write, password masked."""
+    port = closed_port()
+    code = main(["finetune", "--task", "gad", "--data-dir", str(data_dir), "--work-dir", str(tmp_path),
+                 "--tracking-uri", f"mysql://alice:s3cretPW@127.0.0.1:{port}/db"])
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"pip install pymysql and write the URL as mysql+pymysql://alice:***@127.0.0.1:{port}/db" in err, err
+    assert "s3cretPW" not in captured.out + captured.err

@@ -9,6 +9,7 @@ seeds needed against statsmodels' own solve, with its range and its large-effect
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -320,3 +321,56 @@ def test_question_level_metrics_resample_whole_questions():
     # questions 0, 2, 4, ...: the relevant candidate ranks first (1); the others rank it last among ties (1/4)
     assert units.score(range(10)) == pytest.approx((5 * 1 + 5 * 0.25) / 10)
     assert units.score([0, 0, 1]) == pytest.approx((1 + 1 + 0.25) / 3)  # a question drawn twice counts twice
+
+
+SLOW_RESAMPLING = """
+import os, sys, time
+from ablations.tables.resampling import ResamplingCache
+
+def slow(i):
+    def compute():
+        with open(sys.argv[1], "a") as started:
+            started.write(f"{os.getpid()}\\n")
+        time.sleep(3)
+        return {"i": i}
+    return compute
+
+cache = ResamplingCache(None, collect=True)
+for i in range(4):
+    cache.get([i], slow(i))
+cache.run_pending()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return " Z " not in Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:4]  # a zombie is gone
+    except FileNotFoundError:
+        return False
+
+
+def test_resampling_workers_of_a_killed_parent_exit_at_once_and_quietly(tmp_path):
+    """A SIGKILLed `table --stats` left each forked worker to finish its resampling, then print a
+    `BrokenPipeError` traceback sending the result to nobody; now they die with their parent, silently."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    started, stderr = tmp_path / "started", tmp_path / "stderr"
+    with stderr.open("w") as err:
+        parent = subprocess.Popen([sys.executable, "-c", SLOW_RESAMPLING, str(started)], stderr=err,
+                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])})
+    deadline = time.monotonic() + 60
+    while (not started.exists() or len(started.read_text().split()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the two workers (the CI machine's two cores) are resampling
+    workers = [int(pid) for pid in started.read_text().split()]
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    killed = time.monotonic()
+    while any(_alive(pid) for pid in workers) and time.monotonic() - killed < 10:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)
+    time.sleep(0.5)
+    assert "BrokenPipeError" not in stderr.read_text() and stderr.read_text() == ""
