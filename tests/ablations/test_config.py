@@ -236,7 +236,7 @@ def test_the_command_line_names_a_config_file_with_a_list_for_a_section(tmp_path
         f"bioablate: error: {layer}: finetune: expected a mapping with keys lr, batch_size, eval_batch_size, "
         "epochs, warmup_ratio, weight_decay, dropout, max_length, max_train_examples, max_eval_examples, "
         "tagging, head, subtoken_labels, re_input, re_feature, classifier, qa_stride, max_answer_length, qa_merge, "
-        "bucketing, cache_tokenized, adversarial, alum, class_weights, got a list")
+        "bucketing, cache_tokenized, static_shapes, adversarial, alum, class_weights, got a list")
     assert not (tmp_path / "work" / "mlruns.db").exists()
 
 

@@ -13,7 +13,7 @@ from transformers import BertConfig, BertModel
 from datamodules.pretrain.corpora import load_corpus
 from datamodules.pretrain.data import packed_positions
 from datamodules.pretrain.shards import build_shards
-from lightning_modules.packed_attention import encoder_inputs, packed_attention_mask
+from lightning_modules.packed_attention import attention_mask_4d, encoder_inputs, packed_attention_mask
 
 SEQ_LEN = 64
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
@@ -103,4 +103,6 @@ def test_a_padded_batch_keeps_its_padding_mask():
     batch = {"input_ids": torch.ones((2, 5), dtype=torch.long), "attention_mask": torch.ones((2, 5), dtype=torch.long),
              "token_type_ids": torch.zeros((2, 5), dtype=torch.long)}
     inputs = encoder_inputs(batch)
-    assert inputs["attention_mask"] is batch["attention_mask"] and "position_ids" not in inputs
+    # the same padding mask, given 4-D so transformers asks nothing of it on the device (no `mask.all()`)
+    assert torch.equal(inputs["attention_mask"], attention_mask_4d(batch["attention_mask"]))
+    assert inputs["attention_mask"].shape == (2, 1, 5, 5) and "position_ids" not in inputs

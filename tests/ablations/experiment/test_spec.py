@@ -180,10 +180,11 @@ def test_a_wrong_container_in_a_shared_model_file_is_one_line(tmp_path, case):
 
 KEYS = {"models": "use, name_or_path, pretrain, init, finetuned, label, finetune, overrides, description",
         "table": "title, rows, columns, metric, metrics, baseline, row_order, column_order, labels, paper, paper_source, "
-                 "blurb_row, caption, correction, cost",
+                 "blurb_row, caption, correction, cost, paper_std, paper_noise, differences",
         "finetune": "lr, batch_size, eval_batch_size, epochs, warmup_ratio, weight_decay, dropout, max_length, "
                     "max_train_examples, max_eval_examples, tagging, head, subtoken_labels, re_input, re_feature, "
-                    "classifier, qa_stride, max_answer_length, qa_merge, bucketing, cache_tokenized, adversarial, "
+                    "classifier, qa_stride, max_answer_length, qa_merge, bucketing, cache_tokenized, static_shapes, "
+                    "adversarial, "
                     "alum, class_weights"}
 ISSUE_CASES = [  # issue 27: each ended in a TypeError or an AttributeError traceback
     ({"vary": {"head": ["linear", "bilstm"]}}, "vary.head: expected a mapping with keys key, values, got a list"),
