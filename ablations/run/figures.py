@@ -94,10 +94,10 @@ def confusion_figure(path: Path, gold: Sequence[Any], predicted: Sequence[Any], 
 
 
 def log_run_figures(run, out: Path, evaluations: int, best_epoch: int, title: str, spec,
-                    confusion: tuple[Sequence[Any], Sequence[Any], Sequence[str]]) -> None:
+                    confusion: tuple[Sequence[Any], Sequence[Any], Any]) -> None:
     """A fine-tuning run's figures, logged to its MLflow run: the curves of its logged train loss and dev
     score (the best epoch marked), and for a single-label classification task the test split's confusion
-    matrix (`confusion`: golds, predictions, labels). The run's page opens on the curves (its note)."""
+    matrix (`confusion`: golds, predictions, and the task encoder, whose `labels` only such tasks have). The run's page opens on the curves (its note)."""
     from ablations.run.dashboard import NOTE_TAG, curves_note
     from datamodules.metrics import METRIC_NAMES
     from datamodules.task_kinds import kind_of
@@ -110,8 +110,8 @@ def log_run_figures(run, out: Path, evaluations: int, best_epoch: int, title: st
     figures = [curves_figure(out / "curves.png", history, title, METRIC_NAMES.get(spec.metric, "score"),
                              steps.get(best_epoch))]
     if kind_of(spec).one_class:
-        golds, predicted, labels = confusion
-        figures.append(confusion_figure(out / "confusion_matrix.png", golds, predicted, labels,
+        golds, predicted, encoder = confusion
+        figures.append(confusion_figure(out / "confusion_matrix.png", golds, predicted, encoder.labels,
                                         f"{title}\ntest split"))
     run.log_artifacts([path for path in figures if path is not None], "figures")
     if figures[0] is not None:  # the run's page opens on the curves, not on the best dev scores' single bars

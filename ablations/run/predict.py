@@ -215,17 +215,18 @@ def _sequence_records(model: ExportedModel, examples: list[Example], batch_size:
     input reads one window, as fine-tuning did: the inputs cut to it are said (`_say_cut`)."""
     encoder = model.task_encoder
     rows = _run(model, [e.instance for e in examples], batch_size)
-    _say_cut(model, examples, [feature for feature, _, _ in rows])
+    _say_cut(model, examples)
     return [{"id": example.instance.id, "prediction": encoder.to_json(encoder.decode(feature, raw))}
             | ({} if probs is None else {"probabilities": dict(zip(encoder.labels, probs))})
             for example, (feature, raw, probs) in zip(examples, rows)]
 
 
-def _say_cut(model: ExportedModel, examples: list[Example], features: list[Features]) -> None:
+def _say_cut(model: ExportedModel, examples: list[Example]) -> None:
     """One line on stderr naming the inputs longer than the model's `max_length` (those encoded to the
     whole window and longer without the cut), whose prediction reads only their first tokens."""
     encoder = model.task_encoder
-    full = [i for i, feature in enumerate(features) if len(feature["input_ids"]) >= encoder.max_length]
+    encoded = encoder.encode([e.instance for e in examples])  # the model inputs (the rows keep bookkeeping only)
+    full = [i for i, feature in enumerate(encoded) if len(feature["input_ids"]) >= encoder.max_length]
     if not full:
         return
     whole = copy.copy(encoder)
