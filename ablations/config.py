@@ -250,23 +250,14 @@ class RunConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
-def dataclass_keys(cls: type, prefix: str) -> set[str]:
-    import dataclasses
-    keys: set[str] = set()
-    for f in dataclasses.fields(cls):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        keys |= (dataclass_keys(type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
-                 else {f"{prefix}{f.name}"})
-    return keys
-
-
-def result_keys(kind: str, cls: type = RunConfig, prefix: str = "") -> set[str]:
+def result_keys(kind: str | None, cls: type = RunConfig, prefix: str = "") -> set[str]:
     """The schema's leaf keys whose value decides the result of a `kind` run (FINETUNE_RUN or
-    PRETRAIN_RUN): marked so on the field and on every dataclass field above it (`decides`)."""
+    PRETRAIN_RUN): marked so on the field and on every dataclass field above it (`decides`); every leaf
+    key for `kind` None."""
     import dataclasses
     keys: set[str] = set()
     for f in dataclasses.fields(cls):
-        if kind not in _GROUPS[cls.__decides__[f.name]]:
+        if kind is not None and kind not in _GROUPS[cls.__decides__[f.name]]:
             continue
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         keys |= (result_keys(kind, type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
@@ -279,7 +270,7 @@ PRETRAIN_RESULT_KEYS = result_keys(PRETRAIN_RUN)
 # Keys that change no fine-tuning run's result (moving the work directory, the progress bar, the
 # pretraining settings: a pretrained model enters a fine-tuning run through model.name_or_path, whose files
 # are fingerprinted): what `vary` refuses as an axis and `sweep best` leaves out of the file it writes.
-NON_RESULT_KEYS = dataclass_keys(RunConfig, "") - FINETUNE_RESULT_KEYS
+NON_RESULT_KEYS = result_keys(None) - FINETUNE_RESULT_KEYS
 # Where a run goes or how it was launched, not what it computes: the same run from any of them.
 LOCATION_KEYS = tuple(marked(RunConfig, "place"))
 
@@ -371,37 +362,14 @@ def under_key(key: str, names: Iterable[str]) -> bool:
     return any(key == name or key.startswith(name + ".") for name in names)
 
 
-# Config keys a run of each kind never reads (besides `launcher.*`, see `run_params`)
-NOT_READ = {"finetune": ("pretrain",),
-            "pretrain": ("finetune", "task", "datasets", "keep_model", "model.name_or_path", "model.vocab",
-                         "model.lowercase", "model.resize_embeddings")}
-
-
-def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
-    """A run's MLflow params: the flattened config keys that apply to a `kind` run ('finetune' or
-    'pretrain'). Never `launcher.*`, which says where it ran, not what it computed (and may differ when a
-    run started here is resumed on a cluster: MLflow params are write-once), nor the keys of the other
-    kind (`NOT_READ`: no `pretrain.*` in a fine-tuning run, no `finetune.*` in a pretraining run).
-    The machine-local keys (LOCAL_KEYS: where its files lay, the store with its credentials) are logged
-    as `<local>`, and a local folder or file a PATH_KEYS key names relative to the work or data directory
-    (`ablations.places.shown_path`): a store is shared, and says how a run was made, not where."""
-    from ablations.places import LOCAL, LOCAL_KEYS, PATH_KEYS, shown_path
-
-    params = {k: LOCAL if k in LOCAL_KEYS else v for k, v in flatten(cfg).items()
-              if not under_key(k, ("launcher", *NOT_READ[kind]))}
-    for key in PATH_KEYS:
-        if isinstance(params.get(key), str):
-            params[key] = shown_path(params[key], cfg)
-    return params
-
-
 # Result keys added after stores were written, with their defaults: left out of a run's fingerprint while
 # at their default (which computes what every run did before the key existed), so those runs keep their
 # fingerprints (tests/ablations/test_config.py pins some), and out of the config digest of a recorded plan,
 # so plans recorded before them are still read (ablations/experiment/record.py).
 LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finetune.max_answer_length": 30,
               "finetune.qa_merge": "best-snippet", "finetune.static_shapes": False, "pretrain.packing": False,
-              "pretrain.master_weights": False, "pretrain.fused_qkv": False}
+              "pretrain.master_weights": False, "pretrain.fused_qkv": False, "pretrain.max_predictions": None,
+              "trainer.compile_mode": "default"}
 
 
 def at_later_default(key: str, value: Any) -> bool:

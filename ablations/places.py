@@ -1,16 +1,18 @@
 """Where a run's inputs and outputs live: the data directory (given, or fetched by `bioablate data fetch`),
 the work directory (outputs and caches) and the MLflow tracking store, each from the config key, else its
 environment variable, else the default; each checked here, so a missing or unwritable place is one
-ConfigError before any run exists.
+ConfigError before any run exists. And a run's config as its store keeps it (`run_params`): without them.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
+from ablations.config import flatten, under_key
 from bioablate_core.databases import with_driver
 from bioablate_core.errors import ConfigError
 from bioablate_core.files import unwritable
@@ -101,3 +103,25 @@ def shown_path(value: str, cfg: DictConfig) -> str:
 def store_absent(tracking_uri: str) -> bool:
     """A local SQLite store whose file does not exist yet (a new work directory): it holds no run."""
     return tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).exists()
+
+
+# Config keys a run of each kind never reads (besides `launcher.*`, see `run_params`)
+NOT_READ = {"finetune": ("pretrain",),
+            "pretrain": ("finetune", "task", "datasets", "keep_model", "model.name_or_path", "model.vocab",
+                         "model.lowercase", "model.resize_embeddings")}
+
+
+def run_params(cfg: DictConfig, kind: str = "finetune") -> dict[str, Any]:
+    """A run's MLflow params: the flattened config keys that apply to a `kind` run ('finetune' or
+    'pretrain'). Never `launcher.*`, which says where it ran, not what it computed (and may differ when a
+    run started here is resumed on a cluster: MLflow params are write-once), nor the keys of the other
+    kind (`NOT_READ`: no `pretrain.*` in a fine-tuning run, no `finetune.*` in a pretraining run).
+    The machine-local keys (LOCAL_KEYS: where its files lay, the store with its credentials) are logged
+    as `<local>`, and a local folder or file a PATH_KEYS key names relative to the work or data directory
+    (`ablations.places.shown_path`): a store is shared, and says how a run was made, not where."""
+    params = {k: LOCAL if k in LOCAL_KEYS else v for k, v in flatten(cfg).items()
+              if not under_key(k, ("launcher", *NOT_READ[kind]))}
+    for key in PATH_KEYS:
+        if isinstance(params.get(key), str):
+            params[key] = shown_path(params[key], cfg)
+    return params

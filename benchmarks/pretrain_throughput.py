@@ -71,7 +71,7 @@ SIZES = {"toy": dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_siz
 def prepare(args: argparse.Namespace):
     """Config, vocabulary and shards (built once, cached under the work directory)."""
     from ablations import api
-    from ablations.run.pretrain import prepare_shards, resolve_pretrain_vocab
+    from ablations.run.pretrain_inputs import prepare_shards, resolve_pretrain_vocab
     from datamodules.pretrain.corpora import corpus_fingerprint
 
     overrides = [f"model.{k}={v}" for k, v in SIZES[args.size].items()] + [

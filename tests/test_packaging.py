@@ -62,7 +62,7 @@ def test_a_users_own_core_and_experiments_packages_and_ours_both_import(tmp_path
                 "print(core.WHO, experiments.WHO, sep='\\n')\n"
                 "from bioablate_core.packaged import packaged_dir\n"
                 "print(packaged_dir('experiment'))\n"
-                "print(api.listing('experiments')[0].split()[0])\n")
+                "print(api.listing('experiments')[1].split()[0])\n")  # [0] is the header
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-c", notebook], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)

@@ -11,7 +11,7 @@ import ablations.run.export  # noqa: F401
 import ablations.run.predict  # noqa: F401
 import lightning_modules.heads  # noqa: F401
 from ablations.run.cards import SEQUENCE_INPUTS
-from ablations.run.predict import INPUT_FORMS, read_inputs
+from ablations.run.predict_inputs import INPUT_FORMS, read_inputs
 from bioablate_core.errors import DataFormatError
 from datamodules.custom.records import _Builder
 from datamodules.custom.schema import KINDS

@@ -28,8 +28,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.checks import check_accelerator_present, check_run_config
-from ablations.config import fingerprint, run_params
-from ablations.places import resolve_data_dir, resolve_work_dir, shown_path, shown_place
+from ablations.config import fingerprint
+from ablations.places import resolve_data_dir, resolve_work_dir, run_params, shown_path, shown_place
 from ablations.run.cards import Provenance, shareable_config
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_datasets, run_name, write_details

@@ -25,22 +25,28 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablations.checks import check_accelerator_present, check_run_config
-from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, at_later_default, flatten, run_params, under_key
-from ablations.places import resolve_data_dir, resolve_work_dir, shown_place
+from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, at_later_default, flatten, under_key
+from ablations.places import resolve_data_dir, resolve_work_dir, run_params, shown_place
 from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_corpus
 from ablations.run.figures import curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
+from ablations.run.pretrain_inputs import (
+    load_run_corpus,
+    prepare_shards,
+    resolve_pretrain_vocab,
+    shard_settings,
+    shards_dir,
+)
 from ablations.run.tracking import git_commit
-from bioablate_core.claims import claim
 from bioablate_core.errors import ConfigError
 from bioablate_core.fingerprints import digest
-from datamodules.pretrain.corpora import corpus_fingerprint, evaluation_pmids, load_corpus, parse_corpus
+from datamodules.pretrain.corpora import corpus_fingerprint, parse_corpus
 from datamodules.pretrain.data import BatchingSpec
 from datamodules.pretrain.datamodule import PretrainData
 from datamodules.pretrain.masking import MaskingSpec
-from datamodules.pretrain.shards import Shards, build_shards, open_shards, shards_fingerprint
+from datamodules.pretrain.shards import Shards
 from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (
     file_hash,
@@ -48,8 +54,6 @@ from datamodules.pretrain.vocab import (
     init_vocab_file,
     parse_vocab,
     read_vocab,
-    resolve_vocab_file,
-    train_wordpiece,
 )
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
@@ -126,65 +130,6 @@ def check_config(cfg: DictConfig) -> None:
         check_weights(init_dir)
 
 
-def _corpus_settings(cfg: DictConfig) -> dict:
-    p = cfg.pretrain
-    return {"corpus": p.corpus, "max_words": p.max_words, "min_words": p.min_words, "dedup": p.dedup,
-            "exclude_eval_pmids": p.exclude_eval_pmids, "seed": cfg.seed}
-
-
-def _load_corpus(cfg: DictConfig, data_dir: Path):
-    p = cfg.pretrain
-    exclude = evaluation_pmids(data_dir) if p.exclude_eval_pmids else None
-    return load_corpus(p.corpus, data_dir, max_words=p.max_words, min_words=p.min_words, dedup=p.dedup,
-                       exclude_pmids=exclude, seed=cfg.seed)
-
-
-def resolve_pretrain_vocab(cfg: DictConfig, data_dir: Path, work_dir: Path, corpus_fp: str,
-                           train: bool = True) -> Path | None:
-    """The vocabulary file; a `train:SIZE` one is trained into the cache unless `train` is false (then
-    None while it is not there)."""
-    p = cfg.pretrain
-    spec = parse_vocab(p.vocab, p.lowercase)
-    if spec.kind == "init":
-        if p.init == "scratch":
-            raise ConfigError("pretrain.vocab=init needs pretrain.init to name a checkpoint")
-        return init_vocab_file(resolve_model_dir(p.init), work_dir)
-    if spec.kind == "file":
-        return resolve_vocab_file(p.vocab, data_dir)
-    key = digest({"corpus": corpus_fp, **_corpus_settings(cfg), "size": spec.size, "lowercase": spec.lowercase})
-    out_dir = work_dir / "cache" / "vocab" / key
-    if not (out_dir / "vocab.txt").is_file():
-        if not train:
-            return None
-        with claim(out_dir.with_name(out_dir.name + ".lock"), what=f"vocabulary {out_dir}"):  # one trainer
-            if not (out_dir / "vocab.txt").is_file():
-                log.info("training a %d-entry WordPiece vocabulary on %s", spec.size, p.corpus)
-                train_wordpiece(_load_corpus(cfg, data_dir).sentences(), spec.size, spec.lowercase, out_dir)
-    return out_dir / "vocab.txt"
-
-
-def _shard_settings(cfg: DictConfig) -> dict:
-    p = cfg.pretrain
-    return {**_corpus_settings(cfg), "seq_len": p.seq_len, "pairs": ObjectiveSpec.from_config(p).pairs,
-            "lowercase": parse_vocab(p.vocab, p.lowercase).lowercase, **({"packing": True} if p.packing else {})}
-
-
-def _shards_dir(cfg: DictConfig, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Path:
-    return work_dir / "cache" / "shards" / shards_fingerprint(corpus_fp, vocab_path, _shard_settings(cfg))
-
-
-def prepare_shards(cfg: DictConfig, data_dir: Path, work_dir: Path, vocab_path: Path, corpus_fp: str) -> Shards:
-    p, settings = cfg.pretrain, _shard_settings(cfg)
-    out_dir = _shards_dir(cfg, work_dir, vocab_path, corpus_fp)
-    if (found := open_shards(out_dir)) is not None:
-        return found
-    shards = build_shards(_load_corpus(cfg, data_dir), vocab_path, settings["lowercase"], p.seq_len,
-                          settings["pairs"], cfg.seed, out_dir, packing=p.packing)
-    log.info("tokenized %s: %d documents, %d words, %d sequences -> %s", p.corpus, shards.meta["documents"],
-             shards.meta["words"], len(shards), out_dir)
-    return shards
-
-
 def dry_run(cfg: DictConfig) -> list[str]:
     """What `run_pretrain(cfg)` would train on, and how often it would see it, without building or
     training anything: the corpus size (exact once its shards exist, else estimated from samples), the
@@ -196,11 +141,11 @@ def dry_run(cfg: DictConfig) -> list[str]:
     vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp, train=False)
     meta = None
     if vocab_path is not None:
-        meta_file = _shards_dir(cfg, work_dir, vocab_path, corpus_fp) / "meta.json"
+        meta_file = shards_dir(cfg, work_dir, vocab_path, corpus_fp) / "meta.json"
         meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
     devices = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) and cfg.trainer.devices > 0 else 1
-    settings = _shard_settings(cfg)
-    return corpus_summary(_load_corpus(cfg, data_dir), seq_len=p.seq_len, batch_size=p.batch_size,
+    settings = shard_settings(cfg)
+    return corpus_summary(load_run_corpus(cfg, data_dir), seq_len=p.seq_len, batch_size=p.batch_size,
                           accumulate=p.accumulate, max_steps=p.max_steps,
                           world_size=devices * cfg.trainer.num_nodes, pairs=settings["pairs"],
                           vocab_path=vocab_path, lowercase=settings["lowercase"], shards_meta=meta).lines()
@@ -208,15 +153,13 @@ def dry_run(cfg: DictConfig) -> list[str]:
 
 # torch.compile's modes (reduce-overhead: CUDA graphs); `trainer.compile_mode`
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-# keys added after runs were stored: left out while unset, so those runs keep their fingerprints
-UNSET_LEAVES_OUT = ("pretrain.max_predictions",)
 
 
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
              and not (k == "pretrain.init" and init_fp != "scratch")
-             and not (k in UNSET_LEAVES_OUT and v is None) and not at_later_default(k, v)}
+             and not at_later_default(k, v)}
     return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
 
 
@@ -346,7 +289,9 @@ def _module(cfg: DictConfig, inputs: PretrainInputs, vocab: list[str]) -> Pretra
         model = build_model(objective, len(vocab), vocab.index("[PAD]"), cfg.model, p.seq_len)
     else:
         model = load_continual(inputs.init_dir, objective)
-        if file_hash(inputs.vocab_path) != file_hash(init_vocab_file(inputs.init_dir, inputs.work_dir)):
+        its_vocab = init_vocab_file(inputs.init_dir, inputs.work_dir, "to tell whether pretrain.vocab is its own; "
+                                    "copy the vocabulary it was trained with beside its config.json")
+        if file_hash(inputs.vocab_path) != file_hash(its_vocab):
             reinit_embeddings(model, len(vocab))  # continual pretraining with a new vocabulary
     alum = Alum(**p.alum) if p.adversarial else None
     model = fuse_qkv(model) if p.fused_qkv else model  # after a checkpoint loads: its weights stacked too

@@ -110,8 +110,9 @@ def resolve_vocab_file(value: str, data_dir: Path | None) -> Path:
                           "; or train:SIZE[:cased] to train one, or init to inherit the checkpoint's") from None
 
 
-def init_vocab_file(init_dir: Path, work_dir: Path) -> Path:
-    """vocab.txt of a checkpoint, or one written from its tokenizer.json (WordPiece)."""
+def init_vocab_file(init_dir: Path, work_dir: Path, need: str = "to inherit; set pretrain.vocab") -> Path:
+    """vocab.txt of a checkpoint, or one written from its tokenizer.json (WordPiece); `need` ends the error
+    line where it has neither (what the vocabulary was wanted for, and the fix)."""
     if (init_dir / "vocab.txt").is_file():
         return init_dir / "vocab.txt"
     tok = init_dir / "tokenizer.json"
@@ -122,5 +123,4 @@ def init_vocab_file(init_dir: Path, work_dir: Path) -> Path:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
             return out
-    raise ConfigError(f"pretrain.init {init_dir}: no WordPiece vocabulary (vocab.txt or tokenizer.json) "
-                      "to inherit; set pretrain.vocab")
+    raise ConfigError(f"pretrain.init {init_dir}: no WordPiece vocabulary (vocab.txt or tokenizer.json) {need}")

@@ -78,7 +78,8 @@ def test_a_single_run_takes_a_fold_by_name(data_dir, tmp_path):
 
 @pytest.mark.parametrize("folds, message", [
     ("11", "folds: 11 folds, but euadr (10) has fewer"),
-    ("0", "folds: expected `all` or a number of folds"),
+    ("0", "folds: 0 is below the least, 1; or use `all`"),
+    ("two", "folds: expected `all` or a number of folds"),
 ])
 def test_a_fold_count_that_cannot_be_is_one_line(folds, message, tmp_path):
     path = tmp_path / "bad.yaml"

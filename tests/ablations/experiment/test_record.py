@@ -95,7 +95,9 @@ def test_a_plan_recorded_before_the_later_keys_existed_is_still_read(name):
 @pytest.mark.parametrize("key, value", [("finetune.class_weights", "balanced"), ("finetune.qa_stride", "64"),
                                         ("finetune.max_answer_length", "20"), ("finetune.qa_merge", "biobert-sum"),
                                         ("pretrain.packing", "true"), ("pretrain.master_weights", "true"),
-                                        ("pretrain.fused_qkv", "true")])
+                                        ("pretrain.fused_qkv", "true"), ("pretrain.max_predictions", "32"),
+                                        ("finetune.static_shapes", "true"),
+                                        ("trainer.compile_mode", "max-autotune-no-cudagraphs")])
 def test_a_later_key_off_its_default_is_another_config(key, value):
     assert key in LATER_KEYS
     task = "bioasq-4b-factoid" if key == "finetune.qa_merge" else "gad"  # a choice: only where it applies

@@ -5,7 +5,9 @@ blocks the stage continuing from it and every cell that needs either."""
 from __future__ import annotations
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
+from transformers import BertConfig, BertForMaskedLM
 
 from ablations import results
 from ablations.experiment import Store, load_experiment, resolve
@@ -44,9 +46,16 @@ def test_a_cell_finished_in_the_store_is_reused_and_nothing_is_computed(tmp_path
 
 @pytest.mark.slow
 def test_a_stage_that_fails_blocks_the_stage_continuing_from_it_and_their_cells(tmp_path, data_dir):
-    broken = tmp_path / "broken-model"  # a BERT directory without its weights
-    broken.mkdir()
-    (broken / "config.json").write_text('{"model_type": "bert"}')
+    broken = tmp_path / "broken-model"  # a whole, loadable BERT whose weights are NaN: loading the experiment
+    config = BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    model = BertForMaskedLM(config)  # checks its files; only training it finds the loss is not finite
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.fill_(float("nan"))
+    model.save_pretrained(broken)
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (broken / "vocab.txt").write_text("\n".join(specials + [chr(c) for c in range(97, 123)]
+                                                + [f"w{i}" for i in range(config.vocab_size - 31)]) + "\n")
     path = tmp_path / "blocked.yaml"
     path.write_text(f"""
 name: blocked
@@ -60,7 +69,7 @@ table: {{rows: task, columns: model}}
     summary = run_experiment(experiment, echo=lambda _: None)
     outcomes = {o.name: o for o in summary.outcomes}
     assert list(outcomes) == ["base", "continued", "base/biosses/s1", "continued/biosses/s1"]
-    assert outcomes["base"].status == results.FAILED and "no file named model.safetensors" in outcomes["base"].error
+    assert outcomes["base"].status == results.FAILED and "the training loss became nan" in outcomes["base"].error
     assert (outcomes["continued"].status, outcomes["continued"].error) == (
         results.BLOCKED, "continues from pretraining stage 'base', which failed")
     assert (outcomes["base/biosses/s1"].status, outcomes["base/biosses/s1"].error) == (
