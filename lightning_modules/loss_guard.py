@@ -28,9 +28,10 @@ from bioablate_core.errors import BioablateError
 class NonFiniteLoss(BioablateError):
     """The training loss became NaN or infinite."""
 
-    def __init__(self, value: float, step: int, epoch: int, hint: str):
+    def __init__(self, value: float, step: int, epoch: int | None, hint: str):
         self.value, self.step, self.epoch = value, step, epoch
-        super().__init__(f"the training loss became {value} at step {step} (epoch {epoch}); the run is FAILED "
+        where = f"step {step}" if epoch is None else f"step {step} (epoch {epoch})"
+        super().__init__(f"the training loss became {value} at {where}; the run is FAILED "
                          f"and keeps its checkpoints from before that step. {hint}")
 
 
@@ -41,7 +42,7 @@ class StopOnNonFiniteLoss(pl.Callback):
         self.hint = hint
         self._bad_step: torch.Tensor | None = None  # on the device: the first bad step (-1: none yet)
         self._bad_loss: torch.Tensor | None = None  # and its loss
-        self._epochs: dict[int, int] = {}  # step -> epoch, for the steps not read yet
+        self._epochs: dict[int, int | None] = {}  # step -> epoch, for the steps not read yet
         self._unread = 0
 
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
@@ -52,7 +53,10 @@ class StopOnNonFiniteLoss(pl.Callback):
         first = ~torch.isfinite(loss).all() & (self._bad_step < 0)
         self._bad_step = torch.where(first, trainer.global_step, self._bad_step)
         self._bad_loss = torch.where(first, loss.sum(), self._bad_loss)
-        self._epochs[trainer.global_step] = trainer.current_epoch
+        # a module whose Lightning epochs are not passes over its data (pretraining's are checkpoint intervals,
+        # counted again from the checkpoint by a resumed run) names the step alone
+        counts_epochs = getattr(pl_module, "counts_epochs", True)
+        self._epochs[trainer.global_step] = trainer.current_epoch if counts_epochs else None
         self._unread += 1
         if self._unread >= getattr(pl_module, "read_every", 1):
             self.check(trainer)
@@ -65,7 +69,7 @@ class StopOnNonFiniteLoss(pl.Callback):
         self._unread = 0
         if trainer.strategy.reduce_boolean_decision(step >= 0, all=False):  # any rank: every rank stops here
             value = float(self._bad_loss) if step >= 0 else math.nan
-            epoch = self._epochs.get(step, trainer.current_epoch)
+            epoch = self._epochs.get(step)  # None: another rank's bad step (this rank has none)
             raise NonFiniteLoss(value, step if step >= 0 else trainer.global_step, epoch, self.hint)
         self._epochs.clear()
 

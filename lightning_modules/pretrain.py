@@ -75,6 +75,9 @@ def masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 class PretrainModule(pl.LightningModule):
+    # a Lightning "epoch" here is pretrain.checkpoint_every steps, not a pass over the corpus: errors name steps
+    counts_epochs = False
+
     def __init__(self, model: nn.Module, *, objective: ObjectiveSpec, lr: float, weight_decay: float,
                  warmup_ratio: float, total_steps: int, optimizer: str = "adamw",
                  alum: Alum | None = None, seed: int = 0, log_every: int = 1, master_weights: bool = False):

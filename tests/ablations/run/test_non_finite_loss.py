@@ -1,6 +1,7 @@
 """A fine-tuning run whose training loss stops being a number (lightning_modules/loss_guard.py): it ends
 FAILED at that step with one line and a hint, its checkpoint from before the step kept and finite, and
-the rerun with the value fixed is a new fingerprint that trains afresh and finishes."""
+the rerun with the value fixed is a new fingerprint that trains afresh and finishes. A pretraining run's
+line names the step alone, the same when the rerun resumes from the checkpoint."""
 
 from __future__ import annotations
 
@@ -46,3 +47,26 @@ def test_a_nan_loss_fails_the_run_at_its_step_keeps_the_checkpoint_and_the_fixed
     assert finished.info.status == "FINISHED" and "continues" not in finished.data.tags
     assert finished.data.tags["fingerprint"] != failed.data.tags["fingerprint"]
     assert client.get_run(failed.info.run_id).info.status == "FAILED" and last.exists()  # left for a look
+
+
+@pytest.mark.slow
+def test_a_pretraining_nan_is_the_same_line_straight_and_resumed(tmp_path, data_dir):
+    """A pretraining run's Lightning epochs are checkpoint intervals (a resumed run counts them again from its
+    checkpoint), so its line names the step alone: the rerun, resumed from the FAILED run's checkpoint,
+    diverges at the same step and says so in the same words."""
+    args = ["pretrain", "--data-dir", str(data_dir), "--work-dir", str(tmp_path), "trainer.progress_bar=false",
+            "pretrain.batch_size=8", "pretrain.max_steps=6", "pretrain.checkpoint_every=1", "pretrain.max_words=4000",
+            "pretrain.vocab=pubmedbert-uncased", "pretrain.warmup_ratio=0", "pretrain.lr=1e4"]
+    straight = bioablate_in_process(*args, cwd=tmp_path)
+    resumed = bioablate_in_process(*args, cwd=tmp_path)
+    lines = [done.stderr.strip().splitlines()[-1] for done in (straight, resumed)]
+    assert straight.returncode == resumed.returncode == 2 and "Traceback" not in straight.stderr + resumed.stderr
+    assert re.fullmatch(r"bioablate: error: the training loss became (nan|inf|-inf) at step [1-9]\d*; the run is "
+                        r"FAILED .*", lines[0]), lines[0]
+    assert lines[1] == lines[0]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    [run] = client.search_runs([client.get_experiment_by_name("pretrain").experiment_id])  # taken over, not anew
+    assert run.info.status == "FAILED"
+    step = int(re.search(r"at step (\d+);", lines[0]).group(1))
+    last = tmp_path / "runs" / run.data.tags["fingerprint"] / "checkpoints" / "last.ckpt"
+    assert 1 <= torch.load(last, weights_only=True)["global_step"] <= step  # what the rerun resumed from
