@@ -22,8 +22,8 @@ Output: JSONL, one line per example: `id` and `prediction` in the form of the ru
   `text`, so `text[start:end] == word`), plus `tokens`, the words the `prediction` spans index;
 - classification: `probabilities`, each class's (softmax); multi-label: each label's (sigmoid);
 - similarity (regression): the number alone;
-- extractive QA: `prediction`, the context's best answers over all its windows, [text, probability]
-  each (the five most probable of the n-best, as the run's test predictions); and `answers`, the same as
+- extractive QA: `prediction`, the context's n-best answers over all its windows, [text, probability]
+  each (all 20 candidates, as the run's test predictions keep them); and `answers`, the five best as
   Hugging Face's question-answering pipeline gives them (`answer`, `score`: its probability, and `start` /
   `end`: character offsets into `context`, so `context[start:end] == answer`), each widened to whole
   words where the model's span starts or ends inside one ("oquine" of "Chloroquine" -> "Chloroquine";

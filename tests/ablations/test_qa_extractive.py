@@ -108,7 +108,7 @@ def test_micro_finetune_reports_table6_measures_logs_top5_answers_and_predicts(d
     assert [line["id"] for line in lines] == ["1", "2"]
     for line, context in zip(lines, ("Cystic fibrosis is caused by mutations in the CFTR gene on chromosome 7.",
                                      "Insulin regulates glucose uptake.")):
-        assert 1 <= len(line["prediction"]) <= 5
+        assert 1 <= len(line["prediction"]) <= 20 and 1 <= len(line["answers"]) <= 5  # the n-best; the top 5
         assert all(text.lower() in context.lower() and 0 < p <= 1 for text, p in line["prediction"])
 
     # the run's real BioASQ test snippets: each answer with character offsets into its context, never
@@ -186,7 +186,9 @@ def test_list_tasks_says_which_datasets_are_blurbs(capsys):
     from datamodules.blurb import BLURB_DATASETS
 
     assert main(["list", "tasks"]) == 0
-    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    header, *lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert header.split()[:2] == ["task", "source"]
+    rows = {line.split()[0]: line.split()[1] for line in lines}
     assert sorted(name for name, source in rows.items() if source == "BLURB") == \
         sorted(spec.name for spec in BLURB_DATASETS)
     assert len(BLURB_DATASETS) == 13 and set(rows.values()) == {"BLURB", "other"} and len(rows) > 13

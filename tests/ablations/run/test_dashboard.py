@@ -87,10 +87,11 @@ def test_datasets_are_the_runs_inputs_with_the_examples_they_used(tmp_path):
     run_id = tracker.create("a-run", {}, {})
     examples = {split: [SimpleNamespace(id=f"{split}-{i}") for i in range(n)]
                 for split, n in (("train", 4), ("dev", 2), ("test", 3))}
-    log_datasets(tracker.client, run_id, "gad", tmp_path / "GAD", "fp0", examples)
+    log_datasets(tracker.client, run_id, "gad", "<data_dir>/GAD", "fp0", examples)
     inputs = MlflowClient(uri).get_run(run_id).inputs.dataset_inputs
     seen = {i.dataset.name: (json.loads(i.dataset.profile)["num_rows"], i.tags[0].value, i.dataset.digest)
             for i in inputs}
+    assert {json.loads(i.dataset.source)["uri"] for i in inputs} == {"<data_dir>/GAD"}
     assert {name: rows_context for name, (*rows_context, _) in seen.items()} == {
         "gad/train": [4, "training"], "gad/dev": [2, "validation"], "gad/test": [3, "test"]}
     assert seen["gad/train"][2] == split_digest("fp0", "train", [f"train-{i}" for i in range(4)])

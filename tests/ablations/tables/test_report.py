@@ -211,7 +211,7 @@ def test_plot_has_one_bar_per_cell_with_a_value(tmp_path):
     ax = bar_figure(data).axes[0]
     heights = sorted(round(p.get_height(), 4) for p in ax.patches)
     assert heights == sorted([91.0, round(86.3333333, 4), round(93.6666667, 4), 80.0])  # gad: bio only
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["bc5-chem", "gad"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["bc5-chem\n(entity F1)", "gad\n(F1)"]  # and its measure
     path = plot(data, tmp_path / "t.png")[0]
     assert path.name == "t.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     height, width, _ = imread(path).shape
