@@ -40,6 +40,13 @@ def hide_passwords(text: str) -> str:
     return _URL_PASSWORD.sub(r"\g<head>:***@", text)
 
 
+def leave_out_passwords(command: str) -> str:
+    """`command` with the password of every URL in it left out (`postgresql://alice@host/db`): for a command
+    printed to be pasted, which then works where the password comes from the environment (libpq's
+    `$PGPASSWORD` or `~/.pgpass`, MLflow's `$MLFLOW_TRACKING_PASSWORD`); a masked `***` would be sent as one."""
+    return _URL_PASSWORD.sub(r"\g<head>@", command)
+
+
 def redact(url: str) -> str:
     """`url` without its password, for messages, logs and MLflow tags."""
     import sqlalchemy

@@ -20,7 +20,7 @@ from ablations.config import NON_RESULT_KEYS, flatten, parse_overrides
 from ablations.sweep.spec import SPEC_ATTR
 from ablations.sweep.storage import open_storage
 from ablations.sweep.tracking import best_trial
-from bioablate_core.databases import hide_passwords, redact
+from bioablate_core.databases import leave_out_passwords, redact
 from bioablate_core.errors import ConfigError
 
 # Left out of the layer: keys that do not change a result (paths, progress bar), except those a run may
@@ -49,8 +49,8 @@ class Place:
 
 
 def _command(*words: str) -> str:
-    """A printed command: a password in a URL it names is masked (the user supplies it, docs/sweeps.md)."""
-    return hide_passwords(shlex.join(["bioablate", *words]))
+    """A printed command: a password in a URL it names is left out (the environment supplies it, docs/sweeps.md)."""
+    return leave_out_passwords(shlex.join(["bioablate", *words]))
 
 
 def best_command(study: str, place: Place) -> str:

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 from transformers import BertConfig, BertModel
 
@@ -238,15 +239,17 @@ table: {rows: task, columns: model}
 
 @pytest.mark.slow
 def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, data_dir, capsys):
-    # A model whose files agree (config, header shapes, tokenizer: the checks at load pass) but whose weights
-    # were cut after the safetensors header: it fails only when its runs load it.
+    # A model whose files are whole and agree (config, weights, tokenizer: every check at load passes) but whose
+    # weights are NaN: it fails only when its runs train it (the loss is not a number).
     broken = tmp_path / "broken-model"
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *[f"w{i}" for i in range(120)]]
-    BertModel(BertConfig(vocab_size=len(words), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=256), add_pooling_layer=False).save_pretrained(broken)
+    model = BertModel(BertConfig(vocab_size=len(words), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=256), add_pooling_layer=False)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.fill_(float("nan"))
+    model.save_pretrained(broken)
     (broken / "vocab.txt").write_text("\n".join(words) + "\n")
-    weights = (broken / "model.safetensors").read_bytes()
-    (broken / "model.safetensors").write_bytes(weights[:8 + int.from_bytes(weights[:8], "little")])
     path = write(tmp_path / "failing.yaml", f"""
 name: failing
 models:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.storages import RetryHeartbeatStaleTrialCallback
@@ -79,14 +80,17 @@ def test_two_workers_on_postgres_finish_exactly_n_trials_without_duplicates(post
     assert len(trials) == spec.n_trials == 4
     assert len({params_key(t) for t in trials}) == 4  # every grid point once
     assert summary.complete and summary.best_value == max(t.value for t in trials if t.value is not None)
-    # The `sweep best` command printed after such a sweep names the server storage: pasted in another
-    # directory, without the storage variable, it finds the study.
+    # The `sweep best` command printed after such a sweep names the server storage without its password:
+    # pasted in another directory, without the storage variable, it finds the study, the password coming
+    # from libpq's environment (PGPASSWORD; or ~/.pgpass).
     export = best_command(spec.study, Place(str(tmp_path), postgres_url, str(data_dir)))
+    password = sqlalchemy.engine.make_url(postgres_url).password
+    assert password and f":{password}@" not in export and "***" not in export
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     words = shlex.split(export)
     assert words[0] == "bioablate"
-    done = bioablate_in_process(*words[1:], cwd=elsewhere, unset=(STORAGE_ENV,))
+    done = bioablate_in_process(*words[1:], cwd=elsewhere, unset=(STORAGE_ENV,), env={"PGPASSWORD": password})
     assert done.returncode == 0 and f"of study '{spec.study}'" in done.stdout, done.stderr
     assert (tmp_path / "sweeps" / f"{spec.study}.yaml").is_file()
 
