@@ -72,6 +72,7 @@ from benchmarks.common import (
     machine,
     matmul_peak,
     seconds_argument,
+    start_run,
     sync,
 )
 
@@ -367,7 +368,7 @@ def profile_step_section(args: argparse.Namespace, size: dict, compiled: bool) -
     bench = step_overhead.parser().parse_args(["--device", args.device, "--size", size["throughput_size"],
                                                "--batch-size", str(rows), "--work-dir", str(args.work_dir),
                                                "--data-dir", str(args.data_dir), *size["step_args"]])
-    device = step_overhead.start_run(bench)
+    device = start_run(bench)
     cfg, vocab_path, shards = pretrain_throughput.prepare(bench)
     vocab = read_vocab(vocab_path)
     side = "static-compiled" if compiled else "static"

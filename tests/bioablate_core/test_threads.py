@@ -27,7 +27,9 @@ print(json.dumps({"threads": torch.get_num_threads(), "policy": os.environ.get("
 
 
 def _env(**given: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME")}
+    # none of the thread settings the test run itself has (tests/conftest.py gives xdist workers one thread)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME", "MKL_NUM_THREADS")}
     return {**env, "PYTHONPATH": str(REPO_ROOT), **given}
 
 

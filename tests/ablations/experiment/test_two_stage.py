@@ -156,7 +156,9 @@ def test_two_stage_models_run_carry_the_encoder_and_the_head_where_labels_agree_
     assert again.ok and again.count(results.REUSED) == 4 and again.count(results.COMPUTED) == 0
     assert len(finetune_runs(uri)) == count
 
-    # the single-run path: a fine-tuned model folder as --model, saying what became of the head
+    # the single-run path: a fine-tuned model folder as --model (its path on this machine: the store shows it
+    # relative to its work directory), saying what became of the head
+    yesno_dir, pubmedqa_dir = (str(plan.stages[n].model_dir) for n in ("yesno-first", "pubmedqa-first"))
     out = bioablate_in_process("finetune", "--task", "bioasq", "--model", yesno_dir, "--profile", "micro",
                                "--data-dir", str(data_dir), "--work-dir", str(tmp_path / "single"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
