@@ -60,23 +60,33 @@ def _scaled(value: dict | None) -> tuple[float, float] | None:
     return None if value is None else (SCALE * value["low"], SCALE * value["high"])
 
 
-def _bootstrap(cache: ResamplingCache, runs: _Runs, replicates: list[list[tuple[CellRun, ...]]], key: str,
-               n: int | None, comparisons: int = 1) -> dict | None:
-    """resampling.hierarchical of `replicates` (per seed, per task, one run or an (a, b) pair), cached."""
-    ids = [[[r.run_id for r in side] for side in replicate] for replicate in replicates]
+def _resampled(cache: ResamplingCache, runs: _Runs, test: Callable, groups: list[list[tuple[CellRun, ...]]],
+               key: str, n: int | None, comparisons: int, fields: dict[str, str]) -> dict | None:
+    """`test` (resampling.hierarchical or paired_test) of `groups` (per seed, per task, one run or an (a, b)
+    pair), cached by the runs' ids; its result's `fields` (our name -> its attribute) and its resamples."""
+    kind = "hierarchical" if test is hierarchical else "paired"
+    # the ids as each test's cache entries have always been keyed: groups as lists for one, tuples for the other
+    as_id = list if test is hierarchical else tuple
+    ids = [[as_id(r.run_id for r in group) for group in replicate] for replicate in groups]
 
     def compute() -> dict | None:
-        found = hierarchical([[tuple(runs.units(r) for r in side) for side in replicate] for replicate in replicates],
-                             key, n, comparisons=comparisons)
-        return None if found is None else {"estimate": found.estimate, "low": found.low, "high": found.high,
-                                           "p": found.p_value, "unit_sd": found.unit_sd, "units": found.units,
-                                           "resamples": found.resamples}
+        found = test([[tuple(runs.units(r) for r in group) for group in replicate] for replicate in groups], key, n,
+                     comparisons=comparisons)
+        return None if found is None else {name: getattr(found, attr) for name, attr in fields.items()}
     policy = n or (POLICY if comparisons == 1 else f"{POLICY}/{comparisons}")
-    found = cache.get(["hierarchical", ids, key, policy], compute,
-                      lambda: [runs.units(r) for replicate in replicates for side in replicate for r in side])
+    found = cache.get([kind, ids, key, policy], compute,
+                      lambda: [runs.units(r) for replicate in groups for group in replicate for r in group])
     if found is not None:
         runs.resamples.add(found["resamples"])
     return found
+
+
+def _bootstrap(cache: ResamplingCache, runs: _Runs, replicates: list[list[tuple[CellRun, ...]]], key: str,
+               n: int | None, comparisons: int = 1) -> dict | None:
+    """The two-level bootstrap (resampling.hierarchical) of `replicates`, cached."""
+    return _resampled(cache, runs, hierarchical, replicates, key, n, comparisons,
+                      {"estimate": "estimate", "low": "low", "high": "high", "p": "p_value", "unit_sd": "unit_sd",
+                       "units": "units", "resamples": "resamples"})
 
 
 def _pairs(cell: Cell, base: Cell, seeds: list) -> list[list[tuple[CellRun, CellRun]]]:
@@ -92,19 +102,8 @@ def compare(cache: ResamplingCache, runs: _Runs, pairs: list[list[tuple[CellRun,
             n: int | None, comparisons: int = 1) -> dict | None:
     """The fixed-model paired permutation test of the runs in `pairs` (per seed, one (a, b) per task),
     cached; `comparisons`: how many tests its correction covers (resampling.resamples_for)."""
-    ids = [[(a.run_id, b.run_id) for a, b in replicate] for replicate in pairs]
-
-    def compute() -> dict | None:
-        found = paired_test([[(runs.units(a), runs.units(b)) for a, b in replicate] for replicate in pairs], key, n,
-                            comparisons=comparisons)
-        return None if found is None else {"difference": found.difference, "p": found.p_value, "units": found.units,
-                                           "resamples": found.resamples}
-    policy = n or (POLICY if comparisons == 1 else f"{POLICY}/{comparisons}")
-    found = cache.get(["paired", ids, key, policy], compute,
-                      lambda: [runs.units(r) for replicate in pairs for pair in replicate for r in pair])
-    if found is not None:
-        runs.resamples.add(found["resamples"])
-    return found
+    return _resampled(cache, runs, paired_test, pairs, key, n, comparisons,
+                      {"difference": "difference", "p": "p_value", "units": "units", "resamples": "resamples"})
 
 
 def _guarded(what: Callable[[], None], cell: Cell) -> None:
