@@ -14,6 +14,7 @@ exists (a FAILED run and a traceback): refused as one ConfigError line naming th
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from typing import Any
 
@@ -128,3 +129,19 @@ def check_accelerator_present(cfg: DictConfig) -> None:
     if on_cpu and not (text == AUTO or (text.isdigit() and int(text) >= 1)):
         raise ConfigError(f"trainer.devices = {devices}: on the CPU, devices is a number of processes >= 1 "
                           "(indices and -1 name GPUs); e.g. trainer.devices=1 (config key trainer.devices)")
+    if on_cpu and str(cfg.trainer.get("precision", "")).startswith("bf16"):
+        _say_bf16_is_emulated()
+
+
+@functools.cache  # once per process: an experiment checks every run
+def _say_bf16_is_emulated() -> None:
+    """A warning where this CPU has no bf16 instructions oneDNN computes with (AVX-512, AMX): bf16 autocast
+    then converts every operand, and a MiniLM training step ran 17-25x slower than in fp32 on an AVX2 CPU
+    (experiments/table12_heads_minilm.yaml)."""
+    import torch
+
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        logging.getLogger("bioablate").warning(
+            "trainer.precision is bf16 on a CPU without bf16 instructions (%s): each step converts its operands "
+            "and can run 20x slower than fp32; pass trainer.precision=32-true here",
+            torch.backends.cpu.get_cpu_capability())
