@@ -23,6 +23,7 @@ import json
 import math
 import multiprocessing
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -212,8 +213,8 @@ class ResamplingCache:
     """Results in `<folder>/<digest>.json`, the digest of what they were computed from (the runs' ids, the
     metric key, the resampling policy, the kind of result): runs are immutable once FINISHED, so a hit is
     current. With `collect`, a miss is queued (after `prepare`, which reads what the computation needs, runs)
-    instead of computed: `run_pending` then computes the queue on the machine's cores (two on the 2-core CI
-    machine), each result an independent resampling."""
+    instead of computed: `run_pending` then computes the queue, on the machine's cores where it is long
+    enough to be worth forking for, each result an independent resampling."""
 
     def __init__(self, folder: Path | None, collect: bool = False):
         self.folder = Path(folder) if folder is not None else None
@@ -257,32 +258,49 @@ class ResamplingCache:
         return value
 
     def run_pending(self) -> None:
-        """Compute the queued results, in forked worker processes where there are several and the machine
-        has several cores (they inherit what `prepare` read), and keep them."""
+        """Compute the queued results and keep them: the first in this process, timed; the rest in forked
+        worker processes only where the machine has several cores and the time they would take here is worth
+        forking for (POOL_WORTH_S: a fork copies the whole process's memory map, about a second for a
+        process that has Lightning and MLflow loaded, which a micro table's resamples, milliseconds each,
+        never repay). The workers inherit what `prepare` read."""
         global _PENDING
-        workers = min(len(self.pending), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else os.cpu_count() or 1)
         _PENDING = [compute for _, _, compute in self.pending]
         try:
-            if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-                pool = multiprocessing.get_context("fork").Pool(workers, initializer=_default_signals,
-                                                                initargs=(os.getpid(),))
-                try:
-                    values = pool.map(_compute, range(len(_PENDING)), chunksize=1)
-                    pool.close()  # the workers leave on their own once the queue is empty
-                except BaseException:
-                    pool.terminate()
-                    raise
-                finally:
-                    pool.join()
-            else:
-                values = [_compute(i) for i in range(len(_PENDING))]
+            values = []
+            if _PENDING:
+                started = time.perf_counter()
+                values.append(_compute(0))
+                left = range(1, len(_PENDING))
+                workers = min(len(left), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                              else os.cpu_count() or 1)
+                worth = (time.perf_counter() - started) * len(left) > POOL_WORTH_S
+                if worth and workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+                    values += _in_workers(workers, left)
+                else:
+                    values += [_compute(i) for i in left]
         finally:
             _PENDING = []
         for (digest, parts, _), value in zip(self.pending, values):
             self._store(digest, parts, value)
         self.pending = []
         self.collect = False
+
+
+POOL_WORTH_S = 3.0  # queued work (estimated from the first result) below this is computed in-process
+
+
+def _in_workers(workers: int, indices: range) -> list[dict | None]:
+    """`_compute` of each of `indices`, in a pool of `workers` forked processes, in order."""
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_default_signals, initargs=(os.getpid(),))
+    try:
+        values = pool.map(_compute, indices, chunksize=1)
+        pool.close()  # the workers leave on their own once the queue is empty
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+    return values
 
 
 _PENDING: list[Callable[[], dict | None]] = []  # the queue `run_pending` hands to its forked workers

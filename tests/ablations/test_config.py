@@ -295,7 +295,8 @@ PINNED_FINETUNE = {
                           "3b3999fd204fd3f4"),
 }
 PINNED_PRETRAIN = {
-    "micro": ("micro", [], "1cf10648ce4241b1", "dc6da8a85f985d89"),
+    # the micro profile pretrained 30 steps, checkpointing every 10, when these were pinned
+    "micro": ("micro", ["pretrain.max_steps=30", "pretrain.checkpoint_every=10"], "1cf10648ce4241b1", "dc6da8a85f985d89"),
     "mini-electra-alum": ("mini", ["pretrain.objective=electra", "pretrain.adversarial=true", "pretrain.alum.steps=2",
                                    "finetune.lr=1", "trainer.precision=bf16-mixed", "trainer.compile=true"],
                           "cdc9d34e2bac3cc9", "a9bf8ddefb88dffa"),

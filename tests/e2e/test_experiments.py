@@ -28,7 +28,7 @@ EXPERIMENTS = experiment_files()
 # The seed papers' tables run in tests/e2e/test_seed_paper_experiments.py, a file of their own so that
 # the two xdist workers share the suite's longest tests (each file a store of its own).
 GU_ET_AL = [p for p in EXPERIMENTS if not p.stem.startswith(SEED_PAPER_PREFIXES)]
-# Cheap stages for the behaviour tests below (the micro profile's 30 steps are for the real YAMLs).
+# Cheap stages for the behaviour tests below (the micro profile's 12 steps are for the real YAMLs).
 TINY_PRETRAIN = "{corpus: pubmed, vocab: pubmedbert-uncased, max_steps: 4, checkpoint_every: 2, max_words: 4000}"
 
 

@@ -167,14 +167,9 @@ def _line_boxes(fig) -> list[object]:
 
     ax = fig.axes[0]
     pad = 2.0 * fig.dpi / 72  # the caps reach 2 points either side; the paper's rim 1.75 points
-    out = []
-    for collection in ax.collections:
-        if isinstance(collection, LineCollection):
-            for segment in collection.get_segments():
-                (x0, y0), (x1, y1) = ax.transData.transform(segment)
-                out.append(Bbox.from_extents(min(x0, x1) - pad, min(y0, y1) - pad, max(x0, x1) + pad,
-                                             max(y0, y1) + pad))
-    return out
+    ends = [ax.transData.transform(segment) for collection in ax.collections
+            if isinstance(collection, LineCollection) for segment in collection.get_segments()]
+    return [Bbox([points.min(axis=0) - pad, points.max(axis=0) + pad]) for points in ends]
 
 
 def test_nothing_overlaps_in_a_realistic_figure():
