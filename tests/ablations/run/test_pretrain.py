@@ -227,11 +227,12 @@ def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path
 
     vocab = data_dir / "vocab" / "bert-base-uncased" / "vocab.txt"
     fingerprint = lambda cfg: pretrain_fingerprint(cfg, "CORPUS", vocab, "scratch")  # noqa: E731
-    unset = build_config("micro", [], task="pretrain")
+    old_micro = ["pretrain.max_steps=30", "pretrain.checkpoint_every=10"]  # the profile when it was pinned
+    unset = build_config("micro", old_micro, task="pretrain")
     before_the_key = OmegaConf.create(OmegaConf.to_container(unset))
     del before_the_key.pretrain["max_predictions"]
     assert fingerprint(unset) == fingerprint(before_the_key) == "1cf10648ce4241b1"  # pinned in test_config.py
-    fixed = {n: fingerprint(build_config("micro", [f"pretrain.max_predictions={n}"], task="pretrain"))
+    fixed = {n: fingerprint(build_config("micro", [*old_micro, f"pretrain.max_predictions={n}"], task="pretrain"))
              for n in (32, 48)}
     assert len({*fixed.values(), fingerprint(unset)}) == 3
     with pytest.raises(ConfigError, match=r"pretrain.max_predictions=200 is more than the 64 positions of a row "
@@ -239,7 +240,7 @@ def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path
         check_config(build_config("micro", ["pretrain.max_predictions=200"], task="pretrain"))
     with pytest.raises(ConfigError, match="trainer.compile_mode='graphs': expected one of default, reduce-overhead"):
         check_config(build_config("micro", ["trainer.compile_mode=graphs"], task="pretrain"))
-    assert fingerprint(build_config("micro", ["trainer.compile_mode=reduce-overhead"], task="pretrain")) == \
+    assert fingerprint(build_config("micro", [*old_micro, "trainer.compile_mode=reduce-overhead"], task="pretrain")) == \
         fingerprint(unset)  # how the step is compiled changes no number
 
 
