@@ -9,6 +9,7 @@ that drives a headless Chromium (`chromium`, skipped with the reason where none 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -109,13 +110,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "chromium" in names:
             item.add_marker(pytest.mark.browser)
     # Longest files first (each file's tests in their order): CI's two workers (-n 2 --dist loadfile) take
-    # files in this order, and the end-to-end files, collected last by name, left one worker running them
-    # alone for minutes at the end of the suite. Every worker sorts the same items the same way.
+    # whole files in this order, so the longest first balances them (a 13-minute file taken last left one
+    # worker running it alone). By the seconds measured (tests/file_durations.json, written by
+    # scripts/test_file_durations.py), then by how many long tests a file holds. Every worker sorts the same
+    # items the same way.
+    measured = json.loads((Path(__file__).parent / "file_durations.json").read_text())
     long_tests: dict[Path, int] = {}
     for item in items:
         long = any(item.get_closest_marker(marker) for marker in LONG_MARKERS)
         long_tests[item.path] = long_tests.get(item.path, 0) + long
-    items.sort(key=lambda item: -long_tests[item.path])  # stable: the order within a file is kept
+
+    def longest_first(item: pytest.Item) -> tuple[int, int]:
+        return -measured.get(item.path.relative_to(REPO_ROOT).as_posix(), 0), -long_tests[item.path]
+
+    items.sort(key=longest_first)  # stable: the order within a file is kept
 
 
 @pytest.fixture(autouse=True)
