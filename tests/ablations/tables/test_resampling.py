@@ -314,8 +314,8 @@ def test_results_are_cached_by_what_they_were_computed_from(tmp_path):
 
 
 def test_a_queue_too_short_to_repay_a_fork_is_computed_in_this_process_in_order(tmp_path):
-    """Forking a process with Lightning and MLflow loaded costs about a second: a micro table's resamples
-    (milliseconds) are computed here, each result kept under its own key."""
+    """A fork of a process with Lightning and MLflow loaded is not repaid by a micro table's resamples
+    (milliseconds each): they are computed here, each result kept under its own key."""
     import os
 
     cache = ResamplingCache(tmp_path, collect=True)
