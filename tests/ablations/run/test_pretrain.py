@@ -22,6 +22,8 @@ from ablations.run.pretrain import run_pretrain
 from bioablate_core.errors import ConfigError
 from lightning_modules.models import load_encoder
 from lightning_modules.pretrain_models import ObjectiveSpec, build_model
+from tests.cli import bioablate_in_process
+from tests.experiment_runs import single_threaded
 
 # Batch 8 and 20 steps: enough for every variant's loss to fall clearly (the drop is 0.2-16 nats).
 FAST = ["trainer.progress_bar=false", "pretrain.batch_size=8", "pretrain.max_steps=20",
@@ -152,13 +154,17 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
     overrides = ["pretrain.max_steps=20", "pretrain.checkpoint_every=5", "pretrain.accumulate=2",
                  "trainer.num_workers=2"]
     assert "MLFLOW_TRACKING_URI" not in os.environ  # no earlier test leaked its store
-    reference = subprocess.run(_pretrain_command(data_dir, tmp_path / "reference", *overrides), cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=300)
+    # the uninterrupted run and the rerun in this process, the killed one in a process of its own: all on
+    # one thread (bitwise equal sums need the same split of the work)
+    with single_threaded():
+        reference = bioablate_in_process(*_pretrain_command(data_dir, tmp_path / "reference", *overrides)[3:],
+                                         cwd=REPO_ROOT)
     assert reference.returncode == 0, reference.stderr[-2000:]
 
     work = tmp_path / "killed"
     cmd = _pretrain_command(data_dir, work, *overrides)
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 240
     while time.time() < deadline and not list(work.glob("runs/*/checkpoints/last.ckpt")):
         assert proc.poll() is None, "the run ended before its first checkpoint"
@@ -171,7 +177,8 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
     assert [p.name for p in work.glob("runs/*/checkpoints/*.ckpt")] == ["last.ckpt"]
     assert not list(work.glob("models/*/config.json"))
 
-    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    with single_threaded():
+        done = bioablate_in_process(*cmd[3:], cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "finished" in done.stdout
     uri = done.stdout.split("MLflow: ")[1].split()[0]
