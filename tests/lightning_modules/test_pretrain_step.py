@@ -18,10 +18,11 @@ from lightning_modules.optim import Lamb
 
 @pytest.fixture(scope="module")
 def staged(data_dir, tmp_path_factory):
-    """A micro BERT's config, the bert-base-uncased vocabulary and shards of staged PubMed abstracts."""
+    """A micro BERT's config (rows of 64 tokens, as the micro profile's), the bert-base-uncased vocabulary and
+    shards of staged PubMed abstracts."""
     vocab_path = resolve_vocab_file("bert-base-uncased", data_dir)
     corpus = load_corpus("pubmed", data_dir, max_words=20000, min_words=128, seed=1)
-    shards = build_shards(corpus, vocab_path, True, 128, "none", 0, tmp_path_factory.mktemp("shards") / "x")
+    shards = build_shards(corpus, vocab_path, True, 64, "none", 0, tmp_path_factory.mktemp("shards") / "x")
     return read_vocab(vocab_path), shards
 
 
@@ -63,7 +64,7 @@ def test_the_step_computes_the_losses_of_the_step_before(staged):
     vocab, shards = staged
     cfg = micro()
     steps = 100
-    data = batches(cfg, vocab, shards, steps, 128, torch.device("cpu"))  # room for every draw
+    data = batches(cfg, vocab, shards, steps, 64, torch.device("cpu"))  # a slot for every position: room for every draw
     old, _, _ = build_module(cfg, vocab, torch.device("cpu"), steps)
     old_optimizer, old_scheduler = today_optimizer(old, cfg.pretrain.lr, cfg.pretrain.weight_decay,
                                                    cfg.pretrain.warmup_ratio, steps)
