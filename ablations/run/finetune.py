@@ -206,8 +206,9 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
         best_dev = module.dev_history[best_epoch] if module.dev_history else {}
         if best_dev:
             run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
-        run.set_tags({**({"best_epoch": str(best_epoch)} if best_dev else {}), "tested_epoch": str(best_epoch),
-                      "epoch_selection": "last (dev: none)" if identity.spec.no_dev else "best dev"})
+            run.set_tag("best_epoch", str(best_epoch))
+        run.set_tag("tested_epoch", str(best_epoch))
+        run.set_tag("epoch_selection", "last (dev: none)" if identity.spec.no_dev else "best dev")
         if not run.is_worker:
             _log_artifacts(run, cfg, datamodule, module, best_epoch, name)
             if cfg.keep_model:

@@ -311,11 +311,6 @@ class TrackedRun:
         if not self.is_worker:
             self.tracker.client.set_tag(self.run_id, key, value)
 
-    def set_tags(self, tags: dict[str, str]) -> None:
-        """All of them in one store write."""
-        if not self.is_worker:
-            self.tracker.set_tags(self.run_id, tags)
-
     def log_metrics(self, metrics: dict[str, float]) -> None:
         if not self.is_worker:
             self.tracker.log_metrics(self.run_id, metrics)
