@@ -255,9 +255,10 @@ def _one_line(ax, ylabel: str, height_pt: float) -> None:
     ax.set_ylabel(wrap_text(ylabel, height_pt, size, balanced=True), fontsize=size)
 
 
-def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> None:
+def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> bool:
     """Group labels wrapped to their group's width (at spaces and hyphens); where a word is still wider
-    than its group, a smaller font, down to MIN_TICK_FONT; where they still collide, vertical."""
+    than its group, a smaller font, down to MIN_TICK_FONT; where they still collide, vertical. True where
+    the figure is as last drawn (not turned vertical after it)."""
     size = ax.get_xticklabels()[0].get_fontsize() if ax.get_xticklabels() else 10.0
     while True:
         ax.set_xticks(range(len(groups)), [wrap_text(g, width_pt / len(groups) * 0.9, size) for g in groups],
@@ -271,6 +272,8 @@ def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> None:
     if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):  # still colliding: vertical, never touching
         ax.set_xticks(range(len(groups)), groups, fontsize=size)
         ax.tick_params(axis="x", labelrotation=90)
+        return False
+    return True
 
 
 def _fit(fig, ax, value_labels: list[_ValueLabel], bar_width: float) -> None:
@@ -282,9 +285,10 @@ def _fit(fig, ax, value_labels: list[_ValueLabel], bar_width: float) -> None:
     groups = [t.get_text() for t in ax.get_xticklabels()]
     # Each wrap changes the layout, and so the room for the next: wrap the original texts again to the
     # new axes until their size settles (long unwrapped labels first squeeze the axes).
-    size = None
+    size, drawn = None, False  # drawn: the figure is laid out as it stands (a draw would change nothing)
     for _ in range(4):
-        fig.draw_without_rendering()
+        if not drawn:  # each full draw runs the constrained layout again: the dearest step of a table
+            fig.draw_without_rendering()
         box = ax.get_window_extent(renderer)
         if size is not None and abs(box.width - size[0]) < 1 and abs(box.height - size[1]) < 1:
             break
@@ -293,10 +297,9 @@ def _fit(fig, ax, value_labels: list[_ValueLabel], bar_width: float) -> None:
         # the title over the axes only: the legend beside them reaches as high as the title
         ax.set_title(wrap_text(title, width_pt * 0.95, TITLE_FONT, balanced=True), fontsize=TITLE_FONT)
         _one_line(ax, ylabel, height_pt * 0.95)
-        if groups:
-            _fit_groups(fig, ax, groups, width_pt, renderer)
+        drawn = bool(groups) and _fit_groups(fig, ax, groups, width_pt, renderer)
     if value_labels:
-        _place_values(fig, ax, value_labels, renderer)
+        _place_values(fig, ax, value_labels, renderer, drawn)
 
 
 def _line_boxes(fig, ax) -> list:
@@ -316,13 +319,14 @@ def _line_boxes(fig, ax) -> list:
     return out
 
 
-def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer) -> None:
+def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer, drawn: bool = False) -> None:
     """Each value label inside its bar's drawn extent, below its error bar and the paper's line; else, for
     a bar above 0, above its error bar (black, no patch), where nothing else is, the y axis raised to hold
     it; else dropped."""
     from matplotlib.transforms import Bbox
 
-    fig.draw_without_rendering()
+    if not drawn:
+        fig.draw_without_rendering()
     low, high = ax.get_ylim()
     pad = LABEL_PAD * fig.dpi / 72 - 0.5  # (half a pixel of rounding)
     axes = ax.get_window_extent(renderer)
