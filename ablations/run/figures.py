@@ -24,11 +24,12 @@ CURVES_MARGINS = {"label": 0.3, "right": 0.15, "bottom": 0.5, "top": 0.45}
 TICK_FONT = 10.0  # matplotlib's default tick label size, in points
 
 
-def _figure(width: float, height: float, layout: str | None = "constrained") -> Any:
+def _figure(width: float, height: float) -> Any:
+    """An Agg figure without a layout engine: its callers place their axes themselves."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), dpi=DPI, layout=layout)
+    figure = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(figure)
     return figure
 
@@ -61,7 +62,7 @@ def curves_figure(path: Path, history: dict[str, list[tuple[int, float]]], title
         return None
     panels = [p for p, points in (("loss", loss or means), ("dev", dev)) if points]
     width, height = 4.2 * len(panels) + 0.6, 3.2
-    figure = _figure(width, height, layout=None)
+    figure = _figure(width, height)
     axes = [figure.add_axes((0, 0, 1, 1)) for _ in panels]  # placed below, once their tick labels are known
     figure.suptitle(title, fontsize=10)
     for ax, panel in zip(axes, panels):
@@ -119,7 +120,7 @@ def confusion_figure(path: Path, gold: Sequence[Any], predicted: Sequence[Any], 
     width = max(needed, _text_width(title.splitlines(), 9) + 0.3, 4.5)
     left += (width - needed) / 2  # centred under a wider title
     height = bottom + side + top
-    figure = _figure(width, height, layout=None)
+    figure = _figure(width, height)
     ax = figure.add_axes((left / width, bottom / height, side / width, side / height))
     image = ax.imshow(matrix, cmap="Blues")
     top_count = max(max(row) for row in matrix) or 1

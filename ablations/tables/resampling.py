@@ -261,7 +261,8 @@ class ResamplingCache:
         """Compute the queued results and keep them: the first in this process, timed; the rest in forked
         worker processes only where the machine has several cores and the time they would take here is worth
         forking for (POOL_WORTH_S: a fork copies the whole process's memory map, large once Lightning and
-        MLflow are loaded, and starts workers a micro table's resamples, milliseconds each, never repay). The workers inherit what `prepare` read."""
+        MLflow are loaded, and starts workers that a micro table's resamples, milliseconds each, never
+        repay). The workers inherit what `prepare` read."""
         global _PENDING
         _PENDING = [compute for _, _, compute in self.pending]
         try:
