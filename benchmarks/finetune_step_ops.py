@@ -14,6 +14,9 @@ The steps (all fp32, the same model, examples and batch size; `benchmarks.step_o
   fullgraph), one graph per width bucket; its operator count is what the compiled code still
   dispatches through ATen (matmuls, the fused optimizer), its fused kernels run without dispatch.
 
+Every side's operators are counted the same way, by the profiler (`benchmarks.step_ops.profiled_ops`: under
+a dispatch mode the compiled side would fall back to eager).
+
 The op count does not depend on the width, so at a toy width (`--hidden-size 32`) the host time per step
 is the dispatch overhead a GPU step pays on top of its kernels. Each side's time is the median over
 `--steps` steps (the first `--warmup` steps, compilation included, not timed).
@@ -30,7 +33,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import add_shared_arguments, benchmark_main, machine, start_run
-from benchmarks.step_ops import count_ops
+from benchmarks.step_ops import profiled_ops
 
 SIDES = ("before", "after", "after-compiled")
 
@@ -103,7 +106,7 @@ def measure(task: str, args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             step(batch)
             seconds.append(time.perf_counter() - start)
-        counts = [count_ops(lambda b=b: step(b)) for b in batches[args.warmup:args.warmup + args.count_steps]]
+        counts = [profiled_ops(lambda b=b: step(b)) for b in batches[args.warmup:args.warmup + args.count_steps]]
         out[side] = {"ops_per_step": statistics.mean(c.ops for c in counts),
                      "syncs_per_step": statistics.mean(c.syncs for c in counts),
                      "host_us_per_step": 1e6 * statistics.median(seconds)}

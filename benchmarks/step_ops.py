@@ -1,15 +1,22 @@
 """What one training step asks of the device: the ATen operators it dispatches, and how many of them make
-the host wait for the device (a host-device synchronization).
+the host wait for the device (a host-device synchronization). One home for both counts, used by the
+pretraining (`benchmarks.step_overhead`) and fine-tuning (`benchmarks.finetune_step_ops`) benchmarks and by
+the step tests.
 
-    counts = count_ops(lambda: step(batch))
-    counts.ops, counts.syncs, counts.sync_ops     # 812, 0, {}
+    with OpCounter() as counter:              # a TorchDispatchMode: below autograd, so the backward too
+        step(batch)
+    counter.count.ops, counter.count.sync_ops     # 401, {}
+    profiled_ops(lambda: step(batch))            # the same counts from the profiler: compiled steps too
 
-Counted below autograd (a `TorchDispatchMode`), so the backward's operators are counted too, and each
-compiled region counts as the kernels it runs, not the Python it came from. The sync operators are those
-that copy a device value to the host to decide something there: `aten._local_scalar_dense` (`.item()`,
-`float(t)`, `int(t)`, `bool(t)`, `if t:`), `aten.item`, and `aten.nonzero` (boolean-mask indexing, whose
-output size the host must learn). On a CPU they cost little; on a GPU each one drains the launch queue
-and leaves the device idle until the host catches up, which is why a step should have none.
+A sync operator copies a device value to the host to decide something there: `aten._local_scalar_dense`
+(`.item()`, `float(t)`, `int(t)`, `bool(t)`, `if t:`), `aten.item`, `aten.nonzero`, `masked_select`,
+`is_nonzero`, `equal`, and boolean-mask indexing (`t[mask]`, `t[mask] = v`: the kernel finds the mask's
+true positions, a shape made from device data). On a CPU they cost little; on a GPU each one drains the
+launch queue and leaves the device idle until the host catches up, which is why a step should have none.
+
+Under a dispatch mode `torch.compile` falls back to eager, so a compiled step is counted with the
+profiler (`profiled_ops`): the ATen calls not nested in another ATen call, which is what a dispatch mode
+sees; the compiler's fused loops are not ATen calls. Compare sides counted the same way.
 
 The op count does not depend on the model's width, so at a toy width the host's time per step measures
 the dispatch overhead that a GPU step pays on top of its kernels.
@@ -21,23 +28,38 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-SYNC_OPS = ("aten._local_scalar_dense", "aten.item", "aten.nonzero")
+SYNC_OPS = frozenset({"_local_scalar_dense", "item", "nonzero", "masked_select", "is_nonzero", "equal"})
+_INDEXING = frozenset({"index", "index_put", "index_put_", "_index_put_impl_"})
 
 
 @dataclass
 class OpCount:
     ops: int = 0  # every ATen operator dispatched
-    by_name: Counter = field(default_factory=Counter)  # "aten.mm" -> calls
-
-    @property
-    def sync_ops(self) -> dict[str, int]:
-        return {name: n for name, n in self.by_name.items() if name in SYNC_OPS}
+    by_name: Counter = field(default_factory=Counter)  # "mm" -> calls
+    sync_ops: Counter = field(default_factory=Counter)  # "_local_scalar_dense" -> calls that synced
 
     @property
     def syncs(self) -> int:
         return sum(self.sync_ops.values())
+
+    def add(self, name: str, sync: bool) -> None:
+        self.ops += 1
+        self.by_name[name] += 1
+        if sync:
+            self.sync_ops[name] += 1
+
+
+def is_sync(name: str, args: tuple = ()) -> bool:
+    """Whether ATen operator `name` (its overload packet's name, e.g. `index`) called with `args` reads a
+    device value back to the host."""
+    if name in SYNC_OPS:
+        return True
+    if name in _INDEXING and len(args) > 1:
+        return any(torch.is_tensor(i) and i.dtype in (torch.bool, torch.uint8) for i in args[1] if i is not None)
+    return False
 
 
 class OpCounter(TorchDispatchMode):
@@ -48,15 +70,37 @@ class OpCounter(TorchDispatchMode):
         self.count = OpCount()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = f"aten.{func._schema.name.split('::', 1)[-1]}" if func.namespace == "aten" else str(func)
-        self.count.ops += 1
-        self.count.by_name[name] += 1
+        name = func.overloadpacket.__name__ if func.namespace == "aten" else str(func)
+        self.count.add(name, func.namespace == "aten" and is_sync(name, args))
         return func(*args, **(kwargs or {}))
 
 
 def count_ops(fn: Callable[[], Any]) -> OpCount:
-    """The operators `fn()` dispatches (its result is dropped)."""
+    """The operators `fn()` dispatches (its result is dropped); eager code only (see `profiled_ops`)."""
     with OpCounter() as counter:
         fn()
     return counter.count
 
+
+def profiled_ops(fn: Callable[[], Any]) -> OpCount:
+    """The operators of one call of `fn()` from the profiler: the ATen calls not nested in another ATen
+    call, what a dispatch mode sees, for compiled code as well. A kernel's own calls inside it (a CPU kernel
+    reading a CPU number) are neither ops nor syncs, except `nonzero`: boolean-mask indexing calls it inside
+    `index`, and its output's shape comes from device data."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    count = OpCount()
+    for event in prof.events():
+        if not event.name.startswith("aten::"):
+            continue
+        parent = event.cpu_parent
+        while parent is not None and not parent.name.startswith("aten::"):
+            parent = parent.cpu_parent
+        name = event.name.removeprefix("aten::")
+        if parent is None:
+            count.add(name, name in SYNC_OPS)
+        elif name == "nonzero":
+            count.sync_ops[name] += 1
+    return count

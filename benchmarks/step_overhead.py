@@ -6,10 +6,9 @@ per step, today's step against the sync-free, static-shape one, side by side in 
 
 At toy width (hidden 32) the matmuls cost nothing, so the host time per step is what dispatching the
 step's operators costs: the part of a GPU step the device waits on when it is not captured in a graph.
-The operators are counted by a `TorchDispatchMode` (`OpCounter`): every ATen call the step makes
-through the dispatcher, the same way for every side, including those a compiled graph still calls
-(matmuls, random numbers; the compiler's fused loops are one call each in its generated code and not
-ATen calls). A sync is a call that reads a device value back to the host (`.item()`, `float(t)`,
+The operators are counted the same way for every side (`benchmarks.step_ops.profiled_ops`): every ATen
+call the step makes through the dispatcher, including those a compiled graph still calls (matmuls, random
+numbers; the compiler's fused loops are one call each in its generated code and not ATen calls). A sync is a call that reads a device value back to the host (`.item()`, `float(t)`,
 `bool(t)`, a data-dependent shape: `nonzero`, boolean indexing).
 
 Sides (the same model, data, optimizer and schedule; the same batches in the same order):
@@ -28,48 +27,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import Counter
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmarks.pretrain_throughput import SIZES
-
-# the ATen calls that read a device value back to the host, or make a shape from device data
-SYNC_OPS = frozenset({"_local_scalar_dense", "item", "nonzero", "masked_select", "is_nonzero", "equal"})
-
-
-def _is_sync(func, args) -> bool:
-    name = func.overloadpacket.__name__
-    if name in SYNC_OPS:
-        return True
-    # boolean-mask indexing (`t[mask]`, `t[mask] = v`) finds the mask's true positions inside the kernel
-    # (a nonzero the dispatcher does not see again): a shape made from device data
-    if name in ("index", "index_put", "index_put_", "_index_put_impl_") and len(args) > 1:
-        return any(torch.is_tensor(i) and i.dtype in (torch.bool, torch.uint8) for i in args[1] if i is not None)
-    return False
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts the ATen operators dispatched while active (by name: `mm`, `add_`), and among them the
-    syncs (`syncs`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter = Counter()
-        self.syncs: Counter = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[func.overloadpacket.__name__] += 1
-        if _is_sync(func, args):
-            self.syncs[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-    @property
-    def total(self) -> int:
-        return sum(self.ops.values())
-
+from benchmarks.step_ops import profiled_ops
 
 # ------------------------------------------------------------------------------------------- sides
 
@@ -179,32 +142,6 @@ def batches(cfg, vocab: list[str], shards, steps: int, max_predictions: int | No
 
 # ------------------------------------------------------------------------------------------- measuring
 
-def profiled_ops(step, batch: dict) -> tuple[int, int]:
-    """(ATen operators, syncs) of one call of `step(batch)`, from the profiler: the ATen calls not nested in
-    another ATen call, what a dispatch mode sees (counted so for every side, compiled or not: under a
-    TorchDispatchMode the compiler falls back to eager). A kernel's own calls inside it (a CPU kernel
-    reading a CPU number) are neither ops nor syncs here, except `nonzero`: boolean-mask indexing calls it
-    inside `index`, and its output's shape comes from device data."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step(batch)
-    ops = syncs = 0
-    for event in prof.events():
-        if not event.name.startswith("aten::"):
-            continue
-        parent = event.cpu_parent
-        while parent is not None and not parent.name.startswith("aten::"):
-            parent = parent.cpu_parent
-        name = event.name.removeprefix("aten::")
-        if parent is None:
-            ops += 1
-            syncs += name in SYNC_OPS
-        else:
-            syncs += name == "nonzero"
-    return ops, syncs
-
-
 def host_us(step, batches: list[dict], device: torch.device) -> float:
     """Median host microseconds per step over `batches` (the device synchronised once after each step:
     on a CPU the whole step, on a GPU the time to issue it plus what it waits for)."""
@@ -278,7 +215,8 @@ def run(args: argparse.Namespace) -> dict:
         try:  # a side that fails (a compiler error on a new device) is recorded; the others still count
             for batch in data[:args.warmup]:
                 step(batch)
-            ops, syncs = profiled_ops(step, data[args.warmup])
+            counted = profiled_ops(lambda: step(data[args.warmup]))
+            ops, syncs = counted.ops, counted.syncs
             us = host_us(step, data[args.warmup + 1:], device)
             out[name] = {"ops": ops, "syncs": syncs, "host_us": us, "tokens_per_s": tokens / (us / 1e6)}
         except Exception as error:  # noqa: BLE001

@@ -9,7 +9,8 @@ import torch
 from torch._dynamo.utils import counters
 
 from ablations.config import build_config
-from benchmarks.step_overhead import OpCounter, StaticStep, batches, build_module, today_optimizer, today_step
+from benchmarks.step_ops import OpCounter
+from benchmarks.step_overhead import StaticStep, batches, build_module, today_optimizer, today_step
 from datamodules.pretrain.corpora import load_corpus
 from datamodules.pretrain.shards import build_shards
 from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file
@@ -33,7 +34,7 @@ def micro(masking: str = "wwm"):
 def sync_counts(step, batch) -> tuple[int, dict]:
     with OpCounter() as counter:
         step(batch)
-    return counter.total, dict(counter.syncs)
+    return counter.count.ops, dict(counter.count.sync_ops)
 
 
 @pytest.mark.parametrize("masking", ["wwm", "wordpiece"])
@@ -136,7 +137,7 @@ def test_lamb_on_all_tensors_at_once_is_lamb_and_reads_nothing_back():
         if step == 4:
             with OpCounter() as counter:
                 lamb.step()
-            assert dict(counter.syncs) == {}
+            assert dict(counter.count.sync_ops) == {}
         else:
             lamb.step()
     for p, r in zip(params, reference):
