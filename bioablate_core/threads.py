@@ -12,9 +12,11 @@ it loads):
 - the wait policy: PASSIVE (a waiting thread sleeps at once; KMP_BLOCKTIME=0 for an Intel OpenMP build)
   where other work holds any of those CPUs, else OpenMP's own default (spin briefly: fastest when alone).
 
-Busy CPUs are the larger of two readings: the share of the last 0.2 s the CPUs in the mask were not idle
-(/proc/stat: what is running now) and the 1-minute load average, scaled to the mask's share of the machine
-(what has been queued for a while). The user's own OMP_NUM_THREADS / OMP_WAIT_POLICY win over both.
+Busy CPUs are the share of the last 0.2 s the CPUs in the mask were not idle (/proc/stat: what is running
+now). Not the load average, except where /proc/stat cannot be read: it trails the last minute, so a command
+started right after another one ended (a script's loop over seeds, a benchmark's sides back to back) counted
+its predecessor as other work and took one thread of two on a machine left idle. The user's own
+OMP_NUM_THREADS / OMP_WAIT_POLICY win.
 """
 
 from __future__ import annotations
@@ -61,18 +63,16 @@ def usable_cpus() -> list[int]:
 
 
 def busy_cpus(cpus: list[int], sample_s: float = SAMPLE_S) -> float:
-    """How many of `cpus` other work keeps busy: the larger of the non-idle share over `sample_s` and the
-    1-minute load average scaled to their share of the machine (0 where neither can be read)."""
-    share = len(cpus) / (os.cpu_count() or len(cpus))
-    load = os.getloadavg()[0] * share if hasattr(os, "getloadavg") else 0.0
+    """How many of `cpus` other work keeps busy: their non-idle share over `sample_s`; without /proc/stat,
+    the 1-minute load average scaled to their share of the machine (0 where neither can be read)."""
     before = _idle_and_total(cpus)
     if before is None:
-        return min(float(len(cpus)), load)
+        share = len(cpus) / (os.cpu_count() or len(cpus))
+        return min(float(len(cpus)), os.getloadavg()[0] * share if hasattr(os, "getloadavg") else 0.0)
     time.sleep(sample_s)
     after = _idle_and_total(cpus)
     idle, total = after[0] - before[0], after[1] - before[1]
-    sampled = len(cpus) * (1 - idle / total) if total > 0 else 0.0
-    return min(float(len(cpus)), max(sampled, load))
+    return min(float(len(cpus)), len(cpus) * (1 - idle / total) if total > 0 else 0.0)
 
 
 def _idle_and_total(cpus: list[int]) -> Optional[tuple[int, int]]:

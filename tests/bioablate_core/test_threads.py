@@ -79,3 +79,22 @@ def test_free_cpus_are_the_usable_less_the_busy():
     assert threads.choose(2, 0.7) == (1, "PASSIVE")
     assert threads.choose(16, 3.2) == (13, "PASSIVE")
     assert threads.choose(2, 9.0) == (1, "PASSIVE")  # never fewer than one
+
+
+def test_a_load_that_has_ended_does_not_count(monkeypatch):
+    """The 1-minute load average still says 2 CPUs busy for a minute after a command on them ended; the
+    CPUs' idle time over the sample says they are free now: the next command takes both (a script's loop
+    over seeds ran every command after the first on one thread of two)."""
+    ticks = iter([(1_000, 2_000), (1_020, 2_020)])  # /proc/stat over the sample: 20 of 20 ticks idle
+    monkeypatch.setattr(threads, "_idle_and_total", lambda cpus: next(ticks))
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.0, 1.2, 0.5))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    busy = threads.busy_cpus([0, 1], sample_s=0.0)
+    assert busy == 0.0 and threads.choose(2, busy) == (2, None)
+
+
+def test_without_proc_stat_the_load_average_decides(monkeypatch):
+    monkeypatch.setattr(threads, "_idle_and_total", lambda cpus: None)
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 1.0, 1.0))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert threads.busy_cpus([0, 1], sample_s=0.0) == 1.5  # the pair's share of the machine's load
