@@ -13,12 +13,11 @@ import functools
 import logging
 import os
 import re
-import shutil
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from contextlib import closing, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlparse
@@ -31,6 +30,7 @@ from pytorch_lightning.loggers import MLFlowLogger
 
 from ablations.config import REPO_ROOT
 from ablations.run.dashboard import describe_experiment
+from ablations.run.sqlite_store import start_sqlite_store
 from bioablate_core import interrupts
 from bioablate_core.claims import claim
 from bioablate_core.databases import SERVER_DIALECTS, dialect, health_request, hide_passwords, unreachable
@@ -64,59 +64,6 @@ def store_creation_lock(tracking_uri: str):
     if tracking_uri.startswith("sqlite:///"):
         return claim(Path(tracking_uri.removeprefix("sqlite:///") + ".lock"))
     return nullcontext()
-
-
-def start_sqlite_store(path: Path) -> bool:
-    """Create the new SQLite store `path` as a copy of an empty one, migrated once per MLflow version into
-    the user cache folder (`mlflow/empty-store-<version>.db`): MLflow's own creation runs its whole chain of
-    schema migrations, about 2 s of CPU for every new store (every new work directory), the copy a few
-    milliseconds. The copy has MLflow's tables at its current schema and nothing in them; MLflow adds the
-    Default experiment when it first opens it, as it does after its own creation. A template not at this
-    MLflow's schema revision (damaged, another build's) is made again. Where the cache cannot be written or
-    the copy fails, nothing is left at `path` (False) and MLflow creates the store as usual. Call with the
-    store's creation lock held."""
-    import mlflow
-    from mlflow.store.db.utils import _get_latest_schema_revision, _initialize_tables  # MLflow's own steps
-    from sqlalchemy import create_engine
-
-    from bioablate_core.files import user_cache_dir
-
-    template = user_cache_dir() / "mlflow" / f"empty-store-{mlflow.__version__}.db"
-    part = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        head = _get_latest_schema_revision()
-        if _schema_revision(template) != head:
-            template.parent.mkdir(parents=True, exist_ok=True)
-            with claim(template.with_name(template.name + ".lock")):  # one process migrates, others wait
-                if _schema_revision(template) != head:
-                    building = template.with_name(f".{template.name}.{os.getpid()}.part")
-                    engine = create_engine(f"sqlite:///{building}")
-                    try:
-                        _initialize_tables(engine)
-                    finally:
-                        engine.dispose()
-                    os.replace(building, template)  # a template is whole or absent, never half-migrated
-        shutil.copyfile(template, part)
-        os.replace(part, path)
-        return True
-    except Exception as error:  # an unwritable cache, a full disk, another MLflow's internals: MLflow's way
-        log.debug("new store %s without the template %s: %s", path, template, error)
-        part.unlink(missing_ok=True)
-        return False
-
-
-def _schema_revision(path: Path) -> str | None:
-    """The alembic revision of the SQLite store at `path`; None where it has none or is no database."""
-    import sqlite3
-
-    if not path.is_file():
-        return None
-    try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            row = db.execute("SELECT version_num FROM alembic_version").fetchone()
-    except sqlite3.Error:
-        return None
-    return row[0] if row else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -153,7 +100,7 @@ def check_tracking_uri(tracking_uri: str) -> None:
     try:
         with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
             if sqlite is not None and not sqlite.exists() and sqlite.parent.is_dir():
-                start_sqlite_store(sqlite)
+                start_sqlite_store(sqlite)  # ablations/run/sqlite_store.py
             MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
         detail = hide_passwords(" ".join(str(e).split())[:300])
@@ -171,6 +118,7 @@ class Tracker:
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = SignalSafeClient(MlflowClient(tracking_uri))
+        self.unanswered = False  # a tracked run ended on a store that did not answer: write nothing more
         with store_creation_lock(tracking_uri):
             experiment = self._experiment(experiment_name, artifact_root)
         self.experiment_id = experiment.experiment_id
@@ -222,6 +170,8 @@ class Tracker:
 
     def drop_tag_once_ended(self, run_id: str | None, key: str) -> None:
         """Remove tag `key` of a run no longer RUNNING (a claim: who works on it); a failing store loses nothing."""
+        if self.unanswered:  # the run stayed RUNNING, and a rerun takes its claim over
+            return
         try:
             if run_id is not None and self.client.get_run(run_id).info.status != "RUNNING":
                 self.client.delete_tag(run_id, key)
@@ -258,13 +208,18 @@ class Tracker:
             if signum is not None:
                 self.end_killed(run_id, str(Interrupted(signum)))
                 raise Interrupted(signum) from error
+            if store_failure(error) is not None:
+                # the store did not answer: its message says the run stays RUNNING, and each further call
+                # (marking it FAILED, dropping its claim) would wait out MLflow's busy timeout (20 s on
+                # SQLite) before failing the same way
+                self.unanswered = True
+                raise
             try:
                 self.client.set_tag(run_id, "error", hide_passwords(f"{type(error).__name__}: {error}")[:5000])
                 self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
             except Exception as store_error:  # e.g. the store's disk is full too: report the first error
-                if store_failure(error) is None:  # (a store failure's own message says the run stays RUNNING)
-                    log.warning("could not mark MLflow run %s FAILED (%s); the next run with its fingerprint "
-                                "takes it over", run_id, " ".join(str(store_error).split())[:200])
+                log.warning("could not mark MLflow run %s FAILED (%s); the next run with its fingerprint "
+                            "takes it over", run_id, " ".join(str(store_error).split())[:200])
             raise
         else:
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
