@@ -35,13 +35,15 @@ the ratios stay fair. Reported: examples/s, real (non-pad) tokens/s, real tokens
 each baseline, and MFU = model FLOPs of the real tokens per second / the measured matmul peak of the dtype
 each side computes in.
 
-The ratio is of **real tokens/s**, not examples/s: each side draws its own length-grouped batches (its own
-sampler, its own seed), and the few dozen batches a round timing sees are not the same examples on both
-sides. On ChemProt (lengths 10-256 tokens, mean 66) ours's seeded draw of 48 timed batches averaged 72.1
-real tokens per example and the Trainer's 64.8, so ours did 11% more work per example, and an examples/s
-ratio read 0.88x where ours was ahead per token. Real tokens count the work done and leave padding (which a
-side pays for without credit) as the cost it is; longer examples cost a little more per token (attention),
-against the side that drew them.
+The ratio is of **real tokens/s**, not examples/s, and every side trains on the same pool of examples:
+each side draws its own length-grouped batches (its own sampler, its own seed), so from a whole training
+set the few dozen batches a round timing sees were not the same examples on both sides. On ChemProt
+(lengths 10-256 tokens, mean 66) ours's seeded draw of 48 timed batches averaged 72.1 real tokens per
+example and the Trainer's 64.3-64.8, so ours did 11% more work per example: an examples/s ratio read 0.88x,
+and even per real token the longer draw costs more (attention grows with the length). The pool
+(`--max-train-examples`, by default batch size x steps per round x rounds) makes the timed steps of ours
+and hf-strong one pass over the same examples, shifted by the warm-up round. Real tokens count the work
+done and leave padding (which a side pays for without credit) as the cost it is.
 """
 
 from __future__ import annotations
@@ -248,9 +250,11 @@ def build_baseline(dm, encoder, batch_size: int, device: torch.device, length: i
 
 def benchmark(task: str, args: argparse.Namespace, device: torch.device) -> dict:
     precision, strong_precision = (resolve_precision(p, device) for p in (args.precision, args.strong_precision))
+    # one pass of ours and hf-strong over the same pool: the timed steps' examples are (nearly) the same
+    pool = args.max_train_examples or args.batch_size * args.steps_per_round * args.rounds
     ours, our_tokens, dm, encoder, length = build_ours(
         task, args.size, args.batch_size, device, args.work_dir, args.data_dir, precision, args.max_length,
-        args.steps_per_round, args.max_train_examples)
+        args.steps_per_round, pool)
     baseline_length = args.baseline_max_length or length
     sides, tokens = {"ours": ours}, {"ours": our_tokens}
     setups = {"ours": {"dtype": precision, "compiled": False}}
@@ -259,7 +263,7 @@ def benchmark(task: str, args: argparse.Namespace, device: torch.device) -> dict
     if args.compile:
         sides["ours-compiled"], tokens["ours-compiled"], *_ = build_ours(
             task, args.size, args.batch_size, device, args.work_dir, args.data_dir, precision, args.max_length,
-            args.steps_per_round, args.max_train_examples, compile=True)
+            args.steps_per_round, pool, compile=True)
         setups["ours-compiled"] = {"dtype": precision, "compiled": True}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -270,7 +274,7 @@ def benchmark(task: str, args: argparse.Namespace, device: torch.device) -> dict
                     precision=strong_precision)
         timings = interleaved(sides, rounds=args.rounds, warmup=args.warmup, device=device)
     size = SIZES[args.size]
-    out = {"task": task, "size": args.size, "batch_size": args.batch_size, "device": machine(),
+    out = {"task": task, "size": args.size, "batch_size": args.batch_size, "device": machine(), "pool": pool,
            "steps_per_round": steps, "max_length": length, "baseline_padded_to": baseline_length, "sides": names}
     for name, t in timings.items():
         measured = tokens[name][-len(t.seconds):]  # the warm-up steps come first
@@ -309,7 +313,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-length", type=SEQUENCE, help="truncation length (default: the dataset's)")
     parser.add_argument("--baseline-max-length", type=SEQUENCE, help="hf-naive's padding (default: --max-length); "
                         "shorter than an example truncates it, as run_ner.py's --max_seq_length does")
-    parser.add_argument("--max-train-examples", type=COUNT, help="train on a prefix of a seeded shuffle (micro)")
+    parser.add_argument("--max-train-examples", type=COUNT,
+                        help="the pool every side trains on, a prefix of a seeded shuffle (default: batch size x "
+                             "steps per round x rounds, so the timed steps of ours and hf-strong go once through "
+                             "the same examples)")
     add_shared_arguments(parser, cache="tokenization cache")
     return parser
 
