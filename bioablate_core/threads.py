@@ -13,7 +13,7 @@ it loads):
   where other work holds any of those CPUs, else OpenMP's own default (spin briefly: fastest when alone).
 
 Busy CPUs are the share of the last 0.2 s the CPUs in the mask were not idle (/proc/stat: what is running
-now), niced work left out (it yields its CPU to ours). Not the load average, except where /proc/stat cannot be read: it trails the last minute, so a command
+now). Not the load average, except where /proc/stat cannot be read: it trails the last minute, so a command
 started right after another one ended (a script's loop over seeds, a benchmark's sides back to back) counted
 its predecessor as other work and took one thread of two on a machine left idle. The user's own
 OMP_NUM_THREADS / OMP_WAIT_POLICY win.
@@ -75,19 +75,17 @@ def busy_cpus(cpus: list[int], sample_s: float = SAMPLE_S) -> float:
     return min(float(len(cpus)), len(cpus) * (1 - idle / total) if total > 0 else 0.0)
 
 
-def _idle_and_total(cpus: list[int], stat: str = "/proc/stat") -> Optional[tuple[int, int]]:
-    """Free (idle + iowait + nice) and total jiffies of `cpus` from /proc/stat; None off Linux. Niced work
-    counts as free: a process at nice 10 keeps a tenth of a CPU against ours (19: 1.5%), so a long job
-    started with `nice` in the background leaves a command in the foreground every CPU."""
+def _idle_and_total(cpus: list[int]) -> Optional[tuple[int, int]]:
+    """Idle (idle + iowait) and total jiffies of `cpus` from /proc/stat; None off Linux."""
     wanted = {f"cpu{n}" for n in cpus}
     idle = total = 0
     try:
-        with open(stat) as f:
+        with open("/proc/stat") as f:
             for line in f:
                 fields = line.split()
                 if fields and fields[0] in wanted:
                     ticks = [int(x) for x in fields[1:]]
-                    idle += ticks[1] + ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+                    idle += ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
                     total += sum(ticks[:8])  # guest time is already counted in user
     except (OSError, ValueError, IndexError):
         return None

@@ -98,14 +98,3 @@ def test_without_proc_stat_the_load_average_decides(monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 1.0, 1.0))
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     assert threads.busy_cpus([0, 1], sample_s=0.0) == 1.5  # the pair's share of the machine's load
-
-
-def test_niced_work_leaves_its_cpus_free(tmp_path):
-    """/proc/stat's columns: user nice system idle iowait irq softirq steal. A CPU busy with a job at nice 19
-    (all of its time in `nice`) is free to a command in the foreground; one busy at nice 0 is not."""
-    stat = tmp_path / "stat"
-    stat.write_text("cpu  900 900 0 200 0 0 0 0 0 0\n"
-                    "cpu0 0 900 0 100 0 0 0 0 0 0\n"  # niced work
-                    "cpu1 900 0 0 100 0 0 0 0 0 0\n")  # work at nice 0
-    assert threads._idle_and_total([0], str(stat)) == (1000, 1000)
-    assert threads._idle_and_total([1], str(stat)) == (100, 1000)
