@@ -76,7 +76,10 @@ def busy_cpus(cpus: list[int], sample_s: float = SAMPLE_S) -> float:
 
 
 def _idle_and_total(cpus: list[int]) -> Optional[tuple[int, int]]:
-    """Idle (idle + iowait) and total jiffies of `cpus` from /proc/stat; None off Linux."""
+    """Idle (idle + iowait) and total jiffies of `cpus` from /proc/stat; None off Linux. Niced work counts
+    as busy: with the kernel's autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`, on by
+    default on many distributions) a job at nice 19 started from another session still gets its fair share
+    against ours, since nice only ranks the processes of one session."""
     wanted = {f"cpu{n}" for n in cpus}
     idle = total = 0
     try:
