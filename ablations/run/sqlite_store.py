@@ -1,5 +1,5 @@
-"""A new SQLite tracking store, copied from an empty one that MLflow migrated once per version (its own
-creation runs the whole chain of schema migrations, about 2 s of CPU for every new work directory)."""
+"""A new SQLite tracking store, copied from an empty one MLflow migrated once per version
+(`ablations.run.tracking.check_tracking_uri` starts every new local store with it)."""
 
 from __future__ import annotations
 

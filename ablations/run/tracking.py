@@ -100,7 +100,7 @@ def check_tracking_uri(tracking_uri: str) -> None:
     try:
         with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
             if sqlite is not None and not sqlite.exists() and sqlite.parent.is_dir():
-                start_sqlite_store(sqlite)  # ablations/run/sqlite_store.py
+                start_sqlite_store(sqlite)
             MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
         detail = hide_passwords(" ".join(str(e).split())[:300])
