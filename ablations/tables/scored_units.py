@@ -74,6 +74,8 @@ class ScoredUnits:
         from datamodules.metric_registry import ADDITIVE
 
         draws = np.asarray(draws, dtype=np.intp)
+        if self.metric == "pearson" and key == "score" and all(len(u.golds) == 1 for u in self.units):
+            return self._pearson_scores(draws)
         additive = ADDITIVE.get(self.metric)
         if additive is None or not self.units or key not in additive.finish(
                 self._counts(additive)[:1].sum(axis=0).tolist(), **self.metric_args):
@@ -90,6 +92,20 @@ class ScoredUnits:
             # float sums of integers below 2**53 are exact: rounded back, the metric sees the integer counts
             sums = np.rint(weights.astype(np.float64) @ rows).astype(np.int64)
             out[start:start + len(block)] = [additive.finish(s, **self.metric_args)[key] for s in sums.tolist()]
+        return out
+
+    def _pearson_scores(self, draws: np.ndarray) -> np.ndarray:
+        """`scores` for Pearson's r (no counts to add up): the drawn pairs gathered a block of rows at a time
+        and correlated row-wise by the metric's own code (`pearson_rows`)."""
+        from datamodules.metrics import pearson_rows
+
+        gold = np.array([u.golds[0] for u in self.units], dtype=np.float64)
+        pred = np.array([u.predictions[0] for u in self.units], dtype=np.float64)
+        out = np.empty(len(draws))
+        step = max(1, min(_BLOCK, _WEIGHTS // max(1, draws.shape[1] if draws.ndim == 2 else 1)))
+        for start in range(0, len(draws), step):
+            block = draws[start:start + step]
+            out[start:start + len(block)] = pearson_rows(gold[block], pred[block])[0]
         return out
 
     def _counts(self, additive) -> np.ndarray:

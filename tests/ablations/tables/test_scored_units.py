@@ -69,3 +69,22 @@ def test_a_draw_scored_from_counts_is_the_metric_rescoring_it(name, data_dir):
             assert units.score(np.asarray(draw), key) == rescored[key], (key, draw[:5])
             checked.add(key)
     assert "score" in checked and all(u.counts is not None for u in units.units)  # counted, once, per unit
+
+
+def test_pearson_resamples_scored_together_are_the_metric_rescoring_each(data_dir):
+    """BIOSSES has no counts: a block of draws is correlated row-wise (`pearson_rows`), and each row's r is
+    the scorer's own on that draw, bit for bit, the degenerate draws (one pair, constant predictions) too."""
+    spec = get_dataset("biosses")
+    instances = list(spec.read(data_dir)["test"])
+    golds = [float(i.label) for i in instances]
+    predictions = [g + ((k * 37) % 11 - 5) / 4 for k, g in enumerate(golds)]  # noisy, not a shifted copy
+    predictions[:4] = [2.0] * 4  # a draw of these alone has constant predictions
+    units = ScoredUnits("pearson", {}, [Unit(str(i.id), [g], [p]) for i, g, p in zip(instances, golds, predictions)],
+                        "instance")
+    rng = np.random.default_rng(0)
+    draws = np.stack([np.arange(len(units)), np.zeros(len(units), dtype=int), np.arange(len(units)) % 4]
+                     + [rng.integers(0, len(units), len(units)) for _ in range(300)])
+    scored = units.scores(draws)
+    rescored = [units._rescore([units.units[i] for i in draw])["score"] for draw in draws.tolist()]
+    assert scored.tolist() == rescored
+    assert scored[1] == scored[2] == 0.0 and 0.3 < scored[0] < 1.0  # undefined r is 0; the full set correlates
