@@ -93,3 +93,36 @@ def test_a_symbolic_link_loop_is_one_error_naming_the_folder(tmp_path):
     (tmp_path / "data" / "same").symlink_to(tmp_path / "data" / "sub")  # a link elsewhere is followed
     assert files_under(tmp_path / "data") == [tmp_path / "data" / "same" / "train.txt",
                                               tmp_path / "data" / "sub" / "train.txt"]
+
+
+def test_a_listing_kept_between_calls_still_sees_a_file_added_removed_or_renamed(tmp_path):
+    """files_under keeps a listing while its folders' modification times hold: a change to the entries of any
+    folder in it is seen; a folder changed within RACY_SECONDS (the kernel's timestamps are coarser than
+    the changes a script makes) is listed again every time."""
+    import os
+
+    from bioablate_core import fingerprints
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "sub" / "b.txt").write_text("b")
+    key = (os.getcwd(), str(tmp_path))
+    assert files_under(tmp_path) == [tmp_path / "a.txt", tmp_path / "sub" / "b.txt"]
+    assert key not in fingerprints._LISTINGS  # just written: racy, not kept
+
+    def aged(step: int) -> None:  # the folders' times far in the past, as a staged dataset's are
+        for folder in (tmp_path, tmp_path / "sub"):
+            os.utime(folder, ns=(1_000_000_000 + step, 1_000_000_000 + step))
+
+    aged(0)
+    first = files_under(tmp_path)
+    assert fingerprints._LISTINGS[key][1] == first  # kept
+    (tmp_path / "sub" / "c.txt").write_text("c")  # inside a subfolder
+    aged(1)
+    assert files_under(tmp_path)[-1] == tmp_path / "sub" / "c.txt"
+    (tmp_path / "a.txt").rename(tmp_path / "z.txt")
+    aged(2)
+    assert tmp_path / "z.txt" in files_under(tmp_path) and tmp_path / "a.txt" not in files_under(tmp_path)
+    (tmp_path / "sub" / "b.txt").unlink()
+    aged(3)
+    assert files_under(tmp_path) == [tmp_path / "sub" / "c.txt", tmp_path / "z.txt"]
