@@ -6,6 +6,7 @@ exists (a FAILED run and a traceback): refused as one ConfigError line naming th
 - `check_run_config`: what the config alone decides: the precision and accelerator names Lightning knows,
   `trainer.devices`, and a model width the attention heads divide. Called wherever a run config is built
   (ablations/config.py `build_config`, an experiment's cells) and again by the runs themselves.
+- `check_max_length`: an explicit `finetune.max_length` the model's position embeddings cannot take.
 - `check_accelerator_present`: what the machine decides: `trainer.accelerator=gpu` where there is none.
   Called just before a run starts here, not when a config is built: a config may be built on a login node
   for jobs that run on GPU nodes (`--launcher slurm`), or read back to render a table.
@@ -27,22 +28,14 @@ AUTO = "auto"
 DEVICE_INDICES = re.compile(r"\d+(,\d+)*,?")
 
 
-@functools.lru_cache(maxsize=None)
-def precisions() -> tuple[str, ...]:
-    """The precision names the installed Lightning accepts (read from it: never drifts from the library)."""
-    import typing
-
-    from lightning_fabric.connector import _PRECISION_INPUT_STR, _PRECISION_INPUT_STR_ALIAS
-
-    return (*typing.get_args(_PRECISION_INPUT_STR), *typing.get_args(_PRECISION_INPUT_STR_ALIAS))
-
-
-@functools.lru_cache(maxsize=None)
-def accelerators() -> tuple[str, ...]:
-    """The accelerator names the installed Lightning accepts: its registry, `gpu` (CUDA or MPS), `auto`."""
-    from pytorch_lightning.accelerators import AcceleratorRegistry
-
-    return (AUTO, "gpu", *sorted(AcceleratorRegistry.available_accelerators()))
+# The precision and accelerator names the installed Lightning accepts, written out: reading them from the
+# library imported Lightning (about 9 s of a 2-core CPU), which made `run --dry-run` and `table` wait on it.
+# tests/ablations/test_checks.py compares both with the installed Lightning's, so an upgrade that changes
+# them fails there.
+PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
+              "32-true", "64-true", "64", "32", "16", "bf16")
+# its AcceleratorRegistry, `gpu` (CUDA or MPS) and `auto`
+ACCELERATORS = (AUTO, "gpu", "cpu", "cuda", "mps", "tpu")
 
 
 def check_names(cfg: DictConfig) -> None:
@@ -68,11 +61,11 @@ def check_names(cfg: DictConfig) -> None:
 def check_run_config(cfg: DictConfig) -> None:
     """A built run config's trainer and model settings, checked against the libraries' rules."""
     trainer = cfg.trainer
-    if str(trainer.precision) not in precisions():
-        raise ConfigError(f"trainer.precision: {UnknownNameError('precision', trainer.precision, precisions())}")
-    if str(trainer.accelerator) not in accelerators():
+    if str(trainer.precision) not in PRECISIONS:
+        raise ConfigError(f"trainer.precision: {UnknownNameError('precision', trainer.precision, PRECISIONS)}")
+    if str(trainer.accelerator) not in ACCELERATORS:
         raise ConfigError(f"trainer.accelerator: "
-                          f"{UnknownNameError('accelerator', trainer.accelerator, accelerators())}")
+                          f"{UnknownNameError('accelerator', trainer.accelerator, ACCELERATORS)}")
     check_devices(trainer.devices)
     model = cfg.model
     if model.hidden_size % model.num_heads:
@@ -81,6 +74,20 @@ def check_run_config(cfg: DictConfig) -> None:
         raise ConfigError(f"model.hidden_size = {model.hidden_size}: not divisible by model.num_heads = "
                           f"{model.num_heads} (each attention head takes an equal share of the width); use "
                           f"model.hidden_size={fits}, or another number of heads (config key model.hidden_size)")
+
+
+def check_max_length(cfg: DictConfig) -> None:
+    """An explicit finetune.max_length the model cannot take is an error (never silently clamped: the
+    logged param would then name a length the run did not use)."""
+    if cfg.finetune.max_length is None:  # the dataset's own length, which every encoder here takes
+        return
+    from lightning_modules.models import max_positions
+
+    limit = max_positions(cfg.model)
+    if cfg.finetune.max_length > limit:
+        raise ConfigError(f"finetune.max_length = {cfg.finetune.max_length}: above the maximum input length "
+                          f"of model '{cfg.model.name_or_path}' ({limit} positions); set finetune.max_length "
+                          f"<= {limit} (config key finetune.max_length)")
 
 
 def check_devices(devices: Any) -> None:

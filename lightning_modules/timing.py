@@ -3,7 +3,7 @@
     with profiled() as profile:             # a run (ablations/run/finetune.py)
         with section("model_load"):         # the work, wherever it is done
             ...
-        trainer = pl.Trainer(callbacks=[LoopTimer(), ...])
+        trainer = pl.Trainer(callbacks=[LoopTimer(), ...])  # lightning_modules/loop_timer.py
         run.log_metrics(profile.metrics())  # system/time/<part>, system/time/wall
 
 Sections nest and the time goes to the innermost open one (a profiler's self time): a checkpoint written
@@ -24,7 +24,6 @@ from contextlib import contextmanager, nullcontext
 from typing import ContextManager, Iterator
 
 import psutil
-import pytorch_lightning as pl
 
 from bioablate_core.hardware import TIME_PREFIX
 
@@ -102,33 +101,14 @@ def section(part: str) -> ContextManager[None]:
     return _active.section(part) if _active is not None else nullcontext()
 
 
-class LoopTimer(pl.Callback):
-    """Times Lightning's loops from their hooks: the training loop (`train_steps`: from the first epoch's
-    start to the end of training, dataloading and optimizer steps included) and dev evaluation inside it
-    (`dev_eval`, every epoch). Setting the Trainer up and tearing it down is `other`."""
+def enter_part(part: str) -> None:
+    """Open `part` of the run being profiled, from a hook that cannot hold a `with` block open
+    (lightning_modules/loop_timer.py); nothing outside a run."""
+    if _active is not None:
+        _active.enter(part)
 
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._enter("train_steps")
 
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._leave("train_steps")
-
-    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._enter("dev_eval")
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._leave("dev_eval")
-
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._leave("dev_eval")
-        self._leave("train_steps")
-
-    @staticmethod
-    def _enter(part: str) -> None:
-        if _active is not None:
-            _active.enter(part)
-
-    @staticmethod
-    def _leave(part: str) -> None:
-        if _active is not None:
-            _active.leave(part)
+def leave_part(part: str) -> None:
+    """Close `part`, opened by `enter_part`."""
+    if _active is not None:
+        _active.leave(part)

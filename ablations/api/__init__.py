@@ -109,7 +109,7 @@ def pretrain(cfg: DictConfig, force: bool = False, wait: bool = True):
 
 def pretrain_plan(cfg: DictConfig) -> list[str]:
     """What `pretrain(cfg)` would train on and how often it would see it, without training."""
-    from ablations.run.pretrain import dry_run
+    from ablations.run.pretrain_identity import dry_run
 
     return dry_run(cfg)
 

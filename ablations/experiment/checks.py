@@ -109,7 +109,7 @@ def check_configs(experiment: Experiment) -> None:
 
 
 def _check_stage(cfg: DictConfig) -> None:
-    from ablations.run.pretrain import check_config
+    from ablations.run.pretrain_checks import check_config
 
     check_config(cfg)
 
@@ -126,7 +126,7 @@ def _check_finetune(cfg: DictConfig, task: str) -> None:
 
 def _check_cell(cfg: DictConfig, task: str, model: ModelDef) -> None:
     """A cell's config: a fine-tuning config, whose model, where it exists, takes its inputs."""
-    from ablations.run.finetune import check_max_length
+    from ablations.checks import check_max_length
     from lightning_modules.model_checks import check_model
 
     _check_finetune(cfg, task)

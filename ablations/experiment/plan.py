@@ -43,13 +43,13 @@ def identify(kind: str, cfg: DictConfig) -> Optional[RunIdentity]:
     """The identity `bioablate pretrain` / `bioablate finetune` would give the run of `cfg` (the one place
     that turns their identities into a RunIdentity). None for a stage whose vocabulary the run itself trains."""
     if kind == PRETRAIN:
-        from ablations.run.pretrain import identify as identify_pretrain
+        from ablations.run.pretrain_identity import identify as identify_pretrain
 
         stage = identify_pretrain(cfg)
         if stage is None:
             return None
         return RunIdentity(PRETRAIN, cfg.experiment_name, stage.fingerprint, stage.model_dir)
-    from ablations.run.finetune import identify as identify_finetune
+    from ablations.run.finetune_identity import identify as identify_finetune
 
     return RunIdentity(FINETUNE, cfg.experiment_name, identify_finetune(cfg).fingerprint)
 

@@ -19,53 +19,44 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ablations.checks import check_accelerator_present, check_run_config
-from ablations.config import fingerprint
-from ablations.places import resolve_data_dir, resolve_work_dir, run_params, shown_path, shown_place
+from ablations.checks import check_accelerator_present
+from ablations.places import resolve_work_dir, run_params, shown_path, shown_place
 from ablations.run.cards import Provenance, shareable_config
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_datasets, run_name, write_details
 from ablations.run.export import HeadInit, carry_head, save_finetuned
 from ablations.run.figures import log_run_figures
+from ablations.run.finetune_identity import FinetuneIdentity, identify, plain, run_max_length
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
-from bioablate_core.errors import ConfigError
-from datamodules.class_weights import check_class_weights, resolve_class_weights
-from datamodules.custom import register_from_yaml
+from datamodules.class_weights import resolve_class_weights
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions, subsample
 from datamodules.metrics import summary_keys
-from datamodules.registry import get_dataset
-from datamodules.spec import DatasetSpec
 from datamodules.split_checks import read_checked
-from datamodules.task_encoder import scoring_group
-from datamodules.task_kinds import kind_of, resolve_windows
-from datamodules.task_types import TASK_TYPES
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.checkpoints import AtomicCheckpointIO, usable_checkpoint
 from lightning_modules.compiling import compile_cache_dir, compile_in_place
 from lightning_modules.compute import ComputeCounter
 from lightning_modules.finetune import FineTuneModule
 from lightning_modules.finetune_spec import FinetuneSpec
+from lightning_modules.loop_timer import LoopTimer
 from lightning_modules.matmul_precision import answerable_matmul_precision
 from lightning_modules.model_checks import check_model
 from lightning_modules.models import (
     RANDOM_BERT,
     RANDOM_BERT_KEYS,
     load_encoder,
-    max_positions,
-    model_fingerprint,
     model_params,
     resolve_model_dir,
 )
-from lightning_modules.timing import LoopTimer, Profile, profiled, section
+from lightning_modules.timing import Profile, profiled, section
 
 log = logging.getLogger("bioablate")
 
@@ -80,77 +71,6 @@ class FinetuneResult:
     test: dict[str, float] = field(default_factory=dict)
     experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
     head_init: HeadInit = field(default_factory=HeadInit)  # a new head, or one carried over (tag head_init)
-
-
-class FinetuneIdentity(NamedTuple):
-    """What a fine-tuning config computes. Indexes like the tuple `identify` returned before:
-    [0] spec, [1] data_dir, [2] data_fingerprint, [3] fingerprint."""
-
-    spec: DatasetSpec
-    data_dir: Path
-    data_fingerprint: str
-    fingerprint: str  # the run's: finds it in the tracking store (tag `fingerprint`)
-    choices: FinetuneSpec  # the modelling choices, checked against the task, windows resolved
-
-
-def identify(cfg: DictConfig) -> FinetuneIdentity:
-    """Check a fine-tuning config and name what it would compute, e.g. to find its run for reuse or
-    for rendering a table without running anything."""
-    check_run_config(cfg)
-    for dataset_file in cfg.datasets:
-        register_from_yaml(dataset_file)
-    spec = get_dataset(cfg.task)
-    choices = FinetuneSpec.from_config(cfg.finetune, spec)
-    check_class_weights(plain(cfg.finetune.class_weights), spec)
-    check_max_length(cfg)
-    if kind_of(spec).windows is not None:  # its window rules, at the length the run encodes at
-        choices = replace(choices, encoding=resolve_windows(spec, choices.encoding, run_max_length(cfg, spec)))
-    data_dir = resolve_data_dir(cfg.data_dir)
-    missing = spec.missing_files(data_dir)
-    if missing:
-        raise spec.missing_error(data_dir, missing)
-    if cfg.finetune.adversarial and cfg.finetune.static_shapes:
-        raise ConfigError("finetune.static_shapes=true does not combine with finetune.adversarial=true: ALUM's "
-                          "term would count the filler rows of a static-shape batch; drop one of the overrides")
-    if cfg.finetune.adversarial and TASK_TYPES.of(spec.task_type).scored:
-        raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
-                          "distributions and a regression task has none; drop the override")
-    data_fp = spec.fingerprint(data_dir)
-    # A model directory or named model counts by its files' content, not by where it lies, so the same
-    # pretrained model finds the same runs from any work directory; a random BERT has no files to hash
-    # beyond its vocabulary, so its name stays in.
-    by_content = () if cfg.model.name_or_path == RANDOM_BERT else ("model.name_or_path",)
-    # a capped evaluation of a task scored by group keeps whole groups (finetune_data.subsample); runs
-    # capped before that cut questions apart, so they are not this run
-    group = scoring_group(spec) if cfg.finetune.max_eval_examples is not None else None
-    whole_groups = f"|eval-groups={group}" if group else ""
-    run_fp = fingerprint(cfg, data_fp + model_fingerprint(cfg.model, data_dir) + whole_groups, exclude=by_content)
-    return FinetuneIdentity(spec, data_dir, data_fp, run_fp, choices)
-
-
-def plain(value: Any) -> Any:
-    """A config value as plain Python (a list or mapping out of OmegaConf's containers)."""
-    return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
-
-
-def run_max_length(cfg: DictConfig, spec: DatasetSpec, positions: int | None = None) -> int:
-    """The input length a run encodes at: finetune.max_length (within the model's: check_max_length), else
-    the dataset's, clamped to the model's `positions` (read from its config when not given)."""
-    if cfg.finetune.max_length is not None:
-        return cfg.finetune.max_length
-    return min(spec.max_length, max_positions(cfg.model) if positions is None else positions)
-
-
-def check_max_length(cfg: DictConfig) -> None:
-    """An explicit finetune.max_length the model cannot take is an error (never silently clamped: the
-    logged param would then name a length the run did not use)."""
-    if cfg.finetune.max_length is None:  # the dataset's own length, which every encoder here takes
-        return
-    limit = max_positions(cfg.model)
-    if cfg.finetune.max_length > limit:
-        raise ConfigError(f"finetune.max_length = {cfg.finetune.max_length}: above the maximum input length "
-                          f"of model '{cfg.model.name_or_path}' ({limit} positions); set finetune.max_length "
-                          f"<= {limit} (config key finetune.max_length)")
 
 
 def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),

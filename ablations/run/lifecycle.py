@@ -10,8 +10,7 @@ A run is identified by its fingerprint (MLflow tag `fingerprint`); its checkpoin
         run.start(name, tags, params)                   # take an unfinished run over, or create one
         with run.tracked():                             # FINISHED on success, FAILED (tag `error`) on an
             ... train from run.resume_from ...          # exception, KILLED on Ctrl-C / SIGTERM;
-                                                        # checkpoints kept unless it finished and not
-                                                        # keep_checkpoints
+                                                        # checkpoints kept unless it finished and not keep_checkpoints
 
 - FINISHED (unless `force`): reused, nothing is recomputed.
 - FAILED / KILLED / RUNNING with a dead holder: taken over. With a `last.ckpt`, training resumes from it
@@ -63,7 +62,8 @@ from omegaconf import DictConfig
 from pytorch_lightning.loggers import Logger
 
 from ablations.places import resolve_tracking_uri, resolve_work_dir, store_absent
-from ablations.run.tracking import METRICS_PER_BATCH, FlushPoints, Tracker, git_commit
+from ablations.run.lightning_logging import FlushPoints
+from ablations.run.tracking import METRICS_PER_BATCH, Tracker, git_commit
 from bioablate_core import interrupts
 from bioablate_core.claims import ClaimHeld, Holder, claim
 from bioablate_core.distributed import is_ddp_worker

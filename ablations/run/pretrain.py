@@ -13,41 +13,33 @@ uninterrupted one would have. The model is exported, with its model card, to
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ablations.checks import check_accelerator_present, check_run_config
-from ablations.config import PRETRAIN_EXPERIMENT, PRETRAIN_RESULT_KEYS, at_later_default, flatten, under_key
-from ablations.places import resolve_data_dir, resolve_work_dir, run_params, shown_place
+from ablations.checks import check_accelerator_present
+from ablations.config import PRETRAIN_EXPERIMENT
+from ablations.places import run_params, shown_place
 from ablations.run.cards import PretrainFacts, Provenance, pretrain_card
 from ablations.run.costs import log_compute
 from ablations.run.dashboard import log_corpus
 from ablations.run.figures import curves_figure
 from ablations.run.lifecycle import InterruptCheck, TrackedRun
+from ablations.run.pretrain_checks import check_config
+from ablations.run.pretrain_identity import PretrainInputs, resolve_inputs
 from ablations.run.pretrain_inputs import (
-    load_run_corpus,
     prepare_shards,
-    resolve_pretrain_vocab,
-    shard_settings,
-    shards_dir,
 )
 from ablations.run.tracking import git_commit
-from bioablate_core.errors import ConfigError
-from bioablate_core.fingerprints import digest
-from datamodules.pretrain.corpora import corpus_fingerprint, parse_corpus
 from datamodules.pretrain.data import BatchingSpec
 from datamodules.pretrain.datamodule import PretrainData
 from datamodules.pretrain.masking import MaskingSpec
 from datamodules.pretrain.shards import Shards
-from datamodules.pretrain.summary import corpus_summary
 from datamodules.pretrain.vocab import (
     file_hash,
     hf_tokenizer,
@@ -61,14 +53,10 @@ from lightning_modules.compiling import compile_cache_dir, use_compile_cache
 from lightning_modules.compute import ComputeCounter
 from lightning_modules.fused_qkv import fuse_qkv
 from lightning_modules.matmul_precision import answerable_matmul_precision
-from lightning_modules.model_checks import check_weights
-from lightning_modules.models import model_fingerprint, resolve_model_dir
-from lightning_modules.pretrain import OPTIMIZERS, PretrainModule
+from lightning_modules.pretrain import PretrainModule
 from lightning_modules.pretrain_models import (
     ObjectiveSpec,
     build_model,
-    check_init,
-    check_speed_choices,
     export_model,
     exported_model,
     load_continual,
@@ -91,135 +79,6 @@ class PretrainResult:
     # store; a DDP worker: per micro-batch of its own segment)
     losses: list[float] = field(default_factory=list)
     experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
-
-
-class PretrainIdentity(NamedTuple):
-    """What a pretraining config computes. Unpacks and indexes like the tuple `identify` returned
-    before: [0] fingerprint, [1] model_dir."""
-
-    fingerprint: str  # the run's: finds it in the tracking store (tag `fingerprint`)
-    model_dir: Path  # where the finished run's model is exported
-
-
-def check_config(cfg: DictConfig) -> None:
-    check_run_config(cfg)
-    p = cfg.pretrain
-    parse_corpus(p.corpus)
-    MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
-    ObjectiveSpec.from_config(p)  # an unknown objective: UnknownNameError listing the known ones
-    OPTIMIZERS.get(p.optimizer)
-    if cfg.trainer.compile_mode not in COMPILE_MODES:
-        raise ConfigError(f"trainer.compile_mode={cfg.trainer.compile_mode!r}: expected one of "
-                          f"{', '.join(COMPILE_MODES)}")
-    if p.max_predictions is not None and p.max_predictions > p.seq_len:
-        raise ConfigError(f"pretrain.max_predictions={p.max_predictions} is more than the {p.seq_len} positions of "
-                          f"a row (pretrain.seq_len); set it to at most {p.seq_len} (a quarter of the row, "
-                          f"{p.seq_len // 4}, keeps a 15% masking rate), or null")
-    # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
-    if p.objective == "electra":
-        if p.nsp:
-            raise ConfigError("pretrain.nsp=true needs objective=bert (electra has no sentence-pair task)")
-        if p.adversarial:
-            raise ConfigError("pretrain.adversarial=true (ALUM) is implemented for objective=bert and albert, "
-                              "not electra")
-    check_speed_choices(ObjectiveSpec.from_config(p), packing=p.packing, master_weights=p.master_weights,
-                        fused_qkv=p.fused_qkv, precision=cfg.trainer.precision)
-    if p.init != "scratch":  # what loading it would fail on once the run exists (a FAILED run, a traceback)
-        init_dir = resolve_model_dir(p.init)
-        check_init(init_dir, p.objective)
-        check_weights(init_dir)
-
-
-def dry_run(cfg: DictConfig) -> list[str]:
-    """What `run_pretrain(cfg)` would train on, and how often it would see it, without building or
-    training anything: the corpus size (exact once its shards exist, else estimated from samples), the
-    steps, tokens seen and passes over the corpus, with a warning past ~10 passes."""
-    check_config(cfg)
-    p = cfg.pretrain
-    data_dir, work_dir = resolve_data_dir(cfg.data_dir), resolve_work_dir(cfg)
-    corpus_fp = corpus_fingerprint(p.corpus, data_dir)
-    vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp, train=False)
-    meta = None
-    if vocab_path is not None:
-        meta_file = shards_dir(cfg, work_dir, vocab_path, corpus_fp) / "meta.json"
-        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else None
-    devices = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) and cfg.trainer.devices > 0 else 1
-    settings = shard_settings(cfg)
-    return corpus_summary(load_run_corpus(cfg, data_dir), seq_len=p.seq_len, batch_size=p.batch_size,
-                          accumulate=p.accumulate, max_steps=p.max_steps,
-                          world_size=devices * cfg.trainer.num_nodes, pairs=settings["pairs"],
-                          vocab_path=vocab_path, lowercase=settings["lowercase"], shards_meta=meta).lines()
-
-
-# torch.compile's modes (reduce-overhead: CUDA graphs); `trainer.compile_mode`
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
-def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
-    items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
-             # a continual run's starting model counts by content (init_fp), not by its path
-             and not (k == "pretrain.init" and init_fp != "scratch")
-             and not at_later_default(k, v)}
-    return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
-
-
-@dataclass(frozen=True)
-class PretrainInputs:
-    """Everything a pretraining run reads besides its config, resolved once."""
-
-    identity: PretrainIdentity
-    data_dir: Path
-    work_dir: Path
-    corpus_fp: str
-    vocab_path: Path
-    init_dir: Path | None  # the checkpoint continual pretraining starts from; None: from scratch
-
-
-def resolve_inputs(cfg: DictConfig, train_vocab: bool = True) -> PretrainInputs | None:
-    """The run's inputs and identity (config already checked). None only without `train_vocab`, while a
-    `train:SIZE` vocabulary is not trained yet."""
-    p = cfg.pretrain
-    data_dir = resolve_data_dir(cfg.data_dir)
-    work_dir = resolve_work_dir(cfg)
-    corpus_fp = corpus_fingerprint(p.corpus, data_dir)
-    vocab_path = resolve_pretrain_vocab(cfg, data_dir, work_dir, corpus_fp, train=train_vocab)
-    if vocab_path is None:
-        return None
-    init_dir = None if p.init == "scratch" else resolve_model_dir(p.init)
-    init_fp = ("scratch" if init_dir is None
-               else model_fingerprint(OmegaConf.create({"name_or_path": p.init}), data_dir))
-    run_fp = pretrain_fingerprint(cfg, corpus_fp, vocab_path, init_fp)
-    return PretrainInputs(PretrainIdentity(run_fp, export_dir(cfg, work_dir, run_fp)), data_dir, work_dir,
-                          corpus_fp, vocab_path, init_dir)
-
-
-def export_dir(cfg: DictConfig, work_dir: Path, run_fp: str) -> Path:
-    """Where the run's model is exported: `<work>/models/<model_dir_name>/`; a model exported before
-    folders had readable names (`<work>/models/<fingerprint>/`) stays where it is and is found there, so
-    finished runs of an older work directory are still reused."""
-    legacy = work_dir / "models" / run_fp
-    named = work_dir / "models" / model_dir_name(cfg, run_fp)
-    return legacy if (legacy / "config.json").is_file() and not named.exists() else named
-
-
-def model_dir_name(cfg: DictConfig, run_fp: str) -> str:
-    """A folder name a person can read (objective, corpus, masking, seed) plus the fingerprint's first 8
-    characters, which tell apart runs that differ elsewhere (size, steps, vocabulary ...). A corpus given
-    as a YAML file counts by its file name; a continued sequence `a>b` reads `a-then-b`."""
-    p = cfg.pretrain
-    corpus = "+".join(Path(part).stem if part.endswith((".yaml", ".yml")) else part
-                      for part in p.corpus.replace(">", "-then-").split("+"))
-    name = f"{p.objective}-{corpus}-{p.masking}-s{cfg.seed}"
-    return f"{re.sub(r'[^A-Za-z0-9._+-]+', '_', name)}-{run_fp[:8]}"
-
-
-def identify(cfg: DictConfig) -> PretrainIdentity | None:
-    """What `run_pretrain(cfg)` would compute or reuse, without running anything, computed as
-    run_pretrain does. None while it cannot be known: a `train:SIZE` vocabulary that is not trained yet
-    (the run trains it)."""
-    check_config(cfg)
-    inputs = resolve_inputs(cfg, train_vocab=False)
-    return None if inputs is None else inputs.identity
 
 
 def run_pretrain(cfg: DictConfig, force: bool = False, wait: bool = True,

@@ -10,7 +10,7 @@ import torch
 import yaml
 from pytorch_lightning import Trainer
 
-from ablations.checks import accelerators, check_accelerator_present, check_devices, precisions
+from ablations.checks import ACCELERATORS, PRECISIONS, check_accelerator_present, check_devices
 from ablations.config import build_config
 from bioablate_core.errors import ConfigError
 from tests.cli import bioablate_in_process
@@ -21,7 +21,7 @@ NO_GPU = not torch.cuda.is_available() and not torch.backends.mps.is_available()
 DEVICES = "expected a number of devices >= 1, -1 (all of them), 'auto', or device indices such as [0, 1]"
 
 
-@pytest.mark.parametrize("precision", precisions())
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_every_precision_lightning_names_is_accepted(precision):
     assert build_config("micro", [f"trainer.precision={precision}"], task="gad").trainer.precision == precision
 
@@ -34,8 +34,19 @@ def test_the_accepted_names_are_lightnings_own():
             lightning_accepts = True
         except (ValueError, RuntimeError):
             lightning_accepts = False
-        assert (name in precisions()) == lightning_accepts, name
-    assert {"auto", "cpu", "cuda", "gpu"} <= set(accelerators())
+        assert (name in PRECISIONS) == lightning_accepts, name
+
+
+def test_the_names_written_out_are_the_installed_lightnings():
+    """PRECISIONS and ACCELERATORS are written out so that a config check imports no Lightning: they must be
+    exactly what the installed Lightning names (an upgrade that changes them fails here)."""
+    import typing
+
+    from lightning_fabric.connector import _PRECISION_INPUT_STR, _PRECISION_INPUT_STR_ALIAS
+    from pytorch_lightning.accelerators import AcceleratorRegistry
+
+    assert PRECISIONS == (*typing.get_args(_PRECISION_INPUT_STR), *typing.get_args(_PRECISION_INPUT_STR_ALIAS))
+    assert ACCELERATORS == ("auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators()))
 
 
 @pytest.mark.parametrize("override,message", [

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from ablations.cli import main
 from ablations.config import PROFILES, RunConfig, build_config, fingerprint, merge_file, profile_path
 from ablations.places import resolve_data_dir, resolve_work_dir
-from ablations.run.pretrain import pretrain_fingerprint
+from ablations.run.pretrain_identity import pretrain_fingerprint
 from bioablate_core.errors import ConfigError
 from bioablate_core.schema import RANGE, load_yaml
 from tests import shapes

@@ -357,7 +357,7 @@ def test_a_label_outside_labels_names_the_data_file_and_line(tmp_path):
 def test_the_run_fingerprint_covers_the_dataset_yaml(data_dir, tmp_path):
     """Issue 18: changing max_length (or labels, or the format's keys) in the YAML reused a finished run."""
     from ablations.config import build_config
-    from ablations.run.finetune import identify
+    from ablations.run.finetune_identity import identify
 
     yaml = write_dataset(tmp_path, "custom-fp")
 

@@ -290,7 +290,7 @@ def test_the_definition_covers_dev_and_folds(tmp_path):
 
 def test_a_missing_fold_file_is_one_line_naming_the_dataset_file(ner, data_dir):
     from ablations.config import build_config
-    from ablations.run.finetune import identify
+    from ablations.run.finetune_identity import identify
 
     path = dataset(ner, "user-gone", NER + "labels: [Chemical, Disease]\nfolds:\n  - {train: train.txt, test: test.txt}\n"
                                           "  - {train: test.txt, test: gone.txt}\n")

@@ -15,7 +15,7 @@ from ablations.cli import main
 from ablations.config import build_config
 from ablations.experiment import collect, load_experiment
 from ablations.results import FINISHED, CellRun, TableLayout
-from ablations.run.finetune import identify
+from ablations.run.finetune_identity import identify
 from ablations.tables.stats import table_data
 from bioablate_core.errors import ConfigError
 

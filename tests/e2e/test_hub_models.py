@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from ablations.config import REPO_ROOT, build_config
-from ablations.run.finetune import identify
+from ablations.run.finetune_identity import identify
 from lightning_modules.models import NAMED_MODELS
 from tests.hub_cache import add_snapshot, offline_environment, tiny_bert
 

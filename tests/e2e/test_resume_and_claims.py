@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
 from ablations.config import build_config
-from ablations.run.finetune import identify
+from ablations.run.finetune_identity import identify
 from ablations.run.tracking import store_creation_lock
 from bioablate_core.claims import claim
 from tests.experiment_runs import single_threaded

@@ -67,3 +67,17 @@ def test_list_variants_shows_every_choice_with_its_registrys_options():
     assert [c.kind for c in (*CHOICES, *PRETRAIN_CHOICES)] == list(listed)
     assert listed["pretrain.masking"] == "wwm, wordpiece" and listed["pretrain.optimizer"] == "adamw, lamb"
     assert api.options("pretrain.objective") == ["bert", "albert", "electra"]
+
+
+@pytest.mark.parametrize("args", [
+    ("run", "table13_tagging", "--profile", "micro", "--dry-run"),  # a pretraining stage and its cells, planned
+    ("table", "table13_tagging", "--profile", "micro"),  # rendered from the store (here: every cell not run)
+    ("pretrain", "--profile", "micro", "--dry-run"),
+])
+def test_planning_and_rendering_import_no_lightning(args, data_dir, tmp_path):
+    """Checking an experiment's configs, naming its runs' fingerprints (ablations/run/*_identity.py) and
+    rendering its table need neither Lightning nor a Trainer: only a run that trains imports them (~9 s of
+    a 2-core CPU on every `--dry-run` and `table` before)."""
+    out, err = bioablate_fresh(*args, "--work-dir", str(tmp_path / "work"), data_dir=data_dir)
+    assert out["code"] == 0, err[-2000:]
+    assert not {"pytorch_lightning", "lightning_fabric"} & set(out["heavy"]), out

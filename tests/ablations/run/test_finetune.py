@@ -254,7 +254,7 @@ def test_adversarial_finetuning_adds_a_positive_alum_term(task, data_dir, tmp_pa
 
 
 def test_adversarial_finetuning_refuses_regression(data_dir, tmp_path):
-    from ablations.run.finetune import identify
+    from ablations.run.finetune_identity import identify
     from bioablate_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="finetune.adversarial=true does not apply to biosses"):
@@ -269,7 +269,7 @@ def test_model_directory_counts_by_content_not_by_path(data_dir, tmp_path):
     import torch
     from transformers import BertConfig, BertModel, BertTokenizer
 
-    from ablations.run.finetune import identify
+    from ablations.run.finetune_identity import identify
     from datamodules.vocabs import resolve_vocab
 
     vocab = resolve_vocab("bert-base-uncased", data_dir)
@@ -294,12 +294,12 @@ def test_model_directory_counts_by_content_not_by_path(data_dir, tmp_path):
     assert random not in {run_fingerprint(original), run_fingerprint(other)}
 
     # the same for continual pretraining from a model directory
-    from ablations.run import pretrain
+    from ablations.run import pretrain_identity
 
     def stage_fingerprint(init: Path) -> str:
         cfg = build_config("micro", [f"pretrain.init={init}", "pretrain.vocab=init"], task="pretrain",
                            data_dir=str(data_dir), work_dir=str(tmp_path / "work"))
-        return pretrain.identify(cfg).fingerprint
+        return pretrain_identity.identify(cfg).fingerprint
 
     assert stage_fingerprint(original) == stage_fingerprint(copy) != stage_fingerprint(other)
 
@@ -308,7 +308,7 @@ def test_a_capped_run_of_a_task_scored_by_group_is_not_one_capped_before(data_di
     """Runs capped per instance cut questions apart: a store's earlier such run is not reused (another
     fingerprint); uncapped runs and tasks scored per instance keep their fingerprints."""
     from ablations.config import fingerprint
-    from ablations.run.finetune import identify
+    from ablations.run.finetune_identity import identify
     from lightning_modules.models import model_fingerprint
 
     def fingerprints(task: str, *overrides: str) -> tuple[str, str]:

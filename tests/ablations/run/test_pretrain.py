@@ -214,7 +214,7 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
 
 def test_a_model_exported_under_its_fingerprint_alone_is_still_found(data_dir: Path, tmp_path: Path):
     """Work directories from before readable folder names keep their finished runs."""
-    from ablations.run.pretrain import identify
+    from ablations.run.pretrain_identity import identify
 
     cfg = pretrain_config(data_dir, tmp_path)
     named = identify(cfg).model_dir
@@ -230,7 +230,8 @@ def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path
     it is part of the run's identity; unset, a run keeps the fingerprint it had before the key existed."""
     from omegaconf import OmegaConf
 
-    from ablations.run.pretrain import check_config, pretrain_fingerprint
+    from ablations.run.pretrain_checks import check_config
+    from ablations.run.pretrain_identity import pretrain_fingerprint
 
     vocab = data_dir / "vocab" / "bert-base-uncased" / "vocab.txt"
     fingerprint = lambda cfg: pretrain_fingerprint(cfg, "CORPUS", vocab, "scratch")  # noqa: E731
@@ -259,7 +260,7 @@ def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path
     (["pretrain.fused_qkv=true", "pretrain.objective=albert"], "pretrain.fused_qkv=true fuses BERT and ELECTRA"),
 ])
 def test_a_speed_choice_that_does_not_fit_the_run_is_one_line(overrides, message, data_dir: Path, tmp_path: Path):
-    from ablations.run.pretrain import check_config
+    from ablations.run.pretrain_checks import check_config
 
     with pytest.raises(ConfigError) as error:
         check_config(pretrain_config(data_dir, tmp_path, *overrides))
