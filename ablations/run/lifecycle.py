@@ -62,7 +62,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.loggers import Logger
 
 from ablations.places import resolve_tracking_uri, resolve_work_dir, store_absent
-from ablations.run.lightning_logging import FlushPoints
+from ablations.run.lightning_logging import FlushPoints, RunOwnedMLFlowLogger
 from ablations.run.tracking import METRICS_PER_BATCH, Tracker, git_commit
 from bioablate_core import interrupts
 from bioablate_core.claims import ClaimHeld, Holder, claim
@@ -303,9 +303,9 @@ class TrackedRun:
     # ---- reporting into the run (nothing in a DDP worker)
 
     def lightning_logger(self, flush_every: int = 1) -> Logger | bool:
-        """The Trainer's `logger`: Lightning's MLflow logger bound to this run, storing the points of every
-        step `flush_every` steps at a time (`trainer.log_every_n_steps`), or False in a worker."""
-        return False if self.is_worker else self.tracker.lightning_logger(self.run_id, flush_every)
+        """The Trainer's `logger`, bound to this run, storing points `flush_every` steps at a time; False in a worker."""
+        return False if self.is_worker else RunOwnedMLFlowLogger(tracking_uri=self.tracker.tracking_uri,
+                                                                 run_id=self.run_id, flush_every=flush_every)
 
     def set_tag(self, key: str, value: str) -> None:
         if not self.is_worker:

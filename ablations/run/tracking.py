@@ -221,13 +221,6 @@ class Tracker:
         else:
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
 
-    def lightning_logger(self, run_id: str, flush_every: int = 1):
-        """Lightning's logger for `run_id`: every step's points, stored `flush_every` steps at a time
-        (ablations/run/lightning_logging.py: imported here, when a run trains, not when runs are planned)."""
-        from ablations.run.lightning_logging import RunOwnedMLFlowLogger
-
-        return RunOwnedMLFlowLogger(tracking_uri=self.tracking_uri, run_id=run_id, flush_every=flush_every)
-
 
 def store_failure(error: BaseException) -> str | None:
     """One line for an error of the tracking store itself (locked past its timeout, its disk full, its

@@ -13,6 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
+from ablations.run.lightning_logging import RunOwnedMLFlowLogger
 from ablations.run.tracking import PROBE_TIMEOUT_S, Tracker, check_tracking_uri, preserved_tracking_env
 from bioablate_core.errors import ConfigError
 
@@ -213,7 +214,7 @@ def test_the_lightning_logger_keeps_every_step_and_stores_them_a_few_steps_at_a_
         return sorted((m.step, m.value) for m in client.get_metric_history(run_id, "train/loss"))
 
     with preserved_tracking_env():  # Lightning's logger sets $MLFLOW_TRACKING_URI for the whole process
-        logger = tracker.lightning_logger(run_id, flush_every=3)
+        logger = RunOwnedMLFlowLogger(tracking_uri=tracker.tracking_uri, run_id=run_id, flush_every=3)
         for step in range(4):
             logger.log_metrics({"train/loss": float(step), "epoch": 0.0}, step=step)
             assert len(stored()) == (3 if step >= 2 else 0)  # written once three steps are kept
