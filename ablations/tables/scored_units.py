@@ -102,7 +102,7 @@ class ScoredUnits:
         gold = np.array([u.golds[0] for u in self.units], dtype=np.float64)
         pred = np.array([u.predictions[0] for u in self.units], dtype=np.float64)
         out = np.empty(len(draws))
-        step = max(1, min(_BLOCK, _WEIGHTS // max(1, draws.shape[1] if draws.ndim == 2 else 1)))
+        step = max(1, min(_BLOCK, _WEIGHTS // max(1, draws.shape[1])))  # draws: resamples x units drawn
         for start in range(0, len(draws), step):
             block = draws[start:start + step]
             out[start:start + len(block)] = pearson_rows(gold[block], pred[block])[0]
