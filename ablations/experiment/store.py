@@ -13,9 +13,11 @@ REASON_LIMIT = 300  # characters of a stored error shown as a run's reason (tabl
 
 
 class Store:
-    """The runs of a tracking store by (MLflow experiment, fingerprint), read in bulk: one query per
-    MLflow experiment rather than one per planned run. The newest run of a fingerprint wins, as in
-    `Tracker.find`."""
+    """The runs of a tracking store by (MLflow experiment, fingerprint), each looked up once and remembered.
+
+    One query per planned run, not one read of the whole MLflow experiment: a store grows with every table
+    and sweep it serves (thousands of runs, each read with all its metrics, params and tags), while a plan
+    asks for its own few dozen or hundred. The newest run of a fingerprint wins, as in `Tracker.find`."""
 
     def __init__(self, tracking_uri: str):
         from mlflow.tracking import MlflowClient
@@ -25,32 +27,25 @@ class Store:
         check_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         self.client = SignalSafeClient(MlflowClient(tracking_uri))  # `bioablate run` reads while a signal may come
-        self._runs: dict[str, dict[str, Any]] = {}
-
-    def runs(self, experiment_name: str) -> dict[str, Any]:
-        if experiment_name not in self._runs:
-            by_fp: dict[str, Any] = {}
-            experiment = self.client.get_experiment_by_name(experiment_name)
-            if experiment is not None:
-                token = None
-                while True:
-                    page = self.client.search_runs([experiment.experiment_id], "tags.fingerprint != ''",
-                                                   order_by=["attributes.start_time DESC"], max_results=1000,
-                                                   page_token=token)
-                    for run in page:
-                        by_fp.setdefault(run.data.tags["fingerprint"], run)
-                    token = page.token
-                    if not token:
-                        break
-            self._runs[experiment_name] = by_fp
-        return self._runs[experiment_name]
+        self._experiment_ids: dict[str, Optional[str]] = {}
+        self._runs: dict[tuple[str, str], Any] = {}
 
     def find(self, experiment_name: str, fingerprint: str) -> Any | None:
-        return self.runs(experiment_name).get(fingerprint)
+        from ablations.run.tracking import newest_run
+
+        key = (experiment_name, fingerprint)
+        if key not in self._runs:
+            if experiment_name not in self._experiment_ids:
+                experiment = self.client.get_experiment_by_name(experiment_name)
+                self._experiment_ids[experiment_name] = None if experiment is None else experiment.experiment_id
+            experiment_id = self._experiment_ids[experiment_name]
+            self._runs[key] = None if experiment_id is None else newest_run(self.client, experiment_id, fingerprint)
+        return self._runs[key]
 
     def forget(self, experiment_name: str) -> None:
         """Read that experiment again on the next `find` (after runs were added)."""
-        self._runs.pop(experiment_name, None)
+        self._experiment_ids.pop(experiment_name, None)
+        self._runs = {key: run for key, run in self._runs.items() if key[0] != experiment_name}
 
 
 def run_status(run: Any | None) -> tuple[str, Optional[str]]:

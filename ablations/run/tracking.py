@@ -105,6 +105,14 @@ def check_tracking_uri(tracking_uri: str) -> None:
                           "store is sqlite:///<path>/mlruns.db in a writable folder") from None
 
 
+def newest_run(client: Any, experiment_id: str, fingerprint: str) -> Any | None:
+    """The newest run of MLflow experiment `experiment_id` tagged with `fingerprint`, or None (a rerun after
+    a failure or `--force` leaves older runs of the same fingerprint behind)."""
+    runs = client.search_runs([experiment_id], f"tags.fingerprint = '{fingerprint}'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0] if runs else None
+
+
 class Tracker:
     """A thin wrapper over MlflowClient bound to one tracking URI and one experiment."""
 
@@ -139,9 +147,7 @@ class Tracker:
 
     def find(self, fingerprint: str) -> Any | None:
         """The newest run with this fingerprint, or None."""
-        runs = self.client.search_runs([self.experiment_id], f"tags.fingerprint = '{fingerprint}'",
-                                       order_by=["attributes.start_time DESC"], max_results=1)
-        return runs[0] if runs else None
+        return newest_run(self.client, self.experiment_id, fingerprint)
 
     def create(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         """A new RUNNING run with `tags` and `params`; its id. A signal meanwhile is raised once both are
