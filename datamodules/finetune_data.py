@@ -250,13 +250,16 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """Hash of what decides token ids: the fast tokenizer's full definition (vocabulary, added tokens,
     normalizer incl. lowercasing, pre-tokenizer, post-processor), minus its transient truncation and
     padding settings, plus the class."""
-    if getattr(tokenizer, "backend_tokenizer", None) is not None:
-        # a copy with truncation and padding cleared, serialized by the Rust side (its JSON is canonical:
-        # fixed key and vocabulary order): ~40 ms, where parsing and re-dumping the JSON in Python took ~1 s
-        # per run, for a 30k vocabulary
-        backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        backend.no_truncation()
-        backend.no_padding()
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        # serialized by the Rust side (its JSON is canonical: fixed key and vocabulary order), with truncation
+        # and padding cleared. A tokenizer that has not encoded yet has neither: its own JSON is that (~4 ms for
+        # a 30k vocabulary); one that has is copied first and cleared (~40 ms: parsing the JSON back). Parsing
+        # and re-dumping the JSON in Python took ~1 s per run.
+        if backend.truncation is not None or backend.padding is not None:
+            backend = Tokenizer.from_str(backend.to_str())
+            backend.no_truncation()
+            backend.no_padding()
         definition = {"backend": hashlib.sha256(backend.to_str().encode()).hexdigest()}
     else:  # a slow tokenizer: vocabulary, added tokens and casing
         definition = {"vocab": sorted(tokenizer.get_vocab().items()),

@@ -93,6 +93,29 @@ def test_cache_is_keyed_by_tokenizer_max_length_and_encoding(data_dir, tmp_path)
         assert len(list(cache.iterdir())) == 3 * n, change
 
 
+
+def test_the_tokenizer_fingerprint_ignores_truncation_and_padding_and_sees_the_vocabulary(data_dir):
+    from transformers import BertTokenizer
+
+    from datamodules.finetune_data import tokenizer_fingerprint
+
+    def tokenizer(vocab: str = "pubmedbert-uncased", lowercase: bool = True):
+        return BertTokenizer(vocab=str(data_dir / "vocab" / vocab / "vocab.txt"), do_lower_case=lowercase)
+
+    fresh = tokenizer()
+    before = tokenizer_fingerprint(fresh)
+    fresh(["a sentence", "a longer sentence than that"], truncation=True, max_length=4, padding="max_length")
+    assert fresh.backend_tokenizer.truncation is not None  # encoding left its settings on the backend
+    assert tokenizer_fingerprint(fresh) == before
+    assert fresh.backend_tokenizer.truncation is not None  # and the fingerprint leaves them as they were
+    assert tokenizer_fingerprint(tokenizer()) == before
+    assert tokenizer_fingerprint(tokenizer(lowercase=False)) != before
+    assert tokenizer_fingerprint(tokenizer("bert-base-uncased")) != before
+    added = tokenizer()
+    added.add_tokens(["[E1]"], special_tokens=True)
+    assert tokenizer_fingerprint(added) != before
+
+
 # ------------------------------------------------------------------------------------------- samplers
 
 def lengths_of(data_dir: Path) -> torch.Tensor:
