@@ -230,14 +230,18 @@ def _download(tracking_uri: str, run_id: str, names: tuple[str, ...]) -> dict[st
 
     from mlflow.artifacts import download_artifacts
     from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
 
     from ablations.run.tracking import preserved_tracking_env
 
     with tempfile.TemporaryDirectory() as tmp, preserved_tracking_env():
+        # from the run's artifact location, looked up once: a `runs:/` URI looks the run up again for every
+        # file, and searches its logged models (a table reads hundreds of runs)
+        root = MlflowClient(tracking_uri).get_run(run_id).info.artifact_uri.rstrip("/")
         files: dict[str, list[dict] | None] = {ANSWERS: None}
         for name in names:
             try:
-                files[name] = read_jsonl(download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp,
+                files[name] = read_jsonl(download_artifacts(artifact_uri=f"{root}/{name}", dst_path=tmp,
                                                             tracking_uri=tracking_uri))
             except (MlflowException, OSError):
                 files[name] = None
