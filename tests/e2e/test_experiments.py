@@ -22,7 +22,13 @@ from ablations.experiment import collect, experiment_files, load_experiment
 from ablations.experiment.runner import run_experiment
 from bioablate_core.errors import ConfigError
 from bioablate_core.packaged import resolve_config
-from tests.experiment_runs import SEED_PAPER_PREFIXES, run_under_micro_and_check, runs_in_store, single_threaded
+from tests.experiment_runs import (
+    SEED_PAPER_PREFIXES,
+    run_under_micro_and_check,
+    runs_in_store,
+    single_threaded,
+    stored_twice,
+)
 
 EXPERIMENTS = experiment_files()
 # The seed papers' tables run in tests/e2e/test_seed_paper_experiments.py, a file of their own so that
@@ -56,6 +62,24 @@ def one_thread():
 @pytest.mark.parametrize("path", GU_ET_AL, ids=[p.stem for p in GU_ET_AL])
 def test_experiment_runs_end_to_end_under_micro_and_renders_its_table(path, shared_work, data_dir, capsys):
     run_under_micro_and_check(path, shared_work, data_dir, capsys)
+
+
+
+def test_the_duplicate_check_finds_a_fingerprint_stored_twice(tmp_path):
+    """The check each experiment above ends with: it must see a second active run of one fingerprint and kind."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("finetune")
+    for kind, fingerprint in (("finetune", "a"), ("finetune", "b"), ("pretrain", "b"), ("experiment", "c"),
+                              ("experiment", "c")):
+        client.create_run(experiment, tags={"kind": kind, "fingerprint": fingerprint})
+    assert stored_twice(uri) == []
+    again = client.create_run(experiment, tags={"kind": "finetune", "fingerprint": "a"}).info.run_id
+    assert stored_twice(uri) == [("finetune", "a", 2)]
+    client.delete_run(again)
+    assert stored_twice(uri) == []
 
 
 # ---- the YAMLs validate under every profile; mistakes are one-line errors ----
