@@ -21,7 +21,7 @@ from bioablate_core.errors import ConfigError
 from bioablate_core.fingerprints import digest
 from bioablate_core.identity import field_marks, marked
 from bioablate_core.packaged import resolve_config
-from bioablate_core.schema import bounded, choice, load_yaml, merge
+from bioablate_core.schema import bounded, choice, defaults, load_yaml, merge
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.qa_merges import QA_MERGES
 from datamodules.relation_inputs import RE_INPUTS
@@ -328,7 +328,7 @@ def build_config(profile: str = "micro", overrides: list[str] | None = None,
                  config_files: Iterable[Path | str] = (), **flags: Any) -> DictConfig:
     """Schema defaults, then the profile, then `config_files` (YAML layers of config keys, e.g. the one
     `bioablate sweep best` writes), then `key=value` overrides, then explicit flags (not None)."""
-    cfg = OmegaConf.structured(RunConfig)
+    cfg = defaults(RunConfig)
     cfg = with_profile(cfg, profile)
     for path in config_files:
         cfg = merge_file(cfg, path)

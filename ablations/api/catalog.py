@@ -134,12 +134,10 @@ def sweeps() -> list[str]:
 def keys(profile: str = "micro") -> list[str]:
     """Every config key (`key=value` on the command line, or a YAML layer): type, value under `profile`,
     description (the first sentence of the schema's comment)."""
-    from omegaconf import OmegaConf
-
     from ablations.config import RunConfig, flatten, with_profile
-    from bioablate_core.schema import describe
+    from bioablate_core.schema import defaults, describe
 
-    values = flatten(with_profile(OmegaConf.structured(RunConfig), profile))
+    values = flatten(with_profile(defaults(RunConfig), profile))
     rows = [(key, kind, "(required)" if values.get(key) == "???" else _value(values.get(key)),
              _first_sentence(text)) for key, kind, text in describe(RunConfig)]
     width = [max(len(row[i]) for row in rows) for i in range(3)]

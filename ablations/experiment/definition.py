@@ -21,7 +21,7 @@ from ablations import results
 from ablations.config import PRETRAIN_EXPERIMENT, RunConfig, dotted_layer, merge_layer, parse_overrides, with_profile
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from bioablate_core.errors import ConfigError
-from bioablate_core.schema import check_ranges, check_shapes
+from bioablate_core.schema import check_ranges, check_shapes, defaults
 from datamodules.protocols import fold_name
 from lightning_modules.models import RANDOM_BERT
 
@@ -196,7 +196,7 @@ class Experiment:
     def _base(self) -> DictConfig:
         """Schema defaults and the profile (cached: every config starts from it)."""
         if getattr(self, "_base_cfg", None) is None:
-            cfg = OmegaConf.structured(RunConfig)
+            cfg = defaults(RunConfig)
             self._base_cfg = with_profile(cfg, self.profile)
         return self._base_cfg
 

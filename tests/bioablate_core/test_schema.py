@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from bioablate_core.errors import ConfigError
-from bioablate_core.schema import bounded, check_ranges, describe, load, load_yaml, merge, schema_at, validate
+from bioablate_core.schema import bounded, check_ranges, defaults, describe, load, load_yaml, merge, schema_at, validate
 from tests import shapes
 
 
@@ -205,3 +205,20 @@ def test_a_mapping_on_a_list_under_an_open_key_names_the_key_too():
     with pytest.raises(ConfigError) as error:
         merge(Shaped, "second.yaml", {"extra": {"setup": {"cuda": 12}}}, base=base)
     assert str(error.value) == "second.yaml: extra.setup: expected a list, got a mapping"
+
+
+def test_schema_defaults_are_fresh_copies_with_the_schema_s_checks():
+    """`defaults` hands out copies of one cached config: what a caller changes never reaches the next."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ValidationError
+
+    from ablations.config import RunConfig
+
+    first = defaults(RunConfig)
+    assert OmegaConf.to_yaml(first) == OmegaConf.to_yaml(OmegaConf.structured(RunConfig))
+    first.finetune.lr = 123.0
+    first.finetune.class_weights = {"a": 2.0}
+    second = defaults(RunConfig)
+    assert second.finetune.lr != 123.0 and second.finetune.class_weights != {"a": 2.0}
+    with pytest.raises(ValidationError):  # still typed by the schema
+        second.finetune.lr = "fast"
