@@ -14,4 +14,4 @@ def log_compute(run: TrackedRun, counter: ComputeCounter) -> None:
     from bioablate_core.hardware import machine
 
     run.log_metrics(counter.metrics())
-    run.set_tag(f"{COMPUTE_PREFIX}device", machine())
+    run.set_tags({f"{COMPUTE_PREFIX}device": machine()})

@@ -163,4 +163,4 @@ def log_run_figures(run, out: Path, evaluations: int, best_epoch: int, title: st
                                         f"{title}\ntest split"))
     run.log_artifacts([path for path in figures if path is not None], "figures")
     if figures[0] is not None:  # the run's page opens on the curves, not on the best dev scores' single bars
-        run.set_tag(NOTE_TAG, curves_note(run.run_id))
+        run.set_tags({NOTE_TAG: curves_note(run.run_id)})

@@ -126,9 +126,8 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
         best_dev = module.dev_history[best_epoch] if module.dev_history else {}
         if best_dev:
             run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
-            run.set_tag("best_epoch", str(best_epoch))
-        run.set_tag("tested_epoch", str(best_epoch))
-        run.set_tag("epoch_selection", "last (dev: none)" if identity.spec.no_dev else "best dev")
+        run.set_tags({**({"best_epoch": str(best_epoch)} if best_dev else {}), "tested_epoch": str(best_epoch),
+                      "epoch_selection": "last (dev: none)" if identity.spec.no_dev else "best dev"})
         if not run.is_worker:
             _log_artifacts(run, cfg, datamodule, module, best_epoch, name)
             if cfg.keep_model:
@@ -183,9 +182,9 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         log_datasets(run.tracker.client, run.run_id, spec.name, source,
                      identity.data_fingerprint, {s: x for s, x in datamodule.instances.items() if x or s != "dev"})
     hits = set(datamodule.from_cache.values())
-    run.set_tag("tokenization_cache", "off" if datamodule.cache_dir is None else
-                "hit" if hits == {True} else "miss" if hits == {False} else "partial")
-    _check_unknown_tokens(run, datamodule)
+    # what the run found before training, as tags in one store write (each tag alone is a transaction)
+    tags = {"tokenization_cache": "off" if datamodule.cache_dir is None else
+            "hit" if hits == {True} else "miss" if hits == {False} else "partial", **_unknown_tokens(datamodule)}
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:  # entity markers were added
         encoder.resize_token_embeddings(len(tokenizer))
     # length-bucketed batches: one graph with a symbolic length; static shapes: the whole forward and loss
@@ -194,12 +193,12 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
         compile_in_place([encoder], dynamic=True, cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
     weights = resolve_class_weights(plain(ft.class_weights), identity.spec, datamodule.instances["train"])
     if weights is not None:  # what the loss used, for `balanced` computed from this run's training split
-        run.set_tag("class_weights", ", ".join(f"{c}={w:.4g}" for c, w in zip(identity.spec.labels, weights)))
+        tags["class_weights"] = ", ".join(f"{c}={w:.4g}" for c, w in zip(identity.spec.labels, weights))
     head = identity.choices.head.build(datamodule.encoder, encoder.config.hidden_size, weights)
     # a fine-tuned model folder (a two-stage model): its head too where the label spaces agree
     head_init = HeadInit() if cfg.model.name_or_path == RANDOM_BERT else \
         carry_head(resolve_model_dir(cfg.model.name_or_path), head, datamodule.encoder, identity.choices)
-    run.set_tag("head_init", head_init.tag())
+    run.set_tags({**tags, "head_init": head_init.tag()})
     alum = Alum(**ft.alum) if ft.adversarial else None
     # the step's losses are read from the device (the host waits for it) log_every_n_steps steps at a time
     module = FineTuneModule(encoder, head, ft.lr, ft.weight_decay, ft.warmup_ratio, alum=alum, seed=cfg.seed,
@@ -252,18 +251,18 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
 UNK_WARNING = 0.3  # a share of [UNK] input tokens above which the tokenizer does not fit the text
 
 
-def _check_unknown_tokens(run: TrackedRun, datamodule: FinetuneDataModule) -> None:
+def _unknown_tokens(datamodule: FinetuneDataModule) -> dict[str, str]:
     """The share of the training inputs the tokenizer could not split into its vocabulary, as the run's
     tag `unk_rate`, and a warning where it is large: a tokenizer of another model (or a handful of
     tokens) fine-tunes on [UNK]s without a word of complaint otherwise."""
     unk = datamodule.tokenizer.unk_token_id
     if unk is None:  # byte-level tokenizers have no unknown token
-        return
+        return {}
     rate = datamodule.features["train"].token_share(unk)
-    run.set_tag("unk_rate", f"{rate:.4f}")
     if rate > UNK_WARNING:
         log.warning("%.0f%% of the training input tokens of %s are [UNK]: the tokenizer does not fit this text "
                     "(the vocabulary of another model?); the run goes on", 100 * rate, datamodule.spec.name)
+    return {"unk_rate": f"{rate:.4f}"}
 
 
 def _datamodule(cfg: DictConfig, identity: FinetuneIdentity, tokenizer, max_positions: int) -> FinetuneDataModule:
@@ -314,4 +313,4 @@ def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, m
     model_dir = save_finetuned(run.run_dir / "model", module.encoder, module.head, datamodule.encoder,
                                identity.choices, cfg,
                                provenance, module.test_metrics)
-    run.set_tag("model_dir", shown_place(model_dir, resolve_work_dir(cfg)))  # relative to the work directory
+    run.set_tags({"model_dir": shown_place(model_dir, resolve_work_dir(cfg))})  # relative to the work directory

@@ -307,9 +307,9 @@ class TrackedRun:
         return False if self.is_worker else RunOwnedMLFlowLogger(tracking_uri=self.tracker.tracking_uri,
                                                                  run_id=self.run_id, flush_every=flush_every)
 
-    def set_tag(self, key: str, value: str) -> None:
+    def set_tags(self, tags: dict[str, str]) -> None:
         if not self.is_worker:
-            self.tracker.client.set_tag(self.run_id, key, value)
+            self.tracker.set_tags(self.run_id, tags)
 
     def log_metrics(self, metrics: dict[str, float]) -> None:
         if not self.is_worker:

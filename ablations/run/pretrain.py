@@ -115,7 +115,7 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun, callbacks: 
         counter = ComputeCounter()
         module = _fit_and_export(cfg, inputs, shards, run, counter, callbacks)
         log_compute(run, counter)
-        run.set_tag("model_dir", shown_place(model_dir, inputs.work_dir))  # relative to the work directory
+        run.set_tags({"model_dir": shown_place(model_dir, inputs.work_dir)})  # relative to the work directory
         if module.history:
             run.log_metrics({f"final/{module.history_name}": module.history[-1]})
         losses = module.history
