@@ -237,9 +237,12 @@ def _download(tracking_uri: str, run_id: str, names: tuple[str, ...]) -> dict[st
     with tempfile.TemporaryDirectory() as tmp, preserved_tracking_env():
         # from the run's artifact location, looked up once: a `runs:/` URI looks the run up again for every
         # file, and searches its logged models (a table reads hundreds of runs)
-        root = MlflowClient(tracking_uri).get_run(run_id).info.artifact_uri.rstrip("/")
-        files: dict[str, list[dict] | None] = {ANSWERS: None}
-        for name in names:
+        files: dict[str, list[dict] | None] = {ANSWERS: None, **{name: None for name in names}}
+        try:  # a planned cell that never ran has no run id, a deleted run no run: no files
+            root = MlflowClient(tracking_uri).get_run(run_id).info.artifact_uri.rstrip("/") if run_id else None
+        except MlflowException:
+            root = None
+        for name in names if root else ():
             try:
                 files[name] = read_jsonl(download_artifacts(artifact_uri=f"{root}/{name}", dst_path=tmp,
                                                             tracking_uri=tracking_uri))

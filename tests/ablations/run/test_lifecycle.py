@@ -146,7 +146,7 @@ def test_a_ddp_worker_never_touches_the_tracking_store(tmp_path, monkeypatch):
     assert worker.run_id is None and worker.resume_from == checkpoint
     assert worker.lightning_logger() is False
     with worker.tracked():
-        worker.set_tag("x", "y")
+        worker.set_tags({"x": "y"})
         worker.log_metrics({"loss": 1.0})
     assert not (tmp_path / "mlruns.db").exists()
     assert checkpoint.exists()  # clean-up is rank 0's
