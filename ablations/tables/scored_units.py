@@ -246,6 +246,6 @@ def _download(tracking_uri: str, run_id: str, names: tuple[str, ...]) -> dict[st
             try:
                 files[name] = read_jsonl(download_artifacts(artifact_uri=f"{root}/{name}", dst_path=tmp,
                                                             tracking_uri=tracking_uri))
-            except (MlflowException, OSError):
-                files[name] = None
+            except (MlflowException, OSError):  # not logged: stays None
+                pass
     return files
