@@ -229,7 +229,7 @@ class LauncherConfig:
 
 
 @decides(finetune="task finetune", pretrain="pretrain", both="seed model trainer",
-         none="profile experiment_name datasets keep_checkpoints keep_model",
+         none="profile experiment_name datasets keep_checkpoints keep_model figures",
          place="data_dir work_dir tracking_uri launcher")
 @dataclass
 class RunConfig:
@@ -243,6 +243,9 @@ class RunConfig:
     datasets: list[str] = field(default_factory=list)  # YAML files of user datasets to register
     keep_checkpoints: bool = False  # a finished run deletes its checkpoints unless this is set
     keep_model: bool = True  # a finished fine-tuning run keeps its best weights (`bioablate export`)
+    # each run's figures and each table's (PNG, SVG, PDF); the micro profile draws none: its numbers mean
+    # nothing, and drawing was a quarter of a micro experiment's time (docs/performance.md)
+    figures: bool = True
     model: ModelConfig = field(default_factory=ModelConfig)
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -5,11 +5,13 @@ another (the registry imports `blurb.py`, which imports the readers, which impor
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from bioablate_core.errors import ConfigError, MissingDataError
 from bioablate_core.fingerprints import files_under, hash_files
@@ -144,7 +146,8 @@ class DatasetSpec:
         key = (self.name, self.fingerprint(data_dir))
         splits = _READ_CACHE.pop(key, None)
         if splits is None:
-            splits = self._read_files(self.base_dir(data_dir))
+            with _collector_paused():
+                splits = self._read_files(self.base_dir(data_dir))
         _READ_CACHE[key] = splits  # most recent last
         while len(_READ_CACHE) > _READ_CACHE_SIZE:
             del _READ_CACHE[next(iter(_READ_CACHE))]
@@ -208,3 +211,18 @@ class DatasetSpec:
 
 _READ_CACHE: dict[tuple[str, str], Splits] = {}  # (name, fingerprint) -> splits, least recent first
 _READ_CACHE_SIZE = 16
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """CPython's cyclic garbage collector off while a reader runs: a parse makes hundreds of thousands of
+    objects (ChemProt's instances, spans, tuples) and no garbage cycles, and each full collection it set off
+    walked the whole heap again (torch, Lightning, MLflow): a third of ChemProt's and JNLPBA's parse time in
+    a process that has imported them (docs/performance.md). Memory is still freed by reference counting."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

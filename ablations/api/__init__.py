@@ -178,6 +178,7 @@ class Table:
     out_dir: Path  # table.md / .tex / .csv and the figure
     tracking_uri: str
     recorded: Any = None  # the plan recorded with the runs, used when no data directory was given
+    figures: bool = True  # whether the figures were drawn (the config's `figures`; the micro profile: no)
 
 
 def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zero_based: bool = False) -> Table:
@@ -195,7 +196,7 @@ def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zer
         recorded = recorded_plan(experiment)
     out = out_dir or table_dir(experiment)
     text = render_experiment(experiment, tracking_uri, fmt, out, zero_based=zero_based, recorded=recorded)
-    return Table(text, out, tracking_uri, recorded)
+    return Table(text, out, tracking_uri, recorded, bool(experiment.shared_config().figures))
 
 
 def sweep_spec(path: Path | str, task: Optional[str] = None, overrides: Sequence[str] = (),

@@ -18,7 +18,12 @@ from bioablate_core.files import writable_dir
 
 # the scores `bioablate finetune` prints: the primary one, F1 with its parts, extractive QA's measures
 SHOWN = ("score", "f1", "precision", "recall", "strict", "lenient", "mrr", "em")
-TABLE_FILES = "table.md, .tex, .csv; figure .png, .svg, .pdf"  # what a rendered table writes
+
+
+def table_files(table) -> str:
+    """What a rendered table wrote (`api.Table`), for the line that says where."""
+    figures = "figure .png, .svg, .pdf" if table.figures else "no figures (figures=false)"
+    return f"table.md, .tex, .csv; {figures}"
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
@@ -132,7 +137,7 @@ def starting() -> None:
 
 def _print_table(table) -> None:
     print(table.text, end="")  # also saved and logged
-    print(f"table files: {table.out_dir}/ ({TABLE_FILES})")
+    print(f"table files: {table.out_dir}/ ({table_files(table)})")
 
 
 def _run_on_slurm(args: argparse.Namespace, experiment) -> int:
@@ -196,7 +201,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     if table.recorded is not None:
         print(f"bioablate: used the plan recorded at {table.recorded.recorded_at} ({table.recorded.path}) because "
               "no data directory was given", file=sys.stderr)
-    print(f"written to {table.out_dir}/ ({TABLE_FILES}); MLflow: "
+    print(f"written to {table.out_dir}/ ({table_files(table)}); MLflow: "
           f"{hide_passwords(table.tracking_uri)}, experiment 'tables'",
           file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
     return 0

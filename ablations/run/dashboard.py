@@ -51,7 +51,8 @@ NOTES = {
         "dev epoch, or of the last epoch where the dataset has no dev split: tag epoch_selection) and "
         "best_dev/score; per-class scores as test/f1_<class>. Curves: train/loss (every step), "
         "train/loss_epoch (each epoch's mean) and dev/score, dev/precision, dev/recall (each epoch). Counts "
-        "(tp, fp, fn, support) and every dev evaluation: artifact metrics/details.json; figures: "
+        "(tp, fp, fn, support) and every dev evaluation: artifact metrics/details.json; figures (none where the "
+        "config says figures: false, as the micro profile does): "
         "figures/curves.png, figures/confusion_matrix.png (classification tasks); predictions: "
         "test_predictions.jsonl.\n\n"
         f"The runs list with these columns: the views menu, view '{VIEW_NAME}'."),

@@ -301,8 +301,9 @@ def _log_artifacts(run: TrackedRun, cfg: DictConfig, datamodule: FinetuneDataMod
         artifacts.append(out / "test_answers.jsonl")
     run.log_artifacts(artifacts)
     run.log_artifacts(write_details(out / "metrics", module.dev_history, best_epoch, module.test_metrics), "metrics")
-    log_run_figures(run, out / "figures", len(module.dev_history), best_epoch, title, datamodule.spec,
-                    (golds, predicted, encoder))
+    if cfg.figures:
+        log_run_figures(run, out / "figures", len(module.dev_history), best_epoch, title, datamodule.spec,
+                        (golds, predicted, encoder))
 
 
 def _store_model(run: TrackedRun, cfg: DictConfig, identity: FinetuneIdentity, module: FineTuneModule,

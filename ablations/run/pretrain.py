@@ -122,6 +122,7 @@ def _train(cfg: DictConfig, inputs: PretrainInputs, run: TrackedRun, callbacks: 
         if not run.is_worker:  # a resumed run's first loss is the run's, not its last segment's
             stored = run.tracker.client.get_metric_history(run.run_id, f"train/{module.history_name}")
             losses = [m.value for m in sorted(stored, key=lambda m: m.step)] or losses
+        if not run.is_worker and cfg.figures:
             history = {"train/loss": [(m.step, m.value) for m in run.tracker.client.get_metric_history(
                 run.run_id, "train/loss")]}
             figure = curves_figure(run.run_dir / "artifacts" / "figures" / "curves.png", history,

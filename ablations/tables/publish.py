@@ -115,8 +115,13 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
     return run_id
 
 
+# every figure a table folder can hold (the table's, score against compute, the pretraining curves): a render
+# without figures removes them, so that no figure of an earlier render stands beside a table it does not show
+FIGURE_FILES = tuple(f"{stem}.{fmt}" for stem in ("table", "compute", "pretraining") for fmt in FIGURE_FORMATS)
+
+
 def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData,
-               ylabel: str | None, zero_based: bool) -> list[Path]:
+               ylabel: str | None, zero_based: bool, figures: bool) -> list[Path]:
     from ablations.tables.pareto import plot_compute
 
     writable_dir(out_dir, "table folder (--out)")  # a file there: one line, not a FileExistsError
@@ -127,15 +132,20 @@ def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: 
         path = out_dir / f"table.{FILE_SUFFIX[fmt]}"
         path.write_text(file_header(header, fmt) + text, encoding="utf-8")
         paths.append(path)
+    if not figures:
+        for name in FIGURE_FILES:
+            (out_dir / name).unlink(missing_ok=True)
+        return paths
     compute = plot_compute(figure, out_dir / "table") if isinstance(figure, TableData) and figure.costs else []
     return paths + plot(figure, out_dir / "table", ylabel, zero_based) + compute
 
 
 def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri: str, out_dir: Path,
             artifact_root: Path | None, tags: dict[str, str], metrics: dict[str, float],
-            zero_based: bool = False, invocation: str | None = None) -> Published:
-    """Write table.md / .tex / .csv (with the provenance header; CSV stays plain) and the figure (.png,
-    .svg, .pdf) to `out_dir`, and log them and the table's cells to the experiment's MLflow table run."""
+            zero_based: bool = False, invocation: str | None = None, figures: bool = True) -> Published:
+    """Write table.md / .tex / .csv (with the provenance header; CSV stays plain) and, with `figures`, the
+    figure (.png, .svg, .pdf) to `out_dir`, and log them and the table's cells to the experiment's MLflow
+    table run."""
     if isinstance(table, Grid):
         texts = {fmt: render_grid(table, fmt) for fmt in FORMATS}
         figure, ylabel = table.figure_data, table.ylabel
@@ -144,7 +154,7 @@ def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri:
 
         texts = {**{fmt: render_data(table, fmt) for fmt in FORMATS}, "stats": long_form(table)}
         figure, ylabel = table, None
-    paths = _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based)
+    paths = _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based, figures)
     run_id = log_table_run(tracking_uri, name, paths, table, tags, metrics, artifact_root, invocation)
     return Published(Path(out_dir), run_id, texts, header)
 
@@ -154,7 +164,7 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
                  tags: dict[str, str] | None = None,
                  stages: Sequence[tuple[str, str, str | None]] = (), zero_based: bool = False,
                  invocation: str | None = None, cache_dir: Path | None = None,
-                 stage_costs: dict | None = None) -> Published:
+                 stage_costs: dict | None = None, figures: bool = True) -> Published:
     """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged to the
     table run of `invocation`. `stages` (name, status, MLflow run id) are its pretraining stages, for the header;
     `stage_costs` (column -> [(stage, its compute metrics)]) what they cost. The statistics over the runs' test
@@ -180,13 +190,13 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
     all_tags = {"profile": profile or "", "title": layout.title, "git_commit": git_commit(),
                 "table_kind": "finetune", **(tags or {})}
     return publish(name, data, header, tracking_uri, out_dir, artifact_root, all_tags, metrics, zero_based,
-                   invocation)
+                   invocation, figures)
 
 
 def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifact_root: Path | None = None,
                  profile: str | None = None, tags: dict[str, str] | None = None,
                  seconds: float | None = None, zero_based: bool = False, invocation: str | None = None,
-                 datasets: Sequence[str] = ()) -> Published:
+                 datasets: Sequence[str] = (), figures: bool = True) -> Published:
     """A vocabulary table (Table 1 or 8), computed in `seconds` (over `datasets`, Table 8's): rendered,
     plotted and logged like a fine-tuning table."""
     from ablations.run.tracking import git_commit
@@ -194,4 +204,4 @@ def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifa
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}
     return publish(name, grid, vocab_provenance(name, seconds, profile, datasets), tracking_uri, out_dir, artifact_root, all_tags,
-                   {"rows": len(grid.body)}, zero_based, invocation)
+                   {"rows": len(grid.body)}, zero_based, invocation, figures)

@@ -209,7 +209,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
                       out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
     """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
     is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
-    from 0 when `zero_based`) to `out_dir` (default `table_dir`), log them to the MLflow table
+    from 0 when `zero_based`; none where the config says `figures: false`, as the micro profile does) to `out_dir` (default `table_dir`), log them to the MLflow table
     run of this experiment and invocation (profile and command-line overrides), and return the table in
     `fmt`. Under the title: the YAML's caption for this profile, and a line written from the runs' resolved
     configs (`setup_line`). The plan resolved with the data is recorded (ablations.experiment.record_plan);
@@ -225,6 +225,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
     tracking_uri = tracking_uri or store_uri
     out = Path(out_dir) if out_dir is not None else table_dir(experiment)
     tags = {"experiment_file": shown_place(experiment.path, REPO_ROOT), "cli_overrides": " ".join(experiment.cli_overrides)}
+    figures = bool(experiment.shared_config().figures)  # the profile's (micro: none) or an override's
     if experiment.kind == "vocab":
         import time
 
@@ -233,7 +234,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, time.perf_counter() - start, zero_based,
                                  experiment.invocation(),
-                                 list(experiment.tasks) if experiment.vocab.table == "lengths" else [])
+                                 list(experiment.tasks) if experiment.vocab.table == "lengths" else [], figures)
     else:
         from dataclasses import replace
 
@@ -250,8 +251,9 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
                          paper_scale=experiment.profile == PAPER_SCALE_PROFILE)
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, stages, zero_based, experiment.invocation(),
-                                 work_dir / "cache" / "resampling", stage_costs(experiment, plan))
-        write_pretraining_curves(stage_chains(experiment, plan), tracking_uri, out, experiment.layout.title)
+                                 work_dir / "cache" / "resampling", stage_costs(experiment, plan), figures)
+        if figures:
+            write_pretraining_curves(stage_chains(experiment, plan), tracking_uri, out, experiment.layout.title)
     return published.texts.get(fmt, published.texts["markdown"])
 
 

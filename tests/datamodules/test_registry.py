@@ -63,3 +63,32 @@ def test_read_cache_follows_file_content(tmp_path: Path):
     (tmp_path / "data" / "train.tsv").write_text("an edited sentence\tneg\n")
     assert [(i.text, i.labels) for i in spec.read(None)["train"]] == [("an edited sentence", ("neg",))]
     assert sum(name == "cache-demo" for name, _ in dataset_spec._READ_CACHE) == 2  # old content, new content
+
+
+READER_VERSION = 1  # the reader below is this module's: its fingerprint takes this version
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_reader_runs_with_the_garbage_collector_paused_and_finds_it_as_it_was(tmp_path: Path, enabled_before):
+    """Parsing makes no garbage cycles, and a full collection during it walked the whole heap again and again:
+    the collector is off while the reader runs, and after it as the caller had it."""
+    import gc
+
+    from datamodules.instances import TextInstance
+    from datamodules.spec import DatasetSpec
+
+    seen = []
+
+    def read_words(data_dir: Path):
+        seen.append(gc.isenabled())
+        return {"test": [TextInstance(w, w, ("pos",)) for w in (Path(data_dir) / "w.txt").read_text().split()]}
+
+    (tmp_path / "w.txt").write_text(f"a b c {enabled_before}")
+    spec = DatasetSpec(name="gc-paused", task_type="classification", reader=read_words, files=("w.txt",),
+                       labels=("pos",), metric="accuracy", max_length=16, root=tmp_path)
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        assert len(spec.read(None)["test"]) == 4
+        assert seen == [False] and gc.isenabled() == enabled_before
+    finally:
+        gc.enable()

@@ -30,6 +30,7 @@ vary:
   lr: {{key: finetune.lr, values: {{high: 5.0e-4, low: 1.0e-4}}}}
 seeds: 2
 overrides:
+  figures: true  # the report shows each table's figures (the micro profile draws none)
   finetune: {{max_train_examples: 32, max_eval_examples: 32, epochs: 1, max_length: 64}}
 table:
   title: Micro learning rates

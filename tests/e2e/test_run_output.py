@@ -43,7 +43,7 @@ def start_run(experiment: Path, work: Path, data_dir: Path, logs: Path) -> subpr
 def test_run_to_a_file_says_each_epoch_and_checkpoint_and_nothing_from_the_libraries(tmp_path, data_dir):
     path = tmp_path / "progress.yaml"
     path.write_text(f"name: progress\nmodels:\n  tiny: {{pretrain: {TINY_PRETRAIN}}}\n  random: {{name_or_path: "
-                    "random-bert}\ntasks: [biosses]\noverrides:\n  finetune: {epochs: 2}\n"
+                    "random-bert}\ntasks: [biosses]\noverrides:\n  figures: true\n  finetune: {epochs: 2}\n"
                     "table: {rows: task, columns: model}\n")
     run = start_run(path, tmp_path / "work", data_dir, tmp_path / "logs")
     assert run.wait(timeout=1800) == 0, (tmp_path / "logs" / "err.txt").read_text()[-3000:]

@@ -55,7 +55,7 @@ def micro_config(task: str, data_dir: Path, work_dir: Path, *extra: str, **flags
 @pytest.mark.parametrize("task", dataset_names())
 def test_micro_finetune_logs_dev_and_test_metrics(task: str, data_dir: Path, work_dir: Path):
     spec = get_dataset(task)
-    result = run_finetune(micro_config(task, data_dir, work_dir))
+    result = run_finetune(micro_config(task, data_dir, work_dir, "figures=true"))  # micro draws none by default
     client = MlflowClient(result.tracking_uri)
     run = client.get_run(result.run_id)
 

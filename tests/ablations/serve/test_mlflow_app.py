@@ -50,11 +50,11 @@ def test_the_app_loads_without_a_deprecation_warning():
 
 @pytest.fixture(scope="module")
 def micro_run(tmp_path_factory, data_dir) -> tuple[Path, str, str, str]:
-    """A micro fine-tuning run through the CLI: (work dir, what it printed, experiment id, run id). Two
+    """A micro fine-tuning run through the CLI, with its figures: (work dir, what it printed, experiment id, run id). Two
     training steps: fewer than trainer.log_every_n_steps (10), so its loss points come from the last write."""
     work = tmp_path_factory.mktemp("ui-store")
     done = bioablate_in_process("finetune", "--task", "gad", "--work-dir", str(work), "--data-dir", str(data_dir),
-                                "trainer.progress_bar=false", cwd=work)
+                                "trainer.progress_bar=false", "figures=true", cwd=work)  # micro draws none
     assert done.returncode == 0, done.stderr[-3000:]
     experiment_id, run_id = re.search(r"#/experiments/(\w+)/runs/(\w+)", done.stdout).groups()
     return work, done.stdout, experiment_id, run_id

@@ -246,16 +246,20 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     spec.write_text("name: terms\nkind: vocab\nvocab: {table: terms, vocabs: [bert-base-uncased, "
                     "pubmedbert-uncased]}\ntable: {title: 'Table 1: term splits'}\n")
     work = tmp_path / "work"
-    argv = ["table", str(spec), "--work-dir", str(work), "--data-dir", str(data_dir), "--format", "csv"]
+    folder = work / "tables" / "terms-micro"
+    texts = ["table.csv", "table.md", "table.tex"]
+    without = ["table", str(spec), "--work-dir", str(work), "--data-dir", str(data_dir), "--format", "csv"]
+    assert main(without) == 0  # the micro profile draws no figure
+    assert sorted(p.name for p in folder.iterdir()) == texts
+    assert "no figures (figures=false)" in capsys.readouterr().err
+    argv = [*without, "figures=true"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     rows = {(r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(out))}
     assert rows[("lymphoma", "bert-base-uncased")]["ours"] == "l-ym-ph-oma"
     assert rows[("lymphoma", "bert-base-uncased")]["match"] == "true"
     assert rows[("lymphoma", "pubmedbert-uncased")]["pieces"] == "1"
-    folder = work / "tables" / "terms-micro"
-    assert sorted(p.name for p in folder.iterdir()) == ["table.csv", "table.md", "table.pdf", "table.png",
-                                                       "table.svg", "table.tex"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*texts, "table.pdf", "table.png", "table.svg"])
     md = (folder / "table.md").read_text()
     assert "- experiment: terms" in md and "| lymphoma | disease | l-ym-ph-oma | ✓ |" in md
     # the y tick labels, as drawn (the SVG keeps text as <text> elements)
@@ -264,9 +268,11 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     assert main(argv + ["--zero-based"]) == 0  # re-render: the same MLflow run
     assert y_ticks.findall((folder / "table.svg").read_text())[0] == "0"
     uri = f"sqlite:///{work / 'mlruns.db'}"
-    run = find_table_run(uri, "terms")
-    runs = MlflowClient(uri).search_runs([run.info.experiment_id])
+    run = find_table_run(uri, "terms")  # the newest: this invocation's (figures=true)
+    runs = MlflowClient(uri).search_runs([run.info.experiment_id], "tags.cli_overrides = 'figures=true'")
     assert [r.info.run_id for r in runs] == [run.info.run_id] and run.data.tags["table_kind"] == "vocab"
+    assert main(without) == 0  # without figures again: none of the earlier render's is left beside the table
+    assert sorted(p.name for p in folder.iterdir()) == texts
 
 
 def test_with_tasks_as_columns_the_best_variant_of_each_task_is_bold():
