@@ -9,7 +9,6 @@ that drives a headless Chromium (`chromium`, skipped with the reason where none 
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
@@ -33,13 +32,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # and its threads sleep while they wait (given, the command line's choice reads no CPU load: 0.2 s saved
     # in every command the tests start; bioablate_core/threads.py)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-# A test process lives for the whole suite and its heap grows to over a million objects (torch, Lightning,
-# transformers, MLflow, and the parsed datasets DatasetSpec.read keeps): CPython's full collection, which walks
-# all of them, ran every time the heap grew by a quarter, and took a seventh of an end-to-end experiment test's
-# CPU (table12_heads at micro: 8 of 66 s; docs/performance.md). Full collections after 1,000 young ones instead
-# (CPython's default: 10): the same objects are freed, cyclic garbage a little later.
-gc.set_threshold(700, 10, 1000)
 
 # Absolute for every process the tests start: several run the CLI from another working directory (pasted
 # hints, servers), where CI's relative `../shared/data` would name nothing.
