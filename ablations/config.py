@@ -375,6 +375,11 @@ LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finet
               "trainer.compile_mode": "default"}
 
 
+# Keys that change what is drawn, not what is computed: out of a recorded plan's config digest as well as the
+# fingerprints (the micro profile's `figures: false` came after plans were recorded under it)
+DRAWING_KEYS = ("figures",)
+
+
 def at_later_default(key: str, value: Any) -> bool:
     """`key` (flattened) is one of the LATER_KEYS and at its default: identified as if it did not exist."""
     return key in LATER_KEYS and value == LATER_KEYS[key]
