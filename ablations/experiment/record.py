@@ -42,8 +42,9 @@ def record_path(experiment: Experiment) -> Path:
 
 
 def config_digest(cfg: DictConfig) -> str:
-    """A planned run's config, less where it goes and what it draws: equal digests, equal runs (given the same data). A key
-    added since plans were recorded counts only off its default, as in the fingerprints (LATER_KEYS)."""
+    """A planned run's config, less where it goes and what it draws (DRAWING_KEYS): equal digests, equal runs
+    (given the same data). A key added since plans were recorded counts only off its default, as in the
+    fingerprints (LATER_KEYS)."""
     items = {k: v for k, v in flatten(cfg).items()
              if k.split(".")[0] not in LOCATION_KEYS and k not in DRAWING_KEYS and not at_later_default(k, v)}
     return digest(items)

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ablations.results import CellRun, TableLayout
+from ablations.tables.pareto import FIGURE_NAME as COMPUTE_STEM
 from ablations.tables.plot import FIGURE_FORMATS, plot
+from ablations.tables.pretrain_curves import FILE_STEM as CURVES_STEM
 from ablations.tables.provenance import file_header, provenance, vocab_provenance
 from ablations.tables.render import FILE_SUFFIX, FORMATS, Grid, records, render_data, render_grid
 from ablations.tables.stats import STATUSES, TableData, table_data
@@ -117,7 +119,7 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
 
 # every figure a table folder can hold (the table's, score against compute, the pretraining curves): a render
 # without figures removes them, so that no figure of an earlier render stands beside a table it does not show
-FIGURE_FILES = tuple(f"{stem}.{fmt}" for stem in ("table", "compute", "pretraining") for fmt in FIGURE_FORMATS)
+FIGURE_FILES = tuple(f"{stem}.{fmt}" for stem in ("table", COMPUTE_STEM, CURVES_STEM) for fmt in FIGURE_FORMATS)
 
 
 def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData,
