@@ -196,7 +196,7 @@ def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zer
         recorded = recorded_plan(experiment)
     out = out_dir or table_dir(experiment)
     text = render_experiment(experiment, tracking_uri, fmt, out, zero_based=zero_based, recorded=recorded)
-    return Table(text, out, tracking_uri, recorded, bool(experiment.shared_config().figures))
+    return Table(text, out, tracking_uri, recorded, experiment.draws_figures())
 
 
 def sweep_spec(path: Path | str, task: Optional[str] = None, overrides: Sequence[str] = (),

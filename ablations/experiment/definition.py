@@ -212,6 +212,11 @@ class Experiment:
         profile (its MLflow experiment, trainer and model defaults), as a pretraining config."""
         return self._build([(f"{self.path}: overrides", self.overrides)], {"task": "pretrain"})
 
+    def draws_figures(self) -> bool:
+        """Whether its table and runs are drawn: the config's `figures` (the micro profile's is false), as the
+        profile, the YAML's overrides and the command line leave it."""
+        return bool(self.shared_config().figures)
+
     def stage_config(self, name: str, init: str = "scratch") -> DictConfig:
         """The `bioablate pretrain` config of stage `name`, continuing from `init` (a model directory or
         a named model). Continuing from `random-bert` is pretraining from scratch with its vocabulary."""

@@ -225,7 +225,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
     tracking_uri = tracking_uri or store_uri
     out = Path(out_dir) if out_dir is not None else table_dir(experiment)
     tags = {"experiment_file": shown_place(experiment.path, REPO_ROOT), "cli_overrides": " ".join(experiment.cli_overrides)}
-    figures = bool(experiment.shared_config().figures)  # the profile's (micro: none) or an override's
+    figures = experiment.draws_figures()
     if experiment.kind == "vocab":
         import time
 

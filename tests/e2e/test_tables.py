@@ -77,13 +77,12 @@ def test_the_runs_are_named_by_their_varied_choices_and_profile(micro_store):
     """8 runs, 8 names (the head a run varied, its model, profile and seed); micro draws no figures, so no run's
     page opens on a curves figure that is not there."""
     _, uri = micro_store
-    runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("finetune").experiment_id],
-                                         "tags.kind = 'finetune'")
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("finetune").experiment_id], "tags.kind = 'finetune'")
     assert sorted(run.info.run_name for run in runs) == sorted(
         f"{task}-{head}-random-bert-micro-s{seed}" for task in ("bc5-chem", "gad") for head in ("linear", "bilstm")
         for seed in (1, 2))
     assert not [run for run in runs if "mlflow.note.content" in run.data.tags]
-    client = MlflowClient(uri)
     assert not [run for run in runs if "figures" in {a.path for a in client.list_artifacts(run.info.run_id)}]
 
 
