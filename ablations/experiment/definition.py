@@ -175,7 +175,17 @@ class Experiment:
     # -- configs: schema <- profile <- overrides <- task_overrides <- model <- vary <- command line
 
     def _build(self, layers: list[tuple[str, dict[str, Any]]], flags: dict[str, Any]) -> DictConfig:
+        """The config of `layers` and `flags` on the base, each built once: a plan resolves every cell again
+        after each stage and at the table, and a seed's config was merged and range-checked each time (~7 ms,
+        a tenth of a micro experiment's time). Served as a fresh copy (unpickled), as a merge makes one."""
         flags = {"data_dir": self.data_dir, "work_dir": self.work_dir, "tracking_uri": self.tracking_uri, **flags}
+        key = repr((layers, flags, self.cli_overrides, self.profile))
+        built = self.__dict__.setdefault("_built", {})
+        if key not in built:
+            built[key] = pickle.dumps(self._merged(layers, flags))
+        return pickle.loads(built[key])
+
+    def _merged(self, layers: list[tuple[str, dict[str, Any]]], flags: dict[str, Any]) -> DictConfig:
         named = [*[(source, dotted_layer(dotted)) for source, dotted in layers],
                  ("runner defaults", dotted_layer({"trainer.progress_bar": False})),
                  ("command-line overrides", parse_overrides(self.cli_overrides)),
