@@ -26,6 +26,10 @@ class Additive:
 
     count: Callable[..., tuple[int, ...]]
     finish: Callable[..., dict[str, float]]
+    # True: integer counts, so a draw's result is the scorer's own, bit for bit. False: a mean over questions
+    # (QA, answer ranking), whose per-question values are floats: a draw's sums are added in another order than
+    # the scorer adds them, so a result agrees with rescoring to the last bits only (~1e-15 relative)
+    exact: bool = True
 
 
 # metric name -> its decomposition, for the metrics that have one (the others are rescored per resample)

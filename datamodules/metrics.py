@@ -378,6 +378,13 @@ def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: S
     "questions_without_positive" ("questions" counts those averaged). "hits_at_1" is the fraction of the
     averaged questions whose top candidate is relevant.
     """
+    return _ranking_result(_ranking_sums(gold, scores, groups, positive))
+
+
+def _ranking_sums(gold: Sequence[str], scores: Sequence[float], groups: Sequence[str],
+                  positive: str = "1") -> tuple[float, ...]:
+    """(reciprocal ranks, questions with the relevant candidate first, questions averaged, questions without a
+    relevant candidate), summed over the questions given."""
     check_lengths(gold, scores, "scores")
     check_lengths(gold, groups, "groups")
     by_question: dict[str, list[tuple[float, bool]]] = {}
@@ -392,9 +399,14 @@ def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: S
         rank = 1 + sum(s > best or (s == best and not is_positive) for s, is_positive in candidates)
         reciprocal_ranks.append(1.0 / rank)
     answered = len(reciprocal_ranks)
-    return {"score": ratio(sum(reciprocal_ranks), answered),
-            "hits_at_1": ratio(sum(r == 1.0 for r in reciprocal_ranks), answered),
-            "questions": float(answered), "questions_without_positive": float(len(by_question) - answered)}
+    return (sum(reciprocal_ranks), float(sum(r == 1.0 for r in reciprocal_ranks)), float(answered),
+            float(len(by_question) - answered))
+
+
+def _ranking_result(sums: Sequence[float], **_) -> dict[str, float]:
+    reciprocal, first, answered, without = sums
+    return {"score": ratio(reciprocal, answered), "hits_at_1": ratio(first, answered),
+            "questions": float(answered), "questions_without_positive": float(without)}
 
 
 METRIC_NAMES.update({"per_class_f1": "macro F1", "mean_reciprocal_rank": "MRR"})
@@ -403,7 +415,8 @@ METRIC_NAMES.update({"per_class_f1": "macro F1", "mean_reciprocal_rank": "MRR"})
 # ---------------------------------------------------------------------------------------------------
 # The metrics whose result follows from counts that add up over instances (metric_registry.Additive): a
 # bootstrap or permutation test over a test set sums its units' counts instead of rescoring every draw.
-# Pearson (moments in floating point) and the per-question means (MRR, the QA measures) are rescored.
+# The per-question means (MRR here, the QA measures in qa_metrics) sum float values (`exact=False`); Pearson
+# (moments in floating point) is scored by `pearson_rows`.
 
 def _reported(metric, keys: tuple[str, ...]):
     """The counts `metric` reports under `keys`, on the instances given: the metric's own counting."""
@@ -425,6 +438,8 @@ ADDITIVE.update({
     "accuracy": Additive(_reported(accuracy, ("correct", "total")), _accuracy_result),
     "pico_word_macro_f1": Additive(_pico_counts, lambda counts, labels, **_: _pico_result(counts, labels)),
     "per_class_f1": Additive(_per_class_counts, lambda counts, labels, **_: _per_class_result(counts, labels)),
+    # a mean over questions (a unit is one question's candidates): floats, summed in another order
+    "mean_reciprocal_rank": Additive(_ranking_sums, _ranking_result, exact=False),
 })
 
 

@@ -28,7 +28,7 @@ import string
 from collections import Counter
 from collections.abc import Sequence
 
-from datamodules.metric_registry import METRIC_NAMES, METRICS, check_lengths, ratio
+from datamodules.metric_registry import ADDITIVE, METRIC_NAMES, METRICS, Additive, check_lengths, ratio
 
 BIOASQ_FACTOID_ANSWERS = 5  # BioASQ 3+ accepts up to five ranked answers to a factoid question
 
@@ -44,6 +44,11 @@ def bioasq_factoid(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]])
     averaged over the questions. `gold[i]`: every synonym of question i's answer (empty: nothing can be
     right); `pred[i]`: its answers, best first (only the first five count). "score" is the MRR, BioASQ's
     official factoid measure."""
+    return _factoid_result(_factoid_sums(gold, pred))
+
+
+def _factoid_sums(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> tuple[float, ...]:
+    """(strict, lenient, reciprocal rank, questions), summed over the questions given."""
     check_lengths(gold, pred)
     strict = lenient = reciprocal = 0.0
     for synonyms, answers in zip(gold, pred):
@@ -53,7 +58,11 @@ def bioasq_factoid(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]])
             strict += rank == 1
             lenient += 1
             reciprocal += 1 / rank
-    n = len(gold)
+    return strict, lenient, reciprocal, float(len(gold))
+
+
+def _factoid_result(sums: Sequence[float], **_) -> dict[str, float]:
+    strict, lenient, reciprocal, n = sums
     return {"score": ratio(reciprocal, n), "strict": ratio(strict, n), "lenient": ratio(lenient, n),
             "mrr": ratio(reciprocal, n), "total": float(n)}
 
@@ -93,12 +102,21 @@ def bioasq_list(gold: Sequence[Sequence[Sequence[str]]], pred: Sequence[Sequence
     """Mean over the questions of each one's precision, recall and F-measure (`list_question_prf`).
     `gold[i]`: question i's answer items, each a group of synonyms; `pred[i]`: its submitted answers.
     "score" is the mean F-measure, BioASQ's official list measure."""
+    return _list_result(_list_sums(gold, pred))
+
+
+def _list_sums(gold: Sequence[Sequence[Sequence[str]]], pred: Sequence[Sequence[str]]) -> tuple[float, ...]:
+    """(precision, recall, F-measure, questions), summed over the questions given."""
     check_lengths(gold, pred)
     totals = [0.0, 0.0, 0.0]
     for groups, answers in zip(gold, pred):
         for k, value in enumerate(list_question_prf(groups, answers)):
             totals[k] += value
-    n = len(gold)
+    return (*totals, float(len(gold)))
+
+
+def _list_result(sums: Sequence[float], **_) -> dict[str, float]:
+    *totals, n = sums
     precision, recall, f1 = (ratio(t, n) for t in totals)
     return {"score": f1, "precision": precision, "recall": recall, "f1": f1, "total": float(n)}
 
@@ -135,11 +153,26 @@ def squad_v1(gold: Sequence[Sequence[str]], pred: Sequence[str]) -> dict[str, fl
     """Exact match ("em") and token F1 ("f1"), each the max over the question's gold answers, averaged
     over the questions. `gold[i]`: the accepted answers (none: scores 0, as the script cannot score
     it either); `pred[i]`: one answer. "score" is the F1."""
+    return _squad_result(_squad_sums(gold, pred))
+
+
+def _squad_sums(gold: Sequence[Sequence[str]], pred: Sequence[str]) -> tuple[float, ...]:
+    """(exact match, token F1, questions), summed over the questions given."""
     check_lengths(gold, pred)
     em = f1 = 0.0
     for answers, prediction in zip(gold, pred):
         if answers:
             em += max(squad_exact_match(prediction, a) for a in answers)
             f1 += max(squad_token_f1(prediction, a) for a in answers)
-    n = len(gold)
+    return em, f1, float(len(gold))
+
+
+def _squad_result(sums: Sequence[float], **_) -> dict[str, float]:
+    em, f1, n = sums
     return {"score": ratio(f1, n), "em": ratio(em, n), "f1": ratio(f1, n), "total": float(n)}
+
+
+# Means over questions: a resample sums its questions' values (metric_registry.Additive, inexact: floats)
+ADDITIVE.update({"bioasq_factoid": Additive(_factoid_sums, _factoid_result, exact=False),
+                 "bioasq_list": Additive(_list_sums, _list_result, exact=False),
+                 "squad_v1": Additive(_squad_sums, _squad_result, exact=False)})

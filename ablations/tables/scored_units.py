@@ -10,7 +10,8 @@ per question, its answers merged over its snippets). `ScoredUnits` holds them as
 For a metric that follows from counts adding up over instances (`datamodules.metric_registry.ADDITIVE`:
 entity and relation F1s, PICO, HoC, accuracy), each unit is counted once, by the metric's own counting, and
 a draw sums its units' rows: the same number as rescoring the draw, thousands of times faster (a bootstrap
-or permutation test scores a test set a thousand times).
+or permutation test scores a test set a thousand times). The means over questions (SQuAD's and BioASQ's QA
+measures, MRR) sum each question's float values the same way, equal to rescoring up to float rounding.
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ class ScoredUnits:
             block = draws[start:start + step]
             offsets = (np.arange(len(block)) * size)[:, None]
             weights = np.bincount((block + offsets).ravel(), minlength=len(block) * size).reshape(len(block), size)
-            # float sums of integers below 2**53 are exact: rounded back, the metric sees the integer counts
-            sums = np.rint(weights.astype(np.float64) @ rows).astype(np.int64)
+            sums = weights.astype(np.float64) @ rows
+            if additive.exact:  # float sums of integers below 2**53 are exact: rounded back, the metric sees the counts
+                sums = np.rint(sums).astype(np.int64)
             out[start:start + len(block)] = [additive.finish(s, **self.metric_args)[key] for s in sums.tolist()]
         return out
 
@@ -117,7 +119,8 @@ class ScoredUnits:
             if unit.counts is None:
                 golds, predictions, args = unit.golds, unit.predictions, self._args([unit])
                 unit.counts = tuple(additive.count(golds, predictions, **args))
-        self._count_rows = np.array([unit.counts for unit in self.units], dtype=np.int64)
+        dtype = np.int64 if additive.exact else np.float64
+        self._count_rows = np.array([unit.counts for unit in self.units], dtype=dtype)
         return self._count_rows
 
     def _rescore(self, drawn: list[Unit]) -> dict[str, float]:

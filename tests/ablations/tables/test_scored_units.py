@@ -18,8 +18,15 @@ DATASETS = {"bc5-chem": "entity_f1", "ebm-pico": "pico_word_macro_f1", "chemprot
             "bioelectra-yesno": "per_class_f1"}
 
 
+# the means over questions, whose summed values are floats (Additive.exact False): each on the dataset that
+# uses it (bioasq_list has no built-in dataset: BioBERT's factoid questions, their answers as list items)
+MEANS = {"bioelectra-factoid": "squad_v1", "bioasq-4b-factoid": "bioasq_factoid", "bioasq-list": "bioasq_list",
+         "bioelectra-rerank": "mean_reciprocal_rank"}
+
+
 def test_every_metric_with_counts_is_covered():
-    assert set(ADDITIVE) == set(DATASETS.values())
+    assert set(ADDITIVE) == set(DATASETS.values()) | set(MEANS.values())
+    assert {name for name, additive in ADDITIVE.items() if not additive.exact} == set(MEANS.values())
 
 
 def gold_of(instance):
@@ -88,3 +95,62 @@ def test_pearson_resamples_scored_together_are_the_metric_rescoring_each(data_di
     rescored = [units._rescore([units.units[i] for i in draw])["score"] for draw in draws.tolist()]
     assert scored.tolist() == rescored
     assert scored[1] == scored[2] == 0.0 and 0.3 < scored[0] < 1.0  # undefined r is 0; the full set correlates
+
+
+def question_units(name: str, data_dir) -> ScoredUnits:
+    """Units of a mean over questions on real test questions, with real errors: a wrong answer (another
+    question's), a right answer ranked second, none at all, a partial answer (token F1 between 0 and 1), and for
+    answer ranking, scores that put a relevant candidate first, lower down, or tied with irrelevant ones."""
+    spec = get_dataset("bioasq-4b-factoid" if name == "bioasq-list" else name)
+    test = list(spec.read(data_dir)["test"])
+    if name == "bioelectra-rerank":
+        by_question: dict[str, Unit] = {}
+        for k, instance in enumerate(test):
+            unit = by_question.setdefault(instance.id.split("-")[0], Unit(instance.id.split("-")[0], [], []))
+            unit.golds.append(instance.label)
+            unit.predictions.append(float((k * 37) % 7) / 4 + (0.5 if instance.label == "1" and k % 3 else 0.0))
+        return ScoredUnits(spec.metric, dict(spec.metric_args), list(by_question.values()), "question")
+    if name == "bioelectra-factoid":  # SQuAD: one unit per question x snippet, one answer each
+        golds = [list(i.answers) for i in test]
+        predictions = ["" if k % 5 == 0 else golds[(k * 7 + 1) % len(golds)][0] if k % 3 == 0
+                       else f"the {golds[k][0]} gene" if k % 4 == 0 else golds[k][0] for k in range(len(golds))]
+        return ScoredUnits("squad_v1", {}, [Unit(str(i.id), [g], [p]) for i, g, p in zip(test, golds, predictions)],
+                           "instance")
+    answers: dict[str, list[str]] = {}
+    for instance in test:
+        answers.setdefault(instance.question_id, [])
+        answers[instance.question_id] += [a for a in instance.answers if a not in answers[instance.question_id]]
+    questions = [question for question, gold in answers.items() if gold]  # BioBERT's test snippets may have none
+    assert len(questions) > 50, len(questions)
+    units = []
+    for k, question in enumerate(questions):
+        gold, wrong = answers[question], answers[questions[(k * 7 + 1) % len(questions)]][0]
+        ranked = [] if k % 5 == 0 else [wrong, gold[0]] if k % 3 == 0 else [gold[0], wrong]
+        if name == "bioasq-list":
+            units.append(Unit(question, [[(a,) for a in gold] + [("unmatched item",)] * (k % 2)], [ranked]))
+        else:
+            units.append(Unit(question, [gold], [ranked]))
+    return ScoredUnits(MEANS[name], {}, units, "question")
+
+
+@pytest.mark.parametrize("name", list(MEANS))
+def test_a_draw_of_a_mean_over_questions_summed_is_the_metric_rescoring_it_to_rounding(name, data_dir):
+    units = question_units(name, data_dir)
+    assert units.metric == MEANS[name]
+    rng = np.random.default_rng(0)
+    everything = list(range(len(units)))
+    draws = [everything, everything[:1], everything[::2] * 2] + [list(rng.integers(0, len(units), len(units)))
+                                                                for _ in range(20)]
+    full = units._rescore(units.units)
+    assert 0 < full["score"] < 1, full  # the predictions hold real errors, and real hits
+    additive, checked = ADDITIVE[units.metric], set()
+    for draw in draws:
+        rescored = units._rescore([units.units[i] for i in draw])
+        summed = additive.finish(units._counts(additive)[draw].sum(axis=0).tolist(), **units.metric_args)
+        for key in summed.keys() & rescored.keys():
+            assert units.score(np.asarray(draw), key) == pytest.approx(rescored[key], rel=1e-12, abs=1e-15), key
+            checked.add(key)
+    together = units.scores(np.asarray(draws[3:]))  # the block path: one matrix product for the draws
+    assert together == pytest.approx([units._rescore([units.units[i] for i in d])["score"] for d in draws[3:]],
+                                     rel=1e-12, abs=1e-15)
+    assert "score" in checked and all(u.counts is not None for u in units.units)
