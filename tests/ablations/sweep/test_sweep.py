@@ -117,8 +117,12 @@ def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_a_rerun_retries(po
             except KeyError:  # the worker has not created it yet
                 study_id = None
             if study_id is not None:
-                running = [t for t in storage.get_all_trials(study_id, deepcopy=False)
-                           if t.state == TrialState.RUNNING and t.number >= 1 and t.params]
+                # training: every parameter suggested (those of the finished trial 0), not caught between two
+                # suggestions, where its retry would take the first and suggest the rest afresh
+                trials = storage.get_all_trials(study_id, deepcopy=False)
+                keys = [set(t.params) for t in trials if t.number == 0 and t.state.is_finished()]
+                running = [t for t in trials if t.state == TrialState.RUNNING and t.number >= 1 and keys
+                           and set(t.params) == keys[0]]
                 if running:
                     killed = running[0]
                     break
