@@ -24,7 +24,7 @@ class Additive:
     Resampling a test set (ablations/tables/scored_units.py) counts each unit once and sums a draw's rows
     instead of rescoring the draw: the same numbers, bit for bit (integer sums, the same arithmetic after)."""
 
-    count: Callable[..., tuple[int, ...]]
+    count: Callable[..., tuple[float, ...]]  # integers where `exact`
     finish: Callable[..., dict[str, float]]
     # True: integer counts, so a draw's result is the scorer's own, bit for bit. False: a mean over questions
     # (QA, answer ranking), whose per-question values are floats: a draw's sums are added in another order than
