@@ -18,11 +18,13 @@ METRIC_NAMES: dict[str, str] = {}
 
 @dataclass(frozen=True)
 class Additive:
-    """How a metric's result follows from integer counts that add up over instances: `count(gold, pred,
+    """How a metric's result follows from counts that add up over instances (integers; per-question floats where
+    not `exact`): `count(gold, pred,
     **args)` (the metric's own arguments) gives the counts of the instances given, `finish(counts, **args)`
     the metric's result (its headline keys at least) from counts summed over any collection of instances.
     Resampling a test set (ablations/tables/scored_units.py) counts each unit once and sums a draw's rows
-    instead of rescoring the draw: the same numbers, bit for bit (integer sums, the same arithmetic after)."""
+    instead of rescoring the draw: the same numbers, bit for bit where `exact` (integer sums, the same arithmetic
+    after)."""
 
     count: Callable[..., tuple[float, ...]]  # integers where `exact`
     finish: Callable[..., dict[str, float]]
