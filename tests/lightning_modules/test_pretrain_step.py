@@ -15,6 +15,7 @@ from datamodules.pretrain.corpora import load_corpus
 from datamodules.pretrain.shards import build_shards
 from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file
 from lightning_modules.optim import Lamb
+from lightning_modules.pretrain import sample_tokens
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def test_the_whole_step_compiles_as_one_graph_with_one_shape(staged):
     module, optimizer, scheduler = build_module(cfg, vocab, torch.device("cpu"), 50)
     torch._dynamo.reset()
     counters.clear()
-    module.compile_losses()
+    module.compile_losses(backend="aot_eager")  # dynamo's capture and AOTAutograd: what decides graphs and shapes
     step = StaticStep(module, optimizer, scheduler)  # the optimizer eager: what is counted is the model's
     losses = [step(data[0])]
     torch._dynamo.config.error_on_recompile = True
@@ -104,6 +105,33 @@ def test_the_whole_step_compiles_as_one_graph_with_one_shape(staged):
     assert dict(counters["graph_break"]) == {}
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     assert torch.isfinite(torch.stack(losses)).all()
+
+
+def test_sampled_tokens_follow_the_softmax_and_never_draw_a_zero_probability_token():
+    """ELECTRA's generator samples: 40,000 draws from each of three rows against their softmax, by a chi-square
+    test (a sampler whose draws shift by 0.05 of the mass fails it at p < 1e-6);
+    a token at -inf is never drawn, and the default generator's seed fixes the draw."""
+    from scipy.stats import chisquare
+
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0, 0.5, -float("inf")],
+                           [3.0, -float("inf"), 0.0, 0.0, 0.0, 1.0],
+                           [-float("inf"), -float("inf"), -float("inf"), 0.0, -float("inf"), -float("inf")]])
+    draws = 40000
+    torch.manual_seed(0)
+    drawn = sample_tokens(logits.repeat_interleave(draws, dim=0)).view(3, draws)
+    for row, tokens in zip(logits, drawn):
+        probs = torch.softmax(row, -1)
+        assert not probs[tokens].eq(0).any()
+        counts = torch.bincount(tokens, minlength=len(row))
+        support = probs > 0
+        if support.sum() == 1:  # one token with all the mass: every draw is it
+            assert counts[support].item() == draws
+            continue
+        expected = probs[support].double() / probs[support].double().sum() * draws
+        result = chisquare(counts[support].double().numpy(), expected.numpy())
+        assert result.pvalue > 1e-6, (counts, probs)
+    torch.manual_seed(0)
+    assert torch.equal(sample_tokens(logits.repeat_interleave(draws, dim=0)).view(3, draws), drawn)
 
 
 def _lamb_reference(params, grads_per_step, lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01):
