@@ -20,7 +20,8 @@ ClusterName=bioablate
 SlurmctldHost=localhost(127.0.0.1)
 AuthType=auth/munge
 # a requeued job waits cred_expire seconds before it may start again (default 120): keep preemption tests short
-AuthInfo=cred_expire=20
+# (a credential lives from its creation to slurmd reading it: well under a second on one node)
+AuthInfo=cred_expire=10
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=/var/spool/slurmctld
@@ -35,6 +36,9 @@ SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
+# look for startable jobs every second (defaults: 30 s backfill, 60 s main loop): a requeued job is started by
+# a scheduling pass, not by an event, and waited ~30 s for one with the defaults
+SchedulerParameters=bf_interval=1,sched_interval=2
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
