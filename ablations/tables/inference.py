@@ -83,10 +83,14 @@ def seeds_needed(effect: float, sd: float, alpha: float = ALPHA, power: float = 
         return None
     from scipy.stats import norm
     from statsmodels.stats.power import TTestPower
+    from statsmodels.tools import sm_exceptions  # noqa: F401 -- see below
 
     d = abs(effect) / sd
     try:
-        with warnings.catch_warnings():  # a failed solve warns and gives NaN: answered below instead
+        # a failed solve warns and gives NaN: answered below instead. statsmodels imports sm_exceptions at its
+        # first failed solve, and that import puts an "always" filter for the warning in front of this one
+        # (the warning reached the user's terminal): imported above, before the filter is set
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             n = TTestPower().solve_power(effect_size=d, nobs=None, alpha=alpha, power=power, alternative="two-sided")
         n = float(n[0] if hasattr(n, "__len__") else n)

@@ -282,6 +282,19 @@ def test_seeds_needed_match_statsmodels_solve_for_the_paper_difference_or_an_eff
     assert seeds_needed(1.0, 0.0) is None and seeds_needed(0.0, 1.0) is None
 
 
+def test_a_failed_power_solve_prints_nothing_in_a_fresh_process():
+    """statsmodels warns where its solver finds no root (an effect 20 spreads wide), and its first failed
+    solve imports a module that sets an "always" filter for that warning: in a process that had not imported
+    it yet, the warning reached `bioablate table`'s stderr through seeds_needed's own filter (2026-11-29)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "from ablations.tables.inference import seeds_needed; "
+                           "print(seeds_needed(20.0, 1.0), seeds_needed(-20.0, 1.0))"],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[3], timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["2", "2"] and done.stderr == "", done.stderr
+
+
 def test_seeds_needed_has_a_range_from_the_spreads_own_interval_and_2_for_a_large_effect():
     """The spread of 3 seeds has 2 degrees of freedom: its 95% interval is sd x sqrt(2 / chi2(2) quantiles),
     sd x [0.5207, 6.2847], so the seeds needed span a factor of about 40. An effect 20 spreads wide is
