@@ -49,6 +49,9 @@ def stacked(rows_of_lines: list[list[str]], bottom: bool = False) -> list[list[s
 # characters a table's columns hold side by side (the widest line of each) up to which each font size fits
 # an article's \textwidth (345pt), with the \tabcolsep below; beyond the last, \scriptsize
 _FONT_FOR_WIDTH = ((70, r"\small"), (80, r"\footnotesize"))
+# beyond this, a cell's std, CI and n go on lines of their own under its mean (ablations/tables/render.py): Table
+# 14's seven variant columns held 106 characters, 455pt in \scriptsize
+ONE_LINE_CHARS = 90
 
 
 def latex_open(caption: str, spec: str, chars: int) -> list[str]:

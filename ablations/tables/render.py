@@ -19,7 +19,16 @@ from typing import Any, Sequence
 import ablations.tables.annotations as annotations
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.tables.cost import COST_FIELDS
-from ablations.tables.latex import latex_close, latex_escape, latex_header, latex_open, latex_row, stacked, wrap_words
+from ablations.tables.latex import (
+    ONE_LINE_CHARS,
+    latex_close,
+    latex_escape,
+    latex_header,
+    latex_open,
+    latex_row,
+    stacked,
+    wrap_words,
+)
 from ablations.tables.stats import DIGITS, Cell, TableData, table_data
 from bioablate_core.console import one_line
 from bioablate_core.errors import UnknownNameError
@@ -203,29 +212,39 @@ def _latex(data: TableData) -> str:
     def small(parts: list[str]) -> str:
         return rf"{{\scriptsize {'; '.join(parts)}}}" if parts else ""
 
-    body, widths = [], [len(layout.rows)] + [0] * len(data.columns)
-    for row, cells in data.body_rows():
-        first, below, paper = [latex_escape(row)], [[]], [r"{\scriptsize\itshape paper}"]
-        widths[0] = max(widths[0], len(row))
-        for i, cell in enumerate(cells, 1):
-            s = shown[(row, cell.column)]
-            if s.mean is None:
-                first.append("---" + sup([n for _, n in s.missing] + s.marks))
-                below.append([small([latex_escape(w)]) for w, _ in s.missing])
-                width = 3
-            else:
-                number = s.mean + (rf" $\pm$ {s.std}" if s.std else "")
-                first.append((rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
-                             + sup([n for _, n in s.missing] + s.marks))
-                ci_and_n = [*([rf"CI $\pm${s.ci_half}"] if s.ci_half else []), *([s.count] if s.count else [])]
-                below.append([small(ci_and_n)] * bool(ci_and_n)  # "n too small" on a line of its own
-                             + [small([latex_escape(e)]) for e in s.extras if not e.startswith("CI ")])
-                width = len(s.mean) + (len(s.std) + 3 if s.std else 0) + s.dagger
-            paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
-            widths[i] = max(widths[i], width)
-        body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])
-        body[-1] += [latex_row(first), *map(latex_row, stacked(below)), *[latex_row(paper)] * any(paper[1:])]
-    header, chars = latex_header([layout.rows] + [data.column_label(c) for c in data.columns], widths)
+    for one_per_line in (False, True):  # the std, CI and n each on a line of their own where one line is too wide
+        body, widths = [], [len(layout.rows)] + [0] * len(data.columns)
+        for row, cells in data.body_rows():
+            first, below, paper = [latex_escape(row)], [[]], [r"{\scriptsize\itshape paper}"]
+            widths[0] = max(widths[0], len(row))
+            for i, cell in enumerate(cells, 1):
+                s = shown[(row, cell.column)]
+                if s.mean is None:
+                    first.append("---" + sup([n for _, n in s.missing] + s.marks))
+                    below.append([small([latex_escape(w)]) for w, _ in s.missing])
+                    width = 3
+                else:
+                    std = [rf"$\pm$ {s.std}"] if s.std and one_per_line else []
+                    number = s.mean + (rf" $\pm$ {s.std}" if s.std and not one_per_line else "")
+                    first.append((rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
+                                 + sup([n for _, n in s.missing] + s.marks))
+                    ci_and_n = [*([rf"CI $\pm${s.ci_half}"] if s.ci_half else []), *([s.count] if s.count else [])]
+                    if one_per_line:  # each its own line: "CI ±10.74" is then the widest, 9 characters
+                        parts = [[part] for part in std + ci_and_n]
+                        width = max(len(s.mean) + s.dagger, len(s.std) + 2 if std else 0,
+                                    len(s.ci_half) + 4 if s.ci_half else 0)
+                    else:
+                        parts = [ci_and_n] * bool(ci_and_n)
+                        width = len(s.mean) + (len(s.std) + 3 if s.std else 0) + s.dagger
+                    below.append([small(part) for part in parts]  # "n too small" on a line of its own
+                                 + [small([latex_escape(e)]) for e in s.extras if not e.startswith("CI ")])
+                paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
+                widths[i] = max(widths[i], width)
+            body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])
+            body[-1] += [latex_row(first), *map(latex_row, stacked(below)), *[latex_row(paper)] * any(paper[1:])]
+        header, chars = latex_header([layout.rows] + [data.column_label(c) for c in data.columns], widths)
+        if chars <= ONE_LINE_CHARS:
+            break
     lines = [*latex_open(caption, "l" + "r" * len(data.columns), chars), *header, r"\midrule",
              *(line for group in body for line in group)]
     extra = annotations.extra_rows(data)
