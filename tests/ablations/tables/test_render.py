@@ -123,6 +123,29 @@ def test_the_latex_of_a_wide_table_compiles_and_fits(tmp_path):
     assert width <= text_width
 
 
+SEVEN_LABELS = {"dummify-cls": "dummify, [CLS]", "dummify-mention": "dummify, mention", "original-cls": "original, [CLS]",
+                "original-mention": "original, mention", "markers-cls": "markers, [CLS]",
+                "markers-mention": "markers, mention", "markers-start": "markers, entity start"}
+
+
+@needs_pdflatex
+def test_seven_variant_columns_put_the_std_ci_and_n_under_the_mean_and_fit(tmp_path):
+    """Table 14's shape (seven variant columns, two-digit standard deviations and CIs): one line per cell is
+    455pt in \\scriptsize against a 345pt text width, so each cell's std, CI and n go on lines of their own."""
+    layout = TableLayout(title="Table 14: relation input and encoding", rows="task", columns="relation",
+                         baseline="dummify-cls", column_order=tuple(SEVEN_LABELS), column_labels=SEVEN_LABELS,
+                         paper={t: dict.fromkeys(SEVEN_LABELS, 77.24) for t in ("chemprot", "ddi")})
+    runs = [CellRun(t, c, t, s, FINISHED, 0.1553 + 0.1 * s, run_id=f"{t}{c}{s}")
+            for t in ("chemprot", "ddi") for c in SEVEN_LABELS for s in range(3)]
+    data = table_data(layout, runs)
+    for cell in data.cells.values():
+        cell.ci = (cell.mean - 10.74, cell.mean + 10.74)
+    tex = render_data(data, "latex")
+    assert r"25.53 $\pm$ 10.00" not in tex and r"{\scriptsize $\pm$ 10.00}" in tex and r"{\scriptsize n=3}" in tex
+    width, text_width = compiled_width(tex, tmp_path)
+    assert width <= text_width
+
+
 @needs_pdflatex
 @pytest.mark.slow
 def test_a_published_table_s_latex_compiles_and_fits(tmp_path, monkeypatch):
