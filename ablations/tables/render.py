@@ -212,7 +212,7 @@ def _latex(data: TableData) -> str:
     def small(parts: list[str]) -> str:
         return rf"{{\scriptsize {'; '.join(parts)}}}" if parts else ""
 
-    for one_per_line in (False, True):  # the std, CI and n each on a line of their own where one line is too wide
+    def body_and_widths(one_per_line: bool) -> tuple[list[list[str]], list[int]]:
         body, widths = [], [len(layout.rows)] + [0] * len(data.columns)
         for row, cells in data.body_rows():
             first, below, paper = [latex_escape(row)], [[]], [r"{\scriptsize\itshape paper}"]
@@ -242,9 +242,14 @@ def _latex(data: TableData) -> str:
                 widths[i] = max(widths[i], width)
             body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])
             body[-1] += [latex_row(first), *map(latex_row, stacked(below)), *[latex_row(paper)] * any(paper[1:])]
-        header, chars = latex_header([layout.rows] + [data.column_label(c) for c in data.columns], widths)
-        if chars <= ONE_LINE_CHARS:
-            break
+        return body, widths
+
+    labels = [layout.rows] + [data.column_label(c) for c in data.columns]
+    body, widths = body_and_widths(one_per_line=False)
+    header, chars = latex_header(labels, widths)
+    if chars > ONE_LINE_CHARS:  # too wide: the std, CI and n each on a line of their own
+        body, widths = body_and_widths(one_per_line=True)
+        header, chars = latex_header(labels, widths)
     lines = [*latex_open(caption, "l" + "r" * len(data.columns), chars), *header, r"\midrule",
              *(line for group in body for line in group)]
     extra = annotations.extra_rows(data)
