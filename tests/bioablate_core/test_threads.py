@@ -16,13 +16,16 @@ import pytest
 from bioablate_core import threads
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# the choice is said as soon as it is made (the test then stops the load: torch's import needs no busy CPUs,
+# and spinning through it cost two cores ~5 s a test), then what torch took from it
 CHOOSE_THEN_TORCH = """
-import json, os
+import json, os, sys
 from bioablate_core import threads
 choice = threads.configure()
+print(json.dumps({"usable": choice.usable, "busy": choice.busy, "line": choice.line()}), flush=True)
+sys.stdin.readline()
 import torch
-print(json.dumps({"threads": torch.get_num_threads(), "policy": os.environ.get("OMP_WAIT_POLICY"),
-                  "usable": choice.usable, "busy": choice.busy, "line": choice.line()}))
+print(json.dumps({"threads": torch.get_num_threads(), "policy": os.environ.get("OMP_WAIT_POLICY")}))
 """
 
 
@@ -37,24 +40,37 @@ def _pinned(cpus: set[int]):
     return lambda: os.sched_setaffinity(0, cpus)
 
 
+class BusyCPUs:
+    """Up to two CPUs of this process's mask, each kept busy by a spinning process pinned to it."""
+
+    def __init__(self):
+        self.cpus = set(sorted(os.sched_getaffinity(0))[:2])
+        self.spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=_pinned({cpu}))
+                         for cpu in self.cpus]
+        time.sleep(0.5)  # started and spinning
+
+    def stop(self) -> None:
+        for spinner in self.spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 @pytest.fixture
 def busy_cpus():
-    """Up to two CPUs of this process's mask, each kept busy by a spinning process pinned to it."""
-    cpus = set(sorted(os.sched_getaffinity(0))[:2])
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=_pinned({cpu}))
-                for cpu in cpus]
-    time.sleep(0.5)  # started and spinning
-    yield cpus
-    for spinner in spinners:
-        spinner.kill()
-        spinner.wait()
+    busy = BusyCPUs()
+    yield busy
+    busy.stop()
 
 
-def _choose_in_subprocess(cpus: set[int], **env: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHOOSE_THEN_TORCH], env=_env(**env), capture_output=True,
-                         text=True, preexec_fn=_pinned(cpus), timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+def _choose_in_subprocess(busy: BusyCPUs, **env: str) -> dict:
+    child = subprocess.Popen([sys.executable, "-c", CHOOSE_THEN_TORCH], env=_env(**env), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_pinned(busy.cpus))
+    chosen = child.stdout.readline()  # the choice, made under the load
+    busy.stop()
+    out, err = child.communicate("go\n", timeout=120)
+    assert child.returncode == 0 and chosen, err
+    return {**json.loads(chosen), **json.loads(out)}
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
@@ -62,7 +78,7 @@ def test_busy_cpus_give_one_thread_that_sleeps_while_it_waits(busy_cpus):
     """Every CPU of the process's mask busy with another process: torch gets one thread and the PASSIVE
     wait policy (torch's own default there is a thread per CPU of the mask, spinning while it waits)."""
     chosen = _choose_in_subprocess(busy_cpus)
-    assert chosen["usable"] == len(busy_cpus) and chosen["busy"] >= len(busy_cpus) - 0.5
+    assert chosen["usable"] == len(busy_cpus.cpus) and chosen["busy"] >= len(busy_cpus.cpus) - 0.5
     assert chosen["threads"] == 1 and chosen["policy"] == "PASSIVE"
     assert "1 of" in chosen["line"] and "OMP_NUM_THREADS" in chosen["line"]  # and how to change it
 
