@@ -54,9 +54,10 @@ from benchmarks.common import (
 
 SUITE_SIZES = {
     "micro": dict(pretrain=[(64, 8)], pretrain_args=["--max-words", "20000", "--rounds", "2", "--warmup", "1",
-                                                     "--peak-size", "256"],
+                                                     "--peak-size", "256", "--peak-seconds", "0.2"],
                   finetune_args=["--batch-size", "8", "--max-length", "64", "--max-train-examples", "128",
-                                 "--rounds", "2", "--warmup", "1", "--steps-per-round", "2", "--peak-size", "256"],
+                                 "--rounds", "2", "--warmup", "1", "--steps-per-round", "2", "--peak-size", "256",
+                                 "--peak-seconds", "0.2"],
                   profile="micro", smoke_steps=30),
     # 12 fine-tuning rounds: hf-strong's length-grouped rounds spread by 30-50% on a CPU, and 6 of them
     # moved the ChemProt ratio by a fifth between two quiet runs (docs/performance.md)
