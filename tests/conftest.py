@@ -52,6 +52,11 @@ _IN_MEMORY = pytest.StashKey[Path]()  # the folder this run made there
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads the option
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist (3.x) reorders `--dist loadfile`'s files by how many tests each holds, most first, which
+    # undid the longest-first order below (pytest_collection_modifyitems): the one-test files of 20-30 s (the
+    # micro benchmark suite, the DDP runs) ran last on one worker while the other sat idle (46 s at the end)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     if config.option.basetemp or os.environ.get("BIOABLATE_TEST_TMPFS") == "0" or os.environ.get("PYTEST_XDIST_WORKER"):
         return  # given, declined, or an xdist worker (it gets a folder inside its controller's)
     if TMPFS.is_dir() and os.access(TMPFS, os.W_OK) and shutil.disk_usage(TMPFS).free >= TMPFS_FREE:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import types
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,33 @@ def test_the_measured_files_exist_and_the_suite_takes_them_longest_first(request
         pytest.skip("a few files selected: the order is the suite's")
     ranked = [path for path in order if path in measured]
     assert [measured[p] for p in ranked] == sorted((measured[p] for p in ranked), reverse=True)
+
+
+def test_xdist_sends_the_files_in_the_suites_order(pytestconfig):
+    """CI's workers (`-n 2 --dist loadfile`) take whole files in the order the suite sorted them, not
+    pytest-xdist's own (files with more tests first: tests/conftest.py turns it off). Its scheduler, given
+    this run's options, on two stand-in workers that record what they are sent."""
+    scheduler = pytest.importorskip("xdist.scheduler")
+
+    class Worker:
+        def __init__(self, name: str):
+            self.gateway, self.sent, self.shutting_down = types.SimpleNamespace(id=name), [], False
+
+        def send_runtest_some(self, indices: list[int]) -> None:
+            self.sent += indices
+
+        def shutdown(self) -> None:
+            pass
+
+    # a long one-test file first (as the suite sorts by seconds), then a file of three short tests
+    collection = ["tests/long.py::test_a", *(f"tests/many.py::test_{i}" for i in range(3)), "tests/short.py::test_b"]
+    # this run's options (whatever the run's own -n: two workers here)
+    config = types.SimpleNamespace(option=pytestconfig.option,
+                                   getvalue=lambda name: ["popen"] * 2 if name == "tx" else pytestconfig.getvalue(name))
+    schedule = scheduler.LoadFileScheduling(config)
+    workers = [Worker("gw0"), Worker("gw1")]
+    for worker in workers:
+        schedule.add_node(worker)
+        schedule.add_node_collection(worker, collection)
+    schedule.schedule()
+    assert workers[0].sent[0] == 0 and workers[1].sent[:3] == [1, 2, 3], [w.sent for w in workers]
