@@ -3,7 +3,7 @@
 set -euo pipefail
 if ! command -v slurmctld >/dev/null; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
 fi
 # munge: a generated key, the daemon running
 if [ ! -s /etc/munge/munge.key ]; then
