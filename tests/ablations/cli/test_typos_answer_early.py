@@ -70,7 +70,7 @@ def test_list_variants_shows_every_choice_with_its_registrys_options():
 
 
 # each in turn in one fresh interpreter (the heavy modules an invocation imports stay imported, so they are
-# read after each): one start-up of torch, MLflow and the planning code instead of three (~16 s of CPU)
+# read after each): one start-up of torch, MLflow and the planning code instead of three (~12 s of CPU)
 PLANNING = [
     ("run", "table13_tagging", "--profile", "micro", "--dry-run"),  # a pretraining stage and its cells, planned
     ("table", "table13_tagging", "--profile", "micro"),  # rendered from the store (here: every cell not run)
