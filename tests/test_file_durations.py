@@ -49,7 +49,7 @@ def test_xdist_sends_the_files_in_the_suites_order(pytestconfig):
     """CI's workers (`-n 2 --dist loadfile`) take whole files in the order the suite sorted them, not
     pytest-xdist's own (files with more tests first: tests/conftest.py turns it off). Its scheduler, given
     this run's options, on two stand-in workers that record what they are sent."""
-    scheduler = pytest.importorskip("xdist.scheduler")
+    from xdist import scheduler  # a dev dependency (pyproject.toml): the suite runs on it
 
     class Worker:
         def __init__(self, name: str):
