@@ -15,20 +15,29 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 HEAVY = ("torch", "pytorch_lightning", "lightning_fabric", "mlflow", "transformers")
 
-# the CLI's entry point in a fresh interpreter, then the heavy modules it imported, as JSON on stdout
+# the CLI's entry point in a fresh interpreter, once per invocation in turn, then the heavy modules imported so
+# far (they stay imported, so they are read after each), one JSON line per invocation on stdout
 PROGRAM = """
 import json, sys
 from ablations.cli import main
-code = main(sys.argv[1:])
-print(json.dumps({"code": code, "heavy": sorted(m for m in %r if m in sys.modules)}))
+for args in json.loads(sys.argv[1]):
+    code = main(args)
+    print(json.dumps({"args": args, "code": code, "heavy": sorted(m for m in %r if m in sys.modules)}))
 """ % (HEAVY,)
 
 
+def bioablate_fresh_in_turn(invocations: list[list[str]], data_dir: Path) -> tuple[list[dict], str]:
+    done = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(invocations)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "BIOABLATE_DATA": str(data_dir)})
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"args"')]
+    assert [r["args"] for r in results] == invocations, done.stderr[-2000:]
+    return results, done.stderr
+
+
 def bioablate_fresh(*args: str, data_dir: Path) -> tuple[dict, str]:
-    done = subprocess.run([sys.executable, "-c", PROGRAM, *args], capture_output=True, text=True, cwd=ROOT,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "BIOABLATE_DATA": str(data_dir)},
-                          timeout=120)
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+    [result], err = bioablate_fresh_in_turn([list(args)], data_dir)
+    return result, err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -69,32 +78,21 @@ def test_list_variants_shows_every_choice_with_its_registrys_options():
     assert api.options("pretrain.objective") == ["bert", "albert", "electra"]
 
 
-# each in turn in one fresh interpreter (the heavy modules an invocation imports stay imported, so they are
-# read after each): one start-up of torch, MLflow and the planning code instead of three (~12 s of CPU)
+# one fresh interpreter for the three: one start-up of torch, MLflow and the planning code instead of three
+# (~12 s of CPU)
 PLANNING = [
     ("run", "table13_tagging", "--profile", "micro", "--dry-run"),  # a pretraining stage and its cells, planned
     ("table", "table13_tagging", "--profile", "micro"),  # rendered from the store (here: every cell not run)
     ("pretrain", "--profile", "micro", "--dry-run"),
 ]
-PROGRAM_IN_TURN = """
-import json, sys
-from ablations.cli import main
-for args in json.loads(sys.argv[1]):
-    code = main(args)
-    print(json.dumps({"args": args, "code": code, "heavy": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY,)
 
 
 def test_planning_and_rendering_import_no_lightning(data_dir, tmp_path):
     """Checking an experiment's configs, naming its runs' fingerprints (ablations/run/*_identity.py) and
     rendering its table need neither Lightning nor a Trainer: only a run that trains imports them (~9 s of
     a 2-core CPU on every `--dry-run` and `table` before)."""
-    invocations = [[*args, "--work-dir", str(tmp_path / "work")] for args in PLANNING]
-    done = subprocess.run([sys.executable, "-c", PROGRAM_IN_TURN, json.dumps(invocations)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "BIOABLATE_DATA": str(data_dir)})
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"args"')]
-    assert [r["args"] for r in results] == invocations, done.stderr[-2000:]
+    results, err = bioablate_fresh_in_turn([[*args, "--work-dir", str(tmp_path / "work")] for args in PLANNING],
+                                           data_dir)
     for result in results:
-        assert result["code"] == 0, (result, done.stderr[-2000:])
+        assert result["code"] == 0, (result, err[-2000:])
         assert not {"pytorch_lightning", "lightning_fabric"} & set(result["heavy"]), result
