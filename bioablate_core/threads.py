@@ -16,7 +16,8 @@ Busy CPUs are the share of the last 0.2 s the CPUs in the mask were not idle (/p
 now). Not the load average, except where /proc/stat cannot be read: it trails the last minute, so a command
 started right after another one ended (a script's loop over seeds, a benchmark's sides back to back) counted
 its predecessor as other work and took one thread of two on a machine left idle. The user's own
-OMP_NUM_THREADS / OMP_WAIT_POLICY win.
+MKL_NUM_THREADS / OMP_NUM_THREADS / OMP_WAIT_POLICY win (torch's thread count is MKL_NUM_THREADS where it is
+set, even beside OMP_NUM_THREADS).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from typing import Optional
 SAMPLE_S = 0.2  # how long the CPUs' idle time is watched at start
 SHARED_BUSY = 0.5  # CPUs kept busy by others from which the machine counts as shared (PASSIVE waiting)
 HOW_TO_CHANGE = "set OMP_NUM_THREADS and OMP_WAIT_POLICY (PASSIVE or ACTIVE) to choose"
+# the variables torch takes its thread count from, the first set one deciding (ATen's intraop default)
+THREAD_COUNT_VARIABLES = ("MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,14 @@ class ThreadChoice:
 
     def line(self) -> str:
         policy = self.wait_policy or "OpenMP's default (spin, then sleep)"
-        if "OMP_NUM_THREADS" in self.from_user:
-            threads = f"{self.threads} (OMP_NUM_THREADS)"
+        named = [name for name in THREAD_COUNT_VARIABLES if name in self.from_user]
+        if named:
+            threads = f"{self.threads} ({named[0]})"
         else:
             threads = f"{self.threads} of {self.usable} usable CPUs ({self.busy:.1f} busy with other work)"
         source = " (OMP_WAIT_POLICY)" if "OMP_WAIT_POLICY" in self.from_user else ""
-        return f"bioablate: torch threads: {threads}; OpenMP wait policy: {policy}{source}; {HOW_TO_CHANGE}"
+        how = HOW_TO_CHANGE.replace("OMP_NUM_THREADS", named[0]) if named else HOW_TO_CHANGE
+        return f"bioablate: torch threads: {threads}; OpenMP wait policy: {policy}{source}; {how}"
 
 
 def choose(usable: int, busy: float) -> tuple[int, Optional[str]]:
@@ -96,12 +101,15 @@ def _idle_and_total(cpus: list[int]) -> Optional[tuple[int, int]]:
 
 
 def configured_threads(environ: Optional[dict] = None) -> int:
-    """The thread count OMP_NUM_THREADS gives (its first level), else the usable CPUs."""
-    value = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "")
-    try:
-        return max(1, int(value.split(",")[0]))
-    except ValueError:
-        return len(usable_cpus())
+    """The thread count torch takes from the environment: MKL_NUM_THREADS, else OMP_NUM_THREADS (its first
+    level), else the usable CPUs."""
+    env = os.environ if environ is None else environ
+    for name in THREAD_COUNT_VARIABLES:
+        try:
+            return max(1, int(env.get(name, "").split(",")[0]))
+        except ValueError:
+            continue
+    return len(usable_cpus())
 
 
 _CHOSEN: Optional[ThreadChoice] = None  # this process's choice, until `announce` has said it
@@ -112,10 +120,11 @@ def configure(environ: Optional[dict] = None) -> ThreadChoice:
     will read them: OMP_NUM_THREADS, OMP_WAIT_POLICY, KMP_BLOCKTIME. Call before torch is imported."""
     env = os.environ if environ is None else environ
     cpus = usable_cpus()
-    given = tuple(name for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY") if env.get(name))
-    busy = busy_cpus(cpus) if len(given) < 2 else 0.0
+    given = tuple(name for name in (*THREAD_COUNT_VARIABLES, "OMP_WAIT_POLICY") if env.get(name))
+    count_given = any(name in given for name in THREAD_COUNT_VARIABLES)
+    busy = busy_cpus(cpus) if not (count_given and "OMP_WAIT_POLICY" in given) else 0.0
     threads, policy = choose(len(cpus), busy)
-    if "OMP_NUM_THREADS" in given:
+    if count_given:
         threads = configured_threads(env)
     else:
         env["OMP_NUM_THREADS"] = str(threads)

@@ -90,6 +90,18 @@ def test_the_users_settings_win(busy_cpus):
     assert "2 (OMP_NUM_THREADS)" in chosen["line"] and "ACTIVE (OMP_WAIT_POLICY)" in chosen["line"]
 
 
+def test_mkl_num_threads_decides_as_it_does_for_torch():
+    """torch takes its thread count from MKL_NUM_THREADS before OMP_NUM_THREADS: the line says what torch took,
+    and the run's worker processes share out that count (the line had said 2 where torch ran on 1)."""
+    child = subprocess.run([sys.executable, "-c", CHOOSE_THEN_TORCH], input="go\n", capture_output=True, text=True,
+                           env=_env(MKL_NUM_THREADS="1", OMP_NUM_THREADS="2"), timeout=120)
+    assert child.returncode == 0, child.stderr
+    chosen = {k: v for line in child.stdout.splitlines() for k, v in json.loads(line).items()}
+    assert chosen["threads"] == 1 and "torch threads: 1 (MKL_NUM_THREADS)" in chosen["line"], chosen
+    assert threads.configured_threads({"MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "2"}) == 1
+    assert threads.configured_threads({"OMP_NUM_THREADS": "3,1"}) == 3
+
+
 def test_free_cpus_are_the_usable_less_the_busy():
     assert threads.choose(2, 0.1) == (2, None)  # alone: every CPU, OpenMP's default waiting
     assert threads.choose(2, 0.7) == (1, "PASSIVE")
