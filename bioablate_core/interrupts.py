@@ -55,6 +55,13 @@ class Interrupted(BaseException):
         return signal.Signals(self.signum).name
 
 
+class Preempted(BaseException):
+    """The scheduler is about to end the job; training stopped after saving a checkpoint
+    (lightning_modules/preemption.py raises it). A BaseException, as `Interrupted` is: code that records
+    failures (`except Exception`) must let it through to the launcher, which requeues the job. Here, not beside
+    the callback, so the launcher and `bioablate status` catch it without importing Lightning."""
+
+
 def _raise(signum: int, _frame) -> None:
     global _pending, _held
     first = _pending is None

@@ -20,11 +20,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-
-class Preempted(BaseException):
-    """The scheduler is about to end the job; training stopped after saving a checkpoint. A
-    BaseException, as KeyboardInterrupt is: code that records failures (`except Exception`) must let it
-    through to the launcher, which requeues the job."""
+from bioablate_core.interrupts import Preempted
 
 
 class CheckpointOnSignal(pl.Callback):

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-from lightning_modules.preemption import Preempted
+from bioablate_core.interrupts import Preempted
 
 
 @contextmanager

@@ -67,10 +67,10 @@ from ablations.run.tracking import METRICS_PER_BATCH, Tracker, git_commit
 from bioablate_core import interrupts
 from bioablate_core.claims import ClaimHeld, Holder, claim
 from bioablate_core.distributed import is_ddp_worker
-from bioablate_core.interrupts import Interrupted
+from bioablate_core.interrupts import Interrupted, Preempted
 from lightning_modules.checkpoints import checkpoint_step, usable_checkpoint
 from lightning_modules.loss_guard import StopOnNonFiniteLoss
-from lightning_modules.preemption import CheckpointOnSignal, Preempted
+from lightning_modules.preemption import CheckpointOnSignal
 
 log = logging.getLogger("bioablate")
 
