@@ -36,7 +36,8 @@ CELL = ["finetune", "--task", "bc5-chem", "finetune.head=linear", "finetune.max_
 
 
 def measure(tree: Path, work: Path, args: argparse.Namespace, cpus: set[int]) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME")}
+    env = {k: v for k, v in os.environ.items()  # the command chooses (a thread count given would decide instead)
+           if k not in ("MKL_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME")}
     env["PYTHONPATH"] = str(tree)
     cell = [*CELL, "--model", args.model or ("random-bert" if args.profile == "micro" else "general-minilm")]
     command = [sys.executable, "-m", "ablations.cli", *(["run", "quickstart"] if args.whole else cell), "--profile",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 SAMPLE_S = 0.2  # how long the CPUs' idle time is watched at start
@@ -42,11 +42,14 @@ class ThreadChoice:
     usable: int  # CPUs in the affinity mask
     busy: float  # of those, how many others keep busy
     from_user: tuple[str, ...] = ()  # the environment variables that decided instead
+    torch_took: Optional[int] = None  # what torch took, where known and not `threads` (it caps a count at its CPUs)
 
     def line(self) -> str:
         policy = self.wait_policy or "OpenMP's default (spin, then sleep)"
         named = [name for name in THREAD_COUNT_VARIABLES if name in self.from_user]
-        if named:
+        if named and self.torch_took is not None:
+            threads = f"{self.torch_took} ({named[0]}={self.threads}, which torch caps at its CPU count)"
+        elif named:
             threads = f"{self.threads} ({named[0]})"
         else:
             threads = f"{self.threads} of {self.usable} usable CPUs ({self.busy:.1f} busy with other work)"
@@ -105,11 +108,21 @@ def configured_threads(environ: Optional[dict] = None) -> int:
     level), else the usable CPUs."""
     env = os.environ if environ is None else environ
     for name in THREAD_COUNT_VARIABLES:
-        try:
-            return max(1, int(env.get(name, "").split(",")[0]))
-        except ValueError:
-            continue
+        if env.get(name):
+            return _thread_count(name, env[name])
     return len(usable_cpus())
+
+
+def _thread_count(name: str, value: str) -> int:
+    """`value` of the variable `name` as a thread count; a one-line ConfigError if it is none (torch would
+    quietly take 1 thread for MKL_NUM_THREADS=abc, every CPU for OMP_NUM_THREADS=abc)."""
+    first = value.split(",")[0].strip()
+    if not first.isdigit() or int(first) < 1:
+        from bioablate_core.errors import ConfigError
+
+        raise ConfigError(f"{name}={value!r} is not a thread count: set it to a whole number of 1 or more, or "
+                          "unset it to let bioablate choose from the CPUs free")
+    return int(first)
 
 
 _CHOSEN: Optional[ThreadChoice] = None  # this process's choice, until `announce` has said it
@@ -121,6 +134,9 @@ def configure(environ: Optional[dict] = None) -> ThreadChoice:
     env = os.environ if environ is None else environ
     cpus = usable_cpus()
     given = tuple(name for name in (*THREAD_COUNT_VARIABLES, "OMP_WAIT_POLICY") if env.get(name))
+    for name in THREAD_COUNT_VARIABLES:  # each checked: a mistake in the one torch passes over is still one
+        if name in given:
+            _thread_count(name, env[name])
     count_given = any(name in given for name in THREAD_COUNT_VARIABLES)
     busy = busy_cpus(cpus) if not (count_given and "OMP_WAIT_POLICY" in given) else 0.0
     threads, policy = choose(len(cpus), busy)
@@ -145,5 +161,9 @@ def announce() -> None:
     mistake still gets its one line alone)."""
     global _CHOSEN
     if _CHOSEN is not None:
-        print(_CHOSEN.line(), file=sys.stderr, flush=True)
+        import torch  # the work about to start imports it anyway; the line says what torch took
+
+        took = torch.get_num_threads()
+        choice = _CHOSEN if took == _CHOSEN.threads else replace(_CHOSEN, torch_took=took)
+        print(choice.line(), file=sys.stderr, flush=True)
         _CHOSEN = None

@@ -75,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         announce(LOADING[key](args))
     if not args.verbose and key not in QUICK:
         quiet_libraries()
-    if key in COMPUTING and "torch" not in sys.modules:  # (imported already: main called in a test process)
-        threads.configure()
     try:
+        if key in COMPUTING and "torch" not in sys.modules:  # (imported already: main called in a test process)
+            threads.configure()
         with handling_interrupts():
             code = COMMANDS[key](args)
             sys.stdout.flush()  # here, where a reader that went away (`| head`) is caught, not at exit

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bioablate_core import threads
+from bioablate_core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # the choice is said as soon as it is made (the test then stops the load: torch's import needs no busy CPUs,
@@ -90,16 +91,50 @@ def test_the_users_settings_win(busy_cpus):
     assert "2 (OMP_NUM_THREADS)" in chosen["line"] and "ACTIVE (OMP_WAIT_POLICY)" in chosen["line"]
 
 
-def test_mkl_num_threads_decides_as_it_does_for_torch():
-    """torch takes its thread count from MKL_NUM_THREADS before OMP_NUM_THREADS: the line says what torch took,
-    and the run's worker processes share out that count (the line had said 2 where torch ran on 1)."""
-    child = subprocess.run([sys.executable, "-c", CHOOSE_THEN_TORCH], input="go\n", capture_output=True, text=True,
-                           env=_env(MKL_NUM_THREADS="1", OMP_NUM_THREADS="2"), timeout=120)
+# the line a command says when its work starts, then the thread count torch computes with
+ANNOUNCE_THEN_TORCH = """
+from bioablate_core import threads
+threads.configure()
+threads.announce()
+import torch
+print(torch.get_num_threads())
+"""
+
+
+def _announced(**env: str) -> tuple[str, int]:
+    child = subprocess.run([sys.executable, "-c", ANNOUNCE_THEN_TORCH], capture_output=True, text=True,
+                           env=_env(**env), timeout=120)
     assert child.returncode == 0, child.stderr
-    chosen = {k: v for line in child.stdout.splitlines() for k, v in json.loads(line).items()}
-    assert chosen["threads"] == 1 and "torch threads: 1 (MKL_NUM_THREADS)" in chosen["line"], chosen
+    return child.stderr.strip(), int(child.stdout)
+
+
+@pytest.mark.parametrize("given,said", [
+    # torch takes its count from MKL_NUM_THREADS before OMP_NUM_THREADS (the line had said 2 where torch ran on 1)
+    ({"MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "2"}, "torch threads: 1 (MKL_NUM_THREADS); "),
+    # more threads than the machine's CPUs: torch takes its CPU count (the line had said the count asked)
+    ({"OMP_NUM_THREADS": str((os.cpu_count() or 1) + 2)},
+     f"torch threads: {{took}} (OMP_NUM_THREADS={(os.cpu_count() or 1) + 2}, which torch caps at its CPU count)"),
+])
+def test_the_line_says_the_thread_count_torch_took(given, said):
+    line, took = _announced(**given)
+    assert said.format(took=took) in line, (line, took)
+
+
+@pytest.mark.parametrize("name,value", [("MKL_NUM_THREADS", "abc"), ("OMP_NUM_THREADS", "0"),
+                                        ("OMP_NUM_THREADS", "-2,1")])
+def test_a_thread_count_that_is_none_is_one_line_naming_the_variable(name, value):
+    with pytest.raises(ConfigError, match=f"^{name}='{value}' is not a thread count: set it to a whole number"):
+        threads.configure({name: value, "OMP_WAIT_POLICY": "PASSIVE"})
     assert threads.configured_threads({"MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "2"}) == 1
     assert threads.configured_threads({"OMP_NUM_THREADS": "3,1"}) == 3
+
+
+def test_the_command_line_refuses_a_thread_count_that_is_none_in_one_line():
+    child = subprocess.run([sys.executable, "-m", "ablations.cli", "finetune", "--task", "gad"], capture_output=True,
+                           text=True, env=_env(MKL_NUM_THREADS="two"), timeout=120, cwd=REPO_ROOT)
+    assert child.returncode == 2 and child.stderr.splitlines() == [
+        "bioablate: error: MKL_NUM_THREADS='two' is not a thread count: set it to a whole number of 1 or more, or "
+        "unset it to let bioablate choose from the CPUs free"], child.stderr
 
 
 def test_free_cpus_are_the_usable_less_the_busy():
