@@ -101,7 +101,9 @@ def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | 
             return f"{reason}: it is read-only for this user; pick a writable folder"
         if error.errno in NOT_A_FOLDER_ERRNOS:  # a file where the folder (or one above it) belongs
             return "a file is in its place (or in the place of a folder above it), not a folder; give a folder"
-        return f"{reason}; free space there or pick another folder"
+        if error.errno in DISK_FULL_ERRNOS:
+            return f"{reason}; free space there or pick another folder"
+        return f"{reason}; pick another folder"  # e.g. a parent that cannot hold folders (/proc)
     finally:
         try:
             probe.unlink(missing_ok=True)

@@ -172,6 +172,14 @@ def test_a_work_dir_that_is_a_file_says_so_not_free_space(tmp_path, under):
                                 "BIOABLATE_WORK)")
 
 
+def test_a_work_dir_that_cannot_be_made_is_not_called_full():
+    cannot = Path("/proc/bioablate-work")  # procfs: mkdir there fails (No such file or directory), root included
+    with pytest.raises(ConfigError) as error:
+        resolve_work_dir(build_config("micro", [], task="gad", work_dir=str(cannot)))
+    assert str(error.value) == (f"work directory {cannot} is not usable: No such file or directory; pick another "
+                                "folder (from --work-dir, work_dir or BIOABLATE_WORK)")
+
+
 def test_a_read_only_work_dir_says_it_is_read_only_not_full():
     read_only = Path("/sys/bioablate-work")  # sysfs: no one, root included, creates files or folders there
     cfg = build_config("micro", [], task="gad", work_dir=str(read_only))
