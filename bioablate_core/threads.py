@@ -134,14 +134,12 @@ def configure(environ: Optional[dict] = None) -> ThreadChoice:
     env = os.environ if environ is None else environ
     cpus = usable_cpus()
     given = tuple(name for name in (*THREAD_COUNT_VARIABLES, "OMP_WAIT_POLICY") if env.get(name))
-    for name in THREAD_COUNT_VARIABLES:  # each checked: a mistake in the one torch passes over is still one
-        if name in given:
-            _thread_count(name, env[name])
-    count_given = any(name in given for name in THREAD_COUNT_VARIABLES)
-    busy = busy_cpus(cpus) if not (count_given and "OMP_WAIT_POLICY" in given) else 0.0
+    # each given count checked (a mistake in the one torch passes over is still one), the first deciding
+    counts = [_thread_count(name, env[name]) for name in THREAD_COUNT_VARIABLES if name in given]
+    busy = busy_cpus(cpus) if not (counts and "OMP_WAIT_POLICY" in given) else 0.0
     threads, policy = choose(len(cpus), busy)
-    if count_given:
-        threads = configured_threads(env)
+    if counts:
+        threads = counts[0]
     else:
         env["OMP_NUM_THREADS"] = str(threads)
     if "OMP_WAIT_POLICY" in given:

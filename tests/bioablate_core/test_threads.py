@@ -125,6 +125,9 @@ def test_the_line_says_the_thread_count_torch_took(given, said):
 def test_a_thread_count_that_is_none_is_one_line_naming_the_variable(name, value):
     with pytest.raises(ConfigError, match=f"^{name}='{value}' is not a thread count: set it to a whole number"):
         threads.configure({name: value, "OMP_WAIT_POLICY": "PASSIVE"})
+
+
+def test_the_worker_processes_share_out_the_count_torch_reads():
     assert threads.configured_threads({"MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "2"}) == 1
     assert threads.configured_threads({"OMP_NUM_THREADS": "3,1"}) == 3
 

@@ -66,8 +66,8 @@ def test_run_to_a_file_says_each_epoch_and_checkpoint_and_nothing_from_the_libra
     # once, before the first run: the threads and OpenMP wait policy chosen, and how to choose others
     said = [n for n, line in enumerate(err.splitlines()) if line.startswith("bioablate: torch threads: ")]
     # (MKL_NUM_THREADS where the environment sets it, as the tests' xdist workers do: it is the one torch reads)
-    assert len(said) == 1 and "OpenMP wait policy: " in err and re.search(r"set (OMP|MKL)_NUM_THREADS and OMP_WAIT_POLICY",
-                                                                          err)
+    how_to_change = re.search(r"set (OMP|MKL)_NUM_THREADS and OMP_WAIT_POLICY", err)
+    assert len(said) == 1 and "OpenMP wait policy: " in err and how_to_change
     assert said[0] < err.splitlines().index(progress[0])
     assert (tmp_path / "work" / "tables" / "progress-micro" / "table.pdf").is_file()  # the figure was saved
 
