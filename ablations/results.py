@@ -74,6 +74,9 @@ class CellRun:
     wall_time_s: float | None = None
     fold: int | None = None        # the fold (1-based) of a cross-validated task; None: the task has no folds
     compute: dict[str, float | str] = field(default_factory=dict)  # the run's `system/compute/*` metrics and device
+    floor: float | None = None     # the best trivial baseline's test score, in `value`'s units (metric test/floor)
+    floor_kind: str | None = None  # what that baseline predicts ("all positive", "all O"; tag test_floor_kind)
+    state: str | None = None       # learned / at floor / collapsed (tag test_state); None: not recorded
 
     @property
     def seed_label(self) -> str:

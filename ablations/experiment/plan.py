@@ -237,8 +237,12 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
     it counts as FAILED), else its status and reason."""
     cell = planned.cell
     status, reason, value, wall, compute = planned.status, planned.reason, None, None, {}
+    floor = floor_kind = state = None
     run = planned.run
     if run is not None:
+        if metric == "score":  # a floor is the primary score's
+            floor, floor_kind = run.data.metrics.get("test/floor"), run.data.tags.get("test_floor_kind")
+            state = run.data.tags.get("test_state")
         compute = {k: v for k, v in {**run.data.metrics, **run.data.tags}.items() if k.startswith(COMPUTE_PREFIX)}
         if status == results.FINISHED:
             value = run.data.metrics.get(f"test/{metric}")
@@ -250,7 +254,8 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
             wall = (run.info.end_time - run.info.start_time) / 1000
     return results.CellRun(row=cell.row, column=cell.column, task=cell.task, seed=cell.seed, status=status,
                            value=value, reason=reason, run_id=planned.run_id, fingerprint=planned.fingerprint,
-                           wall_time_s=wall, fold=cell.fold, compute=compute)
+                           wall_time_s=wall, fold=cell.fold, compute=compute, floor=floor, floor_kind=floor_kind,
+                           state=state)
 
 
 def collect(experiment: Experiment, tracking_uri: Optional[str] = None) -> list[results.CellRun]:

@@ -38,6 +38,7 @@ from ablations.run.lifecycle import InterruptCheck, TrackedRun
 from ablations.run.tracking import git_commit
 from datamodules.class_weights import resolve_class_weights
 from datamodules.finetune_data import FinetuneDataModule, FinetuneDataOptions, subsample
+from datamodules.floors import COLLAPSED, LEARNED, collapsed, floor_of, histogram, learning_state
 from datamodules.metrics import summary_keys
 from datamodules.split_checks import read_checked
 from lightning_modules.algorithms.alum import Alum
@@ -71,6 +72,8 @@ class FinetuneResult:
     test: dict[str, float] = field(default_factory=dict)
     experiment_id: str = ""  # the MLflow experiment of `run_id` ("" in a DDP worker process)
     head_init: HeadInit = field(default_factory=HeadInit)  # a new head, or one carried over (tag head_init)
+    floor: float | None = None  # the best trivial baseline's test score (datamodules.floors; metric test/floor)
+    state: str = ""  # learned / at floor / collapsed (tag test_state; "" in a DDP worker process)
 
 
 def run_finetune(cfg: DictConfig, force: bool = False, callbacks: Sequence[pl.Callback] = (),
@@ -107,9 +110,11 @@ def _run_finetune(cfg: DictConfig, force: bool, callbacks: Sequence[pl.Callback]
             done = run.finished()  # the holder we waited for may have finished it
             if done is None:
                 return _train(cfg, identity, run, callbacks, tags, stop_exceptions, profile)
+    test = _metrics_of(done, "test/")
     return FinetuneResult(done.info.run_id, identity.fingerprint, True, run.tracking_uri,
-                          _metrics_of(done, "best_dev/"), _metrics_of(done, "test/"), done.info.experiment_id,
-                          HeadInit.from_tag(done.data.tags.get("head_init", "")))
+                          _metrics_of(done, "best_dev/"), test, done.info.experiment_id,
+                          HeadInit.from_tag(done.data.tags.get("head_init", "")), test.pop(FLOOR_KEY, None),
+                          done.data.tags.get(STATE_TAG, ""))
 
 
 def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbacks: Sequence[pl.Callback],
@@ -128,14 +133,38 @@ def _train(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun, callbac
             run.log_metrics({f"best_dev/{k}": best_dev[k] for k in summary_keys(best_dev)})
         run.set_tags({**({"best_epoch": str(best_epoch)} if best_dev else {}), "tested_epoch": str(best_epoch),
                       "epoch_selection": "last (dev: none)" if identity.spec.no_dev else "best dev"})
+        floor, state = None, ""
         if not run.is_worker:
             _log_artifacts(run, cfg, datamodule, module, best_epoch, name)
+            floor, state = _log_floor(run, datamodule, module)
             if cfg.keep_model:
                 with section("checkpoint_writes"):
                     _store_model(run, cfg, identity, module, datamodule)
         run.log_metrics(profile.metrics())
     return FinetuneResult(run.run_id, identity.fingerprint, False, run.tracking_uri, best_dev,
-                          module.test_metrics, "" if run.is_worker else run.tracker.experiment_id, module.head_init)
+                          module.test_metrics, "" if run.is_worker else run.tracker.experiment_id, module.head_init,
+                          floor, state)
+
+
+FLOOR_KEY, STATE_TAG = "floor", "test_state"  # metric test/floor, tag test_state (with test_floor_kind)
+
+
+def _log_floor(run: TrackedRun, datamodule: FinetuneDataModule, module: FineTuneModule) -> tuple[float, str]:
+    """The test split's best trivial baseline and whether the model beat it (datamodules.floors), as metric
+    test/floor and tags test_state, test_floor_kind and test_prediction_histogram; a warning where it did not.
+    A failure to learn is a result to report, so the run still finishes."""
+    encoder, predictions = datamodule.encoder, module.test_predictions
+    floor = floor_of(encoder, datamodule.instances["test"])
+    score = module.test_metrics["score"]
+    state = learning_state(score, floor, collapsed(encoder, predictions))
+    run.log_metrics({f"test/{FLOOR_KEY}": floor.score})
+    run.set_tags({STATE_TAG: state, "test_floor_kind": floor.kind,
+                  "test_prediction_histogram": json.dumps(histogram(encoder, predictions))})
+    if state != LEARNED:
+        what = "one prediction for nearly every test instance" if state == COLLAPSED else "not above the floor"
+        log.warning("%s did not learn (%s): %s, test score %.4f against %.4f for '%s'; train on more examples or "
+                    "epochs", datamodule.spec.name, state, what, score, floor.score, floor.kind)
+    return floor.score, state
 
 
 def _params(cfg: DictConfig, choices: FinetuneSpec) -> tuple[dict[str, Any], dict[str, str]]:

@@ -159,16 +159,17 @@ def agreement(data: TableData, test: PairTest | None = None) -> Agreement | None
         return None
     rows = []
     for row, cells in data.body_rows():
-        both = [c for c in cells if c.mean is not None and c.paper is not None]
+        # a cell at its floor or collapsed says nothing of the paper's ordering: left out of τ and the pairs
+        both = [c for c in cells if c.mean is not None and c.paper is not None and c.learned]
         tau = None
         if len(both) >= 2:
             value = kendalltau([c.mean for c in both], [c.paper for c in both]).statistic
             tau = None if value != value else float(value)  # nan: one side constant
         found = RowAgreement(row, tau, len(both))
-        for i, a in enumerate(both):
-            for b in both[i + 1:]:
-                if round(a.paper, DIGITS) < round(b.paper, DIGITS):
-                    a, b = b, a
+        for i, first in enumerate(both):
+            for second in both[i + 1:]:
+                # the paper's higher cell first (names of their own: the loops' cells stay as they are)
+                a, b = (second, first) if round(first.paper, DIGITS) < round(second.paper, DIGITS) else (first, second)
                 gap = a.paper - b.paper
                 says = CONCLUSION if round(gap, DIGITS) > noise(data, a, b) else TIE
                 pair = Pair(row, data.column_label(a.column), data.column_label(b.column), gap, says, a.mean - b.mean,

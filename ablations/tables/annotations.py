@@ -29,11 +29,60 @@ def difference_text(cell: Cell) -> str | None:
                                               f", CI {_f(cell.diff_ci[0])}–{_f(cell.diff_ci[1])}")
 
 
+SEEDS_SHOWN = 1000  # seeds needed above this are shown as "> 1,000": a figure that large only says "not at this n"
+
+
+def _seeds(count: int) -> str:
+    return f"> {SEEDS_SHOWN:,}" if count > SEEDS_SHOWN else f"{count:,}"
+
+
 def seeds_text(cell: Cell) -> str | None:
     if cell.seeds_needed is None:
         return None
-    span = f" ({cell.seeds_range[0]:,}–{cell.seeds_range[1]:,})" if cell.seeds_range else ""
+    if cell.seeds_needed > SEEDS_SHOWN:
+        return f"{_seeds(cell.seeds_needed)} seeds"
+    span = f" ({_seeds(cell.seeds_range[0])}–{_seeds(cell.seeds_range[1])})" if cell.seeds_range else ""
     return f"~{cell.seeds_needed:,} seeds{span}"
+
+
+FLOOR_MARK = "⊥"  # a cell that did not learn: at its floor, or collapsed
+FLOOR_LABEL = "floor"
+
+
+def tasks_as_columns(data: TableData) -> bool:
+    """The columns are tasks (Table 14: variants as rows): a floor is a column's, else a row's."""
+    return data.layout.columns in ("task", "metric") and data.layout.rows != "task"
+
+
+def _floor_text(cells: list[Cell]) -> str:
+    found = next((c for c in cells if c.floor is not None), None)
+    return "" if found is None else f"{_f(found.floor)} ({found.floor_kind})"
+
+
+def row_floors(data: TableData) -> dict[str, str]:
+    """Each row's floor as its floor column shows it ("64.50 (all positive)"), where the rows are the tasks
+    (or one task each); {} where no cell knows its floor or the columns are the tasks."""
+    if tasks_as_columns(data):
+        return {}
+    found = {row: _floor_text(cells) for row, cells in data.body_rows()}
+    return found if any(found.values()) else {}
+
+
+def floor_row(data: TableData) -> tuple[str, list[str]] | None:
+    """The floor of each column, as a row under the scores, where the columns are the tasks."""
+    if not tasks_as_columns(data):
+        return None
+    texts = [_floor_text([data.cells[(r, c)] for r in data.rows]) for c in data.columns]
+    return (FLOOR_LABEL, texts) if any(texts) else None
+
+
+def floor_note(data: TableData) -> str | None:
+    """The one-line legend of the floor mark, where a cell carries it."""
+    if all(c.learned for _, cells in data.body_rows() for c in cells):
+        return None
+    return (f"{FLOOR_MARK} did not learn: the cell's interval reaches its floor (what the best trivial predictor "
+            "scores on the same test units) or most of its seeds collapsed to one prediction; never bold or marked, "
+            "and left out of the agreement with the paper and the seeds needed (docs/statistics.md).")
 
 
 def cell_extras(data: TableData, cell: Cell) -> list[str]:
@@ -100,10 +149,9 @@ def seeds_summary(data: TableData) -> str | None:
     for row, cells in data.body_rows():
         for cell in cells:
             if cell.seeds_needed is not None:
-                span = f" ({cell.seeds_range[0]:,}–{cell.seeds_range[1]:,})" if cell.seeds_range else ""
+                shown = seeds_text(cell).removesuffix(" seeds").replace(" seeds (", " (")
                 parts.append(f"{data.column_label(cell.column)} vs {data.column_label(data.layout.baseline)} "
-                             f"on {row} ({'+' if cell.effect > 0 else ''}{_f(cell.effect)}): "
-                             f"~{cell.seeds_needed:,}{span}")
+                             f"on {row} ({'+' if cell.effect > 0 else ''}{_f(cell.effect)}): {shown}")
     if not parts:
         return None
     what = "the given difference" if data.layout.effect is not None else "the paper's difference"
@@ -151,13 +199,14 @@ def stats_record(cell: Cell) -> dict[str, Any]:
             "fixed_model_p_corrected": cell.fixed_p_corrected,
             "fixed_model_significant": None if cell.fixed_p_corrected is None else cell.fixed_significant,
             "effect": cell.effect, "seeds_needed": cell.seeds_needed, "seeds_needed_low": seeds_range[0],
-            "seeds_needed_high": seeds_range[1]}
+            "seeds_needed_high": seeds_range[1], "floor": cell.floor, "floor_kind": cell.floor_kind or "",
+            "cell_state": cell.state or ""}
 
 
 STATS_FIELDS = ("ci_low", "ci_high", "ci_note", "p_corrected", "n_too_small", "mark_test", "diff_mean", "diff_ci_low",
                 "diff_ci_high", "diff_p", "diff_p_corrected", "diff_seed_sd", "diff_unit_sd", "fixed_model_difference",
                 "fixed_model_p", "fixed_model_p_corrected", "fixed_model_significant", "effect", "seeds_needed",
-                "seeds_needed_low", "seeds_needed_high")
+                "seeds_needed_low", "seeds_needed_high", "floor", "floor_kind", "cell_state")
 
 
 def has_biosses(data: TableData) -> bool:

@@ -93,6 +93,7 @@ class _Shown:
     extras: list[str]  # CI, the difference to the baseline, "n too small" (annotations.cell_extras)
     seeds: str | None  # "~12 seeds"
     ci_half: str | None  # the CI's half-width, LaTeX's second ±
+    floor_mark: bool = False  # did not learn (annotations.FLOOR_MARK)
 
 
 def _fmt(value: float | None) -> str | None:
@@ -123,6 +124,8 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
                      "means (datamodules.metrics.blurb_score); its ± and test use the per-seed BLURB "
                      "score over the seeds on which every task of the column finished.")
     notes += data.notes
+    legend = annotations.floor_note(data)
+    notes += [legend] if legend else []
     summary = annotations.seeds_summary(data)
     notes += [summary] if summary else []
 
@@ -143,7 +146,8 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
             shown[(row, cell.column)] = _Shown(_fmt(cell.mean), _fmt(cell.std), cell.significant, cell.best,
                                                count, _missing_marks(cell, footnotes), marks, _fmt(cell.paper),
                                                annotations.cell_extras(data, cell),
-                                               annotations.seeds_text(cell), half)
+                                               annotations.seeds_text(cell), half,
+                                               cell.mean is not None and not cell.learned)
     return notes, shown
 
 
@@ -167,8 +171,10 @@ def _markdown(data: TableData) -> str:
     for text in (layout.caption, layout.setup):
         if text:
             lines += [md_escape(one_line(text, 2000)), ""]
-    header = [layout.rows] + [md_escape(data.column_label(c)) for c in data.columns]
-    lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(data.columns)]
+    floors = annotations.row_floors(data)
+    header = [layout.rows] + [md_escape(data.column_label(c)) for c in data.columns] + \
+        [annotations.FLOOR_LABEL] * bool(floors)
+    lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(data.columns) + bool(floors))]
     for row, cells in data.body_rows():
         texts = []
         for cell in cells:
@@ -179,7 +185,8 @@ def _markdown(data: TableData) -> str:
                 extras = [", ".join(f"{word} [{n}]" for word, n in s.missing)] if s.missing else []
             else:
                 text = s.mean + (f" ± {s.std}" if s.std else "")
-                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "")
+                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "") + \
+                    (annotations.FLOOR_MARK if s.floor_mark else "")
             if s.paper is not None:
                 extras.append(f"paper {s.paper}")
             text += f" ({'; '.join(extras)})" if extras else ""
@@ -187,9 +194,9 @@ def _markdown(data: TableData) -> str:
             text += "".join(f" [{n}]" for n in marks)
             texts.append(md_escape(text))
         label = f"**{BLURB_ROW}**" if row == BLURB_ROW else md_escape(row)
-        lines.append("| " + " | ".join([label] + texts) + " |")
-    lines += ["| " + " | ".join(md_escape(t) for t in [f"*{label}*", *texts]) + " |"
-              for label, texts in annotations.extra_rows(data)]
+        lines.append("| " + " | ".join([label] + texts + [md_escape(floors.get(row, ""))] * bool(floors)) + " |")
+    lines += ["| " + " | ".join(md_escape(t) for t in [f"*{label}*", *texts, *[""] * bool(floors)]) + " |"
+              for label, texts in _extra_rows(data)]
     return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)]
                      + annotations.closing_notes(data))
 
@@ -200,7 +207,7 @@ def _latex(data: TableData) -> str:
     the notes' summary line, not in the cells."""
     footnotes = _Footnotes()
     notes, shown = _general_notes(data, footnotes)
-    layout = data.layout
+    layout, floors = data.layout, annotations.row_floors(data)
     caption = latex_escape(layout.title)
     for text in (layout.caption, layout.setup):
         if text:
@@ -213,7 +220,7 @@ def _latex(data: TableData) -> str:
         return rf"{{\scriptsize {'; '.join(parts)}}}" if parts else ""
 
     def body_and_widths(one_per_line: bool) -> tuple[list[list[str]], list[int]]:
-        body, widths = [], [len(layout.rows)] + [0] * len(data.columns)
+        body, widths = [], [len(layout.rows)] + [0] * (len(data.columns) + bool(floors))
         for row, cells in data.body_rows():
             first, below, paper = [latex_escape(row)], [[]], [r"{\scriptsize\itshape paper}"]
             widths[0] = max(widths[0], len(row))
@@ -227,7 +234,7 @@ def _latex(data: TableData) -> str:
                     std = [rf"$\pm$ {s.std}"] if s.std and one_per_line else []
                     number = s.mean + (rf" $\pm$ {s.std}" if s.std and not one_per_line else "")
                     first.append((rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
-                                 + sup([n for _, n in s.missing] + s.marks))
+                                 + (r"$^\bot$" if s.floor_mark else "") + sup([n for _, n in s.missing] + s.marks))
                     ci_and_n = [*([rf"CI $\pm${s.ci_half}"] if s.ci_half else []), *([s.count] if s.count else [])]
                     if one_per_line:  # each its own line: "CI ±10.74" is then the widest, 9 characters
                         parts = [[part] for part in std + ci_and_n]
@@ -239,20 +246,26 @@ def _latex(data: TableData) -> str:
                     below.append([small(part) for part in parts]  # "n too small" on a line of its own
                                  + [small([latex_escape(e)]) for e in s.extras if not e.startswith("CI ")])
                 paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
-                widths[i] = max(widths[i], width)
+                widths[i] = max(widths[i], width + s.floor_mark)
+            if floors:  # the row's floor, its kind on a second line
+                value, _, kind = floors.get(row, "").partition(" (")
+                first.append(value)
+                below.append([small([latex_escape(kind.rstrip(")"))])] if kind else [])
+                paper.append("")
+                widths[-1] = max(widths[-1], len(value), 5)
             body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])
             body[-1] += [latex_row(first), *map(latex_row, stacked(below)), *[latex_row(paper)] * any(paper[1:])]
         return body, widths
 
-    labels = [layout.rows] + [data.column_label(c) for c in data.columns]
+    labels = [layout.rows] + [data.column_label(c) for c in data.columns] + [annotations.FLOOR_LABEL] * bool(floors)
     body, widths = body_and_widths(one_per_line=False)
     header, chars = latex_header(labels, widths)
     if chars > ONE_LINE_CHARS:  # too wide: the std, CI and n each on a line of their own
         body, widths = body_and_widths(one_per_line=True)
         header, chars = latex_header(labels, widths)
-    lines = [*latex_open(caption, "l" + "r" * len(data.columns), chars), *header, r"\midrule",
+    lines = [*latex_open(caption, "l" + "r" * (len(data.columns) + bool(floors)), chars), *header, r"\midrule",
              *(line for group in body for line in group)]
-    extra = annotations.extra_rows(data)
+    extra = [(label, texts + [""] * bool(floors)) for label, texts in _extra_rows(data)]
     if extra:
         lines.append(r"\midrule")
     for label, texts in extra:  # cost rows: "5 PFLOP, 1 device-h [pubmed]" as three lines
@@ -262,6 +275,12 @@ def _latex(data: TableData) -> str:
     return latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
                        + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
                        + [latex_escape(n) + r"\\" for n in annotations.closing_notes(data)])
+
+
+def _extra_rows(data: TableData) -> list[tuple[str, list[str]]]:
+    """Rows under the scores: the floor of each task column (tasks as columns), then the cost rows."""
+    floor = annotations.floor_row(data)
+    return [*([floor] if floor else []), *annotations.extra_rows(data)]
 
 
 CSV_FIELDS = ("row", "column", "tasks", "metric", "mean", "std", "n", "n_planned", "p_value", "significant",

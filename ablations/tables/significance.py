@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ablations.results import BLURB_ROW, CellRun
 from ablations.tables.inference import MIN_SEEDS, correct
 from ablations.tables.resampling import POLICY, ResamplingCache, hierarchical, paired_test
 from ablations.tables.scored_units import ScoredUnits, load_units, unit_of
-from ablations.tables.stats import SCALE, Cell, TableData
+from ablations.tables.stats import SCALE, Cell, TableData, assign_states
 
 
 def metric_key(data: TableData, cell: Cell) -> str:
@@ -36,20 +36,29 @@ def metric_key(data: TableData, cell: Cell) -> str:
     return layout.metric
 
 
-class _Runs:
-    """Each run's test units, read from the store once, and only when a result is not cached."""
+Units = str | Mapping[str, ScoredUnits]  # a tracking store's URI, or the test units by run id (a table's bundle)
 
-    def __init__(self, tracking_uri: str):
-        self.tracking_uri = tracking_uri
+
+class _Runs:
+    """Each run's test units, read from the store (or taken from a bundle's) once, and only when a result is not
+    cached."""
+
+    def __init__(self, source: Units):
+        self.source = source
         self.loaded: dict[str, ScoredUnits | ValueError] = {}
         self.resamples: set[int] = set()  # the resamples the results shown used
 
     def units(self, run: CellRun) -> ScoredUnits:
         if run.run_id not in self.loaded:
-            try:
-                self.loaded[run.run_id] = load_units(self.tracking_uri, run.run_id, run.task)
-            except ValueError as e:
-                self.loaded[run.run_id] = e
+            if not isinstance(self.source, str):
+                found = self.source.get(run.run_id)
+                self.loaded[run.run_id] = found if found is not None else \
+                    ValueError(f"the bundle holds no test units of run {run.run_id}")
+            else:
+                try:
+                    self.loaded[run.run_id] = load_units(self.source, run.run_id, run.task)
+                except ValueError as e:
+                    self.loaded[run.run_id] = e
         found = self.loaded[run.run_id]
         if isinstance(found, ValueError):
             raise found
@@ -113,7 +122,7 @@ def _guarded(what: Callable[[], None], cell: Cell) -> None:
         cell.ci_note = f"no test predictions to resample ({e})"
 
 
-def annotate(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
+def annotate(data: TableData, tracking_uri: Units, cache_dir: Path | None = None,
              n_resamples: int | None = None) -> TableData:
     """Add the bootstrap intervals and the tests over test units to `data`'s cells (in place; returned): a
     first pass reads what is cached and queues the rest, which is computed on every core, then a second pass
@@ -194,6 +203,7 @@ def _fill_cells(data: TableData, cache: ResamplingCache, runs: _Runs, n_resample
                 if pooled is not None:
                     cell.fixed_diff, cell.fixed_p = SCALE * pooled["difference"], pooled["p"]
             _guarded(tests, cell)
+    assign_states(data)  # with the intervals: a cell whose interval reaches its floor is at floor
     _correct_families(data)
 
 
@@ -202,10 +212,12 @@ def _correct_families(data: TableData) -> None:
     BLURB row, scored from the same runs, is not among them); the fixed-model tests apart, without the
     degenerate ones (p = 1: identical predictions, nothing to permute), which would only dilute them."""
     cells = [c for row, cells in data.body_rows() if row != BLURB_ROW for c in cells]
-    family = [c for c in cells if c.diff_p is not None and not c.n_too_small]
+    for cell in cells:
+        cell.diff_p_corrected = cell.fixed_p_corrected = None
+    family = [c for c in cells if c.diff_p is not None and not c.n_too_small and c.learned]
     for cell, p in zip(family, correct([c.diff_p for c in family], data.layout.correction)):
         cell.diff_p_corrected = p
-    fixed = [c for c in cells if c.fixed_p is not None and c.fixed_p < 1.0]
+    fixed = [c for c in cells if c.fixed_p is not None and c.fixed_p < 1.0 and c.learned]
     for cell, p in zip(fixed, correct([c.fixed_p for c in fixed], data.layout.correction)):
         cell.fixed_p_corrected = p
 
@@ -224,7 +236,7 @@ class Evidence:
 SEEDS_AND_UNITS, FIXED_MODELS = "seeds and test units", "fixed models, test units"
 
 
-def pair_tester(data: TableData, tracking_uri: str, cache_dir: Path | None = None,
+def pair_tester(data: TableData, tracking_uri: Units, cache_dir: Path | None = None,
                 n_resamples: int | None = None) -> Callable[[Cell, Cell], Evidence | None]:
     """The evidence on any two cells of `data` (agreement.py), sharing annotate's cache: the two-level
     bootstrap where they share at least MIN_SEEDS seeds, else the fixed-model permutation test; None where

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Sequence
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
 from ablations.tables.inference import ALPHA, MIN_SEEDS, correct, seeds_needed, seeds_needed_range
 from bioablate_core.errors import ConfigError
+from datamodules.floors import AT_FLOOR, COLLAPSED, LEARNED
 
 SCALE = 100.0  # the paper reports every metric, Pearson included, as a percentage
 DIGITS = 2  # decimals shown, as in the paper's tables
@@ -64,6 +65,16 @@ class Cell:
     fixed_p_corrected: float | None = None
     seed_tests: dict = field(default_factory=dict)  # seed -> (difference, p) of the per-seed permutation test
     cost: Any = None  # cost.Cost of the cell's runs (cost.add_costs)
+    # what its runs would score had they learned nothing (datamodules.floors), x100; None: a run lacks it
+    floor: float | None = None
+    floor_kind: str | None = None  # the best trivial baseline ("all positive"; "per task" for several tasks)
+    collapsed_seeds: int = 0  # seeds whose runs mostly collapsed (one prediction for every test instance)
+    state: str | None = None  # learned / at floor / collapsed (assign_states); None: no floor known
+
+    @property
+    def learned(self) -> bool:
+        """Not at its floor and not collapsed (or not known to be): the cells a table compares."""
+        return self.state not in (AT_FLOOR, COLLAPSED)
 
     @property
     def n(self) -> int:
@@ -88,7 +99,7 @@ class Cell:
         """The table's one mark: the variant differs from the baseline, by the test that includes the seeds'
         variance -- the two-level bootstrap of the difference (significance.py) where the runs' predictions
         were resampled, else the paired t-test over seeds -- corrected, on at least MIN_SEEDS seeds."""
-        if self.n_too_small:
+        if self.n_too_small or not self.learned:
             return False
         p = self.diff_p_corrected if self.diff_p_corrected is not None else self.p_corrected
         return p is not None and p < ALPHA
@@ -152,14 +163,27 @@ def _replicate(run: CellRun, single_task: bool) -> int | tuple[int, int]:
     return run.seed if run.fold is None or not single_task else (run.seed, run.fold)
 
 
-def _mean_of(done: list[CellRun]) -> float:
-    """The mean over tasks; a cross-validated task in a cell of several tasks counts by its folds' mean."""
+def _mean_of(done: list[CellRun], attribute: str = "value") -> float:
+    """The mean over tasks of the runs' `attribute`; a cross-validated task in a cell of several tasks counts by
+    its folds' mean."""
     if all(r.fold is None for r in done):
-        return statistics.fmean(r.value for r in done)
+        return statistics.fmean(getattr(r, attribute) for r in done)
     by_task: dict[str, list[float]] = {}
     for r in done:
-        by_task.setdefault(r.task, []).append(r.value)
+        by_task.setdefault(r.task, []).append(getattr(r, attribute))
     return statistics.fmean(statistics.fmean(values) for values in by_task.values())
+
+
+def _fill_floor(cell: Cell) -> None:
+    """The cell's floor: per seed the mean over its tasks of the runs' floors (what the cell's value would be
+    had every run learned nothing), averaged over seeds; a seed is collapsed where most of its runs are."""
+    done = [r for runs in cell.runs.values() for r in runs]
+    if not done or any(r.floor is None for r in done):
+        return
+    cell.floor = statistics.fmean(SCALE * _mean_of(runs, "floor") for runs in cell.runs.values())
+    kinds = {r.floor_kind for r in done}
+    cell.floor_kind = kinds.pop() if len(kinds) == 1 else "per task"
+    cell.collapsed_seeds = sum(2 * sum(r.state == COLLAPSED for r in runs) > len(runs) for runs in cell.runs.values())
 
 
 def _fill(cell: Cell, runs: list[CellRun]) -> None:
@@ -177,6 +201,7 @@ def _fill(cell: Cell, runs: list[CellRun]) -> None:
         if done and {r.task for r in done} == set(cell.tasks):
             cell.values[seed] = SCALE * _mean_of(done)
             cell.runs[seed] = done
+    _fill_floor(cell)
 
 
 def _paired_test(cell: Cell, base: Cell) -> None:
@@ -216,7 +241,11 @@ def _seeds_needed(layout: TableLayout, cell: Cell, base: Cell) -> None:
 def _correct(data: TableData) -> None:
     """Correct the seed-level p values of the table's tested cells (those on at least MIN_SEEDS seeds)
     together; the BLURB row's apart (a score of the same runs: it would count their evidence twice)."""
-    tested = [(row, c) for row, cells in data.body_rows() for c in cells if c.p_value is not None and not c.n_too_small]
+    for _, cells in data.body_rows():
+        for cell in cells:
+            cell.p_corrected = None
+    tested = [(row, c) for row, cells in data.body_rows() for c in cells
+              if c.p_value is not None and not c.n_too_small and c.learned]
     for family in ([c for row, c in tested if row != BLURB_ROW], [c for row, c in tested if row == BLURB_ROW]):
         for cell, p in zip(family, correct([c.p_value for c in family], data.layout.correction)):
             cell.p_corrected = p
@@ -251,10 +280,44 @@ def _blurb_cells(layout: TableLayout, runs: list[CellRun], columns: list[str]) -
             complete_seeds &= set(values)
         for seed in sorted(complete_seeds):
             cell.values[seed] = blurb_score({t: v[seed] for t, v in per_task.items()}, types)["score"]
+        floors = {r.task: SCALE * r.floor for r in col_runs if r.status == FINISHED and r.floor is not None}
+        if means and set(floors) == set(means):  # the BLURB score of the tasks' floors
+            cell.floor, cell.floor_kind = blurb_score(floors, types)["score"], "per task"
         if not means:
             cell.missing = [r for r in col_runs if r.status != FINISHED or r.value is None]
         out[column] = cell
     return out
+
+
+def assign_states(data: TableData) -> None:
+    """Each cell's state against its floor, then what depends on it: a cell is collapsed where most of its
+    seeds are, at floor where its interval (its mean, without one) does not clear the floor, else learned.
+    Only learned cells are corrected together, marked, bold, and given the seeds a test would need."""
+    for _, cells in data.body_rows():
+        for cell in cells:
+            cell.state = None
+            if cell.mean is None or cell.floor is None:
+                continue
+            low = cell.ci[0] if cell.ci is not None else cell.mean
+            cell.state = COLLAPSED if 2 * cell.collapsed_seeds > cell.n else AT_FLOOR if low <= cell.floor else LEARNED
+    _correct(data)
+    layout, baseline = data.layout, data.layout.baseline
+    for _, cells in data.body_rows():
+        base = next((c for c in cells if c.column == baseline), None)
+        for cell in cells:
+            if not cell.learned or (base is not None and not base.learned):
+                cell.seeds_needed = cell.seeds_range = None
+    # Bold the best of the alternatives compared: along each row, or down each column when the columns
+    # are tasks (Table 14: variants as rows; numbers of different tasks are not comparable).
+    lines = ([[data.cells[(r, c)] for r in data.rows] for c in data.columns] if layout.columns in ("task", "metric")
+             and layout.rows != "task" else [row_cells for _, row_cells in data.body_rows()])
+    for line in lines:
+        # a BLURB score over fewer tasks is not comparable; a lone number is not "best" of anything; a cell
+        # that did not learn is best of nothing
+        comparable = [c for c in line if c.mean is not None and c.partial is None and c.learned]
+        shown = [round(c.mean, DIGITS) for c in comparable]
+        for cell in line:
+            cell.best = len(shown) >= 2 and any(cell is c for c in comparable) and round(cell.mean, DIGITS) == max(shown)
 
 
 def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
@@ -290,18 +353,7 @@ def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
                 if cell is not base and cell.mean is not None:
                     _paired_test(cell, base)
                     _seeds_needed(layout, cell, base)
-    _correct(data)
-    # Bold the best of the alternatives compared: along each row, or down each column when the columns
-    # are tasks (Table 14: variants as rows; numbers of different tasks are not comparable).
-    lines = ([[data.cells[(r, c)] for r in rows] for c in columns] if layout.columns in ("task", "metric") and
-             layout.rows != "task" else [row_cells for _, row_cells in data.body_rows()])
-    for line in lines:
-        # a BLURB score over fewer tasks is not comparable; a lone number is not "best" of anything
-        comparable = [c for c in line if c.mean is not None and c.partial is None]
-        shown = [round(c.mean, DIGITS) for c in comparable]
-        if len(shown) >= 2:
-            for cell in comparable:
-                cell.best = round(cell.mean, DIGITS) == max(shown)
+    assign_states(data)
 
     folded = sorted({(r.task, r.fold) for r in runs if r.fold is not None})
     for task in dict.fromkeys(t for t, _ in folded):

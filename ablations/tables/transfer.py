@@ -27,10 +27,12 @@ from typing import Iterable, Mapping, Optional
 
 from ablations.results import BLURB_ROW
 from ablations.tables.stats import DIGITS
+from datamodules.floors import AT_FLOOR, COLLAPSED
 
 WORSE, BETTER, TIE, NO_GAIN = "worse", "better", "tie", "no gain"
 HOLDS, CONTRADICTED, CANNOT_TELL, NOT_RUN = "holds", "contradicted", "cannot tell", "not run"
 DOES_NOT_APPLY = "does not apply"
+NOT_LEARNED = (AT_FLOOR, COLLAPSED)  # cell states left out of every comparison
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def _float(text: str) -> Optional[float]:
 
 def comparisons(conclusion: Conclusion, records: list[Mapping[str, str]]) -> list[Comparison]:
     """The conclusion's comparisons in a table's CSV records (rows missing a mean on either side are left
-    out: a cell that did not run says nothing)."""
+    out: a cell that did not run says nothing; so are those where either side is at its floor or collapsed,
+    `cell_state`: a model that learned nothing says nothing of the variants)."""
     cells = {(r["row"], r["column"]): r for r in records}
     rows = conclusion.rows or tuple(dict.fromkeys(r["row"] for r in records if r["row"] != BLURB_ROW))
     found = []
@@ -130,6 +133,8 @@ def comparisons(conclusion: Conclusion, records: list[Mapping[str, str]]) -> lis
         for variant in conclusion.variants:
             cell = cells.get((row, variant))
             if base is None or cell is None or _float(base["mean"]) is None or _float(cell["mean"]) is None:
+                continue
+            if any(side.get("cell_state") in NOT_LEARNED for side in (base, cell)):
                 continue
             paper = (None if _float(cell.get("paper", "")) is None or _float(base.get("paper", "")) is None
                      else _float(cell["paper"]) - _float(base["paper"]))
