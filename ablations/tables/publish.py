@@ -148,17 +148,45 @@ def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri:
     """Write table.md / .tex / .csv (with the provenance header; CSV stays plain) and, with `figures`, the
     figure (.png, .svg, .pdf) to `out_dir`, and log them and the table's cells to the experiment's MLflow
     table run."""
-    if isinstance(table, Grid):
-        texts = {fmt: render_grid(table, fmt) for fmt in FORMATS}
-        figure, ylabel = table.figure_data, table.ylabel
-    else:
-        from ablations.tables.long_form import long_form
-
-        texts = {**{fmt: render_data(table, fmt) for fmt in FORMATS}, "stats": long_form(table)}
-        figure, ylabel = table, None
-    paths = _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based, figures)
+    texts, paths = write_files(Path(out_dir), table, header, zero_based, figures)
     run_id = log_table_run(tracking_uri, name, paths, table, tags, metrics, artifact_root, invocation)
     return Published(Path(out_dir), run_id, texts, header)
+
+
+def table_statistics(layout: TableLayout, runs: Sequence[CellRun], units, cache_dir: Path | None = None,
+                     stage_costs: dict | None = None) -> TableData:
+    """A fine-tuning table's numbers with every statistic: the cells, their intervals and tests over the runs'
+    test `units` (a tracking store's URI, or the units by run id of a bundle), their cost, the agreement."""
+    from ablations.tables.agreement import agreement
+    from ablations.tables.cost import add_costs
+    from ablations.tables.significance import annotate, pair_tester
+
+    data = table_data(layout, runs)
+    annotate(data, units, cache_dir)
+    add_costs(data, runs, stage_costs)
+    test = pair_tester(data, units, cache_dir)
+    data.agreement = agreement(data, test)
+    if test.cache.pending:  # the pairs not cached yet, on every core; then again, from the results
+        test.cache.run_pending()
+        data.agreement = agreement(data, test)
+    return data
+
+
+def render_texts(table: TableData | Grid) -> dict[str, str]:
+    """The table in every format (and, for a fine-tuning table, `--stats`'s long form)."""
+    if isinstance(table, Grid):
+        return {fmt: render_grid(table, fmt) for fmt in FORMATS}
+    from ablations.tables.long_form import long_form
+
+    return {**{fmt: render_data(table, fmt) for fmt in FORMATS}, "stats": long_form(table)}
+
+
+def write_files(out_dir: Path, table: TableData | Grid, header: list[str], zero_based: bool = False,
+                figures: bool = True) -> tuple[dict[str, str], list[Path]]:
+    """The table's files in `out_dir` (table.md / .tex / .csv with the header; with `figures`, its figures)."""
+    texts = render_texts(table)
+    figure, ylabel = (table.figure_data, table.ylabel) if isinstance(table, Grid) else (table, None)
+    return texts, _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based, figures)
 
 
 def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracking_uri: str, out_dir: Path,
@@ -172,18 +200,8 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
     `stage_costs` (column -> [(stage, its compute metrics)]) what they cost. The statistics over the runs' test
     predictions are cached in `cache_dir` (significance.py)."""
     from ablations.run.tracking import git_commit
-    from ablations.tables.agreement import agreement
-    from ablations.tables.cost import add_costs
-    from ablations.tables.significance import annotate, pair_tester
 
-    data = table_data(layout, runs)
-    annotate(data, tracking_uri, cache_dir)
-    add_costs(data, runs, stage_costs)
-    test = pair_tester(data, tracking_uri, cache_dir)
-    data.agreement = agreement(data, test)
-    if test.cache.pending:  # the pairs not cached yet, on every core; then again, from the results
-        test.cache.run_pending()
-        data.agreement = agreement(data, test)
+    data = table_statistics(layout, runs, tracking_uri, cache_dir, stage_costs)
     header = provenance(name, profile, runs, tracking_uri, stages)
     counts = {status: sum(r.status == status for r in runs) for status in STATUSES}
     cells = [c for _, row_cells in data.body_rows() for c in row_cells]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ablations.tables.bundle import BUNDLE, Bundle, read_bundle, write_bundle
 from ablations.tables.pretrain_curves import StageChain, StageSegment, tokens_per_step, write_pretraining_curves
 from ablations.tables.provenance import RunSetup, rendered_from_runs, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
@@ -235,6 +236,9 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
                                  experiment.profile, tags, time.perf_counter() - start, zero_based,
                                  experiment.invocation(),
                                  list(experiment.tasks) if experiment.vocab.table == "lengths" else [], figures)
+        grid_fields = {k: v for k, v in vars(grid).items() if k != "figure_data"}
+        write_bundle(out / BUNDLE, Bundle("vocab", experiment.name, experiment.profile, published.header,
+                                          grid=grid_fields))
     else:
         from dataclasses import replace
 
@@ -249,12 +253,49 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         stages = [(s.name, s.status, s.run_id) for s in plan.stages.values()]
         layout = replace(experiment.layout, setup=setup_line(run_setups(experiment, plan)),
                          paper_scale=experiment.profile == PAPER_SCALE_PROFILE)
+        costs = stage_costs(experiment, plan)
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
                                  experiment.profile, tags, stages, zero_based, experiment.invocation(),
-                                 work_dir / "cache" / "resampling", stage_costs(experiment, plan), figures)
+                                 work_dir / "cache" / "resampling", costs, figures)
+        write_bundle(out / BUNDLE, Bundle("finetune", experiment.name, experiment.profile, published.header, layout,
+                                          runs, _run_records(plan, runs, tracking_uri), costs))
         if figures:
             write_pretraining_curves(stage_chains(experiment, plan), tracking_uri, out, experiment.layout.title)
     return published.texts.get(fmt, published.texts["markdown"])
+
+
+def _run_records(plan, runs, tracking_uri: str) -> dict:
+    """The finished runs of a table's cells as its bundle keeps them, each with its test units."""
+    from ablations.tables.bundle import finished_run_ids, run_record
+    from ablations.tables.scored_units import load_units
+
+    wanted, out = set(finished_run_ids(runs)), {}
+    for planned in plan.cells:
+        if planned.run is not None and planned.run.info.run_id in wanted and planned.run.info.run_id not in out:
+            try:
+                units = load_units(tracking_uri, planned.run.info.run_id, planned.cell.task)
+            except ValueError:  # logged without its predictions: the bundle says so by holding none
+                units = None
+            out[planned.run.info.run_id] = run_record(planned.run, planned.identity.experiment_name, units)
+    return out
+
+
+def render_bundle(folder: Path, out_dir: Path, fmt: str = "markdown", figures: bool = True) -> str:
+    """The table of the bundle in `folder` (bundle.py), with no store: its files (and a copy of the bundle)
+    written to `out_dir`, the table returned in `fmt`. The same bundle gives the same table.md, .tex and .csv."""
+    from ablations.tables.publish import table_statistics, write_files
+
+    if fmt != "stats":
+        check_format(fmt)
+    bundle = read_bundle(folder)
+    if bundle.kind == "vocab":
+        table = Grid(**bundle.grid)
+    else:
+        table = table_statistics(bundle.layout, bundle.cells, bundle.units(), None, bundle.stage_costs)
+    texts, _ = write_files(out_dir, table, bundle.header, figures=figures)
+    if Path(folder).resolve() != Path(out_dir).resolve():
+        write_bundle(Path(out_dir) / BUNDLE, bundle)
+    return texts.get(fmt, texts["markdown"])
 
 
 def stage_costs(experiment, plan) -> dict[str, list[tuple[str, dict]]]:

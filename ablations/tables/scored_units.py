@@ -110,6 +110,12 @@ class ScoredUnits:
             out[start:start + len(block)] = pearson_rows(gold[block], pred[block])[0]
         return out
 
+    def count_rows(self) -> np.ndarray:
+        """units x counts of an additive metric (datamodules.metric_registry.ADDITIVE): what a draw sums."""
+        from datamodules.metric_registry import ADDITIVE
+
+        return self._counts(ADDITIVE[self.metric])
+
     def _counts(self, additive) -> np.ndarray:
         """units x counts: each unit counted once (kept on the unit: a paired test pools the same units
         again), by the metric's own counting."""

@@ -247,7 +247,7 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
                     "pubmedbert-uncased]}\ntable: {title: 'Table 1: term splits'}\n")
     work = tmp_path / "work"
     folder = work / "tables" / "terms-micro"
-    texts = ["table.csv", "table.md", "table.tex"]
+    texts = ["bundle.jsonl", "table.csv", "table.md", "table.tex"]  # the bundle: what --from renders from
     without = ["table", str(spec), "--work-dir", str(work), "--data-dir", str(data_dir), "--format", "csv"]
     assert main(without) == 0  # the micro profile draws no figure
     assert sorted(p.name for p in folder.iterdir()) == texts
