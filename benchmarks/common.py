@@ -194,8 +194,10 @@ def add_shared_arguments(parser: argparse.ArgumentParser, cache: str) -> None:
 
 
 def start_run(args: argparse.Namespace) -> torch.device:
-    """What both benchmarks' runs begin with: libraries quiet, the data and work directories resolved in
-    `args`, fp32 matmuls in fp32, not TF32 (the fp32 baseline computes in fp32, as its peak); the device."""
+    """What every benchmark's run begins with: libraries quiet, the data and work directories resolved in
+    `args`; fp32 matmuls in IEEE fp32 only where the benchmark measures fp32 on purpose (its `--precision`
+    resolves to fp32, as its peak does), else the process's own choice, left answerable to Lightning; the
+    device."""
     from ablations.places import resolve_data_dir, resolve_work_dir
 
     warnings.filterwarnings("ignore")
@@ -203,7 +205,13 @@ def start_run(args: argparse.Namespace) -> torch.device:
     args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
     args.work_dir = resolve_work_dir(None) if args.work_dir is None else args.work_dir.resolve()
     device = torch.device(args.device)
-    fp32_matmul_in_fp32()
+    precision = getattr(args, "precision", None)
+    if precision is not None and resolve_precision(precision, device) == "fp32":
+        fp32_matmul_in_fp32()
+    else:
+        from lightning_modules.matmul_precision import answerable_matmul_precision
+
+        answerable_matmul_precision()
     return device
 
 
@@ -213,6 +221,32 @@ def fp32_matmul_in_fp32() -> None:
     answers (lightning_modules/matmul_precision.py says why it may not)."""
     torch.backends.fp32_precision = "ieee"  # the new API's global switch, the one the Trainer turned
     torch.set_float32_matmul_precision("highest")
+
+
+# every switch of torch's per-backend fp32 precision API, the global one first (the others inherit it)
+PRECISION_BACKENDS = ("", "cuda.matmul", "cudnn", "mkldnn", "mkldnn.matmul")
+
+
+def _backend(name: str):
+    backend = torch.backends
+    for part in filter(None, name.split(".")):
+        backend = getattr(backend, part)
+    return backend
+
+
+def matmul_precision_state() -> dict[str, str]:
+    """The fp32 precision every backend was given (`none`: inherited), to restore with `restore_matmul_precision`."""
+    return {name: _backend(name).fp32_precision for name in PRECISION_BACKENDS}
+
+
+def restore_matmul_precision(state: dict[str, str]) -> None:
+    """The precisions of `state` again, whatever a section since switched on (the HF Trainer: TF32), left
+    answerable to Lightning's legacy getter."""
+    from lightning_modules.matmul_precision import answerable_matmul_precision
+
+    for name in PRECISION_BACKENDS:
+        _backend(name).fp32_precision = state[name]
+    answerable_matmul_precision()
 
 
 def benchmark_main(make_parser: Callable[[], argparse.ArgumentParser], run: Callable, report: Callable,

@@ -68,9 +68,10 @@ from benchmarks.common import (
     chosen_device,
     device_argument,
     folder_argument,
-    fp32_matmul_in_fp32,
     machine,
     matmul_peak,
+    matmul_precision_state,
+    restore_matmul_precision,
     seconds_argument,
     start_run,
     sync,
@@ -142,6 +143,9 @@ class Session:
         self.args = args
         self.start = args.started_at or time.time()
         self.budget = {s.name: s.budget_s for s in SECTIONS} | dict(args.section_budget)
+        # every section starts from the process's own fp32 matmul precision: one that measures fp32 on
+        # purpose sets IEEE itself (benchmarks.common.start_run), and the HF Trainer's TF32 stays in its section
+        self.matmul_precision = matmul_precision_state()
         started = datetime.fromtimestamp(self.start, timezone.utc).isoformat(timespec="seconds")
         self.data = {"session": {"device": args.device, "size": args.size, "budget_s": args.budget,
                                  "started": started, "argv": sys.argv[1:], "machine": machine()},
@@ -172,7 +176,7 @@ class Session:
             return None
         print(f"[{name}] budget {budget:.0f} s, {left:.0f} s left", flush=True)
         cut = max(1, int(min(2 * budget, left)))
-        fp32_matmul_in_fp32()  # whatever a section before switched on (the HF Trainer: TF32)
+        restore_matmul_precision(self.matmul_precision)  # whatever a section before switched on
         suite.settle(self.device)  # before the alarm is set: the cut-off is the section's own time
         previous = signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(cut)

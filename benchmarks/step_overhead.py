@@ -21,11 +21,16 @@ Sides (the same model, data, optimizer and schedule; the same batches in the sam
 - **static-compiled**: the same, forward + loss + backward compiled with `fullgraph=True` and the
   optimizer step compiled too;
 - **static-graphed** (CUDA only): compiled with `mode="reduce-overhead"` (CUDA graphs).
+
+Every side runs its forward under `--precision`'s autocast, as Lightning's `bf16-mixed` does (auto: bf16
+where the device computes it natively, else fp32), and reports real tokens/s and MFU of that dtype's
+measured matmul peak: a GPU step in fp32 is device-bound whatever the host does.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import torch
@@ -35,6 +40,16 @@ from benchmarks.pretrain_throughput import SIZES
 from benchmarks.step_ops import profiled_ops
 
 # ------------------------------------------------------------------------------------------- sides
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def autocast(device: torch.device, precision: str):
+    """The forward's autocast as Lightning's `bf16-mixed` runs it (no weight cache); nothing for fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[precision], cache_enabled=False)
+
 
 SIDES = ("today", "static", "static-compiled", "static-graphed")
 
@@ -68,17 +83,19 @@ def today_optimizer(module, lr: float, weight_decay: float, warmup_ratio: float,
     return optimizer, get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
 
 
-def today_step(module, optimizer, scheduler, batch: dict, history: list[float], clip: float = 1.0) -> torch.Tensor:
+def today_step(module, optimizer, scheduler, batch: dict, history: list[float], clip: float = 1.0,
+               precision: str = "fp32") -> torch.Tensor:
     """One optimizer step as PretrainModule and Lightning ran it before the sync-free step: the MLM head on
     the boolean-indexed masked positions, the loss read back for the history, per-tensor clipping, the
-    token count read back for the rate."""
+    token count read back for the rate; the forward under `precision`'s autocast."""
     module.on_train_batch_start(batch, 0)
     selected = batch["labels"] != -100
-    embeds = module.parts.embeddings(batch["input_ids"])
-    out = module.parts.encoder(inputs_embeds=embeds, attention_mask=batch["attention_mask"],
-                               token_type_ids=batch["token_type_ids"])
-    logits = module.parts.mlm_head(out.last_hidden_state[selected])
-    loss = F.cross_entropy(logits.float(), batch["labels"][selected])
+    with autocast(batch["input_ids"].device, precision):
+        embeds = module.parts.embeddings(batch["input_ids"])
+        out = module.parts.encoder(inputs_embeds=embeds, attention_mask=batch["attention_mask"],
+                                   token_type_ids=batch["token_type_ids"])
+        logits = module.parts.mlm_head(out.last_hidden_state[selected])
+        loss = F.cross_entropy(logits.float(), batch["labels"][selected])
     history.append(float(loss.detach()))
     loss.backward()
     torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
@@ -94,13 +111,16 @@ class StaticStep:
     positions gathered by index, losses kept on the device), backward, for-each clipping, the fused
     capturable AdamW, the schedule. With `compile`, forward + loss (+ backward) is one fullgraph graph
     and clipping + the optimizer step are compiled too (torch.optim breaks that graph on purpose around its
-    no-grad switch); `mode` is torch.compile's (reduce-overhead: CUDA graphs)."""
+    no-grad switch); `mode` is torch.compile's (reduce-overhead: CUDA graphs). The forward runs under
+    `precision`'s autocast, as Lightning's `bf16-mixed` runs `training_step`."""
 
     def __init__(self, module, optimizer, scheduler, clip: float = 1.0, compile: bool = False,
-                 mode: str | None = None):
+                 mode: str | None = None, precision: str = "fp32"):
         from lightning_modules.optim import clip_gradients
 
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
+        self.precision = precision
+        self.device = next(module.parameters()).device
         self.parameters = [p for p in module.parameters() if p.requires_grad]
 
         step = type(optimizer).step  # not the instance's, which the schedule wraps (a wrapper the compiler skips)
@@ -117,7 +137,8 @@ class StaticStep:
 
     def __call__(self, batch: dict) -> torch.Tensor:
         self.module.on_train_batch_start(batch, 0)
-        loss = self.module.training_step(batch, 0)
+        with autocast(self.device, self.precision):
+            loss = self.module.training_step(batch, 0)
         loss.backward()
         self.update()
         self.scheduler.step()
@@ -144,7 +165,8 @@ def batches(cfg, vocab: list[str], shards, steps: int, max_predictions: int | No
 
 def host_us(step, batches: list[dict], device: torch.device) -> float:
     """Median host microseconds per step over `batches` (the device synchronised once after each step:
-    on a CPU the whole step, on a GPU the time to issue it plus what it waits for)."""
+    on a CPU the whole step, on a GPU the time to issue it plus what it waits for); each side's step
+    enters its own autocast, so the time is that of the precision it runs in."""
     from benchmarks.common import sync
 
     times = []
@@ -157,8 +179,9 @@ def host_us(step, batches: list[dict], device: torch.device) -> float:
     return 1e6 * times[len(times) // 2]
 
 
-def build_sides(cfg, vocab, device: torch.device, total: int, sides: list[str]) -> dict:
-    """side name -> step(batch); every side's model starts from the same weights (seed 0)."""
+def build_sides(cfg, vocab, device: torch.device, total: int, sides: list[str], precision: str = "fp32") -> dict:
+    """side name -> step(batch), its forward in `precision`'s autocast; every side's model starts from the
+    same weights (seed 0)."""
     p = cfg.pretrain
     out = {}
     for name in sides:
@@ -166,11 +189,11 @@ def build_sides(cfg, vocab, device: torch.device, total: int, sides: list[str]) 
         if name == "today":
             optimizer, scheduler = today_optimizer(module, p.lr, p.weight_decay, p.warmup_ratio, total)
             history: list[float] = []
-            out[name] = (lambda m, o, s, h: lambda batch: today_step(m, o, s, batch, h))(module, optimizer, scheduler,
-                                                                                        history)
+            out[name] = (lambda m, o, s, h: lambda batch: today_step(m, o, s, batch, h, precision=precision))(
+                module, optimizer, scheduler, history)
         else:
             out[name] = StaticStep(module, optimizer, scheduler, compile=name != "static",
-                                   mode="reduce-overhead" if name == "static-graphed" else None)
+                                   mode="reduce-overhead" if name == "static-graphed" else None, precision=precision)
     return out
 
 
@@ -188,6 +211,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per side first (compiling)")
     parser.add_argument("--sides", nargs="+", choices=SIDES, help="default: all the device runs")
     parser.add_argument("--masking", choices=["wwm", "wordpiece"], default="wwm")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
+                        help="every side's autocast (auto: bf16 where the device computes it natively, else fp32)")
     parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
     parser.add_argument("--max-words", type=int, default=30_000, help="PubMed words to tokenize")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
@@ -196,20 +221,26 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from benchmarks.common import machine, start_run
+    from benchmarks.common import machine, matmul_peak, resolve_precision, start_run, transformer_train_flops_per_token
     from benchmarks.pretrain_throughput import prepare
     from datamodules.pretrain.vocab import read_vocab
 
     device = start_run(args)
+    precision = resolve_precision(args.precision, device)
     cfg, vocab_path, shards = prepare(args)
     vocab = read_vocab(vocab_path)
     sides = args.sides or [s for s in SIDES if s != "static-graphed" or device.type == "cuda"]
     total = args.warmup + args.rounds + 1
     # the same masks for every side (seed 0); today's reads `labels`, the static sides the fixed slots
     data = batches(cfg, vocab, shards, total, args.max_predictions, device)
-    steps = build_sides(cfg, vocab, device, total, sides)
-    out = {"device": machine(), "size": args.size, **SIZES[args.size], "batch_size": args.batch_size,
-           "seq_len": args.seq_len, "max_predictions": args.max_predictions, "sides": sides}
+    steps = build_sides(cfg, vocab, device, total, sides, precision)
+    peak = matmul_peak(DTYPES[precision], device, args.peak_size, args.peak_seconds)
+    size = SIZES[args.size]
+    flops = transformer_train_flops_per_token(size["hidden_size"], size["num_layers"], size["intermediate_size"],
+                                              args.seq_len)
+    out = {"device": machine(), "size": args.size, **size, "batch_size": args.batch_size,
+           "seq_len": args.seq_len, "max_predictions": args.max_predictions, "precision": precision, "peak": peak,
+           "sides": sides}
     tokens = sum(b["tokens"] for b in data[args.warmup + 1:]) / len(data[args.warmup + 1:])
     for name, step in steps.items():
         try:  # a side that fails (a compiler error on a new device) is recorded; the others still count
@@ -218,7 +249,8 @@ def run(args: argparse.Namespace) -> dict:
             counted = profiled_ops(lambda: step(data[args.warmup]))
             ops, syncs = counted.ops, counted.syncs
             us = host_us(step, data[args.warmup + 1:], device)
-            out[name] = {"ops": ops, "syncs": syncs, "host_us": us, "tokens_per_s": tokens / (us / 1e6)}
+            rate = tokens / (us / 1e6)
+            out[name] = {"ops": ops, "syncs": syncs, "host_us": us, "tokens_per_s": rate, "mfu": flops * rate / peak}
         except Exception as error:  # noqa: BLE001
             out[name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"}
     if "ops" in out.get("today", {}):
@@ -231,15 +263,18 @@ def run(args: argparse.Namespace) -> dict:
 def report(out: dict) -> str:
     lines = [f"machine: {out['device']}",
              f"one MLM pretraining step, {out['size']} ({out['num_layers']} layers, {out['hidden_size']} wide), "
-             f"batch {out['batch_size']} x {out['seq_len']}, static sides {out['max_predictions']} predictions a row:",
-             f"  {'':<17}{'ATen ops':>9}{'syncs':>7}{'host us':>10}{'ops / today':>13}{'us / today':>12}"]
+             f"batch {out['batch_size']} x {out['seq_len']}, static sides {out['max_predictions']} predictions a row, "
+             f"{out['precision']} (peak {out['peak'] / 1e12:.3g} TFLOP/s):",
+             f"  {'':<17}{'ATen ops':>9}{'syncs':>7}{'host us':>10}{'tokens/s':>11}{'MFU':>7}"
+             f"{'ops / today':>13}{'us / today':>12}"]
     for name in out["sides"]:
         x, r = out[name], out.get("ratios", {}).get(name)
         if "error" in x:
             lines.append(f"  {name:<17}failed: {x['error']}")
             continue
         ratio = f"{r['ops']:>13.2f}{r['host_us']:>12.2f}" if r else ""
-        lines.append(f"  {name:<17}{x['ops']:>9}{x['syncs']:>7}{x['host_us']:>10.0f}{ratio}")
+        lines.append(f"  {name:<17}{x['ops']:>9}{x['syncs']:>7}{x['host_us']:>10.0f}{x['tokens_per_s']:>11.0f}"
+                     f"{x['mfu']:>7.1%}{ratio}")
     return "\n".join(lines)
 
 

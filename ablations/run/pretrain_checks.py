@@ -11,6 +11,7 @@ from bioablate_core.errors import ConfigError
 from datamodules.pretrain.corpora import parse_corpus
 from datamodules.pretrain.masking import MaskingSpec
 from lightning_modules.choice_names import OPTIMIZERS
+from lightning_modules.compiling import check_pretrain_compile
 from lightning_modules.model_checks import check_weights
 from lightning_modules.models import resolve_model_dir
 from lightning_modules.pretrain_models import ObjectiveSpec, check_init, check_speed_choices
@@ -35,6 +36,8 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"pretrain.max_predictions={p.max_predictions} is more than the {p.seq_len} positions of "
                           f"a row (pretrain.seq_len); set it to at most {p.seq_len} (a quarter of the row, "
                           f"{p.seq_len // 4}, keeps a 15% masking rate), or null")
+    check_pretrain_compile(compile=cfg.trainer.compile, mode=cfg.trainer.compile_mode, accumulate=p.accumulate,
+                           master_weights=p.master_weights, max_predictions=p.max_predictions)
     # numeric ranges (seq_len, mask_rate, ...) are checked by the schema (ablations/config.py)
     if p.objective == "electra":
         if p.nsp:

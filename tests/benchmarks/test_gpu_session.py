@@ -164,29 +164,32 @@ def test_a_failing_section_is_recorded_with_its_error_and_the_session_goes_on(tm
     assert "**failed**: RuntimeError: CUDA error" in (tmp_path / "session.md").read_text()
 
 
-def test_a_section_after_the_hf_trainer_turned_tf32_on_computes_fp32_matmuls_in_fp32_and_lightning_can_ask(
+def test_a_section_after_the_hf_trainer_turned_tf32_on_starts_from_the_sessions_precision_and_lightning_can_ask(
         tmp_path: Path):
     """The failure of the first H100 session: the HF Trainer (torch_compile, bf16) turned TF32 on through
     torch's new API after the benchmarks had turned it off through the legacy one, and Lightning's check at
-    the next CUDA `fit` (torch.get_float32_matmul_precision) raised. Each section now starts from fp32."""
+    the next CUDA `fit` (torch.get_float32_matmul_precision) raised. Each section now starts from the
+    precision the session started with (not IEEE fp32 forced on every section: a bf16 section is not an
+    fp32 one), and Lightning can ask."""
     from transformers.utils.import_utils import enable_tf32
 
     backends = [torch.backends, torch.backends.cuda.matmul, torch.backends.cudnn, torch.backends.mkldnn,
                 torch.backends.mkldnn.matmul]
     before = [b.fp32_precision for b in backends]
-    session = gpu_session.Session(session_args(tmp_path))
     try:
         for backend in backends:  # a fresh process's state, whatever the tests before set
             backend.fp32_precision = "none"
+        session = gpu_session.Session(session_args(tmp_path))
         torch.backends.cuda.matmul.allow_tf32 = False  # what benchmarks.common did before
         enable_tf32.__wrapped__(True)  # what TrainingArguments does on a GPU (lru_cache'd: the function itself)
         with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
             torch.get_float32_matmul_precision()
         session.run("preflight_smoke", lambda: {"asked": torch.get_float32_matmul_precision(),
-                                                "matmul": torch.backends.cuda.matmul.fp32_precision})
+                                                "matmul": torch.backends.cuda.matmul.fp32_precision,
+                                                "global": torch.backends.fp32_precision})
         sections = json.loads((tmp_path / "session.json").read_text())["sections"]
         result = sections["preflight_smoke"]["result"]
-        assert (result["asked"], result["matmul"]) == ("highest", "ieee")
+        assert (result["asked"], result["matmul"], result["global"]) == ("highest", "none", "none")
     finally:
         for backend, value in zip(backends, before):
             backend.fp32_precision = value

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 from torch._dynamo.utils import counters
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ablations.config import build_config
 from benchmarks.step_ops import OpCounter
-from benchmarks.step_overhead import StaticStep, batches, build_module, today_optimizer, today_step
+from benchmarks.step_overhead import StaticStep, batches, build_module, build_sides, today_optimizer, today_step
 from datamodules.pretrain.corpora import load_corpus
 from datamodules.pretrain.shards import build_shards
 from datamodules.pretrain.vocab import read_vocab, resolve_vocab_file
@@ -58,6 +59,33 @@ def test_one_training_step_reads_nothing_back_from_the_device(staged, masking):
     today_step(old, old_optimizer, old_scheduler, data[0], [])
     _, syncs = sync_counts(lambda b: today_step(old, old_optimizer, old_scheduler, b, []), data[1])
     assert syncs == {"_local_scalar_dense": 3, "index": 2, "index_put": 1}
+
+
+class MatmulDtypes(TorchDispatchMode):
+    """The dtypes the weight matmuls (`mm`, `addmm`) of a step compute in, forward and backward. (Attention's
+    `bmm` is left out: SDPA's math kernel on a CPU computes a bf16 attention in fp32.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes: set[torch.dtype] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in ("mm", "addmm"):
+            self.dtypes.add(args[-1].dtype)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_benchmark_steps_compute_their_matmuls_in_bf16_autocast(staged):
+    """benchmarks.step_overhead's sides run as Lightning's bf16-mixed runs the step: every weight matmul of
+    today's step and of the static one, forward and backward, in bf16 (an fp32 step on a GPU measures
+    the fp32 peak, not the host)."""
+    vocab, shards = staged
+    cfg = micro()
+    data = batches(cfg, vocab, shards, 2, 32, torch.device("cpu"))
+    for name, step in build_sides(cfg, vocab, torch.device("cpu"), 2, ["today", "static"], "bf16").items():
+        with MatmulDtypes() as seen:
+            step(data[0])
+        assert seen.dtypes == {torch.bfloat16}, (name, seen.dtypes)
 
 
 def test_the_step_computes_the_losses_of_the_step_before(staged):
