@@ -47,11 +47,13 @@ from ablations.api.launch import (
 )
 from ablations.api.store import (
     browse_lines,
+    import_bundle,
     server,
     store_failure,
     stored_invocations,
     sweep_best,
     sweep_commands,
+    table_from_bundle,
     ui,
 )
 from bioablate_core.console import libraries_quieted
@@ -61,10 +63,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Table", "browse_lines", "check_parallelism", "compare_vocabs", "config", "corrections", "data_stats",
            "experiment", "experiment_on_slurm", "experiments_markdown", "export", "fetch_data", "finetune",
-           "follow_experiment", "follow_pretraining", "follow_sweep", "listing", "options", "plan", "predict", "pretrain",
+           "follow_experiment", "follow_pretraining", "follow_sweep", "import_bundle", "listing", "options", "plan", "predict", "pretrain",
            "pretrain_config", "pretrain_on_slurm", "pretrain_plan", "report_tracking_uri", "run", "server",
            "status", "store_failure", "stored_invocations", "stored_tables", "sweep", "sweep_best",
-           "sweep_commands", "sweep_on_slurm", "sweep_spec", "table", "table_formats", "train_vocab", "ui",
+           "sweep_commands", "sweep_on_slurm", "sweep_spec", "table", "table_formats", "table_from_bundle",
+           "train_vocab", "ui",
            "version"]
 
 

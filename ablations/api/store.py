@@ -94,3 +94,25 @@ def store_failure(error: BaseException) -> Optional[str]:
     from ablations.run.tracking import store_failure as failure
 
     return failure(error)
+
+
+def table_from_bundle(folder: Path | str, out_dir: Path | str, fmt: str = "markdown") -> str:
+    """The table of the bundle in `folder` (a rendered table's folder), rendered with no store into `out_dir`."""
+    from ablations.tables.report import render_bundle
+
+    return render_bundle(Path(folder), Path(out_dir), fmt)
+
+
+def import_bundle(folder: Path | str, work_dir: Optional[str] = None, tracking_uri: Optional[str] = None):
+    """The finished runs of the bundle in `folder` put into the store (`tables.bundle_import.Imported`), with the
+    store it went to."""
+    from omegaconf import OmegaConf
+
+    from ablations.places import resolve_tracking_uri, resolve_work_dir
+    from ablations.tables.bundle_import import import_bundle as put
+
+    probe = OmegaConf.create({"work_dir": work_dir, "tracking_uri": tracking_uri})
+    work = resolve_work_dir(probe)
+    uri = resolve_tracking_uri(probe, work)
+    return put(Path(folder), uri, work / "mlartifacts"), uri
+

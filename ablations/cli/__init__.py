@@ -22,7 +22,7 @@ import sys
 from ablations.cli.data import cmd_data_fetch, cmd_data_stats, cmd_list, cmd_vocab_compare, cmd_vocab_train
 from ablations.cli.help import announce
 from ablations.cli.parser import build_parser
-from ablations.cli.runs import cmd_finetune, cmd_pretrain, cmd_run, cmd_status, cmd_table
+from ablations.cli.runs import cmd_finetune, cmd_import, cmd_pretrain, cmd_run, cmd_status, cmd_table
 from ablations.cli.serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli.sweep import cmd_sweep
 from bioablate_core import threads
@@ -44,7 +44,8 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errn
 LOADING = {
     "finetune": lambda a: f"{a.task or ' '.join(a.config)} and {a.model or f'the {a.profile} profile model'}",
     "pretrain": lambda a: f"corpus {a.corpus or f'of the {a.profile} profile'} for pretraining",
-    "run": lambda a: f"experiment {a.experiment}", "table": lambda a: f"experiment {a.experiment} and its runs",
+    "run": lambda a: f"experiment {a.experiment}",
+    "table": lambda a: f"experiment {a.experiment} and its runs" if a.experiment else f"the bundle in {a.from_dir}",
     "sweep": lambda a: f"sweep {' '.join([a.target, *a.rest[:1]])}"}
 QUICK = ("list",)  # commands that import neither Lightning nor MLflow: nothing to quiet, nothing to wait for
 # commands that compute with torch: their threads and OpenMP wait policy are chosen before torch loads
@@ -55,7 +56,7 @@ COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_d
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
             ("vocab", "compare"): cmd_vocab_compare,
             "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table, "run": cmd_run, "status": cmd_status,
-            "server": cmd_server, "export": cmd_export, "predict": cmd_predict}
+            "server": cmd_server, "export": cmd_export, "predict": cmd_predict, "import": cmd_import}
 
 
 def main(argv: list[str] | None = None) -> int:

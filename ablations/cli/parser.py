@@ -291,8 +291,11 @@ def _table_command(sub) -> None:
                                       "(markdown / LaTeX / CSV and a plot; runs nothing)",
                         **examples("bioablate table quickstart --profile micro",
                                     "bioablate table table13_tagging --format latex --out tables/"))
-    tb.add_argument("experiment", metavar="EXPERIMENT",
+    tb.add_argument("experiment", metavar="EXPERIMENT", nargs="?",
                     help="a packaged experiment (`bioablate list experiments`, e.g. table13_tagging) or a YAML path")
+    tb.add_argument("--from", dest="from_dir", metavar="DIR",
+                    help="render the table bundle in DIR (a rendered table's folder: bundle.jsonl) alone, with no "
+                         "store; with --out")
     tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     tb.add_argument("--out", help="write table.md/.tex/.csv and the figure (.png/.svg/.pdf) here "
                                   "(default: <work-dir>/tables/<experiment>-<profile>/)")
@@ -305,6 +308,14 @@ def _table_command(sub) -> None:
     _add_experiment_options(tb, "where the runs went", "overrides the experiment ran with",
                             "micro | mini | base (default: the one profile and overrides the store has runs of; "
                             "none: the experiment's)")
+
+
+def _import_command(sub) -> None:
+    im = sub.add_parser("import", help="put a table bundle's finished runs into the store, where `run` reuses them",
+                        **examples("bioablate import docs/results/quickstart-mini",
+                                   "bioablate import shared/table12 --work-dir outputs"))
+    im.add_argument("folder", metavar="DIR", help="a rendered table's folder, holding its bundle.jsonl")
+    _add_store_options(im)
 
 
 def _ui_command(sub) -> None:
@@ -364,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     _status_command(sub)
     _server_command(sub)
     _table_command(sub)
+    _import_command(sub)
     _ui_command(sub)
     _export_command(sub)
     _predict_command(sub)

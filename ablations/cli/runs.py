@@ -186,6 +186,10 @@ def table_statistics(args: argparse.Namespace, experiment) -> None:
 def cmd_table(args: argparse.Namespace) -> int:
     if args.format not in api.table_formats():  # before loading anything
         raise UnknownNameError("table format", args.format, api.table_formats())
+    if args.from_dir is not None:
+        return _table_from_bundle(args)
+    if args.experiment is None:
+        raise ConfigError("table: name an EXPERIMENT, or render a bundle with --from DIR --out OUT")
     if args.out:  # before the store is read: a table with nowhere to go is refused first
         writable_dir(Path(args.out), "table folder (--out)")
     table_statistics(args, None)
@@ -204,6 +208,24 @@ def cmd_table(args: argparse.Namespace) -> int:
     print(f"written to {table.out_dir}/ ({table_files(table)}); MLflow: "
           f"{hide_passwords(table.tracking_uri)}, experiment 'tables'",
           file=sys.stderr)  # stderr: stdout is the table alone (`--format csv > t.csv`)
+    return 0
+
+
+def _table_from_bundle(args: argparse.Namespace) -> int:
+    """`table --from DIR --out OUT`: the bundle's table alone, no store read or written."""
+    if args.experiment is not None or args.out is None:
+        raise ConfigError("table --from DIR renders that bundle alone: give --out OUT and no EXPERIMENT")
+    writable_dir(Path(args.out), "table folder (--out)")
+    print(api.table_from_bundle(args.from_dir, args.out, "stats" if args.stats else args.format), end="")
+    print(f"written to {args.out}/ (table.md, .tex, .csv, figures and bundle.jsonl) from the bundle in "
+          f"{args.from_dir}/", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    done, uri = api.import_bundle(args.folder, args.work_dir, args.tracking_uri)
+    print(f"imported {done.imported} finished run(s) of {done.table} into {hide_passwords(uri)} "
+          f"({done.present} already there); `bioablate run {done.table}` reuses them by fingerprint")
     return 0
 
 

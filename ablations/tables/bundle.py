@@ -77,16 +77,23 @@ def run_record(run: Any, experiment_name: str, units: ScoredUnits | None) -> Run
                      histogram, units)
 
 
-def _units_json(units: ScoredUnits, test_set: str) -> dict[str, Any]:
+def _unit_values(units: ScoredUnits) -> dict[str, Any]:
     from datamodules.metric_registry import ADDITIVE
 
-    out: dict[str, Any] = {"test_set": test_set}
     if ADDITIVE.get(units.metric) is not None and units.units:  # Pearson's r is the one metric without counts
-        out["counts"] = units.count_rows().tolist()
-    else:
-        out["golds"] = [u.golds for u in units.units]
-        out["predictions"] = [u.predictions for u in units.units]
-    return out
+        return {"counts": units.count_rows().tolist()}
+    return {"golds": [u.golds for u in units.units], "predictions": [u.predictions for u in units.units]}
+
+
+def units_file(units: ScoredUnits) -> dict[str, Any]:
+    """A run's test units on their own (an imported run's artifact scored_units.UNITS)."""
+    return {"metric": units.metric, "metric_args": units.metric_args, "unit_name": units.unit_name,
+            "ids": [u.id for u in units.units], **_unit_values(units)}
+
+
+def units_from_file(value: dict[str, Any]) -> ScoredUnits:
+    """`units_file` read back."""
+    return _units_from(value, value)
 
 
 def _units_from(value: dict[str, Any], test_set: dict[str, Any]) -> ScoredUnits:
@@ -125,7 +132,7 @@ def write_bundle(path: Path, bundle: Bundle) -> Path:
                 lines.append({"record": "test_set", "key": key, "task": record.tags.get("task", ""),
                               "metric": u.metric, "metric_args": u.metric_args, "unit_name": u.unit_name,
                               "ids": json.loads(ids)})
-            entry["units"] = _units_json(u, test_sets[ids])
+            entry["units"] = {"test_set": test_sets[ids], **_unit_values(u)}
         runs.append({"record": "run", **entry})
     lines += [{"record": "cell", **asdict(c)} for c in bundle.cells]
     lines += runs

@@ -27,6 +27,7 @@ PREDICTIONS = "test_predictions.jsonl"
 _BLOCK = 256  # resamples summed per matrix product (`ScoredUnits.scores`), at most _WEIGHTS weights in all:
 _WEIGHTS = 2_000_000  # the weights matrix's memory (16 MB as int64)
 ANSWERS = "test_answers.jsonl"  # extractive QA: per question
+UNITS = "test_units.json"  # a run imported from a table bundle: its units as counts (tables/bundle.py)
 
 
 @dataclass
@@ -224,11 +225,17 @@ def load_units(tracking_uri: str, run_id: str, task: str) -> ScoredUnits:
 
         files = _download(tracking_uri, run_id, (PREDICTIONS, ANSWERS) if spec.metric in QUESTION_LEVEL_METRICS
                           else (PREDICTIONS,))
+        if files[PREDICTIONS] is None:  # a run imported from a bundle holds its units alone
+            files.update(_download(tracking_uri, run_id, (UNITS,)))
     finally:
         if quiet is None:
             os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
         else:
             os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = quiet
+    if files[PREDICTIONS] is None and files.get(UNITS):
+        from ablations.tables.bundle import units_from_file
+
+        return units_from_file(files[UNITS][0])
     if files[PREDICTIONS] is None:
         raise ValueError(f"run {run_id} has no {PREDICTIONS}")
     return units_from_records(spec, files[PREDICTIONS], files[ANSWERS])
