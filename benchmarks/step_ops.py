@@ -11,12 +11,16 @@ the step tests.
 A sync operator copies a device value to the host to decide something there: `aten._local_scalar_dense`
 (`.item()`, `float(t)`, `int(t)`, `bool(t)`, `if t:`), `aten.item`, `aten.nonzero`, `masked_select`,
 `is_nonzero`, `equal`, and boolean-mask indexing (`t[mask]`, `t[mask] = v`: the kernel finds the mask's
-true positions, a shape made from device data). On a CPU they cost little; on a GPU each one drains the
-launch queue and leaves the device idle until the host catches up, which is why a step should have none.
+true positions, a shape made from device data). So is a blocking copy from a device to the host
+(`aten._to_copy` or `aten.copy_` into CPU memory from another device: `.cpu()`, `.tolist()` of a device
+tensor); a non-blocking one (into pinned memory, read later) is not. On a CPU they cost little; on a GPU
+each one drains the launch queue and leaves the device idle until the host catches up, which is why a
+step should have none.
 
 Under a dispatch mode `torch.compile` falls back to eager, so a compiled step is counted with the
 profiler (`profiled_ops`): the ATen calls not nested in another ATen call, which is what a dispatch mode
-sees; the compiler's fused loops are not ATen calls. Compare sides counted the same way.
+sees; the compiler's fused loops are not ATen calls. Compare sides counted the same way. (The profiler
+names no devices: a device-to-host copy is a sync there only through its `_local_scalar_dense`.)
 
 The op count does not depend on the model's width, so at a toy width the host's time per step measures
 the dispatch overhead that a GPU step pays on top of its kernels.
@@ -33,6 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 SYNC_OPS = frozenset({"_local_scalar_dense", "item", "nonzero", "masked_select", "is_nonzero", "equal"})
 _INDEXING = frozenset({"index", "index_put", "index_put_", "_index_put_impl_"})
+_COPIES = frozenset({"_to_copy", "copy_"})
 
 
 @dataclass
@@ -52,14 +57,30 @@ class OpCount:
             self.sync_ops[name] += 1
 
 
-def is_sync(name: str, args: tuple = ()) -> bool:
-    """Whether ATen operator `name` (its overload packet's name, e.g. `index`) called with `args` reads a
-    device value back to the host."""
+def is_sync(name: str, args: tuple = (), kwargs: dict | None = None) -> bool:
+    """Whether ATen operator `name` (its overload packet's name, e.g. `index`) called with `args` and
+    `kwargs` reads a device value back to the host."""
     if name in SYNC_OPS:
         return True
     if name in _INDEXING and len(args) > 1:
         return any(torch.is_tensor(i) and i.dtype in (torch.bool, torch.uint8) for i in args[1] if i is not None)
+    if name in _COPIES:
+        return _device_to_host(name, args, kwargs or {})
     return False
+
+
+def _device_to_host(name: str, args: tuple, kwargs: dict) -> bool:
+    """A copy into CPU memory from another device that the host waits for: any but a non-blocking one
+    (`_to_copy` makes its CPU output pinned then; `copy_` needs a pinned destination for it)."""
+    if name == "_to_copy":
+        source, device = args[0], kwargs.get("device")
+        to_host = device is not None and torch.device(device).type == "cpu"
+        waits = not kwargs.get("non_blocking", False)
+    else:
+        destination, source = args[0], args[1]
+        to_host = torch.is_tensor(destination) and destination.device.type == "cpu"
+        waits = not (args[2] if len(args) > 2 else kwargs.get("non_blocking", False)) or not destination.is_pinned()
+    return to_host and torch.is_tensor(source) and source.device.type != "cpu" and waits
 
 
 class OpCounter(TorchDispatchMode):
@@ -71,7 +92,7 @@ class OpCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__ if func.namespace == "aten" else str(func)
-        self.count.add(name, func.namespace == "aten" and is_sync(name, args))
+        self.count.add(name, func.namespace == "aten" and is_sync(name, args, kwargs))
         return func(*args, **(kwargs or {}))
 
 

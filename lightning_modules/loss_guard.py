@@ -8,9 +8,10 @@ ends FAILED (tag `error`) with the checkpoints written before that step kept (ab
 Under DDP a loss that is not finite on any rank stops every rank at the same step.
 
 The check itself stays on the device: each step records, there, the first step whose loss was not finite
-and that loss. The host reads the record every `read_every` steps (the module's attribute of that name,
-else every step), before every checkpoint and before every evaluation, since reading a device value
-makes the host wait for the device. Steps after a bad one compute on NaN weights until the record is
+and that loss. The host reads the record every `read_every` backward passes (micro-batches: the module's
+attribute of that name, which pretraining and fine-tuning set to their log intervals; else every one),
+before every checkpoint and before every evaluation, since reading a device value makes the host wait
+for the device. Steps after a bad one compute on NaN weights until the record is
 read; nothing of them is kept (no checkpoint is written before the read), and the error names the first
 bad step and its loss as an every-step check would.
 """

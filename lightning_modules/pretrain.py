@@ -9,8 +9,10 @@ ELECTRA: generator MLM loss at the masked positions -> sample replacements (no g
 
 The step never waits for the device: the masked positions come from the loader as indices
 (`mlm_positions`, padded with label -100: datamodules/pretrain/masking.prediction_slots) and are gathered,
-the losses stay on the device and are read back `log_every` optimizer steps at a time (one transfer for
-all of them), and the token count and masking rate are host numbers the loader computed. With a fixed
+the losses stay on the device and come back `log_every` optimizer steps at a time (one non-blocking copy
+into pinned memory, read at the next log point, by when it has long arrived), the loss guard reads its
+record at the same points (`read_every`), and the token count and masking rate are host numbers the
+loader computed. With a fixed
 `pretrain.max_predictions` every tensor of the step has one shape, so `compile_losses` makes the whole
 forward, loss and backward one graph (and on CUDA, with `mode="reduce-overhead"`, one captured graph).
 """
@@ -18,6 +20,7 @@ forward, loss and backward one graph (and on CUDA, with `mode="reduce-overhead"`
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import pytorch_lightning as pl
@@ -80,6 +83,22 @@ def sample_tokens(logits: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cdf, point, right=True).clamp_(max=cdf.shape[-1] - 1).squeeze(-1)
 
 
+@dataclass
+class _Copy:
+    """The losses of some steps on their way to the host: `values` (a CPU buffer, pinned where the losses
+    are on a CUDA device) is complete once `arrived` (a CUDA event; None: a synchronous copy) has."""
+    values: torch.Tensor | None
+    arrived: "torch.cuda.Event | None"
+    unread: int  # the first this many values: the history's
+    names: list[tuple[int, str]]  # then (index in `steps`, loss name) of each further value
+    steps: list[tuple[int, dict[str, torch.Tensor], dict[str, float]]]
+
+    def read(self) -> list[float]:
+        if self.arrived is not None:
+            self.arrived.synchronize()  # recorded a log interval ago: long done
+        return self.values.tolist() if self.values is not None else []
+
+
 def masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """The mean of `values` where `weights` is 1 (float weights of the same shape), on the device."""
     return (values * weights).sum() / weights.sum()
@@ -114,6 +133,7 @@ class PretrainModule(pl.LightningModule):
         self.log_every = log_every
         self._unread: list[torch.Tensor] = []  # the history not yet read back
         self._steps: list[tuple[int, dict[str, torch.Tensor], dict[str, float]]] = []  # logged points not yet read
+        self._copies: list[_Copy] = []  # read back, not yet arrived on the host
         self._last: dict[str, torch.Tensor] = {}
         self._tick: float | None = None
         self._tokens_per_s: float | None = None
@@ -135,6 +155,12 @@ class PretrainModule(pl.LightningModule):
         (the tests count graphs with "aot_eager", which skips inductor's code generation)."""
         self.step_losses = torch.compile(self.losses, fullgraph=self.alum is None, mode=mode, backend=backend)
         self._graphed = mode == "reduce-overhead"
+
+    @property
+    def read_every(self) -> int:
+        """Micro-batches between the loss guard's reads of its device record (StopOnNonFiniteLoss): those of
+        `log_every` optimizer steps, so that the host waits for the device at log points only."""
+        return self.log_every * (self.trainer.accumulate_grad_batches if self._trainer is not None else 1)
 
     @property
     def history_name(self) -> str:
@@ -232,32 +258,55 @@ class PretrainModule(pl.LightningModule):
             host["train/tokens_per_s"] = self._tokens_per_s
         self._steps.append((self.trainer.global_step - 1, self._last, host))
         if len(self._steps) >= self.log_every:
-            # the progress bar's figures, as CPU tensors: Lightning would put a float on the device, and the
-            # bar reads its values back at every step
-            shown = {name: torch.tensor(value) for name, value in self.read_back().items()}
-            self.log_dict(shown, prog_bar=True, logger=False)
+            self._show(self.read_back(wait=False))
 
     def on_train_epoch_end(self) -> None:  # before the checkpoint of the epoch's end is written
-        self.read_back()
+        self._show(self.read_back())
 
     def on_train_end(self) -> None:
-        self.read_back()
+        self._show(self.read_back())
 
-    def read_back(self) -> dict[str, float]:
-        """Read the losses of the steps since the last read back from the device in one transfer, log
-        each step's point, and return the last step's (name -> value)."""
+    def _show(self, point: dict[str, float]) -> None:
+        """The progress bar's and the progress lines' figures, as numbers: a logged tensor would be read
+        back at every refresh of the bar."""
+        if point and self._trainer is not None:
+            self.trainer.progress_bar_metrics.update(point)
+            self.trainer.callback_metrics.update(point)
+
+    def read_back(self, wait: bool = True) -> dict[str, float]:
+        """Start the copy of the losses of the steps since the last read back to the host (one non-blocking
+        copy of them all), then log each step's point of every copy that has arrived: with `wait`, all of
+        them (the epoch's end, before its checkpoint; the run's end), else all but the one just started,
+        which the next log point reads. Returns the last logged step's point (name -> value)."""
+        self._start_copy()
+        ready, self._copies = (self._copies, []) if wait else (self._copies[:-1], self._copies[-1:])
+        shown: dict[str, float] = {}
+        for copy in ready:
+            values = copy.read()
+            self.history.extend(values[:copy.unread])
+            points = [dict(host) for _, _, host in copy.steps]
+            for (i, name), value in zip(copy.names, values[copy.unread:]):
+                points[i][f"train/{name}"] = value
+            if self.logger is not None:
+                for (step, _, _), point in zip(copy.steps, points):
+                    self.logger.log_metrics(point, step)
+            shown = points[-1] if points else shown
+        return shown
+
+    def _start_copy(self) -> None:
+        if not self._unread and not self._steps:
+            return
         names = [(i, name) for i, (_, device, _) in enumerate(self._steps) for name in device]
-        values = torch.stack([*self._unread, *(self._steps[i][1][n] for i, n in names)]).float().tolist() \
-            if self._unread or names else []
-        self.history.extend(values[:len(self._unread)])
-        points = [dict(host) for _, _, host in self._steps]
-        for (i, name), value in zip(names, values[len(self._unread):]):
-            points[i][f"train/{name}"] = value
-        if self.logger is not None:
-            for (step, _, _), point in zip(self._steps, points):
-                self.logger.log_metrics(point, step)
+        values, arrived = None, None
+        if self._unread or names:
+            stacked = torch.stack([*self._unread, *(self._steps[i][1][n] for i, n in names)]).float()
+            values = torch.empty(stacked.shape, pin_memory=stacked.is_cuda)  # pinned: the copy does not wait
+            values.copy_(stacked, non_blocking=True)
+            if stacked.is_cuda:
+                arrived = torch.cuda.Event()
+                arrived.record()
+        self._copies.append(_Copy(values, arrived, len(self._unread), names, self._steps))
         self._unread, self._steps = [], []
-        return points[-1] if points else {}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         # Lightning's mixed-precision plugin refuses to clip for an optimizer that unscales gradients in its

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.step_ops import OpCounter, count_ops, profiled_ops
+from benchmarks.step_ops import OpCounter, count_ops, is_sync, profiled_ops
 
 
 def step(x: torch.Tensor, read) -> None:
@@ -42,3 +42,17 @@ def test_boolean_mask_indexing_is_a_sync_for_both_counts():
     dispatched, profiled = count_ops(lambda: x[x < -1]), profiled_ops(lambda: x[x < -1])
     assert dispatched.syncs == profiled.syncs == 1, (dispatched.sync_ops, profiled.sync_ops)
     assert count_ops(lambda: x[torch.tensor([0, 2])]).syncs == 0  # indexing by position reads nothing back
+
+
+def test_a_blocking_copy_from_a_device_to_the_host_is_a_sync_and_a_non_blocking_one_is_not():
+    """`.cpu()` and `.tolist()` of a device tensor dispatch `_to_copy` to the CPU, `copy_` into a CPU tensor
+    the same: the host waits for the device. (A `meta` tensor stands for the device's: the classification
+    reads only where the tensors live.)"""
+    device, host = torch.empty(3, device="meta"), torch.empty(3)
+    cpu = torch.device("cpu")
+    assert is_sync("_to_copy", (device,), {"device": cpu})  # .cpu(), .tolist(), .to("cpu")
+    assert is_sync("copy_", (host, device))  # host_tensor.copy_(device_tensor)
+    assert is_sync("copy_", (host, device, True))  # non-blocking into pageable memory still waits
+    assert not is_sync("_to_copy", (device,), {"device": cpu, "non_blocking": True})  # into pinned memory
+    assert not is_sync("_to_copy", (host,), {"device": cpu}) and not is_sync("copy_", (device, host))  # host to device
+    assert not is_sync("_to_copy", (host,), {"dtype": torch.bfloat16})  # a cast where it lives

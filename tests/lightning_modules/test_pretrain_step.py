@@ -5,6 +5,7 @@ the side-by-side counts)."""
 from __future__ import annotations
 
 import pytest
+import pytorch_lightning as pl
 import torch
 from torch._dynamo.utils import counters
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -39,23 +40,59 @@ def sync_counts(step, batch) -> tuple[int, dict]:
     return counter.count.ops, dict(counter.count.sync_ops)
 
 
-@pytest.mark.parametrize("masking", ["wwm", "wordpiece"])
-def test_one_training_step_reads_nothing_back_from_the_device(staged, masking):
-    """A TorchDispatchMode sees every operator of one optimizer step (forward, loss, backward, clipping,
-    AdamW, schedule): none reads a device value back (`.item()`, `float()`, `nonzero`, boolean-mask
-    indexing). The step before (boolean indexing, `float(loss)`, the token count read back, and
-    transformers asking whether the [B, L] mask has padding) made six such calls."""
-    vocab, shards = staged
-    cfg = micro(masking)
-    data = batches(cfg, vocab, shards, 3, 32, torch.device("cpu"))
-    module, optimizer, scheduler = build_module(cfg, vocab, torch.device("cpu"), 3)
-    step = StaticStep(module, optimizer, scheduler)
-    step(data[0])  # the optimizer's state exists from here on, as in every later step
-    _, syncs = sync_counts(step, data[1])
-    assert syncs == {}
+class StepSyncs(pl.Callback):
+    """The operators of each optimizer step of a real fit, by step: from its first micro-batch's start to
+    the next step's, so the forward, loss, backward, clipping, optimizer and schedule, every callback's and
+    the module's hooks, the logger and the progress bar are all inside. With `trainer.num_workers=1` the
+    next batch is assembled in a worker process, outside the count."""
 
-    old, _, _ = build_module(cfg, vocab, torch.device("cpu"), 3)
-    old_optimizer, old_scheduler = today_optimizer(old, 1e-3, 0.01, 0.1, 3)
+    def __init__(self):
+        self.counter, self.step, self.counts = None, None, {}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step != self.step:
+            self._close()
+            self.step, self.counter = trainer.global_step, OpCounter()
+            self.counter.__enter__()
+
+    def on_train_end(self, trainer, pl_module):
+        self._close()
+
+    def _close(self):
+        if self.counter is not None:
+            self.counter.__exit__(None, None, None)
+            self.counts[self.step], self.counter = self.counter.count, None
+
+
+@pytest.mark.parametrize("masking, accumulate", [("wwm", 1), ("wordpiece", 2)])
+def test_a_fit_reads_nothing_back_from_the_device_between_log_points(staged, data_dir, tmp_path_factory, masking,
+                                                                     accumulate):
+    """A real `bioablate pretrain` fit (ablations.run.pretrain: the module, Lightning's loop, the run's
+    callbacks, logger and progress bar), counted by a TorchDispatchMode: the steps between log points read
+    no device value back (`.item()`, `float()`, `nonzero`, boolean-mask indexing, a blocking copy to the
+    host), at one micro-batch a step or two. The loss guard read its record at every micro-batch and the
+    bar its figures at every refresh before. Every step's loss still reaches the run. The step before the
+    sync-free one (boolean indexing, `float(loss)`, the token count read back, and transformers asking
+    whether the [B, L] mask has padding) made six such calls."""
+    from ablations.run.pretrain import run_pretrain
+
+    cfg = build_config("micro", ["pretrain.batch_size=4", "pretrain.max_steps=4", "pretrain.checkpoint_every=4",
+                                 "trainer.log_every_n_steps=2", "pretrain.max_words=20000", "trainer.num_workers=1",
+                                 "trainer.progress_bar=true", f"pretrain.masking={masking}",
+                                 f"pretrain.accumulate={accumulate}"],
+                       task="pretrain", experiment_name="pretrain", data_dir=str(data_dir),
+                       work_dir=str(tmp_path_factory.mktemp("fit")))
+    counter = StepSyncs()
+    result = run_pretrain(cfg, callbacks=[counter])
+    assert sorted(counter.counts) == [0, 1, 2, 3] and len(result.losses) == 4
+    for step in (0, 2):  # the log points are steps 1 and 3 (counted from 0)
+        assert counter.counts[step].ops > 100 * accumulate, step  # the step was counted
+        assert counter.counts[step].syncs == 0, (step, dict(counter.counts[step].sync_ops))
+
+    vocab, shards = staged
+    data = batches(micro(masking), vocab, shards, 2, 32, torch.device("cpu"))
+    old, _, _ = build_module(micro(masking), vocab, torch.device("cpu"), 2)
+    old_optimizer, old_scheduler = today_optimizer(old, 1e-3, 0.01, 0.1, 2)
     today_step(old, old_optimizer, old_scheduler, data[0], [])
     _, syncs = sync_counts(lambda b: today_step(old, old_optimizer, old_scheduler, b, []), data[1])
     assert syncs == {"_local_scalar_dense": 3, "index": 2, "index_put": 1}
