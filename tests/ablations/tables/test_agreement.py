@@ -159,3 +159,17 @@ def test_below_three_seeds_the_paired_test_over_test_examples_decides(uri, tmp_p
     # 10 differing questions per seed, 20 pooled: of 2^20 swaps only the identity reaches the observed
     # difference, so the p of 1000 random permutations is its floor, two-sided 2 x 1 / (1000 + 1)
     assert pair.p_value == pytest.approx(2 / 1001) and pair.ours == pytest.approx(25.0)
+
+
+def test_every_pair_of_a_wide_row_is_compared_once(uri, tmp_path):
+    """Five columns the paper ranks in the reverse of the table's order: ordering each pair (the paper's higher
+    cell first) by swapping the loop's own cells compared the 4 neighbouring pairs alone, several times each."""
+    columns = ("A", "B", "C", "D", "E")
+    scores = {c: {"gad": [60 + i, 61 + i, 62 + i]} for i, c in enumerate(columns)}
+    paper = {"gad": {c: 70.0 + 2 * i for i, c in enumerate(columns)}}  # E highest, A lowest
+    log_runs(uri, "wide", scores, tmp_path)
+    layout = TableLayout(title="wide", rows="task", columns="model", column_order=columns, paper=paper)
+    [row] = agreement(table_data(layout, cell_runs(uri, "wide"))).rows
+    pairs = [frozenset((p.better, p.worse)) for p in row.pairs]
+    assert len(pairs) == 10 and set(pairs) == {frozenset((a, b)) for i, a in enumerate(columns) for b in columns[i + 1:]}
+    assert all(paper["gad"][p.better] > paper["gad"][p.worse] for p in row.pairs)  # the paper's higher cell first
