@@ -7,9 +7,9 @@ exists (a FAILED run and a traceback): refused as one ConfigError line naming th
   `trainer.devices`, and a model width the attention heads divide. Called wherever a run config is built
   (ablations/config.py `build_config`, an experiment's cells) and again by the runs themselves.
 - `check_max_length`: an explicit `finetune.max_length` the model's position embeddings cannot take.
-- `check_accelerator_present`: what the machine decides: `trainer.accelerator=gpu` where there is none.
-  Called just before a run starts here, not when a config is built: a config may be built on a login node
-  for jobs that run on GPU nodes (`--launcher slurm`), or read back to render a table.
+- `check_accelerator_present`: what the machine decides: `trainer.accelerator=gpu` where there is none,
+  and the counts `bioablate_core.limits.check_machine` holds against it. Called just before a run starts here, not when a config is built: a config may
+  be built on a login node for jobs that run on GPU nodes (`--launcher slurm`), or read back to render a table.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from typing import Any
+from typing import Any, Iterator
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from bioablate_core import limits
 from bioablate_core.errors import ConfigError, UnknownNameError
 
 AUTO = "auto"
@@ -67,6 +68,9 @@ def check_run_config(cfg: DictConfig) -> None:
         raise ConfigError(f"trainer.accelerator: "
                           f"{UnknownNameError('accelerator', trainer.accelerator, ACCELERATORS)}")
     check_devices(trainer.devices)
+    check_lengths(cfg)
+    if cfg.get("task") == "pretrain":
+        check_vocab_size(str(cfg.pretrain.vocab))
     model = cfg.model
     if model.hidden_size % model.num_heads:
         lower = model.hidden_size - model.hidden_size % model.num_heads
@@ -74,6 +78,40 @@ def check_run_config(cfg: DictConfig) -> None:
         raise ConfigError(f"model.hidden_size = {model.hidden_size}: not divisible by model.num_heads = "
                           f"{model.num_heads} (each attention head takes an equal share of the width); use "
                           f"model.hidden_size={fits}, or another number of heads (config key model.hidden_size)")
+
+
+def check_lengths(cfg: DictConfig) -> None:
+    """Every string of the config within what the MLflow store takes: the experiment's name (500 characters)
+    and each value logged as a param (6000); longer, the store refuses it after the run exists."""
+    name = str(cfg.get("experiment_name", ""))
+    if len(name) > limits.MAX_EXPERIMENT_NAME:
+        raise ConfigError(f"experiment_name '{limits.quoted(name, 40)}' has {len(name):,} characters: the MLflow "
+                          f"store takes at most {limits.MAX_EXPERIMENT_NAME}; give a shorter name "
+                          "(config key experiment_name)")
+    for key, value in _strings(OmegaConf.to_container(cfg, resolve=True)):
+        if len(value) > limits.MAX_PARAM_VALUE:
+            raise ConfigError(f"{key} = '{limits.quoted(value, 40)}' has {len(value):,} characters: the MLflow "
+                              f"store takes a value of at most {limits.MAX_PARAM_VALUE}; give a shorter one "
+                              f"(config key {key})")
+
+
+def _strings(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of every string in a config container, lists' items included."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for name, value in items:
+        key = f"{prefix}.{name}" if prefix else str(name)
+        if isinstance(value, str):
+            yield key, value
+        else:
+            yield from _strings(value, key)
+
+
+def check_vocab_size(vocab: str, key: str = "pretrain.vocab") -> None:
+    """A `train:SIZE` vocabulary within the ceiling (the trainer's memory grows with SIZE)."""
+    parts = vocab.split(":")
+    if parts[0] == "train" and len(parts) > 1 and parts[1].isdigit():
+        limits.check_vocab_size(int(parts[1]), f"{key} = {limits.quoted(vocab, 40)}", f"{key}=train:30522",
+                                f"config key {key}")
 
 
 def check_max_length(cfg: DictConfig) -> None:
@@ -138,6 +176,7 @@ def check_accelerator_present(cfg: DictConfig) -> None:
                           "(indices and -1 name GPUs); e.g. trainer.devices=1 (config key trainer.devices)")
     if on_cpu and str(cfg.trainer.get("precision", "")).startswith("bf16"):
         _say_bf16_is_emulated()
+    limits.check_machine(cfg)
 
 
 @functools.cache  # once per process: an experiment checks every run
@@ -152,3 +191,4 @@ def _say_bf16_is_emulated() -> None:
             "trainer.precision is bf16 on a CPU without bf16 instructions (%s): each step converts its operands "
             "and can run 20x slower than fp32; pass trainer.precision=32-true here",
             torch.backends.cpu.get_cpu_capability())
+

@@ -20,6 +20,7 @@ from ablations.checks import check_names, check_run_config
 from bioablate_core.errors import ConfigError
 from bioablate_core.fingerprints import digest
 from bioablate_core.identity import field_marks, marked
+from bioablate_core.limits import MAX_ACCUMULATE, MAX_ALUM_STEPS, MAX_BATCH, MAX_STEPS
 from bioablate_core.packaged import resolve_config
 from bioablate_core.schema import bounded, choice, defaults, load_yaml, merge
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
@@ -81,8 +82,8 @@ class ModelConfig:
 @dataclass
 class FinetuneConfig:
     lr: float = bounded(5e-5, gt=0)
-    batch_size: int = bounded(32, ge=1)
-    eval_batch_size: int = bounded(64, ge=1)
+    batch_size: int = bounded(32, ge=1, le=MAX_BATCH)
+    eval_batch_size: int = bounded(64, ge=1, le=MAX_BATCH)
     epochs: int = bounded(3, ge=1, le=MAX_EPOCHS)
     warmup_ratio: float = bounded(0.1, ge=0, le=1)
     weight_decay: float = bounded(0.01, ge=0)
@@ -149,7 +150,7 @@ class AlumConfig:
     sigma: float = bounded(1e-5, ge=0)  # std of the initial random perturbation
     epsilon: float = bounded(1e-5, ge=0)  # radius of the L-inf ball the perturbation is projected onto
     step_size: float = bounded(1e-3, gt=0)  # ascent step size
-    steps: int = bounded(1, ge=1)  # K ascent steps
+    steps: int = bounded(1, ge=1, le=MAX_ALUM_STEPS)  # K ascent steps
 
 
 @decides(pretrain="corpus max_words min_words dedup exclude_eval_pmids vocab lowercase seq_len objective nsp "
@@ -180,9 +181,9 @@ class PretrainConfig:
     lr: float = bounded(6e-4, gt=0)
     weight_decay: float = bounded(0.01, ge=0)
     warmup_ratio: float = bounded(0.1, ge=0, le=1)
-    batch_size: int = bounded(32, ge=1)  # sequences per micro-batch (per device)
-    accumulate: int = bounded(1, ge=1)  # micro-batches per optimizer step
-    max_steps: int = bounded(1000, ge=1)  # optimizer steps
+    batch_size: int = bounded(32, ge=1, le=MAX_BATCH)  # sequences per micro-batch (per device)
+    accumulate: int = bounded(1, ge=1, le=MAX_ACCUMULATE)  # micro-batches per optimizer step
+    max_steps: int = bounded(1000, ge=1, le=MAX_STEPS)  # optimizer steps
     checkpoint_every: int = bounded(100, ge=1)  # optimizer steps between checkpoints
     grad_clip: float = bounded(1.0, ge=0)  # 0: no clipping
     embedding_size: int = bounded(128, ge=1)  # albert: factorized embedding size

@@ -31,6 +31,7 @@ from bioablate_core.console import configure_logging, quiet_libraries
 from bioablate_core.databases import hide_passwords
 from bioablate_core.errors import BioablateError
 from bioablate_core.interrupts import Interrupted, handling_interrupts
+from bioablate_core.limits import readable
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         return EXIT_CLOSED_PIPE
     except BioablateError as error:
-        print(f"bioablate: error: {hide_passwords(str(error))}", file=sys.stderr)  # a URI it names
+        print(f"bioablate: error: {readable(hide_passwords(str(error)))}", file=sys.stderr)  # a URI it names
         return EXIT_USER_ERROR
     except ClaimHeld as held:
         print(f"bioablate: {held}", file=sys.stderr)

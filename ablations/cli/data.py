@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ablations import api
+from bioablate_core.limits import check_vocab_size
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
@@ -32,6 +33,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_vocab_train(args: argparse.Namespace) -> int:
+    check_vocab_size(args.size, f"--size {args.size}", "--size 30522", "option --size")
     print(api.train_vocab(Path(args.out), args.corpus, args.size, args.cased, args.max_words, args.min_words,
                           args.data_dir))
     return 0

@@ -15,6 +15,7 @@ from bioablate_core.databases import hide_passwords
 from bioablate_core.distributed import is_ddp_worker
 from bioablate_core.errors import ConfigError, UnknownNameError
 from bioablate_core.files import writable_dir
+from bioablate_core.limits import check_machine
 
 # the scores `bioablate finetune` prints: the primary one, F1 with its parts, extractive QA's measures
 SHOWN = ("score", "f1", "precision", "recall", "strict", "lenient", "mrr", "em")
@@ -33,6 +34,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                      task=args.task, seed=args.seed,
                      data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                      **{"model.name_or_path": args.model, "datasets": args.datasets})
+    check_machine(cfg)  # here, before the seconds of importing Lightning
     result = _computed(cfg.task, lambda: api.finetune(cfg, force=args.force, wait=args.wait))
     if result is None:
         return 0
@@ -56,6 +58,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(api.pretrain_plan(cfg)))
         return 0
+    if args.launcher != "slurm":  # a job's node is checked where it runs
+        check_machine(cfg)
     if args.launcher == "slurm":
         job = api.pretrain_on_slurm(cfg, args.launcher_config, args.nodes, args.gpus_per_node, args.force)
         return submitted(job, args.follow and api.follow_pretraining)
@@ -86,6 +90,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.launcher == "slurm":
         return _run_on_slurm(args, experiment)
+    for cfg in experiment.machine_configs:  # before the parent run exists
+        check_machine(cfg)
     starting()
     summary = api.run(experiment, devices=args.devices, ddp=args.ddp, runs_per_device=args.runs_per_device,
                       wait=args.wait)

@@ -64,14 +64,17 @@ def check_inits(models: dict[str, ModelDef], path: Path) -> None:
 
 def check_configs(experiment: Experiment) -> None:
     """Build every config once: a bad key or value, an invalid variant or a model folder whose files
-    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`).
+    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`) and the configs checked
+    (`Experiment.machine_configs`).
     (The checks that import Lightning come after the configs they check were built: a typo is reported
     in a blink.)"""
     accelerators: set[str] = set()
+    configs: list[DictConfig] = []
 
     def check(cfg: DictConfig, where: str, checks: Callable[[DictConfig], None]) -> None:
         """One run's config: `checks` on it, a failure one ConfigError naming `where`."""
         accelerators.add(str(cfg.trainer.accelerator))
+        configs.append(cfg)
         try:
             checks(cfg)
         except BioablateError as e:
@@ -106,6 +109,7 @@ def check_configs(experiment: Experiment) -> None:
               f"{', '.join(label for _, label in cell.variant) or 'no variant'}",
               partial(_check_cell, task=cell.task, model=model))
     experiment.accelerators = tuple(sorted(accelerators))
+    experiment.machine_configs = tuple(configs)
 
 
 def _check_stage(cfg: DictConfig) -> None:

@@ -119,6 +119,9 @@ class Experiment:
     work_dir: Optional[str] = None
     tracking_uri: Optional[str] = None
     accelerators: tuple[str, ...] = ()  # every run's trainer.accelerator (load_experiment records them)
+    # one config of each kind of run it plans (load_experiment records them): what a local invocation holds
+    # against this machine's CPUs, GPUs and RAM (bioablate_core.limits.check_machine) before its parent run
+    machine_configs: tuple[DictConfig, ...] = ()
     # task -> the folds each of its (model, variant, seed) cells runs; a task without folds is absent
     folds_by_task: dict[str, list[int]] = field(default_factory=dict)
 
