@@ -191,3 +191,37 @@ def test_a_vocabulary_table_names_the_profile_and_datasets_it_computed_over(tmp_
     assert terms.returncode == 0, terms.stderr
     header = next((tmp_path / "tables").glob("table1_vocab_terms-*")).joinpath("table.md").read_text().splitlines()[1]
     assert header == "- profile: none applies (no runs: computed from the staged vocabularies)"
+
+
+def test_every_run_logs_its_floor_and_state_and_every_cell_shows_them(micro_store):
+    from datamodules.floors import STATES
+
+    work, uri = micro_store
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("finetune").experiment_id], "tags.kind = 'finetune'")
+    assert len(runs) == 8
+    for run in runs:
+        assert 0.0 <= run.data.metrics["test/floor"] <= 1.0 and run.data.tags["test_state"] in STATES
+        assert run.data.tags["test_floor_kind"] in ("all O", "all positive")
+    rows = list(csv.DictReader(io.StringIO((work / "tables" / "quickstart-micro" / "table.csv").read_text())))
+    assert rows and all(r["floor"] and r["floor_kind"] and r["cell_state"] in STATES for r in rows)
+
+
+def test_the_bundle_renders_the_same_table_alone_and_an_import_is_reused(micro_store, data_dir, tmp_path):
+    """`table --from` gives the same table.md, .tex and .csv with no store; `import` then `run` in a new work
+    directory computes nothing and renders the same table."""
+    work, _ = micro_store
+    folder = work / "tables" / "quickstart-micro"
+    done = bioablate_in_process("table", "--from", str(folder), "--out", str(tmp_path / "from"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for name in ("table.md", "table.tex", "table.csv", "bundle.jsonl"):
+        assert (tmp_path / "from" / name).read_bytes() == (folder / name).read_bytes(), name
+    other = tmp_path / "elsewhere"
+    done = bioablate_in_process("import", str(folder), "--work-dir", str(other), cwd=tmp_path)
+    assert done.returncode == 0 and "imported 8 finished run(s) of quickstart" in done.stdout, done.stderr
+    done = bioablate_in_process("run", "quickstart", "--profile", "micro", "--work-dir", str(other), "--data-dir",
+                                str(data_dir), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "8 fine-tuning runs: 0 computed, 8 reused" in done.stdout
+    again = other / "tables" / "quickstart-micro" / "table.csv"
+    assert again.read_bytes() == (folder / "table.csv").read_bytes()
