@@ -114,6 +114,7 @@ class Timing:
     name: str
     seconds: list[float]  # per measured step
     items: list[float]    # examples or tokens processed by each measured step
+    warmup_s: float = 0.0  # the untimed steps first: where a compiled side compiles
 
     @property
     def per_second(self) -> float:
@@ -130,11 +131,13 @@ def interleaved(steps: dict[str, Callable[[], float]], rounds: int, warmup: int 
     """Time each step function `rounds` times, alternating between them so that any slowdown of the
     machine hits all of them alike. A step returns how many items (examples or tokens) it processed."""
     device = torch.device(device)
-    for fn in steps.values():
+    out = {name: Timing(name, [], []) for name in steps}
+    for name, fn in steps.items():
+        start = time.perf_counter()
         for _ in range(warmup):
             fn()
-    sync(device)
-    out = {name: Timing(name, [], []) for name in steps}
+        sync(device)
+        out[name].warmup_s = time.perf_counter() - start
     for _ in range(rounds):
         for name, fn in steps.items():
             start = time.perf_counter()

@@ -1,43 +1,41 @@
 """A lent GPU session in one command: every section timed against its budget, results kept as they come.
 
+    python -m benchmarks.gpu_session --plan                     # the default plan's sections, budgets, total
     bash scripts/gpu_session.sh "$OUT"                          # on the device (installs the wheelhouse first)
+    bash scripts/gpu_session.sh "$OUT" --session finetune       # the second plan, for a warm second call
     python -m benchmarks.gpu_session --out /tmp/s --device cpu --size micro    # the CPU rehearsal (CI)
 
 A lent GPU comes for 15 minutes of device time in all, one command at most 10; this is the one command
-(8 minutes by default, `--budget`). Sections, in order, each with a time budget (`SECTIONS`); a section
-runs only if its budget fits in what is left of the session's, else it is recorded as skipped with the
-reason, and one that runs past twice its budget (or past the session's end) is cut off and recorded so:
+(8 minutes by default, `--budget`). A plan (`PLANS`) is its sections in order, each with a time budget that
+includes its compiling (`SECTIONS`; `--plan` prints them and the total, which fits the command with a
+margin). A section runs only if its budget fits in what is left of the session's, else it is recorded as
+skipped with the reason, and one that runs past twice its budget (or past the session's end) is cut off
+and recorded so. Every section runs in bf16 autocast, as a production run does (`bf16-mixed`), and starts
+from the session's own fp32 matmul precision.
+
+The default plan, `pretrain`, returns the headline first:
 
 - **install** (done by scripts/gpu_session.sh before this starts): its status and time, and whether
   every carried package imports from where it was installed;
 - **environment**: nvidia-smi, Python, torch, CUDA, cuDNN, the device's properties, the image's `pip
   list`, and the bf16 and fp32 matmul peaks measured now (the ceilings every MFU below is against);
-- **launch_overhead**: what one tiny kernel launch costs the host, issued one by one and replayed as a
-  CUDA graph: the floor under a step of many small kernels (a step that takes launches x this is
-  launch-bound, whatever the matmul peak);
-- **step_ab**: today's pretraining step against the sync-free, static-shape one (benchmarks.step_overhead)
-  at the size's width, 64 rows then 256 of 128 tokens, eager, compiled and graphed (CUDA graphs): ATen
-  ops, syncs and wall time per step, tokens/s. The headline: how much of a step the host was, and what
-  compiling and capturing the whole step win at each batch;
-- **profile_step**: one sync-free step at 256 rows (compiled where step_ab's compiled side ran) under
-  torch.profiler: the device's busy time against the step's wall time, kernels launched;
-- **preflight** at micro size, every code path a GPU takes before the expensive sections use it:
-  `preflight_pretrain` (the MLM step: bf16 autocast, fused AdamW, SDPA, ours and hf-strong eager and
-  compiled), `preflight_finetune` (BC5-chem, ours and the HF Trainer, eager and compiled) and
-  `preflight_smoke` (`run_pretrain` -> export -> `run_finetune`, Lightning in bf16). Where a compiled path
-  failed here, the sections after it run eager only and say why;
-- **pretrain_base**: BERT-base MLM at 128 tokens, ours eager and compiled against hf-naive and hf-strong
-  eager and compiled (benchmarks.pretrain_throughput), MFU of the bf16 peak, peak memory;
-- **profile_pretrain**: one step of ours (eager) at pretrain_base's size under torch.profiler: kernels
-  launched, the device's busy time against the step's wall time, the ops that take the device's time;
-- **finetune_base**: BERT-base on BC5-chem and ChemProt against the HF Trainer, same sides
-  (benchmarks.finetune_throughput);
-- **runs_per_device**, with what is left: 8 `mini` fine-tuning runs (BC5-chem and ChemProt, 4 seeds)
-  one after another, then the same 8 with `--runs-per-device 8` on the one device: wall times and ratio.
+- **headline** and **headline_packed**: BERT-base MLM at 256 x 128 in bf16 with `max_predictions` set
+  (one static shape), unpacked then packed rows: ours eager, compiled and graphed (CUDA graphs) against
+  hf-strong compiled (benchmarks.pretrain_throughput), tokens/s, MFU, each side's warm-up (compile) seconds;
+- **lightning_path**: `bioablate pretrain` through Lightning at the same size, ~40 steps graphed, then 4
+  at accumulate 2 (compiled, no graphs): the logged tokens/s against the bare step's;
+- **profile_graphed**: one graphed step under torch.profiler: the device-busy fraction, kernels per step,
+  the attention kernel SDPA chose;
+- **compile_cache**: the inductor cache of the sections before, saved to `--out` if small.
+
+`finetune` (the fine-tuning step, eager and compiled, against the HF Trainer, BC5-chem and
+ChemProt; runs sharing one device) and `extra` (launch overhead, today's step against the sync-free one,
+the Lightning smoke, an eager profile) are plans of their own. scripts/gpu_session.sh puts `TORCH_LOGS`
+(graph breaks, recompiles, cudagraph skips) into session.log.
 
 `session.json` and `session.md` in `--out` are replaced (atomically) after every section, so a session
-cut off by the device's time limit keeps every section it finished. `--size micro` runs the same sections
-at toy size (the CPU rehearsal, tests/benchmarks/test_gpu_session.py); its numbers mean nothing.
+cut off by the device's time limit keeps every section it finished. `--size micro` runs the same plan at
+toy size (the CPU rehearsal, tests/benchmarks/test_gpu_session.py); its numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -81,29 +79,56 @@ from benchmarks.common import (
 @dataclass(frozen=True)
 class Section:
     name: str
-    budget_s: float  # on one H100/H200; the skip rule reads it, the cut-off is twice it
+    budget_s: float  # on one H100/H200, compiling included; the skip rule reads it, the cut-off is twice it
     title: str
+    compile_s: float = 0.0  # the part of the budget that compiling takes, cold (no cache)
 
 
-# Budgets as measured in the first lent sessions (2026-11-27, H100 and H200: docs/performance.md): the
-# compiled sides made preflight_finetune take 78 s, pretrain_base 145 s and finetune_base over 164 s (cut
-# off; eager at 4 rounds: 56 s). They add up to more than the 480 s: a full session skips what comes last,
-# so a lent session names what it still lacks with --only (docs/performance.md gives the command).
+# Budgets on one H100/H200, compile time included (the first lent sessions, docs/performance.md: a cold
+# compile of BERT-base's step takes 40-60 s, of hf-strong's model about as long; a graphed side reuses the
+# compiled side's graph and adds its capture). Each plan fits the 480 s command with a margin.
 SECTIONS = [
     Section("install", 45, "Wheelhouse install"),
     Section("environment", 20, "Environment"),
-    Section("launch_overhead", 5, "Kernel launch overhead"),
-    Section("step_ab", 240, "Pretraining step A/B: today's vs sync-free, 64 and 256 rows, eager/compiled/graphed"),
-    Section("profile_step", 40, "One sync-free pretraining step at 256 rows under the profiler"),
-    Section("preflight_pretrain", 50, "Preflight: MLM step, micro, eager and compiled"),
-    Section("preflight_finetune", 80, "Preflight: fine-tuning step, micro, eager and compiled"),
-    Section("preflight_smoke", 30, "Preflight: pretrain -> export -> fine-tune through Lightning, micro"),
-    Section("pretrain_base", 150, "BERT-base MLM throughput"),
-    Section("profile_pretrain", 15, "One BERT-base MLM step under the profiler"),
-    Section("finetune_base", 170, "BERT-base fine-tuning throughput"),
+    Section("headline", 170, "Headline: BERT-base MLM 256 x 128, bf16, unpacked: ours eager/compiled/graphed vs "
+            "hf-strong compiled", compile_s=120),
+    Section("headline_packed", 90, "Headline, packed rows", compile_s=50),
+    Section("lightning_path", 80, "The real Lightning path at the headline's size (40 steps; 4 at accumulate 2)",
+            compile_s=40),
+    Section("profile_graphed", 25, "One graphed step under the profiler", compile_s=10),
+    Section("compile_cache", 5, "The compile cache, saved to the output if small"),
+    # the second plan (--session finetune), for a warm second call
+    Section("preflight_finetune", 80, "Preflight: fine-tuning step, micro, eager and compiled", compile_s=50),
+    Section("finetune_base", 170, "BERT-base fine-tuning throughput", compile_s=100),
     Section("runs_per_device", 90, "Fine-tuning runs sharing one device (--runs-per-device)"),
+    # what earlier sessions measured, for a call with time to spare (--session extra)
+    Section("launch_overhead", 5, "Kernel launch overhead"),
+    Section("step_ab", 240, "Pretraining step A/B: today's vs sync-free, 64 and 256 rows, eager/compiled/graphed",
+            compile_s=180),
+    Section("preflight_smoke", 30, "Preflight: pretrain -> export -> fine-tune through Lightning, micro"),
+    Section("profile_pretrain", 15, "One BERT-base MLM step under the profiler"),
 ]
 SECTION_NAMES = [s.name for s in SECTIONS]
+BY_NAME = {s.name: s for s in SECTIONS}
+PLANS = {
+    "pretrain": ["install", "environment", "headline", "headline_packed", "lightning_path", "profile_graphed",
+                 "compile_cache"],
+    "finetune": ["install", "environment", "preflight_finetune", "finetune_base", "runs_per_device"],
+    "extra": ["install", "environment", "launch_overhead", "step_ab", "preflight_smoke", "profile_pretrain"],
+}
+COMMAND_S = 480  # the default --budget: one device command, install included
+
+
+def plan_lines(plan: str) -> list[str]:
+    """`--plan`: each section of `plan` with its budget (compile time included) and the total."""
+    sections = [BY_NAME[n] for n in PLANS[plan]]
+    total = sum(x.budget_s for x in sections)
+    lines = [f"plan {plan}: {len(sections)} sections, in order (budgets on one H100/H200, compiling included)"]
+    lines += [f"  {x.name:<19}{x.budget_s:>5.0f} s" + (f"  ({x.compile_s:.0f} s of it compiling)" if x.compile_s else "")
+              + f"  {x.title}" for x in sections]
+    lines.append(f"  {'total':<19}{total:>5.0f} s of the {COMMAND_S} s command ({COMMAND_S - total:.0f} s margin)")
+    return lines
+
 
 # per size: the throughput benchmarks' arguments, and the runs of runs_per_device
 # micro: a smoke size, whose MFU nobody reads: a fifth of a second per peak (each dtype, twice in fine-tuning)
@@ -114,14 +139,24 @@ MICRO_FINETUNE = ["--batch-size", "8", "--max-length", "64", "--max-train-exampl
 TOY_PRETRAIN = ["--max-words", "20000", "--rounds", "1", "--warmup", "1", "--peak-size", "128", "--peak-seconds", "0.1"]
 TOY_FINETUNE = ["--batch-size", "8", "--max-length", "32", "--max-train-examples", "16", "--rounds", "1",
                 "--warmup", "1", "--steps-per-round", "1", "--peak-size", "128", "--peak-seconds", "0.1"]
+# the headline's sides: ours eager, compiled and graphed against the strongest baseline, compiled
+HEADLINE = ["--precision", "bf16", "--strong-precision", "bf16", "--sides", "ours-compiled", "ours-graphed",
+            "hf-strong-compiled", "--graphed"]
 SIZES = {
-    "base": dict(step_rows=(64, 256), step_args=["--rounds", "10", "--warmup", "3"],preflight_pretrain_args=MICRO_PRETRAIN, preflight_finetune_args=MICRO_FINETUNE, smoke_steps=30,
+    "base": dict(step_rows=(64, 256), step_args=["--rounds", "10", "--warmup", "3"],
+                 preflight_pretrain_args=MICRO_PRETRAIN, preflight_finetune_args=MICRO_FINETUNE, smoke_steps=30,
                  throughput_size="base", pretrain=(128, 64), pretrain_args=["--rounds", "20"],
+                 headline=(128, 256), headline_args=[*HEADLINE, "--max-predictions", "32", "--rounds", "10",
+                                                     "--warmup", "3", "--max-words", "300000"],
+                 lightning_steps=(40, 4), lightning_model="base",
                  finetune_args=["--rounds", "8", "--warmup", "1"], runs_profile="mini", runs=8,
                  runs_overrides=["finetune.epochs=1", "finetune.max_train_examples=2000",
                                  "finetune.max_eval_examples=500"]),
-    "micro": dict(step_rows=(8, 16), step_args=["--rounds", "2", "--warmup", "1", "--max-words", "20000"],preflight_pretrain_args=TOY_PRETRAIN, preflight_finetune_args=TOY_FINETUNE, smoke_steps=10,
+    "micro": dict(step_rows=(8, 16), step_args=["--rounds", "2", "--warmup", "1", "--max-words", "20000"],
+                  preflight_pretrain_args=TOY_PRETRAIN, preflight_finetune_args=TOY_FINETUNE, smoke_steps=10,
                   throughput_size="micro", pretrain=(64, 8), pretrain_args=TOY_PRETRAIN,
+                  headline=(64, 8), headline_args=[*HEADLINE, "--max-predictions", "16", *TOY_PRETRAIN],
+                  lightning_steps=(4, 2), lightning_model="micro",
                   finetune_args=TOY_FINETUNE, runs_profile="micro", runs=2,
                   runs_overrides=["finetune.max_train_examples=16", "finetune.max_eval_examples=16"]),
 }
@@ -362,22 +397,27 @@ def step_ab_section(args: argparse.Namespace, size: dict, compile: bool, out: di
     return dict(out)
 
 
-def profile_step_section(args: argparse.Namespace, size: dict, compiled: bool) -> dict:
-    """One sync-free step at the size's largest row count under torch.profiler, after two untimed ones."""
+def profile_step_section(args: argparse.Namespace, size: dict, compiled: bool, graphed: bool = False,
+                         rows: int | None = None, precision: str = "fp32") -> dict:
+    """One sync-free step (benchmarks.step_overhead: graphed where `graphed` and on CUDA, else compiled where
+    `compiled`, else eager) in `precision`'s autocast under torch.profiler, after two untimed ones: the
+    device's busy fraction, the kernels of a step, and the attention (SDPA) kernels chosen."""
     from torch.profiler import ProfilerActivity, profile
 
     from benchmarks import step_overhead
     from datamodules.pretrain.vocab import read_vocab
 
-    rows = size["step_rows"][-1]
+    rows = rows or size["step_rows"][-1]
     bench = step_overhead.parser().parse_args(["--device", args.device, "--size", size["throughput_size"],
                                                "--batch-size", str(rows), "--work-dir", str(args.work_dir),
-                                               "--data-dir", str(args.data_dir), *size["step_args"]])
+                                               "--data-dir", str(args.data_dir), "--precision", precision,
+                                               *size["step_args"]])
     device = start_run(bench)
     cfg, vocab_path, shards = pretrain_throughput.prepare(bench)
     vocab = read_vocab(vocab_path)
-    side = "static-compiled" if compiled else "static"
-    step = step_overhead.build_sides(cfg, vocab, device, 4, [side])[side]
+    side = ("static-graphed" if graphed and device.type == "cuda" else "static-compiled" if compiled
+            else "static")
+    step = step_overhead.build_sides(cfg, vocab, device, 4, [side], precision)[side]
     data = step_overhead.batches(cfg, vocab, shards, 3, bench.max_predictions, device)
     for batch in data[:2]:
         step(batch)
@@ -390,13 +430,91 @@ def profile_step_section(args: argparse.Namespace, size: dict, compiled: bool) -
         wall = time.perf_counter() - start
     on_device = [e for e in prof.events() if e.device_type.name == "CUDA"]
     busy_us = sum(e.device_time for e in on_device)
-    top = sorted(prof.key_averages(), key=lambda e: e.self_device_time_total, reverse=True)[:12]
-    out = {"side": side, "batch_size": rows, "step_wall_s": wall, "device_busy_s": busy_us / 1e6,
-           "device_busy_fraction": busy_us / 1e6 / wall, "device_ops": len(on_device),
+    averages = prof.key_averages()
+    top = sorted(averages, key=lambda e: e.self_device_time_total, reverse=True)[:12]
+    attention = sorted({e.key for e in averages if any(k in e.key.lower() for k in ATTENTION_KERNELS)})
+    out = {"side": side, "precision": precision, "batch_size": rows, "step_wall_s": wall,
+           "device_busy_s": busy_us / 1e6, "device_busy_fraction": busy_us / 1e6 / wall, "device_ops": len(on_device),
+           "attention_kernels": attention[:8],
            "top_device_ops": [{"name": e.key, "self_device_ms": e.self_device_time_total / 1e3, "count": e.count}
                               for e in top if e.self_device_time_total > 0]}
-    print(f"{side}, {rows} rows: one step {1e3 * wall:.1f} ms, device busy {1e3 * out['device_busy_s']:.1f} ms, "
-          f"{len(on_device)} device ops", flush=True)
+    print(f"{side}, {rows} rows, {precision}: one step {1e3 * wall:.1f} ms, device busy "
+          f"{1e3 * out['device_busy_s']:.1f} ms, {len(on_device)} device ops; attention: {attention[:3]}", flush=True)
+    return out
+
+
+# names of the attention kernels SDPA may pick (flash, memory-efficient, cuDNN, math), on either device
+ATTENTION_KERNELS = ("scaled_dot_product", "flash", "fmha", "efficient_attention", "cudnn_attention")
+
+
+def headline_section(args: argparse.Namespace, size: dict, compile: bool, packing: bool) -> dict:
+    """benchmarks.pretrain_throughput at the headline's size, in bf16: ours eager, compiled and graphed
+    (CUDA) against hf-strong compiled (hf-strong eager where nothing is compiled: the CPU rehearsal), with
+    `max_predictions` set (one static shape), each side's warm-up (compile) seconds."""
+    extra = list(size["headline_args"])
+    if not compile:
+        at = extra.index("--sides")
+        extra[at + 1:at + 4] = ["hf-strong"]
+    return pretrain_run(args, size["throughput_size"], size["headline"], extra + (["--packing"] if packing else []),
+                        compile)
+
+
+def lightning_path_section(args: argparse.Namespace, size: dict, compile: bool, out: dict) -> dict:
+    """`bioablate pretrain` (Lightning, the run's callbacks, logger and loader workers) at the headline's
+    model, rows and predictions, bf16-mixed: `lightning_steps[0]` steps (compiled as CUDA graphs on CUDA),
+    then `lightning_steps[1]` at accumulate 2 (compiled, no graphs: they refuse accumulation). Tokens/s as
+    the module logs it (the median over the steps after the first), against the headline's bare step."""
+    from mlflow.tracking import MlflowClient
+
+    from ablations import api
+    from benchmarks.pretrain_throughput import SIZES as MODELS
+
+    seq_len, rows = size["headline"]
+    predictions = size["headline_args"][size["headline_args"].index("--max-predictions") + 1]
+    accelerator = "gpu" if torch.device(args.device).type == "cuda" else "cpu"
+    common = [*(f"model.{k}={v}" for k, v in MODELS[size["lightning_model"]].items()),
+              f"trainer.accelerator={accelerator}", "trainer.devices=1", "trainer.progress_bar=false",
+              "trainer.precision=bf16-mixed", "trainer.log_every_n_steps=10", "trainer.num_workers=2",
+              f"pretrain.seq_len={seq_len}", f"pretrain.batch_size={rows}", f"pretrain.max_predictions={predictions}",
+              "pretrain.vocab=pubmedbert-uncased", "pretrain.max_words=300000", "pretrain.masking=wwm",
+              f"trainer.compile={str(compile).lower()}"]
+    for name, steps, accumulate, mode in (("graphed", size["lightning_steps"][0], 1, "reduce-overhead"),
+                                          ("accumulate_2", size["lightning_steps"][1], 2, "default")):
+        work = args.work_dir / f"lightning-{name}"
+        shutil.rmtree(work, ignore_errors=True)
+        cfg = api.config("mini", [*common, f"pretrain.max_steps={steps}", f"pretrain.checkpoint_every={steps}",
+                                  f"pretrain.accumulate={accumulate}", f"trainer.compile_mode={mode}"],
+                         task="pretrain", experiment_name="pretrain", data_dir=str(args.data_dir), work_dir=str(work))
+        start = time.perf_counter()
+        result = api.pretrain(cfg)
+        wall = time.perf_counter() - start
+        rates = sorted(m.value for m in MlflowClient(result.tracking_uri).get_metric_history(
+            result.run_id, "train/tokens_per_s") if m.step > 0)
+        out[name] = {"steps": steps, "accumulate": accumulate, "compile_mode": mode if compile else None,
+                     "wall_s": wall, "tokens_per_s": rates[len(rates) // 2] if rates else None,
+                     "losses": len(result.losses)}
+        print(f"lightning {name}: {steps} steps in {wall:.1f} s, {out[name]['tokens_per_s']} tokens/s", flush=True)
+    return dict(out)
+
+
+def compile_cache_section(args: argparse.Namespace, limit_mib: float = 48) -> dict:
+    """The inductor cache the compiled sections wrote, as one tar.gz in `--out` if it is under `limit_mib`
+    (a later call can start warm from it), else only its size."""
+    import tarfile
+
+    from lightning_modules.compiling import compile_cache_dir
+
+    folder = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or compile_cache_dir(args.work_dir))
+    files = [f for f in folder.rglob("*") if f.is_file()] if folder.is_dir() else []
+    size = sum(f.stat().st_size for f in files)
+    out = {"folder": str(folder), "files": len(files), "bytes": size, "saved": None}
+    if files and size <= limit_mib * 2 ** 20:
+        archive = args.out / "compile-cache.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(folder, arcname="compile-cache")
+        out["saved"] = archive.name
+    print(f"compile cache: {len(files)} files, {size / 2 ** 20:.1f} MiB" + (f", saved as {out['saved']}" if out["saved"]
+          else ""), flush=True)
     return out
 
 
@@ -533,10 +651,11 @@ def _section_lines(name: str, r: dict) -> list[str]:
 
         return [line for rows in r.values() if isinstance(rows, dict) and "sides" in rows
                 for line in ["```", *step_overhead.report(rows).splitlines(), "```"]]
-    if name == "profile_step":
-        return [f"- {r['side']}, batch {r['batch_size']} x 128: one step {1e3 * r['step_wall_s']:.1f} ms, the device "
-                f"busy {1e3 * r['device_busy_s']:.1f} ms of it ({100 * r['device_busy_fraction']:.0f}%) over "
-                f"{r['device_ops']} kernels and copies",
+    if name in ("profile_step", "profile_graphed"):
+        return [f"- {r['side']}, {r.get('precision', 'fp32')}, batch {r['batch_size']} x 128: one step "
+                f"{1e3 * r['step_wall_s']:.1f} ms, the device busy {1e3 * r['device_busy_s']:.1f} ms of it "
+                f"({100 * r['device_busy_fraction']:.0f}%) over {r['device_ops']} kernels and copies; attention: "
+                f"{', '.join(f'`{k[:60]}`' for k in r.get('attention_kernels', [])) or '-'}",
                 *[f"  - `{o['name'][:80]}` {o['self_device_ms']:.2f} ms x {o['count']}" for o in r["top_device_ops"]]]
     if name == "profile_pretrain":
         lines = [f"- ours, eager, {r['precision']}, batch {r['batch_size']} x {r['seq_len']}: one step "
@@ -549,8 +668,18 @@ def _section_lines(name: str, r: dict) -> list[str]:
         lines += ["| op (host time) | ms | calls |", "|---|---|---|"]
         lines += [f"| `{o['name'][:80]}` | {o['self_cpu_ms']:.2f} | {o['count']} |" for o in r["top_host_ops"]]
         return lines
-    if name in ("preflight_pretrain", "pretrain_base"):
-        return suite.pretrain_markdown([r])[2:]  # the table without suite's heading
+    if name in ("headline", "headline_packed"):
+        lines = suite.pretrain_markdown([r])[2:]  # the table without suite's heading
+        warm = ", ".join(f"{side} {r[side]['warmup_s']:.1f} s" for side in r["sides"])
+        graphed = (f"; ours-graphed / hf-strong-compiled **{r['graphed_ratio']:.2f}x**" if "graphed_ratio" in r
+                   else "")
+        return lines + [f"- warm-up (compile) seconds: {warm}{graphed}"]
+    if name == "lightning_path":
+        return [f"- {k}: {v['steps']} steps at accumulate {v['accumulate']} (compile mode {v['compile_mode']}) in "
+                f"{v['wall_s']:.1f} s, {v['tokens_per_s'] or 0:,.0f} tokens/s (median as logged), {v['losses']} losses"
+                for k, v in r.items() if isinstance(v, dict)]
+    if name == "compile_cache":
+        return [f"- `{r['folder']}`: {r['files']} files, {r['bytes'] / 2 ** 20:.1f} MiB; saved: {r['saved'] or 'no'}"]
     if name in ("preflight_finetune", "finetune_base"):
         return suite.finetune_markdown(r)[2:]
     if name == "preflight_smoke":
@@ -568,8 +697,12 @@ def _section_lines(name: str, r: dict) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=folder_argument, required=True,
-                        help="where session.json and session.md go (the device's $OUT)")
+    parser.add_argument("--out", type=folder_argument,
+                        help="where session.json and session.md go (the device's $OUT); required unless --plan")
+    parser.add_argument("--plan", nargs="?", const="pretrain", choices=sorted(PLANS),
+                        help="print a plan's sections with their budgets and the total, and exit (default: pretrain)")
+    parser.add_argument("--session", choices=sorted(PLANS), default="pretrain",
+                        help="the plan to run: pretrain (the headline first), finetune (a warm second call), extra")
     parser.add_argument("--device", type=device_argument, default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", choices=sorted(SIZES), help="default: base on CUDA, micro on a CPU")
     parser.add_argument("--budget", type=seconds_argument, default=480, help="seconds for the whole session, install included")
@@ -579,10 +712,7 @@ def parser() -> argparse.ArgumentParser:
                         help="run these sections, record the others skipped (a rerun of what failed, after a fix)")
     parser.add_argument("--no-compile", action="store_true", help="eager only (the CPU rehearsal's default: "
                         "compiling on 2 CPU cores takes minutes)")
-    parser.add_argument("--pretrain-batch", type=COUNT, help="pretrain_base's batch (default: the size's, 64 at "
-                        "base; profile_pretrain keeps the size's)")
-    parser.add_argument("--base-rounds", type=COUNT, help="timed rounds of pretrain_base and finetune_base "
-                        "(default: the size's)")
+    parser.add_argument("--base-rounds", type=COUNT, help="timed rounds of finetune_base (default: the size's)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
     parser.add_argument("--work-dir", type=Path, help="caches and the runs' stores (default: <out>/../work)")
     parser.add_argument("--threads", type=COUNT)
@@ -605,6 +735,11 @@ def _budget(text: str) -> tuple[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.plan:
+        print("\n".join(plan_lines(args.plan)))
+        return 0
+    if args.out is None:
+        parser().error("the following arguments are required: --out (or --plan to print a plan)")
     device = chosen_device(args, parser())
     from ablations.places import resolve_data_dir
 
@@ -615,8 +750,12 @@ def main(argv: list[str] | None = None) -> int:
     args.work_dir = (args.work_dir or args.out.parent / f"{args.out.name}-work").resolve()
     args.work_dir.mkdir(parents=True, exist_ok=True)
     args.data_dir = resolve_data_dir(str(args.data_dir) if args.data_dir else None)
+    from lightning_modules.compiling import compile_cache_dir, use_compile_cache
+
+    use_compile_cache(compile_cache_dir(args.work_dir))  # one cache for every section's compiles, saved at the end
     size = SIZES[args.size]
     session = Session(args)
+    print("\n".join(plan_lines(args.session)), flush=True)
 
     if args.install_status == "ok":
         session.run("install", lambda: install_section(args))
@@ -624,34 +763,32 @@ def main(argv: list[str] | None = None) -> int:
         session.record("install", {"status": "failed", "reason": args.install_reason, "wall_s": args.install_seconds})
     else:
         session.record("install", {"status": "skipped", "reason": args.install_reason})
-    session.run("environment", lambda: environment_section(args))
-    session.run("launch_overhead", lambda: launch_overhead_section(args))
-    # first, the step's headline figures (each side fails alone; a cut-off keeps the row counts done)
-    step_progress: dict = {}
-    step_ab = session.run("step_ab", lambda: step_ab_section(args, size, compile, step_progress), partial=step_progress)
-    step_compiled = compile and step_ab is not None and all(
-        "ops" in r.get("static-compiled", {}) for r in step_progress.values())
-    session.run("profile_step", lambda: profile_step_section(args, size, step_compiled))
-    pre_pretrain = session.run("preflight_pretrain",
-                               lambda: pretrain_run(args, "micro", (64, 8), size["preflight_pretrain_args"], compile))
-    pre_finetune = session.run("preflight_finetune",
-                               lambda: finetune_run(args, "micro", ["bc5-chem"], size["preflight_finetune_args"],
-                                                    compile))
-    session.run("preflight_smoke", lambda: smoke_run(args, size["smoke_steps"]))
-    # a compiled path that failed at micro would take the eager sides of the base sections down with it
-    pretrain_compile = compile and compiled_passed(session, "preflight_pretrain", pre_pretrain)
-    finetune_compile = compile and compiled_passed(session, "preflight_finetune", pre_finetune)
-    session.data["session"]["compiled"] = {"pretrain": pretrain_compile, "finetune": finetune_compile}
-    pretrain_shape = (size["pretrain"][0], args.pretrain_batch or size["pretrain"][1])
     rounds = ["--rounds", str(args.base_rounds)] if args.base_rounds else []
-    session.run("pretrain_base", lambda: pretrain_run(args, size["throughput_size"], pretrain_shape,
-                                                      size["pretrain_args"] + rounds, pretrain_compile))
-    # at the size's own batch, whatever --pretrain-batch says: where the standard step's time goes
-    session.run("profile_pretrain", lambda: profile_pretrain_section(args, size["throughput_size"], size["pretrain"]))
-    session.run("finetune_base", lambda: finetune_run(args, size["throughput_size"], ["bc5-chem", "chemprot"],
-                                                      size["finetune_args"] + rounds, finetune_compile))
     progress: dict = {}
-    session.run("runs_per_device", lambda: runs_per_device_section(args, size, progress), partial=progress)
+    step_progress: dict = {}
+    sections: dict[str, Callable[[], dict]] = {
+        "environment": lambda: environment_section(args),
+        "headline": lambda: headline_section(args, size, compile, packing=False),
+        "headline_packed": lambda: headline_section(args, size, compile, packing=True),
+        "lightning_path": lambda: lightning_path_section(args, size, compile, progress),
+        "profile_graphed": lambda: profile_step_section(args, size, compile, graphed=True,
+                                                        rows=size["headline"][1], precision="bf16"),
+        "compile_cache": lambda: compile_cache_section(args),
+        "preflight_finetune": lambda: finetune_run(args, "micro", ["bc5-chem"], size["preflight_finetune_args"],
+                                                   compile),
+        "finetune_base": lambda: finetune_run(args, size["throughput_size"], ["bc5-chem", "chemprot"],
+                                              size["finetune_args"] + rounds, compile and compiled_passed(
+                                                  session, "preflight_finetune",
+                                                  session.data["sections"].get("preflight_finetune", {}).get("result"))),
+        "runs_per_device": lambda: runs_per_device_section(args, size, progress),
+        "launch_overhead": lambda: launch_overhead_section(args),
+        "step_ab": lambda: step_ab_section(args, size, compile, step_progress),
+        "preflight_smoke": lambda: smoke_run(args, size["smoke_steps"]),
+        "profile_pretrain": lambda: profile_pretrain_section(args, size["throughput_size"], size["pretrain"]),
+    }
+    partial = {"lightning_path": progress, "runs_per_device": progress, "step_ab": step_progress}
+    for name in PLANS[args.session][1:]:  # the install is the wrapper's, recorded above
+        session.run(name, sections[name], partial=partial.get(name))
     gc.collect()
     statuses = {name: entry["status"] for name, entry in session.data["sections"].items()}
     print(f"\n{session.data['session']['wall_s']:.0f} s; {statuses}; results in {args.out}/session.json and session.md",

@@ -26,6 +26,12 @@ linear warm-up/decay, gradient clipping at 1.0:
   emulates bf16, where a practitioner would not pick it), fused AdamW (`fused=True` where the parameters
   allow it), and with `--compile` the model `torch.compile`d (off by default: see docs/performance.md).
 
+With `--compile`, ours also runs compiled (`ours-compiled`) and, with `--graphed` on CUDA, captured as CUDA
+graphs (`ours-graphed`: `trainer.compile_mode=reduce-overhead`); `--sides` keeps some of them (the GPU
+session's headline: ours eager, compiled and graphed against hf-strong compiled), `--packing` trains ours
+and the baselines on packed rows (`pretrain.packing`), and each side reports its warm-up seconds (where a
+compiled side compiles).
+
 Steps alternate (benchmarks.common.interleaved), so a busy machine slows all alike and the ratios stay
 fair. Reported: real (non-pad) tokens/s of each, our ratio against each baseline, and MFU = encoder model
 FLOPs of the real tokens per second / the measured matmul peak of the dtype each side computes in, and on
@@ -76,7 +82,8 @@ def prepare(args: argparse.Namespace):
 
     overrides = [f"model.{k}={v}" for k, v in SIZES[args.size].items()] + [
         f"pretrain.vocab={args.vocab}", f"pretrain.seq_len={args.seq_len}", f"pretrain.batch_size={args.batch_size}",
-        f"pretrain.max_words={args.max_words}", f"pretrain.masking={args.masking}", "pretrain.accumulate=1"]
+        f"pretrain.max_words={args.max_words}", f"pretrain.masking={args.masking}", "pretrain.accumulate=1",
+        f"pretrain.packing={str(getattr(args, 'packing', False)).lower()}"]
     cfg = api.config("mini", overrides, task="pretrain", data_dir=str(args.data_dir), work_dir=str(args.work_dir))
     corpus_fp = corpus_fingerprint(cfg.pretrain.corpus, args.data_dir)
     vocab_path = resolve_pretrain_vocab(cfg, args.data_dir, args.work_dir, corpus_fp)
@@ -85,7 +92,7 @@ def prepare(args: argparse.Namespace):
 
 
 def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: str, total_steps: int,
-               compile: bool = False, max_predictions: int | None = None):
+               compile: bool = False, max_predictions: int | None = None, mode: str | None = None):
     from datamodules.pretrain.data import BatchingSpec, MicroBatches
     from datamodules.pretrain.masking import MaskingSpec, MaskTokens
     from datamodules.pretrain.vocab import read_vocab
@@ -102,7 +109,7 @@ def build_ours(cfg, vocab_path: Path, shards, device: torch.device, precision: s
                             warmup_ratio=p.warmup_ratio, total_steps=total_steps, seed=0).to(device)
     module.train()
     if compile:  # as `trainer.compile=true` does (ablations.run.pretrain): forward + loss + backward
-        module.compile_losses()
+        module.compile_losses(mode)
     opt = module.configure_optimizers()
     optimizer, scheduler = opt["optimizer"], opt["lr_scheduler"]["scheduler"]
     batching = BatchingSpec(p.batch_size, accumulate=1, max_steps=total_steps, checkpoint_every=total_steps, seed=0)
@@ -184,12 +191,14 @@ def build_baseline(cfg, vocab_path: Path, shards, plan, our_config, device: torc
 BASELINES = ("hf-naive", "hf-strong")
 # with --compile: ours and hf-strong compiled too; each baseline is compared with the side of ours named here
 COMPARED_WITH = {"hf-naive": "ours", "hf-strong": "ours", "hf-strong-compiled": "ours-compiled"}
+SIDES = ("ours", "ours-compiled", "ours-graphed", *BASELINES, "hf-strong-compiled")
 
 
-def side_names(compiled: bool) -> list[str]:
-    """The sides in report order."""
-    return ["ours", *(["ours-compiled"] if compiled else []), *BASELINES,
-            *(["hf-strong-compiled"] if compiled else [])]
+def side_names(compiled: bool, graphed: bool = False, only: list[str] | None = None) -> list[str]:
+    """The sides in report order (`only`: those of them; ours always)."""
+    names = ["ours", *(["ours-compiled"] if compiled else []), *(["ours-graphed"] if compiled and graphed else []),
+             *BASELINES, *(["hf-strong-compiled"] if compiled else [])]
+    return [n for n in names if only is None or n == "ours" or n in only]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -209,6 +218,10 @@ def parser() -> argparse.ArgumentParser:
                         "(pretrain.max_predictions; default: as drawn)")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and hf-strong torch.compile'd (sides ours-compiled, hf-strong-compiled)")
+    parser.add_argument("--graphed", action="store_true", help="with --compile on CUDA: also ours as CUDA graphs "
+                        "(side ours-graphed, reduce-overhead)")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, help="time only these (ours always)")
+    parser.add_argument("--packing", action="store_true", help="packed rows (pretrain.packing), every side")
     parser.add_argument("--vocab", default="pubmedbert-uncased", help="staged vocabulary or vocab.txt")
     parser.add_argument("--max-words", type=COUNT, default=300_000, help="PubMed words to tokenize")
     parser.add_argument("--threads", type=COUNT, help="CPU threads (default: torch's, one per core)")
@@ -227,11 +240,12 @@ def run(args: argparse.Namespace) -> dict:
                                                 max_predictions=args.max_predictions)
     sides = {"ours": ours}
     setups = {"ours": {"dtype": precision, "compiled": False}}
-    names = side_names(args.compile)
-    if args.compile:
-        sides["ours-compiled"], *_ = build_ours(cfg, vocab_path, shards, device, precision, total, compile=True,
-                                                max_predictions=args.max_predictions)
-        setups["ours-compiled"] = {"dtype": precision, "compiled": True}
+    names = side_names(args.compile, args.graphed and device.type == "cuda", args.sides)
+    for name, mode in (("ours-compiled", None), ("ours-graphed", "reduce-overhead")):
+        if name in names:
+            sides[name], *_ = build_ours(cfg, vocab_path, shards, device, precision, total, compile=True,
+                                         max_predictions=args.max_predictions, mode=mode)
+            setups[name] = {"dtype": precision, "compiled": True, "mode": mode or "default"}
     for name in names:
         if name.startswith("hf-"):
             sides[name], setups[name] = build_baseline(cfg, vocab_path, shards, plan, config, device, total,
@@ -247,17 +261,20 @@ def run(args: argparse.Namespace) -> dict:
                                               args.seq_len)
     out = {"device": machine(), "bf16_native": bf16_native(device), "size": args.size,
            "batch_size": args.batch_size, "seq_len": args.seq_len, "vocab_size": config.vocab_size,
-           "peaks": peaks, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"), "sides": names}
+           "peaks": peaks, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"), "sides": names,
+           "packing": bool(args.packing), "max_predictions": args.max_predictions}
     for name, t in timings.items():
         rate = t.per_second
         mfu = flops * rate / peaks[setups[name]["dtype"]]
         out[name] = {**setups[name], "tokens_per_s": rate, "mfu": mfu,
                      "mfu_bf16": flops * rate / peaks["bf16"] if "bf16" in peaks else None,
-                     "step_spread": t.spread, "steps": len(t.seconds)}
+                     "step_spread": t.spread, "steps": len(t.seconds), "warmup_s": t.warmup_s}
     for name in names[1:]:
         assert our_tokens[-args.rounds:] == timings[name].items, f"{name} saw other batches than ours"
     out["ratios"] = {b: out[COMPARED_WITH[b]]["tokens_per_s"] / out[b]["tokens_per_s"]
-                     for b in names if b in COMPARED_WITH}
+                     for b in names if b in COMPARED_WITH and COMPARED_WITH[b] in names}
+    if "ours-graphed" in names and "hf-strong-compiled" in names:
+        out["graphed_ratio"] = out["ours-graphed"]["tokens_per_s"] / out["hf-strong-compiled"]["tokens_per_s"]
     return out
 
 
@@ -269,14 +286,17 @@ def report(out: dict) -> str:
              "matmul peak: " + ", ".join(f"{d} {v / 1e9:.1f} GFLOP/s" for d, v in peaks.items()),
              f"MLM pretraining, {out['size']} ({size['num_layers']} layers, {size['hidden_size']} wide), vocabulary "
              f"{out['vocab_size']}, batch {out['batch_size']} x {out['seq_len']} tokens, "
-             f"{out['ours']['steps']} interleaved steps each:",
-             f"  {'':<19}{'tokens/s':>10}{'MFU':>8}{'MFU bf16':>10}  dtype  step spread  (MFU: of its dtype's peak)"]
+             f"{out['ours']['steps']} interleaved steps each" + (", packed rows" if out.get("packing") else "") + ":",
+             f"  {'':<19}{'tokens/s':>10}{'MFU':>8}{'MFU bf16':>10}  dtype  step spread  warm-up s  "
+             "(MFU: of its dtype's peak)"]
     for name in out["sides"]:
         x = out[name]
         bf16 = "-" if x["mfu_bf16"] is None else f"{x['mfu_bf16']:.1%}"
         lines.append(f"  {name:<19}{x['tokens_per_s']:>10.0f}{x['mfu']:>8.1%}{bf16:>10}  "
-                     f"{x['dtype']:<5}  {x['step_spread']:.0%}")
+                     f"{x['dtype']:<5}  {x['step_spread']:>11.0%}  {x.get('warmup_s', 0):>9.1f}")
     lines += [f"  ratio (tokens/s, {COMPARED_WITH[b]} / {b}): {r:.2f}x" for b, r in out["ratios"].items()]
+    if "graphed_ratio" in out:
+        lines.append(f"  ratio (tokens/s, ours-graphed / hf-strong-compiled): {out['graphed_ratio']:.2f}x")
     return "\n".join(lines)
 
 

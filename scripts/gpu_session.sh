@@ -20,6 +20,8 @@ site=${SITE:-/tmp/bioablate-site}
 mkdir -p "$out"
 # gitpython (an MLflow dependency) refuses to import where no git executable is found; MLflow does not need it
 export GIT_PYTHON_REFRESH=quiet PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+# what a compiled section must not do silently goes into session.log: graph breaks, recompiles, cudagraph skips
+export TORCH_LOGS="${TORCH_LOGS:-graph_breaks,recompiles,cudagraphs}"
 install=(--install-status skipped --install-reason "no wheels in $wheelhouse/ (scripts/build_wheelhouse.py builds them)")
 if compgen -G "$wheelhouse/*.whl" >/dev/null; then
   rm -rf "$site"

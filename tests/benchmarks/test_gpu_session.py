@@ -64,26 +64,29 @@ def session_data(data_dir: Path, folder: Path) -> Path:
 
 @pytest.mark.slow
 def test_cpu_rehearsal_records_every_section_and_skips_the_one_over_budget(data_dir: Path, tmp_path: Path):
+    """The default plan at micro size, in bf16 autocast on the CPU (eager: compiling takes minutes here)."""
     make_wheel(tmp_path / "wheelhouse", "gpu_session_probe", "ANSWER = 42\n")
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "BIOABLATE_WORK", "PYTHONPATH")}
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "BIOABLATE_WORK", "PYTHONPATH",
+                                                            "TORCH_LOGS")}
     env.update(BIOABLATE_DATA=str(session_data(data_dir, tmp_path / "data")), PYTHON=sys.executable,
                WHEELHOUSE=str(tmp_path / "wheelhouse"),
                SITE=str(tmp_path / "site"))
-    # generous budgets (a shared 2-core CI machine), but one that cannot fit: runs_per_device is skipped
-    budgets = [f"{name}=300" for name in gpu_session.SECTION_NAMES if name != "runs_per_device"]
+    plan = gpu_session.PLANS["pretrain"]
+    # generous budgets (a shared 2-core CI machine), but one that cannot fit: compile_cache is skipped
+    budgets = [f"{name}=300" for name in plan if name != "compile_cache"]
     command = ["bash", "scripts/gpu_session.sh", str(out), "--device", "cpu", "--size", "micro", "--budget", "100000",
-               "--section-budget", *budgets, "runs_per_device=1000000", "--work-dir", str(tmp_path / "work"),
+               "--section-budget", *budgets, "compile_cache=1000000", "--work-dir", str(tmp_path / "work"),
                "--threads", "1"]  # one thread: steadier where other jobs share the cores (CI runs two workers)
     done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
 
     data = json.loads((out / "session.json").read_text())
     sections = data["sections"]
-    assert list(sections) == gpu_session.SECTION_NAMES  # every section, in order
+    assert list(sections) == plan  # every section, in order: the headline first
     statuses = {name: entry["status"] for name, entry in sections.items()}
-    assert statuses == {**{name: "done" for name in gpu_session.SECTION_NAMES}, "runs_per_device": "skipped"}
-    assert "does not fit" in sections["runs_per_device"]["reason"]
+    assert statuses == {**{name: "done" for name in plan}, "compile_cache": "skipped"}
+    assert "does not fit" in sections["compile_cache"]["reason"]
     assert data["session"]["wall_s"] > 0 and data["session"]["device"] == "cpu"
 
     install = sections["install"]["result"]
@@ -92,34 +95,45 @@ def test_cpu_rehearsal_records_every_section_and_skips_the_one_over_budget(data_
     env_result = sections["environment"]["result"]
     assert env_result["torch"] and env_result["peaks"]["fp32"] > 0 and "gpu_session_probe" in env_result["pip_list"]
 
-    step_ab = sections["step_ab"]["result"]  # eager sides on a CPU: compiling takes minutes here
-    for rows in ("8", "16"):
-        assert step_ab[rows]["batch_size"] == int(rows) and step_ab[rows]["sides"] == ["today", "static"]
-        assert step_ab[rows]["static"]["syncs"] == 0 < step_ab[rows]["today"]["syncs"]
-        assert step_ab[rows]["static"]["host_us"] > 0 and step_ab[rows]["static"]["tokens_per_s"] > 0
-    assert sections["profile_step"]["result"]["side"] == "static"
-    assert sections["profile_step"]["result"]["step_wall_s"] > 0
-    launches = sections["launch_overhead"]["result"]
-    assert launches["all_ran"] and 0 < launches["issue_us"] <= launches["drained_us"]
-    profiled = sections["profile_pretrain"]["result"]
-    assert profiled["step_wall_s"] > 0 and profiled["top_host_ops"][0]["self_cpu_ms"] > 0
-    for name in ("preflight_pretrain", "pretrain_base"):
+    for name, packed in (("headline", False), ("headline_packed", True)):
         r = sections[name]["result"]
-        assert all(r[side]["tokens_per_s"] > 0 for side in SIDES), name
-        assert r["peak_memory"]["bytes"] > 0 and sections[name]["wall_s"] > 0
-    assert [t["task"] for t in sections["preflight_finetune"]["result"]["results"]] == ["bc5-chem"]
-    finetune = sections["finetune_base"]["result"]
-    assert [t["task"] for t in finetune["results"]] == ["bc5-chem", "chemprot"]
-    assert all(t[side]["examples_per_s"] > 0 for t in finetune["results"] for side in SIDES)
-    smoke = sections["preflight_smoke"]["result"]
-    assert smoke["pretrain_steps"] == 10 and 0.0 <= smoke["test_f1"] <= 1.0
+        assert r["sides"] == ["ours", "hf-strong"] and r["packing"] is packed and r["max_predictions"] == 16, name
+        assert all(r[side]["tokens_per_s"] > 0 and r[side]["dtype"] == "bf16" for side in r["sides"]), name
+        assert r["ours"]["warmup_s"] > 0 and r["peak_memory"]["bytes"] > 0
+    lightning = sections["lightning_path"]["result"]
+    assert [(lightning[k]["steps"], lightning[k]["accumulate"]) for k in ("graphed", "accumulate_2")] == [(4, 1), (2, 2)]
+    assert all(lightning[k]["tokens_per_s"] > 0 and lightning[k]["losses"] == lightning[k]["steps"]
+               for k in ("graphed", "accumulate_2"))
+    profiled = sections["profile_graphed"]["result"]
+    assert (profiled["side"], profiled["precision"]) == ("static", "bf16") and profiled["step_wall_s"] > 0
+    assert profiled["attention_kernels"]  # SDPA's kernel, named
 
     summary = (out / "session.md").read_text()
-    for section in gpu_session.SECTIONS:
-        assert f"## {section.title} (`{section.name}`)" in summary
+    for name in plan:
+        assert f"## {gpu_session.BY_NAME[name].title} (`{name}`)" in summary
     assert "**skipped**: its budget of 1000000 s does not fit" in summary
-    assert "| bc5-chem | hf-strong |" in summary and "test F1" in summary
-    assert (out / "session.log").read_text().count("[preflight_smoke]") == 2  # the wrapper kept the output
+    assert "| 64 | 8 | hf-strong | bf16 |" in summary and "warm-up (compile) seconds" in summary
+    log = (out / "session.log").read_text()
+    assert log.count("[lightning_path]") == 2 and "plan pretrain: 7 sections" in log  # the wrapper kept the output
+
+
+def test_the_default_plan_returns_the_headline_first_and_fits_one_command_with_a_margin(capsys):
+    """`--plan` prints each section's budget, compiling included, and the total: the default plan fits the
+    480 s command with a minute to spare, the environment's peaks then the headline first; fine-tuning is
+    a plan of its own, also within one command."""
+    assert gpu_session.main(["--plan"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["install", "environment", "headline"]
+    assert "s of it compiling" in lines[3]
+    for plan in gpu_session.PLANS:
+        total = sum(gpu_session.BY_NAME[n].budget_s for n in gpu_session.PLANS[plan])
+        assert total <= gpu_session.COMMAND_S - (40 if plan == "pretrain" else 0), (plan, total)
+    assert lines[-1].split()[:2] == ["total", f"{total_of('pretrain'):.0f}"] and "margin" in lines[-1]
+    assert not set(gpu_session.PLANS["pretrain"]) & {"finetune_base", "preflight_finetune", "runs_per_device"}
+
+
+def total_of(plan: str) -> float:
+    return sum(gpu_session.BY_NAME[n].budget_s for n in gpu_session.PLANS[plan])
 
 
 def session_args(tmp_path: Path, *extra: str):
@@ -139,13 +153,13 @@ def test_a_section_past_its_cut_off_is_stopped_and_the_sections_before_and_after
     session.run("install", lambda: {"seconds": 1.0})
     progress: dict = {}
     session.run("environment", lambda: endless(progress), partial=progress)  # cut off at twice its budget: 2 s
-    session.run("preflight_pretrain", lambda: {"after": True})
+    session.run("headline", lambda: {"after": True})
     sections = json.loads((tmp_path / "session.json").read_text())["sections"]
-    statuses = [sections[n]["status"] for n in ("install", "environment", "preflight_pretrain")]
+    statuses = [sections[n]["status"] for n in ("install", "environment", "headline")]
     assert statuses == ["done", "cut off", "done"]
     assert 1.9 < sections["environment"]["wall_s"] < 10 and sections["environment"]["over_budget"]
     assert sections["environment"]["partial"] == {"first half": "done"}  # what it finished is kept
-    assert sections["preflight_pretrain"]["result"]["after"] is True
+    assert sections["headline"]["result"]["after"] is True
 
 
 def test_a_failing_section_is_recorded_with_its_error_and_the_session_goes_on(tmp_path: Path):
@@ -155,12 +169,12 @@ def test_a_failing_section_is_recorded_with_its_error_and_the_session_goes_on(tm
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     session.run("preflight_smoke", broken)
-    session.run("pretrain_base", lambda: {"ran": True})
+    session.run("headline", lambda: {"ran": True})
     sections = json.loads((tmp_path / "session.json").read_text())["sections"]
     assert sections["preflight_smoke"]["status"] == "failed"
     assert "illegal memory access" in sections["preflight_smoke"]["reason"]
     assert "RuntimeError" in sections["preflight_smoke"]["traceback"]
-    assert sections["pretrain_base"]["status"] == "done"
+    assert sections["headline"]["status"] == "done"
     assert "**failed**: RuntimeError: CUDA error" in (tmp_path / "session.md").read_text()
 
 
@@ -196,24 +210,24 @@ def test_a_section_after_the_hf_trainer_turned_tf32_on_starts_from_the_sessions_
 
 
 def test_a_section_is_skipped_when_its_budget_exceeds_what_is_left(tmp_path: Path):
-    session = gpu_session.Session(session_args(tmp_path, "--budget", "30", "--section-budget", "pretrain_base=31"))
+    session = gpu_session.Session(session_args(tmp_path, "--budget", "30", "--section-budget", "headline=31"))
     ran = []
-    session.run("pretrain_base", lambda: ran.append(1) or {})
+    session.run("headline", lambda: ran.append(1) or {})
     session.run("finetune_base", lambda: ran.append(2) or {}, skip=None)  # 170 s > 30 s left
     session.run("environment", lambda: ran.append(3) or {})  # 20 s fits
     sections = json.loads((tmp_path / "session.json").read_text())["sections"]
     assert ran == [3]
-    assert sections["pretrain_base"]["status"] == sections["finetune_base"]["status"] == "skipped"
-    assert "its budget of 31 s does not fit" in sections["pretrain_base"]["reason"]
+    assert sections["headline"]["status"] == sections["finetune_base"]["status"] == "skipped"
+    assert "its budget of 31 s does not fit" in sections["headline"]["reason"]
 
 
 def test_only_runs_the_named_sections_and_always_checks_the_install(tmp_path: Path):
-    session = gpu_session.Session(session_args(tmp_path, "--only", "pretrain_base"))
-    for name in ("install", "environment", "pretrain_base"):
+    session = gpu_session.Session(session_args(tmp_path, "--only", "headline"))
+    for name in ("install", "environment", "headline"):
         session.run(name, lambda: {"ran": True})
     sections = json.loads((tmp_path / "session.json").read_text())["sections"]
     assert {n: e["status"] for n, e in sections.items()} == {"install": "done", "environment": "skipped",
-                                                             "pretrain_base": "done"}
+                                                             "headline": "done"}
     assert sections["environment"]["reason"] == "not named by --only"
 
 
@@ -262,7 +276,7 @@ def test_an_interpreter_without_torch_is_one_line_saying_so(tmp_path: Path):
 
 @pytest.mark.parametrize("argv,message", [
     (["--budget", "-5"], "argument --budget: expected a number of seconds above 0, got '-5'"),
-    (["--section-budget", "pretrain_base=nan"], "argument --section-budget: expected a number of seconds above 0"),
+    (["--section-budget", "headline=nan"], "argument --section-budget: expected a number of seconds above 0"),
     (["--base-rounds", "0"], "argument --base-rounds: 0 is below the least, 1"),
 ])
 def test_a_budget_or_count_that_cannot_be_is_one_usage_line(tmp_path: Path, capsys, argv, message):
