@@ -98,7 +98,7 @@ def store_failure(error: BaseException) -> Optional[str]:
 
 def table_from_bundle(folder: Path | str, out_dir: Path | str, fmt: str = "markdown") -> str:
     """The table of the bundle in `folder` (a rendered table's folder), rendered with no store into `out_dir`."""
-    from ablations.tables.report import render_bundle
+    from ablations.tables.publish import render_bundle
 
     return render_bundle(Path(folder), Path(out_dir), fmt)
 

@@ -13,7 +13,7 @@ Each line is one record, named by its `record` field:
   and predictions (Pearson, QA).
 
 `read_bundle` gives back the `Bundle`; `bioablate table --from DIR` renders it with no store
-(report.render_bundle), and `bioablate import DIR` puts its finished runs into a store (imports.py), where a
+(publish.render_bundle), and `bioablate import DIR` puts its finished runs into a store (bundle_import.py), where a
 later `bioablate run` of the experiment reuses them by fingerprint.
 """
 
@@ -73,8 +73,8 @@ def run_record(run: Any, experiment_name: str, units: ScoredUnits | None) -> Run
     tags = {k: v for k, v in run.data.tags.items() if not k.startswith(SKIPPED_TAGS)}
     histogram = json.loads(run.data.tags.get("test_prediction_histogram", "{}"))
     return RunRecord(run.info.run_id, run.data.tags.get("fingerprint", ""), experiment_name, run.info.run_name or "",
-                     tags, dict(run.data.params), dict(run.data.metrics), run.info.start_time, run.info.end_time,
-                     histogram, units)
+                     dict(sorted(tags.items())), dict(sorted(run.data.params.items())),
+                     dict(sorted(run.data.metrics.items())), run.info.start_time, run.info.end_time, histogram, units)
 
 
 def _unit_values(units: ScoredUnits) -> dict[str, Any]:
@@ -136,7 +136,9 @@ def write_bundle(path: Path, bundle: Bundle) -> Path:
         runs.append({"record": "run", **entry})
     lines += [{"record": "cell", **asdict(c)} for c in bundle.cells]
     lines += runs
-    path.write_text("".join(json.dumps(line, sort_keys=True, ensure_ascii=False, default=list) + "\n"
+    # keys in the order they were given (a vocabulary table's columns are its records' key order); the store's
+    # params, tags and metrics sorted by `run_record`, so the same evidence is the same bytes
+    path.write_text("".join(json.dumps(line, ensure_ascii=False, default=list) + "\n"
                             for line in lines), encoding="utf-8")
     return path
 

@@ -189,6 +189,25 @@ def write_files(out_dir: Path, table: TableData | Grid, header: list[str], zero_
     return texts, _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based, figures)
 
 
+def render_bundle(folder: Path, out_dir: Path, fmt: str = "markdown", figures: bool = True) -> str:
+    """The table of the bundle in `folder` (bundle.py), with no store: its files (and a copy of the bundle)
+    written to `out_dir`, the table returned in `fmt`. The same bundle gives the same table.md, .tex and .csv."""
+    from ablations.tables.bundle import BUNDLE, read_bundle, write_bundle
+    from ablations.tables.render import check_format
+
+    if fmt != "stats":
+        check_format(fmt)
+    bundle = read_bundle(folder)
+    if bundle.kind == "vocab":
+        table = Grid(**bundle.grid)
+    else:
+        table = table_statistics(bundle.layout, bundle.cells, bundle.units(), None, bundle.stage_costs)
+    texts, _ = write_files(out_dir, table, bundle.header, figures=figures)
+    if Path(folder).resolve() != Path(out_dir).resolve():
+        write_bundle(Path(out_dir) / BUNDLE, bundle)
+    return texts.get(fmt, texts["markdown"])
+
+
 def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracking_uri: str, out_dir: Path,
                  artifact_root: Path | None = None, profile: str | None = None,
                  tags: dict[str, str] | None = None,

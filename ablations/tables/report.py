@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ablations.tables.bundle import BUNDLE, Bundle, read_bundle, write_bundle
+from ablations.tables.bundle import BUNDLE, Bundle, write_bundle
 from ablations.tables.pretrain_curves import StageChain, StageSegment, tokens_per_step, write_pretraining_curves
 from ablations.tables.provenance import RunSetup, rendered_from_runs, setup_line
 from ablations.tables.publish import TABLE_KIND, TABLE_MLFLOW_EXPERIMENT, publish_grid, publish_runs
@@ -278,24 +278,6 @@ def _run_records(plan, runs, tracking_uri: str) -> dict:
                 units = None
             out[planned.run.info.run_id] = run_record(planned.run, planned.identity.experiment_name, units)
     return out
-
-
-def render_bundle(folder: Path, out_dir: Path, fmt: str = "markdown", figures: bool = True) -> str:
-    """The table of the bundle in `folder` (bundle.py), with no store: its files (and a copy of the bundle)
-    written to `out_dir`, the table returned in `fmt`. The same bundle gives the same table.md, .tex and .csv."""
-    from ablations.tables.publish import table_statistics, write_files
-
-    if fmt != "stats":
-        check_format(fmt)
-    bundle = read_bundle(folder)
-    if bundle.kind == "vocab":
-        table = Grid(**bundle.grid)
-    else:
-        table = table_statistics(bundle.layout, bundle.cells, bundle.units(), None, bundle.stage_costs)
-    texts, _ = write_files(out_dir, table, bundle.header, figures=figures)
-    if Path(folder).resolve() != Path(out_dir).resolve():
-        write_bundle(Path(out_dir) / BUNDLE, bundle)
-    return texts.get(fmt, texts["markdown"])
 
 
 def stage_costs(experiment, plan) -> dict[str, list[tuple[str, dict]]]:
