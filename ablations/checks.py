@@ -37,6 +37,25 @@ PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16
               "32-true", "64-true", "64", "32", "16", "bf16")
 # its AcceleratorRegistry, `gpu` (CUDA or MPS) and `auto`
 ACCELERATORS = (AUTO, "gpu", "cpu", "cuda", "mps", "tpu")
+# its StrategyRegistry and `auto` (compared there too)
+STRATEGIES = (AUTO, "ddp", "ddp_find_unused_parameters_false", "ddp_find_unused_parameters_true", "ddp_fork",
+              "ddp_fork_find_unused_parameters_false", "ddp_fork_find_unused_parameters_true", "ddp_notebook",
+              "ddp_notebook_find_unused_parameters_false", "ddp_notebook_find_unused_parameters_true", "ddp_spawn",
+              "ddp_spawn_find_unused_parameters_false", "ddp_spawn_find_unused_parameters_true", "deepspeed",
+              "deepspeed_stage_1", "deepspeed_stage_2", "deepspeed_stage_2_offload", "deepspeed_stage_3",
+              "deepspeed_stage_3_offload", "deepspeed_stage_3_offload_nvme", "fsdp", "fsdp_cpu_offload",
+              "single_device", "single_tpu", "single_xla", "xla", "xla_debug")
+# What a strategy or precision plugin needs installed, by the start of its name: (module, pip package). Lightning
+# says so only once a Trainer is built, inside the run (a traceback and a FAILED run).
+PLUGINS = {"deepspeed": ("deepspeed", "deepspeed"), "xla": ("torch_xla", "torch_xla"),
+           "single_xla": ("torch_xla", "torch_xla"), "single_tpu": ("torch_xla", "torch_xla"),
+           "transformer-engine": ("transformer_engine", "transformer-engine")}
+# Strategies whose processes Lightning starts itself (multiprocessing's spawn or fork): a run's results (its
+# dev scores per epoch, its test scores) stay in those processes, and the run ended FAILED after training.
+# `ddp` reruns the command once per device instead, each process holding its own results.
+STARTED_IN_PROCESSES = ("ddp_spawn", "ddp_fork", "ddp_notebook")
+# torch.compile's modes (torch._inductor.list_mode_options(); reduce-overhead: CUDA graphs): `trainer.compile_mode`
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "lite")
 
 
 def check_names(cfg: DictConfig) -> None:
@@ -62,11 +81,19 @@ def check_names(cfg: DictConfig) -> None:
 def check_run_config(cfg: DictConfig) -> None:
     """A built run config's trainer and model settings, checked against the libraries' rules."""
     trainer = cfg.trainer
-    if str(trainer.precision) not in PRECISIONS:
-        raise ConfigError(f"trainer.precision: {UnknownNameError('precision', trainer.precision, PRECISIONS)}")
+    _check_installed("precision", str(trainer.precision), PRECISIONS)
     if str(trainer.accelerator) not in ACCELERATORS:
         raise ConfigError(f"trainer.accelerator: "
                           f"{UnknownNameError('accelerator', trainer.accelerator, ACCELERATORS)}")
+    _check_installed("strategy", str(trainer.strategy), STRATEGIES)
+    if str(trainer.strategy).startswith(STARTED_IN_PROCESSES):
+        raise ConfigError(f"trainer.strategy = {trainer.strategy}: trains in processes Lightning starts itself, "
+                          "whose results (the dev and test scores) do not come back to the run; use "
+                          "trainer.strategy=ddp, which starts one process per device that keeps its own "
+                          "(config key trainer.strategy)")
+    if str(trainer.compile_mode) not in COMPILE_MODES:  # fine-tuning compiles without a mode: a typo all the same
+        raise ConfigError(f"trainer.compile_mode={str(trainer.compile_mode)!r}: expected one of "
+                          f"{', '.join(COMPILE_MODES)} (torch.compile's modes; config key trainer.compile_mode)")
     check_devices(trainer.devices)
     check_lengths(cfg)
     if cfg.get("task") == "pretrain":
@@ -78,6 +105,26 @@ def check_run_config(cfg: DictConfig) -> None:
         raise ConfigError(f"model.hidden_size = {model.hidden_size}: not divisible by model.num_heads = "
                           f"{model.num_heads} (each attention head takes an equal share of the width); use "
                           f"model.hidden_size={fits}, or another number of heads (config key model.hidden_size)")
+
+
+def _plugin(name: str) -> tuple[str, str] | None:
+    """(module, pip package) that Lightning's `name` needs and this environment lacks; None when it has it."""
+    import importlib.util
+
+    need = next((need for start, need in PLUGINS.items() if name.startswith(start)), None)
+    return need if need is not None and importlib.util.find_spec(need[0]) is None else None
+
+
+def _check_installed(kind: str, name: str, names: tuple[str, ...]) -> None:
+    """`trainer.<kind>` one of Lightning's `names` whose plugin is installed; the line lists those a run takes
+    here."""
+    here = [n for n in names if _plugin(n) is None and not n.startswith(STARTED_IN_PROCESSES)]
+    if name not in names:
+        raise ConfigError(f"trainer.{kind}: {UnknownNameError(kind, name, here)} (config key trainer.{kind})")
+    missing = _plugin(name)
+    if missing is not None:
+        raise ConfigError(f"trainer.{kind} = {name}: needs the {missing[0]} package, which is not installed here "
+                          f"(pip install {missing[1]}); available here: {', '.join(here)} (config key trainer.{kind})")
 
 
 def check_lengths(cfg: DictConfig) -> None:

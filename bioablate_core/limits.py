@@ -96,6 +96,8 @@ NEW_MODEL = "random-bert"  # lightning_modules.models.RANDOM_BERT: a model built
 BERT_VOCAB = 30_522  # the staged vocabularies' size, for a new model's memory where its vocabulary is not read
 BERT_BASE = {"num_layers": 12, "hidden_size": 768, "intermediate_size": 3072}  # what "too large" is measured by
 TRAINING_BYTES = 16  # per parameter trained here: fp32 weights, gradients and AdamW's two moments
+# Lightning's strategies that run on CUDA devices only (it says so once the run exists, in a traceback)
+GPU_STRATEGIES = ("fsdp",)
 
 
 def check_machine(cfg: Any) -> None:
@@ -108,6 +110,12 @@ def check_machine(cfg: Any) -> None:
     # (a GPU named where there is none is ablations/checks.py's `check_accelerator_present` line)
     if "devices" in trainer and ((on_gpu and present) or (not on_gpu and accelerator in (AUTO, "cpu"))):
         _check_device_count(trainer["devices"], present if on_gpu else cpus(), on_gpu)
+    strategy = str(trainer.get("strategy", AUTO))
+    if strategy.startswith(GPU_STRATEGIES) and not on_gpu:
+        raise ConfigError(f"trainer.strategy = {strategy}: needs a GPU accelerator, and the run is on the CPU "
+                          f"(trainer.accelerator = {accelerator}{', and this machine has no GPU' if accelerator == AUTO else ''}"
+                          "); use trainer.strategy=ddp or auto here, or trainer.accelerator=gpu where there is a GPU "
+                          "(config key trainer.strategy)")
     workers, most = trainer.get("num_workers", 0), WORKERS_PER_CPU * cpus()
     if workers > most:
         raise ConfigError(f"trainer.num_workers = {workers}: more than {WORKERS_PER_CPU} DataLoader worker "

@@ -16,22 +16,16 @@ from lightning_modules.model_checks import check_weights
 from lightning_modules.models import resolve_model_dir
 from lightning_modules.pretrain_models import ObjectiveSpec, check_init, check_speed_choices
 
-# torch.compile's modes (reduce-overhead: CUDA graphs); `trainer.compile_mode`
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
 
 def check_config(cfg: DictConfig) -> None:
     """A pretraining config's names and values, and its starting model where it has one: each mistake one
     ConfigError line, before a run exists."""
-    check_run_config(cfg)
+    check_run_config(cfg)  # trainer.* names (compile_mode among them) and sizes
     p = cfg.pretrain
     parse_corpus(p.corpus)
     MaskingSpec.from_config(p)  # an unknown masking mode or schedule: UnknownNameError listing the known
     ObjectiveSpec.from_config(p)  # an unknown objective: UnknownNameError listing the known ones
     OPTIMIZERS.check_name(p.optimizer)  # by name: its implementation would import Lightning
-    if cfg.trainer.compile_mode not in COMPILE_MODES:
-        raise ConfigError(f"trainer.compile_mode={cfg.trainer.compile_mode!r}: expected one of "
-                          f"{', '.join(COMPILE_MODES)}")
     if p.max_predictions is not None and p.max_predictions > p.seq_len:
         raise ConfigError(f"pretrain.max_predictions={p.max_predictions} is more than the {p.seq_len} positions of "
                           f"a row (pretrain.seq_len); set it to at most {p.seq_len} (a quarter of the row, "

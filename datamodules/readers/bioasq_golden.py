@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from bioablate_core.errors import DataFormatError
 from datamodules.instances import AnswerSpan, QAInstance
+from datamodules.readers import bound
 from datamodules.readers.jsonfile import load_json_object
 from datamodules.spec import SPLITS, Reader, Splits
 
@@ -115,10 +116,13 @@ def golden_splits(data_dir: Path, train: Sequence[str], test: Sequence[str], dev
 
 def golden_reader(train: Sequence[str], test: Sequence[str], question_types: Sequence[str] = ("factoid",)
                   ) -> Reader:
-    """A `DatasetSpec` reader of `golden_splits` (train and test files; dev is left to the spec's protocol)."""
-    def read(data_dir: Path) -> Splits:
-        return golden_splits(data_dir, train=train, test=test, question_types=question_types)[0]
-    return read
+    """A `DatasetSpec` reader of `golden_splits` (train and test files; dev is left to the spec's protocol;
+    picklable, for DDP's spawn start method)."""
+    return bound(_read_golden, train, test, question_types)
+
+
+def _read_golden(train: Sequence[str], test: Sequence[str], question_types: Sequence[str], data_dir: Path) -> Splits:
+    return golden_splits(data_dir, train=train, test=test, question_types=question_types)[0]
 
 
 def locate(context: str, synonyms: Sequence[str]) -> AnswerSpan | None:

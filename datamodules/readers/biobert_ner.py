@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bioablate_core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
+from datamodules.readers import bound
 from datamodules.spec import Reader, Splits
 from datamodules.textfiles import conll_blocks
 
@@ -46,10 +47,10 @@ def read_untyped_iob_file(path: Path, entity_type: str) -> list[TaggingInstance]
 
 
 def read_biobert_ner(folder: str, entity_type: str) -> Reader:
-    """A reader for `<data_dir>/<folder>/{train,devel,test}.tsv`."""
+    """A reader for `<data_dir>/<folder>/{train,devel,test}.tsv` (picklable, for DDP's spawn start method)."""
+    return bound(_read_biobert_ner, folder, entity_type)
 
-    def reader(data_dir: Path) -> Splits:
-        base = Path(data_dir) / folder
-        return {split: read_untyped_iob_file(base / name, entity_type) for split, name in BIOBERT_NER_FILES.items()}
 
-    return reader
+def _read_biobert_ner(folder: str, entity_type: str, data_dir: Path) -> Splits:
+    base = Path(data_dir) / folder
+    return {split: read_untyped_iob_file(base / name, entity_type) for split, name in BIOBERT_NER_FILES.items()}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from datamodules.readers import gad
+from datamodules.readers import bound, gad
 from datamodules.spec import Splits
 
 # Bumped whenever the instances this module's readers return change: it enters their datasets'
@@ -31,10 +31,11 @@ def fold_templates(folder: str) -> tuple[str, str]:
 
 
 def read_biobert_re_fold(folder: str):
-    """A fold reader, reader(data_dir, k), for `<data_dir>/<folder>/<k>/{train,test}.tsv`."""
+    """A fold reader, reader(data_dir, k), for `<data_dir>/<folder>/<k>/{train,test}.tsv` (picklable, for
+    DDP's spawn start method)."""
+    return bound(_read_biobert_re_fold, folder)
 
-    def reader(data_dir: Path, fold: int) -> Splits:
-        train_file, test_file = (Path(data_dir) / t.format(fold=fold) for t in fold_templates(folder))
-        return {"train": gad.read_gad_train_file(train_file), "test": gad.read_gad_test_file(test_file)}
 
-    return reader
+def _read_biobert_re_fold(folder: str, data_dir: Path, fold: int) -> Splits:
+    train_file, test_file = (Path(data_dir) / t.format(fold=fold) for t in fold_templates(folder))
+    return {"train": gad.read_gad_train_file(train_file), "test": gad.read_gad_test_file(test_file)}

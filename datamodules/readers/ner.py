@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bioablate_core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance, iob_to_spans
+from datamodules.readers import bound
 from datamodules.spec import Reader, Splits
 from datamodules.textfiles import conll_blocks, open_text, read_text
 
@@ -76,13 +77,14 @@ def read_conll_file(path: Path, collapse_type: str | None = None) -> list[Taggin
 
 
 def read_crichton(folder: str, collapse_type: str | None) -> Reader:
-    """A reader for `<data_dir>/<folder>/{train,devel,test}.tsv`."""
+    """A reader for `<data_dir>/<folder>/{train,devel,test}.tsv` (a partial of a module-level function, not a
+    closure: DDP's spawn start method pickles the dataset spec that holds it)."""
+    return bound(_read_crichton, folder, collapse_type)
 
-    def reader(data_dir: Path) -> Splits:
-        base = Path(data_dir) / folder
-        return {split: read_conll_file(base / name, collapse_type) for split, name in CRICHTON_FILES.items()}
 
-    return reader
+def _read_crichton(folder: str, collapse_type: str | None, data_dir: Path) -> Splits:
+    base = Path(data_dir) / folder
+    return {split: read_conll_file(base / name, collapse_type) for split, name in CRICHTON_FILES.items()}
 
 
 # ---------------------------------------------------------------------------------------------------
