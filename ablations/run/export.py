@@ -38,6 +38,7 @@ import dataclasses
 import json
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -52,7 +53,7 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.cards import Provenance, finetune_card
 from bioablate_core.errors import ConfigError
-from bioablate_core.files import publish_dir
+from bioablate_core.files import normalise_modes, publish_dir
 from datamodules.encoders import TaskEncoder
 from datamodules.task_kinds import TASK_KINDS
 from lightning_modules.finetune_spec import FinetuneSpec
@@ -208,7 +209,8 @@ def find_finished_run(ref: str, tracking_uri: str):
 
 def export_run(ref: str, to: Path, tracking_uri: str, work_dir: Path) -> tuple[Path, dict[str, Any]]:
     """Copy the stored model of finished fine-tuning run `ref` to `to`; returns (to, its bioablate.json).
-    An existing `to` is replaced only if it is empty or an earlier export. The run's tag `model_dir` is
+    An existing `to` is replaced only if it is empty or an earlier export of the same run, whose other files
+    are kept (`_swap_in`). The run's tag `model_dir` is
     relative to `work_dir` (absolute in runs stored before that)."""
     run = find_finished_run(ref, tracking_uri)
     source = work_dir / run.data.tags.get("model_dir", "")
@@ -217,14 +219,53 @@ def export_run(ref: str, to: Path, tracking_uri: str, work_dir: Path) -> tuple[P
                           "weights, or its work directory moved); rerun its `bioablate finetune` command "
                           "with --force to train and store one")
     to = to.expanduser().resolve()
-    if to.exists() and (not to.is_dir() or (any(to.iterdir()) and not (to / META_FILE).is_file())):
-        raise ConfigError(f"--to {to} exists and is not an empty folder or an earlier export; pick a new folder")
-    tmp = to.with_name(to.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    _check_destination(to, run.info.run_id)
     to.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, tmp)
-    publish_dir(tmp, to)
+    # a folder of its own beside `to` (never a name a user's folder could have: `<to>.tmp` was one)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{to.name}.", suffix=".part", dir=to.parent))
+    try:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        normalise_modes(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _swap_in(tmp, to)
     return to, json.loads((to / META_FILE).read_text())
+
+
+def _check_destination(to: Path, run_id: str) -> None:
+    """`to` is new, an empty folder, or an earlier export of run `run_id`: anything else is refused, so a
+    user's folder or another run's model is never replaced."""
+    if not to.exists():
+        return
+    if not to.is_dir():
+        raise ConfigError(f"--to {to} is a file, not a folder; pick a new folder")
+    if not any(to.iterdir()):
+        return
+    if not (to / META_FILE).is_file():
+        raise ConfigError(f"--to {to} is a folder of other files, not an earlier export; pick a new or empty folder")
+    try:
+        earlier = json.loads((to / META_FILE).read_text()).get("run_id")
+    except (ValueError, OSError, AttributeError):
+        earlier = None
+    if earlier != run_id:
+        raise ConfigError(f"--to {to} holds the export of another run ({earlier or 'unreadable ' + META_FILE}), not "
+                          f"of run {run_id}; pick a new folder, or remove that export first")
+
+
+def _swap_in(tmp: Path, to: Path) -> None:
+    """The finished export `tmp` in place of `to`, in one rename: an earlier export's own files are replaced,
+    and every other entry of `to` (a user's notes, a script) is moved into the new folder first, never deleted."""
+    if not to.exists():
+        tmp.rename(to)
+        return
+    for entry in to.iterdir():
+        if not (tmp / entry.name).exists():
+            entry.rename(tmp / entry.name)
+    old = Path(tempfile.mkdtemp(prefix=f".{to.name}.", suffix=".old", dir=to.parent))
+    to.rename(old / to.name)
+    tmp.rename(to)
+    shutil.rmtree(old, ignore_errors=True)  # only the earlier export's own files
 
 
 def export_command(ref: str, to: Path, work_dir: str | None, tracking_uri: str | None) -> str:
