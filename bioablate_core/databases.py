@@ -33,18 +33,42 @@ def with_driver(url: str) -> str:
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#]*):[^\s@/?#]*@")
 
 
+# A password given as a query parameter (libpq's `?password=`, `&passwd=`, `;pwd=`): up to the next parameter
+_QUERY_PASSWORD = re.compile(r"(?P<key>[?&;](?:password|passwd|pwd)=)[^\s&;#'\"]*", re.IGNORECASE)
+_QUERY_PASSWORD_PARAMETER = re.compile(r"[?&;](?:password|passwd|pwd)=[^\s&;#'\"]*&?", re.IGNORECASE)
+
+
 def hide_passwords(text: str) -> str:
     """`text` with the password of every URL in it shown as `***` (`postgresql://alice:***@host/db`,
-    `http://alice:***@host`): for anything printed, logged, tagged or written to a file. Unlike `redact`
-    it takes any text and any scheme, and never raises."""
-    return _URL_PASSWORD.sub(r"\g<head>:***@", text)
+    `http://alice:***@host`, `...?password=***`): the one redaction for anything printed, logged, tagged or
+    written to a file. Unlike `redact` it takes any text and any scheme, and never raises."""
+    return _QUERY_PASSWORD.sub(r"\g<key>***", _URL_PASSWORD.sub(r"\g<head>:***@", text))
 
 
 def leave_out_passwords(command: str) -> str:
-    """`command` with the password of every URL in it left out (`postgresql://alice@host/db`): for a command
-    printed to be pasted, which then works where the password comes from the environment (libpq's
-    `$PGPASSWORD` or `~/.pgpass`, MLflow's `$MLFLOW_TRACKING_PASSWORD`); a masked `***` would be sent as one."""
-    return _URL_PASSWORD.sub(r"\g<head>@", command)
+    """`command` with the password of every URL in it left out (`postgresql://alice@host/db`, its
+    `password=` parameter dropped): for a command printed to be pasted, which then works where the password
+    comes from the environment (libpq's `$PGPASSWORD` or `~/.pgpass`, MLflow's `$MLFLOW_TRACKING_PASSWORD`); a
+    masked `***` would be sent as one."""
+    def drop(match: re.Match) -> str:  # `?password=x&a=1` -> `?a=1`, `&password=x&a=1` -> `&a=1`, `?password=x` -> ``
+        return match.group(0)[0] if match.group(0).endswith("&") else ""
+
+    return _QUERY_PASSWORD_PARAMETER.sub(drop, _URL_PASSWORD.sub(r"\g<head>@", command))
+
+
+class HidingPasswords:
+    """A text stream (sys.stdout, sys.stderr) whose every write goes through `hide_passwords`: what a command
+    and the libraries it calls print never shows a URL's password, wherever the line was made."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(hide_passwords(text) if "@" in text or "=" in text else text)
+        return len(text)
+
+    def __getattr__(self, name: str):  # fileno, isatty, flush, buffer, encoding...: the stream's own
+        return getattr(self._stream, name)
 
 
 def redact(url: str) -> str:
@@ -54,7 +78,7 @@ def redact(url: str) -> str:
     from bioablate_core.errors import ConfigError
 
     try:
-        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+        return hide_passwords(sqlalchemy.engine.make_url(url).render_as_string(hide_password=True))
     except sqlalchemy.exc.ArgumentError:
         raise ConfigError(f"not a database URL: '{url}' (e.g. postgresql+psycopg2://user:pw@host/db or "
                           "sqlite:///path/optuna.db)") from None

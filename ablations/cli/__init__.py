@@ -28,7 +28,7 @@ from ablations.cli.sweep import cmd_sweep
 from bioablate_core import threads
 from bioablate_core.claims import EXIT_CLAIM_HELD, ClaimHeld
 from bioablate_core.console import configure_logging, quiet_libraries
-from bioablate_core.databases import hide_passwords
+from bioablate_core.databases import HidingPasswords, hide_passwords
 from bioablate_core.errors import BioablateError
 from bioablate_core.interrupts import Interrupted, handling_interrupts
 from bioablate_core.limits import readable
@@ -61,6 +61,16 @@ COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_d
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; whatever it (or a library under it) prints hides URLs' passwords."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = HidingPasswords(sys.stdout), HidingPasswords(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse gives a command's trailing positionals (`run EXP --profile micro key=value`) only the
