@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ablations.results import FINISHED, CellRun, TableLayout
-from ablations.tables.scored_units import ScoredUnits, Unit
+from ablations.tables.scored_units import ScoredUnits, unit_values, units_from
 from bioablate_core.errors import ConfigError
 
 BUNDLE = "bundle.jsonl"
@@ -77,34 +77,6 @@ def run_record(run: Any, experiment_name: str, units: ScoredUnits | None) -> Run
                      dict(sorted(run.data.metrics.items())), run.info.start_time, run.info.end_time, histogram, units)
 
 
-def _unit_values(units: ScoredUnits) -> dict[str, Any]:
-    from datamodules.metric_registry import ADDITIVE
-
-    if ADDITIVE.get(units.metric) is not None and units.units:  # Pearson's r is the one metric without counts
-        return {"counts": units.count_rows().tolist()}
-    return {"golds": [u.golds for u in units.units], "predictions": [u.predictions for u in units.units]}
-
-
-def units_file(units: ScoredUnits) -> dict[str, Any]:
-    """A run's test units on their own (an imported run's artifact scored_units.UNITS)."""
-    return {"metric": units.metric, "metric_args": units.metric_args, "unit_name": units.unit_name,
-            "ids": [u.id for u in units.units], **_unit_values(units)}
-
-
-def units_from_file(value: dict[str, Any]) -> ScoredUnits:
-    """`units_file` read back."""
-    return _units_from(value, value)
-
-
-def _units_from(value: dict[str, Any], test_set: dict[str, Any]) -> ScoredUnits:
-    ids = test_set["ids"]
-    if "counts" in value:
-        units = [Unit(i, [], [], tuple(row)) for i, row in zip(ids, value["counts"])]
-    else:
-        units = [Unit(i, g, p) for i, g, p in zip(ids, value["golds"], value["predictions"])]
-    return ScoredUnits(test_set["metric"], dict(test_set["metric_args"]), units, test_set["unit_name"])
-
-
 def _layout_json(layout: TableLayout) -> dict[str, Any]:
     return asdict(layout)
 
@@ -132,7 +104,7 @@ def write_bundle(path: Path, bundle: Bundle) -> Path:
                 lines.append({"record": "test_set", "key": key, "task": record.tags.get("task", ""),
                               "metric": u.metric, "metric_args": u.metric_args, "unit_name": u.unit_name,
                               "ids": json.loads(ids)})
-            entry["units"] = {"test_set": test_sets[ids], **_unit_values(u)}
+            entry["units"] = {"test_set": test_sets[ids], **unit_values(u)}
         runs.append({"record": "run", **entry})
     lines += [{"record": "cell", **asdict(c)} for c in bundle.cells]
     lines += runs
@@ -171,7 +143,7 @@ def read_bundle(folder: Path) -> Bundle:
             units = r.pop("units", None)
             known = {f.name for f in fields(RunRecord)}
             record = RunRecord(**{k: v for k, v in r.items() if k in known})
-            record.units = None if units is None else _units_from(units, test_sets[units["test_set"]])
+            record.units = None if units is None else units_from(units, test_sets[units["test_set"]])
             bundle.runs[record.run_id] = record
     return bundle
 

@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablations.tables.bundle import read_bundle, units_file
-from ablations.tables.scored_units import UNITS
+from ablations.tables.bundle import read_bundle
+from ablations.tables.scored_units import UNITS, units_file
 
 
 @dataclass(frozen=True)

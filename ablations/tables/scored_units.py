@@ -233,8 +233,6 @@ def load_units(tracking_uri: str, run_id: str, task: str) -> ScoredUnits:
         else:
             os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = quiet
     if files[PREDICTIONS] is None and files.get(UNITS):
-        from ablations.tables.bundle import units_from_file
-
         return units_from_file(files[UNITS][0])
     if files[PREDICTIONS] is None:
         raise ValueError(f"run {run_id} has no {PREDICTIONS}")
@@ -265,3 +263,34 @@ def _download(tracking_uri: str, run_id: str, names: tuple[str, ...]) -> dict[st
             except (MlflowException, OSError):  # not logged: stays None
                 pass
     return files
+
+
+def unit_values(units: ScoredUnits) -> dict[str, Any]:
+    """What a run's units score, as JSON: per unit the metric's counts where they add up, else golds and
+    predictions (Pearson's r)."""
+    from datamodules.metric_registry import ADDITIVE
+
+    if ADDITIVE.get(units.metric) is not None and units.units:  # Pearson's r is the one metric without counts
+        return {"counts": units.count_rows().tolist()}
+    return {"golds": [u.golds for u in units.units], "predictions": [u.predictions for u in units.units]}
+
+
+def units_file(units: ScoredUnits) -> dict[str, Any]:
+    """A run's test units on their own, as an imported run's artifact UNITS holds them."""
+    return {"metric": units.metric, "metric_args": units.metric_args, "unit_name": units.unit_name,
+            "ids": [u.id for u in units.units], **unit_values(units)}
+
+
+def units_from_file(value: dict[str, Any]) -> ScoredUnits:
+    """`units_file` read back."""
+    return units_from(value, value)
+
+
+def units_from(value: dict[str, Any], test_set: dict[str, Any]) -> ScoredUnits:
+    """`unit_values` read back, with the test set's ids, metric and unit name."""
+    ids = test_set["ids"]
+    if "counts" in value:
+        units = [Unit(i, [], [], tuple(row)) for i, row in zip(ids, value["counts"])]
+    else:
+        units = [Unit(i, g, p) for i, g, p in zip(ids, value["golds"], value["predictions"])]
+    return ScoredUnits(test_set["metric"], dict(test_set["metric_args"]), units, test_set["unit_name"])
