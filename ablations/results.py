@@ -55,7 +55,8 @@ class TableLayout:
     paper_std: dict[str, dict[str, float]] = field(default_factory=dict)  # the paper's reported std, where given
     paper_noise: float = 0.5       # a paper gap (x100) at or below this is a tie, where it gives no std (agreement.py)
     differences: bool = False      # show each cell's difference to the baseline with its interval (not only in the CSV)
-    paper_scale: bool = False      # the runs are at the paper's scale (profile base): its seed spreads are the paper's models'
+    paper_scale: bool = False      # the runs are at the paper's scale (profile base): its seed spreads are
+                                   # the paper's models'
 
 
 @dataclass

@@ -63,7 +63,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Table", "browse_lines", "check_parallelism", "compare_vocabs", "config", "corrections", "data_stats",
            "experiment", "experiment_on_slurm", "experiments_markdown", "export", "fetch_data", "finetune",
-           "follow_experiment", "follow_pretraining", "follow_sweep", "import_bundle", "listing", "options", "plan", "predict", "pretrain",
+           "follow_experiment", "follow_pretraining", "follow_sweep", "import_bundle", "listing", "options", "plan",
+           "predict", "pretrain",
            "pretrain_config", "pretrain_on_slurm", "pretrain_plan", "report_tracking_uri", "run", "server",
            "status", "store_failure", "stored_invocations", "stored_tables", "sweep", "sweep_best",
            "sweep_commands", "sweep_on_slurm", "sweep_spec", "table", "table_formats", "table_from_bundle",

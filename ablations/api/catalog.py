@@ -116,8 +116,8 @@ def experiments() -> list[str]:
         raw = load_yaml(packaged_dir("experiment") / f"{name}.yaml")
         kind, profile = raw.get("kind", "finetune"), raw.get("profile", "micro")
         rows.append((name, kind, f"{profile:<5} ", str(raw.get("description", ""))))
-    return [*_columns([EXPERIMENTS_HEADER, *rows]), "(run one: bioablate run NAME [--profile micro|mini|base]; or the path of your own "
-                             "YAML; docs/experiments.md)"]
+    return [*_columns([EXPERIMENTS_HEADER, *rows]), "(run one: bioablate run NAME [--profile micro|mini|base]; "
+                             "or the path of your own YAML; docs/experiments.md)"]
 
 
 def profiles() -> list[str]:
@@ -151,7 +151,8 @@ LISTINGS = {"tasks": tasks, "models": models, "variants": variants, "corpora": c
             "experiments": experiments, "profiles": profiles, "sweeps": sweeps, "keys": keys}
 
 
-WHAT = {"tasks": "the datasets: BLURB or other, task type, metric, max length", "models": "named models and Hub aliases",
+WHAT = {"tasks": "the datasets: BLURB or other, task type, metric, max length",
+        "models": "named models and Hub aliases",
         "variants": "fine-tuning variants per task type (heads, tagging, relation inputs)",
         "corpora": "pretraining corpora", "experiments": "the packaged experiments (one per paper table)",
         "profiles": "micro / mini / base", "sweeps": "packaged sweep spaces",

@@ -64,8 +64,8 @@ def check_inits(models: dict[str, ModelDef], path: Path) -> None:
 
 def check_configs(experiment: Experiment) -> None:
     """Build every config once: a bad key or value, an invalid variant or a model folder whose files
-    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`) and the configs checked
-    (`Experiment.machine_configs`).
+    disagree fails here, naming the file. Records every run's accelerator (`Experiment.accelerators`) and
+    the configs checked (`Experiment.machine_configs`).
     (The checks that import Lightning come after the configs they check were built: a typo is reported
     in a blink.)"""
     accelerators: set[str] = set()

@@ -90,7 +90,8 @@ def table_layout(table: dict[str, Any], name: str, models: dict[str, ModelDef], 
     if table["correction"] not in results.CORRECTIONS:
         close = difflib.get_close_matches(table["correction"], list(results.CORRECTIONS), n=1)
         raise ConfigError(f"{path}: table.correction: unknown '{table['correction']}'"
-                          + (f" (did you mean '{close[0]}'?)" if close else "") + f"; known: {', '.join(results.CORRECTIONS)}")
+                          + (f" (did you mean '{close[0]}'?)" if close else "")
+                          + f"; known: {', '.join(results.CORRECTIONS)}")
     if table["blurb_row"] and row_axis != "task":
         raise ConfigError(f"{path}: table.blurb_row needs rows: task")
     for metric in table["metrics"] or [table["metric"]]:

@@ -249,7 +249,8 @@ def cell_result(planned: PlannedRun, metric: str) -> results.CellRun:
             if value is None:
                 status, reason = results.FAILED, f"finished run has no test/{metric} metric"
             elif not math.isfinite(value):  # no statistic over it: an undefined score, not a number (a NaN label)
-                status, reason, value = results.FAILED, f"test/{metric} is {value}: undefined, check the test data", None
+                status, reason, value = (results.FAILED, f"test/{metric} is {value}: undefined, check the test data",
+                                         None)
         if run.info.end_time and run.info.start_time:
             wall = (run.info.end_time - run.info.start_time) / 1000
     return results.CellRun(row=cell.row, column=cell.column, task=cell.task, seed=cell.seed, status=status,

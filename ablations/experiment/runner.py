@@ -96,7 +96,8 @@ class _Parent:
         self._end_dead_parents(experiment.name)
         holder = Holder.me()
         # profile + cli_overrides (a JSON list): the invocation `bioablate table` finds (experiment/invocations.py)
-        tags = {"kind": PARENT_KIND, "experiment": experiment.name, "experiment_file": shown_place(experiment.path, REPO_ROOT),
+        tags = {"kind": PARENT_KIND, "experiment": experiment.name,
+                "experiment_file": shown_place(experiment.path, REPO_ROOT),
                 "profile": experiment.profile, "cli_overrides": json.dumps(list(experiment.cli_overrides)),
                 "invocation": experiment.invocation(), "git_commit": git_commit(),
                 "mlflow.note.content": experiment.description, **claim_tags(holder)}

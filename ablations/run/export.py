@@ -18,8 +18,8 @@ formats, recorded in `bioablate.json` (`format`):
   an export further should re-initialise the pooler.)
 - ``bioablate``: heads transformers has no class for (CRF, BiLSTM, the `mention` / `entity-start`
   relation features, `mlp` on BERT/ALBERT, `linear` on ELECTRA), and extractive QA's span head (its
-  answers come from bioablate's window merging, which transformers' QA classes do not do): the encoder as a transformers folder
-  (`AutoModel` loads it) plus `head.safetensors`, rebuilt from `lightning_modules.heads` by
+  answers come from bioablate's window merging, which transformers' QA classes do not do): the encoder as a
+  transformers folder (`AutoModel` loads it) plus `head.safetensors`, rebuilt from `lightning_modules.heads` by
   `ablations.run.predict.load_model`.
 
 Which format, and where each head weight goes in the transformers class (`HeadMapping`), is a function of
@@ -215,9 +215,9 @@ def export_run(ref: str, to: Path, tracking_uri: str, work_dir: Path) -> tuple[P
     run = find_finished_run(ref, tracking_uri)
     source = work_dir / run.data.tags.get("model_dir", "")
     if not run.data.tags.get("model_dir") or not (source / META_FILE).is_file():
-        raise ConfigError(f"run {run.info.run_id} kept no model (keep_model=false, or it finished before runs stored their best "
-                          "weights, or its work directory moved); rerun its `bioablate finetune` command "
-                          "with --force to train and store one")
+        raise ConfigError(f"run {run.info.run_id} kept no model (keep_model=false, or it finished before runs "
+                          "stored their best weights, or its work directory moved); rerun its `bioablate finetune` "
+                          "command with --force to train and store one")
     to = to.expanduser().resolve()
     _check_destination(to, run.info.run_id)
     to.parent.mkdir(parents=True, exist_ok=True)

@@ -145,7 +145,8 @@ def log_run_figures(run, out: Path, evaluations: int, best_epoch: int, title: st
                     confusion: tuple[Sequence[Any], Sequence[Any], Any]) -> None:
     """A fine-tuning run's figures, logged to its MLflow run: the curves of its logged train loss and dev
     score (the best epoch marked), and for a single-label classification task the test split's confusion
-    matrix (`confusion`: golds, predictions, and the task encoder, whose `labels` only such tasks have). The run's page opens on the curves (its note)."""
+    matrix (`confusion`: golds, predictions, and the task encoder, whose `labels` only such tasks have). The
+    run's page opens on the curves (its note)."""
     from ablations.run.dashboard import NOTE_TAG, curves_note
     from datamodules.metrics import METRIC_NAMES
     from datamodules.task_kinds import kind_of

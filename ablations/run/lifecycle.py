@@ -15,9 +15,9 @@ A run is identified by its fingerprint (MLflow tag `fingerprint`); its checkpoin
 - FINISHED (unless `force`): reused, nothing is recomputed.
 - FAILED / KILLED / RUNNING with a dead holder: taken over. With a `last.ckpt`, training resumes from it
   in a *continued* MLflow run: a new run with the same params and tags (minus `error`, `stopped` and the
-  old claim) holding the old run's metric points logged before the checkpoint (steps below its `global_step`), so every metric has one
-  point per step (MLflow cannot delete the killed attempt's later points); the old run is deleted
-  (MLflow's `deleted` stage; `mlflow gc` purges it) and the new one is tagged `continues` with its id.
+  old claim) holding the old run's metric points logged before the checkpoint (steps below its `global_step`),
+  so every metric has one point per step (MLflow cannot delete the killed attempt's later points); the old run is
+  deleted (MLflow's `deleted` stage; `mlflow gc` purges it) and the new one is tagged `continues` with its id.
   Without a checkpoint there is nothing to keep: the old run is deleted and a new one starts.
 - Otherwise (or with `force`): a new MLflow run, and any old checkpoints are removed first.
 
@@ -27,10 +27,11 @@ the same fingerprint waits for it (one line: "waiting for <fp> held by host:pid 
 reuses the finished run, or with `wait=False` raises `ClaimHeld` naming the holder. For a tracking store
 shared by machines that do not share the work directory, the holder also keeps a heartbeat on the MLflow
 run (one tag, `bioablate.claim`: JSON with host, pid, since, lock and heartbeat, refreshed every HEARTBEAT_S
-seconds by a daemon thread, removed once the run has ended; runs written before it have five tags `claim.*`): a RUNNING run is taken over only when its lock is free AND its
-holder is dead (the same lock file: the free lock says so; this host: its pid is gone; another host: its
-heartbeat is older than STALE_AFTER_S). Two processes on different machines *and* work directories that
-start the same new run within a moment can still both create it: MLflow has no atomic compare-and-set.
+seconds by a daemon thread, removed once the run has ended; runs written before it have five tags `claim.*`): a
+RUNNING run is taken over only when its lock is free AND its holder is dead (the same lock file: the free lock
+says so; this host: its pid is gone; another host: its heartbeat is older than STALE_AFTER_S). Two processes on
+different machines *and* work directories that start the same new run within a moment can still both create it:
+MLflow has no atomic compare-and-set.
 
 Signals: once the run exists, a SIGINT / SIGTERM ends it KILLED (tag `stopped`) whenever it arrives.
 `start` creates it, records its id and tags its holder with the signal deferred (`bioablate_core.interrupts`); inside
@@ -303,7 +304,8 @@ class TrackedRun:
     # ---- reporting into the run (nothing in a DDP worker)
 
     def lightning_logger(self, flush_every: int = 1) -> Logger | bool:
-        """The Trainer's `logger`, bound to this run, storing points `flush_every` steps at a time; False in a worker."""
+        """The Trainer's `logger`, bound to this run, storing points `flush_every` steps at a time; False in a
+        worker."""
         return False if self.is_worker else RunOwnedMLFlowLogger(tracking_uri=self.tracker.tracking_uri,
                                                                  run_id=self.run_id, flush_every=flush_every)
 

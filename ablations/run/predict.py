@@ -173,7 +173,8 @@ def _tagging_records(model: ExportedModel, examples: list[Example], batch_size: 
         for start, end in tagging_windows(encoder, tokens):
             window = TaggingInstance(example.instance.id, tokens[start:end], ())
             parts.append((index, start, Example(window, example.text, example.words[start:end])))
-    records = [{"id": e.instance.id, "text": e.text, "entities": [], "prediction": [], "tokens": list(e.instance.tokens)}
+    records = [{"id": e.instance.id, "text": e.text, "entities": [], "prediction": [],
+                "tokens": list(e.instance.tokens)}
                for e in examples]
     for (index, start, part), (feature, raw, probs) in zip(parts, _run(model, [p.instance for _, _, p in parts],
                                                                        batch_size)):

@@ -136,7 +136,8 @@ def _run_tags(cfg: DictConfig, model_dir: Path, shards: Shards, work_dir: Path) 
     p = cfg.pretrain
     return {"kind": "pretrain", "corpus": p.corpus, "objective": p.objective, "masking": p.masking,
             "vocab": p.vocab, "init": p.init, "seed": str(cfg.seed), "profile": cfg.profile,
-            "model_dir": shown_place(model_dir, work_dir), "shards": shown_place(shards.path, work_dir, "work_dir"), "corpus_words": str(shards.meta["words"]),
+            "model_dir": shown_place(model_dir, work_dir), "shards": shown_place(shards.path, work_dir, "work_dir"),
+            "corpus_words": str(shards.meta["words"]),
             "corpus_tokens": str(shards.meta["tokens"]), "sequences": str(len(shards))}
 
 

@@ -241,8 +241,8 @@ def store_failure(error: BaseException) -> str | None:
         if store:
             cause = getattr(seen, "orig", None) or seen
             detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-            return (f"the tracking store did not answer ({hide_passwords(detail)[:200]}); a run in progress was left RUNNING: "
-                    "rerun the same command once the store answers, and it takes the run over")
+            return (f"the tracking store did not answer ({hide_passwords(detail)[:200]}); a run in progress was left "
+                    "RUNNING: rerun the same command once the store answers, and it takes the run over")
         seen = seen.__cause__ or seen.__context__
     return None
 
