@@ -57,7 +57,8 @@ def build(task: str, side: str, args: argparse.Namespace):
     options = FinetuneDataOptions(max_length=args.max_length, batch_size=args.batch_size, eval_batch_size=64,
                                   max_train_examples=args.max_train_examples, max_eval_examples=8, seed=0,
                                   static_shapes=side != "before")
-    dm = FinetuneDataModule(spec, args.data_dir, tokenizer, options, cache_dir=Path(args.work_dir) / "cache" / "tokenized")
+    dm = FinetuneDataModule(spec, args.data_dir, tokenizer, options,
+                            cache_dir=Path(args.work_dir) / "cache" / "tokenized")
     dm.setup()
     if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
         encoder.resize_token_embeddings(len(tokenizer))

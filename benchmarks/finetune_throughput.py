@@ -107,7 +107,8 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
         encoder.resize_token_embeddings(len(tokenizer))
     if compile:  # as `trainer.compile=true` does (ablations.run.finetune)
         compile_in_place([encoder], dynamic=True)
-    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, encoder.config.hidden_size),
+    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(
+                                dm.encoder, encoder.config.hidden_size),
                             cfg.finetune.lr, cfg.finetune.weight_decay, cfg.finetune.warmup_ratio).to(device)
     module.train()
     opt = adamw_with_linear_warmup(module, cfg.finetune.lr, cfg.finetune.weight_decay,

@@ -124,7 +124,8 @@ def plan_lines(plan: str) -> list[str]:
     sections = [BY_NAME[n] for n in PLANS[plan]]
     total = sum(x.budget_s for x in sections)
     lines = [f"plan {plan}: {len(sections)} sections, in order (budgets on one H100/H200, compiling included)"]
-    lines += [f"  {x.name:<19}{x.budget_s:>5.0f} s" + (f"  ({x.compile_s:.0f} s of it compiling)" if x.compile_s else "")
+    lines += [f"  {x.name:<19}{x.budget_s:>5.0f} s"
+              + (f"  ({x.compile_s:.0f} s of it compiling)" if x.compile_s else "")
               + f"  {x.title}" for x in sections]
     lines.append(f"  {'total':<19}{total:>5.0f} s of the {COMMAND_S} s command ({COMMAND_S - total:.0f} s margin)")
     return lines
@@ -132,7 +133,8 @@ def plan_lines(plan: str) -> list[str]:
 
 # per size: the throughput benchmarks' arguments, and the runs of runs_per_device
 # micro: a smoke size, whose MFU nobody reads: a fifth of a second per peak (each dtype, twice in fine-tuning)
-MICRO_PRETRAIN = ["--max-words", "20000", "--rounds", "2", "--warmup", "1", "--peak-size", "256", "--peak-seconds", "0.2"]
+MICRO_PRETRAIN = ["--max-words", "20000", "--rounds", "2", "--warmup", "1", "--peak-size", "256",
+                  "--peak-seconds", "0.2"]
 MICRO_FINETUNE = ["--batch-size", "8", "--max-length", "64", "--max-train-examples", "64", "--rounds", "2",
                   "--warmup", "1", "--steps-per-round", "2", "--peak-size", "256", "--peak-seconds", "0.2"]
 # the CPU rehearsal's "base" sections: the same code at the least work that still times every side
@@ -705,7 +707,8 @@ def parser() -> argparse.ArgumentParser:
                         help="the plan to run: pretrain (the headline first), finetune (a warm second call), extra")
     parser.add_argument("--device", type=device_argument, default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", choices=sorted(SIZES), help="default: base on CUDA, micro on a CPU")
-    parser.add_argument("--budget", type=seconds_argument, default=480, help="seconds for the whole session, install included")
+    parser.add_argument("--budget", type=seconds_argument, default=480,
+                        help="seconds for the whole session, install included")
     parser.add_argument("--section-budget", nargs="+", default=[], metavar="NAME=SECONDS", type=_budget,
                         help=f"another budget for a section ({', '.join(SECTION_NAMES)})")
     parser.add_argument("--only", nargs="+", choices=SECTION_NAMES[1:], metavar="NAME",
@@ -779,7 +782,8 @@ def main(argv: list[str] | None = None) -> int:
         "finetune_base": lambda: finetune_run(args, size["throughput_size"], ["bc5-chem", "chemprot"],
                                               size["finetune_args"] + rounds, compile and compiled_passed(
                                                   session, "preflight_finetune",
-                                                  session.data["sections"].get("preflight_finetune", {}).get("result"))),
+                                                  session.data["sections"].get("preflight_finetune", {}).get(
+                                                      "result"))),
         "runs_per_device": lambda: runs_per_device_section(args, size, progress),
         "launch_overhead": lambda: launch_overhead_section(args),
         "step_ab": lambda: step_ab_section(args, size, compile, step_progress),

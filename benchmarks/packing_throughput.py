@@ -7,16 +7,17 @@ real training sentences (the task's encoded training split, `FinetuneDataModule`
 
 - **padded** (what fine-tuning does today): length-bucketed batches of `--batch-size` sentences, dynamic
   padding, SDPA with the padding mask;
-- **packed-flex** (evaluation only on a CPU: torch's FlexAttention has no backward there): sentences packed first-fit into a fixed `--rows` x `--row-length` block of tokens
-  (tokens-per-batch batching; one shape, so one compiled kernel), position ids restarting at every
-  sentence, FlexAttention with a document mask (`torch.nn.attention.flex_attention.create_block_mask`;
-  each sentence attends to itself only), through transformers' `flex_attention` implementation;
+- **packed-flex** (evaluation only on a CPU: torch's FlexAttention has no backward there): sentences packed
+  first-fit into a fixed `--rows` x `--row-length` block of tokens (tokens-per-batch batching; one shape, so
+  one compiled kernel), position ids restarting at every sentence, FlexAttention with a document mask
+  (`torch.nn.attention.flex_attention.create_block_mask`; each sentence attends to itself only), through
+  transformers' `flex_attention` implementation;
 - **packed-sdpa**: the same packed rows with the document mask as a dense boolean 4-D mask, SDPA.
 
-`--mode train`: each side's step is forward + backward of the encoder with a loss over the real tokens (the task head and
-the optimizer cost the same per real token on every side, so they are left out). Steps alternate between
-the sides (`benchmarks.common.interleaved`); `--mode eval`: forward only, under inference mode, as dev
-evaluation and test run; reported: real (non-pad) tokens/s per side and the ratio of
+`--mode train`: each side's step is forward + backward of the encoder with a loss over the real tokens (the
+task head and the optimizer cost the same per real token on every side, so they are left out). Steps
+alternate between the sides (`benchmarks.common.interleaved`); `--mode eval`: forward only, under inference
+mode, as dev evaluation and test run; reported: real (non-pad) tokens/s per side and the ratio of
 each packed side to padded. Packing wins only where it beats padded by >= 10% (docs/performance.md).
 """
 
@@ -152,7 +153,8 @@ def run(args: argparse.Namespace) -> dict:
     device = start_run(args)
     steps, length, lengths = build(args, device)
     timings = interleaved(steps, rounds=args.rounds, warmup=args.warmup, device=device)
-    out = {"machine": machine(), "task": args.task, "mode": args.mode, "size": args.size, "row_length": length, "rows": args.rows,
+    out = {"machine": machine(), "task": args.task, "mode": args.mode, "size": args.size, "row_length": length,
+           "rows": args.rows,
            "batch_size": args.batch_size, "mean_length": sum(lengths) / len(lengths), "rounds": args.rounds,
            "sides": {name: {"tokens_per_s": t.per_second, "spread": t.spread} for name, t in timings.items()}}
     base = out["sides"]["padded"]["tokens_per_s"]
@@ -162,7 +164,8 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def report(out: dict) -> str:
-    lines = [f"packing, {out['mode']}, on {out['task']} ({out['size']}, rows of {out['row_length']} tokens x {out['rows']}, "
+    lines = [f"packing, {out['mode']}, on {out['task']} ({out['size']}, rows of {out['row_length']} tokens "
+             f"x {out['rows']}, "
              f"mean sentence {out['mean_length']:.1f} tokens; padded: batches of {out['batch_size']}), "
              f"{out['machine']}",
              "| side | real tokens/s | vs padded | spread |", "|---|---:|---:|---:|"]

@@ -166,7 +166,8 @@ def main() -> None:
             rows.append(row)
             print(f"{scale:>4}x {words / 1e6:7.1f}M words {row['documents']:>9} docs  {row['seconds']:7.1f} s  "
                   f"{rate:9.0f} tok/s  {row['per_core']:8.0f}/core  ceiling {top:9.0f} tok/s  "
-                  f"{100 * row['share']:5.1f}%  peak RSS {row['peak_rss_mb']:7.0f} MB  shards {row['shards_mb']:6.0f} MB"
+                  f"{100 * row['share']:5.1f}%  peak RSS {row['peak_rss_mb']:7.0f} MB  "
+                  f"shards {row['shards_mb']:6.0f} MB"
                   f"  load {row['load']:.1f}", flush=True)
             shutil.rmtree(folder)
     finally:

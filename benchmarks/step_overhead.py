@@ -8,8 +8,9 @@ At toy width (hidden 32) the matmuls cost nothing, so the host time per step is 
 step's operators costs: the part of a GPU step the device waits on when it is not captured in a graph.
 The operators are counted the same way for every side (`benchmarks.step_ops.profiled_ops`): every ATen
 call the step makes through the dispatcher, including those a compiled graph still calls (matmuls, random
-numbers; the compiler's fused loops are one call each in its generated code and not ATen calls). A sync is a call that reads a device value back to the host (`.item()`, `float(t)`,
-`bool(t)`, a data-dependent shape: `nonzero`, boolean indexing).
+numbers; the compiler's fused loops are one call each in its generated code and not ATen calls). A sync is a
+call that reads a device value back to the host (`.item()`, `float(t)`, `bool(t)`, a data-dependent shape:
+`nonzero`, boolean indexing).
 
 Sides (the same model, data, optimizer and schedule; the same batches in the same order):
 

@@ -156,7 +156,8 @@ def smoke_section(args: argparse.Namespace, overrides: Sequence[str] = ()) -> di
            "pretrain_s": pretrain_s, "first_loss": losses[0], "last_loss": losses[-1], "task": SMOKE_TASK,
            "finetune_epochs": 1, "finetune_s": finetune_s, "test": tuned.test,
            "test_f1": tuned.test.get("f1", tuned.test["score"])}
-    print(f"smoke ({profile}, {out['precision']}): pretraining {steps} steps {pretrain_s:.0f} s (MLM loss {losses[0]:.2f} -> "
+    print(f"smoke ({profile}, {out['precision']}): pretraining {steps} steps {pretrain_s:.0f} s "
+          f"(MLM loss {losses[0]:.2f} -> "
           f"{losses[-1]:.2f}), export, 1 epoch {SMOKE_TASK} {finetune_s:.0f} s, test F1 {out['test_f1']:.4f}",
           flush=True)
     return out
@@ -249,7 +250,8 @@ def parser() -> argparse.ArgumentParser:
     cuda = torch.cuda.is_available()
     parser.add_argument("--device", type=device_argument, default="cuda" if cuda else "cpu")
     parser.add_argument("--size", choices=sorted(SUITE_SIZES), help="default: base on CUDA, mini on a CPU")
-    parser.add_argument("--out", type=folder_argument, help="output folder (default: <work-dir>/benchmarks/<timestamp>)")
+    parser.add_argument("--out", type=folder_argument,
+                        help="output folder (default: <work-dir>/benchmarks/<timestamp>)")
     parser.add_argument("--work-dir", type=Path, help="caches (shards, tokenization; default: $BIOABLATE_WORK "
                                                       "or ./outputs)")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")

@@ -190,7 +190,8 @@ def report(out: dict) -> str:
         lines += [f"## {table['train_examples'] or 'profile'} training examples, --runs-per-device "
                   f"{ours['runs_per_device']} (repeat {table['repeat']})", ""]
         hf = {(r["task"], r["seed"]): r for r in table.get("hf", {}).get("runs", [])}
-        lines += ["| cell | ours (s) | HF loop (s) | HF / ours | ours test | HF test |", "|---|---:|---:|---:|---:|---:|"]
+        lines += ["| cell | ours (s) | HF loop (s) | HF / ours | ours test | HF test |",
+                  "|---|---:|---:|---:|---:|---:|"]
         for r in ours["runs"]:
             h = hf.get((r["task"], r["seed"]))
             hf_wall = h["process_wall_s"] if h else None
@@ -207,7 +208,8 @@ def report(out: dict) -> str:
         caches = ", ".join(f"{r['task']} s{r['seed']} {r['tokenization_cache']} "
                            f"{r['seconds'].get('tokenization', 0):.1f} s" for r in ours["runs"])
         lines += ["", f"Tokenization per run (cache, time): {caches}.",
-                  f"Peak RSS: ours {ours['peak_rss_mb']:.0f} MiB (whole process tree; PSS {ours['peak_pss_mb']:.0f} MiB)"
+                  f"Peak RSS: ours {ours['peak_rss_mb']:.0f} MiB (whole process tree; "
+                  f"PSS {ours['peak_pss_mb']:.0f} MiB)"
                   + (f"; HF {table['hf']['peak_rss_mb']:.0f} MiB (largest cell process; PSS "
                      f"{table['hf']['peak_pss_mb']:.0f} MiB)" if "hf" in table else "")
                   + ".", ""]
@@ -226,7 +228,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=COUNT, default=1)
     parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
     parser.add_argument("--data-dir", type=Path, help="staged data (default: $BIOABLATE_DATA)")
-    parser.add_argument("--out", type=folder_argument, required=True, help="results.json, summary.md and the runs' folders")
+    parser.add_argument("--out", type=folder_argument, required=True,
+                        help="results.json, summary.md and the runs' folders")
     return parser
 
 

@@ -113,7 +113,8 @@ def check_machine(cfg: Any) -> None:
     strategy = str(trainer.get("strategy", AUTO))
     if strategy.startswith(GPU_STRATEGIES) and not on_gpu:
         raise ConfigError(f"trainer.strategy = {strategy}: needs a GPU accelerator, and the run is on the CPU "
-                          f"(trainer.accelerator = {accelerator}{', and this machine has no GPU' if accelerator == AUTO else ''}"
+                          f"(trainer.accelerator = {accelerator}"
+                          f"{', and this machine has no GPU' if accelerator == AUTO else ''}"
                           "); use trainer.strategy=ddp or auto here, or trainer.accelerator=gpu where there is a GPU "
                           "(config key trainer.strategy)")
     workers, most = trainer.get("num_workers", 0), WORKERS_PER_CPU * cpus()
