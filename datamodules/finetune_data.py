@@ -176,7 +176,8 @@ class EncodedSplit:
             return shapes.fill(self._gather(index, lengths, shapes.width(width), pad_token_id))
         return self._gather(index, lengths, width, pad_token_id)
 
-    def _gather(self, index: torch.Tensor, lengths: torch.Tensor, width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
+    def _gather(self, index: torch.Tensor, lengths: torch.Tensor, width: int,
+                pad_token_id: int) -> dict[str, torch.Tensor]:
         positions = torch.arange(width)
         valid = positions[None, :] < lengths[:, None]
         # gather every row's tokens from the flat columns at once; padding positions read any valid
@@ -407,7 +408,8 @@ class FinetuneDataModule(pl.LightningDataModule):
         features = self.features[split]
         if len(raw) != len(features) or set(raw) != set(range(len(features))):
             raise RuntimeError(f"{split}: got predictions for {len(raw)} of {len(features)} examples")
-        predictions = self.encoder.decode_split(self.instances[split], [features.example(i) for i in range(len(features))],
+        predictions = self.encoder.decode_split(self.instances[split],
+                                                [features.example(i) for i in range(len(features))],
                                                 [raw[i] for i in range(len(features))])
         return self.encoder.score(self.instances[split], predictions), predictions
 

@@ -31,7 +31,8 @@ class FusedSelfAttention(nn.Module):
     def __init__(self, attention: nn.Module):
         super().__init__()
         self.config, self.original = attention.config, type(attention)
-        self.num_attention_heads, self.attention_head_size = attention.num_attention_heads, attention.attention_head_size
+        self.num_attention_heads, self.attention_head_size = (attention.num_attention_heads,
+                                                              attention.attention_head_size)
         self.all_head_size, self.scaling = attention.all_head_size, attention.scaling
         self.dropout, self.is_decoder, self.is_causal = attention.dropout, attention.is_decoder, attention.is_causal
         self.layer_idx = attention.layer_idx

@@ -217,7 +217,8 @@ class PretrainModule(pl.LightningModule):
             # [B, L] from the slots: a padding slot (at position 0, never a predicted one) adds nothing, so
             # a sum puts each predicted position's label and sample in its place
             at = torch.zeros_like(batch["input_ids"]).scatter_add(1, positions, valid.long())
-            original = torch.where(at > 0, torch.zeros_like(at).scatter_add(1, positions, torch.where(valid, labels, 0)),
+            original = torch.where(at > 0,
+                                   torch.zeros_like(at).scatter_add(1, positions, torch.where(valid, labels, 0)),
                                    batch["input_ids"])
             drawn = torch.zeros_like(at).scatter_add(1, positions, torch.where(valid, sampled, 0))
             corrupted = torch.where(at > 0, drawn, original)

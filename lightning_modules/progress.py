@@ -60,7 +60,8 @@ class ProgressLines(pl.Callback):
     """One line per epoch (fine-tuning) or per checkpoint interval (pretraining, whose epochs are those
     intervals), rank 0 only:
 
-        [ 3/9] finetune minilm/gad/linear/s1: epoch 1/2, train/loss_epoch 0.58, dev/score 0.61; 41 s (experiment 3 min 10 s)
+        [ 3/9] finetune minilm/gad/linear/s1: epoch 1/2, train/loss_epoch 0.58, dev/score 0.61; 41 s
+        (experiment 3 min 10 s)
 
     `label` names the run and its place in the plan; `started` (a `time.time()`) is when the whole
     invocation started, so a line from a worker process gives the experiment's elapsed time too."""

@@ -72,7 +72,8 @@ class Profile:
             self.leave(part)
 
     def metrics(self) -> dict[str, float]:
-        """system/time/<part> for every part and system/time/wall, in seconds, as of now; `other` is wall minus the rest."""
+        """system/time/<part> for every part and system/time/wall, in seconds, as of now; `other` is wall minus
+        the rest."""
         self._switch()
         wall = self.seconds["process_start_imports"] + time.perf_counter() - self.started
         measured = sum(v for k, v in self.seconds.items() if k != "other")

@@ -152,7 +152,8 @@ def main() -> None:
             from datamodules.registry import get_dataset
 
             model_dir = experiment.store()[0] / "runs" / run.fingerprint / "model"
-            test = {x.id: x for x in get_dataset(run.task).read(resolve_data_dir(experiment.shared_config().data_dir))["test"]}
+            test = {x.id: x for x in
+                    get_dataset(run.task).read(resolve_data_dir(experiment.shared_config().data_dir))["test"]}
             instances = [test[r["id"]] for r in records]
             scheme = json.loads((model_dir / "bioablate.json").read_text())["tagging"]
             row.update(decoder_check(scheme, [x.spans for x in instances],

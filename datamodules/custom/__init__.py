@@ -3,7 +3,8 @@
     # my-re.yaml
     name: my-re
     format: jsonl              # conll | jsonl | tsv | squad | bioasq-golden (the last two: qa-extractive)
-    task_type: re              # ner | pico | re | similarity | classification | pair-classification | qa | qa-extractive
+    task_type: re              # ner | pico | re | similarity | classification | pair-classification | qa |
+                               # qa-extractive
     path: data/my-re           # relative paths are resolved against this YAML file's folder
     files: {train: train.jsonl, dev: dev.jsonl, test: test.jsonl}
     labels: [CPR:3, CPR:4, false]

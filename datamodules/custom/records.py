@@ -7,12 +7,12 @@
   example is an error); a file may give its own (`files: {test: {path: test.tsv, header: true, columns:
   {text: 1, label: 2}}}`, layouts.py). Multi-label lines join their labels with `label_separator`.
 
-Fields by task type (schema.KINDS; the builder is its input form's, `_Builder.BY_INPUTS`): ner/pico `tokens` + `tags` (lists, JSONL only); re `text`, `label`
-and `head` / `tail` mentions (`{"start": 0, "end": 5, "type": "GENE"}` or `[0, 5, "GENE"]`, character
-offsets, end exclusive), or, with `entity_types: [HEAD, TAIL]`, the text holding `@HEAD$` and `@TAIL$`
-(BLURB's GAD and BLUE's files); similarity and pair-classification `text_a`, `text_b`, `label`;
-classification `text`, `label` (a list with multi_label); qa `question`, `context` (a string or a list
-of passages, joined by spaces), `label`. Every kind takes an optional `id` (default `<file stem>-<n>`).
+Fields by task type (schema.KINDS; the builder is its input form's, `_Builder.BY_INPUTS`): ner/pico `tokens` +
+`tags` (lists, JSONL only); re `text`, `label` and `head` / `tail` mentions (`{"start": 0, "end": 5, "type":
+"GENE"}` or `[0, 5, "GENE"]`, character offsets, end exclusive), or, with `entity_types: [HEAD, TAIL]`, the text
+holding `@HEAD$` and `@TAIL$` (BLURB's GAD and BLUE's files); similarity and pair-classification `text_a`, `text_b`,
+`label`; classification `text`, `label` (a list with multi_label); qa `question`, `context` (a string or a list of
+passages, joined by spaces), `label`. Every kind takes an optional `id` (default `<file stem>-<n>`).
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ class UserDatasetFile:
     fields: Dict[str, str] = field(default_factory=dict)  # jsonl: field -> the key in each line
     entity_types: Optional[List[str]] = None  # re without offsets: [head, tail] types, as @TYPE$ in text
     label_separator: str = ","  # multi-label tsv: between the labels of one line
-    max_length: int = bounded(512, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)  # input tokens per instance (finetune.max_length: null)
+    max_length: int = bounded(512, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)  # input tokens per instance
+                                                                      # (finetune.max_length: null)
 
 
 @dataclass(frozen=True)

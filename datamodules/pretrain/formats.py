@@ -21,7 +21,7 @@ whole archive's documents.
 | `wikitext`      | a ` = Title = ` article of WikiText               | -                                 |
 | `gutenberg`     | a hard-wrapped book, paragraphs unwrapped         | -                                 |
 | `kd-dti-json`   | an entry of a JSON object PMID -> {title, abstract} | -                               |
-"""
+"""  # noqa: E501 (a markdown table's row is one line)
 
 from __future__ import annotations
 

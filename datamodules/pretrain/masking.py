@@ -18,7 +18,8 @@
 
 The three `pretrain.*` keys travel together as one `MaskingSpec` (built by `MaskingSpec.from_config`), the
 vocabulary ids corruption needs as one `MaskTokens` (`MaskTokens.from_vocab`). A new masking mode is one
-`MASKING_MODES` option (declared in choice_names.py, its `MaskingMode` registered here); tests/datamodules/pretrain/test_masking.py checks every entry.
+`MASKING_MODES` option (declared in choice_names.py, its `MaskingMode` registered here);
+tests/datamodules/pretrain/test_masking.py checks every entry.
 """
 
 from __future__ import annotations

@@ -119,7 +119,8 @@ def corpus_summary(corpus: Corpus, *, seq_len: int, batch_size: int, accumulate:
     body = seq_len - (2 if pairs == "none" else 3)
     sequences = max(1, round(tokens / body))
     note = (f"{int(sampled)} of {files} files sampled, "
-            f"{'tokens per word from the vocabulary' if tokenizer else f'{ASSUMED_TOKENS_PER_WORD} tokens a word assumed'}"
+            f"""{'tokens per word from the vocabulary' if tokenizer
+                 else f'{ASSUMED_TOKENS_PER_WORD} tokens a word assumed'}"""
             ", de-duplication not counted")
     return CorpusSummary(corpus.name, False, files, size, round(words), round(tokens + sequences * (seq_len - body)),
                          sequences, seq_len, max_steps, per_step, note)

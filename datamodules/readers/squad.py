@@ -69,7 +69,8 @@ def read_squad_file(path: Path, question_type: str = "squad") -> list[QAInstance
                 instances.append(instance)
     if not instances:
         raise DataFormatError(path, None, "holds no questions (no 'qas' under \"data\"); a SQuAD v1.1 file lists "
-                                          'its questions as {"data": [{"paragraphs": [{"context": ..., "qas": [...]}]}]}')
+                                          'its questions as {"data": [{"paragraphs": [{"context": ..., '
+                                          '"qas": [...]}]}]}')
     return instances
 
 
