@@ -32,6 +32,7 @@ from datamodules.floors import AT_FLOOR, COLLAPSED
 WORSE, BETTER, TIE, NO_GAIN = "worse", "better", "tie", "no gain"
 HOLDS, CONTRADICTED, CANNOT_TELL, NOT_RUN = "holds", "contradicted", "cannot tell", "not run"
 DOES_NOT_APPLY = "does not apply"
+DID_NOT_LEARN = "did not learn"  # the table ran, and every comparison has a side at its floor or collapsed
 NOT_LEARNED = (AT_FLOOR, COLLAPSED)  # cell states left out of every comparison
 
 
@@ -80,12 +81,12 @@ class Comparison:
 @dataclass(frozen=True)
 class Verdict:
     claim: str
-    verdict: str  # HOLDS | CONTRADICTED | CANNOT_TELL | NOT_RUN | DOES_NOT_APPLY
+    verdict: str  # HOLDS | CONTRADICTED | CANNOT_TELL | NOT_RUN | DOES_NOT_APPLY | DID_NOT_LEARN
     comparisons: tuple[Comparison, ...] = ()
     decided: int = 0  # comparisons that hold or contradict
 
     def text(self) -> str:
-        if self.verdict in (NOT_RUN, DOES_NOT_APPLY):
+        if self.verdict in (NOT_RUN, DOES_NOT_APPLY, DID_NOT_LEARN):
             return self.verdict
         against = [c for c in self.comparisons if _says(self.claim, c) == CONTRADICTED]
         detail = f"{self.decided} of {len(self.comparisons)}"
@@ -121,10 +122,23 @@ def _float(text: str) -> Optional[float]:
     return float(text) if text not in ("", None) else None
 
 
-def comparisons(conclusion: Conclusion, records: list[Mapping[str, str]]) -> list[Comparison]:
+def learned(record: Mapping[str, str], floors: Mapping[str, float] | None = None) -> bool:
+    """Whether a cell learned: its `cell_state`, or, in a CSV rendered before cells carried one, its interval's
+    lower end (its mean, without one) above the floor of its tasks in `floors` (task -> floor x100; the BLURB
+    row's under BLURB_ROW)."""
+    if record.get("cell_state"):
+        return record["cell_state"] not in NOT_LEARNED
+    key = record["row"] if record["row"] == BLURB_ROW else record.get("tasks", "")
+    floor = (floors or {}).get(key)
+    low = _float(record.get("ci_low", "")) if _float(record.get("ci_low", "")) is not None else _float(record["mean"])
+    return floor is None or low > floor
+
+
+def comparisons(conclusion: Conclusion, records: list[Mapping[str, str]],
+                floors: Mapping[str, float] | None = None, keep_floor_cells: bool = False) -> list[Comparison]:
     """The conclusion's comparisons in a table's CSV records (rows missing a mean on either side are left
-    out: a cell that did not run says nothing; so are those where either side is at its floor or collapsed,
-    `cell_state`: a model that learned nothing says nothing of the variants)."""
+    out: a cell that did not run says nothing; so are those where either side did not learn, `learned`: a model
+    that learned nothing says nothing of the variants)."""
     cells = {(r["row"], r["column"]): r for r in records}
     rows = conclusion.rows or tuple(dict.fromkeys(r["row"] for r in records if r["row"] != BLURB_ROW))
     found = []
@@ -134,7 +148,7 @@ def comparisons(conclusion: Conclusion, records: list[Mapping[str, str]]) -> lis
             cell = cells.get((row, variant))
             if base is None or cell is None or _float(base["mean"]) is None or _float(cell["mean"]) is None:
                 continue
-            if any(side.get("cell_state") in NOT_LEARNED for side in (base, cell)):
+            if not keep_floor_cells and not (learned(base, floors) and learned(cell, floors)):
                 continue
             paper = (None if _float(cell.get("paper", "")) is None or _float(base.get("paper", "")) is None
                      else _float(cell["paper"]) - _float(base["paper"]))
@@ -150,11 +164,12 @@ def read_records(csv_path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def transfer_rows(settings: Mapping[str, Mapping[str, Path]],
-                  conclusions: Iterable[Conclusion] = CONCLUSIONS) -> list[tuple[Conclusion, dict[str, Verdict]]]:
+def transfer_rows(settings: Mapping[str, Mapping[str, Path]], conclusions: Iterable[Conclusion] = CONCLUSIONS,
+                  floors: Mapping[str, Mapping[str, float]] | None = None
+                  ) -> list[tuple[Conclusion, dict[str, Verdict]]]:
     """For every conclusion, its verdict in each setting. `settings`: setting name -> {paper table ("Table
     13") -> the CSV of our table that tests it}: a table the setting does not name DOES_NOT_APPLY, a CSV not
-    rendered yet is NOT_RUN."""
+    rendered yet is NOT_RUN. `floors`: per table folder, its tasks' floors, for CSVs without `cell_state`."""
     out = []
     for conclusion in conclusions:
         verdicts = {}
@@ -163,8 +178,11 @@ def transfer_rows(settings: Mapping[str, Mapping[str, Path]],
             if path is None:
                 verdicts[setting] = Verdict(conclusion.claim, DOES_NOT_APPLY)
                 continue
-            found = comparisons(conclusion, read_records(path)) if path.is_file() else []
+            records = read_records(path) if path.is_file() else []
+            found = comparisons(conclusion, records, (floors or {}).get(path.parent.name))
             verdicts[setting] = classify(conclusion.claim, found)
+            if not found and comparisons(conclusion, records, keep_floor_cells=True):
+                verdicts[setting] = Verdict(conclusion.claim, DID_NOT_LEARN)
         out.append((conclusion, verdicts))
     return out
 
@@ -181,13 +199,14 @@ def paper_text(conclusion: Conclusion, paper: Mapping[str, Mapping[str, float]])
 
 
 def markdown(settings: Mapping[str, Mapping[str, Path]], paper: Mapping[str, Mapping[str, Mapping[str, float]]],
-             conclusions: Iterable[Conclusion] = CONCLUSIONS) -> str:
+             conclusions: Iterable[Conclusion] = CONCLUSIONS, floors: Mapping[str, Mapping[str, float]] | None = None
+             ) -> str:
     """The transfer table: one row per conclusion, the paper's differences (`paper`: paper table -> its numbers,
     row -> column -> value), then each setting's verdict."""
     names = list(settings)
     lines = ["| the paper's conclusion | table | paper's differences | " + " | ".join(names) + " |",
              "|---|---|---|" + "---|" * len(names)]
-    for conclusion, verdicts in transfer_rows(settings, conclusions):
+    for conclusion, verdicts in transfer_rows(settings, conclusions, floors):
         lines.append(f"| {conclusion.text} | {conclusion.table} | {paper_text(conclusion, paper.get(conclusion.table, {}))}"
                      " | " + " | ".join(verdicts[n].text() for n in names) + " |")
     return "\n".join(lines) + "\n"
