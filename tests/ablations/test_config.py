@@ -42,7 +42,8 @@ OUT_OF_RANGE = [
     ("finetune.max_length=100000000000000000000", "finetune.max_length = 100000000000000000000: must be >= 8 and "
                                                   "<= 8192"),
     ("pretrain.seq_len=100000", "pretrain.seq_len = 100000: must be >= 8 and <= 8192"),
-    ("model.max_position_embeddings=1000000000", "model.max_position_embeddings = 1000000000: must be >= 8 and <= 8192"),
+    ("model.max_position_embeddings=1000000000", "model.max_position_embeddings = 1000000000: must be >= 8 and "
+                                                 "<= 8192"),
     ("pretrain.max_words=0", "pretrain.max_words = 0: must be >= 1000"),
     ("pretrain.mask_rate=1", "pretrain.mask_rate = 1.0: must be > 0 and < 1"),
     ("pretrain.max_steps=0", "pretrain.max_steps = 0: must be >= 1"),
@@ -223,7 +224,8 @@ def test_a_config_file_with_a_wrong_container_is_one_line_naming_the_file_and_ke
 @pytest.mark.parametrize("case", SHAPE_CASES, ids=[c.id for c in SHAPE_CASES])
 def test_a_profile_with_a_wrong_container_is_one_line_naming_the_profile_file(tmp_path, case):
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump(shapes.put(OmegaConf.to_container(load_yaml(profile_path("micro"))), case.path, case.value)))
+    path.write_text(yaml.safe_dump(shapes.put(OmegaConf.to_container(load_yaml(profile_path("micro"))), case.path,
+                                              case.value)))
     with pytest.raises(ConfigError) as error:
         merge_file(OmegaConf.structured(RunConfig), path, "profile 'mine'")
     assert str(error.value).startswith(f"profile 'mine' ({path}): {case.key}: expected ")
@@ -304,7 +306,8 @@ PINNED_FINETUNE = {
 }
 PINNED_PRETRAIN = {
     # the micro profile pretrained 30 steps, checkpointing every 10, when these were pinned
-    "micro": ("micro", ["pretrain.max_steps=30", "pretrain.checkpoint_every=10"], "1cf10648ce4241b1", "dc6da8a85f985d89"),
+    "micro": ("micro", ["pretrain.max_steps=30", "pretrain.checkpoint_every=10"], "1cf10648ce4241b1",
+              "dc6da8a85f985d89"),
     "mini-electra-alum": ("mini", ["pretrain.objective=electra", "pretrain.adversarial=true", "pretrain.alum.steps=2",
                                    "finetune.lr=1", "trainer.precision=bf16-mixed", "trainer.compile=true"],
                           "cdc9d34e2bac3cc9", "a9bf8ddefb88dffa"),
@@ -344,7 +347,8 @@ def test_a_speed_choice_that_changes_the_numbers_is_part_of_the_pretraining_fing
     before_the_key = OmegaConf.create(OmegaConf.to_container(base))
     del before_the_key.pretrain[key.split(".")[1]]  # a config as built before the key existed
     assert LATER_KEYS[key] is False
-    assert pretrain_fingerprint(base, "C", vocab, "scratch") == pretrain_fingerprint(before_the_key, "C", vocab, "scratch")
+    assert pretrain_fingerprint(base, "C", vocab, "scratch") == pretrain_fingerprint(before_the_key, "C", vocab,
+                                                                                     "scratch")
     on = build_config("micro", [f"{key}=true"], task="pretrain")
     assert pretrain_fingerprint(on, "C", vocab, "scratch") != pretrain_fingerprint(base, "C", vocab, "scratch")
     assert fingerprint(on, "D") == fingerprint(base, "D")

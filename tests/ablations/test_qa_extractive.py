@@ -177,7 +177,8 @@ def test_list_tasks_shows_the_extractive_qa_datasets(capsys):
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if "qa-extractive" in line}
     assert set(rows) >= {"bioasq-4b-factoid", "bioasq-5b-factoid", "bioasq-6b-factoid", "bioelectra-factoid"}
-    assert all(rows[f"bioasq-{year}b-factoid"][:3] == ["other", "qa-extractive", "bioasq_factoid"] for year in (4, 5, 6))
+    assert all(rows[f"bioasq-{year}b-factoid"][:3] == ["other", "qa-extractive", "bioasq_factoid"]
+               for year in (4, 5, 6))
     assert rows["bioelectra-factoid"][:3] == ["other", "qa-extractive", "squad_v1"]
 
 

@@ -150,8 +150,8 @@ def gad_jsonl(data_dir: Path, folder: Path, records: list[dict], fragment: str) 
     write(folder / "train.jsonl", "".join(json.dumps(r) + "\n" for r in train + records))
     write(folder / "test.jsonl", "".join(json.dumps({"text": line.split("\t")[0], "label": line.split("\t")[1]}) + "\n"
                                          for line in gad_lines(data_dir, 30, 40)))
-    return ("format: jsonl\ntask_type: classification\nlabels: ['0', '1']\nfiles: {train: train.jsonl, test: test.jsonl}\n"
-            "dev: none\n", fragment)
+    return ("format: jsonl\ntask_type: classification\nlabels: ['0', '1']\n"
+            "files: {train: train.jsonl, test: test.jsonl}\ndev: none\n", fragment)
 
 
 def carved_dev(data_dir: Path, folder: Path, fraction: str, fragment: str) -> tuple[str, str]:
@@ -191,11 +191,13 @@ CASES = {
     "similarity-constant-gold": constant_gold,
     "ner-test-without-mentions": lambda d, f: conll_without_mentions(d, f, "test"),
     "ner-train-without-mentions": lambda d, f: conll_without_mentions(d, f, "train"),
-    "text-of-zero-width-characters": lambda d, f: gad_jsonl(d, f, [{"id": "z", "text": "\u200b\u200c\u0007", "label": "0"}],
+    "text-of-zero-width-characters": lambda d, f: gad_jsonl(d, f, [{"id": "z", "text": "\u200b\u200c\u0007",
+                                                                    "label": "0"}],
                                                             "the text holds no visible character"),
     "text-with-a-nul-character": lambda d, f: gad_jsonl(d, f, [{"id": "n", "text": "a\u0000b", "label": "0"}],
                                                         "the text holds a NUL character"),
-    "duplicate-id-in-a-jsonl-split": lambda d, f: gad_jsonl(d, f, [{"id": "t3", "text": "another sentence", "label": "0"}],
+    "duplicate-id-in-a-jsonl-split": lambda d, f: gad_jsonl(d, f, [{"id": "t3", "text": "another sentence",
+                                                                    "label": "0"}],
                                                             "id 't3' occurs twice"),
 }
 
@@ -233,11 +235,12 @@ def test_a_utf8_byte_order_mark_is_read_as_utf_8_sig_reads_it(data_dir, tmp_path
     plain, marked = write(tmp_path / "plain.json", text), tmp_path / "marked.json"
     marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
     assert read_squad_file(marked) == read_squad_file(plain) != []
-    lines = [json.dumps({"text": line.split("\t")[0], "label": line.split("\t")[1]}) for line in gad_lines(data_dir, 0, 6)]
+    lines = [json.dumps({"text": line.split("\t")[0], "label": line.split("\t")[1]})
+             for line in gad_lines(data_dir, 0, 6)]
     write(tmp_path / "a.jsonl", "\n".join(lines) + "\n")
     (tmp_path / "b.jsonl").write_bytes(b"\xef\xbb\xbf" + ("\n".join(lines) + "\n").encode())
-    yaml = write(tmp_path / "bom.yaml", "name: bom\npath: .\nformat: jsonl\ntask_type: classification\nlabels: ['0', '1']\n"
-                                        "files: {train: a.jsonl, test: b.jsonl}\ndev: none\n")
+    yaml = write(tmp_path / "bom.yaml", "name: bom\npath: .\nformat: jsonl\ntask_type: classification\n"
+                                        "labels: ['0', '1']\nfiles: {train: a.jsonl, test: b.jsonl}\ndev: none\n")
     splits = register_from_yaml(yaml).read(None)
     assert [x.text for x in splits["test"]] == [x.text for x in splits["train"]] and len(splits["test"]) == 6
 
@@ -299,12 +302,14 @@ def test_balanced_class_weights_without_a_class_in_training_leave_no_failed_run(
     write(folder / "train.tsv", "\n".join(line for line in lines if line.endswith("\t0")) + "\n")
     write(folder / "test.tsv", "\n".join(gad_lines(data_dir, 200, 240)) + "\n")
     yaml = write(folder / "one-class.yaml", "name: one-class\npath: .\nformat: tsv\ntask_type: classification\n"
-                                            "labels: ['0', '1']\nfiles: {train: train.tsv, test: test.tsv}\ndev: none\n")
+                                            "labels: ['0', '1']\nfiles: {train: train.tsv, test: test.tsv}\n"
+                                            "dev: none\n")
     work = tmp_path / "work"
-    done = bioablate_in_process("finetune", "--task", "one-class", "--datasets", str(yaml), "--data-dir", str(data_dir),
-                                "--work-dir", str(work), "finetune.class_weights=balanced", "trainer.progress_bar=false",
-                                cwd=tmp_path)
+    done = bioablate_in_process("finetune", "--task", "one-class", "--datasets", str(yaml), "--data-dir",
+                                str(data_dir), "--work-dir", str(work), "finetune.class_weights=balanced",
+                                "trainer.progress_bar=false", cwd=tmp_path)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
-    assert "finetune.class_weights = balanced on one-class: classes ['1'] do not occur in the training labels" in lines[0]
+    assert ("finetune.class_weights = balanced on one-class: classes ['1'] do not occur in the training labels"
+            in lines[0])
     assert_nothing_left(work)

@@ -87,7 +87,8 @@ def test_table12_each_token_head_builds_its_layers(data_dir):
     built = {head: build(data_dir, "bc5-chem", f"finetune.head={head}", examples=2)[1]
              for head in ("linear", "bilstm", "crf", "bilstm-crf")}
     for head, tagger in built.items():
-        assert isinstance(tagger.layer.lstm if tagger.layer else None, torch.nn.LSTM if "bilstm" in head else type(None))
+        assert isinstance(tagger.layer.lstm if tagger.layer else None,
+                          torch.nn.LSTM if "bilstm" in head else type(None))
         assert isinstance(tagger.crf, ConstrainedCRF if head.endswith("crf") else type(None)), head
     assert len({layer_types(tagger) for tagger in built.values()}) == 4  # four different models
 
@@ -185,9 +186,11 @@ def test_classifier_mlp_on_a_cls_task(data_dir, work_dir):
 
 
 @pytest.mark.parametrize("task,override,fragments", [
-    ("chemprot", "finetune.re_feature=entity-start", ["finetune.re_feature=entity-start needs finetune.re_input=markers"]),
+    ("chemprot", "finetune.re_feature=entity-start",
+     ["finetune.re_feature=entity-start needs finetune.re_input=markers"]),
     ("chemprot", "finetune.head=crf", ["unknown finetune.head 'crf' for chemprot", "valid: linear, bilstm"]),
-    ("bc5-chem", "finetune.head=crff", ["unknown finetune.head 'crff'", "linear, bilstm, crf, bilstm-crf (did you mean 'crf'?)"]),
+    ("bc5-chem", "finetune.head=crff",
+     ["unknown finetune.head 'crff'", "linear, bilstm, crf, bilstm-crf (did you mean 'crf'?)"]),
     ("bc5-chem", "finetune.tagging=bieo", ["unknown finetune.tagging 'bieo'", "valid: bio, bioul, io"]),
     ("gad", "finetune.tagging=io", ["finetune.tagging=io does not apply to gad", "ner, pico"]),
     ("bc5-chem", "finetune.re_input=markers", ["does not apply to bc5-chem", "re tasks"]),

@@ -179,8 +179,8 @@ def test_a_wrong_container_in_a_shared_model_file_is_one_line(tmp_path, case):
 
 
 KEYS = {"models": "use, name_or_path, pretrain, init, finetuned, label, finetune, overrides, description",
-        "table": "title, rows, columns, metric, metrics, baseline, row_order, column_order, labels, paper, paper_source, "
-                 "blurb_row, caption, correction, cost, paper_std, paper_noise, differences",
+        "table": "title, rows, columns, metric, metrics, baseline, row_order, column_order, labels, paper, "
+                 "paper_source, blurb_row, caption, correction, cost, paper_std, paper_noise, differences",
         "finetune": "lr, batch_size, eval_batch_size, epochs, warmup_ratio, weight_decay, dropout, max_length, "
                     "max_train_examples, max_eval_examples, tagging, head, subtoken_labels, re_input, re_feature, "
                     "classifier, qa_stride, max_answer_length, qa_merge, bucketing, cache_tokenized, static_shapes, "
@@ -332,7 +332,8 @@ def test_a_paper_number_that_is_no_number_is_refused(tmp_path, data_dir, value):
     """`paper: .nan` was taken: a reference every comparison with it is silently false against."""
     path = tmp_path / "exp.yaml"
     path.write_text(SEEDED_EXPERIMENT.format(tasks="[gad]", seeds=1).replace(
-        "table: {rows: task, columns: model}", f"table: {{rows: task, columns: model, paper: {{gad: {{random: {value}}}}}}}"))
+        "table: {rows: task, columns: model}",
+        f"table: {{rows: task, columns: model, paper: {{gad: {{random: {value}}}}}}}"))
     with pytest.raises(ConfigError) as error:
         load_experiment(path, data_dir=str(data_dir), work_dir=str(tmp_path / "w"))
     assert str(error.value).startswith(f"{path}: table.paper.gad.random: ") and \

@@ -56,7 +56,8 @@ def test_first_stages_are_planned_runs_and_the_second_stages_wait_for_them(tmp_p
     # where the run keeps its best weights: the second stage's model
     assert first.model_dir == tmp_path / "work" / "runs" / first.fingerprint / "model"
     assert [(c.name, c.status, c.reason) for c in plan.cells] == [
-        ("yesno-first/bioasq/s1", results.BLOCKED, "needs first-stage fine-tuning 'yesno-first', which has not finished"),
+        ("yesno-first/bioasq/s1", results.BLOCKED,
+         "needs first-stage fine-tuning 'yesno-first', which has not finished"),
         ("pubmedqa-first/bioasq/s1", results.BLOCKED,
          "needs first-stage fine-tuning 'pubmedqa-first', which has not finished")]
     assert list(plan_lines(experiment))[1:] == [

@@ -283,7 +283,8 @@ def test_model_directory_counts_by_content_not_by_path(data_dir, tmp_path):
         return path
 
     def run_fingerprint(model_dir: Path) -> str:
-        return identify(micro_config("biosses", data_dir, tmp_path / "work", f"model.name_or_path={model_dir}")).fingerprint
+        return identify(micro_config("biosses", data_dir, tmp_path / "work",
+                                     f"model.name_or_path={model_dir}")).fingerprint
 
     original = save(tmp_path / "a" / "model", seed=0)
     copy = Path(shutil.copytree(original, tmp_path / "b" / "elsewhere"))

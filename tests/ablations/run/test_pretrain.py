@@ -58,8 +58,8 @@ VARIANTS = {
 }
 # Variants that change only the text, the masking or the optimizer export the standard model's
 # architecture and vocabulary: fine-tuning their export would prove nothing "bert-wwm-pubmed" does not.
-SAME_EXPORT = {"fixed-predictions", "wordpiece", "mask-schedule", "adversarial", "lamb", "bf16-mixed", "pmc", "pubmed+pmc",
-               "general>pubmed", "packed", "electra-packed"}
+SAME_EXPORT = {"fixed-predictions", "wordpiece", "mask-schedule", "adversarial", "lamb", "bf16-mixed", "pmc",
+               "pubmed+pmc", "general>pubmed", "packed", "electra-packed"}
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +248,8 @@ def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path
         check_config(build_config("micro", ["pretrain.max_predictions=200"], task="pretrain"))
     with pytest.raises(ConfigError, match="trainer.compile_mode='graphs': expected one of default, reduce-overhead"):
         check_config(build_config("micro", ["trainer.compile_mode=graphs"], task="pretrain"))
-    assert fingerprint(build_config("micro", [*old_micro, "trainer.compile_mode=reduce-overhead"], task="pretrain")) == \
+    assert fingerprint(build_config("micro", [*old_micro, "trainer.compile_mode=reduce-overhead"],
+                                    task="pretrain")) == \
         fingerprint(unset)  # how the step is compiled changes no number
 
 

@@ -50,8 +50,9 @@ def test_the_app_loads_without_a_deprecation_warning():
 
 @pytest.fixture(scope="module")
 def micro_run(tmp_path_factory, data_dir) -> tuple[Path, str, str, str]:
-    """A micro fine-tuning run through the CLI, with its figures: (work dir, what it printed, experiment id, run id). Two
-    training steps: fewer than trainer.log_every_n_steps (10), so its loss points come from the last write."""
+    """A micro fine-tuning run through the CLI, with its figures: (work dir, what it printed, experiment id, run
+    id). Two training steps: fewer than trainer.log_every_n_steps (10), so its loss points come from the last
+    write."""
     work = tmp_path_factory.mktemp("ui-store")
     done = bioablate_in_process("finetune", "--task", "gad", "--work-dir", str(work), "--data-dir", str(data_dir),
                                 "trainer.progress_bar=false", "figures=true", cwd=work)  # micro draws none
