@@ -34,7 +34,8 @@ def test_precision_auto_is_bf16_only_where_the_device_computes_it_natively():
 
 
 @pytest.mark.parametrize("module,argv,message", [
-    ("pretrain_throughput", ["--seq-len", "100000"], "argument --seq-len: 100,000 is above the most this accepts, 8,192"),
+    ("pretrain_throughput", ["--seq-len", "100000"],
+     "argument --seq-len: 100,000 is above the most this accepts, 8,192"),
     ("pretrain_throughput", ["--rounds", "0"], "argument --rounds: 0 is below the least, 1"),
     ("finetune_throughput", ["--batch-size", "0"], "argument --batch-size: 0 is below the least, 1"),
     ("finetune_throughput", ["--device", "bogus"], "argument --device: 'bogus' is not a torch device"),

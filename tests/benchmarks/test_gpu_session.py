@@ -101,7 +101,8 @@ def test_cpu_rehearsal_records_every_section_and_skips_the_one_over_budget(data_
         assert all(r[side]["tokens_per_s"] > 0 and r[side]["dtype"] == "bf16" for side in r["sides"]), name
         assert r["ours"]["warmup_s"] > 0 and r["peak_memory"]["bytes"] > 0
     lightning = sections["lightning_path"]["result"]
-    assert [(lightning[k]["steps"], lightning[k]["accumulate"]) for k in ("graphed", "accumulate_2")] == [(4, 1), (2, 2)]
+    assert [(lightning[k]["steps"], lightning[k]["accumulate"]) for k in ("graphed", "accumulate_2")] == \
+        [(4, 1), (2, 2)]
     assert all(lightning[k]["tokens_per_s"] > 0 and lightning[k]["losses"] == lightning[k]["steps"]
                for k in ("graphed", "accumulate_2"))
     profiled = sections["profile_graphed"]["result"]

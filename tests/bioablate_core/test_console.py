@@ -35,7 +35,8 @@ def test_quieting_imports_nothing_and_holds_for_a_library_imported_later():
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)}, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["imported: []", "env: ERROR error",
-                                        "lightning.pytorch.trainer a real error", "ablations.experiment.runner our progress"]
+                                        "lightning.pytorch.trainer a real error",
+                                        "ablations.experiment.runner our progress"]
 
 
 def test_one_line_flattens_and_caps():

@@ -50,7 +50,8 @@ def test_imports_only_go_down_the_layers():
 
 def test_core_imports_nothing_else_of_the_project():
     graph = _import_graph()
-    assert {t for s, ts in graph.items() if s.startswith("bioablate_core") for t in ts if not t.startswith("bioablate_core")} == set()
+    assert {t for s, ts in graph.items() if s.startswith("bioablate_core")
+            for t in ts if not t.startswith("bioablate_core")} == set()
 
 
 def test_no_import_cycles():
@@ -89,5 +90,6 @@ def test_the_command_line_goes_through_the_front_door_only():
     import api` names the empty `ablations` package on the way) and `bioablate_core`."""
     side_doors = sorted(f"{source} imports {target}" for source, targets in _import_graph().items()
                         if source.startswith("ablations.cli") for target in targets
-                        if not (target.startswith(("ablations.cli", "bioablate_core")) or target in ("ablations", "ablations.api")))
+                        if not (target.startswith(("ablations.cli", "bioablate_core"))
+                                or target in ("ablations", "ablations.api")))
     assert side_doors == []

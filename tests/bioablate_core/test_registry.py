@@ -21,7 +21,8 @@ def test_unknown_name_lists_the_known_ones_and_the_nearest():
     schemes = Registry("tagging scheme")
     for name in ("bio", "bioul", "io"):
         schemes.register(name, name)
-    with pytest.raises(UnknownNameError, match=r"unknown tagging scheme 'bioo'; known: bio, bioul, io \(did you mean 'bio'\?\)"):
+    with pytest.raises(UnknownNameError,
+                       match=r"unknown tagging scheme 'bioo'; known: bio, bioul, io \(did you mean 'bio'\?\)"):
         schemes.get("bioo")
 
 

@@ -49,7 +49,8 @@ def test_valid_file_loads_with_defaults(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("nmae: x\n", "unknown key 'nmae' (did you mean 'name'?); valid keys at the top level: name, seeds, table"),
     ("table: {rosw: task}\n", "unknown key 'table.rosw' (did you mean 'rows'?); valid keys under 'table': rows"),
-    ("vary: {t: {key: a, valeus: [1]}}\n", "unknown key 'vary.t.valeus' (did you mean 'values'?); valid keys under 'vary.t': key, values"),
+    ("vary: {t: {key: a, valeus: [1]}}\n",
+     "unknown key 'vary.t.valeus' (did you mean 'values'?); valid keys under 'vary.t': key, values"),
     ("seeds: many\n", "bad value for 'seeds'"),
     ("- a\n- b\n", "expected a mapping of keys at the top level"),
     ("a: [1\n", "not valid YAML"),

@@ -90,10 +90,11 @@ def test_tau_and_pairwise_verdicts_over_seeds_match_the_hand_computation(uri, tm
     assert (tie.paper_says, tie.verdict, tie.p_corrected) == (TIE, AGREE, None)
     assert tie.low == pytest.approx(-3.2561, abs=1e-4) and tie.high == pytest.approx(2.2561, abs=1e-4)
     # BLURB B vs C, a 0.5-point tie in the paper: ours 7.94, interval 6.84 to 9.03, excludes zero
-    assert by_pair[("BLURB score", "B", "C")].paper_says == TIE and by_pair[("BLURB score", "B", "C")].verdict == DISAGREE
+    assert by_pair[("BLURB score", "B", "C")].paper_says == TIE and \
+        by_pair[("BLURB score", "B", "C")].verdict == DISAGREE
     assert by_pair[("BLURB score", "A", "B")].p_corrected == pytest.approx(0.0064764, rel=1e-4)  # its own family
-    assert (found.count(AGREE, CONCLUSION), found.count(DISAGREE, CONCLUSION), found.count(CANNOT_TELL, CONCLUSION)) == \
-        (3, 2, 2)
+    assert (found.count(AGREE, CONCLUSION), found.count(DISAGREE, CONCLUSION),
+            found.count(CANNOT_TELL, CONCLUSION)) == (3, 2, 2)
     # where it shows: one paragraph in the markdown, the fields in every CSV record of the row
     data.agreement = found
     md = render_data(data)
@@ -171,5 +172,6 @@ def test_every_pair_of_a_wide_row_is_compared_once(uri, tmp_path):
     layout = TableLayout(title="wide", rows="task", columns="model", column_order=columns, paper=paper)
     [row] = agreement(table_data(layout, cell_runs(uri, "wide"))).rows
     pairs = [frozenset((p.better, p.worse)) for p in row.pairs]
-    assert len(pairs) == 10 and set(pairs) == {frozenset((a, b)) for i, a in enumerate(columns) for b in columns[i + 1:]}
+    assert len(pairs) == 10 and set(pairs) == {frozenset((a, b)) for i, a in enumerate(columns)
+                                               for b in columns[i + 1:]}
     assert all(paper["gad"][p.better] > paper["gad"][p.worse] for p in row.pairs)  # the paper's higher cell first

@@ -308,7 +308,8 @@ def _vocabulary_tables() -> list[tuple[str, object, str]]:
     lengths: dict[str, dict] = {}
     with open(RESULTS / "table8_input_length" / "table.csv", encoding="utf-8") as f:
         for r in csv.DictReader(f):
-            lengths.setdefault(r["row"], {})[r["column"]] = (float(r["mean"]), float(r["paper"]) if r["paper"] else None)
+            lengths.setdefault(r["row"], {})[r["column"]] = (float(r["mean"]),
+                                                             float(r["paper"]) if r["paper"] else None)
     general, domain = "bert-base-uncased", "pubmedbert-uncased"
     table8 = table8_grid([Table8Row(d, v[general][0], v[domain][0], v[general][1], v[domain][1])
                           for d, v in lengths.items()], general, domain)

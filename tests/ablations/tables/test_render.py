@@ -123,9 +123,10 @@ def test_the_latex_of_a_wide_table_compiles_and_fits(tmp_path):
     assert width <= text_width
 
 
-SEVEN_LABELS = {"dummify-cls": "dummify, [CLS]", "dummify-mention": "dummify, mention", "original-cls": "original, [CLS]",
-                "original-mention": "original, mention", "markers-cls": "markers, [CLS]",
-                "markers-mention": "markers, mention", "markers-start": "markers, entity start"}
+SEVEN_LABELS = {"dummify-cls": "dummify, [CLS]", "dummify-mention": "dummify, mention",
+                "original-cls": "original, [CLS]", "original-mention": "original, mention",
+                "markers-cls": "markers, [CLS]", "markers-mention": "markers, mention",
+                "markers-start": "markers, entity start"}
 
 
 @needs_pdflatex
@@ -154,7 +155,8 @@ def test_a_published_table_s_latex_compiles_and_fits(tmp_path, monkeypatch):
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     layout = TableLayout(title="Tagging schemes", rows="task", columns="tagging", baseline="bio",
-                         column_order=("bio", "bioul", "io"), column_labels={"bio": "BIO", "bioul": "BIOUL", "io": "IO"},
+                         column_order=("bio", "bioul", "io"),
+                         column_labels={"bio": "BIO", "bioul": "BIOUL", "io": "IO"},
                          paper={"bc5-chem": {"bio": 93.33, "bioul": 93.37, "io": 93.11}})
     runs = [CellRun("bc5-chem", c, "bc5-chem", s, FINISHED, v + 0.01 * s, run_id=f"{c}{s}")
             for c, v in (("bio", 0.90), ("bioul", 0.85), ("io", 0.93)) for s in range(3)]
@@ -181,7 +183,8 @@ def test_the_vocabulary_tables_compile_and_fit(tmp_path):
 
 
 def test_latex_escapes_what_pdflatex_cannot_read():
-    assert latex_escape("Kendall's τ = 1.00; Wiki+Books → PubMed") == r"Kendall's $\tau$ = 1.00; Wiki+Books $\to$ PubMed"
+    assert latex_escape("Kendall's τ = 1.00; Wiki+Books → PubMed") == \
+        r"Kendall's $\tau$ = 1.00; Wiki+Books $\to$ PubMed"
     assert latex_escape("`bioablate table --stats`") == r"`bioablate table -{}-stats`"  # not an en dash
 
 

@@ -72,7 +72,8 @@ def test_bootstrap_ci_of_entity_f1_resamples_sentences_not_mentions():
 
 def accuracy_units(correct_units: np.ndarray) -> "ScoredUnits":  # noqa: F821 -- scored_units.ScoredUnits
     """A PubMedQA run whose answer to test question i is right where `correct_units[i]` (accuracy: counts)."""
-    return units_from_records(get_dataset("pubmedqa"), [{"id": f"q{i}", "gold": "yes", "prediction": "yes" if c else "no"}
+    return units_from_records(get_dataset("pubmedqa"), [{"id": f"q{i}", "gold": "yes",
+                                                         "prediction": "yes" if c else "no"}
                                                         for i, c in enumerate(correct_units)])
 
 
@@ -312,7 +313,8 @@ def test_seeds_needed_has_a_range_from_the_spreads_own_interval_and_2_for_a_larg
     assert seeds_needed(20.0, 1.0) == 2 and seeds_needed(-20.0, 1.0) == 2
     # statsmodels' power where it is finite: 2 seeds reach 0.733 at an effect 10 spreads wide, 3 seeds
     # 0.99999958; its solver answers 2.0 there, the answer is 3
-    assert TTestPower().power(effect_size=10, nobs=2, alpha=0.05, alternative="two-sided") == pytest.approx(0.7328, abs=1e-4)
+    assert TTestPower().power(effect_size=10, nobs=2, alpha=0.05, alternative="two-sided") == \
+        pytest.approx(0.7328, abs=1e-4)
     assert TTestPower().solve_power(effect_size=10, alpha=0.05, power=0.8, alternative="two-sided") == 2.0
     assert seeds_needed(10.0, 1.0) == 3
 

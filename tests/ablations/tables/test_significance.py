@@ -45,7 +45,8 @@ def test_a_26_comparison_table_marks_the_difference_that_holds_over_seeds_and_un
     marked = data.cell("pubmedqa", "v00")
     assert marked.diff_p == pytest.approx(2 / 2081) and marked.diff_p_corrected == pytest.approx(26 * 2 / 2081)
     assert marked.significant and marked.mark_test.startswith("two-level bootstrap")
-    assert all(not data.cell("pubmedqa", v).significant and data.cell("pubmedqa", v).diff_p == 1.0 for v in VARIANTS[1:])
+    assert all(not data.cell("pubmedqa", v).significant and data.cell("pubmedqa", v).diff_p == 1.0
+               for v in VARIANTS[1:])
     # the difference and its interval: +41.11 (25, 25, 26 questions of 60 on the three seeds), the interval
     # within the seeds' and units' reach, never at zero
     assert marked.diff_mean == pytest.approx(100 * (25 + 25 + 26) / 3 / QUESTIONS)

@@ -23,7 +23,8 @@ LAYOUT = TableLayout(title="t", rows="task", columns="head", baseline="linear", 
 
 def run(task, column, seed, value, flops=None):
     compute = {} if flops is None else {"system/compute/flops": flops, "system/compute/device_seconds": 10.0 * seed,
-                                        "system/compute/peak_memory_bytes": 2.0 ** 30 * seed, "system/compute/device": "CPU X"}
+                                        "system/compute/peak_memory_bytes": 2.0 ** 30 * seed,
+                                        "system/compute/device": "CPU X"}
     return CellRun(task, column, task, seed, FINISHED, value, run_id=f"{task}{column}{seed}", compute=compute)
 
 
@@ -47,7 +48,8 @@ def test_cost_rows_sum_each_column_and_count_its_pretraining_apart():
     from dataclasses import replace
 
     data = table_data(replace(LAYOUT, cost=True), RUNS)
-    stage = {"system/compute/flops": 5e15, "system/compute/device_seconds": 3600.0, "system/compute/peak_memory_bytes": 2.0 ** 31}
+    stage = {"system/compute/flops": 5e15, "system/compute/device_seconds": 3600.0,
+             "system/compute/peak_memory_bytes": 2.0 ** 31}
     add_costs(data, RUNS, {"lstm": [("pubmed", stage)]})
     md = render_data(data)
     # linear: 6 runs x 1 TFLOP, device-seconds 10 + 20 + 30 per task -> 120 s; lstm: 12 TFLOP and a 5 PFLOP stage
