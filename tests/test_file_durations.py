@@ -14,7 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("test_file_durations", REPO_ROOT / "scripts" / "test_file_durations.py")
+    spec = importlib.util.spec_from_file_location("test_file_durations",
+                                                  REPO_ROOT / "scripts" / "test_file_durations.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -37,7 +38,8 @@ def test_a_durations_log_sums_each_files_phases_longest_first():
 
 def test_the_measured_files_exist_and_the_suite_takes_them_longest_first(request):
     measured = json.loads((REPO_ROOT / "tests" / "file_durations.json").read_text())
-    assert all((REPO_ROOT / path).is_file() for path in measured), [p for p in measured if not (REPO_ROOT / p).is_file()]
+    assert all((REPO_ROOT / path).is_file() for path in measured), \
+        [p for p in measured if not (REPO_ROOT / p).is_file()]
     order = list(dict.fromkeys(item.path.relative_to(REPO_ROOT).as_posix() for item in request.session.items))
     if len(order) < len(measured) / 2:
         pytest.skip("a few files selected: the order is the suite's")

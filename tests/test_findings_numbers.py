@@ -3,8 +3,8 @@ its table (the first link to `<folder>/table.md`); in its "What `mini` shows" pa
 paragraph that opens in bold: what follows quotes scripts and logs, named there) every number written with
 one or two decimals must be one the table prints (a cell, a paper number, a τ), a difference of two numbers
 printed in one row, a mean of one column's printed numbers, or a p value of the table's CSV, each rounded as quoted
-(differences and means: of the cells' means, or of the paper's numbers). A difference computed from the CSV's unrounded means, where it differs from the printed cells'
-subtraction, fails."""
+(differences and means: of the cells' means, or of the paper's numbers). A difference computed from the CSV's
+unrounded means, where it differs from the printed cells' subtraction, fails."""
 
 from __future__ import annotations
 

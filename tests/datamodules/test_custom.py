@@ -119,7 +119,8 @@ def re_placeholder_tsv(folder: Path, splits) -> str:
 def similarity_jsonl(folder: Path, splits) -> str:
     _write_lines(folder, splits, "jsonl", lambda x: json.dumps(
         {"id": x.id, "s1": x.text_a, "s2": x.text_b, "score": x.label}))
-    return _files(folder, "jsonl") + "format: jsonl\ntask_type: similarity\nfields: {text_a: s1, text_b: s2, label: score}\n"
+    return _files(folder, "jsonl") + ("format: jsonl\ntask_type: similarity\n"
+                                      "fields: {text_a: s1, text_b: s2, label: score}\n")
 
 
 def multilabel_jsonl(folder: Path, splits) -> str:
@@ -196,7 +197,8 @@ def test_every_relation_input_encodes_the_jsonl_form_as_the_built_in(re_input, d
     featurizers read (entity masks, marker positions) come out the same as from the built-in reader."""
     builtin, user = convert("re-offsets-jsonl", data_dir, tmp_path)
     tokenizers = [BertTokenizer(vocab=str(data_dir / "vocab" / "pubmedbert-uncased" / "vocab.txt")) for _ in "ab"]
-    features = [make_encoder(spec, tokenizer, 128, EncodingSpec(re_input=re_input)).encode(spec.read(data_dir)["dev"][:200])
+    features = [make_encoder(spec, tokenizer, 128, EncodingSpec(re_input=re_input)).encode(
+                    spec.read(data_dir)["dev"][:200])
                 for spec, tokenizer in zip((builtin, user), tokenizers)]
     assert features[0] == features[1]
     assert all(sum(f["head_mask"]) > 0 and sum(f["tail_mask"]) > 0 for f in features[1])
@@ -233,7 +235,8 @@ def test_sentence_pairs_classify_and_documents_keep_single_labels(data_dir, tmp_
     (GOOD.replace("format: tsv\n", ""), ["missing key 'format'"]),
     (GOOD.replace("test: test.tsv", "test: test.tsv, validation: v.tsv"),
      ["unknown key 'files.validation'", "valid keys under 'files': train, dev, test"]),
-    (GOOD.replace("format: tsv", "format: tssv"), ["unknown format 'tssv'", "known: bioasq-golden, conll, jsonl, squad, tsv"]),
+    (GOOD.replace("format: tsv", "format: tssv"),
+     ["unknown format 'tssv'", "known: bioasq-golden, conll, jsonl, squad, tsv"]),
     (GOOD.replace("format: tsv", "format: jsonl"), ["missing key 'task_type'"]),
     (GOOD + "task_type: relation\n", ["unknown task_type 'relation'", "pair-classification"]),
     (GOOD + "max_length: long\n", ["bad value for 'max_length'"]),

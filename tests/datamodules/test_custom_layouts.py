@@ -55,7 +55,8 @@ def test_biobert_re_folds_as_staged_load_from_a_yaml_with_every_line_counted(cor
 def test_a_header_read_as_an_example_and_an_example_read_as_a_header_are_one_line_each(data_dir, tmp_path):
     root = data_dir / "BioBERT" / "RE" / "GAD" / "1"
     as_data = register_from_yaml(write(tmp_path / "as-data.yaml", f"name: as-data\npath: {root}\n{RE}dev: none\n"
-                                       "files: {train: train.tsv, test: {path: test.tsv, columns: {text: 1, label: 2}}}\n"))
+                                       "files: {train: train.tsv, test: {path: test.tsv, "
+                                       "columns: {text: 1, label: 2}}}\n"))
     with pytest.raises(DataFormatError) as error:
         as_data.read(None)
     message = str(error.value)

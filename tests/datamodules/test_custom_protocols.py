@@ -59,8 +59,8 @@ def test_train_and_test_only_carve_a_tenth_of_train_said_once(ner, caplog):
     assert ids(splits["train"]) == [x.id for x in whole if x not in splits["dev"]]  # in file order
 
     # the same carve spelled out is the same dataset; another seed or fraction is another
-    spelled = dataset(ner, "user-carved", NER + "files: {train: train.txt, test: test.txt}\nlabels: [Chemical, Disease]\n"
-                                                "dev: {fraction: 0.1, seed: 13}\n")
+    spelled = dataset(ner, "user-carved", NER + "files: {train: train.txt, test: test.txt}\n"
+                                                "labels: [Chemical, Disease]\ndev: {fraction: 0.1, seed: 13}\n")
     assert register_from_yaml(spelled).fingerprint(None) == spec.fingerprint(None)
     seeded = dataset(ner, "user-carved", spelled.read_text().split("\n", 1)[1].replace("seed: 13", "seed: 14"))
     other = register_from_yaml(seeded)
@@ -97,8 +97,10 @@ def test_a_relation_carve_keeps_a_sentence_on_one_side(data_dir, tmp_path):
 
 def test_folds_over_train_test_pairs(data_dir, tmp_path):
     for k in (1, 2, 3):
-        write(tmp_path / "data" / f"fold{k}" / "train.tsv", "\n".join(gad_lines(data_dir, 100 * k, 100 * k + 80)) + "\n")
-        write(tmp_path / "data" / f"fold{k}" / "test.tsv", "\n".join(gad_lines(data_dir, 100 * k + 80, 100 * k + 100)) + "\n")
+        write(tmp_path / "data" / f"fold{k}" / "train.tsv",
+              "\n".join(gad_lines(data_dir, 100 * k, 100 * k + 80)) + "\n")
+        write(tmp_path / "data" / f"fold{k}" / "test.tsv",
+              "\n".join(gad_lines(data_dir, 100 * k + 80, 100 * k + 100)) + "\n")
     pairs = "".join(f"  - {{train: fold{k}/train.tsv, test: fold{k}/test.tsv}}\n" for k in (1, 2, 3))
     spec = register_from_yaml(dataset(tmp_path, "user-pairs", f"path: data\nfolds:\n{pairs}" + GAD_RE))
     assert isinstance(spec.folds, ListedFolds) and spec.fold_count == 3 and spec.carve_dev == CarvedDev(0.1, 13, "text")
@@ -108,7 +110,8 @@ def test_folds_over_train_test_pairs(data_dir, tmp_path):
         fold = get_dataset(f"user-pairs@fold{k}")
         assert fold.fold_index == k and fold.files == (f"fold{k}/train.tsv", f"fold{k}/test.tsv")
         splits = fold.read(None)
-        assert [x.text for x in splits["test"]] == [line.split("\t")[0] for line in gad_lines(data_dir, 100 * k + 80, 100 * k + 100)]
+        assert [x.text for x in splits["test"]] == [line.split("\t")[0]
+                                                    for line in gad_lines(data_dir, 100 * k + 80, 100 * k + 100)]
         assert len(splits["train"]) + len(splits["dev"]) == 80 and len(splits["dev"]) == 8
         fingerprints.add(fold.fingerprint(None))
     assert len(fingerprints) == 3
@@ -170,7 +173,7 @@ def test_a_pico_jsonl_file_without_labels_lists_the_types_in_its_metric(tmp_path
              {"tokens": ["pain", "fell"], "tags": ["I-OUT", "O"]}]
     write(tmp_path / "data" / "a.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
     spec = register_from_yaml(dataset(tmp_path, "user-pico", "format: jsonl\ntask_type: pico\npath: data\n"
-                                                               "files: {train: a.jsonl, dev: a.jsonl, test: a.jsonl}\n"))
+                                                             "files: {train: a.jsonl, dev: a.jsonl, test: a.jsonl}\n"))
     assert spec.labels == ("INT", "OUT", "PAR") and spec.metric_args == {"labels": ("INT", "OUT", "PAR")}
 
 
@@ -199,16 +202,19 @@ PAIRS = "folds:\n  - {train: train.txt, test: test.txt}\n  - {train: test.txt, t
     ("folds: {k: 100000000000000000000, file: train.txt}\n",
      "folds.k: 100,000,000,000,000,000,000 is above the most this accepts, 10,000 (the number of folds)"),
     ("folds: {k: 5}\n", "folds: missing key 'file' (the one file dealt into k folds)"),
-    ("folds: {kk: 5, file: train.txt}\n", "unknown key 'folds.kk' (did you mean 'k'?); valid keys under 'folds': k, seed, file"),
+    ("folds: {kk: 5, file: train.txt}\n",
+     "unknown key 'folds.kk' (did you mean 'k'?); valid keys under 'folds': k, seed, file"),
     ("folds: {file: train.txt, seed: 1.5}\n", "folds.seed: expected a whole number, got 1.5"),
     ("folds: all.tsv\n", "folds: expected a list of {train: FILE, test: FILE} pairs or a mapping {k: 10, seed: 13, "
                          "file: FILE}, got 'all.tsv'"),
-    ("folds:\n  - {train: train.txt, test: test.txt}\n", "folds: cross-validation needs at least 2 train/test pairs, got 1"),
+    ("folds:\n  - {train: train.txt, test: test.txt}\n",
+     "folds: cross-validation needs at least 2 train/test pairs, got 1"),
     ("folds:\n  - {train: train.txt, test: test.txt}\n  - {train: test.txt}\n",
      "folds[1]: missing key 'test' (each fold is {train: FILE, test: FILE})"),
     ("folds:\n  - {train: train.txt, tset: test.txt}\n  - {train: test.txt, test: train.txt}\n",
      "unknown key 'folds[0].tset' (did you mean 'test'?); valid keys under 'folds[0]': train, test"),
-    ("folds:\n  - train.txt\n  - test.txt\n", "folds[0]: expected a mapping {train: FILE, test: FILE}, got 'train.txt'"),
+    ("folds:\n  - train.txt\n  - test.txt\n",
+     "folds[0]: expected a mapping {train: FILE, test: FILE}, got 'train.txt'"),
     ("folds:\n  - {train: a.txt, test: a.txt}\n  - {train: test.txt, test: train.txt}\n",
      "folds[0]: train and test are the same file (a.txt)"),
     ("folds:\n  - {train: [a.txt], test: b.txt}\n  - {train: test.txt, test: train.txt}\n",
@@ -292,7 +298,8 @@ def test_a_missing_fold_file_is_one_line_naming_the_dataset_file(ner, data_dir):
     from ablations.config import build_config
     from ablations.run.finetune_identity import identify
 
-    path = dataset(ner, "user-gone", NER + "labels: [Chemical, Disease]\nfolds:\n  - {train: train.txt, test: test.txt}\n"
+    path = dataset(ner, "user-gone", NER + "labels: [Chemical, Disease]\nfolds:\n"
+                                          "  - {train: train.txt, test: test.txt}\n"
                                           "  - {train: test.txt, test: gone.txt}\n")
     identify(build_config("micro", [f"datasets=[{path}]"], task="user-gone@fold1", data_dir=str(data_dir)))
     with pytest.raises(MissingDataError) as error:

@@ -332,7 +332,8 @@ def test_unstaged_files_name_their_origin_and_verify_by_git_blob_id(data_dir):
     from datamodules.fetch.unstaged import git_blob_sha1, load_unstaged, verify
 
     entries = load_unstaged()
-    assert {e.group for e in entries} == {"biobert-qa-train", "bc4chemd", "bioelectra-qa-train", "bioelectra-rerank-train"}
+    assert {e.group for e in entries} == {"biobert-qa-train", "bc4chemd", "bioelectra-qa-train",
+                                          "bioelectra-rerank-train"}
     assert all(e.size is None and e.sha256 is None for e in entries)  # not staged: not known, not invented
     pins = (data_dir / "MANIFEST.md").read_text(encoding="utf-8")
     assert all(f"{e.repo} @ {e.commit}" in pins for e in entries)

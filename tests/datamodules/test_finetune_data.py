@@ -142,7 +142,8 @@ def test_lightning_reshuffles_each_epoch_through_set_epoch(data_dir):
     dm = datamodule(data_dir, None, limit=48)
     cfg = build_config("micro", [], task="bc5-chem")
     encoder, _ = load_encoder(cfg.model, data_dir, 0.1)
-    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64), 1e-3, 0.01, 0.1)
+    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64),
+                            1e-3, 0.01, 0.1)
     seen: list[tuple[int, int, tuple[int, ...]]] = []
 
     class Record(pl.Callback):
@@ -174,7 +175,8 @@ def test_a_run_resumed_from_an_epoch_checkpoint_draws_the_batches_and_dropout_of
         pl.seed_everything(0, verbose=False)
         dm = datamodule(data_dir, None, limit=48)
         encoder, _ = load_encoder(cfg.model, data_dir, 0.1)
-        module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64), 1e-3, 0.01, 0.1, seed=5)
+        module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64),
+                                1e-3, 0.01, 0.1, seed=5)
         seen: list[tuple[int, tuple, float]] = []
 
         class Record(pl.Callback):
@@ -262,7 +264,8 @@ def dev_f1(data_dir: Path, cache: Path, seed: int, bucketing: bool) -> float:
     options = FinetuneDataOptions(max_length=64, batch_size=16, eval_batch_size=128, max_train_examples=1000,
                                   max_eval_examples=400, bucketing=bucketing, seed=seed)
     dm = FinetuneDataModule(get_dataset("bc5-chem"), data_dir, tokenizer, options, cache_dir=cache)
-    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64), 2e-3, 0.01, 0.1)
+    module = FineTuneModule(encoder, HeadSpec.from_config(cfg.finetune, dm.spec.task_type).build(dm.encoder, 64),
+                            2e-3, 0.01, 0.1)
     trainer = pl.Trainer(max_epochs=3, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                          use_distributed_sampler=False)

@@ -49,8 +49,8 @@ def tokenizer(data_dir: Path) -> BertTokenizer:
 
 
 def spec(metric: str) -> DatasetSpec:
-    return DatasetSpec(name="qa-test", task_type="qa-extractive", reader=lambda _: {}, files=(), labels=(), metric=metric,
-                       max_length=128)
+    return DatasetSpec(name="qa-test", task_type="qa-extractive", reader=lambda _: {}, files=(), labels=(),
+                       metric=metric, max_length=128)
 
 
 def gold_logits(features: list[dict], width: int | None = None) -> torch.Tensor:
@@ -133,7 +133,8 @@ def run_split(encoder: ExtractiveQAEncoder, instances: list[QAInstance]) -> dict
 def test_gold_logits_recover_every_squad_answer_exactly(tokenizer, data_dir: Path):
     instances = read_squad_file(data_dir / BIOELECTRA_BIOASQ_FILE)
     # max_answer_length 40: one gold answer is 33 tokens, over the default 30
-    encoder = ExtractiveQAEncoder(spec("squad_v1"), tokenizer, 128, "span", stride=32, max_question_tokens=64, max_answer_length=40)
+    encoder = ExtractiveQAEncoder(spec("squad_v1"), tokenizer, 128, "span", stride=32, max_question_tokens=64,
+                                  max_answer_length=40)
     metrics, predictions = run_split(encoder, instances)
     aligned = 0
     for instance, nbest in zip(instances, predictions):
@@ -241,7 +242,8 @@ def hand_built_question(tokenizer, merge: str):
             answers.append(Answer(text, probability, at, at + len(text)))
             at += len(text) + 1
         predictions.append(answers)
-    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, 128, "span", stride=32, max_question_tokens=64, merge=merge)
+    encoder = ExtractiveQAEncoder(spec("bioasq_factoid"), tokenizer, 128, "span", stride=32, max_question_tokens=64,
+                                  merge=merge)
     return encoder, instances, predictions
 
 

@@ -49,7 +49,8 @@ def test_nested_mentions(chemprot):
 
 def test_ddi_drug_pair(ddi):
     x = ddi["DDI-DrugBank.d572.s5.p0"]  # advise
-    assert dummify(x).text == "Co-administration of @DRUG$ with @DRUG$ is not recommended until use in patients is studied. "
+    assert dummify(x).text == ("Co-administration of @DRUG$ with @DRUG$ is not recommended until use in patients "
+                               "is studied. ")
     assert markers(x).text == ("Co-administration of [E1] ZETIA [/E1] with [E2] fibrates [/E2] is not "
                                "recommended until use in patients is studied. ")
 

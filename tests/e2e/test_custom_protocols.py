@@ -101,7 +101,8 @@ def test_dev_none_trains_a_fixed_number_of_epochs_and_tests_the_last(data_dir, t
     assert details["test"]["score"] == pytest.approx(run.data.metrics["test/score"])
     # the kept model is the tested one
     from safetensors.torch import load_file
-    kept = load_file(str(tmp_path / "work" / tags["model_dir"] / "model.safetensors"))  # a transformers task model: bert.*
+    kept = load_file(str(tmp_path / "work" / tags["model_dir"] / "model.safetensors"))  # a transformers task model:
+                                                                                        # bert.*
     encoder = {k[len("encoder."):]: v for k, v in weights.tested.items() if k.startswith("encoder.")}
     shared = [k for k in kept if k.startswith("bert.") and k[len("bert."):] in encoder]
     assert len(shared) > 10 and all(torch.equal(kept[k], encoder[k[len("bert."):]]) for k in shared)
@@ -136,7 +137,8 @@ table: {title: "User folds", rows: task, columns: model}
 def test_an_experiment_over_user_folds_reports_the_mean_over_folds(data_dir, tmp_path, capsys):
     for k in (1, 2):  # two train/test pairs of GAD sentences, and three folds over one file
         write(tmp_path / "data" / f"{k}" / "train.tsv", "\n".join(gad_lines(data_dir, 200 * k, 200 * k + 60)) + "\n")
-        write(tmp_path / "data" / f"{k}" / "test.tsv", "\n".join(gad_lines(data_dir, 200 * k + 60, 200 * k + 80)) + "\n")
+        write(tmp_path / "data" / f"{k}" / "test.tsv",
+              "\n".join(gad_lines(data_dir, 200 * k + 60, 200 * k + 80)) + "\n")
     write(tmp_path / "data" / "all.tsv", "\n".join(gad_lines(data_dir, 0, 60)) + "\n")
     write(tmp_path / "pairs.yaml", "name: user-pairs\npath: data\nfolds:\n  - {train: 1/train.tsv, test: 1/test.tsv}\n"
                                    "  - {train: 2/train.tsv, test: 2/test.tsv}\n" + GAD_RE)

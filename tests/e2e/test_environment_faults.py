@@ -72,7 +72,8 @@ def test_a_truncated_last_checkpoint_is_set_aside_and_the_rerun_finishes(tmp_pat
     assert again.returncode == 0 and "reused finished run" in again.stdout, again.stderr
     [rerun] = finetune_runs(tmp_path)  # the failed run, with nothing to continue from, made way for a fresh one
     assert rerun.info.status == "FINISHED" and rerun.info.run_id != run.info.run_id
-    assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(run.info.run_id).info.lifecycle_stage == "deleted"
+    assert MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}").get_run(
+        run.info.run_id).info.lifecycle_stage == "deleted"
     assert (last.parent / "last.ckpt.unreadable").exists() and last.exists()  # set aside; a new one written
 
 

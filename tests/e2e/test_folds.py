@@ -56,7 +56,8 @@ def test_every_fold_is_its_own_run_and_the_cell_is_their_mean(data_dir, tmp_path
     assert cell.std == pytest.approx(statistics.stdev(values))
     table = (work / "tables" / "folds-micro" / "table.md").read_text()
     # the cell: mean ± std, then n (and, after a ';', the statistics' notes)
-    assert re.search(rf"{cell.mean:.2f} ± {cell.std:.2f} \(n=3[;)]", table) and f"{cell.mean:.2f} ± {cell.std:.2f}" in out
+    assert re.search(rf"{cell.mean:.2f} ± {cell.std:.2f} \(n=3[;)]", table) and \
+        f"{cell.mean:.2f} ± {cell.std:.2f}" in out
     assert "Task 'euadr' is cross-validated: each seed runs 3 folds" in table
 
     # a second invocation reuses every fold's run
@@ -66,7 +67,8 @@ def test_every_fold_is_its_own_run_and_the_cell_is_their_mean(data_dir, tmp_path
 
 def test_a_single_run_takes_a_fold_by_name(data_dir, tmp_path):
     def fp(task: str) -> str:
-        return identify(build_config("micro", [], task=task, data_dir=str(data_dir), work_dir=str(tmp_path))).fingerprint
+        return identify(build_config("micro", [], task=task, data_dir=str(data_dir),
+                                     work_dir=str(tmp_path))).fingerprint
 
     assert len({fp("euadr"), fp("euadr@fold1"), fp("euadr@fold2")}) == 3
     assert identify(build_config("micro", [], task="euadr@fold2", data_dir=str(data_dir),
@@ -104,7 +106,8 @@ def test_stats_pair_folds_and_seeds_and_average_folds_within_a_task():
     data = table_data(layout, runs)
     b = data.cell("euadr", "b")
     assert b.n == 6 and set(b.values) == {(s, f) for s in (1, 2) for f in (1, 2, 3)}
-    assert b.mean == pytest.approx(100 * statistics.fmean(r.value for r in runs if r.column == "b" and r.task == "euadr"))
+    assert b.mean == pytest.approx(100 * statistics.fmean(r.value for r in runs
+                                                          if r.column == "b" and r.task == "euadr"))
     assert b.p_value is not None and b.significant  # paired over the 6 (seed, fold) pairs
     assert data.cell("chemprot", "b").values == {1: pytest.approx(45.0)}  # unfolded cells: keyed by seed, as before
 

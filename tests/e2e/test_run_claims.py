@@ -90,7 +90,8 @@ def test_sigterm_stops_the_experiment_and_a_killed_parent_is_ended_by_the_next_r
     runs = {r.data.tags.get("kind"): r for r in all_runs(tmp_path)}
     assert runs["experiment"].info.status == "KILLED"
     cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
-    assert [c.info.status for c in cells] == ["KILLED"], [(c.info.status, c.data.tags, err[-3000:]) for c in cells]  # the loop stopped: the second cell never started
+    # the loop stopped: the second cell never started
+    assert [c.info.status for c in cells] == ["KILLED"], [(c.info.status, c.data.tags, err[-3000:]) for c in cells]
 
     victim = run(tmp_path)  # now SIGKILL: nobody can mark its parent
     deadline = time.time() + 600
@@ -173,4 +174,5 @@ def test_the_workers_of_a_sigkilled_run_end_their_runs_killed_and_exit(tmp_path,
     err = "".join(output)[-6000:]
     assert survivors == [], f"still alive after their parent was killed: {survivors}\n{err}"
     cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
-    assert sorted(c.info.status for c in cells) == ["KILLED", "KILLED"], ([(c.info.status, c.data.tags) for c in cells], err)
+    assert sorted(c.info.status for c in cells) == ["KILLED", "KILLED"], \
+        ([(c.info.status, c.data.tags) for c in cells], err)

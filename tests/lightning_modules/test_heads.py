@@ -113,7 +113,8 @@ def test_probabilities_of_the_heads():
     torch.testing.assert_close(single.probabilities(classes, {}), classes.softmax(-1))
     multi = SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 3, 0.0, LABEL_SET)
     torch.testing.assert_close(multi.probabilities(classes, {}), classes.sigmoid())
-    assert SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 1, 0.0, A_NUMBER).probabilities(classes, {}) is None
+    assert SequenceClassifier(HEADS.get("linear"), "cls", "linear", 4, 1, 0.0, A_NUMBER).probabilities(
+        classes, {}) is None
 
 
 def test_compact_gathers_tagged_positions_in_order():

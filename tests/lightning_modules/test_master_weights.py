@@ -37,7 +37,8 @@ def configured(layer: nn.Module, masters: bool) -> torch.optim.Optimizer:
 
 def test_masters_follow_the_fp32_trajectory_that_bf16_weights_lose():
     reference, bf16, plain = model(torch.float32), model(torch.bfloat16), model(torch.bfloat16)
-    sides = [(reference, configured(reference, False)), (bf16, configured(bf16, True)), (plain, configured(plain, False))]
+    sides = [(reference, configured(reference, False)), (bf16, configured(bf16, True)),
+             (plain, configured(plain, False))]
     for _ in range(STEPS):
         for layer, optimizer in sides:
             step(layer, optimizer)

@@ -267,5 +267,6 @@ def test_parts_as_a_mapping_is_refused_on_the_command_line_before_any_run(tmp_pa
     path = write_yaml(tmp_path / "c.yaml", "name: c\nparts: {files: [a.txt], format: lines}\n")
     out = bioablate_in_process("pretrain", "--corpus", str(path), "--data-dir", str(data_dir), "--work-dir",
                                str(tmp_path / "work"), cwd=tmp_path)
-    assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {path}: parts: expected a list, got a mapping"
+    assert out.returncode == 2 and \
+        out.stderr.strip() == f"bioablate: error: {path}: parts: expected a list, got a mapping"
     assert not (tmp_path / "work" / "mlruns.db").exists()

@@ -29,7 +29,8 @@ def test_known_names():
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: check_masking("wwn", "constant"), "unknown pretrain.masking 'wwn'; known: wordpiece, wwm (did you mean 'wwm'?)"),
+    (lambda: check_masking("wwn", "constant"),
+     "unknown pretrain.masking 'wwn'; known: wordpiece, wwm (did you mean 'wwm'?)"),
     (lambda: check_masking("wwm", "ramps"), "unknown pretrain.mask_schedule 'ramps'; known: constant, ramp"),
     (lambda: masking_rate(0.5, "linear"), "unknown pretrain.mask_schedule 'linear'; known: constant, ramp"),
     (lambda: select_positions(torch.ones(1, 4, dtype=torch.bool), torch.ones(1, 4, dtype=torch.bool), 0.5, "span"),

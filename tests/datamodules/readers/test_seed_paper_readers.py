@@ -96,7 +96,8 @@ def test_yesno_counts_labels_and_carved_dev(data_dir: Path):
     assert Counter(x.label for x in splits["dev"]) == {"yes": 58, "no": 15}
     assert not {x.id for x in splits["dev"]} & {x.id for x in splits["train"]}
     first_row = next(x for x in train if x.id == "train-0")  # label 1 = yes
-    assert (first_row.text_a, first_row.label) == ("Are ultraconserved enhancers important for normal development?", "yes")
+    assert (first_row.text_a, first_row.label) == ("Are ultraconserved enhancers important for normal development?",
+                                                   "yes")
 
 
 def test_rerank_pool_and_question_grouped_folds(data_dir: Path):
