@@ -1,15 +1,17 @@
 """Values the schema's types and ranges let through but Lightning or transformers would reject once a run
 exists (a FAILED run and a traceback): refused as one ConfigError line naming the key, before any run.
 
-- `check_names`: the task and the `finetune.*` (or `pretrain.*`) options a config names, before anything heavy is imported
+- `check_names`: the task and the `finetune.*` (or `pretrain.*`) options a config names, before anything heavy is
+  imported
   (a typo answers in well under a second; called first where a run config is built).
 - `check_run_config`: what the config alone decides: the precision and accelerator names Lightning knows,
   `trainer.devices`, and a model width the attention heads divide. Called wherever a run config is built
   (ablations/config.py `build_config`, an experiment's cells) and again by the runs themselves.
 - `check_max_length`: an explicit `finetune.max_length` the model's position embeddings cannot take.
 - `check_accelerator_present`: what the machine decides: `trainer.accelerator=gpu` where there is none,
-  and the counts `bioablate_core.limits.check_machine` holds against it. Called just before a run starts here, not when a config is built: a config may
-  be built on a login node for jobs that run on GPU nodes (`--launcher slurm`), or read back to render a table.
+  and the counts `bioablate_core.limits.check_machine` holds against it. Called just before a run starts here,
+  not when a config is built: a config may be built on a login node for jobs that run on GPU nodes (`--launcher
+  slurm`), or read back to render a table.
 """
 
 from __future__ import annotations

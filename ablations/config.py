@@ -89,7 +89,8 @@ class FinetuneConfig:
     weight_decay: float = bounded(0.01, ge=0)
     dropout: float = bounded(0.1, ge=0, lt=1)
     # above the model's position embeddings is an error at run time (ablations/run/finetune.py)
-    max_length: Optional[int] = bounded(None, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)  # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
+    # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
+    max_length: Optional[int] = bounded(None, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)
     # Subsampling for quick runs (micro profile); None keeps the whole split. A fixed, seed-independent
     # prefix of a seeded shuffle, so every seed and variant sees the same examples.
     max_train_examples: Optional[int] = bounded(None, ge=1)
@@ -162,7 +163,8 @@ class AlumConfig:
 class PretrainConfig:
     """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
     corpus: str = "pubmed"  # pubmed | pmc | general | pubmed+pmc | general>pubmed (stages in order)
-    max_words: Optional[int] = bounded(None, ge=MIN_CORPUS_WORDS)  # cap on corpus words (corpus-size curves); split evenly over parts
+    # cap on corpus words (corpus-size curves); split evenly over parts
+    max_words: Optional[int] = bounded(None, ge=MIN_CORPUS_WORDS)
     min_words: int = bounded(128, ge=0)  # drop documents with fewer words (the paper: abstracts under 128 words)
     dedup: bool = True  # drop exact duplicate documents
     exclude_eval_pmids: bool = True  # drop documents whose PMID is in a BLURB dataset

@@ -145,8 +145,9 @@ class Range:
         return None
 
     def describe(self) -> str:
-        parts = [f"{op} {int(bound) if float(bound).is_integer() else bound}" for bound, op in ((self.ge, ">="), (self.gt, ">"), (self.le, "<="),
-                                                     (self.lt, "<")) if bound is not None]
+        parts = [f"{op} {int(bound) if float(bound).is_integer() else bound}"
+                 for bound, op in ((self.ge, ">="), (self.gt, ">"), (self.le, "<="), (self.lt, "<"))
+                 if bound is not None]
         return " and ".join(parts)
 
 

@@ -114,7 +114,8 @@ def _main(argv: list[str] | None) -> int:
         else:  # written through a file object (no name on the error): where the command writes
             out = getattr(args, "out", None)
             work = getattr(args, "work_dir", None) or os.environ.get("BIOABLATE_WORK") or "outputs"
-            where = f"--out {os.path.abspath(out)}" if out else f"work directory {os.path.abspath(os.path.expanduser(work))}"
+            where = f"--out {os.path.abspath(out)}" if out else \
+                f"work directory {os.path.abspath(os.path.expanduser(work))}"
             print(f"bioablate: error: {error.strerror or error} while writing ({where}); free space there or "
                   "write elsewhere", file=sys.stderr)
         return EXIT_RUN_FAILED

@@ -105,7 +105,8 @@ def _data_command(sub) -> None:
     _add_common(stats)
     fetch = data_sub.add_parser("fetch", help="download the BLURB datasets and vocabularies from their pinned "
                                 "public origins, verify them, then print `data stats` of the folder",
-                                **examples("bioablate data fetch", "bioablate data fetch --to data --only gad --only vocab"))
+                                **examples("bioablate data fetch",
+                                           "bioablate data fetch --to data --only gad --only vocab"))
     fetch.add_argument("--to", metavar="DIR", help="folder to fill (default: the user data folder, "
                        "~/.local/share/bioablate/data on Linux, which --data-dir/BIOABLATE_DATA default to)")
     fetch.add_argument("--only", action="append", metavar="NAME",
@@ -189,7 +190,8 @@ def _sweep_command(sub) -> None:
                     help="config overrides for every trial; after `best`: the study name")
     sw.add_argument("--storage", help="Optuna storage URL (default: $BIOABLATE_SWEEP_STORAGE, else "
                                       "sqlite:///<work-dir>/optuna.db); PostgreSQL/MySQL for several workers")
-    sw.add_argument("--n-trials", type=count_argument(1, MAX_TRIALS), help="finished trials the study should have (default: the YAML's)")
+    sw.add_argument("--n-trials", type=count_argument(1, MAX_TRIALS),
+                    help="finished trials the study should have (default: the YAML's)")
     sw.add_argument("--workers", type=int, default=1,
                     help="local worker processes sharing the study (default 1; >1 needs a server database)")
     sw.add_argument("--worker-index", type=int, default=0,
@@ -206,7 +208,8 @@ def _run_command(sub) -> None:
     rn = sub.add_parser("run", help="run an experiment (one per paper table): pretraining stages, "
                                     "fine-tuning runs, then its table; finished runs are reused",
                         **examples("bioablate run quickstart --profile micro",
-                                    "bioablate run table13_tagging --dry-run", "bioablate run my_study.yaml --devices 2",
+                                    "bioablate run table13_tagging --dry-run",
+                                    "bioablate run my_study.yaml --devices 2",
                                     "bioablate run table13_tagging --profile base --launcher slurm "
                                     "--launcher-config cluster.yaml"))
     rn.add_argument("experiment", metavar="EXPERIMENT",

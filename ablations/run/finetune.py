@@ -234,7 +234,8 @@ def _fit_and_test(cfg: DictConfig, identity: FinetuneIdentity, run: TrackedRun,
                             read_every=cfg.trainer.log_every_n_steps)
     module.head_init = head_init
     if cfg.trainer.compile and ft.static_shapes:
-        module.compile_step(buckets=len(datamodule.shapes("train").widths()), cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
+        module.compile_step(buckets=len(datamodule.shapes("train").widths()),
+                            cache_dir=compile_cache_dir(resolve_work_dir(cfg)))
     # the best epoch's weights alone: the test split and the export read nothing else, and the optimizer's
     # moments would double the file (BERT-base: 0.44 GB instead of 1.3 GB, written at every improvement)
     no_dev = identity.spec.no_dev  # no dev split: no evaluation, no best checkpoint; test the last epoch

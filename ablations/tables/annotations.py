@@ -139,7 +139,8 @@ def stats_notes(data: TableData) -> list[str]:
                      "standard deviation's 95% chi-square interval (with 3 seeds, 2 degrees of freedom: a factor of "
                      "about 0.27 to 40 in seeds). The spread is these runs' models'" + (
                          "" if layout.paper_scale else
-                         ": a proxy's figure, not the paper's models' unless the table runs at the paper's scale") + ".")
+                         ": a proxy's figure, not the paper's models' unless the table runs at the paper's "
+                         "scale") + ".")
     return notes
 
 

@@ -9,7 +9,8 @@ from typing import Sequence
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"$\sim$", "^": r"\textasciicircum{}",
-                   "±": r"$\pm$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "⊥": r"$^\bot$", "–": "--", "—": "---", "…": r"\ldots{}",
+                   "±": r"$\pm$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "⊥": r"$^\bot$", "–": "--", "—": "---",
+                   "…": r"\ldots{}",
                    "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$", "≈": r"$\approx$", "≠": r"$\neq$",
                    "→": r"$\to$", "←": r"$\leftarrow$", "✓": r"\checkmark{}", "<": r"$<$", ">": r"$>$",
                    "α": r"$\alpha$", "β": r"$\beta$", "δ": r"$\delta$", "Δ": r"$\Delta$", "ε": r"$\varepsilon$",

@@ -54,11 +54,13 @@ def long_form(data: TableData) -> str:
                            + (": significant" if cell.significant else ""))
                 if cell.fixed_p is not None:
                     out.append(f"  fixed-model test (these trained models, test units resampled, seeds held), pooled: "
-                               f"{cell.fixed_diff:+.{DIGITS}f}, p {_p(cell.fixed_p)}, corrected {_p(cell.fixed_p_corrected)}")
+                               f"{cell.fixed_diff:+.{DIGITS}f}, p {_p(cell.fixed_p)}, "
+                               f"corrected {_p(cell.fixed_p_corrected)}")
                 if cell.effect is not None:
                     span = f" (range {cell.seeds_range[0]:,}–{cell.seeds_range[1]:,})" if cell.seeds_range else ""
                     out.append(f"  seeds needed for {cell.effect:+.{DIGITS}f}: "
-                               + (f"~{cell.seeds_needed:,}{span}" if cell.seeds_needed else "— (needs 2 seeds with spread)"))
+                               + (f"~{cell.seeds_needed:,}{span}" if cell.seeds_needed
+                                  else "— (needs 2 seeds with spread)"))
             if cell.cost is not None and cell.cost.known:
                 out.append(f"  compute: {flops_text(cell.cost.flops)}, {cell.cost.device_seconds:.1f} device-s, "
                            f"peak {memory_text(cell.cost.peak_memory_bytes)} ({cell.cost.counted} runs)")

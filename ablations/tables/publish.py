@@ -242,5 +242,6 @@ def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifa
 
     all_tags = {"profile": profile or "", "title": grid.title, "git_commit": git_commit(), "table_kind": "vocab",
                 **(tags or {})}
-    return publish(name, grid, vocab_provenance(name, seconds, profile, datasets), tracking_uri, out_dir, artifact_root, all_tags,
+    return publish(name, grid, vocab_provenance(name, seconds, profile, datasets), tracking_uri, out_dir, artifact_root,
+                   all_tags,
                    {"rows": len(grid.body)}, zero_based, invocation, figures)

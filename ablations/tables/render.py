@@ -312,7 +312,8 @@ def _missing_text(cell: Cell) -> str:
     """The CSV's `missing`: the seeds without a value, grouped by reason, and what a BLURB score leaves out."""
     seeds_by_reason: dict[str, list[str]] = {}
     for r in cell.missing:
-        seeds_by_reason.setdefault(_reason(r), []).append(r.seed_label + (f" ({r.task})" if len(cell.tasks) > 1 else ""))
+        task = f" ({r.task})" if len(cell.tasks) > 1 else ""
+        seeds_by_reason.setdefault(_reason(r), []).append(r.seed_label + task)
     missing = "; ".join(f"seed(s) {', '.join(seeds)} {reason}" for reason, seeds in seeds_by_reason.items())
     if cell.partial:
         missing = "; ".join(filter(None, [missing, f"BLURB over {cell.partial}"]))

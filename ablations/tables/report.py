@@ -210,7 +210,8 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
                       out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
     """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
     is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
-    from 0 when `zero_based`; none where the config says `figures: false`, as the micro profile does) to `out_dir` (default `table_dir`), log them to the MLflow table
+    from 0 when `zero_based`; none where the config says `figures: false`, as the micro profile does) to `out_dir`
+    (default `table_dir`), log them to the MLflow table
     run of this experiment and invocation (profile and command-line overrides), and return the table in
     `fmt`. Under the title: the YAML's caption for this profile, and a line written from the runs' resolved
     configs (`setup_line`). The plan resolved with the data is recorded (ablations.experiment.record_plan);
@@ -225,7 +226,8 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
     work_dir, store_uri = experiment.store()
     tracking_uri = tracking_uri or store_uri
     out = Path(out_dir) if out_dir is not None else table_dir(experiment)
-    tags = {"experiment_file": shown_place(experiment.path, REPO_ROOT), "cli_overrides": " ".join(experiment.cli_overrides)}
+    tags = {"experiment_file": shown_place(experiment.path, REPO_ROOT),
+            "cli_overrides": " ".join(experiment.cli_overrides)}
     figures = experiment.draws_figures()
     if experiment.kind == "vocab":
         import time

@@ -142,7 +142,8 @@ def hierarchical(replicates: Sequence[Sequence[Sequence[ScoredUnits]]], key: str
     below, above = int(np.sum(statistic <= 0)), int(np.sum(statistic >= 0))
     p = min(1.0, 2 * (1 + min(below, above)) / (n + 1))
     units_only = per_seed[0] + (per_seed - per_seed[0]).mean(axis=0)
-    return Hierarchical(float(observed[0] + (observed - observed[0]).mean()), float(low), float(high), p, float(np.std(statistic, ddof=1)),
+    return Hierarchical(float(observed[0] + (observed - observed[0]).mean()), float(low), float(high), p,
+                        float(np.std(statistic, ddof=1)),
                         float(np.std(units_only, ddof=1)), k,
                         sum(shared.shape[1] for shared in positions), n)
 

@@ -198,7 +198,8 @@ def units_from_records(spec, records: list[dict], answers: list[dict] | None = N
             by_group[str(r["group"])].predictions.append(float(r["prediction"]))
         return ScoredUnits(metric, args, list(by_group.values()), unit_of(spec))
     unit = unit_of(spec)
-    units = [Unit(str(r["id"]), [_instance_value(spec, r["gold"], True)], [_instance_value(spec, r["prediction"], False)])
+    units = [Unit(str(r["id"]), [_instance_value(spec, r["gold"], True)],
+                  [_instance_value(spec, r["prediction"], False)])
              for r in records]
     return ScoredUnits(metric, args, units, unit)
 

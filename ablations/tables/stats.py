@@ -317,7 +317,8 @@ def assign_states(data: TableData) -> None:
         comparable = [c for c in line if c.mean is not None and c.partial is None and c.learned]
         shown = [round(c.mean, DIGITS) for c in comparable]
         for cell in line:
-            cell.best = len(shown) >= 2 and any(cell is c for c in comparable) and round(cell.mean, DIGITS) == max(shown)
+            cell.best = len(shown) >= 2 and any(cell is c for c in comparable) and \
+                round(cell.mean, DIGITS) == max(shown)
 
 
 def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:

@@ -207,6 +207,7 @@ def markdown(settings: Mapping[str, Mapping[str, Path]], paper: Mapping[str, Map
     lines = ["| the paper's conclusion | table | paper's differences | " + " | ".join(names) + " |",
              "|---|---|---|" + "---|" * len(names)]
     for conclusion, verdicts in transfer_rows(settings, conclusions, floors):
-        lines.append(f"| {conclusion.text} | {conclusion.table} | {paper_text(conclusion, paper.get(conclusion.table, {}))}"
+        differences = paper_text(conclusion, paper.get(conclusion.table, {}))
+        lines.append(f"| {conclusion.text} | {conclusion.table} | {differences}"
                      " | " + " | ".join(verdicts[n].text() for n in names) + " |")
     return "\n".join(lines) + "\n"
