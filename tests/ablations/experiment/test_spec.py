@@ -222,12 +222,13 @@ table: {rows: task, columns: model, title: TITLE, caption: CAPTION}
 
 
 def test_the_quickstart_caption_describes_mini_only():
-    """Its caption (MiniLM-L6, 2 epochs on 560/400 examples) is mini's recipe: micro (a random BERT on 32
+    """Its caption (all-MiniLM-L6-v2, 2 epochs on 560/1,000 examples) is mini's recipe: micro (a random BERT on 32
     examples) and base (full training sets) get none, and micro's title does not name MiniLM."""
     layouts = {p: load_experiment("quickstart", profile=p).layout for p in ("micro", "mini", "base")}
-    assert layouts["mini"].caption.startswith("MiniLM-L6 (general domain, 22M parameters) fine-tuned for 2 epochs")
+    assert layouts["mini"].caption.startswith("sentence-transformers/all-MiniLM-L6-v2 (general domain, 22M parameters) "
+                                              "fine-tuned for 2 epochs")
     assert layouts["micro"].caption == layouts["base"].caption == ""
-    assert "MiniLM" not in layouts["micro"].title and "MiniLM-L6" in layouts["mini"].title
+    assert "MiniLM" not in layouts["micro"].title and "all-MiniLM-L6-v2" in layouts["mini"].title
 
 
 @pytest.mark.parametrize("caption,profile,expected", [
