@@ -97,6 +97,10 @@ def check_run_config(cfg: DictConfig) -> None:
         raise ConfigError(f"trainer.compile_mode={str(trainer.compile_mode)!r}: expected one of "
                           f"{', '.join(COMPILE_MODES)} (torch.compile's modes; config key trainer.compile_mode)")
     check_devices(trainer.devices)
+    if "launcher" in cfg:  # read only when jobs are submitted: a typo would pass every run here in silence
+        from ablations.launch.slurm import minutes  # the launch package imports the experiment layer, and it this
+
+        minutes(cfg.launcher.time)
     check_lengths(cfg)
     if cfg.get("task") == "pretrain":
         check_vocab_size(str(cfg.pretrain.vocab))

@@ -291,6 +291,11 @@ def _skipped(value: Any) -> bool:
     return value is None or (isinstance(value, str) and (value == MISSING or value.startswith("${")))
 
 
+def _boolean(value: Any) -> bool:
+    """True or false as such, or spelled so in a string (a quoted "true" in a YAML file)."""
+    return isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in ("true", "false"))
+
+
 def check_shapes(source: str | Path, schema: type, layer: Any, prefix: str = "") -> None:
     """Every key of `layer` (a mapping or DictConfig) that `schema` types as a mapping, a list or a single
     value holds one; the first that does not is a ConfigError naming `source`, the key and what fits.
@@ -315,6 +320,8 @@ def _check_shape(source: str | Path, annotation: Any, value: Any, key: str) -> N
     if given != expected:
         raise ConfigError(f"{source}: {key}: expected {words}, got {named}")
     annotation = _optional_arg(annotation)
+    if annotation is bool and not _boolean(value):  # OmegaConf reads 2 as true, and "y" or "on" too
+        raise ConfigError(f"{source}: {key}: expected true or false, got {named}")
     if dataclasses.is_dataclass(annotation):
         check_shapes(source, annotation, value, f"{key}.")
         return

@@ -84,6 +84,9 @@ def test_the_names_written_out_are_the_installed_lightnings():
     ("trainer.devices=[]", f"trainer.devices = []: {DEVICES}"),
     ("trainer.devices=[0,0]", f"trainer.devices = [0, 0]: {DEVICES}"),
     ("trainer.devices=many", f"trainer.devices = 'many': {DEVICES}"),
+    ("launcher.time=bogus", "launcher.time: 'bogus' is not a time limit; use minutes (240), H:MM:SS (4:00:00) or "
+                            "D-HH:MM:SS (1-00:00:00)"),
+    ("launcher.time=4h", "launcher.time: '4h' is not a time limit"),
     ("model.hidden_size=65", "model.hidden_size = 65: not divisible by model.num_heads = 2 (each attention head "
                              "takes an equal share of the width); use model.hidden_size=64 or 66, or another "
                              "number of heads (config key model.hidden_size)"),
@@ -94,6 +97,11 @@ def test_a_value_the_libraries_reject_is_refused_when_the_config_is_built(overri
     with pytest.raises(ConfigError) as error:
         build_config("micro", [override], task="gad")
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("time", ["240", "1-00:00:00"])
+def test_launcher_times_slurm_takes_pass(time):
+    assert build_config("micro", [f"launcher.time={time}"], task="gad").launcher.time == time
 
 
 @pytest.mark.parametrize("devices", [1, 4, -1, "auto", "2", "-1", "0,1", [0], [1, 3]])

@@ -223,3 +223,16 @@ def test_schema_defaults_are_fresh_copies_with_the_schema_s_checks():
     assert second.finetune.lr != 123.0 and second.finetune.class_weights != {"a": 2.0}
     with pytest.raises(ValidationError):  # still typed by the schema
         second.finetune.lr = "fast"
+
+
+@pytest.mark.parametrize("given, named", [(2, "2"), (1, "1"), (0, "0"), ("yes", "'yes'"), ("on", "'on'")])
+def test_a_boolean_key_takes_true_or_false_only(given, named):
+    """OmegaConf turns 2 (any non-zero number) and the strings "yes"/"on" into true: a typo'd value would
+    switch a setting on in silence."""
+    from ablations.config import RunConfig
+
+    with pytest.raises(ConfigError) as error:
+        merge(RunConfig, "cli", {"finetune": {"bucketing": given}})
+    assert str(error.value) == f"cli: finetune.bucketing: expected true or false, got {named}"
+    for spelled, value in ((False, False), (True, True), ("false", False), ("True", True)):
+        assert merge(RunConfig, "cli", {"finetune": {"bucketing": spelled}}).finetune.bucketing is value
