@@ -114,7 +114,7 @@ def _axis(name: str, raw: dict[str, Any], path: Path, profile: str) -> Axis:
     if name in AXES_BUILTIN:
         raise ConfigError(f"{where}: '{name}' is a built-in axis; name the vary axis differently")
     key, values = raw.get("key"), per_profile(raw.get("values"), profile)
-    if isinstance(values, list):
+    if isinstance(values, list) and values:  # an empty axis gives a table of no cells
         if key is None:
             raise ConfigError(f"{where}: a list of values needs `key` (the config key they set), or give "
                               "a mapping label -> {config key: value}")
