@@ -63,6 +63,43 @@ def store_creation_lock(tracking_uri: str):
     return nullcontext()
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+class StoreDamaged(Exception):
+    """A local store's file is there but is no database SQLite can read: the machine's state, not a
+    mistake in the command (exit 1, as a failed run), and no folder permission fixes it."""
+
+
+def damaged(path: Path, shown: str, detail: str) -> StoreDamaged:
+    return StoreDamaged(f"tracking URI {shown}: the store file {path} is damaged ({detail}); restore it from a "
+                        "backup, or move it aside and rerun to start an empty store (its runs are then recomputed)")
+
+
+def _not_sqlite(path: Path) -> bool:
+    """The file has bytes, and they do not open as SQLite's do. An empty file is a store SQLite starts, and
+    one that cannot be read is left to MLflow's error below (a permission)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except OSError:
+        return False
+    return bool(head) and head != SQLITE_HEADER
+
+
+def _read_as_damaged(error: BaseException) -> bool:
+    """SQLite's 'file is not a database' and 'database disk image is malformed' (a DatabaseError that is not
+    an OperationalError: a locked or full store is one of those), anywhere in the chain MLflow wraps."""
+    import sqlalchemy
+
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, sqlalchemy.exc.DatabaseError) and not isinstance(seen, sqlalchemy.exc.OperationalError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @functools.lru_cache(maxsize=None)
 def check_tracking_uri(tracking_uri: str) -> None:
     """Fail in seconds, as one ConfigError naming the URI (its password masked), where MLflow would retry
@@ -94,12 +131,17 @@ def check_tracking_uri(tracking_uri: str) -> None:
     if sqlite is not None and sqlite.is_dir():
         raise ConfigError(f"tracking URI {shown}: that path is a folder; name the database file, "
                           "e.g. sqlite:///<folder>/mlruns.db")
+    if sqlite is not None and sqlite.is_file() and _not_sqlite(sqlite):
+        raise damaged(sqlite, shown, "not an SQLite database")
     try:
         with store_creation_lock(tracking_uri):  # the first client of a new SQLite store creates its tables
             if sqlite is not None and not sqlite.exists() and sqlite.parent.is_dir():
                 start_sqlite_store(sqlite)
             MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as e:  # MlflowException (unknown scheme), SQLAlchemy errors, OSError: all one line
+        if sqlite is not None and sqlite.is_file() and _read_as_damaged(e):
+            cause = getattr(e, "orig", None) or e
+            raise damaged(sqlite, shown, str(cause).strip().splitlines()[0][:200]) from None
         detail = hide_passwords(" ".join(str(e).split())[:300])
         raise ConfigError(f"tracking URI {shown}: cannot open the store ({type(e).__name__}: {detail}); a local "
                           "store is sqlite:///<path>/mlruns.db in a writable folder") from None
@@ -234,6 +276,8 @@ def store_failure(error: BaseException) -> str | None:
     MlflowException (TEMPORARILY_UNAVAILABLE) whose message carries the SQL and a 390-line traceback."""
     import sqlalchemy
 
+    if isinstance(error, StoreDamaged):
+        return str(error)
     seen: BaseException | None = error
     while seen is not None:
         store = isinstance(seen, sqlalchemy.exc.OperationalError) or (

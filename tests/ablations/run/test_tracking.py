@@ -14,7 +14,14 @@ from mlflow.tracking import MlflowClient
 
 from ablations.cli import main
 from ablations.run.lightning_logging import RunOwnedMLFlowLogger
-from ablations.run.tracking import PROBE_TIMEOUT_S, Tracker, check_tracking_uri, preserved_tracking_env
+from ablations.run.tracking import (
+    PROBE_TIMEOUT_S,
+    SQLITE_HEADER,
+    StoreDamaged,
+    Tracker,
+    check_tracking_uri,
+    preserved_tracking_env,
+)
 from bioablate_core.errors import ConfigError
 
 
@@ -109,6 +116,25 @@ def test_a_uri_with_a_password_that_cannot_work_is_one_line_with_the_password_ma
 def test_a_store_mlflow_cannot_open_is_one_error(uri):
     with pytest.raises(ConfigError, match=rf"^tracking URI {uri}: cannot open the store "):
         check_tracking_uri(uri)
+
+
+@pytest.mark.parametrize("header", [b"", SQLITE_HEADER], ids=["random-bytes", "random-bytes-after-the-header"])
+def test_a_damaged_store_file_is_said_so(tmp_path, header):
+    """Not a permissions problem, and not the user's command: a store SQLite cannot read."""
+    path = tmp_path / "mlruns.db"
+    path.write_bytes(header + bytes(range(256)) * 16)
+    with pytest.raises(StoreDamaged) as error:
+        check_tracking_uri(f"sqlite:///{path}")
+    message = str(error.value)
+    assert message.startswith(f"tracking URI sqlite:///{path}: the store file {path} is damaged (") and \
+        "restore it from a backup, or move it aside" in message and "writable" not in message, message
+
+
+def test_a_command_on_a_damaged_store_exits_1_with_one_line(tmp_path, capsys):
+    (tmp_path / "mlruns.db").write_bytes(bytes(range(256)) * 16)
+    code = main(["table", "quickstart", "--work-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "is damaged (not an SQLite database)" in err, (code, err)
 
 
 def test_a_local_store_passes(tmp_path):
