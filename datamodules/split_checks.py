@@ -11,7 +11,8 @@ Refused (one line naming the dataset and, for a user dataset, its YAML file):
   snippets stay together): some folds would test on nothing;
 - extractive QA whose training split has no located answer (the model could only learn "no span"), or
   whose test split has no gold answer at all (EM / F1 0 whatever the model predicts); likewise a tagged
-  dataset (ner, pico) without a gold mention in train or in test;
+  dataset (ner, pico) without a gold mention in train or in test, and a relation or class F1 whose test split
+  has no positive gold example (every pair the negative class, none the positive one);
 - a similarity test split whose gold scores are all equal (Pearson's correlation is undefined).
 
 Warned (`overlap_warning`): a later split repeating an earlier one: examples of the same id (an extractive
@@ -102,12 +103,34 @@ def _check_gold(spec: DatasetSpec, splits: Splits, where: str) -> None:
             if not any(x.spans for x in splits[split]):
                 raise BioablateError(f"dataset '{spec.name}': no {split} sentence has a gold mention{where}; "
                                      f"{consequence}")
+    _check_positive_gold(spec, splits, where)
     if entry.scored:
         golds = {x.label for x in splits["test"]}
         if len(golds) == 1:
             raise BioablateError(f"dataset '{spec.name}': every test pair has the same gold score ({golds.pop()})"
                                  f"{where}; a correlation with a constant is undefined: give a test set whose "
                                  "scores vary")
+
+
+def _check_positive_gold(spec: DatasetSpec, splits: Splits, where: str) -> None:
+    """An F1 of positive classes needs a positive gold example in test: with none, precision and recall have
+    no denominator and the score printed 0.0000 as if it were a result."""
+    args = spec.metric_args
+    if spec.metric == "relation_micro_f1":
+        positive, which = (lambda label: label != args["negative"]), f"every one is '{args['negative']}'"
+    elif spec.metric == "positive_class_f1":
+        positive, which = (lambda label: label == args["positive"]), f"none is '{args['positive']}'"
+    else:
+        return
+    if not any(positive(label) for x in splits["test"] for label in _gold_labels(x)):
+        unit = "pair" if TASK_TYPES.of(spec.task_type).relation else "example"
+        raise BioablateError(f"dataset '{spec.name}': no test {unit} has a positive gold label ({which}){where}; "
+                             "F1 is undefined there, and would be 0 whatever the model predicts")
+
+
+def _gold_labels(instance: Instance) -> tuple[str, ...]:
+    label = getattr(instance, "label", None)
+    return (label,) if isinstance(label, str) else tuple(getattr(instance, "labels", ()))
 
 
 def _check_fold_count(spec: DatasetSpec, splits: Splits, where: str) -> None:

@@ -154,6 +154,15 @@ def gad_jsonl(data_dir: Path, folder: Path, records: list[dict], fragment: str) 
             "files: {train: train.jsonl, test: test.jsonl}\ndev: none\n", fragment)
 
 
+def relation_without_positive_test_pairs(data_dir: Path, folder: Path, score: str, fragment: str) -> tuple[str, str]:
+    """GAD's pairs with every test pair relabelled '0': a relation F1 with no positive gold to find."""
+    lines = gad_lines(data_dir, 0, 40)
+    write(folder / "train.tsv", "\n".join(lines[:30]) + "\n")
+    write(folder / "test.tsv", "".join(line.rsplit("\t", 1)[0] + "\t0\n" for line in lines[30:]))
+    return (f"format: tsv\ntask_type: re\nlabels: ['0', '1']\n{score}\nentity_types: [GENE, DISEASE]\n"
+            "files: {train: train.tsv, test: test.tsv}\ndev: none\n", fragment)
+
+
 def carved_dev(data_dir: Path, folder: Path, fraction: str, fragment: str) -> tuple[str, str]:
     write(folder / "train.tsv", "\n".join(gad_lines(data_dir, 0, 40)) + "\n")
     write(folder / "test.tsv", "\n".join(gad_lines(data_dir, 40, 60)) + "\n")
@@ -191,6 +200,10 @@ CASES = {
     "similarity-constant-gold": constant_gold,
     "ner-test-without-mentions": lambda d, f: conll_without_mentions(d, f, "test"),
     "ner-train-without-mentions": lambda d, f: conll_without_mentions(d, f, "train"),
+    "relation-test-without-positive-pairs": lambda d, f: relation_without_positive_test_pairs(
+        d, f, "negative_label: '0'", "no test pair has a positive gold label (every one is '0')"),
+    "positive-class-test-without-positive-pairs": lambda d, f: relation_without_positive_test_pairs(
+        d, f, "positive_label: '1'", "no test pair has a positive gold label (none is '1')"),
     "text-of-zero-width-characters": lambda d, f: gad_jsonl(d, f, [{"id": "z", "text": "\u200b\u200c\u0007",
                                                                     "label": "0"}],
                                                             "the text holds no visible character"),
