@@ -99,10 +99,22 @@ TAGGED_TASK_TYPES = TASK_TYPES.names(lambda t: t.tagged)  # where the tagging ch
 SCHEMES: Choice[TaggingScheme] = Choice("finetune.tagging", "tagging scheme (Table 13)")  # standard first
 for _scheme in (
     TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)"),
-    TaggingScheme("bioul", ("B", "I", "L", "U"), "BIO plus L-X (last word) and U-X (one-word mention)"),
+    TaggingScheme("bioul", ("B", "I", "L", "U"), "IOBES (BIOES) in BILOU's letters: BIO plus L-X (last word, IOBES' "
+                                               "E-X) and U-X (one-word mention, IOBES' S-X)"),
     TaggingScheme("io", ("I",), "inside/outside only; adjacent mentions of one type merge"),
 ):
     SCHEMES.register(_scheme.name, _scheme, task_types=TAGGED_TASK_TYPES)
+
+
+# How users read a scheme's name: `bioul` is the config value (and in run fingerprints), IOBES what corpora and
+# papers call the scheme (the same scheme, with S- and E- for U- and L-).
+SHOWN = {"bio": "BIO", "io": "IO",
+         "bioul": "IOBES (in BILOU's letters: L- for IOBES' E-, U- for its S-; config value `bioul`)"}
+
+
+def shown_name(name: str) -> str:
+    """A scheme as a person reads it."""
+    return SHOWN.get(name, name)
 
 
 # finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).

@@ -29,6 +29,7 @@ from ablations.places import LOCAL, LOCAL_KEYS, PATH_KEYS, shown_path
 from ablations.run.card_metadata import base_model, eval_results, license_metadata
 from bioablate_core.databases import hide_passwords
 from datamodules.registry import get_dataset
+from datamodules.tagging import shown_name
 from datamodules.task_kinds import TASK_KINDS
 from datamodules.task_types import TASK_TYPES
 from lightning_modules.models import RANDOM_BERT
@@ -201,7 +202,7 @@ def _token_inputs(meta: dict[str, Any]) -> str:
     return (f"Split the text into words and tokenize them with the saved tokenizer (`is_split_into_words="
             f"True`), truncating at {meta['max_length']} tokens. The model tags {where}; a word's tag is "
             f"read there (the rest are ignored). Tags "
-            f"use the `{meta['tagging']}` scheme; decode them into word spans (`bioablate predict` does).")
+            f"use the {shown_name(meta['tagging'])} scheme; decode them into word spans (`bioablate predict` does).")
 
 
 def _span_inputs(meta: dict[str, Any]) -> str:

@@ -13,7 +13,14 @@ from transformers import BertConfig, BertModel, BertTokenizer
 
 from ablations.config import build_config
 from ablations.run.card_metadata import base_model, license_metadata
-from ablations.run.cards import PretrainFacts, Provenance, invoked_command, pretrain_card, shareable_config
+from ablations.run.cards import (
+    PretrainFacts,
+    Provenance,
+    card_part,
+    invoked_command,
+    pretrain_card,
+    shareable_config,
+)
 from ablations.run.export import save_finetuned
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.task_kinds import make_encoder
@@ -137,3 +144,12 @@ def test_every_blurb_dataset_states_its_licence_or_that_there_is_none():
     stated = {name: get_dataset(name).licenses for name in dataset_names()}
     assert {name for name, licences in stated.items() if not licences} == {"ebm-pico", "chemprot"}
     assert stated["bc5-chem"] == stated["gad"] == ("cc-by-4.0",) and stated["ddi"] == ("cc-by-nc-4.0",)
+
+
+@pytest.mark.parametrize("tagging, named", [
+    ("bioul", "Tags use the IOBES (in BILOU's letters: L- for IOBES' E-, U- for its S-; config value `bioul`) scheme"),
+    ("bio", "Tags use the BIO scheme"), ("io", "Tags use the IO scheme")])
+def test_a_tagging_models_card_names_its_scheme_as_corpora_do(tagging, named):
+    """A user with IOBES files read `bioul` and took it for another scheme: the card says IOBES."""
+    meta = {"output_kind": "token", "subtoken_labels": "first", "max_length": 128, "tagging": tagging}
+    assert named in card_part(meta).inputs(meta)
