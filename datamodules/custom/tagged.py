@@ -10,8 +10,10 @@ Tags are read in the scheme they ship in, found from the prefixes the file uses 
 the ends of mentions are marked):
 IOB2 or IO (`B-`, `I-`), IOBES / BIOES (`E-` ends a mention, `S-` is a one-word one) or BILOU (`L-`, `U-`
 for the same), typed (`B-Chemical`, `S-PAR`) or untyped (`B`, `S`: their type is `entity_type`). They
-become spans the way conlleval reads them (`datamodules.tagging`'s BIOUL decoding: E-/L- close a mention,
-S-/U- are one), so the entity F1 a run reports equals conlleval's and seqeval's on the same tags.
+become spans as their scheme means them: IOB2 and IO the way conlleval reads them, IOBES and BILOU by
+`datamodules.tagging`'s BIOUL decoding (E-/L- close a mention, S-/U- are one). The entity F1 a run reports
+equals conlleval's on IOB2 tags, and on IOBES tags converted to IOB2 first (conlleval's `E-` is IOE's, and
+it knows no `S-`).
 The YAML's `tagging:` (bio, io, iobes, bilou; default auto: detected) declares the scheme instead: a tag
 outside it is refused, naming the file, the line and the scheme, and the scheme is said for every file.
 `collapse_type` renames every type before spans are built (BLURB scores NER with one type). A YAML without
