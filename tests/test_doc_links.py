@@ -17,12 +17,9 @@ HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 
-# Links in files this test's owners may not edit, broken by a page that moved. Each entry must stay broken
-# (the test says so once it is fixed, so that the entry goes), and names where the link should point now.
-KNOWN_BROKEN = {
-    ("docs/results/gpu-2026-11-27/README.md", "../../performance.md#on-a-gpu-the-first-figures-2026-11-27"):
-        "../../../benchmarks/reports/2026-11-27-gpu-first-figures.md",
-}
+# Links broken by a page that moved, each with where it should point now; each entry must stay broken (the test
+# says so once it is fixed, so that the entry goes)
+KNOWN_BROKEN: dict[tuple[str, str], str] = {}
 
 
 def documents(root: Path = REPO_ROOT) -> list[Path]:

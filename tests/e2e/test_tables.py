@@ -101,9 +101,9 @@ def test_another_profile_keeps_a_table_run_of_its_own(micro_store, data_dir, tmp
     micro_md, mini_md = (artifact(uri, runs[p], "table.md", tmp_path) for p in ("micro", "mini"))
     assert "- profile: micro" in micro_md and MICRO_SETUP in micro_md and "not run" not in micro_md
     assert "- profile: mini" in mini_md and MINILM_CAPTION in mini_md and "not run" in mini_md
-    assert "Runs: general-minilm (6 layers × 384 hidden); 2 epochs (bc5-chem), 3 epochs (chemprot); learning rate " \
-        "0.0002 (bc5-chem), 0.0001 (chemprot); batch size 8 (bc5-chem), 16 (chemprot); training examples at most " \
-        "560 (bc5-chem), 800 (chemprot)" in mini_md
+    assert "Runs: general-minilm (6 layers × 384 hidden); epochs 2 (bc5-chem), 3 (chemprot); learning rate 0.0002 " \
+        "(bc5-chem), 0.0001 (chemprot); batch size 8 (bc5-chem), 16 (chemprot); training examples at most 560 " \
+        "(bc5-chem), 800 (chemprot)" in mini_md
     # and two folders: rendering mini did not overwrite micro's files (issue 38)
     folders = {p: work / "tables" / f"quickstart-{p}" for p in ("micro", "mini")}
     assert "- profile: micro" in (folders["micro"] / "table.md").read_text()
