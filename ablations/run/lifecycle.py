@@ -78,8 +78,7 @@ log = logging.getLogger("bioablate")
 HEARTBEAT_S = 30.0  # how often a claim's holder refreshes `claim.heartbeat`
 STALE_AFTER_S = 4 * HEARTBEAT_S  # a heartbeat older than this: its holder is dead (on another host)
 CLAIM_TAG = "bioablate.claim"  # who holds a run: JSON {host, pid, since, heartbeat[, lock]}
-LEGACY_CLAIM_TAGS = ("claim.host", "claim.pid", "claim.since", "claim.lock", "claim.heartbeat")  # before it
-NOT_CARRIED_OVER = ("error", "stopped", "continues", CLAIM_TAG, *LEGACY_CLAIM_TAGS)  # a continued run has none
+NOT_CARRIED_OVER = ("error", "stopped", "continues", CLAIM_TAG)  # a continued run has none
 # Logged once, when training is over (best dev, test): a continued run computes them again, never starts with them.
 SUMMARY_METRIC_PREFIXES = ("best_dev/", "test/")
 NON_FINITE_HINT = ("Lower the learning rate (finetune.lr / pretrain.lr), check finetune.class_weights and the "
@@ -345,15 +344,13 @@ def claim_tags(holder: Holder, lock: Path | None = None) -> dict[str, str]:
 
 
 def claim_of(tags: dict[str, str]) -> dict[str, Any]:
-    """A run's claim (host, pid, since, heartbeat, lock), from its `bioablate.claim` tag or, for a run
-    written before that tag, its `claim.*` tags; {} for an unclaimed run or an unreadable claim."""
-    if CLAIM_TAG in tags:
-        try:
-            claimed = json.loads(tags[CLAIM_TAG])
-        except ValueError:
-            return {}
-        return claimed if isinstance(claimed, dict) else {}
-    return {key.removeprefix("claim."): tags[key] for key in LEGACY_CLAIM_TAGS if key in tags}
+    """A run's claim (host, pid, since, heartbeat, lock), from its `bioablate.claim` tag; {} for an unclaimed
+    run or an unreadable claim."""
+    try:
+        claimed = json.loads(tags.get(CLAIM_TAG, "{}"))
+    except ValueError:
+        return {}
+    return claimed if isinstance(claimed, dict) else {}
 
 
 def live_holder(tags: dict[str, str]) -> Holder | None:

@@ -77,7 +77,7 @@ def test_a_failed_run_continues_from_its_checkpoint_with_one_point_per_step_then
     assert failed.data.tags["fingerprint"] == FINGERPRINT and failed.data.tags["git_commit"]
     assert failed.data.tags["kind"] == "test" and failed.data.params["lr"] == "0.1"
     assert first.last_checkpoint.exists()  # kept for the resume
-    tag_legacy_claim(client, first.run_id, "old-host", 1, 0.0)  # as the previous version left its holder
+    tag_claim(client, first.run_id, "old-host", 1, 0.0)  # a dead holder left on the failed run
 
     second = start(tmp_path)
     assert second.resuming and second.resume_from == second.last_checkpoint
@@ -85,7 +85,7 @@ def test_a_failed_run_continues_from_its_checkpoint_with_one_point_per_step_then
     continued = client.get_run(second.run_id)
     assert continued.info.status == "FINISHED" and continued.data.tags["continues"] == first.run_id
     assert "error" not in continued.data.tags  # a successful resume carries no error of the old attempt
-    assert not [key for key in continued.data.tags if key.startswith(("claim.", "bioablate.claim"))]  # nor its holder
+    assert "bioablate.claim" not in continued.data.tags  # nor its holder
     assert continued.data.tags["kind"] == "test" and continued.data.params["lr"] == "0.1"
     history = [(m.step, m.value) for m in client.get_metric_history(second.run_id, "loss")]
     assert sorted(history) == [(s, float(s)) for s in range(1, 7)]  # the killed attempt's 3, 4 are gone
@@ -199,18 +199,9 @@ def tag_claim(client: MlflowClient, run_id: str, host: str, pid: int, heartbeat:
                                                          "lock": "/elsewhere/claim.lock", "heartbeat": heartbeat}))
 
 
-def tag_legacy_claim(client: MlflowClient, run_id: str, host: str, pid: int, heartbeat: float) -> None:
-    """The claim as the previous version wrote it: five tags."""
-    for key, value in {"claim.host": host, "claim.pid": str(pid), "claim.since": "0",
-                       "claim.lock": "/elsewhere/claim.lock", "claim.heartbeat": str(heartbeat)}.items():
-        client.set_tag(run_id, key, value)
-
-
-@pytest.mark.parametrize("tag_claim", [tag_claim, tag_legacy_claim], ids=["claim-tag", "previous-version-tags"])
-def test_a_run_claimed_through_another_work_dir_is_taken_over_only_once_its_holder_is_dead(tmp_path, tag_claim):
+def test_a_run_claimed_through_another_work_dir_is_taken_over_only_once_its_holder_is_dead(tmp_path):
     """A store shared by machines that do not share the work directory: the lock file cannot tell, the
-    heartbeat (another host) or the process table (this host) does; read from the claim tag, or from the
-    tags of a run the previous version wrote (a store shared while machines upgrade one by one)."""
+    heartbeat (another host) or the process table (this host) does, read from the claim tag."""
     first = start(tmp_path)
     client = MlflowClient(first.tracking_uri)
     client.update_run(first.run_id, status="RUNNING")
