@@ -4,7 +4,7 @@ At every `fit` on a CUDA device Lightning asks `torch.get_float32_matmul_precisi
 legacy getter raises ("mix of the legacy and new APIs") once anything chose the precision through the new
 per-backend API (`torch.backends.cuda.matmul.fp32_precision = "tf32"`, PyTorch's recommended spelling;
 transformers' `TrainingArguments(tf32=...)` sets `torch.backends.fp32_precision`): a user's script that
-did so, then called bioablate on a GPU, failed inside Lightning. Seen on an H100 with torch 2.11 (2026-11-27).
+did so, then called bioablate on a GPU, failed inside Lightning.
 """
 
 from __future__ import annotations

@@ -74,9 +74,9 @@ def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Ten
 
 def sample_tokens(logits: torch.Tensor) -> torch.Tensor:
     """One token per row of [N, V] logits, drawn from their softmax by inverse transform: a cumulative sum
-    and a binary search, with the default generator. The same draw as `torch.multinomial(probs, 1)`, which
-    took 20x longer on one CPU core (158 against 8 ms for 160 rows of a 30,522-token vocabulary, 2026-11-29)
-    and was most of a micro ELECTRA step. A zero-probability token is never drawn (its interval is empty)."""
+    and a binary search, with the default generator. The same draw as `torch.multinomial(probs, 1)`, which is
+    many times slower on a CPU, and was most of a micro ELECTRA step. A zero-probability token is never drawn
+    (its interval is empty)."""
     cdf = F.softmax(logits.float(), dim=-1).cumsum(dim=-1)
     # scaled by the last sum, not 1: float32 sums of 30k terms fall short of 1 by ~1e-6
     point = torch.rand(cdf.shape[0], 1, device=cdf.device, dtype=cdf.dtype) * cdf[:, -1:]
