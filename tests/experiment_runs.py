@@ -90,7 +90,8 @@ def _md_cells(markdown: str, columns: list[str]) -> dict[tuple[str, str], str]:
     out = {}
     for line in markdown.splitlines():
         parts = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-        if len(parts) == len(columns) + 1 and not parts[0].startswith(("---", "*")):
+        # a row's label, its cells, and (where the runs logged floors) its floor column
+        if len(parts) in (len(columns) + 1, len(columns) + 2) and not parts[0].startswith(("---", "*")):
             out.update({(parts[0].strip("*"), column): text for column, text in zip(columns, parts[1:])})
     return out
 
@@ -119,8 +120,8 @@ def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, 
         if r["fixed_model_p_corrected"]:  # degenerate tests (p = 1) are left out of the family
             assert (r["fixed_model_significant"] == "true") == (float(r["fixed_model_p_corrected"]) < ALPHA)
             assert float(r["fixed_model_p_corrected"]) >= float(r["fixed_model_p"])
-        else:
-            assert float(r["fixed_model_p"]) == 1.0
+        else:  # a degenerate test, or a cell that did not learn (never corrected with the others)
+            assert float(r["fixed_model_p"]) == 1.0 or r["cell_state"] in ("at floor", "collapsed"), r
         assert r["effect"]  # the paper's difference to the baseline
     cells = _md_cells(md, list(experiment.layout.column_order))
     for r in compared:
@@ -130,11 +131,18 @@ def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, 
     for r in compared:  # seeds needed wherever the seeds have a spread to solve from
         if r["seeds_needed"]:
             assert f"~{int(r['seeds_needed']):,} seeds" in md and "Seeds needed to resolve the paper's difference" in md
-    if experiment.name == "quickstart":
-        assert any(r["seeds_needed"] for r in compared)  # 2 seeds: a spread
+    states = {(r["row"], r["column"]): r["cell_state"] for r in records}
+    if experiment.name == "quickstart" and any(states[(r["row"], r["column"])] == states[(r["row"], baseline)] ==
+                                               "learned" for r in compared):
+        assert any(r["seeds_needed"] for r in compared)  # 2 seeds: a spread, where both sides learned
     assert all(float(r["flops"]) > 0 and float(r["device_seconds"]) > 0 and float(r["peak_memory_bytes"]) > 0
                for r in records if r["mean"] and r["row"] != results.BLURB_ROW)
-    assert "Agreement with the paper:" in md and all(r["agreement"] for r in records if r["paper"])
+    # the agreement line compares the learned cells with the paper's (a random BERT under micro may learn nothing)
+    learned = [r for r in records if r["paper"] and r["cell_state"] == "learned"]
+    if any(sum(x["row"] == r["row"] for x in learned) >= 2 for r in learned):
+        assert "Agreement with the paper:" in md and all(r["agreement"] for r in learned)
+    else:
+        assert "Agreement with the paper:" not in md
     for cell in collect(experiment):  # every run logged its compute
         assert cell.compute["system/compute/flops"] > 0 and cell.compute["system/compute/device"], cell.compute
     # with --cost: the compute rows and the score-vs-compute figure; --stats: every result from the cache

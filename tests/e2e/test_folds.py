@@ -56,7 +56,7 @@ def test_every_fold_is_its_own_run_and_the_cell_is_their_mean(data_dir, tmp_path
     assert cell.std == pytest.approx(statistics.stdev(values))
     table = (work / "tables" / "folds-micro" / "table.md").read_text()
     # the cell: mean ± std, then n (and, after a ';', the statistics' notes)
-    assert re.search(rf"{cell.mean:.2f} ± {cell.std:.2f} \(n=3[;)]", table) and \
+    assert re.search(rf"{cell.mean:.2f} ± {cell.std:.2f}⊥? \(n=3[;)]", table) and \
         f"{cell.mean:.2f} ± {cell.std:.2f}" in out
     assert "Task 'euadr' is cross-validated: each seed runs 3 folds" in table
 

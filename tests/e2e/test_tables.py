@@ -195,12 +195,13 @@ def test_a_vocabulary_table_names_the_profile_and_datasets_it_computed_over(tmp_
     assert header == "- profile: none applies (no runs: computed from the staged vocabularies)"
 
 
-def test_every_run_logs_its_floor_and_state_and_every_cell_shows_them(micro_store):
+def test_every_run_logs_its_floor_and_state_and_every_cell_shows_them(micro_store, data_dir):
     from datamodules.floors import STATES
 
     work, uri = micro_store
     client = MlflowClient(uri)
-    runs = client.search_runs([client.get_experiment_by_name("finetune").experiment_id], "tags.kind = 'finetune'")
+    planned = collect(load_experiment("quickstart", profile="micro", data_dir=str(data_dir), work_dir=str(work)))
+    runs = [client.get_run(c.run_id) for c in planned]
     assert len(runs) == 8
     for run in runs:
         assert 0.0 <= run.data.metrics["test/floor"] <= 1.0 and run.data.tags["test_state"] in STATES
@@ -214,7 +215,8 @@ def test_the_bundle_renders_the_same_table_alone_and_an_import_is_reused(micro_s
     """`table --from` gives the same table.md, .tex and .csv with no store; `import` then `run` in a new work
     directory computes nothing and renders the same table."""
     work, _ = micro_store
-    folder = work / "tables" / "quickstart-micro"
+    folder = tmp_path / "rendered"  # the micro runs' table (the module's other tests render other invocations)
+    assert table(work, data_dir, "--profile", "micro", "--out", str(folder)).returncode == 0
     done = bioablate_in_process("table", "--from", str(folder), "--out", str(tmp_path / "from"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     for name in ("table.md", "table.tex", "table.csv", "bundle.jsonl"):
