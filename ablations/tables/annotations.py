@@ -54,25 +54,30 @@ def tasks_as_columns(data: TableData) -> bool:
     return data.layout.columns in ("task", "metric") and data.layout.rows != "task"
 
 
-def _floor_text(cells: list[Cell]) -> str:
+def _floor(cells: list[Cell]) -> tuple[str, str]:
+    """The floor of a line of cells (one test set), as ("64.50", "all positive"); ("", "") where none is known."""
     found = next((c for c in cells if c.floor is not None), None)
-    return "" if found is None else f"{_f(found.floor)} ({found.floor_kind})"
+    return ("", "") if found is None else (_f(found.floor), found.floor_kind or "")
 
 
-def row_floors(data: TableData) -> dict[str, str]:
-    """Each row's floor as its floor column shows it ("64.50 (all positive)"), where the rows are the tasks
-    (or one task each); {} where no cell knows its floor or the columns are the tasks."""
+def floor_text(value: str, kind: str) -> str:
+    return f"{value} ({kind})" if value else ""
+
+
+def row_floors(data: TableData) -> dict[str, tuple[str, str]]:
+    """Each row's floor (value and kind) for its floor column, where the rows are the tasks (or one task each);
+    {} where no cell knows its floor or the columns are the tasks."""
     if tasks_as_columns(data):
         return {}
-    found = {row: _floor_text(cells) for row, cells in data.body_rows()}
-    return found if any(found.values()) else {}
+    found = {row: _floor(cells) for row, cells in data.body_rows()}
+    return found if any(value for value, _ in found.values()) else {}
 
 
 def floor_row(data: TableData) -> tuple[str, list[str]] | None:
     """The floor of each column, as a row under the scores, where the columns are the tasks."""
     if not tasks_as_columns(data):
         return None
-    texts = [_floor_text([data.cells[(r, c)] for r in data.rows]) for c in data.columns]
+    texts = [floor_text(*_floor([data.cells[(r, c)] for r in data.rows])) for c in data.columns]
     return (FLOOR_LABEL, texts) if any(texts) else None
 
 

@@ -77,10 +77,6 @@ def run_record(run: Any, experiment_name: str, units: ScoredUnits | None) -> Run
                      dict(sorted(run.data.metrics.items())), run.info.start_time, run.info.end_time, histogram, units)
 
 
-def _layout_json(layout: TableLayout) -> dict[str, Any]:
-    return asdict(layout)
-
-
 def _layout_from(value: dict[str, Any]) -> TableLayout:
     known = {f.name: f for f in fields(TableLayout)}
     return TableLayout(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k in known})
@@ -90,7 +86,7 @@ def write_bundle(path: Path, bundle: Bundle) -> Path:
     """Write `bundle` to `path` (the table's folder / BUNDLE): the same evidence gives the same bytes."""
     lines = [{"record": "table", "format": FORMAT, "kind": bundle.kind, "name": bundle.name,
               "profile": bundle.profile, "header": bundle.header,
-              "layout": None if bundle.layout is None else _layout_json(bundle.layout),
+              "layout": None if bundle.layout is None else asdict(bundle.layout),
               "stage_costs": bundle.stage_costs, "grid": bundle.grid}]
     test_sets: dict[str, str] = {}  # the ids' text -> its key
     runs = []

@@ -194,7 +194,8 @@ def _markdown(data: TableData) -> str:
             text += "".join(f" [{n}]" for n in marks)
             texts.append(md_escape(text))
         label = f"**{BLURB_ROW}**" if row == BLURB_ROW else md_escape(row)
-        lines.append("| " + " | ".join([label] + texts + [md_escape(floors.get(row, ""))] * bool(floors)) + " |")
+        floor = [md_escape(annotations.floor_text(*floors.get(row, ("", ""))))] * bool(floors)
+        lines.append("| " + " | ".join([label] + texts + floor) + " |")
     lines += ["| " + " | ".join(md_escape(t) for t in [f"*{label}*", *texts, *[""] * bool(floors)]) + " |"
               for label, texts in _extra_rows(data)]
     return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)]
@@ -248,9 +249,9 @@ def _latex(data: TableData) -> str:
                 paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
                 widths[i] = max(widths[i], width + s.floor_mark)
             if floors:  # the row's floor, its kind on a second line
-                value, _, kind = floors.get(row, "").partition(" (")
+                value, kind = floors.get(row, ("", ""))
                 first.append(value)
-                below.append([small([latex_escape(kind.rstrip(")"))])] if kind else [])
+                below.append([small([latex_escape(kind)])] if value else [])
                 paper.append("")
                 widths[-1] = max(widths[-1], len(value), 5)
             body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])

@@ -130,7 +130,8 @@ def learned(record: Mapping[str, str], floors: Mapping[str, float] | None = None
         return record["cell_state"] not in NOT_LEARNED
     key = record["row"] if record["row"] == BLURB_ROW else record.get("tasks", "")
     floor = (floors or {}).get(key)
-    low = _float(record.get("ci_low", "")) if _float(record.get("ci_low", "")) is not None else _float(record["mean"])
+    low = _float(record.get("ci_low", ""))
+    low = _float(record["mean"]) if low is None else low
     return floor is None or low > floor
 
 
