@@ -124,8 +124,7 @@ def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], d
                      "means (datamodules.metrics.blurb_score); its ± and test use the per-seed BLURB "
                      "score over the seeds on which every task of the column finished.")
     notes += data.notes
-    legend = annotations.floor_note(data)
-    notes += [legend] if legend else []
+    notes += [legend for legend in [annotations.floor_note(data)] if legend]
     summary = annotations.seeds_summary(data)
     notes += [summary] if summary else []
 
@@ -194,8 +193,8 @@ def _markdown(data: TableData) -> str:
             text += "".join(f" [{n}]" for n in marks)
             texts.append(md_escape(text))
         label = f"**{BLURB_ROW}**" if row == BLURB_ROW else md_escape(row)
-        floor = [md_escape(annotations.floor_text(*floors.get(row, ("", ""))))] * bool(floors)
-        lines.append("| " + " | ".join([label] + texts + floor) + " |")
+        floor = [md_escape(annotations.floor_text(*floors[row]))] if floors else []  # floors: every row's
+        lines.append("| " + " | ".join([label, *texts, *floor]) + " |")
     lines += ["| " + " | ".join(md_escape(t) for t in [f"*{label}*", *texts, *[""] * bool(floors)]) + " |"
               for label, texts in _extra_rows(data)]
     return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)]
@@ -249,7 +248,7 @@ def _latex(data: TableData) -> str:
                 paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
                 widths[i] = max(widths[i], width + s.floor_mark)
             if floors:  # the row's floor, its kind on a second line
-                value, kind = floors.get(row, ("", ""))
+                value, kind = floors[row]
                 first.append(value)
                 below.append([small([latex_escape(kind)])] if value else [])
                 paper.append("")
