@@ -368,29 +368,14 @@ def under_key(key: str, names: Iterable[str]) -> bool:
     return any(key == name or key.startswith(name + ".") for name in names)
 
 
-# Result keys added after stores were written, with their defaults: left out of a run's fingerprint while
-# at their default (which computes what every run did before the key existed), so those runs keep their
-# fingerprints (tests/ablations/test_config.py pins some), and out of the config digest of a recorded plan,
-# so plans recorded before them are still read (ablations/experiment/record.py).
-LATER_KEYS = {"finetune.class_weights": None, "finetune.qa_stride": None, "finetune.max_answer_length": 30,
-              "finetune.qa_merge": "best-snippet", "finetune.static_shapes": False, "pretrain.packing": False,
-              "pretrain.master_weights": False, "pretrain.fused_qkv": False, "pretrain.max_predictions": None,
-              "trainer.compile_mode": "default"}
-
-
 # Keys that change what is drawn, not what is computed: out of a recorded plan's config digest as well as the
-# fingerprints (the micro profile's `figures: false` came after plans were recorded under it)
+# fingerprints, so a table rendered with or without figures reads the same plan
 DRAWING_KEYS = ("figures",)
-
-
-def at_later_default(key: str, value: Any) -> bool:
-    """`key` (flattened) is one of the LATER_KEYS and at its default: identified as if it did not exist."""
-    return key in LATER_KEYS and value == LATER_KEYS[key]
 
 
 def fingerprint(cfg: DictConfig, data_fingerprint: str, exclude: Iterable[str] = ()) -> str:
     """A fine-tuning run's identity: hash of the keys that decide its result (FINETUNE_RESULT_KEYS, less
     `exclude`: keys whose content the caller has put into `data_fingerprint` instead) and the data."""
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, FINETUNE_RESULT_KEYS)
-             and not under_key(k, exclude) and not at_later_default(k, v)}
+             and not under_key(k, exclude)}
     return digest({"config": items, "data": data_fingerprint})

@@ -19,7 +19,6 @@ from bioablate_core.identity import field_marks, marked
 from datamodules import protocols
 from datamodules.fold_lists import FILE_FOLDS, ListedFolds
 from datamodules.instances import Instance
-from datamodules.legacy_fingerprints import legacy_fingerprint
 from datamodules.protocols import DEFAULT_FOLD, CarvedDev, Folds, apply_protocol, fold_name
 
 SPLITS = ("train", "dev", "test")
@@ -163,17 +162,15 @@ class DatasetSpec:
         shared loop) does not recompute every stored run on its datasets, while a reader whose output
         changes bumps its `READER_VERSION` and so does. tests/datamodules/test_dataset_contents.py pins
         every built-in dataset's instances on the staged data: a changed output without a bump fails
-        there. Fingerprints recorded when the reader's bytes were hashed are kept
-        (datamodules/legacy_fingerprints.py)."""
+        there."""
         base = self.base_dir(data_dir)
         sources = list(self.package_files)
         for rel in self.files:
             path = base / rel
             sources += files_under(path) if path.is_dir() else [path]
         protocol = self._protocol_key()
-        digest = hash_files(sources, seed=(self.name + self.definition + protocol + "|code="
-                                           + self.code_version() + "|shape=" + self._shape_key()).encode())
-        return legacy_fingerprint(self.name, digest)
+        return hash_files(sources, seed=(self.name + self.definition + protocol + "|code="
+                                         + self.code_version() + "|shape=" + self._shape_key()).encode())
 
     def _shape_key(self) -> str:
         """The spec's fields that change what a run trains on or how it is scored (a built-in dataset's

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from ablations.config import DRAWING_KEYS, LOCATION_KEYS, at_later_default, flatten
+from ablations.config import DRAWING_KEYS, LOCATION_KEYS, flatten
 from ablations.experiment.definition import Experiment
 from ablations.experiment.plan import Identities, Plan, RunIdentity
 from bioablate_core.errors import ConfigError
@@ -43,10 +43,9 @@ def record_path(experiment: Experiment) -> Path:
 
 def config_digest(cfg: DictConfig) -> str:
     """A planned run's config, less where it goes and what it draws (DRAWING_KEYS): equal digests, equal runs
-    (given the same data). A key added since plans were recorded counts only off its default, as in the
-    fingerprints (LATER_KEYS)."""
+    (given the same data)."""
     items = {k: v for k, v in flatten(cfg).items()
-             if k.split(".")[0] not in LOCATION_KEYS and k not in DRAWING_KEYS and not at_later_default(k, v)}
+             if k.split(".")[0] not in LOCATION_KEYS and k not in DRAWING_KEYS}
     return digest(items)
 
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablations.config import PRETRAIN_RESULT_KEYS, at_later_default, flatten, under_key
+from ablations.config import PRETRAIN_RESULT_KEYS, flatten, under_key
 from ablations.places import resolve_data_dir, resolve_work_dir
 from ablations.run.pretrain_checks import check_config
 from ablations.run.pretrain_inputs import load_run_corpus, resolve_pretrain_vocab, shard_settings, shards_dir
@@ -56,8 +56,7 @@ def dry_run(cfg: DictConfig) -> list[str]:
 def pretrain_fingerprint(cfg: DictConfig, corpus_fp: str, vocab_path: Path, init_fp: str) -> str:
     items = {k: v for k, v in flatten(cfg).items() if under_key(k, PRETRAIN_RESULT_KEYS)
              # a continual run's starting model counts by content (init_fp), not by its path
-             and not (k == "pretrain.init" and init_fp != "scratch")
-             and not at_later_default(k, v)}
+             and not (k == "pretrain.init" and init_fp != "scratch")}
     return digest({"config": items, "corpus": corpus_fp, "vocab": file_hash(vocab_path), "init": init_fp})
 
 
@@ -92,12 +91,8 @@ def resolve_inputs(cfg: DictConfig, train_vocab: bool = True) -> PretrainInputs 
 
 
 def export_dir(cfg: DictConfig, work_dir: Path, run_fp: str) -> Path:
-    """Where the run's model is exported: `<work>/models/<model_dir_name>/`; a model exported before
-    folders had readable names (`<work>/models/<fingerprint>/`) stays where it is and is found there, so
-    finished runs of an older work directory are still reused."""
-    legacy = work_dir / "models" / run_fp
-    named = work_dir / "models" / model_dir_name(cfg, run_fp)
-    return legacy if (legacy / "config.json").is_file() and not named.exists() else named
+    """Where the run's model is exported: `<work>/models/<model_dir_name>/`."""
+    return work_dir / "models" / model_dir_name(cfg, run_fp)
 
 
 def model_dir_name(cfg: DictConfig, run_fp: str) -> str:

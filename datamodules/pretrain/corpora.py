@@ -46,7 +46,6 @@ import numpy as np
 from bioablate_core.errors import BioablateError, ConfigError
 from bioablate_core.files import user_cache_dir, write_text_atomic
 from bioablate_core.fingerprints import hash_files
-from datamodules.legacy_fingerprints import legacy_corpus_fingerprint
 from datamodules.pretrain.corpus_specs import (  # noqa: F401
     CORPORA,
     CorpusSpec,
@@ -93,15 +92,14 @@ def files_fingerprint(paths, seed: bytes = b"") -> str:
 
 def corpus_fingerprint(name: str, data_dir: Path) -> str:
     """Hash of the expression's corpus definitions (formats, fields, filters), their files' contents and
-    the corpus code's version; on the staged data, the fingerprint recorded before that version existed
-    (datamodules/legacy_fingerprints.py)."""
+    the corpus code's version."""
     paths, definitions = [], []
     for stage in parse_corpus(name):
         for ref in stage:
             spec = resolve_corpus(ref)
             definitions.append(repr((spec.name, spec.parts, dataclasses.astuple(spec.filters))))
             paths += [p for p, _ in spec_files(spec, data_dir)]
-    return legacy_corpus_fingerprint(name, files_fingerprint(paths, "\n".join(definitions).encode()))
+    return files_fingerprint(paths, "\n".join(definitions).encode())
 
 
 # ------------------------------------------------------------------------------------------ filters

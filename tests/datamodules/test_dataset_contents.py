@@ -1,6 +1,5 @@
 """Reader versions (DatasetSpec.fingerprint): a built-in dataset's instances on the staged data change only
-with a bump of its reader's `READER_VERSION`, a bump changes the fingerprint, and every built-in dataset
-keeps the fingerprint its runs were stored under when readers were hashed byte for byte.
+with a bump of its reader's `READER_VERSION`, and a bump changes the fingerprint.
 
 The pins in dataset_contents.json are written by `python -m tests.datamodules.test_dataset_contents` (run it
 after a deliberate version bump, and say in the commit why the instances changed)."""
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.legacy_fingerprints import BEFORE_VERSIONS
 from datamodules.readers import ner
 from datamodules.registry import DATASETS, get_dataset
 from datamodules.spec import DatasetSpec
@@ -56,16 +54,6 @@ def test_instances_change_only_with_a_reader_version_bump(data_dir: Path):
     assert now == pinned, "the pins are out of date: run `python -m tests.datamodules.test_dataset_contents`"
 
 
-def test_builtin_datasets_keep_their_fingerprints_from_before_reader_versions(data_dir: Path):
-    stale = {name: entry for name, entry in BEFORE_VERSIONS.items()
-             if not get_dataset(name).missing_files(data_dir) and get_dataset(name).fingerprint(data_dir) != entry[1]}
-    assert not stale, (f"{sorted(stale)} no longer get the fingerprint their runs were stored under; after a "
-                       "deliberate READER_VERSION bump, delete their entries in datamodules/legacy_fingerprints.py")
-    assert set(BEFORE_VERSIONS) <= {spec.name for spec in builtin_specs()}
-    # the datasets changed on purpose since (bioelectra-yesno and -rerank: the paper's max_length) have none
-    assert not {"bioelectra-yesno", "bioelectra-rerank@fold1"} & set(BEFORE_VERSIONS)
-
-
 def test_a_field_that_shapes_runs_changes_the_fingerprint(data_dir: Path):
     spec = get_dataset("chemprot")
     changed = [replace(spec, max_length=128), replace(spec, labels=spec.labels[:-1]),
@@ -73,7 +61,7 @@ def test_a_field_that_shapes_runs_changes_the_fingerprint(data_dir: Path):
     assert len({spec.fingerprint(data_dir), *(c.fingerprint(data_dir) for c in changed)}) == 1 + len(changed)
     # what only describes the data (notes, the paper's counts, licences) does not
     described = replace(spec, notes="reworded", paper_counts={}, licenses=())
-    assert described.fingerprint(data_dir) == spec.fingerprint(data_dir) == BEFORE_VERSIONS["chemprot"][1]
+    assert described.fingerprint(data_dir) == spec.fingerprint(data_dir)
 
 
 def test_a_version_bump_changes_the_fingerprint(data_dir: Path, monkeypatch):
@@ -81,7 +69,7 @@ def test_a_version_bump_changes_the_fingerprint(data_dir: Path, monkeypatch):
     before = spec.fingerprint(data_dir)
     monkeypatch.setattr(ner, "READER_VERSION", ner.READER_VERSION + 1)
     bumped = spec.fingerprint(data_dir)
-    assert bumped != before and bumped != BEFORE_VERSIONS["ncbi-disease"][1]
+    assert bumped != before
     assert spec.code_version() == f"datamodules.readers.ner:{ner.READER_VERSION}"
 
 

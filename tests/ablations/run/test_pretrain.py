@@ -212,34 +212,17 @@ def test_sigkill_and_rerun_ends_with_the_uninterrupted_runs_weights(data_dir: Pa
     assert set(rates) == set(range(20))
 
 
-def test_a_model_exported_under_its_fingerprint_alone_is_still_found(data_dir: Path, tmp_path: Path):
-    """Work directories from before readable folder names keep their finished runs."""
-    from ablations.run.pretrain_identity import identify
-
-    cfg = pretrain_config(data_dir, tmp_path)
-    named = identify(cfg).model_dir
-    assert named.name.startswith("bert-pubmed-wwm-s42-") and not named.exists()
-    legacy = tmp_path / "models" / identify(cfg).fingerprint
-    legacy.mkdir(parents=True)
-    (legacy / "config.json").write_text("{}")
-    assert identify(cfg).model_dir == legacy
-
-
-def test_fixed_predictions_count_in_the_fingerprint_only_when_set(data_dir: Path):
-    """`pretrain.max_predictions` changes the numbers once set (a row keeps at most that many targets), so
-    it is part of the run's identity; unset, a run keeps the fingerprint it had before the key existed."""
-    from omegaconf import OmegaConf
-
+def test_fixed_predictions_count_in_the_fingerprint(data_dir: Path):
+    """`pretrain.max_predictions` changes the numbers (a row keeps at most that many targets), so it is part
+    of the run's identity."""
     from ablations.run.pretrain_checks import check_config
     from ablations.run.pretrain_identity import pretrain_fingerprint
 
     vocab = data_dir / "vocab" / "bert-base-uncased" / "vocab.txt"
     fingerprint = lambda cfg: pretrain_fingerprint(cfg, "CORPUS", vocab, "scratch")  # noqa: E731
-    old_micro = ["pretrain.max_steps=30", "pretrain.checkpoint_every=10"]  # the profile when it was pinned
+    old_micro = ["pretrain.max_steps=30", "pretrain.checkpoint_every=10"]  # as pinned in test_config.py
     unset = build_config("micro", old_micro, task="pretrain")
-    before_the_key = OmegaConf.create(OmegaConf.to_container(unset))
-    del before_the_key.pretrain["max_predictions"]
-    assert fingerprint(unset) == fingerprint(before_the_key) == "1cf10648ce4241b1"  # pinned in test_config.py
+    assert fingerprint(unset) == "0d88d97adf2fe5e8"  # pinned in test_config.py
     fixed = {n: fingerprint(build_config("micro", [*old_micro, f"pretrain.max_predictions={n}"], task="pretrain"))
              for n in (32, 48)}
     assert len({*fixed.values(), fingerprint(unset)}) == 3
