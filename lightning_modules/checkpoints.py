@@ -5,9 +5,12 @@
   broke runs whose work dir had room. A failed write removes its partial file, giving the space back (on
   a full disk the run can then still be marked FAILED in a store on the same disk).
 - Read with `weights_only=True`: a checkpoint is tensors and plain containers, never pickled code.
+- Checksummed: a CRC-32 of every tensor's bytes is written into the checkpoint with them, because a
+  checkpoint's zip archive is read without checking its records' CRCs, so changed tensor bytes load.
 - `usable_checkpoint` checks a checkpoint before a run resumes from it: an unreadable one (truncated by a
-  crash or a full disk) is set aside with a warning and the run starts over, instead of failing the same
-  way on every rerun.
+  crash or a full disk) or one whose tensors no longer match their checksum is set aside with a warning
+  and the run starts over (only the last checkpoint is kept), instead of failing the same way on every
+  rerun or training on from corrupted weights.
 
     trainer = pl.Trainer(..., plugins=[AtomicCheckpointIO()])
     trainer.fit(module, ckpt_path=usable_checkpoint(run.resume_from), weights_only=True)
@@ -18,6 +21,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import zlib
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,6 +31,24 @@ from pytorch_lightning.plugins import TorchCheckpointIO
 from lightning_modules.timing import section
 
 log = logging.getLogger("bioablate")
+
+CHECKSUM_KEY = "bioablate_tensor_crc32"
+
+
+def tensor_checksum(checkpoint: Any) -> int:
+    """CRC-32 over the bytes of every tensor in `checkpoint`, in its (saved and loaded) order."""
+    crc = 0
+    stack = [checkpoint]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            data = value.detach().cpu().contiguous().reshape(-1)
+            crc = zlib.crc32(data.view(torch.uint8).numpy(), crc) if data.numel() else crc
+        elif isinstance(value, dict):
+            stack.extend(v for k, v in reversed(value.items()) if k != CHECKSUM_KEY)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(reversed(value))
+    return crc
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -39,7 +61,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     @staticmethod
     def _save(checkpoint: dict[str, Any], path: Path) -> None:
         buffer = io.BytesIO()  # serialised first: a write error is then Python's OSError, not torch's
-        torch.save(checkpoint, buffer)
+        torch.save({**checkpoint, CHECKSUM_KEY: tensor_checksum(checkpoint)}, buffer)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,22 +83,29 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def usable_checkpoint(path: Path | None, set_aside: bool = True) -> str | None:
-    """`path` as the `ckpt_path` to resume from, or None (start from scratch) when there is none or it
-    cannot be read; an unreadable one is renamed to `<name>.unreadable` (when `set_aside`: the process
-    that owns the run) so that the next run does not trip over it again."""
+    """`path` as the `ckpt_path` to resume from, or None (start from scratch) when there is none, it
+    cannot be read or its tensors do not match their checksum; such a one is renamed to
+    `<name>.unreadable` (when `set_aside`: the process that owns the run) so that the next run does not
+    trip over it again. A checkpoint written without a checksum (not by AtomicCheckpointIO) is read as
+    it is."""
     if path is None or not Path(path).exists():
         return None
     try:
-        torch.load(path, map_location="cpu", weights_only=True)
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # truncated zip, bad pickle, I/O error: any way of not being loadable
-        reason = " ".join(str(error).split())[:200]
-        aside = Path(path).with_name(Path(path).name + ".unreadable")
-        if set_aside:
-            os.replace(path, aside)
-        log.warning("checkpoint %s is unreadable (%s: %s); %sthe run starts from scratch", path,
-                    type(error).__name__, reason, f"moved to {aside.name}; " if set_aside else "")
-        return None
-    return str(path)
+        fault = f"is unreadable ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
+    else:
+        intact = not isinstance(loaded, dict) or CHECKSUM_KEY not in loaded or \
+            tensor_checksum(loaded) == loaded[CHECKSUM_KEY]
+        fault = None if intact else "is damaged (its tensors do not match the checksum written with them)"
+    if fault is None:
+        return str(path)
+    aside = Path(path).with_name(Path(path).name + ".unreadable")
+    if set_aside:
+        os.replace(path, aside)
+    log.warning("checkpoint %s %s; %sthe run starts from scratch", path, fault,
+                f"moved to {aside.name}; " if set_aside else "")
+    return None
 
 
 def checkpoint_step(path: Path) -> int:

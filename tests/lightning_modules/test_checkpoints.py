@@ -1,14 +1,17 @@
 """Checkpoint IO (lightning_modules/checkpoints.py): atomic writes inside the checkpoint folder (never the
-system temp dir), weights-only reads, unreadable checkpoints set aside, write errors naming the file."""
+system temp dir), weights-only reads, unreadable or damaged checkpoints set aside, write errors naming the
+file."""
 
 from __future__ import annotations
 
 import errno
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,36 @@ def test_a_truncated_checkpoint_is_set_aside_and_not_resumed(tmp_path, caplog):
     assert not path.exists() and (tmp_path / "last.ckpt.unreadable").exists()
     assert f"checkpoint {path} is unreadable" in caplog.text and "starts from scratch" in caplog.text
     assert usable_checkpoint(path) is None and usable_checkpoint(None) is None
+
+
+def tensor_bytes_offset(path: Path) -> int:
+    """Where the first tensor's bytes start in a checkpoint (a zip archive of uncompressed records)."""
+    with zipfile.ZipFile(path) as archive:
+        record = next(i for i in archive.infolist() if "/data/" in i.filename and i.file_size >= 1024)
+    with open(path, "rb") as f:  # the local header: 30 bytes, then the name and the extra field
+        f.seek(record.header_offset + 26)
+        name_length, extra_length = struct.unpack("<HH", f.read(4))
+    return record.header_offset + 30 + name_length + extra_length
+
+
+def test_a_checkpoint_whose_tensor_bytes_changed_is_set_aside(tmp_path, caplog):
+    path = tmp_path / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint(checkpoint(), path)
+    data = bytearray(path.read_bytes())
+    start = tensor_bytes_offset(path) + 512
+    data[start:start + 64] = bytes(64 * [0x7F])  # 16 float32 weights of 3.4e38, the archive still readable
+    path.write_bytes(bytes(data))
+    loaded = torch.load(path, weights_only=True)
+    assert loaded["state_dict"]["w"].max() > 1e38  # torch reads the changed bytes without a word
+    assert usable_checkpoint(path, set_aside=False) is None and path.exists()
+    assert usable_checkpoint(path) is None and (tmp_path / "last.ckpt.unreadable").exists()
+    assert f"checkpoint {path} is damaged (its tensors do not match the checksum" in caplog.text
+
+
+def test_a_checkpoint_without_a_checksum_is_read_as_it_is(tmp_path):
+    path = tmp_path / "theirs.ckpt"
+    torch.save(checkpoint(), path)  # written by something other than AtomicCheckpointIO
+    assert usable_checkpoint(path) == str(path)
 
 
 WRITE_OVER_A_SIZE_LIMIT = """
