@@ -10,8 +10,8 @@ fingerprint and its MLflow run id, so anyone holding the folder can find or redo
 A fine-tuned model's front matter also carries what the Hub reads: `base_model` (a Hub id, or a bioablate
 pretraining run's folder name), `datasets`, `model-index` (the test scores, for the Hub's evaluation
 widget) and the licence of the data it was trained on (`DatasetSpec.licenses`: a model carries its
-training data's terms); a model of the `micro` or `mini` profile opens with a warning that it is
-plumbing, not a usable model.
+training data's terms); a model of the `micro` profile opens with a warning that it is plumbing, not a
+usable model, and one of `mini` with a note that it is a small-budget model.
 """
 
 from __future__ import annotations
@@ -262,21 +262,26 @@ def _loading_text(meta: dict[str, Any]) -> str:
             "or from the command line: `bioablate predict --model PATH --input FILE`.")
 
 
-PLUMBING_PROFILES = ("micro", "mini")  # profiles whose models only show that the code runs
+SMALL_PROFILES = ("micro", "mini")  # profiles of scaled-down recipes: their cards open with a banner saying so
 
 
-def _plumbing_warning(cfg: DictConfig) -> str:
-    """The banner of a `micro` / `mini` model, or nothing."""
-    if cfg.get("profile") not in PLUMBING_PROFILES:
+def _profile_banner(cfg: DictConfig) -> str:
+    """The banner of a `micro` model (plumbing: it shows that the code runs) or a `mini` one (a CPU-budget
+    proxy of the recipe, not a model to use), or nothing."""
+    if cfg.get("profile") not in SMALL_PROFILES:
         return ""
     ft, model = cfg.finetune, cfg.model
     examples = "all" if ft.max_train_examples is None else f"{ft.max_train_examples:,}"
     size = (f", a {model.num_layers}-layer {model.hidden_size}-wide encoder"
             if model.name_or_path == RANDOM_BERT else "")
-    return (f"> **Warning: plumbing, not a usable model.** It was trained under bioablate's `{cfg.profile}` "
-            f"profile ({examples} training examples, {ft.epochs} epochs{size}), which checks that training, "
-            "export and prediction work end to end. Its predictions and scores say nothing about the task or "
-            "the method: use it for tests only.\n\n")
+    budget = f"({examples} training examples, {ft.epochs} epochs{size})"
+    if cfg.profile == "micro":
+        return (f"> **Warning: plumbing, not a usable model.** It was trained under bioablate's `micro` profile "
+                f"{budget}, which checks that training, export and prediction work end to end. Its predictions "
+                "and scores say nothing about the task or the method: use it for tests only.\n\n")
+    return (f"> **Note: a small-budget model.** It was trained under bioablate's `mini` profile {budget}, the "
+            "scaled-down recipe of CPU-sized ablations: its test scores below are real, but it is not trained or "
+            "tuned for use; train under `base` for that.\n\n")
 
 
 def _license_text(task: str, licenses: tuple[str, ...], fine_tuned_from: str | None) -> str:
@@ -294,20 +299,20 @@ def finetune_card(meta: dict[str, Any], test_metrics: dict[str, float], provenan
     standard = meta["format"] == "transformers"
     cfg, spec = provenance.config, get_dataset(meta["task"])
     base, made_from = base_model(str(cfg.model.name_or_path))
-    plumbing = cfg.get("profile") in PLUMBING_PROFILES
+    small = cfg.get("profile") in SMALL_PROFILES
     data = ModelCardData(language="en", library_name="transformers" if standard else None,
                          pipeline_tag=card_part(meta).pipeline, base_model=base, datasets=[meta["task"]],
                          model_name=f"bioablate-{meta['task']}",
                          eval_results=eval_results(meta, card_part(meta).pipeline, test_metrics, spec.metric) or None,
                          tags=["bioablate", "biomedical", meta["task"], meta["task_type"]]
-                         + ([] if standard else ["custom-head"]) + ([f"bioablate-{cfg.profile}"] if plumbing else []),
+                         + ([] if standard else ["custom-head"]) + ([f"bioablate-{cfg.profile}"] if small else []),
                          **license_metadata(spec.licenses))
     labels = ", ".join(f"`{label}`" for label in meta["labels"])
     scores = "\n".join(f"- {k}: {int(v) if float(v).is_integer() and k != 'score' else round(v, 4)}"
                        for k, v in sorted(test_metrics.items()) if isinstance(v, (int, float))) or "- not scored"
     body = f"""# bioablate {meta['task']} model
 
-{_plumbing_warning(cfg)}Fine-tuned with bioablate on `{meta['task']}` ({meta['task_type']}) from {made_from}; the
+{_profile_banner(cfg)}Fine-tuned with bioablate on `{meta['task']}` ({meta['task_type']}) from {made_from}; the
 weights of the best dev epoch.
 
 ## Labels

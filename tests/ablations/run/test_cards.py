@@ -1,6 +1,6 @@
 """Model cards carry the exact command and config, without the paths of the machine that made them; a
 fine-tuned model's card carries what the Hub reads (base model, datasets, model-index, the data's licence)
-and, for a micro or mini model, a warning that it is plumbing."""
+and, for a micro model, a warning that it is plumbing; for a mini one, a note that it is a small-budget model."""
 
 from __future__ import annotations
 
@@ -91,6 +91,13 @@ def test_a_fine_tuned_cards_metadata_is_the_hubs(data_dir: Path, tmp_path: Path)
     assert "plumbing, not a usable model" in card.split("## Labels")[0]  # the banner, above everything
     keys = _config_keys(card)
     assert {"finetune", "model", "task"} <= keys and not keys & {"pretrain", "launcher"}
+
+
+def test_a_mini_model_is_called_a_small_budget_model_not_plumbing(data_dir: Path, tmp_path: Path):
+    front, card = _saved_card("bc5-chem", [], "mini", data_dir, tmp_path)
+    banner = card.split("## Labels")[0]
+    assert "a small-budget model" in banner and "`mini` profile" in banner and "plumbing" not in card
+    assert "bioablate-mini" in front["tags"]
 
 
 def test_a_base_profile_model_from_a_hub_id_has_no_banner_and_names_its_base(data_dir: Path, tmp_path: Path):
