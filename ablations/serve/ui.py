@@ -6,8 +6,10 @@ listens on 127.0.0.1 by default and a non-loopback host needs `--allow-remote`.
 MLflow 3's UI opens in its GenAI mode (traces, evaluations) unless told otherwise; the mode is
 the page's `workflowType` (its URL parameter wins over the browser's remembered choice), so the printed
 address asks for `machine_learning`: the classic view of experiments, runs, params and metric curves.
-The server runs with telemetry off (`MLFLOW_DISABLE_TELEMETRY`, `DO_NOT_TRACK`), for itself and the UI
-it serves, and without MLflow's job runner unless the environment sets `MLFLOW_SERVER_ENABLE_JOB_EXECUTION`.
+The server is MLflow's own `mlflow server`, run with telemetry off (`MLFLOW_DISABLE_TELEMETRY`,
+`DO_NOT_TRACK`), for itself and the UI it serves, and without MLflow's job runner unless the environment sets
+`MLFLOW_SERVER_ENABLE_JOB_EXECUTION`. MLflow's assistant pane stays: no MLflow setting hides it from a local
+browser.
 The Optuna dashboard over the sweeps' study storage is a separate program (optuna-dashboard, the `ui`
 extra: `pip install 'bioablate[ui]'`): `bioablate ui --optuna` serves it beside the MLflow UI, on the next
 port and the same (loopback) host, both as child processes that stop together; without `--optuna` the
@@ -43,13 +45,16 @@ NO_TELEMETRY = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 # importing MLflow, for GenAI features (scorers, trace roll-ups, prompt optimization) no run here uses.
 # Off unless the user's environment turns it on.
 NO_JOB_RUNNER = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-# `mlflow server` whose UI opens without MLflow's assistant pane, in the classic view (ablations/serve/mlflow_app.py)
-SERVER = "ablations.serve.mlflow_app"
+# MLflow's own import of Starlette's WSGI middleware warns at every start: nothing a user can act on
+QUIET = "ignore:starlette.middleware.wsgi is deprecated"
+SERVER = [sys.executable, "-m", "mlflow", "server"]  # MLflow's command, run by this interpreter
 
 
 def server_environment() -> dict[str, str]:
-    """The environment the MLflow server runs in: ours, telemetry off, its job runner off by default."""
-    return {**NO_JOB_RUNNER, **os.environ, **NO_TELEMETRY}
+    """The environment the MLflow server runs in: ours, telemetry off, its job runner off by default, and
+    Starlette's deprecation notice silenced (after the user's own PYTHONWARNINGS)."""
+    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), QUIET]))
+    return {**NO_JOB_RUNNER, **os.environ, **NO_TELEMETRY, "PYTHONWARNINGS": warnings}
 
 
 def is_loopback(host: str) -> bool:
@@ -75,7 +80,7 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
     if store.startswith(("http://", "https://")):
         raise ConfigError(f"the tracking store {store} is already a server: open it in a browser")
     study_storage = study_storage_of(storage, work)
-    command = [sys.executable, "-m", SERVER, "server", "--backend-store-uri", store,
+    command = [*SERVER, "--backend-store-uri", store,
                "--artifacts-destination", str(work / "mlartifacts"), "--host", host, "--port", str(port),
                "--workers", "1"]
     needs = "" if importlib.util.find_spec("optuna_dashboard") else f" (needs {UI_EXTRA})"
@@ -205,7 +210,7 @@ def shared_server_command(backend_store_uri: str, artifacts: str, host: str, por
     check_port_free(host, port)
     root = Path(artifacts).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", SERVER, "server", "--backend-store-uri", backend_store_uri,
+    command = [*SERVER, "--backend-store-uri", backend_store_uri,
                "--artifacts-destination", str(root), "--host", host, "--port", str(port),
                "--workers", str(workers)]
     shown = _shown(host)
