@@ -11,10 +11,11 @@ registry, and adding an option is one `register` call: validation, `bioablate li
 conformance tests (tests/test_conformance.py) find it there. The first option registered is the default
 (the paper's standard setting).
 
-An option whose implementation needs torch (the heads) is *declared* in a torch-free module first (its
-name, task types and requirements: `declare`), and its layer `register`s the entry itself: a name is
-then checked without importing torch, Lightning or transformers (a typo answers in milliseconds), and
-`get` imports the implementing module (`implemented_in`) when it is asked for an entry.
+An option is best registered whole, in a torch-free module, with an entry that reaches torch only when a
+model is built (the heads: lightning_modules/choice_names.py): a name is then checked without importing
+torch, Lightning or transformers (a typo answers in milliseconds). An option whose entry cannot be built
+torch-free is *declared* there instead (its name, task types and requirements: `declare`), and the module
+that implements it (`implemented_in`) `register`s the entry; `get` imports that module when asked for one.
 
 A choice left at its default never fails (a task it does not apply to ignores it); any other value that
 does not apply to the task, or lacks what it requires, is a one-line ConfigError. So a run's recorded

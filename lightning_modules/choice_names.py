@@ -1,16 +1,18 @@
-"""Every config key that names an option (`finetune.head`, `pretrain.masking`, ...), with its options'
-names and where they apply: torch-free, so a misspelt option (`finetune.head=crff`, `--masking wmm`) is
-answered before Lightning, MLflow, transformers or torch are imported (ablations.checks.check_names, called
-as a config is built).
+"""Every config key that names an option (`finetune.head`, `pretrain.masking`, ...), torch-free, so a
+misspelt option (`finetune.head=crff`, `--masking wmm`) is answered before Lightning, MLflow, transformers or
+torch are imported (ablations.checks.check_names, called as a config is built).
 
-The heads' choices and pretraining's objectives and optimizers are declared here and implemented in
-lightning_modules/heads.py, pretrain_models.py and pretrain.py (whose `register` calls give each option
-its entry); the data layer's choices (tagging, sub-token labels, relation inputs, masking) are torch-free
-where they live. lightning_modules/finetune_spec.py builds the fine-tuning choices into a model.
+The fine-tuning heads' options are registered here whole, each in one `register` call with its name, the
+task types it applies to and its entry: what the model is made of (`HeadLayers`), the vectors a sequence is
+classified from (`Featurizer`) and the output layer (a classifier builder). An entry reaches torch only when a
+model is built (lightning_modules/heads.py builds them). Pretraining's objectives and optimizers are declared
+here and registered where they are implemented (pretrain_models.py, pretrain.py); the data layer's choices
+(tagging, sub-token labels, relation inputs, masking) are torch-free where they live.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from bioablate_core.choices import Choice
@@ -20,26 +22,77 @@ from datamodules.relation_inputs import RE_INPUTS, RELATION_TASK_TYPES
 from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS, TAGGED_TASK_TYPES
 from datamodules.task_types import TASK_TYPES
 
-HEADS: Choice[Any] = Choice("finetune.head", "layers around the output layer (Table 12)",
-                            implemented_in="lightning_modules.heads")
-HEADS.declare("linear")
-HEADS.declare("bilstm")
-HEADS.declare("crf", task_types=TAGGED_TASK_TYPES)
-HEADS.declare("bilstm-crf", task_types=TAGGED_TASK_TYPES)
 
-RE_FEATURES: Choice[Any] = Choice("finetune.re_feature", "relation featurizer (Table 14)",
-                                  implemented_in="lightning_modules.heads")
-RE_FEATURES.declare("cls")  # [CLS]; every non-RE sequence task uses it
-RE_FEATURES.declare("mention", task_types=RELATION_TASK_TYPES)  # entity tokens max-pooled
-RE_FEATURES.declare("entity-start", task_types=RELATION_TASK_TYPES,  # the [E1], [E2] marker tokens: only the markers
-                    requires={"re_input": "markers"})  # input has them
+@dataclass(frozen=True)
+class HeadLayers:
+    """What a `finetune.head` option puts around the output layer."""
+
+    # hidden size -> a module between the encoder and the output layer (lightning_modules.bilstm.BiLSTM's
+    # shape), or None
+    layer: Callable[[int], Any] | None = None
+    crf: bool = False  # a CRF over the output layer's emissions: needs a sequence of tags
+
+
+def bilstm(hidden_size: int) -> Any:
+    from lightning_modules.bilstm import BiLSTM  # torch loads when a model is built, not for a name check
+    return BiLSTM(hidden_size)
+
+
+HEADS: Choice[HeadLayers] = Choice("finetune.head", "layers around the output layer (Table 12)")
+HEADS.register("linear", HeadLayers())
+HEADS.register("bilstm", HeadLayers(layer=bilstm))
+HEADS.register("crf", HeadLayers(crf=True), task_types=TAGGED_TASK_TYPES)
+HEADS.register("bilstm-crf", HeadLayers(layer=bilstm, crf=True), task_types=TAGGED_TASK_TYPES)
+
+
+@dataclass(frozen=True)
+class Featurizer:
+    """A `finetune.re_feature`: the vectors one sequence is classified from, out of hidden states [B, T, H]
+    and the batch; the model concatenates them into one feature, `vectors` x H wide."""
+
+    vectors: int
+    build: Callable[[Any, Mapping[str, Any]], tuple[Any, ...]]
+
+
+def _max_pool(hidden, mask):
+    """Max over the mention's tokens; a mention cut off by truncation falls back to [CLS]."""
+    pooled = hidden.masked_fill(~mask.bool()[..., None], float("-inf")).amax(1)
+    return pooled.where(mask.any(1, keepdim=True), hidden[:, 0])
+
+
+def _start(hidden, starts):
+    return hidden.take_along_dim(starts.view(-1, 1, 1), 1).squeeze(1)
+
+
+RE_FEATURES: Choice[Featurizer] = Choice("finetune.re_feature", "relation featurizer (Table 14)")
+# [CLS]; every non-RE sequence task uses it
+RE_FEATURES.register("cls", Featurizer(1, lambda hidden, batch: (hidden[:, 0],)))
+# entity tokens max-pooled
+RE_FEATURES.register("mention", Featurizer(2, lambda hidden, batch: (_max_pool(hidden, batch["head_mask"]),
+                                                                    _max_pool(hidden, batch["tail_mask"]))),
+                     task_types=RELATION_TASK_TYPES)
+# the [E1], [E2] marker tokens: only the markers input has them
+RE_FEATURES.register("entity-start", Featurizer(2, lambda hidden, batch: (_start(hidden, batch["head_start"]),
+                                                                         _start(hidden, batch["tail_start"]))),
+                     task_types=RELATION_TASK_TYPES, requires={"re_input": "markers"})
+
+
+def _linear(width: int, hidden_size: int, num_labels: int, dropout: float) -> Any:
+    from torch import nn  # torch loads when a model is built, not for a name check
+    return nn.Linear(width, num_labels)
+
+
+def _mlp(width: int, hidden_size: int, num_labels: int, dropout: float) -> Any:
+    from torch import nn
+    return nn.Sequential(nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout),
+                         nn.Linear(hidden_size, num_labels))
+
 
 # A `finetune.classifier`: (feature width, hidden size, labels, dropout) -> the output layer.
-CLASSIFIERS: Choice[Callable[..., Any]] = Choice("finetune.classifier", "classification layer on the sequence feature",
-                                                 implemented_in="lightning_modules.heads")
+CLASSIFIERS: Choice[Callable[..., Any]] = Choice("finetune.classifier", "classification layer on the sequence feature")
 SEQUENCE_TASK_TYPES = TASK_TYPES.names(lambda t: t.sequence)
-CLASSIFIERS.declare("linear", task_types=SEQUENCE_TASK_TYPES)
-CLASSIFIERS.declare("mlp", task_types=SEQUENCE_TASK_TYPES)
+CLASSIFIERS.register("linear", _linear, task_types=SEQUENCE_TASK_TYPES)
+CLASSIFIERS.register("mlp", _mlp, task_types=SEQUENCE_TASK_TYPES)
 
 # in `bioablate list variants` order
 CHOICES: tuple[Choice, ...] = (SCHEMES, HEADS, SUBTOKEN_LABELS, RE_INPUTS, RE_FEATURES, CLASSIFIERS, QA_MERGES)

@@ -8,10 +8,10 @@
     bilstm-crf   both
 Sequence tasks (relation extraction, classification, similarity, QA) then take `finetune.re_feature`
 (`RE_FEATURES`: cls | mention | entity-start, relation extraction only) and `finetune.classifier`
-(`CLASSIFIERS`: linear | mlp). Each is a `bioablate_core.choices.Choice`, declared with its options' names and
-task types in lightning_modules/choice_names.py (torch-free: a misspelt name answers before any heavy
-import); each option's entry is registered here. `HeadSpec` is the head as built once from the config: what the
-model is made of, what the export records and what `predict` rebuilds.
+(`CLASSIFIERS`: linear | mlp). Each is a `bioablate_core.choices.Choice` whose options are registered whole
+(name, task types, entry) in lightning_modules/choice_names.py, torch-free: a misspelt name answers before
+any heavy import; this module builds their entries into modules. `HeadSpec` is the head as built once from
+the config: what the model is made of, what the export records and what `predict` rebuilds.
 
 What the model predicts per example (a tag per position, classes, labels, a number, or a span's start
 and end: extractive QA, `SpanPredictor`) is the task kind (datamodules/task_kinds.py), not a choice; each
@@ -36,49 +36,10 @@ from datamodules.encoders import IGNORE_INDEX
 from datamodules.task_kinds import TASK_KINDS
 from datamodules.task_types import TASK_TYPES
 
-# the choices' names and where they apply: declared torch-free there, their entries registered here
-from lightning_modules.choice_names import CLASSIFIERS, HEADS, RE_FEATURES
+# the options, each registered whole there (torch-free: a misspelt name answers before torch loads)
+from lightning_modules.choice_names import CLASSIFIERS, HEADS, RE_FEATURES, HeadLayers
 
 NEG_INF = -1e4  # score of a forbidden CRF transition: never chosen, yet finite for the log-sum-exp
-
-
-class BiLSTM(nn.Module):
-    """A one-layer BiLSTM over the encoder output, same width out as in; padding skipped. The shape of
-    every `HeadLayers.layer`: built from the hidden size, `forward(hidden, attention_mask)`, `out_size`."""
-
-    def __init__(self, hidden_size: int):
-        super().__init__()
-        self.lstm = nn.LSTM(hidden_size, hidden_size // 2, batch_first=True, bidirectional=True)
-        self.out_size = 2 * (hidden_size // 2)
-
-    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        lengths = attention_mask.sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(hidden.float(), lengths, batch_first=True,
-                                                   enforce_sorted=False)
-        out, _ = self.lstm(packed)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=hidden.shape[1])
-        return out
-
-
-@dataclass(frozen=True)
-class HeadLayers:
-    """What a `finetune.head` option puts around the output layer."""
-
-    # hidden size -> a module between the encoder and the output layer (see BiLSTM), or None
-    layer: Callable[[int], nn.Module] | None = None
-    crf: bool = False  # a CRF over the output layer's emissions: needs a sequence of tags
-
-
-HEADS.register("linear", HeadLayers())
-HEADS.register("bilstm", HeadLayers(layer=BiLSTM))
-HEADS.register("crf", HeadLayers(crf=True))
-HEADS.register("bilstm-crf", HeadLayers(layer=BiLSTM, crf=True))
-
-
-def _layer_keys_renamed(state_dict, prefix, *args) -> None:
-    """Checkpoints and exported heads from before `HeadLayers.layer` name that layer `lstm`."""
-    for key in [k for k in state_dict if k.startswith(prefix + "lstm.")]:
-        state_dict[prefix + "layer." + key[len(prefix) + len("lstm."):]] = state_dict.pop(key)
 
 
 def masked_mean(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
@@ -162,7 +123,6 @@ class TokenTagger(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(self.layer.out_size if self.layer else hidden_size, num_tags)
         self.crf = ConstrainedCRF(num_tags, allowed) if layers.crf else None
-        self._register_load_state_dict_pre_hook(_layer_keys_renamed)
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.layer is not None:
@@ -202,42 +162,6 @@ class TokenTagger(nn.Module):
             out[row, batch["tag_mask"][row].bool()] = torch.tensor(path, device=out.device)
         return out
 
-
-def _max_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Max over the mention's tokens; a mention cut off by truncation falls back to [CLS]."""
-    pooled = hidden.masked_fill(~mask.bool()[..., None], torch.finfo(hidden.dtype).min).amax(1)
-    return torch.where(mask.any(1, keepdim=True), pooled, hidden[:, 0])
-
-
-def _cls_vector(hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return hidden[:, 0]
-
-
-def _mention_pools(hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.cat([_max_pool(hidden, batch["head_mask"]), _max_pool(hidden, batch["tail_mask"])], -1)
-
-
-def _entity_starts(hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    rows = torch.arange(hidden.shape[0], device=hidden.device)
-    return torch.cat([hidden[rows, batch["head_start"]], hidden[rows, batch["tail_start"]]], -1)
-
-
-@dataclass(frozen=True)
-class Featurizer:
-    """A `finetune.re_feature`: the vector one sequence is classified from, out of hidden states [B, T, H]."""
-
-    vectors: int  # how many hidden vectors it concatenates: the feature is vectors x H wide
-    build: Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
-
-
-RE_FEATURES.register("cls", Featurizer(1, _cls_vector))
-RE_FEATURES.register("mention", Featurizer(2, _mention_pools))
-RE_FEATURES.register("entity-start", Featurizer(2, _entity_starts))
-
-# A `finetune.classifier`: (feature width, hidden size, labels, dropout) -> the output layer.
-CLASSIFIERS.register("linear", lambda width, hidden_size, num_labels, dropout: nn.Linear(width, num_labels))
-CLASSIFIERS.register("mlp", lambda width, hidden_size, num_labels, dropout: nn.Sequential(
-    nn.Linear(width, hidden_size), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)))
 
 @dataclass(frozen=True)
 class SequenceOutput:
@@ -330,7 +254,6 @@ class SequenceClassifier(nn.Module):
         width = (self.layer.out_size if self.layer else hidden_size) * self.featurizer.vectors
         self.dropout = nn.Dropout(dropout)
         self.out = CLASSIFIERS.get(classifier)(width, hidden_size, num_labels, dropout)
-        self._register_load_state_dict_pre_hook(_layer_keys_renamed)
         # the cross-entropy's weight per class (finetune.class_weights); training only, never saved
         weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
         if weights is not None and (not output.weighted or len(weights) != num_labels):
@@ -338,7 +261,7 @@ class SequenceClassifier(nn.Module):
         self.register_buffer("class_weights", weights, persistent=False)
 
     def featurize(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.featurizer.build(hidden, batch)
+        return torch.cat(self.featurizer.build(hidden, batch), -1)
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.layer is not None:

@@ -140,7 +140,7 @@ def test_every_option_and_task_type_trains_exports_and_predicts_what_the_run_did
 
 
 class BiGRU(nn.Module):
-    """A head layer that is not built in: a BiGRU in the shape of lightning_modules.heads.BiLSTM."""
+    """A head layer that is not built in: a BiGRU in the shape of lightning_modules.bilstm.BiLSTM."""
 
     def __init__(self, hidden_size: int):
         super().__init__()
