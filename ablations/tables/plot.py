@@ -1,21 +1,20 @@
 """A table's figure for a paper: grouped bars (one group per row, one bar per column, std as error bars, the
 paper's number as a black line), written as PDF and SVG (vector) and PNG (300 dpi).
 
-The y axis spans the data -- means, their error bars and the paper's numbers -- with a small margin, so that
-differences of a point or two are visible; bars then do not start at zero, and the axis says so with a break
-mark (two slashes on the y axis' foot: `BREAK_GID`). `zero_based=True` starts it at 0 instead (or below,
-for negative values), as bar heights are then proportional to the values. The y label names one metric:
+The y axis starts at 0 (or below it, for negative values: Pearson's r can be), so that a bar's height is
+proportional to its value: an axis from 50 makes a 5-point lead look like a doubling. The title is the
+table's (it names the setting, and says "proxy" where the runs are one). The y label names one metric:
 the layout's, the tasks' where they share one, else "score" with each group's metric under its name; the
 legend says "mean ± std over seeds" where a cell has more than one seed. Error bars stop at 0 for a
-non-negative mean (no score here is negative unless its mean is: Pearson's r can be).
+non-negative mean (no score here is negative unless its mean is).
 
 What journals ask of a figure, and how it is met:
 - nothing overlaps: the title is the figure's (above everything, wrapped to the figure's width in lines of
   even length: no word alone on the last), the legend sits beside the axes, group labels are wrapped to
   their group's width at spaces and hyphens only (never inside a word: a smaller font, then vertical, where
   they still collide), the y label is one line. Each value label stands inside its bar, at its foot, below
-  the error bar and the paper's line, on a patch of the bar's colour that hides the hatching; where the bar
-  is too short for it, above the bar's error bar (the axis raised to hold it). It is dropped only where the
+  the error bar and the paper's line, in black on a white box that hides the hatching; where the bar is
+  too short for it, above the bar's error bar (the axis raised to hold it). It is dropped only where the
   bar is narrower than the label or no place is free (the numbers are in the table). Counts are labelled
   as integers;
 - fonts embedded as TrueType (Type 42) in the PDF, text kept as text in the SVG (`SAVE_RC`, set only while
@@ -36,21 +35,21 @@ from datamodules.metrics import METRIC_NAMES
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 PNG_DPI = 300
-MARGIN = 0.05  # of the data's span, below the lowest value and above the highest
-LABEL_ROOM = 0.05  # more of the span above the highest value
+MARGIN = 0.05  # of the data's span, below the lowest value where it is under 0
+LABEL_ROOM = 0.05  # of the span, above the highest value
 SAVE_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
 HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "---", "+++", "***", "|||")
 VALUE_FONT = 6  # points
 TITLE_FONT = 11  # points
 LABEL_PAD = 2  # points between a value label and its bar's foot, error bar or the paper's line
-BOX_PAD = 0.15  # of the value font's size: the patch behind a value label, within LABEL_PAD
+BOX_PAD = 0.2  # of the value font's size: the white box behind a value label, within LABEL_PAD
 MIN_TICK_FONT = 7  # points: group labels shrink to this before they turn vertical
 MIN_YLABEL_FONT = 8  # points: the y label shrinks to this before it takes a second line
-BREAK_GID = "y-axis-break"  # the mark of a y axis that does not start at zero
 
 
-def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] | None:
-    """The y axis range: the data's min..max with a margin (None when there is nothing to plot)."""
+def y_limits(data: TableData) -> tuple[float, float] | None:
+    """The y axis range: from 0 (or the lowest value, with a margin, below 0) to the highest value with a
+    margin (None when there is nothing to plot)."""
     values = []
     for _, cells in data.body_rows():
         for cell in cells:
@@ -60,11 +59,9 @@ def y_limits(data: TableData, zero_based: bool = False) -> tuple[float, float] |
                 values.append(cell.paper)
     if not values:
         return None
-    low, high = min(values), max(values)
-    if zero_based:
-        low, high = min(0.0, low), max(0.0, high)
-    span = high - low or abs(high) or 1.0
-    return (low if zero_based and low == 0.0 else low - MARGIN * span), high + LABEL_ROOM * span
+    low, high = min(0.0, *values), max(0.0, *values)
+    span = high - low or 1.0
+    return (0.0 if low == 0.0 else low - MARGIN * span), high + LABEL_ROOM * span
 
 
 def lower_error(mean: float, std: float | None) -> float:
@@ -140,7 +137,7 @@ def luminance(color) -> float:
     return float(0.2126 * r + 0.7152 * g + 0.0722 * b)
 
 
-def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = False):
+def bar_figure(data: TableData, ylabel: str | None = None):
     """Grouped bars, one group per row (the BLURB row included), one bar per column, std as error bars.
     Missing cells get no bar and an 'x' at the bottom of the axis. Uses matplotlib's object API (Agg canvas)
     so it neither needs a display nor changes pyplot's backend in a notebook."""
@@ -155,7 +152,7 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
     fig = Figure(figsize=(fig_width, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    limits = y_limits(data, zero_based)
+    limits = y_limits(data)
     bottom = 0.0 if limits is None else limits[0]
     labelled = {"missing": False, "paper": False}
     value_labels: list[_ValueLabel] = []
@@ -184,16 +181,14 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
         bars = ax.bar(xs, heights, width, yerr=yerr, color=color, hatch=hatch,
                       edgecolor=edge, linewidth=0.4, label=data.column_label(column),
                       error_kw={"capsize": 2, "elinewidth": 0.8, "ecolor": "black"})
-        text = "white" if luminance(color) < 0.4 else "black"
         for bar, height, ceiling, cell_std in zip(bars.patches, heights, ceilings, stds):
-            # at the bar's foot (the axis' foot where the bar starts below it), growing towards its end, on
-            # a patch of the bar's colour: the hatching does not run through the digits
-            foot = max(0.0, bottom) if height >= 0 else min(0.0, limits[1] if limits else 0.0)
-            label = ax.annotate(number.format(height), (bar.get_x() + bar.get_width() / 2, foot),
+            # at the bar's foot, growing towards its end, black on a white box: the hatching does not run
+            # through the digits, and one text colour reads on every bar
+            label = ax.annotate(number.format(height), (bar.get_x() + bar.get_width() / 2, 0.0),
                                 xytext=(0, LABEL_PAD if height >= 0 else -LABEL_PAD), textcoords="offset points",
                                 rotation=90, ha="center", va="bottom" if height >= 0 else "top",
-                                fontsize=VALUE_FONT, color=text, annotation_clip=False,
-                                bbox={"boxstyle": f"square,pad={BOX_PAD}", "facecolor": color, "edgecolor": "none"})
+                                fontsize=VALUE_FONT, color="black", annotation_clip=False,
+                                bbox={"boxstyle": f"square,pad={BOX_PAD}", "facecolor": "white", "edgecolor": "none"})
             # how far the label may reach: up to `ceiling` (a bar above 0), down to its error bar (below 0);
             # where it is too short, the label may stand above its error bar instead
             value_labels.append(_ValueLabel(label, bar, ceiling if height >= 0 else
@@ -218,21 +213,11 @@ def bar_figure(data: TableData, ylabel: str | None = None, zero_based: bool = Fa
     ax.set_title(data.layout.title, fontsize=TITLE_FONT)  # `_fit` wraps it to the axes' width
     if limits is not None:
         ax.set_ylim(*limits)
-        if limits[0] <= 0.0 <= limits[1]:
+        if limits[0] < 0.0:  # bars grow both ways from 0
             ax.axhline(0.0, color="black", linewidth=0.5)
-        elif limits[0] > 0.0:  # the bars start at 0, below the axis' foot: a marked break
-            _break_mark(ax)
     fig.legend(loc="outside right upper", fontsize="small")  # beside the axes: never over a bar
     _fit(fig, ax, value_labels, width)
     return fig
-
-
-def _break_mark(ax) -> None:
-    """Two short slashes across the y axis' foot: the axis does not start at zero. They reach only a little
-    into the axes: the first bar, and its value label, start just right of the axis."""
-    for dy in (0.0, 0.025):
-        ax.plot([-0.015, 0.003], [dy - 0.012, dy + 0.012], transform=ax.transAxes, color="black", linewidth=0.8,
-                clip_on=False, gid=BREAK_GID)
 
 
 @dataclass
@@ -334,10 +319,11 @@ def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer, drawn: boo
     for item in value_labels:
         label, bar = item.text, item.bar
         box = label.get_window_extent(renderer)
+        cover = label.get_bbox_patch().get_window_extent(renderer)  # its white box: inside the bar too
         drawn = Bbox.intersection(bar.get_window_extent(renderer), axes)  # the part inside the axes
         limit = ax.transData.transform((0, min(max(item.reach, low), high)))[1]
         positive = bar.get_height() >= 0
-        across = drawn is not None and drawn.x0 <= box.x0 and box.x1 <= drawn.x1 and 1.1 * box.width <= drawn.width
+        across = drawn is not None and drawn.x0 <= cover.x0 and cover.x1 <= drawn.x1
         fits = across and (drawn.y0 - 0.5 <= box.y0 and box.y1 <= min(limit, drawn.y1) - pad if positive
                            else max(limit, drawn.y0) + pad <= box.y0 and box.y1 <= drawn.y1 + 0.5)
         if fits:
@@ -378,14 +364,15 @@ def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer, drawn: boo
             kept.append(box)
 
 
-def plot(data: TableData, path: Path, ylabel: str | None = None, zero_based: bool = False) -> list[Path]:
+def plot(data: TableData, path: Path, ylabel: str | None = None, zero_based: bool = True) -> list[Path]:
     """`bar_figure` saved as `path` with each of FIGURE_FORMATS' suffixes (table.png, table.svg,
-    table.pdf for `path` table or table.png); returns the files written."""
+    table.pdf for `path` table or table.png); returns the files written. `ylabel` replaces the metric's
+    label; `zero_based` (the table command's --zero-based) changes nothing: every axis starts at 0."""
     from matplotlib import rc_context
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig = bar_figure(data, ylabel, zero_based)
+    fig = bar_figure(data, ylabel)
     paths = [path.with_suffix(f".{suffix}") for suffix in FIGURE_FORMATS]
     with rc_context(SAVE_RC):
         for out in paths:

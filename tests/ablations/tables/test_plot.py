@@ -1,7 +1,7 @@
-"""A table's figure for papers: PNG (300 dpi), SVG and PDF (vector), a y axis that spans the data unless
-zero-based is asked for, both axes labelled (the metric named), and what journals check: no text over
-other text, the legend or a line (measured on the laid-out figure), TrueType fonts in the PDF, text as text
-in the SVG, series told apart in grayscale."""
+"""A table's figure for papers: PNG (300 dpi), SVG and PDF (vector), a y axis from 0, the table's title,
+both axes labelled (the metric named), and what journals check: no text over other text, the legend or a
+line (measured on the laid-out figure), value labels readable on hatched bars, TrueType fonts in the PDF,
+text as text in the SVG, series told apart in grayscale."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from matplotlib.container import BarContainer
 
 from ablations.results import FINISHED, NOT_RUN, CellRun, TableLayout
-from ablations.tables.plot import BREAK_GID, bar_figure, plot, y_limits
+from ablations.tables.plot import bar_figure, luminance, plot, y_limits
 from ablations.tables.stats import table_data
 
 LAYOUT = TableLayout(title="Tagging schemes", rows="task", columns="tagging", column_order=("bio", "io"),
@@ -40,30 +40,33 @@ def test_the_figure_is_written_as_png_svg_and_pdf_the_last_two_vector(tmp_path):
     assert pdf.startswith(b"%PDF") and b"/Subtype /Image" not in pdf
 
 
-def test_the_y_axis_spans_the_data_not_zero_and_marks_the_break():
+def test_the_bars_start_at_zero_however_close_the_values():
+    """Bars from 90 to 95 on an axis from 80 read as a doubling: a bar's height is its value."""
     ax = bar_figure(table_data(LAYOUT, RUNS)).axes[0]
     low, high = ax.get_ylim()
-    assert len([line for line in ax.lines if line.get_gid() == BREAK_GID]) == 2  # the bars start below the foot
     # the data: 90..92 (bio), 93..95 (io), 88 (gad bio), the paper's 93.33
-    assert 80.0 < low < 88.0 and 95.0 < high < 100.0
+    assert low == 0.0 and 95.0 < high < 101.0
     assert (low, high) == pytest.approx(y_limits(table_data(LAYOUT, RUNS)))
+    bars = [patch for c in ax.containers if isinstance(c, BarContainer) for patch in c.patches]
+    assert bars and all(bar.get_y() == 0.0 for bar in bars)
     missing = [line for line in ax.lines if line.get_marker() == "x"]
-    assert [list(line.get_ydata()) for line in missing] == [[low]]  # the missing cell's mark is on the axis
+    assert [list(line.get_ydata()) for line in missing] == [[0.0]]  # the missing cell's mark is on the axis
 
 
-def test_zero_based_starts_the_y_axis_at_zero():
-    ax = bar_figure(table_data(LAYOUT, RUNS), zero_based=True).axes[0]
+def test_negative_values_take_the_axis_below_zero_and_a_line_marks_zero():
+    runs = [CellRun("biosses", c, "biosses", s, FINISHED, v + 0.01 * s) for c, v in (("bio", -0.3), ("io", 0.4))
+            for s in range(2)]
+    ax = bar_figure(table_data(LAYOUT, runs)).axes[0]
     low, high = ax.get_ylim()
-    assert low == 0.0 and 95.0 < high < 110.0
-    assert not [line for line in ax.lines if line.get_gid() == BREAK_GID]  # nothing to mark
+    assert low < -30.0 < 40.0 < high < 50.0
+    assert [line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [0.0]
 
 
-@pytest.mark.parametrize("zero_based", [False, True])
-def test_every_value_label_lies_within_its_bar_below_its_error_bar_and_the_papers_line(zero_based):
+def test_every_value_label_lies_within_its_bar_below_its_error_bar_and_the_papers_line():
     """Issue 38: a value label drawn above the paper's line ("71.1" at 93) reads as the paper's number."""
     from matplotlib.transforms import Bbox
 
-    fig = bar_figure(table_data(REALISTIC, _realistic_runs()), zero_based=zero_based)
+    fig = bar_figure(table_data(REALISTIC, _realistic_runs()))
     ax = fig.axes[0]
     renderer = fig.canvas.get_renderer()
     fig.draw_without_rendering()
@@ -112,7 +115,8 @@ def test_both_axes_are_labelled():
 def test_a_single_value_still_gets_a_range():
     runs = [CellRun("gad", "bio", "gad", 0, FINISHED, 0.5)]
     low, high = y_limits(table_data(LAYOUT, runs))
-    assert low < 50.0 < high and low > 0.0
+    assert low == 0.0 and 50.0 < high < 60.0
+    assert y_limits(table_data(LAYOUT, [CellRun("gad", "bio", "gad", 0, FINISHED, 0.0)])) == (0.0, 0.05)
     assert y_limits(table_data(LAYOUT, [CellRun("gad", "bio", "gad", 0, NOT_RUN)])) is None
 
 
@@ -343,10 +347,39 @@ def _marker_boxes(fig) -> list[object]:
     return out
 
 
+CLEAR = 1.0  # points of a label's box left clear of hatching around its text
+
+
+def _contrast(a, b) -> float:
+    """WCAG contrast ratio of two colours (1 .. 21; text wants 4.5)."""
+    from matplotlib.colors import to_rgba
+
+    light, dark = sorted((luminance(to_rgba(a)), luminance(to_rgba(b))), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def _readable(label, bar, ax, renderer) -> bool:
+    """A value label over its bar stands on an opaque box, drawn over the bar, that covers its text and
+    contrasts with it (the hatching cannot run through the digits); one above its bar contrasts with the
+    axes' background."""
+    box = label.get_window_extent(renderer)
+    if not box.overlaps(bar.get_window_extent(renderer)):
+        return _contrast(label.get_color(), ax.get_facecolor()) >= 4.5
+    patch = label.get_bbox_patch()
+    if patch is None or patch.get_facecolor()[3] < 1.0 or label.get_zorder() <= bar.get_zorder():
+        return False
+    cover = patch.get_window_extent(renderer)
+    clear = CLEAR * renderer.points_to_pixels(1.0)
+    covers = cover.x0 + clear <= box.x0 and cover.y0 + clear <= box.y0 and box.x1 <= cover.x1 - clear and \
+        box.y1 <= cover.y1 - clear
+    return covers and _contrast(label.get_color(), patch.get_facecolor()) >= 4.5
+
+
 def _figure_faults(fig, data) -> list[str]:
     """What a journal would send back: a value label over any other artist, a bar wide enough for its
-    label without one, hatching behind a label, a group label broken inside a word, a y label of more than
-    one line or metric, a title with a word alone on a line, a count written as a fraction."""
+    label without one, a label unreadable on its (hatched) bar, a group label broken inside a word, a y
+    label of more than one line or metric, a title other than the table's or with a word alone on a line,
+    a count written as a fraction."""
     from matplotlib.transforms import Bbox
 
     from ablations.tables.plot import VALUE_FONT, group_labels, value_format
@@ -372,13 +405,11 @@ def _figure_faults(fig, data) -> list[str]:
         faults += [f"value {label.get_text()} over another bar" for b in bars
                    if b is not bar and box.overlaps(Bbox.intersection(b.get_window_extent(renderer),
                                                                      ax.get_window_extent(renderer)) or Bbox.null())]
-        inside = box.overlaps(bar.get_window_extent(renderer))
-        patch = label.get_bbox_patch()
-        if inside and bar.get_hatch() and (patch is None or patch.get_facecolor()[:3] != bar.get_facecolor()[:3]):
-            faults.append(f"hatching through value {label.get_text()}")
+        if not _readable(label, bar, ax, renderer):
+            faults.append(f"value {label.get_text()} unreadable on its bar")
         if value_format(data) == "{:.0f}" and "." in label.get_text():
             faults.append(f"count written {label.get_text()}")
-    room = 1.2 * VALUE_FONT * fig.dpi / 72  # a bar this wide holds a vertical label
+    room = 1.4 * VALUE_FONT * fig.dpi / 72  # a bar this wide holds a vertical label in its box
     faults += [f"a bar of {bar.get_height():.3g} without its value" for bar in bars
                if id(bar) not in labelled and bar.get_window_extent(renderer).width >= room]
     for tick, expected in zip(ax.get_xticklabels(), group_labels(data)):
@@ -386,6 +417,8 @@ def _figure_faults(fig, data) -> list[str]:
             faults.append(f"group label {tick.get_text()!r} broken inside a word")
     if "\n" in ax.get_ylabel() or " / " in ax.get_ylabel() or ax.yaxis.label.get_fontsize() < 8:
         faults.append(f"y label {ax.get_ylabel()!r} ({ax.yaxis.label.get_fontsize()}pt)")
+    if _unwrapped(ax.get_title()) != data.layout.title:
+        faults.append(f"title {ax.get_title()!r}, not the table's {data.layout.title!r}")
     lines = ax.get_title().split("\n")
     if len(lines) > 1 and min(len(line.split()) for line in lines) < 2:
         faults.append(f"a word alone in the title {lines}")

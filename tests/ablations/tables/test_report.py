@@ -264,7 +264,7 @@ def test_table_command_renders_a_vocab_experiment(capsys, tmp_path, data_dir):
     assert "- experiment: terms" in md and "| lymphoma | disease | l-ym-ph-oma | ✓ |" in md
     # the y tick labels, as drawn (the SVG keeps text as <text> elements)
     y_ticks = re.compile(r'<g id="ytick_\d+">.*?<text[^>]*>([^<]*)</text>', re.DOTALL)
-    assert y_ticks.findall((folder / "table.svg").read_text())[0] == "1"  # spans the data: 1 to 7 pieces
+    assert y_ticks.findall((folder / "table.svg").read_text())[0] == "0"  # bars start at 0 (1 to 7 pieces)
     assert main(argv + ["--zero-based"]) == 0  # re-render: the same MLflow run
     assert y_ticks.findall((folder / "table.svg").read_text())[0] == "0"
     uri = f"sqlite:///{work / 'mlruns.db'}"
