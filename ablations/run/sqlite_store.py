@@ -1,4 +1,4 @@
-"""A new SQLite tracking store, copied from an empty one MLflow migrated once per version
+"""A new SQLite tracking store, copied from an empty one MLflow made once per version
 (`ablations.run.tracking.check_tracking_uri` starts every new local store with it)."""
 
 from __future__ import annotations
@@ -15,39 +15,33 @@ log = logging.getLogger("bioablate")
 
 
 def start_sqlite_store(path: Path) -> bool:
-    """Create the new SQLite store `path` as a copy of an empty one, migrated once per MLflow version into
-    the user cache folder (`mlflow/empty-store-<version>.db`): MLflow's own creation runs its whole chain of
-    schema migrations, about 2 s of CPU for every new store (every new work directory), the copy a few
-    milliseconds. The copy has MLflow's tables at its current schema and nothing in them; MLflow adds the
-    Default experiment when it first opens it, as it does after its own creation. A template not at this
-    MLflow's schema revision (damaged, another build's) is made again. Where the cache cannot be written or
-    the copy fails, nothing is left at `path` (False) and MLflow creates the store as usual. Call with the
-    store's creation lock held."""
+    """Create the new SQLite store `path` as a copy of an empty one that `mlflow db upgrade` made once per
+    MLflow version in the user cache folder (`mlflow/empty-store-<version>.db`): MLflow's own creation runs
+    its whole chain of schema migrations for every new store (every new work directory), the copy takes
+    milliseconds. The copy has MLflow's tables at this version's schema and nothing in them; MLflow adds
+    the Default experiment (its artifact location below the opening process's folder) when it first opens
+    it, as after its own creation. A template that is no store (damaged, cut short) is made again. Where the
+    cache cannot be written or the copy fails, nothing is left at `path` (False) and MLflow creates the
+    store as usual. Call with the store's creation lock held."""
     import mlflow
-    from mlflow.store.db.utils import _get_latest_schema_revision, _initialize_tables  # MLflow's own steps
-    from sqlalchemy import create_engine
+    from mlflow.db import upgrade  # `mlflow db upgrade URL`: on an empty database, MLflow's schema alone
 
     from bioablate_core.files import user_cache_dir
 
     template = user_cache_dir() / "mlflow" / f"empty-store-{mlflow.__version__}.db"
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
-        head = _get_latest_schema_revision()
-        if _schema_revision(template) != head:
+        if _schema_revision(template) is None:
             template.parent.mkdir(parents=True, exist_ok=True)
             with claim(template.with_name(template.name + ".lock")):  # one process migrates, others wait
-                if _schema_revision(template) != head:
+                if _schema_revision(template) is None:
                     building = template.with_name(f".{template.name}.{os.getpid()}.part")
-                    engine = create_engine(f"sqlite:///{building}")
-                    try:
-                        _initialize_tables(engine)
-                    finally:
-                        engine.dispose()
+                    upgrade.main([f"sqlite:///{building}"], prog_name="mlflow db upgrade", standalone_mode=False)
                     os.replace(building, template)  # a template is whole or absent, never half-migrated
         shutil.copyfile(template, part)
         os.replace(part, path)
         return True
-    except Exception as error:  # an unwritable cache, a full disk, another MLflow's internals: MLflow's way
+    except Exception as error:  # an unwritable cache, a full disk, a failed migration: MLflow's way
         log.debug("new store %s without the template %s: %s", path, template, error)
         part.unlink(missing_ok=True)
         return False
