@@ -9,7 +9,9 @@ releases it when the holder exits or dies (SIGKILL, OOM, power loss of the holde
 lock server), so a claim is never left behind by a dead process and never needs a timeout. Works across
 machines on a shared filesystem that supports POSIX/flock locks (local disks, Lustre/GPFS with locking,
 NFSv4; Linux emulates flock with POSIX locks over NFS). For stores shared across machines *without* a
-shared work directory, `ablations.run.lifecycle` adds a heartbeat on the tracked run.
+shared work directory, `ablations.run.lifecycle` adds a heartbeat on the tracked run. Not `filelock`: it
+takes the same flock but cannot say who holds it (the host, pid and time that "waiting for" and `ClaimHeld`
+name), so the description would stay here and the module be no shorter.
 
 The lock file holds the holder's description (JSON: host, pid, since) for `holder` and for the "waiting for
 ..." line; the lock, not the text, decides. Lock files are never deleted: removing one while another
