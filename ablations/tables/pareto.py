@@ -1,7 +1,8 @@
 """Score against compute: one point per column of a table (its score: the BLURB score where the table has
 that row, else the mean of its rows' means; its compute: the FLOPs of its fine-tuning runs plus its
 pretraining stages, cost.py), on a log x axis, the Pareto front (no other column both cheaper and better)
-joined and its points filled. Written beside the table as compute.png / .svg / .pdf."""
+joined and its points filled. Written beside the table as compute.png / .svg / .pdf where at least
+MIN_POINTS columns have both: a front through two points says no more than the table."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ablations.tables.plot import FIGURE_FORMATS, PNG_DPI, SAVE_RC
 from ablations.tables.stats import TableData
 
 FIGURE_NAME = "compute"
+MIN_POINTS = 3
 
 
 def column_points(data: TableData) -> list[tuple[str, float, float]]:
@@ -49,10 +51,10 @@ MARKER_ROOM = 4  # points around a marker's centre that a label keeps clear of
 
 
 def compute_figure(data: TableData):
-    """Score against compute (None when no column has a known cost): each point labelled beside it, inside
-    the axes and clear of the other labels and points; x ticks in FLOPs at 1, 2 and 5 of each decade (a
-    range under a decade still gets some), never overlapping; the legend under the axes; the title wrapped
-    in lines of even length."""
+    """Score against compute (None when fewer than MIN_POINTS columns have a known cost): each point
+    labelled beside it, inside the axes and clear of the other labels and points; x ticks in FLOPs at 1, 2
+    and 5 of each decade (a range under a decade still gets some), never overlapping; the legend under the
+    axes; the title wrapped in lines of even length."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
@@ -61,7 +63,7 @@ def compute_figure(data: TableData):
     from ablations.tables.figure_text import wrap_text
 
     points = column_points(data)
-    if not points:
+    if len(points) < MIN_POINTS:
         return None
     front = pareto_front(points)
     fig = Figure(figsize=(5.0, 3.8), layout="constrained")
@@ -119,11 +121,14 @@ def _thin_ticks(fig, ax, renderer) -> None:
 
 
 def plot_compute(data: TableData, stem: Path) -> list[Path]:
-    """The figure, written as `<stem>.png/.svg/.pdf`; nothing when no column has a known cost."""
+    """The figure, written as `<stem>.png/.svg/.pdf`; nothing (and an earlier render's removed) when fewer
+    than MIN_POINTS columns have a known cost."""
     from matplotlib import rc_context
 
     fig = compute_figure(data)
     if fig is None:
+        for fmt in FIGURE_FORMATS:
+            stem.with_name(f"{FIGURE_NAME}.{fmt}").unlink(missing_ok=True)
         return []
     paths = []
     with rc_context(SAVE_RC):

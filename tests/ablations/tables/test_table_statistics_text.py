@@ -5,6 +5,7 @@ figure, and one-line errors for an unknown correction on the command line and in
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 
 import pytest
@@ -71,6 +72,12 @@ def test_pareto_front_keeps_the_columns_nothing_beats_on_both(tmp_path):
     data = table_data(LAYOUT, RUNS)
     add_costs(data, RUNS, {"lstm": [("pubmed", {"system/compute/flops": 5e15})]})
     assert [(label, flops) for label, flops, _ in column_points(data)] == [("linear", 6e12), ("lstm", 12e12 + 5e15)]
+    (tmp_path / "compute.png").write_bytes(b"an earlier render's")
+    assert plot_compute(data, tmp_path / "table") == [] and not list(tmp_path.iterdir())  # a front of two points
+    three = dataclasses.replace(LAYOUT, column_order=("linear", "lstm", "crf"))
+    runs = RUNS + [run(t, "crf", s, 0.4, 3e12) for t in ("bc5-chem", "gad") for s in (1, 2, 3)]
+    data = table_data(three, runs)
+    add_costs(data, runs, {})
     assert [p.name for p in plot_compute(data, tmp_path / "table")] == ["compute.png", "compute.svg", "compute.pdf"]
 
 
