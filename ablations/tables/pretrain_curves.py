@@ -3,8 +3,9 @@ it has seen, one line per column in one figure, read from the tracking store.
 
 A column pretrained in several stages (Table 9's general domain then PubMed) is the chain of its stages: a
 continued stage's curve starts where the stage it continues from ended, so columns of equal compute end at
-the same x. Tokens are sequence slots (steps x batch x accumulation x sequence length x devices): the
-pretraining data is packed into full sequences, so slots are tokens seen.
+the same x, and a labelled vertical line marks where the corpus changes (`switch_label`). Tokens are
+sequence slots (steps x batch x accumulation x sequence length x devices): the pretraining data is packed
+into full sequences, so slots are tokens seen.
 
     chains = [StageChain("PubMed", [StageSegment(run_id, tokens_per_step)]), ...]
     paths = write_pretraining_curves(chains, tracking_uri, out_dir, title="Table 9")
@@ -70,6 +71,18 @@ def chain_curve(client, chain: StageChain) -> tuple[list[float], list[float], li
     return xs, ys, starts
 
 
+def switch_label(client, before: StageSegment, after: StageSegment) -> str:
+    """What changes where `after` continues `before`: their corpora (the runs' `corpus` tags; the stage's
+    name where a run has none), and the vocabulary where it is a new one."""
+    def tags(segment: StageSegment) -> dict[str, str]:
+        return client.get_run(segment.run_id).data.tags
+
+    old, new = tags(before), tags(after)
+    label = f"{old.get('corpus', before.name or 'stage 1')} → {new.get('corpus', after.name or 'next stage')}"
+    vocab = new.get("vocab")
+    return label + (", new vocabulary" if vocab not in (None, "init", old.get("vocab")) else "")
+
+
 def running_mean(values: Sequence[float], window: int) -> list[float]:
     """The mean of each value and the (up to) `window - 1` before it."""
     out, total = [], 0.0
@@ -95,11 +108,22 @@ def write_pretraining_curves(chains: Sequence[StageChain], tracking_uri: str, ou
         return []
     fig, ax = plt.subplots(figsize=(6.4, 3.9), layout="constrained")
     styles = ("-", "--", "-.", ":")
+    switches: dict[float, list[str]] = {}  # x -> what changes there, each once however many columns share it
     for i, (chain, xs, ys, starts) in enumerate(curves):
         line, = ax.plot([x / 1e6 for x in xs], running_mean(ys, SMOOTHING), styles[i % len(styles)],
                         linewidth=1.2, label=chain.label)
-        for start in starts:  # where the continued stage begins (a new corpus or vocabulary)
+        for start, before, after in zip(starts, chain.segments, chain.segments[1:]):
             ax.axvline(start / 1e6, color=line.get_color(), linewidth=0.6, alpha=0.5)
+            label = switch_label(client, before, after)
+            if label not in switches.setdefault(start / 1e6, []):
+                switches[start / 1e6].append(label)
+    # along the line from the axes' top, left of it: a stage ends on its plateau, below where the curves
+    # start, while the next stage's loss may jump up right of the line
+    for x, labels in switches.items():
+        for k, text in enumerate(labels):
+            ax.annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(-3 - 10 * k, -3),
+                        textcoords="offset points", rotation=90, ha="right", va="top", fontsize=7, color="0.2",
+                        bbox={"boxstyle": "square,pad=0.2", "facecolor": "white", "edgecolor": "none"})
     ax.set_xlabel("tokens seen (millions)")
     ax.set_ylabel(f"MLM loss (mean of {SMOOTHING} steps)")
     ax.grid(True, which="both", linewidth=0.3, alpha=0.5)

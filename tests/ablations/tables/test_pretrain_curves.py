@@ -1,7 +1,10 @@
-"""The pretraining-curve figure: a continued stage's curve starts where the stage it continues ended, on
-a real MLflow store with hand-logged loss histories."""
+"""The pretraining-curve figure: a continued stage's curve starts where the stage it continues ended, the
+corpus switch labelled, on a real MLflow store with hand-logged loss histories."""
 
 from __future__ import annotations
+
+import html
+import re
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -11,13 +14,14 @@ from ablations.tables.pretrain_curves import (
     StageSegment,
     chain_curve,
     running_mean,
+    switch_label,
     tokens_per_step,
     write_pretraining_curves,
 )
 
 
-def _run(client: MlflowClient, experiment_id: str, losses: list[float]) -> str:
-    run = client.create_run(experiment_id)
+def _run(client: MlflowClient, experiment_id: str, losses: list[float], **tags: str) -> str:
+    run = client.create_run(experiment_id, tags=tags)
     for step, loss in enumerate(losses):
         client.log_metric(run.info.run_id, "train/mlm_loss", loss, step=step)
     client.set_terminated(run.info.run_id)
@@ -55,3 +59,27 @@ def test_tokens_per_step_and_the_running_mean():
     assert tokens_per_step({"pretrain.batch_size": "32", "pretrain.accumulate": "2", "pretrain.seq_len": "128",
                             "trainer.devices": "4"}) == 32 * 2 * 128 * 4
     assert running_mean([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+
+
+def test_the_corpus_switch_is_labelled_once_per_change(store, tmp_path):
+    """Table 9's continual columns: general then PubMed, one keeping its vocabulary, one with PubMed's;
+    a column from scratch has no switch."""
+    uri, client, experiment_id = store
+    general = _run(client, experiment_id, [10.0, 9.0, 8.0], corpus="general", vocab="bert-base-uncased")
+    kept = _run(client, experiment_id, [7.5, 7.0], corpus="pubmed", vocab="init")
+    new = _run(client, experiment_id, [8.5, 7.5], corpus="pubmed", vocab="pubmedbert-uncased")
+    scratch = _run(client, experiment_id, [10.0, 8.0, 7.0, 6.5, 6.0], corpus="pubmed", vocab="pubmedbert-uncased")
+    chains = [StageChain("Wiki+Books → PubMed", (StageSegment(general, 100), StageSegment(kept, 100))),
+              StageChain("Wiki+Books → PubMed, PubMed vocab", (StageSegment(general, 100), StageSegment(new, 100))),
+              StageChain("second chain, same switch", (StageSegment(general, 100), StageSegment(kept, 100))),
+              StageChain("PubMed", (StageSegment(scratch, 100),))]
+    assert switch_label(client, StageSegment(general, 1), StageSegment(kept, 1)) == "general → pubmed"
+    assert switch_label(client, StageSegment(general, 1), StageSegment(new, 1)) == \
+        "general → pubmed, new vocabulary"
+    assert switch_label(client, StageSegment(_run(client, experiment_id, [1.0]), 1, "wiki-books"),
+                        StageSegment(_run(client, experiment_id, [1.0]), 1, "general-pubmed")) == \
+        "wiki-books → general-pubmed"  # runs without tags: the stages' names
+    paths = write_pretraining_curves(chains, uri, tmp_path / "out", "Table 9")
+    svg = html.unescape(next(p for p in paths if p.suffix == ".svg").read_text(encoding="utf-8"))
+    texts = [t.strip() for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+    assert texts.count("general → pubmed") == 1 and texts.count("general → pubmed, new vocabulary") == 1
