@@ -19,10 +19,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from ablations.checks import check_names, check_run_config
 from bioablate_core.errors import ConfigError
 from bioablate_core.fingerprints import digest
-from bioablate_core.identity import field_marks, marked
+from bioablate_core.identity import marked, markers, marks
 from bioablate_core.limits import MAX_ACCUMULATE, MAX_ALUM_STEPS, MAX_BATCH, MAX_STEPS
 from bioablate_core.packaged import resolve_config
-from bioablate_core.schema import bounded, choice, defaults, load_yaml, merge
+from bioablate_core.schema import bounded, choice, defaults, dotlist, load_yaml, merge
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.qa_merges import QA_MERGES
 from datamodules.relation_inputs import RE_INPUTS
@@ -51,219 +51,200 @@ MAX_EPOCHS = 1000
 FINETUNE_RUN, PRETRAIN_RUN = "finetune", "pretrain"
 _GROUPS = {"finetune": frozenset({FINETUNE_RUN}), "pretrain": frozenset({PRETRAIN_RUN}),
            "both": frozenset({FINETUNE_RUN, PRETRAIN_RUN}), "none": frozenset(), "place": frozenset()}
-decides = field_marks(_GROUPS)
+ft, pt, both, inert, place = markers(*_GROUPS)  # each marks a field with its group, in this order
 
 
-@decides(finetune="name_or_path vocab lowercase",
-         both="hidden_size num_layers num_heads intermediate_size max_position_embeddings",
-         none="resize_embeddings")  # permits a run the model check refuses; computes what it always did
 @dataclass
 class ModelConfig:
     # A Hugging Face-format directory, a named model (see lightning_modules/models.py), or `random-bert`:
     # a freshly initialised BERT of the size below, with the vocabulary `vocab`.
-    name_or_path: str = "random-bert"
-    vocab: str = "bert-base-uncased"  # random-bert only: a staged vocabulary name or a vocab.txt path
-    lowercase: bool = True
-    hidden_size: int = bounded(64, ge=1)
-    num_layers: int = bounded(2, ge=1)
-    num_heads: int = bounded(2, ge=1)
-    intermediate_size: int = bounded(256, ge=1)
-    max_position_embeddings: int = bounded(512, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)
+    name_or_path: str = ft("random-bert")
+    vocab: str = ft("bert-base-uncased")  # random-bert only: a staged vocabulary name or a vocab.txt path
+    lowercase: bool = ft(True)
+    hidden_size: int = both(bounded(64, ge=1))
+    num_layers: int = both(bounded(2, ge=1))
+    num_heads: int = both(bounded(2, ge=1))
+    intermediate_size: int = both(bounded(256, ge=1))
+    max_position_embeddings: int = both(bounded(512, ge=MIN_SEQUENCE, le=MAX_SEQUENCE))
     # A model folder whose tokenizer has more tokens than its embedding matrix has rows is an error (a
     # vocabulary of another model); true: the deliberate case, rows added at random (fine-tuning learns them).
-    resize_embeddings: bool = False
+    # It permits a run the model check refuses, and computes what it always did: in no fingerprint.
+    resize_embeddings: bool = inert(False)
 
 
-@decides(finetune="lr batch_size eval_batch_size epochs warmup_ratio weight_decay dropout max_length "
-                  "max_train_examples max_eval_examples tagging head subtoken_labels re_input re_feature "
-                  "classifier qa_stride max_answer_length qa_merge bucketing static_shapes adversarial alum "
-                  "class_weights",
-         none="cache_tokenized")
 @dataclass
 class FinetuneConfig:
-    lr: float = bounded(5e-5, gt=0)
-    batch_size: int = bounded(32, ge=1, le=MAX_BATCH)
-    eval_batch_size: int = bounded(64, ge=1, le=MAX_BATCH)
-    epochs: int = bounded(3, ge=1, le=MAX_EPOCHS)
-    warmup_ratio: float = bounded(0.1, ge=0, le=1)
-    weight_decay: float = bounded(0.01, ge=0)
-    dropout: float = bounded(0.1, ge=0, lt=1)
+    lr: float = ft(bounded(5e-5, gt=0))
+    batch_size: int = ft(bounded(32, ge=1, le=MAX_BATCH))
+    eval_batch_size: int = ft(bounded(64, ge=1, le=MAX_BATCH))
+    epochs: int = ft(bounded(3, ge=1, le=MAX_EPOCHS))
+    warmup_ratio: float = ft(bounded(0.1, ge=0, le=1))
+    weight_decay: float = ft(bounded(0.01, ge=0))
+    dropout: float = ft(bounded(0.1, ge=0, lt=1))
     # above the model's position embeddings is an error at run time (ablations/run/finetune.py)
     # None: the dataset's own (paper: 128 GAD, 256 ChemProt/DDI, 512 QA)
-    max_length: Optional[int] = bounded(None, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)
+    max_length: Optional[int] = ft(bounded(None, ge=MIN_SEQUENCE, le=MAX_SEQUENCE))
     # Subsampling for quick runs (micro profile); None keeps the whole split. A fixed, seed-independent
     # prefix of a seeded shuffle, so every seed and variant sees the same examples.
-    max_train_examples: Optional[int] = bounded(None, ge=1)
-    max_eval_examples: Optional[int] = bounded(None, ge=1)
+    max_train_examples: Optional[int] = ft(bounded(None, ge=1))
+    max_eval_examples: Optional[int] = ft(bounded(None, ge=1))
     # Modeling choices of the paper's Sec. 2.4 (Tables 12-14); `bioablate list variants` shows the choices.
     # Each names an option of its registry (`choice`: the default and the options are the registry's).
-    tagging: str = choice(SCHEMES)  # NER/PICO tagging scheme
-    head: str = choice(HEADS)  # NER/PICO classification layer
-    subtoken_labels: str = choice(SUBTOKEN_LABELS)  # the sub-tokens a word's loss is on (its first, or all)
-    re_input: str = choice(RE_INPUTS)  # relation input transform
-    re_feature: str = choice(RE_FEATURES)  # relation featurizer (entity-start: markers only)
-    classifier: str = choice(CLASSIFIERS)  # [CLS]/relation classifier
+    tagging: str = ft(choice(SCHEMES))  # NER/PICO tagging scheme
+    head: str = ft(choice(HEADS))  # NER/PICO classification layer
+    subtoken_labels: str = ft(choice(SUBTOKEN_LABELS))  # the sub-tokens a word's loss is on (its first, or all)
+    re_input: str = ft(choice(RE_INPUTS))  # relation input transform
+    re_feature: str = ft(choice(RE_FEATURES))  # relation featurizer (entity-start: markers only)
+    classifier: str = ft(choice(CLASSIFIERS))  # [CLS]/relation classifier
     # Extractive QA (datamodules/qa_spans.py): context tokens shared by overlapping windows (null: a third
     # of the window, BioBERT's 128 of 384) and the longest answer span, in tokens (BioBERT: 30).
-    qa_stride: Optional[int] = bounded(None, ge=0)
-    max_answer_length: int = bounded(30, ge=1)
-    qa_merge: str = choice(QA_MERGES)  # a question's answers over its snippets
+    qa_stride: Optional[int] = ft(bounded(None, ge=0))
+    max_answer_length: int = ft(bounded(30, ge=1))
+    qa_merge: str = ft(choice(QA_MERGES))  # a question's answers over its snippets
     # Speed (docs/performance.md): length-bucketed training batches (sorted within large random chunks,
     # batches shuffled); the tokenization cache under <work_dir>/cache/tokenized (never changes a result).
-    bucketing: bool = True
-    cache_tokenized: bool = True
+    bucketing: bool = ft(True)
+    cache_tokenized: bool = inert(True)
     # Static batch shapes (datamodules/finetune_data.py `Shapes`): widths in multiples of 32 and full
     # training batches (filler rows that add nothing to the loss), so a compiled step meets one shape per
     # width bucket. The same sums, other dropout draws: a result key.
-    static_shapes: bool = False
+    static_shapes: bool = ft(False)
     # ALUM adversarial fine-tuning (lightning_modules/algorithms/alum.py); same defaults as pretraining.
     # AlumConfig is defined below: the factory looks it up when a config is built.
-    adversarial: bool = False
-    alum: AlumConfig = field(default_factory=lambda: AlumConfig())
+    adversarial: bool = ft(False)
+    alum: AlumConfig = ft(field(default_factory=lambda: AlumConfig()))
     # Class-weighted cross-entropy for single-label classification (Bio-ELECTRA's yes/no, 80% yes):
     # null (off) | balanced (n / (classes * count), from the training split) | [w, ...] in the dataset's label
     # order | {class: w} (others 1). datamodules/class_weights.py.
-    class_weights: Any = None
+    class_weights: Any = ft(None)
 
 
-@decides(finetune="accelerator devices num_nodes strategy", both="precision",
-         none="num_workers progress_bar log_every_n_steps compile compile_mode")
 @dataclass
 class TrainerConfig:
-    accelerator: str = "auto"
-    devices: Any = 1
-    num_nodes: int = bounded(1, ge=1)
-    strategy: str = "auto"
-    precision: str = "32-true"
-    num_workers: int = bounded(0, ge=0)
-    progress_bar: bool = True
-    log_every_n_steps: int = bounded(10, ge=1)  # every step's loss is logged; stored this many steps at a time
-    compile: bool = False  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
+    accelerator: str = ft("auto")
+    devices: Any = ft(1)
+    num_nodes: int = ft(bounded(1, ge=1))
+    strategy: str = ft("auto")
+    precision: str = both("32-true")
+    num_workers: int = inert(bounded(0, ge=0))
+    progress_bar: bool = inert(True)
+    log_every_n_steps: int = inert(bounded(10, ge=1))  # every step's loss is logged; stored this many steps at a time
+    compile: bool = inert(False)  # torch.compile the encoder (dynamic shapes); pays off on GPUs and long runs
     # pretraining with compile: torch.compile's mode; reduce-overhead replays the step as CUDA graphs
-    compile_mode: str = "default"
+    compile_mode: str = inert("default")
 
 
-@decides(both="alpha sigma epsilon step_size steps")  # under finetune.alum and pretrain.alum: their runs
 @dataclass
 class AlumConfig:
-    """Adversarial pretraining (ALUM, Liu et al. 2020): see lightning_modules/algorithms/alum.py."""
-    alpha: float = bounded(10.0, ge=0)  # weight of the symmetric-KL term added to the MLM loss
-    sigma: float = bounded(1e-5, ge=0)  # std of the initial random perturbation
-    epsilon: float = bounded(1e-5, ge=0)  # radius of the L-inf ball the perturbation is projected onto
-    step_size: float = bounded(1e-3, gt=0)  # ascent step size
-    steps: int = bounded(1, ge=1, le=MAX_ALUM_STEPS)  # K ascent steps
+    """Adversarial pretraining (ALUM, Liu et al. 2020): see lightning_modules/algorithms/alum.py. Under
+    finetune.alum and pretrain.alum, whose fields mark which runs it decides."""
+    alpha: float = both(bounded(10.0, ge=0))  # weight of the symmetric-KL term added to the MLM loss
+    sigma: float = both(bounded(1e-5, ge=0))  # std of the initial random perturbation
+    epsilon: float = both(bounded(1e-5, ge=0))  # radius of the L-inf ball the perturbation is projected onto
+    step_size: float = both(bounded(1e-3, gt=0))  # ascent step size
+    steps: int = both(bounded(1, ge=1, le=MAX_ALUM_STEPS))  # K ascent steps
 
 
-@decides(pretrain="corpus max_words min_words dedup exclude_eval_pmids vocab lowercase seq_len objective nsp "
-                  "masking mask_rate mask_schedule adversarial alum init optimizer lr weight_decay "
-                  "warmup_ratio batch_size accumulate max_steps checkpoint_every grad_clip embedding_size "
-                  "share_layers generator_size discriminator_weight max_predictions packing master_weights "
-                  "fused_qkv")
 @dataclass
 class PretrainConfig:
     """`bioablate pretrain`: see docs/pretraining.md. Model size comes from `model.*`."""
-    corpus: str = "pubmed"  # pubmed | pmc | general | pubmed+pmc | general>pubmed (stages in order)
+    corpus: str = pt("pubmed")  # pubmed | pmc | general | pubmed+pmc | general>pubmed (stages in order)
     # cap on corpus words (corpus-size curves); split evenly over parts
-    max_words: Optional[int] = bounded(None, ge=MIN_CORPUS_WORDS)
-    min_words: int = bounded(128, ge=0)  # drop documents with fewer words (the paper: abstracts under 128 words)
-    dedup: bool = True  # drop exact duplicate documents
-    exclude_eval_pmids: bool = True  # drop documents whose PMID is in a BLURB dataset
-    vocab: str = "bert-base-uncased"  # staged name | vocab.txt path | train:SIZE[:cased] | init
-    lowercase: bool = True
-    seq_len: int = bounded(128, ge=MIN_SEQUENCE, le=MAX_SEQUENCE)
-    objective: str = choice(OBJECTIVES)  # what is pretrained (docs/pretraining.md)
-    nsp: bool = False  # bert only: next-sentence prediction (albert always uses SOP)
-    masking: str = choice(MASKING_MODES)  # whole words or single word pieces
-    mask_rate: float = bounded(0.15, gt=0, lt=1)
-    mask_schedule: str = choice(SCHEDULES)  # the rate over training (ramp: 5% -> 25%, +5% every 20%)
-    adversarial: bool = False
-    alum: AlumConfig = field(default_factory=AlumConfig)
-    init: str = "scratch"  # scratch | an HF-format directory | a named model (general-minilm)
-    optimizer: str = choice(OPTIMIZERS)  # with linear warmup and decay
-    lr: float = bounded(6e-4, gt=0)
-    weight_decay: float = bounded(0.01, ge=0)
-    warmup_ratio: float = bounded(0.1, ge=0, le=1)
-    batch_size: int = bounded(32, ge=1, le=MAX_BATCH)  # sequences per micro-batch (per device)
-    accumulate: int = bounded(1, ge=1, le=MAX_ACCUMULATE)  # micro-batches per optimizer step
-    max_steps: int = bounded(1000, ge=1, le=MAX_STEPS)  # optimizer steps
-    checkpoint_every: int = bounded(100, ge=1)  # optimizer steps between checkpoints
-    grad_clip: float = bounded(1.0, ge=0)  # 0: no clipping
-    embedding_size: int = bounded(128, ge=1)  # albert: factorized embedding size
-    share_layers: bool = True  # albert: cross-layer parameter sharing
+    max_words: Optional[int] = pt(bounded(None, ge=MIN_CORPUS_WORDS))
+    min_words: int = pt(bounded(128, ge=0))  # drop documents with fewer words (the paper: abstracts under 128 words)
+    dedup: bool = pt(True)  # drop exact duplicate documents
+    exclude_eval_pmids: bool = pt(True)  # drop documents whose PMID is in a BLURB dataset
+    vocab: str = pt("bert-base-uncased")  # staged name | vocab.txt path | train:SIZE[:cased] | init
+    lowercase: bool = pt(True)
+    seq_len: int = pt(bounded(128, ge=MIN_SEQUENCE, le=MAX_SEQUENCE))
+    objective: str = pt(choice(OBJECTIVES))  # what is pretrained (docs/pretraining.md)
+    nsp: bool = pt(False)  # bert only: next-sentence prediction (albert always uses SOP)
+    masking: str = pt(choice(MASKING_MODES))  # whole words or single word pieces
+    mask_rate: float = pt(bounded(0.15, gt=0, lt=1))
+    mask_schedule: str = pt(choice(SCHEDULES))  # the rate over training (ramp: 5% -> 25%, +5% every 20%)
+    adversarial: bool = pt(False)
+    alum: AlumConfig = pt(field(default_factory=AlumConfig))
+    init: str = pt("scratch")  # scratch | an HF-format directory | a named model (general-minilm)
+    optimizer: str = pt(choice(OPTIMIZERS))  # with linear warmup and decay
+    lr: float = pt(bounded(6e-4, gt=0))
+    weight_decay: float = pt(bounded(0.01, ge=0))
+    warmup_ratio: float = pt(bounded(0.1, ge=0, le=1))
+    batch_size: int = pt(bounded(32, ge=1, le=MAX_BATCH))  # sequences per micro-batch (per device)
+    accumulate: int = pt(bounded(1, ge=1, le=MAX_ACCUMULATE))  # micro-batches per optimizer step
+    max_steps: int = pt(bounded(1000, ge=1, le=MAX_STEPS))  # optimizer steps
+    checkpoint_every: int = pt(bounded(100, ge=1))  # optimizer steps between checkpoints
+    grad_clip: float = pt(bounded(1.0, ge=0))  # 0: no clipping
+    embedding_size: int = pt(bounded(128, ge=1))  # albert: factorized embedding size
+    share_layers: bool = pt(True)  # albert: cross-layer parameter sharing
     # electra: generator width, heads and feed-forward size as a fraction of the discriminator's (ELECTRA's
     # and Bio-ELECTRA's 1/4), and the weight of replaced-token detection vs the generator's MLM loss (50)
-    generator_size: float = bounded(0.25, gt=0, le=1)
-    discriminator_weight: float = bounded(50.0, ge=0)
+    generator_size: float = pt(bounded(0.25, gt=0, le=1))
+    discriminator_weight: float = pt(bounded(50.0, ge=0))
     # Predicted positions per row (BERT's max_predictions_per_seq): a fixed number, so the training step
     # has one static shape; a row whose draw selects more keeps this many. 32 keeps 99.99% of a 15% draw
     # on rows of 128 (whole words or pieces; BERT's 20 loses 2-4%), 48 of a 25% one. null: as many as
     # drawn (the width then changes from batch to batch). Part of the run's identity only when set.
-    max_predictions: Optional[int] = bounded(None, ge=1)
+    max_predictions: Optional[int] = pt(bounded(None, ge=1))
     # Speed choices that change the numbers (docs/performance.md), off by default. packing: several short
     # sequences to a row, attention kept within each (a block-diagonal mask, positions restarting): fewer pad
     # tokens, more sequences per batch; bert without nsp, and electra. master_weights: bf16 parameters with
     # fp32 master weights in the optimizer (needs trainer.precision=bf16-true). fused_qkv: one Linear for each
     # attention layer's query, key and value (bert, electra); split again on export.
-    packing: bool = False
-    master_weights: bool = False
-    fused_qkv: bool = False
+    packing: bool = pt(False)
+    master_weights: bool = pt(False)
+    fused_qkv: bool = pt(False)
 
 
-@decides(none="partition account qos time gpus_per_run cpus_per_run mem_gb nodes gpus_per_node "
-              "array_parallelism max_requeues signal_delay_s sbatch setup")
 @dataclass
 class LauncherConfig:
     """Where `--launcher slurm` sends runs (ablations/launch/, docs/cluster.md). Never part of a run's
     fingerprint: the same run computed on a laptop or a cluster is the same run."""
-    partition: Optional[str] = None
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    time: str = "4:00:00"  # per job: minutes, H:MM:SS or D-HH:MM:SS
-    gpus_per_run: int = bounded(1, ge=0)  # 0 on CPU-only partitions
-    cpus_per_run: int = bounded(8, ge=1)  # per task (per GPU under multi-node pretraining)
-    mem_gb: Optional[int] = bounded(None, ge=1)  # per node; None: the partition's default
-    nodes: int = bounded(1, ge=1)  # pretraining: nodes per job (`bioablate pretrain --nodes`)
-    gpus_per_node: Optional[int] = bounded(None, ge=1)  # pretraining: tasks (ranks) per node; None: gpus_per_run
-    array_parallelism: int = bounded(64, ge=1)  # fine-tuning arrays: runs at a time
-    max_requeues: int = bounded(3, ge=0)  # preemptions / time limits survived by requeueing
-    signal_delay_s: int = bounded(120, ge=10)  # SIGUSR2 this long before the time limit: checkpoint and requeue
-    sbatch: dict = field(default_factory=dict)  # any further sbatch option, e.g. {constraint: a100}
-    setup: list = field(default_factory=list)  # shell lines before the job's srun (module loads, ...)
+    partition: Optional[str] = inert(None)
+    account: Optional[str] = inert(None)
+    qos: Optional[str] = inert(None)
+    time: str = inert("4:00:00")  # per job: minutes, H:MM:SS or D-HH:MM:SS
+    gpus_per_run: int = inert(bounded(1, ge=0))  # 0 on CPU-only partitions
+    cpus_per_run: int = inert(bounded(8, ge=1))  # per task (per GPU under multi-node pretraining)
+    mem_gb: Optional[int] = inert(bounded(None, ge=1))  # per node; None: the partition's default
+    nodes: int = inert(bounded(1, ge=1))  # pretraining: nodes per job (`bioablate pretrain --nodes`)
+    gpus_per_node: Optional[int] = inert(bounded(None, ge=1))  # pretraining: tasks (ranks) per node; None: gpus_per_run
+    array_parallelism: int = inert(bounded(64, ge=1))  # fine-tuning arrays: runs at a time
+    max_requeues: int = inert(bounded(3, ge=0))  # preemptions / time limits survived by requeueing
+    signal_delay_s: int = inert(bounded(120, ge=10))  # SIGUSR2 this long before the time limit: checkpoint and requeue
+    sbatch: dict = inert(field(default_factory=dict))  # any further sbatch option, e.g. {constraint: a100}
+    setup: list = inert(field(default_factory=list))  # shell lines before the job's srun (module loads, ...)
 
 
-@decides(finetune="task finetune", pretrain="pretrain", both="seed model trainer",
-         none="profile experiment_name datasets keep_checkpoints keep_model figures",
-         place="data_dir work_dir tracking_uri launcher")
 @dataclass
 class RunConfig:
-    task: str = MISSING
-    seed: int = bounded(42, ge=0, lt=2**32)  # numpy's seed range
-    profile: str = "micro"
-    data_dir: Optional[str] = None  # else $BIOABLATE_DATA
-    work_dir: Optional[str] = None  # else $BIOABLATE_WORK, else ./outputs
-    tracking_uri: Optional[str] = None  # else sqlite:///<work_dir>/mlruns.db
-    experiment_name: str = "finetune"
-    datasets: list[str] = field(default_factory=list)  # YAML files of user datasets to register
-    keep_checkpoints: bool = False  # a finished run deletes its checkpoints unless this is set
-    keep_model: bool = True  # a finished fine-tuning run keeps its best weights (`bioablate export`)
+    task: str = ft(MISSING)
+    seed: int = both(bounded(42, ge=0, lt=2**32))  # numpy's seed range
+    profile: str = inert("micro")
+    data_dir: Optional[str] = place(None)  # else $BIOABLATE_DATA
+    work_dir: Optional[str] = place(None)  # else $BIOABLATE_WORK, else ./outputs
+    tracking_uri: Optional[str] = place(None)  # else sqlite:///<work_dir>/mlruns.db
+    experiment_name: str = inert("finetune")
+    datasets: list[str] = inert(field(default_factory=list))  # YAML files of user datasets to register
+    keep_checkpoints: bool = inert(False)  # a finished run deletes its checkpoints unless this is set
+    keep_model: bool = inert(True)  # a finished fine-tuning run keeps its best weights (`bioablate export`)
     # each run's figures and each table's (PNG, SVG, PDF); the micro profile draws none: its numbers mean
     # nothing, and drawing was a quarter of a micro experiment's time (docs/performance.md)
-    figures: bool = True
-    model: ModelConfig = field(default_factory=ModelConfig)
-    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
-    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    figures: bool = inert(True)
+    model: ModelConfig = both(field(default_factory=ModelConfig))
+    finetune: FinetuneConfig = ft(field(default_factory=FinetuneConfig))
+    trainer: TrainerConfig = both(field(default_factory=TrainerConfig))
+    pretrain: PretrainConfig = pt(field(default_factory=PretrainConfig))
+    launcher: LauncherConfig = place(field(default_factory=LauncherConfig))
 
 
 def result_keys(kind: str | None, cls: type = RunConfig, prefix: str = "") -> set[str]:
     """The schema's leaf keys whose value decides the result of a `kind` run (FINETUNE_RUN or
-    PRETRAIN_RUN): marked so on the field and on every dataclass field above it (`decides`); every leaf
-    key for `kind` None."""
+    PRETRAIN_RUN): marked so on the field and on every dataclass field above it (`ft`, `both`, ...); every
+    leaf key for `kind` None."""
     import dataclasses
     keys: set[str] = set()
     for f in dataclasses.fields(cls):
-        if kind is not None and kind not in _GROUPS[cls.__decides__[f.name]]:
+        if kind is not None and kind not in _GROUPS[marks(cls)[f.name]]:
             continue
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         keys |= (result_keys(kind, type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
@@ -316,7 +297,7 @@ def parse_overrides(overrides: list[str]) -> DictConfig:
     if bad:
         raise ConfigError(f"override '{bad[0]}' is not of the form key=value (e.g. finetune.lr=3e-5)")
     try:
-        return OmegaConf.from_dotlist(overrides)
+        return dotlist(RunConfig, overrides)
     except Exception as e:
         raise ConfigError(f"could not parse overrides {overrides}: {str(e).splitlines()[0]}") from None
 

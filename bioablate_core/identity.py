@@ -1,26 +1,46 @@
 """What identifies a run, said once, on the fields themselves: each field of a schema dataclass is marked
 with the group it belongs to (which runs' results it decides, where a run goes, what shapes a dataset's
-runs, ...), and every list a fingerprint hashes or leaves out is read off these marks (`marked`). A field
-left unmarked, marked twice or misspelt is an error when its class is defined: a new field must be placed.
+runs, ...), and every list a fingerprint hashes or leaves out is read off these marks (`marked`).
 
-    decides = field_marks(("finetune", "pretrain", "both", "none", "place"))
+    ft, inert = markers("finetune", "none")
 
-    @decides(finetune="lr epochs", none="progress_bar")
     @dataclass
-    class FinetuneConfig: ...
+    class FinetuneConfig:
+        lr: float = ft(bounded(5e-5, gt=0))    # a default, or a dataclasses.Field to mark
+        progress_bar: bool = inert(True)
 
-    marked(FinetuneConfig, "finetune")  # ["lr", "epochs"]: in the order written
+    marked(FinetuneConfig, "finetune")  # ["lr"]: in the order the fields are declared
+
+The mark is kept in the field's metadata (`MARK`); reading the marks of a class with an unmarked field is
+an error, so a new field must be placed. A class whose marks must list its fields in an order of their own
+(a hashed list: datamodules.spec.DatasetSpec's `_shape_key`) marks them with a class decorator instead
+(`field_marks`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
+
+MARK = "decides"  # the dataclass field metadata key a field's group is kept under
+
+
+def markers(*groups: str) -> tuple[Callable[[Any], Any], ...]:
+    """One marking function per group, in order. Each takes a field's default, or a dataclasses.Field
+    (bioablate_core.schema's `bounded`, `field(default_factory=...)`), and returns the field marked."""
+    def marker(group: str) -> Callable[[Any], Any]:
+        def mark(value: Any) -> Any:
+            if not isinstance(value, dataclasses.Field):
+                return dataclasses.field(default=value, metadata={MARK: group})
+            return dataclasses.field(default=value.default, default_factory=value.default_factory,
+                                     metadata={**value.metadata, MARK: group})
+        return mark
+    return tuple(marker(group) for group in groups)
 
 
 def field_marks(groups: Iterable[str]) -> Callable[..., Callable[[type], type]]:
     """The class decorator of a schema whose fields fall into `groups`: `@decorator(group="field field",
-    ...)` marks each field of the class with its group, kept as `cls.__decides__` ({field: group})."""
+    ...)` marks each field of the class with its group, in the order named, kept as `cls.__decides__`."""
     allowed = tuple(groups)
 
     def decorator(**marks: str) -> Callable[[type], type]:
@@ -46,6 +66,16 @@ def field_marks(groups: Iterable[str]) -> Callable[..., Callable[[type], type]]:
     return decorator
 
 
+def marks(cls: type) -> dict[str, str]:
+    """{field: group} of `cls`, from its class decorator or else from its fields' metadata."""
+    if "__decides__" in vars(cls):
+        return cls.__decides__
+    unmarked = [f.name for f in dataclasses.fields(cls) if MARK not in f.metadata]
+    if unmarked:
+        raise TypeError(f"{cls.__name__}: unmarked fields {unmarked} (mark each with the group it belongs to)")
+    return {f.name: f.metadata[MARK] for f in dataclasses.fields(cls)}
+
+
 def marked(cls: type, *groups: str) -> list[str]:
-    """The fields of `cls` marked with one of `groups`, in the order the marks name them."""
-    return [name for name, group in cls.__decides__.items() if group in groups]
+    """The fields of `cls` marked with one of `groups`, in the order of `marks`."""
+    return [name for name, group in marks(cls).items() if group in groups]

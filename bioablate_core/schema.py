@@ -246,6 +246,21 @@ MAPPING, LIST, VALUE = "mapping", "list", "value"
 _SCALARS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
 
 
+def dotlist(schema: type, overrides: list[str]) -> DictConfig:
+    """`key=value` overrides as a config layer, each value read as YAML, except where `schema` types the key
+    as a string and YAML reads a number or a truth value: the text written is kept (`launcher.time=4:00:00`
+    stays that time, not YAML 1.1's sexagesimal 14400)."""
+    cfg = OmegaConf.from_dotlist(overrides)
+    for override in overrides:
+        key, _, text = override.partition("=")
+        parts = key.split(".")
+        node = schema_at(schema, parts[:-1])
+        if (node is not None and isinstance(OmegaConf.select(cfg, key), (bool, int, float))
+                and _optional_arg(_field_types(node).get(parts[-1])) is str):
+            OmegaConf.update(cfg, key, text)
+    return cfg
+
+
 def _optional_arg(annotation: Any) -> Any:
     """X for Optional[X] (`X | None` too); the annotation itself otherwise (Any for a wider union)."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):

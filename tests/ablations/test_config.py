@@ -146,6 +146,18 @@ def test_command_line_paths_are_strings_never_yaml(tmp_path):
     assert list(cfg.datasets) == [str(dataset)]
 
 
+@pytest.mark.parametrize("override, key, value", [
+    ("launcher.time=4:00:00", "launcher.time", "4:00:00"),  # YAML 1.1 reads 4:00:00 as sexagesimal 14400
+    ("launcher.time=1:30", "launcher.time", "1:30"),
+    ("launcher.partition=123", "launcher.partition", "123"),
+    ("pretrain.init=1e3", "pretrain.init", "1e3"),  # YAML reads 1000.0
+    ("launcher.partition=null", "launcher.partition", None),  # an Optional string unset, as YAML says
+    ("finetune.lr=3e-5", "finetune.lr", 3e-5),  # a number where the schema types one
+])
+def test_a_string_key_keeps_the_text_of_its_override(override, key, value):
+    assert OmegaConf.select(build_config("micro", [override], task="gad"), key) == value
+
+
 def test_a_data_dir_that_is_a_file_says_so(tmp_path):
     path = tmp_path / "data.tsv"
     path.write_text("x")
@@ -270,9 +282,10 @@ def test_resize_embeddings_changes_no_fingerprint():
 # ------------------------------------------------------------------ one rule for both fingerprints
 
 def test_every_schema_field_says_which_runs_results_it_decides():
-    """`ablations.config.decides` marks each field; a new field without a mark (or a typo'd name) fails
-    when its class is defined, and every dataclass of the schema carries the marks."""
-    from ablations.config import decides
+    """Each field of the schema carries its mark (`ablations.config.ft`, `both`, ...) in its metadata; a field
+    without one fails as soon as its class's marks are read (the config module reads them all on import)."""
+    from ablations.config import FINETUNE_RUN, ft, result_keys
+    from bioablate_core.identity import MARK
 
     def schema_classes(cls: type) -> list[type]:
         out = [cls]
@@ -283,13 +296,15 @@ def test_every_schema_field_says_which_runs_results_it_decides():
         return out
 
     for cls in schema_classes(RunConfig):
-        assert set(cls.__decides__) == {f.name for f in dataclasses.fields(cls)}, cls.__name__
-    with pytest.raises(TypeError, match=r"unmarked fields \['added'\]"):
-        @decides(finetune="lr")
-        @dataclasses.dataclass
-        class Grown:
-            lr: float = 1.0
-            added: int = 0
+        assert all(MARK in f.metadata for f in dataclasses.fields(cls)), cls.__name__
+
+    @dataclasses.dataclass
+    class Grown:
+        lr: float = ft(1.0)
+        added: int = 0
+
+    with pytest.raises(TypeError, match=r"Grown: unmarked fields \['added'\]"):
+        result_keys(FINETUNE_RUN, Grown)
 
 
 # Fingerprints as this version computes them: a change here recomputes every user's store, so it comes

@@ -1,5 +1,5 @@
 """bioablate_core.identity: what identifies a run is marked on each schema field, and the lists fingerprints use are
-read off the marks: the run config's (`ablations.config.decides`: result keys, LOCATION_KEYS) and a
+read off the marks: the run config's (its fields' metadata: result keys, LOCATION_KEYS) and a
 dataset's (`datamodules.spec.identifies`: `_shape_key`)."""
 
 from __future__ import annotations
@@ -31,6 +31,26 @@ def test_every_field_is_placed_once_in_a_known_group():
         marks(shape="a", none="a")(dataclasses.make_dataclass("Twice", ["a"]))
     with pytest.raises(TypeError, match=r"unknown groups \['result'\]"):
         marks(result="a")
+
+
+def test_a_field_marked_in_its_metadata_keeps_its_default_and_other_metadata():
+    from bioablate_core.identity import markers, marks
+    from bioablate_core.schema import RANGE, bounded
+
+    shape, none = markers("shape", "none")
+
+    @dataclasses.dataclass
+    class Placed:
+        a: int = none(bounded(1, ge=0))
+        b: list = shape(dataclasses.field(default_factory=list))
+        c: str = shape("x")
+
+    assert marks(Placed) == {"a": "none", "b": "shape", "c": "shape"}
+    assert marked(Placed, "shape") == ["b", "c"]  # in the order the fields are declared
+    assert (Placed().a, Placed().b, Placed().c) == (1, [], "x")
+    assert dataclasses.fields(Placed)[0].metadata[RANGE].ge == 0
+    with pytest.raises(TypeError, match=r"Grown: unmarked fields \['b'\]"):
+        marks(dataclasses.make_dataclass("Grown", [("a", int, shape(0)), ("b", int, 0)]))
 
 
 def test_the_location_keys_are_the_run_configs_place_marks_and_change_no_identity():
