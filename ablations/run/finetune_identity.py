@@ -1,17 +1,16 @@
-"""What a fine-tuning config computes, named without computing it: its run's fingerprint (found in the
-tracking store for reuse, for a plan, for a table), its dataset and its modelling choices, checked. A module of
-its own, free of Lightning and MLflow, so that planning an experiment and rendering its table import neither
-(ablations/experiment/plan.py); ablations/run/finetune.py runs what it names."""
+"""What a fine-tuning config computes, named without computing it: its dataset, its modelling choices and its
+run's fingerprint (found in the tracking store for reuse, for a plan, for a table). Free of Lightning and
+MLflow, so that planning an experiment and rendering its table import neither; ablations/run/finetune.py
+runs what it names."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ablations.checks import check_max_length, check_run_config
 from ablations.config import fingerprint
 from ablations.places import resolve_data_dir
 from bioablate_core.errors import ConfigError
@@ -26,10 +25,8 @@ from lightning_modules.finetune_spec import FinetuneSpec
 from lightning_modules.models import RANDOM_BERT, max_positions, model_fingerprint
 
 
-class FinetuneIdentity(NamedTuple):
-    """What a fine-tuning config computes. Indexes like the tuple `identify` returned before:
-    [0] spec, [1] data_dir, [2] data_fingerprint, [3] fingerprint."""
-
+@dataclass(frozen=True)
+class FinetuneIdentity:
     spec: DatasetSpec
     data_dir: Path
     data_fingerprint: str
@@ -37,28 +34,29 @@ class FinetuneIdentity(NamedTuple):
     choices: FinetuneSpec  # the modelling choices, checked against the task, windows resolved
 
 
-def identify(cfg: DictConfig) -> FinetuneIdentity:
-    """Check a fine-tuning config and name what it would compute, e.g. to find its run for reuse or
-    for rendering a table without running anything."""
-    check_run_config(cfg)
+def identify(cfg: DictConfig, fingerprints: tuple[str, str] | None = None) -> FinetuneIdentity:
+    """Name what a built (checked) fine-tuning config computes. `fingerprints`: (run, data) fingerprints the
+    planner computed for this very config, so they are not computed again. The choices are checked against
+    the task here, as they are built: the build checks their names, not how they combine with the task."""
     for dataset_file in cfg.datasets:
         register_from_yaml(dataset_file)
     spec = get_dataset(cfg.task)
     choices = FinetuneSpec.from_config(cfg.finetune, spec)
     check_class_weights(plain(cfg.finetune.class_weights), spec)
-    check_max_length(cfg)
-    if kind_of(spec).windows is not None:  # its window rules, at the length the run encodes at
-        choices = replace(choices, encoding=resolve_windows(spec, choices.encoding, run_max_length(cfg, spec)))
-    data_dir = resolve_data_dir(cfg.data_dir)
-    missing = spec.missing_files(data_dir)
-    if missing:
-        raise spec.missing_error(data_dir, missing)
     if cfg.finetune.adversarial and cfg.finetune.static_shapes:
         raise ConfigError("finetune.static_shapes=true does not combine with finetune.adversarial=true: ALUM's "
                           "term would count the filler rows of a static-shape batch; drop one of the overrides")
     if cfg.finetune.adversarial and TASK_TYPES.of(spec.task_type).scored:
         raise ConfigError(f"finetune.adversarial=true does not apply to {spec.name}: ALUM compares predicted "
                           "distributions and a regression task has none; drop the override")
+    if kind_of(spec).windows is not None:  # its window rules, at the length the run encodes at
+        choices = replace(choices, encoding=resolve_windows(spec, choices.encoding, run_max_length(cfg, spec)))
+    data_dir = resolve_data_dir(cfg.data_dir)
+    missing = spec.missing_files(data_dir)
+    if missing:
+        raise spec.missing_error(data_dir, missing)
+    if fingerprints is not None:
+        return FinetuneIdentity(spec, data_dir, fingerprints[1], fingerprints[0], choices)
     data_fp = spec.fingerprint(data_dir)
     # A model directory or named model counts by its files' content, not by where it lies, so the same
     # pretrained model finds the same runs from any work directory; a random BERT has no files to hash

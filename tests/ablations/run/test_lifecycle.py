@@ -167,8 +167,10 @@ def test_finetune_force_reruns_a_finished_run_as_a_new_one(data_dir, tmp_path):
     assert client.get_run(first.run_id).info.status == "FINISHED"  # the old run stays as it was
 
     identity = identify(cfg)
-    assert identity.fingerprint == identity[3] == first.fingerprint
-    assert identity.spec.name == "biosses" and identity.data_dir == identity[1]
+    assert identity.fingerprint == first.fingerprint and identity.spec.name == "biosses"
+    # the planner's fingerprints, handed to the run, find the same run without computing them again
+    known = run_finetune(cfg, fingerprints=(identity.fingerprint, identity.data_fingerprint))
+    assert known.reused and known.run_id == forced.run_id
 
 
 def test_a_live_claim_makes_another_process_skip_and_its_heartbeat_keeps_beating(tmp_path, monkeypatch):
