@@ -7,7 +7,7 @@ from pathlib import Path
 
 from datamodules.instances import Instance, QAInstance, TaggingInstance
 from datamodules.spec import SPLITS, DatasetSpec
-from datamodules.tagging import io_merges
+from datamodules.tagging import get_scheme
 from datamodules.task_types import TASK_TYPES
 
 
@@ -31,7 +31,8 @@ class SplitStats:
     ours: int
     paper: int | None
     instances: int
-    io_merged: int | None = None  # gold mentions that IO tagging would merge into a neighbour
+    merged: int | None = None  # gold mentions that tagging in `scheme` merges into a neighbour
+    scheme: str | None = None
 
     @property
     def diff_percent(self) -> float | None:
@@ -41,31 +42,32 @@ class SplitStats:
 
 
 def dataset_stats(spec: DatasetSpec, data_dir: Path | None, tagging: str | None = None) -> list[SplitStats]:
-    """Counts per split; with `tagging="io"`, also how many gold mentions IO encoding would merge."""
+    """Counts per split; with `tagging` (a scheme's name), also how many gold mentions are lost to encoding
+    them in that scheme and decoding them back (IO merges touching mentions of one type)."""
     splits = spec.read(data_dir)
+    scheme = get_scheme(tagging) if tagging is not None and TASK_TYPES.of(spec.task_type).tagged else None
     rows = []
     for split in SPLITS:
         instances = splits.get(split, [])
-        merged = None
-        if tagging == "io" and TASK_TYPES.of(spec.task_type).tagged:
-            merged = sum(io_merges(x.spans) for x in instances)
+        merged = None if scheme is None else sum(
+            len(x.spans) - len(scheme.decode(scheme.encode(x.spans, len(x.tokens)))) for x in instances)
         rows.append(SplitStats(spec.name, split, spec.count_unit, count(spec, instances),
-                               spec.paper_counts.get(split), len(instances), merged))
+                               spec.paper_counts.get(split), len(instances), merged, tagging))
     return rows
 
 
 def render(rows: list[SplitStats], notes: dict[str, str]) -> str:
-    with_io = any(r.io_merged is not None for r in rows)
+    scheme = next((r.scheme for r in rows if r.merged is not None), None)
     width = max([13, *(len(r.dataset) for r in rows)])  # the longest name (bioelectra-factoid) fits
     header = f"{'dataset':<{width}} {'split':<5} {'unit':<11} {'ours':>8} {'paper':>8} {'diff':>8} {'instances':>9}"
-    header += f" {'io merges':>9}" if with_io else ""
+    header += f" {scheme + ' merges':>9}" if scheme else ""
     lines = [header, "-" * len(header)]
     for r in rows:
         diff = "" if r.diff_percent is None else ("=" if r.ours == r.paper else f"{r.diff_percent:+.2f}%")
         paper = "" if r.paper is None else str(r.paper)
         line = f"{r.dataset:<{width}} {r.split:<5} {r.unit:<11} {r.ours:>8} {paper:>8} {diff:>8} {r.instances:>9}"
-        if with_io:
-            line += f" {'' if r.io_merged is None else r.io_merged:>9}"
+        if scheme:
+            line += f" {'' if r.merged is None else r.merged:>9}"
         lines.append(line)
     noted = [f"  {name}: {text}" for name, text in notes.items() if text]
     if noted:

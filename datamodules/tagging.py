@@ -9,25 +9,38 @@ spans, so BIO, BIOUL and IO are on the same entity-level footing.
 - `io`     I-X inside, O outside: it cannot separate two adjacent mentions of one type, which merge into
            one (`io_merges` counts how often that happens in gold data).
 
-Decoding never fails; invalid sequences are repaired by one documented rule per scheme (`decode`), and
-`allowed_transitions` gives the valid tag bigrams that the CRF is constrained to.
+Each scheme is a `TaggingScheme` carrying its own rules (the prefix of each word of a mention, the decoding,
+which tag may follow which), so a scheme is added by one `SCHEMES.register` call. Decoding never fails;
+invalid sequences are repaired by one documented rule per scheme, and `allowed_transitions` gives the valid
+tag bigrams that the CRF is constrained to.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 from bioablate_core.choices import Choice
 from datamodules.instances import Span, iob_to_spans
 from datamodules.task_types import TASK_TYPES
 
+Tag = tuple[str, str]  # (prefix, type): B-Chemical is ("B", "Chemical"), O is ("O", "")
+
 
 @dataclass(frozen=True)
 class TaggingScheme:
+    """A scheme and its rules, all of them: registering one (`SCHEMES.register`) is all a new scheme takes."""
+
     name: str
     prefixes: tuple[str, ...]  # tag prefixes besides O
     description: str
+    # (word index, its span, whether a mention of the same type ends where this one starts) -> its prefix
+    prefix: Callable[[int, Span, bool], str]
+    decode_rule: Callable[[Sequence[str]], tuple[Span, ...]]  # tags -> spans, repairing invalid sequences
+    # (previous tag or None at the start, this tag) -> whether a sequence `decode` needs no repair for has them
+    may_follow: Callable[[Optional[Tag], Tag], bool]
+    may_end: Callable[[Tag], bool] = lambda tag: True  # whether such a sequence may end on the tag
+    shown: str = ""  # the scheme as a person reads it (the name, if empty)
 
     def tags(self, labels: Sequence[str]) -> list[str]:
         """All tags for the span labels, O first (id 0)."""
@@ -35,86 +48,85 @@ class TaggingScheme:
 
     def encode(self, spans: Sequence[Span], length: int) -> list[str]:
         tags = ["O"] * length
+        ends = {(span.end, span.label) for span in spans}
         for span in spans:
+            after_same = (span.start, span.label) in ends
             for i in range(span.start, span.end):
-                tags[i] = f"{self._prefix(i, span)}-{span.label}"
+                tags[i] = f"{self.prefix(i, span, after_same)}-{span.label}"
         return tags
 
-    def _prefix(self, i: int, span: Span) -> str:
-        if self.name == "io":
-            return "I"
-        if self.name == "bioul" and span.end - span.start == 1:
-            return "U"
-        if i == span.start:
-            return "B"
-        return "L" if self.name == "bioul" and i == span.end - 1 else "I"
-
     def decode(self, tags: Sequence[str]) -> tuple[Span, ...]:
-        """Tags -> spans. Repair rules for invalid sequences:
-
-        - bio, io: conlleval's rule — an I-X that does not continue a mention of type X starts one.
-        - bioul: a mention opens at B-X or U-X (U-X also closes it); I-X / L-X continue an open mention of
-          type X (L-X closes it); an I-X / L-X that continues nothing opens a new mention, as in BIO; a
-          mention still open when an O, another type or the end arrives is closed before that word.
-        """
-        if self.name != "bioul":
-            return iob_to_spans(tags)
-        spans: list[Span] = []
-        start, label = None, None
-        for i, tag in enumerate(tags):
-            prefix, _, typ = tag.partition("-")
-            continues = prefix in ("I", "L") and start is not None and typ == label
-            if start is not None and not continues:
-                spans.append(Span(start, i, label))
-                start, label = None, None
-            if prefix in ("B", "I", "L", "U") and not continues:
-                start, label = i, typ
-            if prefix in ("U", "L") and start is not None:
-                spans.append(Span(start, i + 1, label))
-                start, label = None, None
-        if start is not None:
-            spans.append(Span(start, len(tags), label))
-        return tuple(spans)
+        return self.decode_rule(tags)
 
     def allowed_transitions(self, tags: Sequence[str]) -> tuple[set[int], set[tuple[int, int]], set[int]]:
         """(tags that may start a sequence, allowed (from, to) pairs, tags that may end one): exactly the
         sequences that `decode` needs no repair for."""
         parsed = [(t.partition("-")[0], t.partition("-")[2]) for t in tags]
-        inside = {"bio": ("I",), "io": ("I",), "bioul": ("I", "L")}[self.name]
-        open_after = {"bio": ("B", "I"), "io": ("I",), "bioul": ("B", "I")}[self.name]
-
-        def may_follow(prev: tuple[str, str] | None, cur: tuple[str, str]) -> bool:
-            if cur[0] not in inside or self.name == "io":
-                # O, B-X, U-X may follow anything except an unfinished BIOUL mention
-                return not (self.name == "bioul" and prev is not None and prev[0] in open_after)
-            return prev is not None and prev[0] in open_after and prev[1] == cur[1]
-
-        starts = {j for j, cur in enumerate(parsed) if may_follow(None, cur)}
-        pairs = {(i, j) for i, prev in enumerate(parsed) for j, cur in enumerate(parsed) if may_follow(prev, cur)}
-        ends = {i for i, (p, _) in enumerate(parsed) if not (self.name == "bioul" and p in open_after)}
+        starts = {j for j, cur in enumerate(parsed) if self.may_follow(None, cur)}
+        pairs = {(i, j) for i, prev in enumerate(parsed) for j, cur in enumerate(parsed) if self.may_follow(prev, cur)}
+        ends = {i for i, tag in enumerate(parsed) if self.may_end(tag)}
         return starts, pairs, ends
+
+
+def continues(prev: Optional[Tag], cur: Tag, open_after: str = "BI") -> bool:
+    """`cur` continues the mention `prev` is in: the same type after one of the prefixes `open_after`."""
+    return prev is not None and prev[0] in open_after and prev[1] == cur[1]
+
+
+def bioul_spans(tags: Sequence[str]) -> tuple[Span, ...]:
+    """BIOUL tags -> spans: a mention opens at B-X or U-X (U-X also closes it); I-X / L-X continue an open
+    mention of type X (L-X closes it); an I-X / L-X that continues nothing opens a new mention, as in BIO; a
+    mention still open when an O, another type or the end arrives is closed before that word."""
+    spans: list[Span] = []
+    start, label = None, None
+    for i, tag in enumerate(tags):
+        prefix, _, typ = tag.partition("-")
+        goes_on = prefix in ("I", "L") and start is not None and typ == label
+        if start is not None and not goes_on:
+            spans.append(Span(start, i, label))
+            start, label = None, None
+        if prefix in ("B", "I", "L", "U") and not goes_on:
+            start, label = i, typ
+        if prefix in ("U", "L") and start is not None:
+            spans.append(Span(start, i + 1, label))
+            start, label = None, None
+    if start is not None:
+        spans.append(Span(start, len(tags), label))
+    return tuple(spans)
+
+
+def _bioul_prefix(i: int, span: Span, after_same: bool) -> str:
+    if span.end - span.start == 1:
+        return "U"
+    return "B" if i == span.start else "L" if i == span.end - 1 else "I"
 
 
 TAGGED_TASK_TYPES = TASK_TYPES.names(lambda t: t.tagged)  # where the tagging choices apply
 SCHEMES: Choice[TaggingScheme] = Choice("finetune.tagging", "tagging scheme (Table 13)")  # standard first
 for _scheme in (
-    TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)"),
+    # decoding repairs by conlleval's rule: an I-X that does not continue a mention of type X starts one
+    TaggingScheme("bio", ("B", "I"), "B-X begins a mention, I-X continues it (standard)",
+                  prefix=lambda i, span, after_same: "B" if i == span.start else "I", decode_rule=iob_to_spans,
+                  may_follow=lambda prev, cur: cur[0] != "I" or continues(prev, cur), shown="BIO"),
+    # an unfinished mention (B-X, I-X) must go on: only I-X or L-X may follow it, and nothing may end on it
     TaggingScheme("bioul", ("B", "I", "L", "U"), "IOBES (BIOES) in BILOU's letters: BIO plus L-X (last word, IOBES' "
-                                               "E-X) and U-X (one-word mention, IOBES' S-X)"),
-    TaggingScheme("io", ("I",), "inside/outside only; adjacent mentions of one type merge"),
+                                               "E-X) and U-X (one-word mention, IOBES' S-X)",
+                  prefix=_bioul_prefix, decode_rule=bioul_spans,
+                  may_follow=lambda prev, cur: continues(prev, cur) if cur[0] in "IL" else
+                  not (prev is not None and prev[0] in "BI"),
+                  may_end=lambda tag: tag[0] not in "BI",
+                  shown="IOBES (in BILOU's letters: L- for IOBES' E-, U- for its S-; config value `bioul`)"),
+    TaggingScheme("io", ("I",), "inside/outside only; adjacent mentions of one type merge",
+                  prefix=lambda i, span, after_same: "I", decode_rule=iob_to_spans,
+                  may_follow=lambda prev, cur: True, shown="IO"),
 ):
     SCHEMES.register(_scheme.name, _scheme, task_types=TAGGED_TASK_TYPES)
 
 
-# How users read a scheme's name: `bioul` is the config value (and in run fingerprints), IOBES what corpora and
-# papers call the scheme (the same scheme, with S- and E- for U- and L-).
-SHOWN = {"bio": "BIO", "io": "IO",
-         "bioul": "IOBES (in BILOU's letters: L- for IOBES' E-, U- for its S-; config value `bioul`)"}
-
-
 def shown_name(name: str) -> str:
-    """A scheme as a person reads it."""
-    return SHOWN.get(name, name)
+    """A scheme as a person reads it (`bioul` is the config value and in run fingerprints; IOBES is what
+    corpora and papers call it)."""
+    return SCHEMES.get(name).shown or name if name in SCHEMES else name
 
 
 # finetune.subtoken_labels: which sub-tokens of a word carry its tag (scored per word either way).

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bioablate_core.errors import UnknownNameError
-from datamodules.instances import Span
+from datamodules.instances import Span, iob_to_spans
 from datamodules.registry import dataset_names, get_dataset
-from datamodules.tagging import SCHEMES, get_scheme, io_merges
+from datamodules.tagging import SCHEMES, TAGGED_TASK_TYPES, TaggingScheme, continues, get_scheme, io_merges
 
 TAGGED = dataset_names("ner") + dataset_names("pico")
 
@@ -70,11 +70,9 @@ def test_bioul_repair(tags, expected):
     assert _fmt(get_scheme("bioul").decode(tags.split())) == expected
 
 
-@pytest.mark.parametrize("name", list(SCHEMES))
-def test_allowed_transitions_are_exactly_the_sequences_needing_no_repair(name):
+def assert_transitions_are_the_sequences_needing_no_repair(scheme: TaggingScheme) -> None:
     """Every tag sequence up to length 4 over two types: allowed by the transition sets <=> decoding it
     and re-encoding gives it back unchanged."""
-    scheme = get_scheme(name)
     tags = scheme.tags(["X", "Y"])
     starts, pairs, ends = scheme.allowed_transitions(tags)
     for n in range(1, 5):
@@ -82,7 +80,36 @@ def test_allowed_transitions_are_exactly_the_sequences_needing_no_repair(name):
             allowed = seq[0] in starts and seq[-1] in ends and all(p in pairs for p in zip(seq, seq[1:]))
             names = [tags[i] for i in seq]
             canonical = scheme.encode(scheme.decode(names), n) == names
-            assert allowed == canonical, (name, names)
+            assert allowed == canonical, (scheme.name, names)
+
+
+@pytest.mark.parametrize("name", list(SCHEMES))
+def test_allowed_transitions_are_exactly_the_sequences_needing_no_repair(name):
+    assert_transitions_are_the_sequences_needing_no_repair(get_scheme(name))
+
+
+# CoNLL-2003's IOB1: I-X inside a mention, B-X only where a mention directly follows one of the same type
+IOB1 = TaggingScheme("iob1", ("B", "I"), "I-X inside; B-X opens a mention right after one of its type",
+                     prefix=lambda i, span, after_same: "B" if i == span.start and after_same else "I",
+                     decode_rule=iob_to_spans, may_follow=lambda prev, cur: cur[0] != "B" or continues(prev, cur))
+
+
+@pytest.fixture
+def iob1():
+    SCHEMES.register("iob1", IOB1, task_types=TAGGED_TASK_TYPES)  # the one edit
+    yield get_scheme("iob1")
+    SCHEMES.unregister("iob1")
+
+
+def test_a_scheme_added_by_one_registration_meets_every_rule(iob1, tagged_splits):
+    spans = (Span(0, 1, "X"), Span(1, 4, "X"), Span(5, 7, "Y"), Span(7, 8, "X"))
+    assert iob1.encode(spans, 9) == ["I-X", "B-X", "I-X", "I-X", "O", "I-Y", "I-Y", "I-X", "O"]
+    assert iob1.decode(["B-X", "I-X", "I-Y", "B-Y"]) == (Span(0, 2, "X"), Span(2, 3, "Y"), Span(3, 4, "Y"))
+    assert_transitions_are_the_sequences_needing_no_repair(iob1)
+    for splits in tagged_splits.values():
+        for x in (x for instances in splits.values() for x in instances):
+            assert iob1.decode(iob1.encode(x.spans, len(x.tokens))) == x.spans
+    assert "iob1" in SCHEMES.options_for("ner") and get_scheme("iob1") is IOB1
 
 
 def test_unknown_scheme():
