@@ -18,6 +18,10 @@ started right after another one ended (a script's loop over seeds, a benchmark's
 its predecessor as other work and took one thread of two on a machine left idle. The user's own
 MKL_NUM_THREADS / OMP_NUM_THREADS / OMP_WAIT_POLICY win (torch's thread count is MKL_NUM_THREADS where it is
 set, even beside OMP_NUM_THREADS).
+
+Not a documented fixed setting: OpenMP's variables take one value for every start, and no single one is
+right both on a quiet machine (its default spin) and on a shared one (PASSIVE), which only a look at the
+CPUs at start tells apart.
 """
 
 from __future__ import annotations
