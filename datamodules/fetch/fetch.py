@@ -4,7 +4,9 @@ Every file is written as `<dest>.part`, verified (size, sha256) and renamed into
 folder never holds a half-written or unverified file under its final name. A rerun verifies what is
 there and skips it; a download that was cut resumes from its `.part` with an HTTP Range request.
 Downloads run in parallel (worker threads sharing one pool of keep-alive connections); the first
-failure stops the others, keeping their `.part` files for the rerun.
+failure stops the others, keeping their `.part` files for the rerun. Not `pooch`: it opens a connection
+per file, runs one file at a time and cannot resume a cut one, which the manifest's thousands of small files
+and its promised Range resume (docs/data.md) need.
 """
 
 from __future__ import annotations
