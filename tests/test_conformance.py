@@ -162,6 +162,19 @@ def test_a_head_added_by_one_registry_entry_is_trained_exported_loaded_and_predi
     assert any(key.startswith("layer.gru.") for key in load_file(str(tmp_path / "model" / HEAD_FILE)))
 
 
+def test_a_tagging_scheme_added_by_one_registration_is_trained_exported_loaded_and_predicts(data_dir, tmp_path):
+    """IOB1 (CoNLL-2003's scheme), registered in one call, under a CRF constrained to its transitions."""
+    from datamodules.tagging import SCHEMES, TAGGED_TASK_TYPES
+    from tests.datamodules.test_tagging import IOB1
+
+    SCHEMES.register("iob1", IOB1, task_types=TAGGED_TASK_TYPES)  # the one edit
+    try:
+        meta = train_export_predict("bc5-chem", ["finetune.tagging=iob1", "finetune.head=crf"], data_dir, tmp_path)
+    finally:
+        SCHEMES.unregister("iob1")
+    assert meta["tagging"] == "iob1" and meta["head"] == "crf"
+
+
 # ------------------------------------------------------------------------------ a new task kind, one entry
 
 def _any_label(instance) -> str:
