@@ -79,7 +79,7 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
     store = with_driver(tracking_uri) if tracking_uri else resolve_tracking_uri(None, work)
     if store.startswith(("http://", "https://")):
         raise ConfigError(f"the tracking store {store} is already a server: open it in a browser")
-    study_storage = study_storage_of(storage, work)
+    study_storage = sweep_storage.study_storage(storage, work)
     command = [*SERVER, "--backend-store-uri", store,
                "--artifacts-destination", str(work / "mlartifacts"), "--host", host, "--port", str(port),
                "--workers", "1"]
@@ -93,11 +93,6 @@ def server_command(host: str, port: int, allow_remote: bool, work_dir: str | Non
 
 def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def study_storage_of(storage: str | None, work: Path) -> str:
-    """The sweeps' Optuna storage: --storage, else $BIOABLATE_SWEEP_STORAGE, else <work-dir>/optuna.db."""
-    return sweep_storage.study_storage(storage, work)
 
 
 def dashboard_command(storage: str, host: str, port: int) -> tuple[list[str], dict[str, str]]:
@@ -139,7 +134,7 @@ def serve(host: str, port: int, allow_remote: bool, work_dir: str | None, tracki
         print(notes, flush=True)
         os.execve(command[0], command, server_environment())
     work = resolve_work_dir() if work_dir is None else Path(work_dir).expanduser().resolve()
-    study_storage = study_storage_of(storage, work)
+    study_storage = sweep_storage.study_storage(storage, work)
     optuna_port = port + 1 if optuna_port is None else optuna_port
     if optuna_port == port:
         raise ConfigError(f"--optuna-port {optuna_port} is the MLflow UI's --port; pick another")
