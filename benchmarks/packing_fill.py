@@ -5,11 +5,11 @@
 Each staged corpus goes through the `pretrain` path's own reading and packing (`datamodules.pretrain.shards`:
 the corpus as a run loads it at the schema's defaults -- documents under 128 words dropped, duplicates and
 evaluation PMIDs removed -- batches of `DOCS_PER_BATCH` documents, WordPiece with the bert-base-uncased
-vocabulary, pairs ``none``). Every batch is packed twice: as today (`Packer`, one sequence a row, a
-document's last sequence padded to the row) and packed (`pretrain.packing`: the same sequences, first fit in
-decreasing length, several to a row). Reported per corpus and row length: the sequences, rows and tokens,
-and the fill, tokens / (rows x row length), of each layout; the packed one's rows are fewer by the ratio of
-the fills, which is what a step at a fixed batch of rows gains in real tokens.
+vocabulary, pairs ``none``). Every batch is packed twice: one sequence a row (whole sentences, a
+document's last sequence padded to the row) and packed (`pretrain.packing`: a document's text run on in
+full sequences, its last one packed with others, first fit in decreasing length). Reported per corpus and
+row length: the rows, the tokens ([CLS] and [SEP] included) and the fill, tokens / (rows x row length), of
+each layout; a step at a fixed batch of rows gains the ratio of the fills in real tokens.
 """
 
 from __future__ import annotations
@@ -24,35 +24,32 @@ VOCAB = "vocab/bert-base-uncased/vocab.txt"
 
 def fill(corpus_name: str, data_dir: Path, seq_len: int, max_words: int | None = None) -> dict:
     from datamodules.pretrain.corpora import evaluation_pmids, load_corpus
-    from datamodules.pretrain.shards import DOCS_PER_BATCH, Packer, _document_batches, pack_rows
+    from datamodules.pretrain.shards import DOCS_PER_BATCH, Packer, _document_batches
 
     corpus = load_corpus(corpus_name, data_dir, max_words=max_words, min_words=128, dedup=True,
                          exclude_pmids=evaluation_pmids(data_dir), seed=0)
     one, packed = Packer(data_dir / VOCAB, True, seq_len, "none", 0), Packer(data_dir / VOCAB, True, seq_len, "none", 0,
                                                                              packing=True)
-    sequences = rows = packed_rows = tokens = 0
+    rows = packed_rows = tokens = packed_tokens = 0
     start = time.perf_counter()
     for batch in _document_batches(corpus, DOCS_PER_BATCH, None, ahead=2):
-        arrays = one(batch)
-        lengths = [int(n) for n in arrays["lengths"]]
-        sequences, rows, tokens = sequences + len(lengths), rows + len(lengths), tokens + sum(lengths)
-        packed_rows += len(pack_rows(lengths, seq_len))
-    # the packed Packer on the last batch: the rows counted above are the ones it writes
-    assert len(packed(batch)["lengths"]) == len(pack_rows(lengths, seq_len))
+        lengths, packed_lengths = one(batch)["lengths"], packed(batch)["lengths"]
+        rows, tokens = rows + len(lengths), tokens + int(lengths.sum())
+        packed_rows, packed_tokens = packed_rows + len(packed_lengths), packed_tokens + int(packed_lengths.sum())
     return {"corpus": corpus_name, "seq_len": seq_len, "documents": corpus.stats.documents,
-            "words": corpus.stats.words, "sequences": sequences, "tokens": tokens, "rows": rows,
-            "packed_rows": packed_rows, "fill": tokens / (rows * seq_len),
-            "packed_fill": tokens / (packed_rows * seq_len), "max_words": max_words,
+            "words": corpus.stats.words, "tokens": tokens, "rows": rows, "fill": tokens / (rows * seq_len),
+            "packed_tokens": packed_tokens, "packed_rows": packed_rows,
+            "packed_fill": packed_tokens / (packed_rows * seq_len), "max_words": max_words,
             "seconds": time.perf_counter() - start}
 
 
 def report(results: list[dict], machine: str) -> str:
     lines = [f"row fill, one sequence a row vs packed ({machine})",
-             "| corpus | row length | documents | sequences | tokens | rows | fill | packed rows | packed fill |",
+             "| corpus | row length | documents | rows | tokens | fill | packed rows | packed tokens | packed fill |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        lines.append(f"| {r['corpus']} | {r['seq_len']} | {r['documents']:,} | {r['sequences']:,} | {r['tokens']:,} | "
-                     f"{r['rows']:,} | {r['fill']:.3f} | {r['packed_rows']:,} | {r['packed_fill']:.3f} |")
+        lines.append(f"| {r['corpus']} | {r['seq_len']} | {r['documents']:,} | {r['rows']:,} | {r['tokens']:,} | "
+                     f"{r['fill']:.3f} | {r['packed_rows']:,} | {r['packed_tokens']:,} | {r['packed_fill']:.3f} |")
     return "\n".join(lines)
 
 

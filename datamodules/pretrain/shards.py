@@ -10,12 +10,14 @@ each document's sentences into sequences of exactly `seq_len` slots:
 - ``pairs="sop"``: the same two consecutive segments, swapped in 50% of sequences (label 1), ALBERT's
   sentence-order prediction.
 
-With ``packing`` (``pretrain.packing``, pairs ``none`` only) those sequences are then packed, first fit in
-decreasing length within each batch of documents, several to a row: a document's last, short sequence no
-longer pads a row of its own. The sequences themselves are unchanged (each keeps its [CLS] ... [SEP]); a
-row's ``segments`` array numbers them (1, 2, ...; 0 on padding), from which the batches take each token's
-document id (attention stays within it: a block-diagonal mask) and position (restarting at every
-sequence). This departs from BERT's one-sequence rows, so it is a choice, off by default.
+With ``packing`` (``pretrain.packing``, pairs ``none`` only) a batch's documents run on through full rows:
+each row is filled with sequences, each ``[CLS] ... [SEP]`` around a piece of one document, a document's
+next piece taking whatever room the row has left (cut before a word that does not fit: words stay whole,
+sentences may not; a row with less than `MIN_PIECE` tokens of room is closed unless the document's rest
+fits). So every row but a batch's last is full or nearly so. A row's ``segments`` array numbers its
+sequences (1, 2, ...; 0 on padding), from which the batches take each token's document id (attention
+stays within it: a block-diagonal mask) and position (restarting at every sequence). This departs from
+BERT's rows of whole sentences, one sequence each, so it is a choice, off by default.
 
 Streaming and parallel, in memory independent of the corpus size: the main process reads, filters,
 de-duplicates (in order: the first copy is kept) and sentence-splits documents and cuts them into
@@ -177,20 +179,30 @@ def _pack_pairs(docs: list[list[list[int]]], d: int, body: int, mode: str, rng: 
     return out
 
 
-def pack_rows(lengths: list[int], row_length: int) -> list[list[int]]:
-    """Sequences of `lengths` (each at most `row_length`) packed into rows, first fit in decreasing length
-    (ties in input order): each row a list of sequence indices, rows in the order they were opened."""
-    rows: list[list[int]] = []
-    room: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        row = next((r for r, free in enumerate(room) if lengths[i] <= free), None)
-        if row is None:
-            rows.append([])
-            room.append(row_length)
-            row = len(rows) - 1
-        rows[row].append(i)
-        room[row] -= lengths[i]
-    return rows
+MIN_PIECE = 16  # the fewest tokens of a document a row's leftover room takes: shorter pieces teach little
+
+
+def run_on_rows(docs: list[list[int]], row_length: int, word_start: np.ndarray) -> list[list[list[int]]]:
+    """`docs` (each a document's tokens) laid through rows of `row_length` slots: each row a list of
+    pieces, each to be framed by [CLS] and [SEP] (2 slots), a piece cut before a word that does not fit."""
+    rows: list[list[list[int]]] = []
+    row: list[list[int]] = []
+    free = row_length
+    for tokens in docs:
+        start = 0
+        while start < len(tokens):
+            end = min(len(tokens), start + free - 2)
+            while start < end < len(tokens) and not word_start[tokens[end]]:  # `end` opens the next piece
+                end -= 1
+            if row and end - start < min(MIN_PIECE, len(tokens) - start):  # too little room: a new row
+                rows.append(row)
+                row, free = [], row_length
+                continue
+            end = end if end > start else start + row_length - 2  # a word longer than a row is cut
+            row.append(tokens[start:end])
+            free -= end - start + 2
+            start = end
+    return rows + [row] if row else rows
 
 
 class Packer:
@@ -202,6 +214,7 @@ class Packer:
         index = {t: i for i, t in enumerate(vocab)}
         self.cls, self.sep, self.pad = index["[CLS]"], index["[SEP]"], index["[PAD]"]
         self.continuation = np.array([t.startswith("##") for t in vocab], dtype=bool)
+        self.word_start = ~self.continuation
         self.tokenizer = fast_tokenizer(vocab_path, lowercase)
         self.seq_len, self.pairs, self.seed, self.packing = seq_len, pairs, seed, packing
 
@@ -211,6 +224,8 @@ class Packer:
         encodings = self.tokenizer.encode_batch([s for doc in docs for s in doc], add_special_tokens=False)
         ids = iter([e.ids for e in encodings])
         tokenized = [[next(ids) for _ in doc] for doc in docs]
+        if self.packing:
+            return self._packed_arrays([[t for sentence in doc for t in sentence] for doc in tokenized], stage)
         rng = random.Random(f"{self.seed}:{number}")  # a batch's randomness depends on nothing else
         rows: list[tuple[list[int], int]] = []  # ids, length of the type-0 part
         labels = []
@@ -225,8 +240,6 @@ class Packer:
                     (a if len(a) > len(b) else b).pop()
                 rows.append(([self.cls, *a, self.sep, *b, self.sep], len(a) + 2))
                 labels.append(label)
-        if self.packing:
-            return self._packed_arrays([row for row, _ in rows], stage)
         n = len(rows)
         input_ids = np.full((n, self.seq_len), self.pad, dtype=np.int32)
         token_types = np.zeros((n, self.seq_len), dtype=np.uint8)
@@ -239,19 +252,19 @@ class Packer:
                 "word_start": (~self.continuation[input_ids]).astype(np.uint8), "lengths": lengths,
                 "pair_labels": np.array(labels, dtype=np.int8), "stages": np.full(n, stage, dtype=np.int8)}
 
-    def _packed_arrays(self, sequences: list[list[int]], stage: int) -> dict[str, np.ndarray]:
-        """Sequences (pairs ``none``: one token type, no pair label) packed several to a row."""
-        rows = pack_rows([len(s) for s in sequences], self.seq_len)
+    def _packed_arrays(self, docs: list[list[int]], stage: int) -> dict[str, np.ndarray]:
+        """Documents (pairs ``none``: one token type, no pair label) run on through full rows."""
+        rows = run_on_rows(docs, self.seq_len, self.word_start)
         n = len(rows)
         input_ids = np.full((n, self.seq_len), self.pad, dtype=np.int32)
         segments = np.zeros((n, self.seq_len), dtype=np.int16)
         lengths = np.empty(n, dtype=np.int32)
-        for r, members in enumerate(rows):
+        for r, pieces in enumerate(rows):
             at = 0
-            for number, i in enumerate(members, start=1):
-                input_ids[r, at:at + len(sequences[i])] = sequences[i]
-                segments[r, at:at + len(sequences[i])] = number
-                at += len(sequences[i])
+            for number, piece in enumerate(pieces, start=1):
+                input_ids[r, at:at + len(piece) + 2] = [self.cls, *piece, self.sep]
+                segments[r, at:at + len(piece) + 2] = number
+                at += len(piece) + 2
             lengths[r] = at
         return {"input_ids": input_ids, "token_type_ids": np.zeros((n, self.seq_len), dtype=np.uint8),
                 "word_start": (~self.continuation[input_ids]).astype(np.uint8), "lengths": lengths,
