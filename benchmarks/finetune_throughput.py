@@ -130,7 +130,9 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
         averages over several of them."""
         examples = real_tokens = 0
         for _ in range(steps_per_round):
-            batch = {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}
+            host = next(stream)
+            real_tokens += int(host["attention_mask"].sum())  # counted on the host: no device sync in the loop
+            batch = {k: v.to(device, non_blocking=True) for k, v in host.items()}
             with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
                 loss = module.training_step(batch, 0)
             loss.backward()
@@ -138,7 +140,6 @@ def build_ours(task: str, size: str, batch_size: int, device: torch.device, work
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             examples += len(batch["index"])
-            real_tokens += int(batch["attention_mask"].sum())
         tokens.append(real_tokens)
         return float(examples)
 
