@@ -37,6 +37,7 @@ class RunIdentity(NamedTuple):
     experiment_name: str  # the MLflow experiment its run goes to
     fingerprint: str  # the run's `fingerprint` tag
     model_dir: Optional[Path] = None  # PRETRAIN: the directory the pretrained model is exported to
+    data_fingerprint: Optional[str] = None  # FINETUNE, computed with the data: handed to the run with `fingerprint`
 
 
 def identify(kind: str, cfg: DictConfig) -> Optional[RunIdentity]:
@@ -51,7 +52,8 @@ def identify(kind: str, cfg: DictConfig) -> Optional[RunIdentity]:
         return RunIdentity(PRETRAIN, cfg.experiment_name, stage.fingerprint, stage.model_dir)
     from ablations.run.finetune_identity import identify as identify_finetune
 
-    return RunIdentity(FINETUNE, cfg.experiment_name, identify_finetune(cfg).fingerprint)
+    identity = identify_finetune(cfg)
+    return RunIdentity(FINETUNE, cfg.experiment_name, identity.fingerprint, data_fingerprint=identity.data_fingerprint)
 
 
 class Identities:

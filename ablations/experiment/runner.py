@@ -49,7 +49,15 @@ from ablations.experiment import (
     run_status,
 )
 from ablations.experiment.summary import OUTCOMES, Outcome, RunSummary
-from ablations.experiment.workers import InProcess, check_parallelism, execute, no_progress_bars, worker_pool
+from ablations.experiment.workers import (
+    InProcess,
+    RunOutcome,
+    check_parallelism,
+    execute,
+    no_progress_bars,
+    stop_workers,
+    worker_pool,
+)
 from ablations.places import shown_place
 from ablations.results import BLOCKED, COMPUTED, FAILED, FINISHED, HELD, REUSED
 from ablations.run import lifecycle
@@ -158,8 +166,7 @@ def run_experiment(experiment: Experiment, devices: int = 1, ddp: bool = False,
         if parent is not None:
             parent.close(summary, "KILLED")
         if parallel:  # the workers stop too (their runs end KILLED), rather than being waited for
-            for process in list(getattr(executor, "_processes", {}).values()):
-                process.terminate()
+            stop_workers()
         raise
     finally:
         executor.shutdown(cancel_futures=True)
@@ -295,8 +302,11 @@ class _Run:
         payload = cfg if isinstance(self.executor, InProcess) else OmegaConf.to_container(cfg, resolve=True)
         self.echo(f"{self._place(planned)} running  {planned.kind} {_named(planned)}")
         progress = (f"{self._place(planned)} {planned.kind} {_named(planned)}", self.started_ms / 1000)
+        identity = planned.identity  # a fine-tuning run's fingerprints, computed once, here, by the planner
+        fingerprints = (identity.fingerprint, identity.data_fingerprint) if identity and identity.data_fingerprint \
+            else None
         future = self.executor.submit(execute, planned.kind, payload, tags, self.wait,
-                                      None if self.ddp_worker else progress)
+                                      None if self.ddp_worker else progress, fingerprints)
         self.running[future] = planned
         if future.done() and isinstance(self.executor, InProcess):
             self._finished(future)
@@ -304,41 +314,34 @@ class _Run:
     def _finished(self, future: Future) -> None:
         planned = self.running.pop(future)
         try:
-            out = future.result()
+            out: RunOutcome = future.result()
         except Exception as error:  # noqa: BLE001 -- the worker process itself died
-            out = {"error": f"worker process failed: {one_line(error)}", "seconds": 0.0}
+            out = RunOutcome(FAILED, error=f"worker process failed: {one_line(error)}")
         stage = planned.cell is None  # a pretraining stage or a first-stage fine-tune: others wait for it
-        if "held" in out:
-            if stage:  # its cells wait for the holder's run: blocked here, not failed
-                self.stages[planned.name] = replace(planned, status=BLOCKED, reason=out["held"])
-            self._record(Outcome(planned.kind, planned.name, HELD, error=out["held"], seconds=out["seconds"],
-                                 worker=out.get("worker")))
-            return
-        if "error" in out:
-            if stage:
-                self.stages[planned.name] = replace(planned, status=FAILED, reason=out["error"])
-            self._record(Outcome(planned.kind, planned.name, FAILED, error=out["error"], seconds=out["seconds"],
-                                 worker=out.get("worker")))
-            if "disk_full" in out:
-                self._stop_on_full_disk(planned, out["disk_full"])
+        outcome = Outcome(planned.kind, planned.name, out.state, out.run_id, out.fingerprint, out.error, out.seconds,
+                          out.worker)
+        if out.state in (HELD, FAILED):
+            if stage:  # held: its cells wait for the holder's run, blocked here, not failed
+                self.stages[planned.name] = replace(planned, status=BLOCKED if out.state == HELD else FAILED,
+                                                    reason=out.error)
+            self._record(outcome)
+            if out.disk_full is not None:
+                self._stop_on_full_disk(planned, out.disk_full)
             return
         if stage:  # a first-stage fine-tune's model directory is where its planned identity says
             identity = planned.identity if planned.kind == FINETUNE else \
-                RunIdentity(PRETRAIN, planned.config.experiment_name, out["fingerprint"], Path(out["model_dir"]))
+                RunIdentity(PRETRAIN, planned.config.experiment_name, out.fingerprint, Path(out.model_dir))
             if self.ddp_worker and not self._wait_for_rank_zero(identity):
                 self.stages[planned.name] = replace(planned, status=FAILED, reason="rank 0 did not finish the stage")
                 return
             self.stages[planned.name] = replace(planned, status=FINISHED, reason=None, identity=identity, run=None,
-                                                run_id=out["run_id"])
-        if planned.kind == PRETRAIN:
-            if self.parent is not None and out["run_id"] and not out["reused"]:
-                run = self.store.client.get_run(out["run_id"])
-                if run.info.start_time >= self.started_ms:  # created by this invocation, not resumed
-                    self.parent.adopt(out["run_id"])
-        status = REUSED if out["reused"] else COMPUTED
+                                                run_id=out.run_id)
+        if planned.kind == PRETRAIN and self.parent is not None and out.run_id and out.state == COMPUTED:
+            run = self.store.client.get_run(out.run_id)
+            if run.info.start_time >= self.started_ms:  # created by this invocation, not resumed
+                self.parent.adopt(out.run_id)
         if not self.ddp_worker:
-            self._record(Outcome(planned.kind, planned.name, status, out["run_id"], out["fingerprint"],
-                                 seconds=out["seconds"], worker=out.get("worker")))
+            self._record(outcome)
 
     def _stop_on_full_disk(self, planned: PlannedRun, full: tuple[int, str, str]) -> None:
         """A run failed for want of disk space (`full`: the errno, its text and the file, from

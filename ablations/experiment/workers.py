@@ -19,10 +19,12 @@ import signal
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from ablations.results import COMPUTED, FAILED, HELD, REUSED
 from bioablate_core import interrupts
 from bioablate_core.claims import ClaimHeld
 from bioablate_core.console import configure_logging, one_line, quiet_libraries
@@ -31,12 +33,28 @@ from bioablate_core.files import disk_full
 from bioablate_core.threads import configured_threads
 
 
+@dataclass(frozen=True)
+class RunOutcome:
+    """What `execute` made of one run (plain values: it crosses from a worker process)."""
+
+    state: str  # results.COMPUTED | REUSED | FAILED | HELD
+    run_id: Optional[str] = None
+    fingerprint: Optional[str] = None
+    model_dir: Optional[str] = None  # a pretraining run's exported model
+    error: Optional[str] = None  # FAILED: the error, one line; HELD: who holds the run
+    disk_full: Optional[tuple[int, str, str]] = None  # FAILED for want of space: errno, its text, the file
+    seconds: float = 0.0
+    worker: Optional[int] = None  # the pid of the process that ran it
+
+
 def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool = True,
-            progress: Optional[tuple[str, float]] = None) -> dict[str, Any]:
+            progress: Optional[tuple[str, float]] = None,
+            fingerprints: Optional[tuple[str, str]] = None) -> RunOutcome:
     """Run one pretraining or fine-tuning run; a failure is returned, not raised, so the others go on
     (an interrupt is raised: `bioablate_core.interrupts.Interrupted` is no Exception). `wait`: wait for a run that
     another live process holds (then reuse it), else return it as held. `progress`: the run's label (its
-    place in the plan) and when the invocation started, for a progress line per epoch or checkpoint."""
+    place in the plan) and when the invocation started, for a progress line per epoch or checkpoint.
+    `fingerprints`: a fine-tuning run's (run, data) fingerprints as the planner computed them."""
     from ablations.run.finetune import run_finetune
     from ablations.run.pretrain import run_pretrain
     from lightning_modules.progress import ProgressLines
@@ -48,19 +66,18 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
         try:
             if kind == "pretrain":
                 result = run_pretrain(cfg, wait=wait, callbacks=callbacks)
-                out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused,
-                       "model_dir": str(result.model_dir)}
+                model_dir = str(result.model_dir)
             else:
-                result = run_finetune(cfg, tags=tags, wait=wait, callbacks=callbacks)
-                out = {"run_id": result.run_id, "fingerprint": result.fingerprint, "reused": result.reused}
+                result = run_finetune(cfg, tags=tags, wait=wait, callbacks=callbacks, fingerprints=fingerprints)
+                model_dir = None
+            out = RunOutcome(REUSED if result.reused else COMPUTED, result.run_id, result.fingerprint, model_dir)
         except ClaimHeld as held:  # wait=False: another live process computes it
-            out = {"held": str(held)}
+            out = RunOutcome(HELD, error=str(held))
         except Exception as error:  # noqa: BLE001 -- recorded (the MLflow run is FAILED with the error tag)
             interrupts.check()  # unless a signal caused it (cut a store write in two): the signal stops all
-            out = {"error": one_line(error)}
-            full = disk_full(error)
-            if full is not None:  # the next runs would fail the same way: the invocation stops (runner.py)
-                out["disk_full"] = (full.errno, full.strerror or "", str(full.filename or ""))
+            full = disk_full(error)  # the next runs would fail the same way: the invocation stops (runner.py)
+            out = RunOutcome(FAILED, error=one_line(error), disk_full=None if full is None else
+                             (full.errno, full.strerror or "", str(full.filename or "")))
     except interrupts.Interrupted as stop:
         if _orphaned():  # the run is ended KILLED; nobody is left to take a result or send more work
             os._exit(stop.exit_code)
@@ -68,9 +85,7 @@ def execute(kind: str, cfg: dict | DictConfig, tags: dict[str, str], wait: bool 
     if _orphaned():  # however the parent's death surfaced here (an error while ending the run KILLED, say):
         # returning, the worker would take the next cell its dead parent had queued and start another run
         os._exit(128 + signal.SIGTERM)
-    out["seconds"] = time.perf_counter() - start
-    out["worker"] = os.getpid()
-    return out
+    return replace(out, seconds=time.perf_counter() - start, worker=os.getpid())
 
 
 _PARENT: Optional[int] = None  # in a pool worker: the pid of the invocation that started it
@@ -112,8 +127,7 @@ def _init_worker(devices: Any, cuda: bool, threads: int) -> None:
 def _die_with_parent() -> None:
     """SIGHUP to this worker when its parent dies (SIGKILL, a lost terminal), as Linux's parent-death
     signal, taken as one SIGTERM once the worker is ready (`_parent_died`): its run ends KILLED and the
-    worker exits (`execute`). Without it, workers outlived a killed `bioablate run`, finished their runs,
-    then blocked for ever sending results to nobody."""
+    worker exits (`execute`) rather than blocking for ever sending a result to nobody."""
     import ctypes
 
     try:
@@ -126,14 +140,10 @@ def _die_with_parent() -> None:
 
 
 def _parent_died(_signum: int, _frame: Any) -> None:
-    """The parent-death signal, a SIGHUP of its own rather than a SIGTERM because the kernel sends it once
-    per thread of the parent that exits while it is the worker's parent (the thread that started the
-    worker, then the last one): as SIGTERMs, the second raised at once inside the store write that ended
-    the run KILLED, cut it in two and left the run RUNNING (issue 27). Only the first one counts.
-
-    The first can come while the parent process still has threads (and still is the worker's parent, for
-    `getppid`): it marks the worker orphaned all the same, or the worker, its run ended, would take the
-    next cell its dying parent had queued and start another run."""
+    """The parent-death signal: a SIGHUP of its own, as the kernel sends it once per exiting thread of the
+    parent (a second SIGTERM would raise inside the store write ending the run KILLED). Only the first
+    counts, and it marks the worker orphaned even while the parent still has threads, so that the worker
+    takes no further cell its dying parent had queued."""
     global _PARENT_GONE
     _PARENT_GONE = True
     interrupts.deliver_once(signal.SIGTERM)
@@ -150,11 +160,9 @@ def watch_for_orphaning(orphaned: Callable[[], bool], signalled: Callable[[], bo
     `signal_grace_s` for the parent-death signal to reach the main thread; only if none did, send the
     signal (it was lost); `exit_grace_s` later, exit outright whatever the main thread is doing.
 
-    Why wait before sending: the kernel's signal reaches Python's handler only when the main thread next
-    runs Python code, which can be tens of milliseconds away (a training step in C). A signal sent in that
-    window is a *second* SIGTERM once the handler has run, and a second one raises at once even inside a
-    store write (`bioablate_core.interrupts`): the write cut in two, the run's ending KILLED fails and the run
-    stays RUNNING (issue 27)."""
+    It waits before sending because the kernel's signal reaches Python's handler only when the main thread
+    next runs Python code (after a training step in C): one sent meanwhile would be a second SIGTERM, which
+    raises at once even inside the store write that ends the run KILLED (`bioablate_core.interrupts`)."""
     while not orphaned():
         sleep(poll_s)
     waited = 0.0
@@ -218,14 +226,21 @@ def worker_pool(devices: int, runs_per_device: int, cuda: bool) -> ProcessPoolEx
 class _WorkerPool(ProcessPoolExecutor):
     """Starts each worker with SIGINT and SIGTERM blocked (the mask survives fork and exec), so neither
     interrupts the new interpreter before `_init_worker` decides what they do; the parent's own signals
-    are only held back while it starts the process."""
+    are only held back while it submits (a spawned pool starts its workers in `submit`, as they are needed)."""
 
-    def _spawn_process(self) -> None:
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Future:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STARTING_SIGNALS)
         try:
-            super()._spawn_process()
+            return super().submit(fn, *args, **kwargs)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def stop_workers() -> None:
+    """SIGTERM to every worker process this invocation started (its only multiprocessing children): their
+    runs end KILLED, rather than the invocation waiting for them."""
+    for process in multiprocessing.active_children():
+        process.terminate()
 
 
 def no_progress_bars() -> None:

@@ -56,17 +56,18 @@ def _requeue_and_exit(reason: str, limit: int) -> None:
     sys.exit(-1)  # SystemExit: submitit writes no result for it
 
 
-def _execute(kind: str, cfg: Any, tags: dict[str, str], max_requeues: int) -> dict[str, Any]:
+def _execute(kind: str, cfg: Any, tags: dict[str, str], max_requeues: int) -> Any:
     """One run, as `bioablate run` executes it, inside a job: a preemption requeues the job, a failed
-    run fails it."""
+    run fails it (its `RunOutcome` otherwise)."""
     from ablations.experiment.workers import execute
+    from ablations.results import FAILED
 
     try:
         out = execute(kind, cfg, {**tags, "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")})
     except Preempted as stop:
         _requeue_and_exit(str(stop), max_requeues)
-    if "error" in out:
-        raise JobFailed(out["error"])
+    if out.state == FAILED:
+        raise JobFailed(out.error)
     return out
 
 

@@ -49,7 +49,7 @@ def test_a_signal_already_handled_is_not_repeated():
 CTRL_C_AT_WORKER_START = """
 import sys, time
 from bioablate_core import interrupts
-from ablations.experiment.workers import worker_pool
+from ablations.experiment.workers import stop_workers, worker_pool
 
 def main():
     with interrupts.handling_interrupts():
@@ -59,8 +59,7 @@ def main():
             print("started", flush=True)
             time.sleep(60)
         except BaseException:  # as ablations.experiment.runner does
-            for process in list(pool._processes.values()):
-                process.terminate()
+            stop_workers()
             raise
         finally:
             pool.shutdown(cancel_futures=True)
