@@ -1,47 +1,33 @@
-"""The lifecycle of a tracked run, one implementation for fine-tuning and pretraining.
-
-A run is identified by its fingerprint (MLflow tag `fingerprint`); its checkpoints live in
-`<work_dir>/runs/<fingerprint>/checkpoints/`.
+"""The lifecycle of a tracked run, one implementation for fine-tuning and pretraining. A run is found by its
+fingerprint (MLflow tag `fingerprint`); its checkpoints live in `<work_dir>/runs/<fingerprint>/checkpoints/`.
 
     run = TrackedRun.open(cfg, fingerprint, force)      # find the newest run with this fingerprint
     done = run.finished()                               # FINISHED already (and not force): reuse it
     with run.claimed(wait):                             # the only live process working on it (below)
         done = run.finished()                           # finished by the holder we waited for: reuse
         run.start(name, tags, params)                   # take an unfinished run over, or create one
-        with run.tracked():                             # FINISHED on success, FAILED (tag `error`) on an
-            ... train from run.resume_from ...          # exception, KILLED on Ctrl-C / SIGTERM;
-                                                        # checkpoints kept unless it finished and not keep_checkpoints
+        with run.tracked():                             # FINISHED, FAILED (tag `error`) or KILLED
+            ... train from run.resume_from ...
 
 - FINISHED (unless `force`): reused, nothing is recomputed.
-- FAILED / KILLED / RUNNING with a dead holder: taken over. With a `last.ckpt`, training resumes from it
-  in a *continued* MLflow run: a new run with the same params and tags (minus `error`, `stopped` and the
-  old claim) holding the old run's metric points logged before the checkpoint (steps below its `global_step`),
-  so every metric has one point per step (MLflow cannot delete the killed attempt's later points); the old run is
-  deleted (MLflow's `deleted` stage; `mlflow gc` purges it) and the new one is tagged `continues` with its id.
-  Without a checkpoint there is nothing to keep: the old run is deleted and a new one starts.
+- FAILED / KILLED / RUNNING with a dead holder: taken over. With a `last.ckpt`, training resumes from it in a
+  *continued* MLflow run: a new run with the old one's params, tags (minus `error`, `stopped` and the claim) and
+  metric points below the checkpoint's `global_step`, tagged `continues`; the old run is deleted (`mlflow gc`
+  purges it). Without a checkpoint the old run is deleted and a new one starts.
 - Otherwise (or with `force`): a new MLflow run, and any old checkpoints are removed first.
 
-Claims (`claimed`): before deciding any of this, a process takes the run's claim, a lock on
-`<work_dir>/runs/<fingerprint>/claim.lock` (`bioablate_core.claims`) held until the run ends; a second process with
-the same fingerprint waits for it (one line: "waiting for <fp> held by host:pid since ...") and then
-reuses the finished run, or with `wait=False` raises `ClaimHeld` naming the holder. For a tracking store
-shared by machines that do not share the work directory, the holder also keeps a heartbeat on the MLflow
-run (one tag, `bioablate.claim`: JSON with host, pid, since, lock and heartbeat, refreshed every HEARTBEAT_S
-seconds by a daemon thread, removed once the run has ended; runs written before it have five tags `claim.*`): a
-RUNNING run is taken over only when its lock is free AND its holder is dead (the same lock file: the free lock
-says so; this host: its pid is gone; another host: its heartbeat is older than STALE_AFTER_S). Two processes on
-different machines *and* work directories that start the same new run within a moment can still both create it:
-MLflow has no atomic compare-and-set.
+Claims (`claimed`): a lock on `<run dir>/claim.lock` (`bioablate_core.claims`) held until the run ends; a second
+process waits for it ("waiting for <fp> held by host:pid since ...") and reuses the finished run, or with
+`wait=False` raises `ClaimHeld`. For a store shared by machines that do not share the work directory, the
+holder also keeps the tag `bioablate.claim` (JSON: host, pid, since, lock, heartbeat every HEARTBEAT_S seconds)
+on the run until it ends: a RUNNING run is taken over only when its lock is free AND its holder is dead (this
+host: its pid is gone; another host: its heartbeat is older than STALE_AFTER_S). MLflow has no compare-and-set:
+two machines *and* work directories starting the same new run at one moment can both create it.
 
-Signals: once the run exists, a SIGINT / SIGTERM ends it KILLED (tag `stopped`) whenever it arrives.
-`start` creates it, records its id and tags its holder with the signal deferred (`bioablate_core.interrupts`); inside
-`tracked` the tracked block ends it; a signal that stops the `claimed` block anywhere else (between `start`
-and `tracked`, or a store write it cut in two) ends a still-RUNNING run there, holding the claim.
-
-Under DDP Lightning starts the other ranks by rerunning the command after rank 0 has decided reuse /
-resume / new and removed stale checkpoints. Those worker processes (`bioablate_core.distributed.is_ddp_worker`)
-never claim or touch the tracking store: they resume from a `last.ckpt` if one exists (the one rank 0
-resumes from), and every reporting method here does nothing in them.
+Signals: once the run exists, a SIGINT / SIGTERM ends it KILLED (tag `stopped`) wherever it arrives (`start`
+defers it until the run's id and holder are recorded; `claimed` ends a RUNNING run a signal stopped outside
+`tracked`). Under DDP the other ranks rerun the command after rank 0 decided reuse / resume / new: they never
+claim or touch the store, resume from a `last.ckpt` if one exists, and every reporting method does nothing.
 """
 
 from __future__ import annotations
