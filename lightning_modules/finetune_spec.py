@@ -5,10 +5,11 @@
     head = spec.head.build(encoder, hidden_size)                            # the encoder's task kind's head
 
 The choices themselves live with the layer that uses them, each a `bioablate_core.choices.Choice` whose options
-declare the task types they apply to: the encoding choices in the data layer (`datamodules.tagging`,
+say the task types they apply to: the encoding choices in the data layer (`datamodules.tagging`,
 `datamodules.encoders`, `datamodules.relation_inputs`, `datamodules.qa_spans`), the head's in
-`lightning_modules.heads`. This module only lists them (in `bioablate list variants` order) and checks
-them together, since one choice may require another (entity-start features need the markers input).
+`lightning_modules.choice_names` (built by `lightning_modules.heads`). This module only lists them (in
+`bioablate list variants` order) and checks them together, since one choice may require another
+(entity-start features need the markers input).
 """
 
 from __future__ import annotations
