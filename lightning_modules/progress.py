@@ -17,9 +17,14 @@ from typing import Any, Optional
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import TQDMProgressBar
 
+REFRESH_S = 0.25  # the least time between two redraws: each reads the logged metrics back from the device
+
 
 class StepProgressBar(TQDMProgressBar):
-    """One bar for the whole run: `pretrain: 40/1000 steps [...] loss=6.2, mask_rate=0.15, tokens/s=8312`."""
+    """One bar for the whole run: `pretrain: 40/1000 steps [...] loss=6.2, mask_rate=0.15, tokens/s=8312`,
+    redrawn at most every REFRESH_S seconds (and at the last step)."""
+
+    _drawn = 0.0
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
@@ -34,8 +39,9 @@ class StepProgressBar(TQDMProgressBar):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        bar, step = self.train_progress_bar, trainer.global_step
-        if bar is not None and not bar.disable and self._should_update(step, bar.total):
+        bar, step, now = self.train_progress_bar, trainer.global_step, time.monotonic()
+        if bar is not None and not bar.disable and (now - self._drawn >= REFRESH_S or step == bar.total):
+            self._drawn = now
             bar.n = step
             bar.set_postfix(self.get_metrics(trainer, pl_module))  # refreshes the bar
 

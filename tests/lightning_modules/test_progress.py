@@ -43,3 +43,20 @@ def test_bar_counts_steps_across_epochs_and_hides_v_num(tmp_path):
     assert tqdm.desc.startswith("pretrain")
     metrics = bar.get_metrics(trainer, trainer.lightning_module)
     assert "v_num" not in metrics and metrics["tokens/s"] == 1235 and "loss" in metrics
+
+
+def test_bar_redraws_at_most_every_refresh_interval(tmp_path, monkeypatch):
+    """Each redraw reads the logged metrics back from the device: 20 fast steps of one epoch draw at the
+    first step, at the last, and at most once between."""
+
+    class OneEpoch(_Regression):
+        def train_dataloader(self):
+            return DataLoader(TensorDataset(torch.randn(40, 4), torch.randn(40, 1)), batch_size=2)
+
+    bar = StepProgressBar()
+    drawn = []
+    monkeypatch.setattr(bar, "get_metrics", lambda *args: drawn.append(1) or {})
+    trainer = pl.Trainer(max_steps=20, max_epochs=-1, callbacks=[bar], logger=False, enable_model_summary=False,
+                         enable_checkpointing=False, accelerator="cpu", default_root_dir=tmp_path)
+    trainer.fit(OneEpoch())
+    assert bar.train_progress_bar.n == 20 and len(drawn) <= 3  # the first step, the last, at most one between
