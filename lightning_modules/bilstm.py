@@ -1,5 +1,4 @@
-"""The BiLSTM head layer (`finetune.head=bilstm`, paper Table 12): its own module so the torch-free option
-registry (lightning_modules/choice_names.py) builds it without importing torch until a model is made."""
+"""The BiLSTM head layer (`finetune.head=bilstm`, paper Table 12), apart so choice_names.py stays torch-free."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ from torch import nn
 
 
 class BiLSTM(nn.Module):
-    """A one-layer BiLSTM over the encoder output, same width out as in; padding skipped. The shape of
-    every `HeadLayers.layer`: built from the hidden size, `forward(hidden, attention_mask)`, `out_size`."""
+    """A one-layer BiLSTM over the encoder output, as wide out as in; padding skipped."""
 
     def __init__(self, hidden_size: int):
         super().__init__()

@@ -1,16 +1,11 @@
 """How training checkpoints are written and read back.
 
-- Written atomically beside their final path (`.last.ckpt.<pid>.tmp`, then renamed): Lightning's default
-  goes through fsspec's transaction, which stages the whole file in the system temp dir, so a full /tmp
-  broke runs whose work dir had room. A failed write removes its partial file, giving the space back (on
-  a full disk the run can then still be marked FAILED in a store on the same disk).
-- Read with `weights_only=True`: a checkpoint is tensors and plain containers, never pickled code.
-- Checksummed: a CRC-32 of every tensor's bytes is written into the checkpoint with them, because a
-  checkpoint's zip archive is read without checking its records' CRCs, so changed tensor bytes load.
-- `usable_checkpoint` checks a checkpoint before a run resumes from it: an unreadable one (truncated by a
-  crash or a full disk) or one whose tensors no longer match their checksum is set aside with a warning
-  and the run starts over (only the last checkpoint is kept), instead of failing the same way on every
-  rerun or training on from corrupted weights.
+- Written atomically beside their final path, not staged in the system temp dir as fsspec's transaction
+  does; a failed write removes its partial file, giving the space back.
+- Read with `weights_only=True`: tensors and plain containers, never pickled code.
+- Checksummed: torch reads a checkpoint's zip without checking its CRCs, so a CRC-32 of the tensors goes in.
+- `usable_checkpoint` sets aside an unreadable or corrupted checkpoint and the run starts over, instead of
+  failing on every rerun or training on from corrupted weights.
 
     trainer = pl.Trainer(..., plugins=[AtomicCheckpointIO()])
     trainer.fit(module, ckpt_path=usable_checkpoint(run.resume_from), weights_only=True)
@@ -83,11 +78,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def usable_checkpoint(path: Path | None, set_aside: bool = True) -> str | None:
-    """`path` as the `ckpt_path` to resume from, or None (start from scratch) when there is none, it
-    cannot be read or its tensors do not match their checksum; such a one is renamed to
-    `<name>.unreadable` (when `set_aside`: the process that owns the run) so that the next run does not
-    trip over it again. A checkpoint written without a checksum (not by AtomicCheckpointIO) is read as
-    it is."""
+    """`path` as the `ckpt_path` to resume from, or None when there is none or it is unreadable or fails its
+    checksum; with `set_aside` such a one is renamed `<name>.unreadable`. One without a checksum is read as is."""
     if path is None or not Path(path).exists():
         return None
     try:
@@ -109,7 +101,6 @@ def usable_checkpoint(path: Path | None, set_aside: bool = True) -> str | None:
 
 
 def checkpoint_step(path: Path) -> int:
-    """The optimizer steps a Lightning checkpoint had taken (`global_step`), read without loading its
-    tensors into memory. Lightning logs the points of the k-th batch (and the validation after it) at
-    step k - 1 (0-based), so the points logged before the checkpoint are those below this step."""
+    """A Lightning checkpoint's `global_step`, read without loading its tensors; the points logged before
+    it are those below this step."""
     return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])

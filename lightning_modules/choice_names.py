@@ -1,13 +1,6 @@
-"""Every config key that names an option (`finetune.head`, `pretrain.masking`, ...), torch-free, so a
-misspelt option (`finetune.head=crff`, `--masking wmm`) is answered before Lightning, MLflow, transformers or
-torch are imported (ablations.checks.check_names, called as a config is built).
-
-The fine-tuning heads' options are registered here whole, each in one `register` call with its name, the
-task types it applies to and its entry: what the model is made of (`HeadLayers`), the vectors a sequence is
-classified from (`Featurizer`) and the output layer (a classifier builder). An entry reaches torch only when a
-model is built (lightning_modules/heads.py builds them). Pretraining's objectives and optimizers are declared
-here and registered where they are implemented (pretrain_models.py, pretrain.py); the data layer's choices
-(tagging, sub-token labels, relation inputs, masking) are torch-free where they live.
+"""Every config key that names an option, torch-free, so a misspelt option (`finetune.head=crff`) is answered
+before torch or Lightning are imported. The heads' options are registered here whole (name, task types,
+entry); heads.py builds them. Pretraining's objectives and optimizers are registered where implemented.
 """
 
 from __future__ import annotations
@@ -27,8 +20,7 @@ from datamodules.task_types import TASK_TYPES
 class HeadLayers:
     """What a `finetune.head` option puts around the output layer."""
 
-    # hidden size -> a module between the encoder and the output layer (lightning_modules.bilstm.BiLSTM's
-    # shape), or None
+    # hidden size -> a module between the encoder and the output layer, or None
     layer: Callable[[int], Any] | None = None
     crf: bool = False  # a CRF over the output layer's emissions: needs a sequence of tags
 
@@ -47,8 +39,7 @@ HEADS.register("bilstm-crf", HeadLayers(layer=bilstm, crf=True), task_types=TAGG
 
 @dataclass(frozen=True)
 class Featurizer:
-    """A `finetune.re_feature`: the vectors one sequence is classified from, out of hidden states [B, T, H]
-    and the batch; the model concatenates them into one feature, `vectors` x H wide."""
+    """A `finetune.re_feature`: the `vectors` vectors of width H one sequence is classified from."""
 
     vectors: int
     build: Callable[[Any, Mapping[str, Any]], tuple[Any, ...]]

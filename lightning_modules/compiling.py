@@ -1,17 +1,9 @@
-"""`trainer.compile=true`: torch.compile the transformer encoders of a model, in place (fine-tuning).
-Pretraining compiles its whole forward + loss instead (`PretrainModule.compile_losses`), reading the same
-cache (`use_compile_cache`).
+"""`trainer.compile=true`: torch.compile a model's transformer encoders, in place (fine-tuning; pretraining
+compiles its whole loss, `PretrainModule.compile_losses`).
 
-In place (`nn.Module.compile`), so parameter names, checkpoints and exports stay exactly those of the eager
-model and a run can resume compiled from an eager checkpoint or the reverse. Only the encoder stack is
-compiled: the task heads and the MLM output layer work on gathered positions (a count that changes every
-batch), which would make each batch a new shape for the compiler.
-
-Shapes: pretraining batches are packed to one length and, with `pretrain.max_predictions` (which
-`check_pretrain_compile` requires), one width of predicted positions (`dynamic=None`: static, one graph); fine-tuning
-batches are length-bucketed (`dynamic=True`: one graph with a symbolic length, so recompiles stay
-bounded however many bucket lengths occur). The inductor cache goes under the work directory (where a
-rerun or the next run of the same shape reads it back) unless TORCHINDUCTOR_CACHE_DIR is already set.
+In place, so parameter names, checkpoints and exports stay the eager model's and a run can resume across
+the switch. Only the encoders: heads work on gathered positions, a new shape every batch. Fine-tuning's
+length buckets compile with `dynamic=True`, so recompiles stay bounded.
 """
 
 from __future__ import annotations
@@ -44,12 +36,9 @@ def check_pretrain_compile(*, compile: bool, mode: str, accumulate: int, master_
                            max_predictions: int | None) -> None:
     """`trainer.compile` for pretraining fits the run, or one ConfigError line:
 
-    - the compiled step has one static shape only with `pretrain.max_predictions` set: unset, the predicted
-      positions' width is each batch's largest draw, and every new width recompiles;
-    - `reduce-overhead` (CUDA graphs) with `pretrain.accumulate` > 1 would accumulate gradients into `.grad`
-      tensors that live in the graph's memory pool, which the next micro-batch's replay overwrites (wrong
-      gradients or an error, depending on torch's version). Master weights copy each gradient out into its
-      fp32 master after every micro-batch, so they make the combination safe."""
+    - `pretrain.max_predictions` must be set: else every new width of predicted positions recompiles;
+    - `reduce-overhead` (CUDA graphs) with `pretrain.accumulate` > 1 needs master weights: else gradients
+      accumulate in the graph's pool, which the next replay overwrites."""
     if not compile:
         return
     if max_predictions is None:

@@ -1,7 +1,4 @@
-"""What a run cost: model FLOPs (the count the throughput benchmarks use, times the tokens processed),
-device-seconds, the device and peak memory. `ComputeCounter` is a Lightning callback that counts them while
-a run trains and evaluates; `ComputeCounter.metrics()` gives them as the run logs them (`system/compute/*`,
-ablations/run/tracking.py `log_compute`)."""
+"""What a run cost: model FLOPs, device-seconds, the device and peak memory (`system/compute/*`)."""
 
 from __future__ import annotations
 
@@ -25,9 +22,8 @@ def transformer_train_flops_per_token(hidden: int, layers: int, intermediate: in
 
 
 def encoder_sizes(module: torch.nn.Module) -> list[tuple[int, int, int]]:
-    """(hidden, layers, intermediate) of every transformer encoder in `module`: each Hugging Face base model
-    (BertModel, ElectraModel...; ELECTRA's generator and discriminator both count), not its task wrappers,
-    which hold the same encoder again."""
+    """(hidden, layers, intermediate) of every Hugging Face base model in `module`, not its wrappers, which
+    hold the same encoder again."""
     from transformers import PreTrainedModel
 
     sizes = []
@@ -39,8 +35,7 @@ def encoder_sizes(module: torch.nn.Module) -> list[tuple[int, int, int]]:
 
 
 def peak_memory_bytes(device: torch.device | None = None) -> int:
-    """The peak memory of this process: on a GPU, what torch allocated there; on CPU, the peak resident set
-    (getrusage; the whole process's, so a worker that ran several runs reports the largest of them)."""
+    """Peak memory: what torch allocated on a GPU, else the process's peak resident set (all its runs')."""
     if device is not None and device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -48,9 +43,8 @@ def peak_memory_bytes(device: torch.device | None = None) -> int:
 
 
 class ComputeCounter(pl.Callback):
-    """Counts the tokens (padding included: the matmuls ran over it) of every training and evaluation batch
-    and their FLOPs (training: forward + backward; evaluation: forward, a third of it), and the wall time
-    from the start of fitting to the end of testing. A resumed run counts what its last process did."""
+    """Counts the tokens (padding included: the matmuls ran over it) and FLOPs of every batch, and the wall
+    time from fit to test. A resumed run counts what its last process did."""
 
     def __init__(self) -> None:
         self.sizes: list[tuple[int, int, int]] = []
@@ -104,8 +98,7 @@ class ComputeCounter(pl.Callback):
         self.eval_tokens += self._count(batch, 1 / 3)
 
     def metrics(self) -> dict[str, float]:
-        """The run's `compute/*` metrics. Under DDP each rank sees its share of the batches: rank 0's counts
-        times the number of devices stand for the whole run."""
+        """The run's `compute/*` metrics; under DDP, rank 0's counts times the number of devices."""
         n = self.devices
         return {f"{COMPUTE_PREFIX}flops": self.flops * n, f"{COMPUTE_PREFIX}train_tokens": float(self.train_tokens * n),
                 f"{COMPUTE_PREFIX}eval_tokens": float(self.eval_tokens * n),

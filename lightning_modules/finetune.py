@@ -10,15 +10,9 @@ One batch, start to finish:
        (no per-example Python in the loop); at epoch end they are concatenated, gathered from every DDP
        rank, unpacked by example index, and the datamodule decodes and scores them.
 
-Dev is scored every epoch (`dev/<metric>`, `dev/score` = the primary metric); the best dev epoch is what
-ModelCheckpoint keeps and what the test set is scored with. A dataset without a dev split trains with
-validation off (`limit_val_batches=0`) and the test set is scored with the last epoch's weights.
-
-Exact resume: a run resumed from a checkpoint ends with the weights and scores of an uninterrupted one.
-The batches depend only on (seed, epoch) (`datamodules.finetune_data.BucketBatchSampler`), and dropout
-(and ALUM's noise) draw from a stream seeded by (seed, optimizer step) before every training step, as in
-pretraining: nothing depends on the process's global random state, which a checkpoint does not hold.
-(Fine-tuning does not accumulate gradients, so the optimizer step numbers the batches.)
+The test set is scored at the best dev epoch, or without a dev split at the last. A resumed run ends with
+the weights and scores of an uninterrupted one: batches depend only on (seed, epoch), and dropout and ALUM's
+noise draw from a stream seeded by (seed, optimizer step), never the global random state.
 """
 
 from __future__ import annotations
@@ -37,16 +31,13 @@ from datamodules.metrics import curve_keys, summary_keys
 from lightning_modules.algorithms.alum import Alum
 from lightning_modules.optim import adamw_with_linear_warmup
 
-# The encoders whose transformers implementation takes a prepared [B, 1, q, k] mask as it is
-# (`masking_utils.create_bidirectional_mask`); any other gets the [B, T] padding mask.
+# encoders whose transformers implementation takes a prepared [B, 1, q, k] mask as it is
 PREPARED_MASK_TYPES = frozenset({"bert", "albert", "electra", "roberta", "xlm-roberta"})
 
 
 def attention_mask_for(encoder: nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The [B, 1, 1, T] boolean mask (True: attend) that transformers' SDPA path builds from the [B, T]
-    padding mask, built here so that it is taken as given: transformers would first ask whether the batch
-    has any padding at all (`mask.all()`, to drop the mask), which makes the host wait for the device at
-    every step. The attention is the same either way: masked keys get no weight."""
+    """The [B, 1, 1, T] boolean mask transformers' SDPA path builds, built here so transformers does not
+    call `mask.all()`, which makes the host wait for the device at every step. The attention is the same."""
     if getattr(getattr(encoder, "config", None), "model_type", None) not in PREPARED_MASK_TYPES:
         return attention_mask
     return attention_mask.bool()[:, None, None, :]
@@ -64,13 +55,10 @@ class FineTuneModule(pl.LightningModule):
         self.dev_history: list[dict[str, float]] = []  # metrics of every dev evaluation, in order
         self.test_metrics: dict[str, float] = {}
         self.test_predictions: list[Any] = []
-        # this epoch's training loss so far (sum over steps, steps), for its mean beside the dev scores;
-        # in the checkpoint: a run resumed mid-epoch (preemption) still gets the whole epoch's mean
+        # this epoch's (loss sum, steps), checkpointed so a run resumed mid-epoch gets the whole epoch's mean
         self._loss_sum: torch.Tensor | float = 0.0
         self._loss_steps = 0
-        # Each step's training losses stay on the device (reading one makes the host wait for the device)
-        # and are read every `read_every` steps, at an epoch's last step and before a checkpoint, then
-        # logged at the steps they were taken at: (step, epoch, {name: loss}) per step since the last read.
+        # (step, epoch, {name: loss}) of each step since the last read: losses stay on the device until then
         self.read_every = read_every
         self._unread: list[tuple[int, int, dict[str, torch.Tensor]]] = []
         self._batch_loss = self.batch_loss  # compiled by compile_step
@@ -90,11 +78,8 @@ class FineTuneModule(pl.LightningModule):
         return self.head.loss(self(batch), batch)
 
     def compile_step(self, buckets: int, cache_dir: Path | None = None, backend: str = "inductor") -> None:
-        """Compile `batch_loss` (and with it its backward) whole (`fullgraph=True`: a graph break is an
-        error) for static shapes (datamodules.finetune_data.Shapes): one graph per width bucket, made when
-        that width first occurs and reused ever after; `buckets` (how many widths there are) raises the
-        compiler's limit of graphs per function to fit them. `backend`: torch.compile's (the tests capture
-        the same graphs with "aot_eager", which skips inductor's code generation)."""
+        """Compile `batch_loss` and its backward whole (`fullgraph=True`), one graph per width bucket;
+        `buckets` raises the compiler's graph limit to fit them. `backend` is torch.compile's."""
         if cache_dir is not None:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, buckets)
@@ -128,18 +113,16 @@ class FineTuneModule(pl.LightningModule):
         last = self.trainer.is_last_batch
         if last or len(self._unread) >= self.read_every:
             shown = self._read_losses()
-            if shown is not None:  # a number, not `self.log`: Lightning would read a logged value back from
-                # the device at every later progress-bar refresh until the epoch ends
+            if shown is not None:  # a number, not `self.log`, which is read back at every bar refresh
                 self.trainer.progress_bar_metrics["train/loss"] = shown
-        # without dev evaluation (no dev split), the epoch's mean training loss at its last step; here, not
-        # at the epoch's end, where the last.ckpt of the epoch would be written before the sums are reset
+        # without dev evaluation, the epoch's mean loss at its last step: at the epoch's end, last.ckpt comes first
         if self.trainer.limit_val_batches == 0 and last and self._loss_steps:
             self.log("train/loss_epoch", float(self._loss_sum) / self._loss_steps)
             self._loss_sum, self._loss_steps = 0.0, 0
 
     def _read_losses(self) -> float | None:
-        """Copy the unread steps' losses to the host at once and log each at its own step (as `self.log`
-        did at every step); returns the last step's loss (for the progress bar), None if none was unread."""
+        """Copy the unread steps' losses to the host at once and log each at its own step; returns the last
+        step's loss, or None."""
         if not self._unread:
             return None
         names = list(self._unread[0][2])
@@ -166,9 +149,7 @@ class FineTuneModule(pl.LightningModule):
             values = torch.zeros(0)
         self._outputs = []
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            # Each rank evaluated a disjoint share (datamodules.finetune_data.SortedBatchSampler); every
-            # rank gets the full set and computes the same metrics. Keying by index would also drop
-            # repeats, should a sampler ever pad.
+            # each rank evaluated a disjoint share; every rank gets the full set and computes the same metrics
             shards: list[Any] = [None] * dist.get_world_size()
             dist.all_gather_object(shards, (index, values, counts))
             shards = [s for s in shards if len(s[0])]
@@ -199,8 +180,7 @@ class FineTuneModule(pl.LightningModule):
         self.test_metrics, self.test_predictions = self._score("test")
         self.log_dict({f"test/{k}": float(self.test_metrics[k]) for k in summary_keys(self.test_metrics)})
 
-    # dev_history decides which epoch was best: it must survive a resume from a checkpoint (as must the
-    # epoch's loss so far, for its mean).
+    # dev_history decides the best epoch, so it survives a resume
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._read_losses()  # a checkpoint mid-epoch (on a signal): the steps before it keep their points
         checkpoint["dev_history"] = self.dev_history

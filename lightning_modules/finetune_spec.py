@@ -4,12 +4,8 @@
     encoder = make_encoder(dataset, tokenizer, max_length, spec.encoding)  # datamodules.task_kinds
     head = spec.head.build(encoder, hidden_size)                            # the encoder's task kind's head
 
-The choices themselves live with the layer that uses them, each a `bioablate_core.choices.Choice` whose options
-say the task types they apply to: the encoding choices in the data layer (`datamodules.tagging`,
-`datamodules.encoders`, `datamodules.relation_inputs`, `datamodules.qa_spans`), the head's in
-`lightning_modules.choice_names` (built by `lightning_modules.heads`). This module only lists them (in
-`bioablate list variants` order) and checks them together, since one choice may require another
-(entity-start features need the markers input).
+The choices live with the layer that uses them; this module checks them together, since one may require
+another (entity-start features need the markers input).
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ class FinetuneSpec:
 
     @classmethod
     def from_config(cls, finetune_cfg: Any, dataset: DatasetSpec) -> FinetuneSpec:
-        """Raises a one-line ConfigError for an unknown option, one that does not apply to `dataset`'s
-        task type, or one missing another choice it requires."""
+        """A one-line ConfigError for an unknown option, one not for `dataset`'s task type, or one missing another."""
         check_choices({choice.key: finetune_cfg[choice.key] for choice in CHOICES}, dataset)
         return cls(EncodingSpec.from_config(finetune_cfg), HeadSpec.from_config(finetune_cfg, dataset.task_type))
 

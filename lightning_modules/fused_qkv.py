@@ -1,16 +1,8 @@
 """`pretrain.fused_qkv`: one Linear of 3 x hidden for an attention layer's query, key and value.
 
-transformers' BERT and ELECTRA self-attention run three (hidden -> hidden) matmuls on the same input; one
-(hidden -> 3 x hidden) matmul does the same work in one kernel, with one read of the input and one bias add
-(what NVIDIA's and MosaicBERT's BERTs do). `fuse_qkv` swaps each self-attention module of a model for
-`FusedSelfAttention`, whose weight is the three weights stacked (query, key, value): the same numbers at
-the start, so a fused model is initialised exactly as an unfused one of the same seed. The matmul's sums
-are blocked differently, so its outputs may differ in the last bits: a choice that is part of a run's
-fingerprint.
-
-`unfuse_qkv` splits them back into transformers' own modules (query, key, value): what `export_model`
-saves, so an exported model is a standard BERT / ELECTRA folder that `BertModel.from_pretrained` loads
-with the same outputs.
+One matmul instead of three reads the input once (as NVIDIA's and MosaicBERT's BERTs do). The stacked
+weight holds the same numbers, so a fused model starts as an unfused one of the same seed; the sums are
+blocked differently, so it is part of the fingerprint. `unfuse_qkv` splits them back for export.
 """
 
 from __future__ import annotations
@@ -81,8 +73,8 @@ def _swap(model: nn.Module, kinds: tuple[type, ...], make) -> int:
 
 
 def fuse_qkv(model: nn.Module) -> nn.Module:
-    """`model` with each BERT / ELECTRA self-attention's query, key and value in one Linear, in place. A
-    model with none (ALBERT's attention is one module of its own) is an error, not a silent no-op."""
+    """`model` with each BERT / ELECTRA self-attention's query, key and value in one Linear, in place; a
+    model with none (ALBERT) is an error, not a silent no-op."""
     if _swap(model, FUSABLE, FusedSelfAttention) == 0:
         raise ValueError(f"{type(model).__name__} has no BERT or ELECTRA self-attention to fuse")
     return model

@@ -6,20 +6,10 @@
     crf          token tasks: linear emissions + a CRF (pytorch-crf) over the tagged positions, Viterbi
                  decoding, transitions constrained so decoding never emits a sequence the scheme forbids
     bilstm-crf   both
-Sequence tasks (relation extraction, classification, similarity, QA) then take `finetune.re_feature`
-(`RE_FEATURES`: cls | mention | entity-start, relation extraction only) and `finetune.classifier`
-(`CLASSIFIERS`: linear | mlp). Each is a `bioablate_core.choices.Choice` whose options are registered whole
-(name, task types, entry) in lightning_modules/choice_names.py, torch-free: a misspelt name answers before
-any heavy import; this module builds their entries into modules. `HeadSpec` is the head as built once from
-the config: what the model is made of, what the export records and what `predict` rebuilds.
-
-What the model predicts per example (a tag per position, classes, labels, a number, or a span's start
-and end: extractive QA, `SpanPredictor`) is the task kind (datamodules/task_kinds.py), not a choice; each
-kind's head part is attached at the end of this module.
-
-Every head maps hidden states to logits, logits to a loss, and logits to raw predictions. Token heads
-work on the "tagged positions" of a batch (`tag_mask`: each word's first sub-token, or every sub-token),
-compacted into one dense sequence per example so a CRF sees consecutive tags.
+Sequence tasks also take `finetune.re_feature` (`RE_FEATURES`) and `finetune.classifier` (`CLASSIFIERS`).
+The options are registered in the torch-free choice_names.py; this module builds them. What a head predicts
+per example is the task kind's (datamodules/task_kinds.py), attached at the end of this module. Token heads
+compact the tagged positions (`tag_mask`) into one dense sequence per example, so a CRF sees consecutive tags.
 """
 
 from __future__ import annotations
@@ -43,8 +33,7 @@ NEG_INF = -1e4  # score of a forbidden CRF transition: never chosen, yet finite 
 
 
 def masked_mean(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    """The mean of `values` over its rows where `real` is True (filler rows of a static-shape batch,
-    datamodules.finetune_data.Shapes, count for nothing)."""
+    """The mean of `values` over its rows where `real` is True (a static-shape batch's filler rows are not)."""
     weight = real.to(values.dtype).view(-1, *[1] * (values.dim() - 1)).expand_as(values)
     return (values * weight).sum() / weight.sum()
 
@@ -95,9 +84,8 @@ class ConstrainedCRF(CRF):
         return self.decode(emissions.float(), mask)
 
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """P(tag at position t | the whole sequence), [B, U, tags], by forward-backward in log space (the
-        probability of the tag Viterbi chose is what a prediction reports as its score). Rows shorter
-        than U carry their last valid state through the padding, so their values there mean nothing."""
+        """P(tag at t | the whole sequence), [B, U, tags], by forward-backward in log space; values past a
+        row's length mean nothing."""
         self.pin()
         emissions, valid = emissions.float(), mask.bool()[..., None]
         steps = emissions.shape[1]
@@ -141,8 +129,7 @@ class TokenTagger(nn.Module):
         return logits[batch["tag_mask"].bool()]
 
     def probabilities(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Each tag's probability per position ([B, T, tags]; only the tagged positions are meaningful):
-        the softmax of the logits, or with a CRF each tag's marginal given the whole sentence."""
+        """Each tag's probability per position ([B, T, tags]; tagged positions only): softmax or CRF marginal."""
         if self.crf is None:
             return logits.float().softmax(-1)
         tagged = batch["tag_mask"].bool()
@@ -165,11 +152,9 @@ class TokenTagger(nn.Module):
 
 @dataclass(frozen=True)
 class SequenceOutput:
-    """What one output per example means to a `SequenceClassifier`: a sequence task kind's loss, decision
-    rule and probabilities (datamodules/task_kinds.py; the kinds take theirs at the end of this module)."""
+    """A sequence task kind's loss, decision rule and probabilities, for a `SequenceClassifier`."""
 
-    # (logits, labels, class weights, real rows or None) -> the mean loss over the real rows; filler rows
-    # (datamodules.finetune_data.Shapes) have integer labels at IGNORE_INDEX, float labels left as they are
+    # (logits, labels, class weights, real rows or None) -> the mean loss over the real rows
     loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None], torch.Tensor]
     predict: Callable[[torch.Tensor], torch.Tensor]  # logits -> the raw prediction the encoder decodes
     probabilities: Callable[[torch.Tensor], torch.Tensor] | None  # None: no distribution (a number)
@@ -239,9 +224,7 @@ RELEVANCE = replace(ONE_CLASS, predict=_relevance)
 
 
 class SequenceClassifier(nn.Module):
-    """One prediction for a whole sequence: the layers of a `HEADS` option (without a CRF), a
-    `RE_FEATURES` name and a `CLASSIFIERS` name build it; `output` (the task kind's) is its loss and
-    decision rule."""
+    """One prediction for a whole sequence; `output` (the task kind's) is its loss and decision rule."""
 
     def __init__(self, layers: HeadLayers, feature: str, classifier: str, hidden_size: int, num_labels: int,
                  dropout: float, output: SequenceOutput, class_weights: tuple[float, ...] | None = None):
@@ -272,15 +255,13 @@ class SequenceClassifier(nn.Module):
         return self.output.loss(logits, batch["labels"], self.class_weights, batch.get("real"))
 
     def adversarial_view(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The distributions ALUM compares (softmax over the last dimension): the classes; for multi-label
-        tasks one Bernoulli per label. Regression has no distribution."""
+        """The distributions ALUM compares: classes, a Bernoulli per label, or none for regression."""
         if self.output.adversarial_view is None:
             raise ValueError("adversarial training needs a classification head, not regression")
         return self.output.adversarial_view(logits)
 
     def probabilities(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
-        """Each class's probability ([B, classes]; softmax), each label's (sigmoid, multi-label), or None
-        for regression, which predicts a number."""
+        """Each class's (softmax) or label's (sigmoid) probability, [B, classes]; None for regression."""
         return None if self.output.probabilities is None else self.output.probabilities(logits)
 
     def predict(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -288,11 +269,8 @@ class SequenceClassifier(nn.Module):
 
 
 class SpanPredictor(nn.Module):
-    """Extractive QA (the span task kind): the layers of a `HEADS` option (without a CRF), then a linear
-    layer to a start and an end logit per position, as BERT's SQuAD head. The loss is the mean of the
-    start and the end cross-entropy over each window's attended positions (labels [B, 2]: the answer's
-    first and last token, 0 = [CLS] where the window lacks it); `predict` returns the [B, T, 2] logits,
-    from which the encoder (`datamodules.qa_spans`) picks the best spans."""
+    """Extractive QA: a start and an end logit per position, as BERT's SQuAD head; the loss is the mean of
+    their cross-entropies against labels [B, 2]. `predict` returns the logits for `datamodules.qa_spans`."""
 
     def __init__(self, layers: HeadLayers, hidden_size: int, dropout: float):
         super().__init__()
@@ -329,10 +307,7 @@ class SpanPredictor(nn.Module):
 
 @dataclass(frozen=True)
 class HeadSpec:
-    """The head as chosen: a `HEADS` option, the `RE_FEATURES` featurizer ("cls" for every task but
-    relation extraction), a `CLASSIFIERS` layer and the dropout before the output layer. Built once from
-    the config (`from_config`) or from an exported model's record (`from_metadata`), and `build` makes
-    the module for a task encoder; the export writes `metadata()`."""
+    """The head as chosen, from the config or an exported model's record (`metadata()`); `build` makes it."""
 
     head: str = HEADS.default
     re_feature: str = RE_FEATURES.default
@@ -353,8 +328,7 @@ class HeadSpec:
         return asdict(self)
 
     def weight_choices(self) -> dict[str, Any]:
-        """The choices that shape the head's weights (dropout does not): a head built with the same ones
-        loads another's weights (ablations.run.export.carry_head)."""
+        """The choices that shape the head's weights: a head built with the same ones loads another's."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("shapes_weights", True)}
 
     def build(self, task_encoder, hidden_size: int, class_weights: tuple[float, ...] | None = None) -> nn.Module:

@@ -1,19 +1,8 @@
 """A training loss that stops being a number ends the run, at that step, as a one-line error.
 
-A NaN or infinite loss (a learning rate that makes training diverge, a NaN class weight, a corrupt input)
-turns every weight it touches into NaN, and training goes on: the run would FINISH and log a score of
-chance as a result. `StopOnNonFiniteLoss` checks the loss before its backward pass, so the NaN gradients
-never reach the weights, and raises `NonFiniteLoss` naming the step and what to change: the tracked run
-ends FAILED (tag `error`) with the checkpoints written before that step kept (ablations/run/lifecycle.py).
-Under DDP a loss that is not finite on any rank stops every rank at the same step.
-
-The check itself stays on the device: each step records, there, the first step whose loss was not finite
-and that loss. The host reads the record every `read_every` backward passes (micro-batches: the module's
-attribute of that name, which pretraining and fine-tuning set to their log intervals; else every one),
-before every checkpoint and before every evaluation, since reading a device value makes the host wait
-for the device. Steps after a bad one compute on NaN weights until the record is
-read; nothing of them is kept (no checkpoint is written before the read), and the error names the first
-bad step and its loss as an every-step check would.
+Otherwise NaN spreads through the weights and the run FINISHes with a chance score. The first bad step is
+recorded on the device and read every `read_every` micro-batches and before every checkpoint and evaluation,
+so the host does not wait at every step; nothing after a bad step is kept. Under DDP every rank stops.
 """
 
 from __future__ import annotations
@@ -54,8 +43,7 @@ class StopOnNonFiniteLoss(pl.Callback):
         first = ~torch.isfinite(loss).all() & (self._bad_step < 0)
         self._bad_step = torch.where(first, trainer.global_step, self._bad_step)
         self._bad_loss = torch.where(first, loss.sum(), self._bad_loss)
-        # a module whose Lightning epochs are not passes over its data (pretraining's are checkpoint intervals,
-        # counted again from the checkpoint by a resumed run) names the step alone
+        # pretraining's epochs are checkpoint intervals: the step alone is named
         counts_epochs = getattr(pl_module, "counts_epochs", True)
         self._epochs[trainer.global_step] = trainer.current_epoch if counts_epochs else None
         self._unread += 1

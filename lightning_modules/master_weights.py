@@ -1,23 +1,10 @@
 """`pretrain.master_weights`: bf16 parameters, with an fp32 master copy that the optimizer steps.
 
-Under `trainer.precision=bf16-true` Lightning casts the model to bf16 (`HalfPrecision.convert_module`) and
-runs it without autocast: no cast kernels around each matmul, half the weight memory and traffic. On its
-own, bf16-true also keeps the *weights* in bf16, so the optimizer adds each update to an 8-bit mantissa: an
-update below half a unit in the last place (lr 1e-4 on a weight near 1 is 1/80 of it) is rounded away,
-step after step. Mixed-precision training (Micikevicius et al. 2018; NVIDIA's BERT, apex O2) keeps fp32
-master weights for that, which this does, in three hooks around an unchanged optimizer:
-
-- each bf16 parameter's gradient, once autograd has accumulated it (`register_post_accumulate_grad_hook`),
-  is added to its fp32 master's gradient and dropped: gradient accumulation over micro-batches sums in
-  fp32;
-- the optimizer (any of `pretrain.optimizer`, built by its own factory) holds the fp32 masters, so its
-  moments and the update are fp32 and the masters accumulate every update;
-- after each step the masters are rounded into the bf16 parameters (one foreach copy).
-
-The masters travel in the optimizer's state dict (`master_weights`), so a resumed run continues from the
-fp32 values, not from their bf16 rounding. They start from the bf16 parameters (Lightning casts the model
-before `configure_optimizers`), i.e. a bf16-representable initialisation. The exported model is the
-masters in fp32 (`master_model`).
+Under `bf16-true` the optimizer adds each update to an 8-bit mantissa, which rounds small updates away.
+Mixed-precision training (Micikevicius et al. 2018; apex O2) keeps fp32 masters, here in three hooks around
+an unchanged optimizer: each bf16 gradient is added to its master's once accumulated, the optimizer steps
+the masters, and after each step they are rounded into the parameters. The masters travel in the
+optimizer's state dict, so a resumed run continues from the fp32 values; the export is the masters.
 """
 
 from __future__ import annotations
@@ -79,8 +66,7 @@ class MasterWeights:
 
 
 def with_master_weights(factory: Callable[..., Any]) -> Callable[..., Any]:
-    """An optimizer factory of lightning_modules.optim (model, lr, ... -> what `configure_optimizers`
-    returns) whose optimizer steps fp32 masters of the model's (bf16) parameters."""
+    """`factory` (of lightning_modules.optim) made to step fp32 masters of the model's bf16 parameters."""
     def build(model: nn.Module, *args: Any, **kwargs: Any) -> Any:
         masters = MasterWeights(model)
         configured = factory(masters.masters, *args, **kwargs)
@@ -91,8 +77,7 @@ def with_master_weights(factory: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def optimized_parameters(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    """The tensors `optimizer` steps, whose gradients clipping scales: the model's parameters, or the fp32
-    masters (the bf16 parameters then hold no gradient)."""
+    """The tensors `optimizer` steps, whose gradients clipping scales: the parameters or their masters."""
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 

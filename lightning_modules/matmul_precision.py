@@ -1,19 +1,15 @@
 """Lightning's check of torch's matmul precision, made answerable before a `fit`.
 
-At every `fit` on a CUDA device Lightning asks `torch.get_float32_matmul_precision()`. Since torch 2.9 that
-legacy getter raises ("mix of the legacy and new APIs") once anything chose the precision through the new
-per-backend API (`torch.backends.cuda.matmul.fp32_precision = "tf32"`, PyTorch's recommended spelling;
-transformers' `TrainingArguments(tf32=...)` sets `torch.backends.fp32_precision`): a user's script that
-did so, then called bioablate on a GPU, failed inside Lightning.
+Lightning asks `torch.get_float32_matmul_precision()` at every CUDA `fit`, and that legacy getter raises
+once anything set the precision through the new per-backend API (`torch.backends.cuda.matmul.fp32_precision`).
 """
 
 from __future__ import annotations
 
 
 def answerable_matmul_precision() -> None:
-    """Where the legacy getter raises, state the precision the CUDA matmuls were given again through the
-    legacy setter ("high" for TF32, "highest" for IEEE fp32), which leaves every backend consistent: the
-    user's choice is kept, and Lightning's check can read it. Nothing changes where the getter answers."""
+    """Where the legacy getter raises, state the user's CUDA matmul precision again through the legacy setter,
+    so Lightning's check can read it; nothing changes where the getter answers."""
     import torch
 
     try:

@@ -1,14 +1,7 @@
 """A model folder checked before a run exists: its config.json agrees with its weights, and its tokenizer
-with its embedding matrix. Otherwise transformers fails once the run exists (a size mismatch: a FAILED run
-and a traceback), or worse, goes on: without tokenizer files it builds a 5-token vocabulary and every word
-becomes [UNK]; a vocabulary larger than the embedding matrix would be "fixed" by random embedding rows.
-
-The weights' shapes come from the safetensors header (a length and a JSON table at the top of the file),
-never from loading the tensors; what config.json implies comes from the model built on the meta device
-(shapes, no memory). Weights only in PyTorch .bin files have no such header: their shapes are not checked,
-but their pickle may name nothing but tensors and containers (`pickled_code_error`).
-
-    check_model(cfg.model, data_dir)   # one ConfigError line naming the folder and what disagrees
+with its embedding matrix. Otherwise transformers fails once the run exists, or goes on: without tokenizer
+files every word becomes [UNK]. Shapes come from safetensors headers and a meta-device model, never from
+loading tensors; .bin weights are only checked for pickled code.
 """
 
 from __future__ import annotations
@@ -34,8 +27,7 @@ from lightning_modules.models import (
     resolve_model,
 )
 
-# Fewer tokens than this is no vocabulary: the special tokens, an alphabet and a few dozen word pieces
-# (the smallest `bioablate vocab train --size` accepts too).
+# fewer tokens than this is no vocabulary (the smallest `bioablate vocab train --size` accepts too)
 log = logging.getLogger("bioablate")
 MIN_VOCAB = 100
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")  # or a SentencePiece *.model
@@ -96,8 +88,7 @@ def _check_size(where: Path, size: int) -> None:
 
 
 def _expected_shapes(folder: Path, config: Any) -> tuple[dict[str, tuple[int, ...]], str, str]:
-    """The encoder's parameter shapes as config.json describes it, the name of its embedding matrix, and
-    the prefix its names carry in a checkpoint saved with a head (`bert`)."""
+    """The encoder's shapes as config.json describes it, its embedding matrix's name, and its prefix (`bert`)."""
     import torch
     from transformers import AutoModel
 
@@ -114,9 +105,8 @@ def _expected_shapes(folder: Path, config: Any) -> tuple[dict[str, tuple[int, ..
 
 
 def check_weights(folder: Path) -> None:
-    """`folder` holds weights a load can read, checked without loading them: safetensors files as long as
-    their headers say (a truncated download or copy fails the load once the run exists), or PyTorch .bin
-    files whose pickle names nothing but tensors and containers. One ConfigError line otherwise."""
+    """`folder` holds weights a load can read: safetensors as long as their headers say, or .bin files that
+    pickle no code. One ConfigError line otherwise."""
     files = _safetensors_files(folder)
     if files:
         for name in files:
@@ -147,9 +137,8 @@ def _safetensors_files(folder: Path) -> list[str]:
 
 
 def weight_shapes(folder: Path, prefix: str = "") -> dict[str, tuple[int, ...]] | None:
-    """Tensor name -> shape from the safetensors header(s) of `folder` (sharded too), with the base model's
-    `prefix` ("bert." of a checkpoint saved with its pretraining head) and legacy LayerNorm names
-    (gamma/beta) as transformers reads them; None without safetensors weights."""
+    """Tensor name -> shape from `folder`'s safetensors headers, with `prefix` and legacy LayerNorm names
+    read as transformers reads them; None without safetensors weights."""
     files = _safetensors_files(folder)
     if not files:
         return None

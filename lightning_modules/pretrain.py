@@ -1,20 +1,12 @@
-"""The LightningModule that pretrains the models of pretrain_models.py (objectives, continual
-checkpoints, export).
+"""The LightningModule that pretrains the models of pretrain_models.py.
 
-The training step reads top to bottom. BERT/ALBERT: encoder -> MLM head on the *masked positions only*
-(the output layer over the vocabulary is the largest matmul in a small model; the other ~85% of positions
-would be thrown away by the loss) -> cross-entropy, + pair loss (NSP/SOP), + ALUM's adversarial term.
-ELECTRA: generator MLM loss at the masked positions -> sample replacements (no gradient) -> discriminator
--> binary cross-entropy over the non-padding tokens; loss = MLM + `discriminator_weight` x RTD.
+BERT/ALBERT: encoder -> MLM head on the masked positions only (the vocabulary projection is the largest
+matmul in a small model) -> cross-entropy, + pair loss (NSP/SOP), + ALUM's adversarial term. ELECTRA:
+generator MLM -> sampled replacements -> discriminator; loss = MLM + `discriminator_weight` x RTD.
 
-The step never waits for the device: the masked positions come from the loader as indices
-(`mlm_positions`, padded with label -100: datamodules/pretrain/masking.prediction_slots) and are gathered,
-the losses stay on the device and come back `log_every` optimizer steps at a time (one non-blocking copy
-into pinned memory, read at the next log point, by when it has long arrived), the loss guard reads its
-record at the same points (`read_every`), and the token count and masking rate are host numbers the
-loader computed. With a fixed
-`pretrain.max_predictions` every tensor of the step has one shape, so `compile_losses` makes the whole
-forward, loss and backward one graph (and on CUDA, with `mode="reduce-overhead"`, one captured graph).
+The step never waits for the device: masked positions come as indices, and the losses are copied back
+without blocking `log_every` optimizer steps at a time. With a fixed `pretrain.max_predictions` every
+tensor has one shape, so `compile_losses` makes forward, loss and backward one graph.
 """
 
 from __future__ import annotations
@@ -61,8 +53,7 @@ class Parts:
 
 # ------------------------------------------------------------------------------------------- module
 
-# the batch entries the step reads: tensors only (a Python number in a compiled function's inputs would
-# be a constant the compiler specialises on, one graph per value)
+# tensors only: a Python number in a compiled function's inputs is specialised on, one graph per value
 STEP_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "mlm_positions", "mlm_labels", "pair_labels")
 
 
@@ -73,10 +64,8 @@ def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Ten
 
 
 def sample_tokens(logits: torch.Tensor) -> torch.Tensor:
-    """One token per row of [N, V] logits, drawn from their softmax by inverse transform: a cumulative sum
-    and a binary search, with the default generator. The same draw as `torch.multinomial(probs, 1)`, which is
-    many times slower on a CPU, and was most of a micro ELECTRA step. A zero-probability token is never drawn
-    (its interval is empty)."""
+    """One token per row of [N, V] logits, drawn from their softmax by inverse transform (a cumsum and a
+    binary search): `torch.multinomial`'s draw, without its cost on a CPU. Zero-probability tokens never come."""
     cdf = F.softmax(logits.float(), dim=-1).cumsum(dim=-1)
     # scaled by the last sum, not 1: float32 sums of 30k terms fall short of 1 by ~1e-6
     point = torch.rand(cdf.shape[0], 1, device=cdf.device, dtype=cdf.dtype) * cdf[:, -1:]
@@ -85,8 +74,7 @@ def sample_tokens(logits: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class _Copy:
-    """The losses of some steps on their way to the host: `values` (a CPU buffer, pinned where the losses
-    are on a CUDA device) is complete once `arrived` (a CUDA event; None: a synchronous copy) has."""
+    """Losses on their way to the host: `values` is complete once `arrived` (a CUDA event, or None) has."""
     values: torch.Tensor | None
     arrived: "torch.cuda.Event | None"
     unread: int  # the first this many values: the history's
@@ -127,8 +115,7 @@ class PretrainModule(pl.LightningModule):
         self.discriminator_weight = objective.discriminator_weight
         # forward + loss from the step's input tensors (STEP_INPUTS); `compile_losses` replaces it
         self.step_losses: Callable[[dict], dict[str, torch.Tensor]] = self.losses
-        # the objective's loss per micro-batch (this process): MLM for bert/albert, MLM + w x RTD for electra;
-        # read from the device `log_every` optimizer steps at a time
+        # the objective's loss per micro-batch, read back `log_every` optimizer steps at a time
         self.history: list[float] = []
         self.log_every = log_every
         self._unread: list[torch.Tensor] = []  # the history not yet read back
@@ -141,25 +128,21 @@ class PretrainModule(pl.LightningModule):
         self._graphed = False  # the losses run as a captured CUDA graph, whose outputs the next replay overwrites
 
     def encoders(self) -> list[nn.Module]:
-        """The transformer stacks: the MLM model's encoder, or ELECTRA's generator and discriminator
-        encoders."""
+        """The transformer stacks: the MLM model's encoder, or ELECTRA's two."""
         if self.electra:
             return [self.model.generator.electra, self.model.discriminator.electra]
         return [self.parts.encoder]
 
     def compile_losses(self, mode: str | None = None, backend: str = "inductor") -> None:
-        """torch.compile forward + loss (and so, through AOTAutograd, the backward) as one graph with no
-        break (`fullgraph`); ALUM's inner gradient ascent (autograd.grad inside the step) is the one part
-        that cannot be in one graph, so with ALUM the compiler may split it. `mode="reduce-overhead"`: CUDA
-        graphs. Parameter names, checkpoints and exports stay those of the eager model. `backend`: torch.compile's
-        (the tests count graphs with "aot_eager", which skips inductor's code generation)."""
+        """torch.compile forward + loss (and, through AOTAutograd, the backward) as one graph; ALUM's inner
+        autograd.grad may split it. `mode` and `backend` are torch.compile's (tests count graphs with
+        "aot_eager"). Parameter names, checkpoints and exports stay the eager model's."""
         self.step_losses = torch.compile(self.losses, fullgraph=self.alum is None, mode=mode, backend=backend)
         self._graphed = mode == "reduce-overhead"
 
     @property
     def read_every(self) -> int:
-        """Micro-batches between the loss guard's reads of its device record (StopOnNonFiniteLoss): those of
-        `log_every` optimizer steps, so that the host waits for the device at log points only."""
+        """Micro-batches between the loss guard's reads, so the host waits for the device at log points only."""
         return self.log_every * (self.trainer.accumulate_grad_batches if self._trainer is not None else 1)
 
     @property
@@ -174,9 +157,7 @@ class PretrainModule(pl.LightningModule):
         self._tick = time.perf_counter()
 
     def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
-        # Dropout (and ELECTRA's sampling) draw from a stream seeded by (seed, global micro-batch), which
-        # the batch carries: a resumed run continues with exactly the random numbers an uninterrupted
-        # one uses. (Not batch_idx: Lightning restarts or continues it depending on where it resumes.)
+        # seeded by (seed, global micro-batch), not batch_idx, so a resumed run draws what an uninterrupted one does
         torch.manual_seed(batch_seed(self.seed, batch["micro_batch"], 1))
 
     # ---- BERT / ALBERT: masked language model (+ NSP/SOP, + ALUM)
@@ -214,8 +195,7 @@ class PretrainModule(pl.LightningModule):
         with torch.no_grad():  # sampled from the stream seeded in on_train_batch_start
             sampled = sample_tokens(gen_logits).view_as(positions)
             valid = labels != -100
-            # [B, L] from the slots: a padding slot (at position 0, never a predicted one) adds nothing, so
-            # a sum puts each predicted position's label and sample in its place
+            # a padding slot (position 0, never predicted) adds nothing, so a sum scatters the slots to [B, L]
             at = torch.zeros_like(batch["input_ids"]).scatter_add(1, positions, valid.long())
             original = torch.where(at > 0,
                                    torch.zeros_like(at).scatter_add(1, positions, torch.where(valid, labels, 0)),
@@ -268,17 +248,14 @@ class PretrainModule(pl.LightningModule):
         self._show(self.read_back())
 
     def _show(self, point: dict[str, float]) -> None:
-        """The progress bar's and the progress lines' figures, as numbers: a logged tensor would be read
-        back at every refresh of the bar."""
+        """The progress figures as numbers: a logged tensor would be read back at every refresh of the bar."""
         if point and self._trainer is not None:
             self.trainer.progress_bar_metrics.update(point)
             self.trainer.callback_metrics.update(point)
 
     def read_back(self, wait: bool = True) -> dict[str, float]:
-        """Start the copy of the losses of the steps since the last read back to the host (one non-blocking
-        copy of them all), then log each step's point of every copy that has arrived: with `wait`, all of
-        them (the epoch's end, before its checkpoint; the run's end), else all but the one just started,
-        which the next log point reads. Returns the last logged step's point (name -> value)."""
+        """Start one non-blocking copy of the losses since the last read back, then log every copy that has
+        arrived: with `wait` all of them, else all but the one just started. Returns the last logged point."""
         self._start_copy()
         ready, self._copies = (self._copies, []) if wait else (self._copies[:-1], self._copies[-1:])
         shown: dict[str, float] = {}
@@ -310,9 +287,8 @@ class PretrainModule(pl.LightningModule):
         self._unread, self._steps = [], []
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        # Lightning's mixed-precision plugin refuses to clip for an optimizer that unscales gradients in its
-        # step (fused AdamW): a GradScaler (fp16) concern. bf16 and fp32 gradients are never scaled, so they
-        # are clipped here directly (all gradients in one for-each pass, nothing read back).
+        # Lightning refuses to clip for a fused optimizer (a GradScaler concern); bf16 and fp32 gradients are
+        # never scaled, so they are clipped here in one for-each pass
         if gradient_clip_val and self.trainer.precision != "16-mixed":
             # the tensors the optimizer steps hold the gradients: the parameters, or their fp32 masters
             clip_gradients(optimized_parameters(optimizer), gradient_clip_val)

@@ -1,20 +1,10 @@
 """Pretraining models: what a run pretrains (`ObjectiveSpec`), the model each objective builds, a
 checkpoint continued by another objective, and the exported Hugging Face directory.
 
-Objectives (the `pretrain.objective` key), all built from transformers' model classes:
-
-- ``bert``: BertForMaskedLM (MLM), or BertForPreTraining (MLM + NSP) when `pretrain.nsp` is set;
-- ``albert``: AlbertForPreTraining (factorized embeddings of `pretrain.embedding_size`, cross-layer
-  sharing, MLM + SOP);
-- ``electra``: replaced-token detection (Clark et al. 2020; Bio-ELECTRA): a small generator
-  (ElectraForMaskedLM, `pretrain.generator_size` x the discriminator's width, heads and feed-forward size)
-  fills the masked positions with samples from its MLM distribution, and the discriminator
-  (ElectraForPreTraining, the model we keep) tells, for every token, whether it was replaced. Both share
-  the token, position and token-type embeddings.
-
-The exported model is a Hugging Face directory (`save_pretrained` + tokenizer; for ELECTRA the
-discriminator) that `bioablate finetune --model DIR` loads. The LightningModule that trains these models
-is in pretrain.py.
+- ``bert``: BertForMaskedLM, or BertForPreTraining (MLM + NSP) with `pretrain.nsp`;
+- ``albert``: AlbertForPreTraining (factorized embeddings, cross-layer sharing, MLM + SOP);
+- ``electra``: replaced-token detection (Clark et al. 2020): a small generator fills the masked positions
+  and the discriminator, the model kept, tells which tokens were replaced; they share the embeddings.
 """
 
 from __future__ import annotations
@@ -46,17 +36,14 @@ from lightning_modules.choice_names import OBJECTIVES
 from lightning_modules.fused_qkv import is_fused, unfuse_qkv
 from lightning_modules.master_weights import master_model
 
-# OBJECTIVES: `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a freshly
-# initialised model with SDPA attention
+# `pretrain.objective` -> builder(common BERT-size settings, ObjectiveSpec) of a fresh model
 
 
 # ------------------------------------------------------------------------------------------- objective
 
 @dataclass(frozen=True)
 class ObjectiveSpec:
-    """What a run pretrains: `pretrain.objective` (an OBJECTIVES name) and the keys that shape it: `nsp`
-    (bert: + next-sentence prediction), ALBERT's `embedding_size` and `share_layers`, ELECTRA's
-    `generator_size` and `discriminator_weight`. Built once from the config (`from_config`)."""
+    """What a run pretrains: `pretrain.objective` and the keys that shape it, built once from the config."""
 
     name: str = "bert"
     nsp: bool = False
@@ -121,9 +108,8 @@ def _electra(common: dict, objective: ObjectiveSpec) -> nn.Module:
 
 
 def generator_config(discriminator: ElectraConfig, size: float) -> ElectraConfig:
-    """ELECTRA's generator: the discriminator's depth and embedding size, `size` x its width, attention
-    heads and feed-forward size (Clark et al. 2020 find 1/4-1/2 best; the official code's default for
-    every model size, which Bio-ELECTRA trained with, is 1/4)."""
+    """ELECTRA's generator: the discriminator's depth, `size` x its width, heads and feed-forward size
+    (Clark et al. 2020 find 1/4-1/2 best; Bio-ELECTRA trained with the official default, 1/4)."""
     if not 0 < size <= 1:
         raise ConfigError(f"pretrain.generator_size must be in (0, 1] (got {size})")
     hidden = max(1, round(discriminator.hidden_size * size))
@@ -138,9 +124,8 @@ def generator_config(discriminator: ElectraConfig, size: float) -> ElectraConfig
 
 
 class Electra(nn.Module):
-    """ELECTRA's generator and discriminator. The generator uses the discriminator's embedding module
-    (token, position and token-type embeddings + LayerNorm) and its MLM output layer is tied to the shared
-    word embeddings, as in ELECTRA; a projection maps the embeddings to the generator's smaller width."""
+    """ELECTRA's generator and discriminator, sharing the discriminator's embeddings with the generator's
+    output layer tied to them, as in ELECTRA; a projection maps them to the generator's width."""
 
     def __init__(self, discriminator: ElectraForPreTraining, generator_size: float):
         super().__init__()
@@ -152,8 +137,7 @@ class Electra(nn.Module):
 
 
 def exported_model(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> PreTrainedModel:
-    """What `bioablate finetune` gets: the model itself, or ELECTRA's discriminator; where `optimizer` keeps
-    fp32 master weights (`pretrain.master_weights`), with their values, not their bf16 rounding."""
+    """The model, or ELECTRA's discriminator, with `optimizer`'s fp32 master weights where it keeps them."""
     if optimizer is not None:
         model = master_model(model, optimizer)
     return model.discriminator if isinstance(model, Electra) else model
@@ -190,10 +174,8 @@ def check_init(path: Path, objective: str) -> str:
 
 
 def load_continual(path: Path, objective: ObjectiveSpec) -> nn.Module:
-    """A pretrained checkpoint with a pretraining head; a head the checkpoint lacks (e.g. MiniLM, saved as
-    a bare BertModel) is created fresh by from_pretrained. ELECTRA keeps the checkpoint's encoder as the
-    discriminator (from an ELECTRA or a BERT checkpoint: same layers, same parameter names) and adds a
-    fresh generator."""
+    """A pretrained checkpoint with a pretraining head (created fresh where it lacks one). ELECTRA keeps
+    an ELECTRA or BERT checkpoint's encoder as the discriminator and adds a fresh generator."""
     model_type = check_init(path, objective.name)
     if objective.name == "bert":
         model = (BertForPreTraining if objective.nsp else BertForMaskedLM).from_pretrained(
@@ -211,8 +193,7 @@ def load_continual(path: Path, objective: ObjectiveSpec) -> nn.Module:
 
 
 def bert_as_discriminator(bert: BertModel) -> ElectraForPreTraining:
-    """An ELECTRA discriminator with a BERT encoder's weights (same embeddings and layers, parameter for
-    parameter); the replaced-token head starts fresh."""
+    """An ELECTRA discriminator with a BERT encoder's weights; the replaced-token head starts fresh."""
     c = bert.config
     config = ElectraConfig(vocab_size=c.vocab_size, embedding_size=c.hidden_size, hidden_size=c.hidden_size,
                            num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
@@ -229,8 +210,8 @@ def bert_as_discriminator(bert: BertModel) -> ElectraForPreTraining:
 
 
 def reinit_embeddings(model: nn.Module, vocab_size: int) -> None:
-    """New vocabulary on a pretrained model: word embeddings (and the tied MLM decoder and its bias)
-    resized and re-initialised; everything else kept (the paper's Table 9, second column)."""
+    """New vocabulary on a pretrained model: word embeddings and the tied decoder resized and re-initialised,
+    everything else kept (the paper's Table 9, second column)."""
     if isinstance(model, Electra):
         reinit_embeddings(model.discriminator, vocab_size)
         generator = model.generator  # shares the (now resized) embeddings; its tied output layer follows
@@ -251,12 +232,8 @@ def reinit_embeddings(model: nn.Module, vocab_size: int) -> None:
 # ------------------------------------------------------------------------------------------- export
 
 def with_pooler(model: PreTrainedModel) -> PreTrainedModel:
-    """The model as exported: a BERT trained by MLM alone gets a pooler (BERT's [CLS] dense + tanh), at
-    transformers' own initialisation. MLM never trains one (only NSP does), but every consumer of a BERT
-    folder expects one: without it, `AutoModel` / `AutoModelForSequenceClassification` report it missing
-    and initialise it at random on every load. Saving it makes loading silent and deterministic; the
-    model card says it is untrained. (The alternative, a config that tells `AutoModel` to build no
-    pooler, does not exist: `add_pooling_layer` is a constructor argument, not a config key.)"""
+    """The model as exported: an MLM-only BERT gets an untrained pooler, at transformers' initialisation,
+    since `AutoModel` otherwise initialises one at random on every load (no config key turns it off)."""
     if isinstance(model, BertForMaskedLM) and model.bert.pooler is None:
         with torch.random.fork_rng(devices=[]):  # the same pooler for every run, resumed or not
             torch.manual_seed(0)
@@ -267,11 +244,8 @@ def with_pooler(model: PreTrainedModel) -> PreTrainedModel:
 
 def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: Path,
                  card: str | None = None) -> Path:
-    """Write a Hugging Face-format directory (config, safetensors weights with the pretraining heads,
-    tokenizer + vocab.txt, the model card `card` as README.md); written to a temporary folder, then
-    moved into place with plain file modes (bioablate_core.files). A model trained with fused QKV
-    projections (`pretrain.fused_qkv`) is written as transformers' own layout, query / key / value split
-    again, from a copy (the model passed in is left as it is)."""
+    """Write a Hugging Face-format directory (weights with the pretraining heads, tokenizer, `card` as
+    README.md) through a temporary folder. Fused QKV projections are written split, in transformers' layout."""
     import copy
     import shutil
 
@@ -282,8 +256,7 @@ def export_model(model: PreTrainedModel, tokenizer, out_dir: Path, vocab_path: P
     shutil.rmtree(tmp, ignore_errors=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with_pooler(model).save_pretrained(tmp)
-    # the longest input the model takes: unset, transformers writes 1e30 and truncation silently never
-    # happens (inputs past the position embeddings then fail inside the model)
+    # unset, transformers writes 1e30 and never truncates: long inputs fail inside the model
     tokenizer.model_max_length = model.config.max_position_embeddings
     tokenizer.save_pretrained(tmp)
     shutil.copyfile(vocab_path, tmp / "vocab.txt")

@@ -1,11 +1,7 @@
 """Progress as a run trains: the pretraining progress bar (a terminal), and progress lines (a log file).
 
-Pretraining runs as many short epochs (one per checkpoint interval, with `max_epochs=-1`), so Lightning's
-default bar restarts every epoch, reads `Epoch 2/-2` and shows the logger's `v_num`; `StepProgressBar`
-counts the whole run, resumed runs included, and shows only what the module puts on the bar.
-
-`ProgressLines` writes one line per fine-tuning epoch and per pretraining checkpoint interval to the
-`bioablate` logger: `bioablate run EXP > log` (no terminal, no bar) says how far each run has got.
+Pretraining's epochs are checkpoint intervals, so Lightning's bar would restart every one; `StepProgressBar`
+counts the whole run. `ProgressLines` logs a line per epoch, for output without a terminal.
 """
 
 from __future__ import annotations
@@ -63,14 +59,12 @@ def _duration(seconds: float) -> str:
 
 
 class ProgressLines(pl.Callback):
-    """One line per epoch (fine-tuning) or per checkpoint interval (pretraining, whose epochs are those
-    intervals), rank 0 only:
+    """One line per epoch or checkpoint interval, rank 0 only:
 
         [ 3/9] finetune minilm/gad/linear/s1: epoch 1/2, train/loss_epoch 0.58, dev/score 0.61; 41 s
         (experiment 3 min 10 s)
 
-    `label` names the run and its place in the plan; `started` (a `time.time()`) is when the whole
-    invocation started, so a line from a worker process gives the experiment's elapsed time too."""
+    `label` names the run in the plan; `started` (a `time.time()`) is when the whole invocation started."""
 
     SHOWN = ("train/loss_epoch", "train/loss", "dev/score")  # the first of the two losses logged
 

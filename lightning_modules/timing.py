@@ -6,14 +6,9 @@
         trainer = pl.Trainer(callbacks=[LoopTimer(), ...])  # lightning_modules/loop_timer.py
         run.log_metrics(profile.metrics())  # system/time/<part>, system/time/wall
 
-Sections nest and the time goes to the innermost open one (a profiler's self time): a checkpoint written
-or a metric stored during dev evaluation counts as `checkpoint_writes` / `mlflow_logging`, not twice.
-Only the thread that opened the profile is timed (the claim's heartbeat thread writes to MLflow beside
-the run, not in its place). `other` is the rest of the run's wall time, the one part got by subtraction.
-
-The first run of a process also carries the process's start: from its creation (`psutil`) to the run's
-start, the interpreter, the imports, and whatever a command does before its first run; later runs of the
-same process (`bioablate run` executing many cells) start at 0 there.
+Sections nest and time goes to the innermost open one, so nothing counts twice; only the thread that opened
+the profile is timed, and `other` is the rest of the wall time. A process's first run also carries the
+process's start (interpreter, imports).
 """
 
 from __future__ import annotations
@@ -27,8 +22,7 @@ import psutil
 
 from bioablate_core.hardware import TIME_PREFIX
 
-# every part of a profile, in the order a run goes through them; system/time/<part> and system/time/wall are
-# logged (MLflow's System metrics tab, beside system/compute/*: lightning_modules/compute.py)
+# every part of a profile, in the order a run goes through them (logged as system/time/<part>)
 PARTS = ("process_start_imports", "model_load", "tokenization", "train_steps", "dev_eval", "test",
          "checkpoint_writes", "mlflow_logging", "other")
 _process_start_taken = False  # the first profile of this process carried its start
@@ -72,8 +66,7 @@ class Profile:
             self.leave(part)
 
     def metrics(self) -> dict[str, float]:
-        """system/time/<part> for every part and system/time/wall, in seconds, as of now; `other` is wall minus
-        the rest."""
+        """system/time/<part> for every part and system/time/wall, in seconds, as of now."""
         self._switch()
         wall = self.seconds["process_start_imports"] + time.perf_counter() - self.started
         measured = sum(v for k, v in self.seconds.items() if k != "other")
@@ -103,8 +96,7 @@ def section(part: str) -> ContextManager[None]:
 
 
 def enter_part(part: str) -> None:
-    """Open `part` of the run being profiled, from a hook that cannot hold a `with` block open
-    (lightning_modules/loop_timer.py); nothing outside a run."""
+    """Open `part` from a hook that cannot hold a `with` block open; nothing outside a run."""
     if _active is not None:
         _active.enter(part)
 

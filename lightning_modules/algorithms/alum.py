@@ -1,17 +1,9 @@
 """ALUM adversarial training (Liu et al. 2020, "Adversarial Training for Large Neural Language Models").
 
-`alum_loss` is a pure function: given a differentiable `forward` from input embeddings to logits, the
-clean embeddings and the clean logits, it
-
-1. draws a perturbation delta ~ N(0, sigma^2) of the embeddings' shape,
-2. takes `steps` ascent steps on the symmetric KL between clean and perturbed predictions:
-   delta <- delta + step_size * g / ||g||_inf (per example), then projects delta onto the L-inf
-   epsilon-ball,
-3. returns the symmetric KL at the final delta (differentiable w.r.t. the model and the clean logits,
-   not w.r.t. delta) and delta itself.
-
-The caller adds `alpha * loss` to its task loss. It works for any model that accepts input embeddings:
-MLM pretraining here, and fine-tuning (classification logits) alike.
+`alum_loss` draws delta ~ N(0, sigma^2), takes `steps` ascent steps on the symmetric KL between clean and
+perturbed predictions (delta += step_size * g / ||g||_inf, projected onto the L-inf epsilon-ball), and
+returns that KL at the final delta, differentiable w.r.t. the model but not delta. The caller adds
+`alpha * loss` to its task loss.
 """
 
 from __future__ import annotations
@@ -25,8 +17,8 @@ import torch.nn.functional as F
 
 def symmetric_kl(p_logits: torch.Tensor, q_logits: torch.Tensor, weights: torch.Tensor | None = None
                  ) -> torch.Tensor:
-    """KL(p||q) + KL(q||p) over the last dimension, averaged over the rest (float32); with `weights` (of
-    the rest's shape), averaged over the rows they weight 1 (the padding slots of a fixed-width batch: 0)."""
+    """KL(p||q) + KL(q||p) over the last dimension, averaged over the rest (float32), or over the rows
+    `weights` marks 1."""
     p = F.log_softmax(p_logits.float(), dim=-1)
     q = F.log_softmax(q_logits.float(), dim=-1)
     kl = (p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)
