@@ -1,7 +1,4 @@
-"""The small shared core every layer may import: user errors, content fingerprints, console quieting,
-distributed-process helpers, YAML validation against dataclass schemas and the one generic registry.
+"""The small shared core every layer may import: errors, fingerprints, console, schemas, registries.
 
-It imports nothing from the project's other packages, so imports only go down:
-`ablations` -> `lightning_modules` -> `datamodules` -> `bioablate_core` (checked by
-tests/bioablate_core/test_layering.py).
+It imports nothing from the project's other packages (tests/bioablate_core/test_layering.py).
 """

@@ -6,21 +6,13 @@ registered with the task types it applies to and the other choices it needs (in 
     HEADS.register("crf", Layers(crf=True), task_types=("ner", "pico"))
     RE_FEATURES.register("entity-start", ..., task_types=("re",), requires={"re_input": "markers"})
 
-A Choice is a Registry (`get(name)` returns the option itself), so the layer that uses an option owns its
-registry, and adding an option is one `register` call: validation, `bioablate list variants` and the
-conformance tests (tests/test_conformance.py) find it there. The first option registered is the default
-(the paper's standard setting).
+A Choice is a Registry, so adding an option is one `register` call that validation, `bioablate list
+variants` and tests/test_conformance.py find. The first option is the default. Options are registered in
+torch-free modules so a name is checked without importing torch; one whose entry needs torch is `declare`d
+there and registered by `implemented_in`, which `get` imports.
 
-An option is best registered whole, in a torch-free module, with an entry that reaches torch only when a
-model is built (the heads: lightning_modules/choice_names.py): a name is then checked without importing
-torch, Lightning or transformers (a typo answers in milliseconds). An option whose entry cannot be built
-torch-free is *declared* there instead (its name, task types and requirements: `declare`), and the module
-that implements it (`implemented_in`) `register`s the entry; `get` imports that module when asked for one.
-
-A choice left at its default never fails (a task it does not apply to ignores it); any other value that
-does not apply to the task, or lacks what it requires, is a one-line ConfigError. So a run's recorded
-params always describe the model it trained. A choice that depends on no task (pretraining's masking,
-objective, optimizer) registers its options for every task type and is checked by name (`check_name`).
+A choice left at its default never fails; any other value that does not apply to the task, or lacks what it
+requires, is a one-line ConfigError, so a run's params always describe the model it trained.
 """
 
 from __future__ import annotations
@@ -37,8 +29,7 @@ T = TypeVar("T")
 
 class Choice(Registry[T]):
     def __init__(self, key: str, description: str, implemented_in: str | None = None):
-        """`key`: the full config key (`finetune.head`); `self.key` is its name within its section (`head`),
-        as the section's config and `requires` name it."""
+        """`key`: the full config key (`finetune.head`); `self.key` is its name within its section (`head`)."""
         super().__init__(key)
         self.section, _, self.key = key.rpartition(".")
         self.description, self.implemented_in = description, implemented_in
@@ -55,9 +46,8 @@ class Choice(Registry[T]):
 
     def register(self, name: str, entry: T | None = None, *, task_types: tuple[str, ...] | None = None,
                  requires: Mapping[str, str] | None = None, replace: bool = False):
-        """`task_types`: where the option applies (None: every task type, today's and future ones);
-        `requires`: other choices' values it only works with, e.g. {"re_input": "markers"}. A declared
-        option takes its entry only: where it applies was said where it was declared."""
+        """`task_types`: where the option applies (None: every task type); `requires`: other choices' values
+        it only works with, e.g. {"re_input": "markers"}. A declared option takes its entry only."""
         if entry is None:
             def decorator(obj: T) -> T:
                 self.register(name, obj, task_types=task_types, requires=requires, replace=replace)
@@ -115,8 +105,7 @@ class Choice(Registry[T]):
         return where is None or task_type in where
 
     def task_types(self, name: str | None = None) -> tuple[str, ...] | None:
-        """Where option `name` applies, or (no name) where any option other than the default does;
-        None: everywhere."""
+        """Where option `name` applies, or (no name) where any non-default option does; None: everywhere."""
         names = [name] if name is not None else [n for n in self if n != self.default]
         found: list[str] = []
         for n in names:
@@ -137,8 +126,8 @@ class Choice(Registry[T]):
             raise UnknownNameError(self.kind, name, self)
 
     def check(self, name: str, task_type: str, chosen: Mapping[str, str], dataset: str) -> None:
-        """Raise a one-line ConfigError unless option `name` may be used on `dataset` (a `task_type`
-        task) beside the other choices `chosen` ({key: value})."""
+        """Raise a one-line ConfigError unless option `name` may be used on a `task_type` task (`dataset`
+        names it) beside the other choices `chosen` ({key: value})."""
         if name == self.default:
             return
         anywhere = self.task_types()

@@ -4,21 +4,11 @@
         ...                                                               # the work; `me` is our Holder
     holder(path)        # -> Holder(host, pid, since) of the live holder, or None
 
-A claim is an exclusive `fcntl.flock` on a lock file, held for the life of the `with` block. The OS
-releases it when the holder exits or dies (SIGKILL, OOM, power loss of the holder's machine as seen by a
-lock server), so a claim is never left behind by a dead process and never needs a timeout. Works across
-machines on a shared filesystem that supports POSIX/flock locks (local disks, Lustre/GPFS with locking,
-NFSv4; Linux emulates flock with POSIX locks over NFS). For stores shared across machines *without* a
-shared work directory, `ablations.run.lifecycle` adds a heartbeat on the tracked run. Not `filelock`: it
-takes the same flock but cannot say who holds it (the host, pid and time that "waiting for" and `ClaimHeld`
-name), so the description would stay here and the module be no shorter.
-
-The lock file holds the holder's description (JSON: host, pid, since) for `holder` and for the "waiting for
-..." line; the lock, not the text, decides. Lock files are never deleted: removing one while another
-process waits on it would let two processes "hold" it (one on the old inode, one on a new file).
-
-A forked child (a DataLoader worker) shares the parent's open lock file and so keeps the claim until it
-exits too; an exec'ed child (DDP ranks, spawn pools) does not inherit it.
+A claim is an exclusive `fcntl.flock`, which the OS releases when the holder dies, so it needs no timeout;
+it works across machines on filesystems with flock (NFSv4, Lustre). Not `filelock`, which cannot say who
+holds the lock. The file holds the holder's description; the lock, not the text, decides. Lock files are
+never deleted: two processes could then "hold" one (old inode, new file). A forked child keeps the claim
+until it exits too.
 """
 
 from __future__ import annotations
@@ -44,7 +34,7 @@ class Holder:
     since: float
 
     def __str__(self) -> str:
-        if self.pid == 0:  # UNKNOWN: the holder has not written its description (was "unknown-host:0 since 1970")
+        if self.pid == 0:  # UNKNOWN: the holder has not written its description
             return "another process (it has not described itself yet)"
         when = datetime.fromtimestamp(self.since, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         return f"{self.host}:{self.pid} since {when}"
@@ -73,8 +63,7 @@ EXIT_CLAIM_HELD = 75  # EX_TEMPFAIL, the CLI's exit status for ClaimHeld: try ag
 
 
 class ClaimHeld(Exception):
-    """Another live process holds the claim and the caller asked not to wait. Not a user error (the CLI
-    prints it as one line and exits with EX_TEMPFAIL, 75: try again later)."""
+    """Another live process holds the claim and the caller asked not to wait (the CLI exits 75: try later)."""
 
     def __init__(self, what: str, holder: Holder | None):
         self.what, self.holder = what, holder
@@ -125,9 +114,8 @@ def holder(path: Path | str) -> Holder | None:
 @contextmanager
 def claim(path: Path | str, *, wait: bool = True, what: str | None = None,
           on_wait: Callable[[Holder], None] | None = None) -> Iterator[Holder]:
-    """Hold the claim on the lock file `path` for the `with` block. If another process holds it: wait
-    until it is released (calling `on_wait(holder)` once first), or with `wait=False` raise `ClaimHeld`
-    (`what` names the thing in its message; default: the path). Yields our own `Holder`."""
+    """Hold the claim on `path` for the block, yielding our `Holder`. If another holds it, wait (calling
+    `on_wait(holder)` once), or with `wait=False` raise `ClaimHeld`, whose message names `what`."""
     path = Path(path)
     fd = _open(path)
     try:

@@ -10,7 +10,7 @@ from typing import Iterator
 
 # the libraries whose logs below ERROR are noise for a user running experiments
 NOISY_LIBRARIES = ("pytorch_lightning", "lightning", "lightning_fabric", "mlflow", "alembic", "transformers",
-                   "huggingface_hub")  # its retry lines ("Retrying in 1s [Retry 1/5]"): the error says what failed
+                   "huggingface_hub")  # its retry lines: the error says what failed
 # our own loggers (the first part of a record's name): their INFO lines are the commands' progress
 OUR_LOGGERS = ("bioablate", "ablations", "bioablate_core", "datamodules", "lightning_modules")
 # loggers that print a full traceback (ERROR) for an exception their library raises right after: the
@@ -24,8 +24,7 @@ QUIET_ENVIRONMENT = {
     "MLFLOW_LOGGING_LEVEL": "ERROR",
     "TRANSFORMERS_VERBOSITY": "error",
     "TOKENIZERS_PARALLELISM": "false",
-    # MLflow writes "🏃 View run ... at: URL" to stdout when a run ends on an HTTP tracking server: it
-    # would land in `bioablate table --format csv > t.csv`; our commands print where things are logged
+    # MLflow's "View run ... at: URL" on stdout would land in `bioablate table --format csv > t.csv`
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 
@@ -34,9 +33,8 @@ _verbose = False  # `bioablate -v`: the libraries' logs and warnings are wanted 
 
 
 class _LibraryNoise(logging.Filter):
-    """What reaches the root logger's handlers: our records at every level; the noisy libraries' from
-    ERROR; every other library's from WARNING (fontTools' subsetting chatter while a PDF is saved, say, is
-    INFO: a library that sets its own logger to INFO must not reach the terminal through our handler)."""
+    """What reaches the root logger's handlers: our records at every level, the noisy libraries' from ERROR,
+    every other library's from WARNING, even where it sets its own logger to INFO."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         root = record.name.split(".")[0]
@@ -46,9 +44,7 @@ class _LibraryNoise(logging.Filter):
 
 
 def configure_logging(verbose: bool = False) -> None:
-    """The commands' logging: our INFO lines on stderr as bare messages; other libraries' only from
-    WARNING (`verbose`: their INFO too). The root logger stays at WARNING so that a library logging INFO
-    through it is not even formatted."""
+    """Our INFO lines on stderr as bare messages; other libraries' from WARNING (`verbose`: INFO too)."""
     global _verbose
     _verbose = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
@@ -57,13 +53,8 @@ def configure_logging(verbose: bool = False) -> None:
 
 
 def quiet_libraries() -> None:
-    """Keep the terminal for our progress and results: Lightning's banner lines and library warnings
-    are noise for a user running experiments (`-v` brings them back).
-
-    Imports nothing: a command that never trains must not pay seconds for importing Lightning just to
-    quiet it. So the quieting has to hold for a library imported later, which may set its own level
-    then: Lightning sets INFO on import (and, the root logger having handlers, propagates to them: the
-    root handlers' filter drops it), MLflow and transformers read their level from the environment."""
+    """Keep the terminal for our progress and results (`-v` brings library noise back). Imports nothing, so
+    it must hold for libraries imported later, which set their own levels then."""
     for name in NOISY_LIBRARIES:
         logging.getLogger(name).setLevel(logging.ERROR)
     for name in RERAISED_ERROR_LOGGERS:
@@ -78,11 +69,8 @@ def quiet_libraries() -> None:
 
 @contextmanager
 def libraries_quieted() -> Iterator[None]:
-    """The Python API's quieting (ablations/api/), for the duration of a call: the noisy libraries' logs
-    below ERROR (Lightning's "GPU available", its tips, MLflow's database set-up), their warnings and
-    transformers' weight-saving bars are off, and put back as they were afterwards (the caller's process
-    and its logging are the caller's). Enter it after the libraries are imported: Lightning sets its
-    loggers' level on import. Under `bioablate -v` it changes nothing."""
+    """The Python API's quieting for the duration of a call, put back afterwards: the caller's logging is
+    the caller's. Enter it after the libraries are imported, which set their levels on import."""
     if _verbose:
         yield
         return

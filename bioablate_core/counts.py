@@ -1,7 +1,5 @@
-"""A count a user gives (seeds, folds, sequence lengths, repeats, rounds) checked against its bounds before
-anything is built from it: `seeds: 1000000000` would build a billion-element list, `--seq-len 100000` a
-320 GB attention matrix, `k: 10**20` overflow deep inside numpy. Each is refused here in one line naming
-the key and the range, in microseconds, whatever the number's size.
+"""A count a user gives (seeds, folds, sequence lengths) checked against its bounds before anything is built
+from it (`seeds: 1000000000` would build a billion-element list), in one line naming the key and the range.
 
     n = check_count(value, "seeds", most=MAX_SEEDS)          # ConfigError naming `seeds`
     parser.add_argument("--rounds", type=count_argument(1, 1000))   # argparse: one usage line
@@ -20,8 +18,7 @@ MAX_TRIALS = 100_000  # a sweep's trials: each is a fine-tuning run (or one per 
 
 
 def count_problem(value: Any, least: int, most: int) -> str | None:
-    """Why `value` is not a whole number from `least` to `most`, or None where it is. A huge number is
-    never formatted (Python refuses to print an int of more than 4,300 digits)."""
+    """Why `value` is not a whole number from `least` to `most`, or None; a huge number is never formatted."""
     if isinstance(value, bool) or not isinstance(value, int):
         return f"expected a whole number from {least:,} to {most:,}, got {value!r}"[:200]
     if value < least:

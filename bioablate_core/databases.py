@@ -1,9 +1,8 @@
 """Database URLs given by users (MLflow backend stores, tracking URIs, Optuna storages): the driver filled
 in, and a reachability probe that answers in seconds.
 
-SQLAlchemy 2.1 maps a plain `postgresql://` to the psycopg (3) driver; the README's URI form then failed
-with `No module named 'psycopg'` where psycopg2 is installed. MLflow and Optuna retry an unreachable
-server for minutes before a long traceback; the probe connects once with a timeout instead.
+SQLAlchemy maps a plain `postgresql://` to psycopg (3), which fails where only psycopg2 is installed.
+MLflow and Optuna retry an unreachable server for minutes; the probe connects once with a timeout.
 """
 
 from __future__ import annotations
@@ -39,17 +38,14 @@ _QUERY_PASSWORD_PARAMETER = re.compile(r"[?&;](?:password|passwd|pwd)=[^\s&;#'\"
 
 
 def hide_passwords(text: str) -> str:
-    """`text` with the password of every URL in it shown as `***` (`postgresql://alice:***@host/db`,
-    `http://alice:***@host`, `...?password=***`): the one redaction for anything printed, logged, tagged or
-    written to a file. Unlike `redact` it takes any text and any scheme, and never raises."""
+    """`text` with every URL's password shown as `***`: the one redaction for anything printed, logged,
+    tagged or written; any text, any scheme, never raises."""
     return _QUERY_PASSWORD.sub(r"\g<key>***", _URL_PASSWORD.sub(r"\g<head>:***@", text))
 
 
 def leave_out_passwords(command: str) -> str:
-    """`command` with the password of every URL in it left out (`postgresql://alice@host/db`, its
-    `password=` parameter dropped): for a command printed to be pasted, which then works where the password
-    comes from the environment (libpq's `$PGPASSWORD` or `~/.pgpass`, MLflow's `$MLFLOW_TRACKING_PASSWORD`); a
-    masked `***` would be sent as one."""
+    """`command` with every URL's password left out, for a command to paste, which then takes the password
+    from the environment (a masked `***` would be sent as one)."""
     def drop(match: re.Match) -> str:  # `?password=x&a=1` -> `?a=1`, `&password=x&a=1` -> `&a=1`, `?password=x` -> ``
         return match.group(0)[0] if match.group(0).endswith("&") else ""
 
@@ -57,8 +53,7 @@ def leave_out_passwords(command: str) -> str:
 
 
 class HidingPasswords:
-    """A text stream (sys.stdout, sys.stderr) whose every write goes through `hide_passwords`: what a command
-    and the libraries it calls print never shows a URL's password, wherever the line was made."""
+    """A text stream whose every write goes through `hide_passwords`, whichever library made the line."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -94,10 +89,8 @@ _DRIVER_PACKAGES = {"psycopg2": "psycopg2-binary", "psycopg": "'psycopg[binary]'
 
 
 def missing_driver(url: str, module: str) -> str:
-    """How to install the driver `module` that `url` needs, in one line. A plain `mysql://` makes
-    SQLAlchemy import MySQLdb (mysqlclient, which needs a C compiler and the MySQL headers); the advice is
-    then the pure-Python PyMySQL with the URL form that selects it, since installing it alone changes
-    nothing for a plain `mysql://`."""
+    """How to install the driver `module` that `url` needs, in one line; for a plain `mysql://`, the
+    pure-Python PyMySQL and the URL form that selects it (mysqlclient needs a C compiler)."""
     if module == "MySQLdb" and url.startswith("mysql://"):
         return (f"its driver is not installed (MySQLdb): pip install pymysql and write the URL as "
                 f"{hide_passwords('mysql+pymysql://' + url[len('mysql://'):])}")
@@ -128,10 +121,8 @@ def unreachable(url: str, timeout_s: float) -> str | None:
 
 
 def health_request(tracking_uri: str) -> tuple[urllib.request.Request, str]:
-    """The probe of an MLflow server's /health and its address as shown. A `user:password@` in the URI
-    is sent as HTTP basic authentication, as MLflow's REST client (requests) sends it, not left in the
-    host name, where urllib took `user:password@host` for a host to look up ("Name or service not
-    known" for a live server)."""
+    """The probe of an MLflow server's /health and its address as shown; a `user:password@` is sent as basic
+    authentication, as MLflow's client does, since urllib would take it for part of the host."""
     parts = urlsplit(tracking_uri.rstrip("/") + "/health")
     host = parts.hostname or ""
     netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")

@@ -1,11 +1,7 @@
 """User-facing errors.
 
-Everything a user can cause (a typo in a task name, a missing data folder, a malformed line in a data
-file, an unknown config key) raises a subclass of `BioablateError`. The CLI prints such an error as one
-line and exits with status 2; anything else is a bug and keeps its traceback.
-
-This module lives in `bioablate_core`, the lowest layer: `datamodules`, `lightning_modules` and `ablations` import
-it, never the other way round.
+Everything a user can cause raises a `BioablateError`, which the CLI prints as one line (exit status 2);
+anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations

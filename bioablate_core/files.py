@@ -1,10 +1,8 @@
 """Publishing what others will read: ordinary file modes, and an atomic move into place (of a folder, or
 of one file's new content).
 
-Some writers (safetensors' `save_file` among them) create files readable by their owner only (0600): a
-model folder copied to a shared disk or uploaded would then be unreadable to everyone else. A published
-folder gets the modes a plain `open()` / `mkdir()` would give under the process's umask: 0644 files and
-0755 folders with the usual umask 022.
+Some writers (safetensors' `save_file`) create 0600 files, unreadable to others once shared; a published
+folder gets the modes a plain `open()` / `mkdir()` would give under the umask.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ def current_umask() -> int:
 
 
 def normalise_modes(root: Path) -> None:
-    """Give `root` and everything below it plain modes under the umask: 0666 & ~umask for files (no
-    execute bit: nothing in a model folder is a program), 0777 & ~umask for folders."""
+    """Give `root` and everything below it plain modes under the umask (no execute bit on files)."""
     mask = current_umask()
     os.chmod(root, 0o777 & ~mask)
     for folder, dirs, files in os.walk(root):
@@ -35,8 +32,7 @@ def normalise_modes(root: Path) -> None:
 
 
 def publish_dir(tmp: Path, out_dir: Path) -> Path:
-    """Move the finished folder `tmp` to `out_dir` (replacing what was there) with plain modes; a reader
-    never sees a half-written `out_dir`, only the old one or the new one."""
+    """Move the finished folder `tmp` to `out_dir` with plain modes; a reader sees the old one or the new."""
     normalise_modes(tmp)
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
@@ -44,8 +40,7 @@ def publish_dir(tmp: Path, out_dir: Path) -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    """Write `text` to `path` through a file beside it and a rename: a reader (another process, or this one
-    after a crash) sees the old content or the new, never half a file."""
+    """Write `text` to `path` through a file beside it and a rename: never half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     part.write_text(text, encoding="utf-8")
@@ -54,9 +49,8 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 
 def user_cache_dir() -> Path:
-    """bioablate's folder in the user cache: platformdirs' `user_cache_dir("bioablate")` (which honours
-    XDG_CACHE_HOME on Linux), or without platformdirs `$XDG_CACHE_HOME/bioablate`, else
-    `~/.cache/bioablate`. For what is derived once per machine and version, never a run's output."""
+    """bioablate's folder in the user cache (platformdirs', else XDG_CACHE_HOME or ~/.cache), for what is
+    derived once per machine, never a run's output."""
     try:
         from platformdirs import user_cache_dir as platform_cache_dir
     except ImportError:
@@ -71,9 +65,7 @@ DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def disk_full(error: BaseException) -> OSError | None:
-    """The OSError of a full disk (DISK_FULL_ERRNOS) behind `error` (itself, or its cause or context), or
-    None: what a run that failed writing its checkpoint, store or cache has in common with every run
-    after it."""
+    """The OSError of a full disk behind `error` (itself, its cause or context), or None."""
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in DISK_FULL_ERRNOS:
@@ -86,9 +78,8 @@ NOT_A_FOLDER_ERRNOS = (errno.EEXIST, errno.ENOTDIR)  # mkdir on a file, or under
 
 
 def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | None:
-    """Why files cannot be written in the folder `path` (created if missing; a probe file of `probe_bytes`
-    is written and removed: a few KB show a full disk too), or None when they can. `advice`: with what to
-    do about it (a read-only folder is not helped by freeing space)."""
+    """Why files cannot be written in the folder `path` (a probe file of `probe_bytes` is written and
+    removed), or None; `advice` adds what to do about it."""
     probe = Path(path) / f".write-probe-{os.getpid()}"
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
@@ -113,9 +104,7 @@ def unwritable(path: Path, probe_bytes: int = 0, advice: bool = False) -> str | 
 
 
 def writable_dir(path: Path, option: str) -> Path:
-    """`path` as a folder to write into, created if needed: a file in its place, or a folder that cannot
-    be created or written (read-only, no permission, a full disk), is a one-line ConfigError naming
-    `option`, before any work whose result would have nowhere to go."""
+    """`path` as a folder to write into, created if needed, or a one-line ConfigError naming `option`."""
     from bioablate_core.errors import ConfigError
 
     path = Path(path)

@@ -13,30 +13,23 @@ from typing import Any, Iterable
 
 from bioablate_core.errors import ConfigError
 
-# One process asks for the same hashes again and again (an experiment plans and collects hundreds of runs
-# over a few datasets and models). A file counts as unchanged while its path, size and modification time
-# are; the hash itself is the same as without the memo.
+# a file counts as unchanged while its path, size and modification time are
 _MEMO: dict[tuple, str] = {}
-# ... and for the same listings (HoC: two folders of 1,852 files, listed for every fingerprint of the
-# dataset, 25 ms a time). A listing holds while every folder in it keeps its modification time: adding,
-# removing or renaming an entry changes its folder's. A folder changed in the last RACY_SECONDS is listed
-# again every time, as git treats a file changed within its timestamps' resolution ("racy git").
+# a listing holds while every folder in it keeps its modification time; one changed in the last RACY_SECONDS
+# is listed again, as git treats "racy" files
 _LISTINGS: dict[tuple[str, str], tuple[tuple[tuple[str, int], ...], list[Path]]] = {}
 RACY_SECONDS = 2.0
 
 
 def digest(value: Any, length: int = 16) -> str:
-    """`length` hex digits of SHA-256 over `value` as canonical JSON (keys sorted; a value JSON cannot write, as
-    its `str`): every run, split and cache fingerprint of a value is this one hash, so stored runs are found
-    again as long as what they hash is."""
+    """`length` hex digits of SHA-256 over `value` as canonical JSON (else its `str`): every fingerprint of a
+    value is this one hash."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:length]
 
 
 def files_under(folder: Path) -> list[Path]:
-    """Every file below `folder` (links followed), in the order `sorted()` gives Paths: by their parts.
-    Directory entries tell files from folders without a stat each, and tuples of strings sort far faster
-    than Paths; it matters because a BLURB folder (HoC) has thousands of files and every run's dataset
-    fingerprint lists it."""
+    """Every file below `folder` (links followed), in the order `sorted()` gives Paths, listed without a
+    stat per entry."""
     key = (os.getcwd(), os.fspath(folder))  # the paths returned are built on `folder` as given
     memo = _LISTINGS.get(key)
     if memo is not None and _unchanged(memo[0]):
@@ -94,8 +87,7 @@ def hash_files(paths: Iterable[Path], seed: bytes = b"") -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """The full SHA-256 of a file, streamed in 1 MiB chunks (downloads checked against the manifest, cache
-    manifests)."""
+    """The full SHA-256 of a file, streamed in 1 MiB chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 import platform
 
-# A run's cost (lightning_modules/compute.py) and timing profile (lightning_modules/timing.py) go under
-# MLflow's `system/` prefix: the run page lists them in its System metrics tab and leaves the Model metrics tab
-# (a section per prefix, sorted by name) to the curves and scores, where 17 single-value bar charts buried them.
+# under MLflow's `system/` prefix, a run's cost and timing go to its System metrics tab, not among the scores
 COMPUTE_PREFIX = "system/compute/"
 TIME_PREFIX = "system/time/"
 

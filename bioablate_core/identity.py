@@ -11,10 +11,8 @@ runs, ...), and every list a fingerprint hashes or leaves out is read off these 
 
     marked(FinetuneConfig, "finetune")  # ["lr"]: in the order the fields are declared
 
-The mark is kept in the field's metadata (`MARK`); reading the marks of a class with an unmarked field is
-an error, so a new field must be placed. A class whose marks must list its fields in an order of their own
-(a hashed list: datamodules.spec.DatasetSpec's `_shape_key`) marks them with a class decorator instead
-(`field_marks`).
+Reading the marks of a class with an unmarked field is an error, so a new field must be placed. A class
+whose hashed lists have an order of their own marks its fields with `field_marks` instead.
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ MARK = "decides"  # the dataclass field metadata key a field's group is kept und
 
 
 def markers(*groups: str) -> tuple[Callable[[Any], Any], ...]:
-    """One marking function per group, in order. Each takes a field's default, or a dataclasses.Field
-    (bioablate_core.schema's `bounded`, `field(default_factory=...)`), and returns the field marked."""
+    """One marking function per group, each taking a field's default or a dataclasses.Field."""
     def marker(group: str) -> Callable[[Any], Any]:
         def mark(value: Any) -> Any:
             if not isinstance(value, dataclasses.Field):

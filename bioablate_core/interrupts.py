@@ -6,24 +6,13 @@
     with deferred():                   # steps a signal must not cut in two: it is raised after them
         ...
 
-Why not KeyboardInterrupt: Lightning catches KeyboardInterrupt inside `fit`, ignores SIGINT from then on
-and calls `sys.exit(1)` (the run looked FAILED with `SystemExit: 1`, exit status 1). `Interrupted` derives
-from BaseException, not Exception, so `except Exception` blocks (a run loop recording failures and going
-on) let it through, and Lightning tears down and re-raises it.
+Not KeyboardInterrupt: Lightning catches it inside `fit` and calls `sys.exit(1)`. `Interrupted` derives from
+BaseException, so `except Exception` blocks let it through. A signal whose exception a finalizer dropped
+stays `pending()`, and `check()` raises it again.
 
-An exception raised while Python runs a finalizer (`__del__`, e.g. a profiler's) is printed and dropped;
-the signal is remembered (`pending()`) until `handling_interrupts` exits, and `check()` raises it again.
-
-Why `deferred`: the exception is raised between whichever two bytecodes the signal arrives at, and some
-steps must not be cut in two. Inside SQLAlchemy's session-state guard it leaves the session unable to
-close, and comes out as another error ("Method 'close()' can't be called here", "This transaction is
-closed"); right after MLflow created a run, before the run's id reached the caller, nobody could end that
-run (issue 18: it stayed RUNNING). Such steps run `deferred`: a first signal is remembered and raised when
-the block ends. A second one raises at once, so a hung store can still be left. Outside deferred blocks,
-an error raised while `pending()` names a signal is best treated as the signal's doing (callers check).
-
-Exit status: 128 + the signal number, the shell convention: 130 for SIGINT, 143 for SIGTERM (what SLURM
-sends on preemption and at the time limit; a launcher can requeue on 143).
+`deferred` guards steps a signal must not cut in two (inside SQLAlchemy's session guard, or between MLflow
+creating a run and its id reaching the caller): a first signal is raised when the block ends, a second at
+once, so a hung store can still be left. Exit status: 128 + the signal number (143 for SLURM's SIGTERM).
 """
 
 from __future__ import annotations
@@ -56,10 +45,8 @@ class Interrupted(BaseException):
 
 
 class Preempted(BaseException):
-    """The scheduler is about to end the job; training stopped after saving a checkpoint
-    (lightning_modules/preemption.py raises it). A BaseException, as `Interrupted` is: code that records
-    failures (`except Exception`) must let it through to the launcher, which requeues the job. Here, not beside
-    the callback, so the launcher and `bioablate status` catch it without importing Lightning."""
+    """The scheduler is about to end the job; training stopped after saving a checkpoint. A BaseException,
+    so it reaches the launcher, which requeues; here so catching it needs no Lightning import."""
 
 
 def _raise(signum: int, _frame) -> None:
@@ -73,10 +60,8 @@ def _raise(signum: int, _frame) -> None:
 
 
 def deliver_once(signum: int) -> None:
-    """Act as if `signum` arrived now, unless a signal already did: for a signal that stands for another
-    and may come several times for one event (a pool worker's parent-death signal, which Linux sends again
-    each time the worker is reparented, once per exiting thread of its parent). A real second SIGINT /
-    SIGTERM raises at once, even inside a `deferred` block: a repeat of one event must not."""
+    """Act as if `signum` arrived now, unless a signal already did: for a signal that may repeat for one
+    event (a pool worker's parent-death signal, sent again on each reparenting), which must not count twice."""
     if _pending is None:
         _raise(signum, None)
 
@@ -94,10 +79,8 @@ def check() -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """A first SIGINT / SIGTERM arriving inside the block is raised as `Interrupted` when the block ends
-    (at once if a signal was already pending), not inside it; if the block raises, that error goes on and
-    `pending()` names the signal. Nests; outside the main thread it does nothing (signals reach the main
-    thread only)."""
+    """A first SIGINT / SIGTERM inside the block is raised as `Interrupted` when it ends; if the block raises,
+    that error goes on and `pending()` names the signal. Nests; a no-op outside the main thread."""
     global _deferring, _held
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -115,8 +98,7 @@ def deferred() -> Iterator[None]:
 
 
 def install() -> None:
-    """SIGINT and SIGTERM raise `Interrupted` from now on in this process (e.g. a worker process that
-    runs until its pool shuts down); call from the main thread."""
+    """SIGINT and SIGTERM raise `Interrupted` from now on in this process; call from the main thread."""
     global _pending, _held
     _pending = _held = None
     for signum in SIGNALS:
@@ -125,10 +107,8 @@ def install() -> None:
 
 @contextmanager
 def handling_interrupts() -> Iterator[None]:
-    """SIGINT and SIGTERM raise `Interrupted` inside the block (main thread only; elsewhere this does
-    nothing); the previous handlers come back after it. An error leaving the block while a signal is
-    pending leaves it as `Interrupted`, raised from that error: the signal's doing (a store call it cut in
-    two), not a failure to report with a traceback."""
+    """SIGINT and SIGTERM raise `Interrupted` inside the block (main thread only). An error leaving it
+    while a signal is pending leaves as `Interrupted`, raised from that error: the signal's doing."""
     global _pending, _held
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -1,10 +1,8 @@
 """Ceilings on every count and size a config or a command line gives, and what this machine has.
 
-A count checked only as >= 1 let a typo start a fork bomb (`trainer.num_workers=100000`), a hundred DDP
-processes on two cores, a model that filled the RAM before an allocator traceback, or a step count that
-never ends. Each number is held against a ceiling here before anything is started or allocated; the checks
-that use them are in ablations/checks.py. Every figure is read when asked, so a test can stand in for the
-machine (monkeypatching `cpus`, `ram_bytes`, `gpus`).
+A typo in a count (`trainer.num_workers=100000`) must fail as one line before anything is started or
+allocated; the checks are in ablations/checks.py. Machine figures are read when asked, so tests can
+monkeypatch `cpus`, `ram_bytes` and `gpus`.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ WORKERS_PER_CPU = 4  # DataLoader workers per CPU: beyond that they only wait fo
 MAX_EXPERIMENT_NAME = 500
 MAX_PARAM_VALUE = 6000
 
-# A user's value quoted in an error line is cut to this many characters: a 200 MB line of a data file, or a
-# 20,000-character name, would otherwise be the whole of the message.
+# a user's value quoted in an error line is cut to this many characters
 QUOTE_CHARS = 200
 # An error line longer than this (a quote with spaces in it) keeps its start and its end, where the fix is
 LINE_CHARS = 2000
@@ -36,8 +33,7 @@ ELLIPSIS = "…"
 
 
 def check_vocab_size(size: int, given: str, fix: str, key: str) -> None:
-    """A vocabulary to train of at most MAX_VOCAB entries: the trainer's memory grows with the size, and a
-    size of 10^12 ended in an out-of-memory abort inside the tokenizers library."""
+    """A vocabulary to train of at most MAX_VOCAB entries: the tokenizers trainer's memory grows with it."""
     if size > MAX_VOCAB:
         raise ConfigError(f"{given}: a vocabulary of at most {MAX_VOCAB:,} entries is trained (BERT's has "
                           f"30,522); use e.g. {fix} ({key})")
@@ -75,8 +71,8 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
 
 
 def readable(line: str) -> str:
-    """An error line cut to a readable length: every run of characters without a space (a quoted name,
-    a value, a line of a file) to QUOTE_CHARS, then the whole to LINE_CHARS, keeping its start and end."""
+    """An error line cut to a readable length: every run without a space to QUOTE_CHARS, then the whole
+    to LINE_CHARS, keeping its start and end."""
     words = line.split(" ")
     if any(len(w) > QUOTE_CHARS for w in words):
         line = " ".join(quoted(w) for w in words)
@@ -87,9 +83,8 @@ def readable(line: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# What this machine has: each count a run config gives held against it before a process or a tensor exists.
-# Called where a run starts (ablations/checks.py `check_accelerator_present`) and by the CLI as soon as a
-# local run's config is built, before the seconds of importing Lightning.
+# What this machine has: each count a run config gives held against it before a process or a tensor exists,
+# and before Lightning is imported.
 
 AUTO = "auto"
 NEW_MODEL = "random-bert"  # lightning_modules.models.RANDOM_BERT: a model built from the config's sizes
@@ -101,8 +96,8 @@ GPU_STRATEGIES = ("fsdp",)
 
 
 def check_machine(cfg: Any) -> None:
-    """`trainer.devices`, `trainer.num_workers`, `trainer.num_nodes` and a new model's memory against this
-    machine, each a ConfigError line (keys the config lacks pass: an experiment checks only its accelerators)."""
+    """`trainer.devices`, `num_workers`, `num_nodes` and a new model's memory against this machine, each a
+    ConfigError line; keys the config lacks pass."""
     trainer = cfg.get("trainer") or {}
     accelerator = str(trainer.get("accelerator", AUTO))
     present = gpus() if accelerator in (AUTO, "gpu", "cuda") else 0
@@ -128,8 +123,7 @@ def check_machine(cfg: Any) -> None:
 
 
 def _device_count(devices: Any) -> tuple[int | None, int]:
-    """(how many devices `devices` asks for, None for all of them; the highest index it names, -1 for none).
-    Its form was checked when the config was built (ablations/checks.py `check_devices`)."""
+    """(devices `devices` asks for, None for all; the highest index it names, -1 for none)."""
     if isinstance(devices, (list, tuple, ListConfig)):
         return len(devices), max(devices)
     text = str(devices).strip()
@@ -156,8 +150,7 @@ def _check_device_count(devices: Any, present: int, on_gpu: bool) -> None:
 
 
 def _check_nodes(nodes: int) -> None:
-    """A run started outside SLURM and torchrun is the one node it runs on: Lightning would wait for ever for
-    the others. In a SLURM job the nodes are the job's."""
+    """Outside SLURM and torchrun a run has one node: Lightning would wait for ever for the others."""
     if nodes == 1 or any(v in os.environ for v in ("WORLD_SIZE", "MASTER_ADDR", "TORCHELASTIC_RUN_ID")):
         return  # one node, or a launcher of the user's own that sets the ranks up
     job_nodes = os.environ.get("SLURM_NNODES") or os.environ.get("SLURM_JOB_NUM_NODES")
@@ -173,8 +166,7 @@ def _check_nodes(nodes: int) -> None:
 
 
 def parameters(model: Any, vocab: int, layers: int | None = None) -> int:
-    """A BERT encoder's parameters from its config's sizes: the embeddings, then each layer's attention and
-    feed-forward blocks with their biases and norms (`layers`: those with weights of their own)."""
+    """A BERT encoder's parameters from its sizes (`layers`: those with weights of their own)."""
     h, i = int(model["hidden_size"]), int(model["intermediate_size"])
     embeddings = (vocab + int(model.get("max_position_embeddings", 512)) + 2) * h + 2 * h
     layer = 4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h
@@ -182,8 +174,7 @@ def parameters(model: Any, vocab: int, layers: int | None = None) -> int:
 
 
 def _model_to_build(cfg: Any) -> tuple[int, int | None] | None:
-    """(its vocabulary's size, the layers with weights of their own) where the run builds a new model from
-    `model.*`; None where the sizes come from a model's files."""
+    """(vocabulary size, layers with weights of their own) of a new model built from `model.*`, else None."""
     if cfg.get("task") == "pretrain":
         pretrain = cfg.get("pretrain") or {}
         if str(pretrain.get("init", "scratch")) != "scratch":
@@ -196,8 +187,8 @@ def _model_to_build(cfg: Any) -> tuple[int, int | None] | None:
 
 
 def _check_model_memory(cfg: Any, on_gpu: bool) -> None:
-    """A new model's training state against the RAM, from its sizes, before a tensor is allocated (a GPU
-    run builds its weights in host memory first: those alone are held against the RAM there)."""
+    """A new model's training state against the RAM, before a tensor is allocated (on a GPU run, its
+    weights alone: they are built in host memory first)."""
     build = _model_to_build(cfg)
     if build is None:
         return

@@ -1,10 +1,6 @@
-"""Size-and-checksum manifests for cache folders (pretraining shards, tokenized splits), written last and
-checked before reuse, so that a damaged cache is rebuilt instead of read (or crashing every rerun).
-
-A manifest maps each file name to its size, modification time and SHA-256. Checking a folder compares the
-size always (a truncated or extended file) and the checksum only where the modification time differs
-from the manifest's (a file rewritten in place, even at the same size): a shard set of tens of GB is
-hashed once when written, not at every load.
+"""Size-and-checksum manifests for cache folders, written last and checked before reuse, so a damaged cache
+is rebuilt instead of read. The checksum is compared only where the modification time differs, so large
+shards are hashed once, when written.
 """
 
 from __future__ import annotations

@@ -13,8 +13,7 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 def unsafe_name(name: str, fallback: str) -> str | None:
-    """Why `name` is not a safe name, with one that would do (`fallback` where nothing of it is left), or
-    None where it is safe."""
+    """Why `name` is not safe, with one that would do (else `fallback`), or None where it is safe."""
     if SAFE_NAME.fullmatch(name):
         return None
     suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[:100] or fallback

@@ -1,17 +1,11 @@
 """The YAML files that ship with bioablate, and the one rule that turns what a user types into a file.
 
-Experiment YAMLs, profiles, shared model definitions, corpora and sweep spaces live in the repository's
-top-level `experiments/` folder. They ship as package data of `bioablate_core`, under
-`bioablate_core/experiments/` (in the repository a link to the top-level folder, which the wheel holds as
-a folder), so the installed toolkit puts no generic top-level name (`experiments`) into site-packages,
-and they are found the same way from a checkout, an editable install and a wheel, whatever the working
-directory. The report notebook ships beside them (`bioablate_core/notebooks/`).
+The top-level `experiments/` ships as `bioablate_core/experiments/` (a link in the repository), so no generic
+top-level name enters site-packages and they are found alike from a checkout or a wheel.
 
     resolve_config("quickstart", "experiment")        # the packaged experiments/quickstart.yaml
     resolve_config("my/own.yaml", "experiment")        # a path is itself
     resolve_config("experiments/sweeps/micro.yaml", "sweep")  # a repository path, also when installed
-
-It lives in `bioablate_core` because both `datamodules` (corpora) and `ablations` (the rest) use it.
 """
 
 from __future__ import annotations
@@ -58,10 +52,8 @@ def is_bare_name(ref: str | Path) -> bool:
 
 
 def resolve_config(ref: str | Path, kind: str) -> Path:
-    """A user's reference to a YAML of `kind` as a file: an existing path is itself; a bare name (with or
-    without .yaml) is the packaged file of that name; `experiments/<folder>/<name>.yaml` as the docs write
-    it is the packaged file when there is no such file here (e.g. an installed copy run from elsewhere).
-    Otherwise one ConfigError naming the known names."""
+    """A user's reference to a YAML of `kind` as a file: an existing path, a packaged bare name, or a
+    repository path `experiments/<folder>/<name>.yaml`; else a ConfigError naming the known names."""
     path = Path(ref).expanduser()
     if path.is_file():
         return path

@@ -1,5 +1,4 @@
-"""The one registry shape: a named collection of things of one kind (datasets, heads, tagging schemes,
-relation inputs, models, corpora, metrics, ...), as lm-evaluation-harness keeps its tasks and metrics.
+"""The one registry shape: a named collection of things of one kind, as lm-evaluation-harness keeps its tasks.
 
     HEADS = Registry("head")
     HEADS.register("crf", CrfHead)            # or  @HEADS.register("crf")  on a class or function

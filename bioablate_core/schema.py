@@ -1,18 +1,11 @@
 """The one way a YAML file is read and checked: against a dataclass schema, through OmegaConf.
 
-Every config file of the toolkit (run configs and profiles, experiments, sweep spaces, user datasets,
-corpora) goes through `load_yaml` and `validate`, so every mistake reads the same way, as one line:
+Every config file goes through `load_yaml` and `validate`, so every mistake reads the same way, as one line:
 
     exp.yaml: unknown key 'vary.tagging.valeus' (did you mean 'values'?); valid keys under 'vary.tagging': ...
-    exp.yaml: bad value for 'seeds': ...
 
-Nested dataclasses, and `Dict[str, Dataclass]` fields (a mapping of named entries), are followed to name
-the valid keys at any depth.
-
-A numeric key declares its valid range once, beside its default, and `merge` checks it on every result
-(and that every number is finite: nan and inf are no setting of any key):
-
-    epochs: int = bounded(3, ge=1)   ->   overrides: finetune.epochs = -1: must be >= 1 (config key ...)
+A numeric key declares its range beside its default (`epochs: int = bounded(3, ge=1)`), and `merge` checks
+it, and that every number is finite, on every result.
 """
 
 from __future__ import annotations
@@ -64,8 +57,7 @@ def load_yaml(path: Path | str) -> DictConfig:
 
 
 def defaults(schema: type) -> DictConfig:
-    """A fresh config of `schema`'s defaults, free to change: a copy of one built per schema (building it from
-    the dataclasses, `OmegaConf.structured`, costs ~5x the copy, and every run's config starts from one)."""
+    """A fresh config of `schema`'s defaults: a copy of one built per schema, cheaper than building it again."""
     return copy.deepcopy(_defaults(schema))
 
 
@@ -76,8 +68,7 @@ def _defaults(schema: type) -> DictConfig:
 
 @functools.lru_cache(maxsize=None)
 def _field_types(schema: type) -> dict[str, Any]:
-    """The fields' annotations, evaluated (cached: evaluating string annotations compiles each, and every
-    config an experiment builds is checked against the same few schemas). Callers must not mutate it."""
+    """The fields' annotations, evaluated and cached; callers must not mutate it."""
     hints = typing.get_type_hints(schema)
     return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(schema)}
 
@@ -94,8 +85,7 @@ def _as_schema(annotation: Any) -> type | None:
 
 
 def schema_at(schema: type, parts: list[str]) -> type | None:
-    """The dataclass whose keys are valid at the key path `parts` (following nested dataclasses and
-    `Dict[str, Dataclass]` entries), or None where the path leaves the schema."""
+    """The dataclass whose keys are valid at the key path `parts`, or None where the path leaves the schema."""
     node: type | None = schema
     i = 0
     while node is not None and i < len(parts):
@@ -156,8 +146,7 @@ RANGE = "range"  # the dataclass field metadata key `bounded` sets
 
 def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
             lt: float | None = None) -> Any:
-    """A dataclass field with `default` whose value must lie in the given range (None always passes:
-    an Optional key left unset)."""
+    """A dataclass field with `default` whose value must lie in the given range (None always passes)."""
     return dataclasses.field(default=default, metadata={RANGE: Range(ge, gt, le, lt)})
 
 
@@ -165,17 +154,14 @@ CHOICE = "choice"  # the dataclass field metadata key `choice` sets
 
 
 def choice(options: Choice) -> Any:
-    """A dataclass field naming one option of `options` (a `bioablate_core.choices.Choice`): its default is the
-    choice's, and `describe` lists the options from the registry (nothing is written twice)."""
+    """A dataclass field naming one option of `options` (a `Choice`), with the choice's default."""
     return dataclasses.field(default=options.default, metadata={CHOICE: options})
 
 
 def check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") -> None:
-    """Every `bounded` key of `schema` in `cfg` (nested dataclasses and `Dict[str, Dataclass]` entries
-    followed) inside its range; the first one outside is a ConfigError naming the key and the range."""
+    """Every `bounded` key of `schema` in `cfg` inside its range, else a ConfigError naming the first outside."""
     if isinstance(cfg, DictConfig):
-        # read as plain containers: a DictConfig node lookup costs ~100x a dict's, and an experiment checks
-        # every config it builds (hundreds); a value that does not resolve is left to the node walk
+        # plain containers: DictConfig node lookups are slow; a value that does not resolve is left to the walk
         try:
             cfg = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
         except OmegaConfBaseException:
@@ -215,9 +201,8 @@ def _check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") 
 
 
 def merge(schema: type, source: str | Path, *layers: Any, base: DictConfig | None = None) -> DictConfig:
-    """`base` (else the schema's defaults) with `layers` merged on top, validated against `schema`;
-    an unknown key, a list where a mapping belongs (or the reverse), a value of the wrong type or out of
-    its range is one ConfigError naming `source` and the key."""
+    """`base` (else the schema's defaults) with `layers` merged on top, validated against `schema`; any
+    mistake is one ConfigError naming `source` and the key."""
     cfg = base if base is not None else defaults(schema)
     for layer in layers:
         check_shapes(source, schema, layer)
@@ -238,18 +223,16 @@ def merge(schema: type, source: str | Path, *layers: Any, base: DictConfig | Non
 
 
 # ---------------------------------------------------------------------------------------------------
-# Shapes: a mapping, a list or a single value where the schema says so. OmegaConf meets a list merged
-# onto a mapping with a bare TypeError (and a list-for-dataclass with a message-less ValidationError),
-# so every layer is checked against the schema's annotations first, naming the key and what it expected.
+# Shapes: OmegaConf meets a list merged onto a mapping with a bare TypeError, so every layer is checked
+# against the schema's annotations first, naming the key and what it expected.
 
 MAPPING, LIST, VALUE = "mapping", "list", "value"
 _SCALARS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
 
 
 def dotlist(schema: type, overrides: list[str]) -> DictConfig:
-    """`key=value` overrides as a config layer, each value read as YAML, except where `schema` types the key
-    as a string and YAML reads a number or a truth value: the text written is kept (`launcher.time=4:00:00`
-    stays that time, not YAML 1.1's sexagesimal 14400)."""
+    """`key=value` overrides as a config layer, each value read as YAML, except that a string key keeps its
+    text (`launcher.time=4:00:00` is not YAML 1.1's sexagesimal 14400)."""
     cfg = OmegaConf.from_dotlist(overrides)
     for override in overrides:
         key, _, text = override.partition("=")
@@ -312,9 +295,8 @@ def _boolean(value: Any) -> bool:
 
 
 def check_shapes(source: str | Path, schema: type, layer: Any, prefix: str = "") -> None:
-    """Every key of `layer` (a mapping or DictConfig) that `schema` types as a mapping, a list or a single
-    value holds one; the first that does not is a ConfigError naming `source`, the key and what fits.
-    Keys the schema does not know are left to `merge` (an unknown key, with the nearest valid one)."""
+    """Every key of `layer` that `schema` types as a mapping, a list or a single value holds one, else a
+    ConfigError naming `source`, the key and what fits. Unknown keys are left to `merge`."""
     if isinstance(layer, DictConfig):
         layer = OmegaConf.to_container(layer, resolve=False)
     if not isinstance(layer, dict):
@@ -350,8 +332,7 @@ def _check_shape(source: str | Path, annotation: Any, value: Any, key: str) -> N
 
 
 def _clash(base: Any, layers: tuple[Any, ...]) -> str:
-    """Where a layer puts a list on a mapping, or the reverse, under a key the schema leaves open (e.g. a
-    `dict` key's own entries): "key: expected a mapping, got a list"."""
+    """Where a layer puts a list on a mapping, or the reverse, under a key the schema leaves open."""
     def walk(old: Any, new: Any, key: str) -> str | None:
         if isinstance(old, dict) and isinstance(new, dict):
             for name in new:
@@ -402,8 +383,7 @@ def _type_name(annotation: Any) -> str:
 
 
 def _field_comments(schema: type) -> dict[str, str]:
-    """Field name -> the comment beside it in the schema's source, else the comment lines right above it.
-    The comments are the schema's documentation; nothing is written twice."""
+    """Field name -> the comment beside it in the schema's source, else the comment lines right above it."""
     try:
         source = textwrap.dedent(inspect.getsource(schema))
     except (OSError, TypeError):  # no source shipped: no descriptions

@@ -1,5 +1,4 @@
-"""Seeds derived from a run's seed, shared by pretraining (the masks and the step of each micro-batch) and
-fine-tuning (each step's dropout): one function, so a stream's seed never depends on which layer asks."""
+"""Seeds derived from a run's seed, one function for pretraining and fine-tuning alike."""
 
 from __future__ import annotations
 

@@ -1,27 +1,15 @@
 """How many CPU threads torch uses, and how its OpenMP threads wait, chosen from the CPUs actually free.
 
-torch's CPU build runs its kernels on an OpenMP pool (GNU libgomp) of one thread per CPU, and a thread that
-finishes its share first spins, waiting for the others, before it sleeps. On a shared machine (a
-workstation others use, a cluster login node) those threads wait for threads that another process holds
-off the CPU, and the spinning burns the time the others would have used: a quick start ran 14 times slower
-with a load average of 3-11 on 2 cores, at 4.5 times the CPU seconds (docs/performance.md, "A shared
-machine"). So a command that trains chooses, before torch is imported (libgomp reads its settings once, when
-it loads):
+OpenMP threads that finish first spin while waiting for the others; on a shared machine they wait for
+threads another process holds off the CPU, and the spinning burns the others' time. So before torch is
+imported (libgomp reads its settings once) a command that trains takes:
 
-- threads: the CPUs this process may run on (its affinity mask) less those others keep busy, at least 1;
-- the wait policy: PASSIVE (a waiting thread sleeps at once; KMP_BLOCKTIME=0 for an Intel OpenMP build)
-  where other work holds any of those CPUs, else OpenMP's own default (spin briefly: fastest when alone).
+- threads: the CPUs of its affinity mask less those others keep busy, at least 1;
+- the wait policy: PASSIVE where other work holds any of those CPUs, else OpenMP's default spin.
 
-Busy CPUs are the share of the last 0.2 s the CPUs in the mask were not idle (/proc/stat: what is running
-now). Not the load average, except where /proc/stat cannot be read: it trails the last minute, so a command
-started right after another one ended (a script's loop over seeds, a benchmark's sides back to back) counted
-its predecessor as other work and took one thread of two on a machine left idle. The user's own
-MKL_NUM_THREADS / OMP_NUM_THREADS / OMP_WAIT_POLICY win (torch's thread count is MKL_NUM_THREADS where it is
-set, even beside OMP_NUM_THREADS).
-
-Not a documented fixed setting: OpenMP's variables take one value for every start, and no single one is
-right both on a quiet machine (its default spin) and on a shared one (PASSIVE), which only a look at the
-CPUs at start tells apart.
+Busy CPUs are read from /proc/stat over a short sample, not the load average, which counts a command that
+just ended as other work. The user's MKL_NUM_THREADS / OMP_NUM_THREADS / OMP_WAIT_POLICY win. No fixed
+setting would do: the right one differs between a quiet machine and a shared one.
 """
 
 from __future__ import annotations
@@ -75,8 +63,7 @@ def usable_cpus() -> list[int]:
 
 
 def busy_cpus(cpus: list[int], sample_s: float = SAMPLE_S) -> float:
-    """How many of `cpus` other work keeps busy: their non-idle share over `sample_s`; without /proc/stat,
-    the 1-minute load average scaled to their share of the machine (0 where neither can be read)."""
+    """How many of `cpus` other work keeps busy over `sample_s`; without /proc/stat, from the load average."""
     before = _idle_and_total(cpus)
     if before is None:
         share = len(cpus) / (os.cpu_count() or len(cpus))
@@ -88,10 +75,8 @@ def busy_cpus(cpus: list[int], sample_s: float = SAMPLE_S) -> float:
 
 
 def _idle_and_total(cpus: list[int]) -> Optional[tuple[int, int]]:
-    """Idle (idle + iowait) and total jiffies of `cpus` from /proc/stat; None off Linux. Niced work counts
-    as busy: with the kernel's autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`, on by
-    default on many distributions) a job at nice 19 started from another session still gets its fair share
-    against ours, since nice only ranks the processes of one session."""
+    """Idle and total jiffies of `cpus` from /proc/stat; None off Linux. Niced work counts as busy: under
+    autogroup scheduling nice only ranks the processes of one session."""
     wanted = {f"cpu{n}" for n in cpus}
     idle = total = 0
     try:
@@ -108,8 +93,7 @@ def _idle_and_total(cpus: list[int]) -> Optional[tuple[int, int]]:
 
 
 def configured_threads(environ: Optional[dict] = None) -> int:
-    """The thread count torch takes from the environment: MKL_NUM_THREADS, else OMP_NUM_THREADS (its first
-    level), else the usable CPUs."""
+    """The thread count torch takes: MKL_NUM_THREADS, else OMP_NUM_THREADS, else the usable CPUs."""
     env = os.environ if environ is None else environ
     for name in THREAD_COUNT_VARIABLES:
         if env.get(name):
@@ -118,8 +102,7 @@ def configured_threads(environ: Optional[dict] = None) -> int:
 
 
 def _thread_count(name: str, value: str) -> int:
-    """`value` of the variable `name` as a thread count; a one-line ConfigError if it is none (torch would
-    quietly take 1 thread for MKL_NUM_THREADS=abc, every CPU for OMP_NUM_THREADS=abc)."""
+    """`value` of the variable `name` as a thread count, else a ConfigError (torch would quietly guess)."""
     first = value.split(",")[0].strip()
     if not first.isdigit() or int(first) < 1:
         from bioablate_core.errors import ConfigError
@@ -133,8 +116,8 @@ _CHOSEN: Optional[ThreadChoice] = None  # this process's choice, until `announce
 
 
 def configure(environ: Optional[dict] = None) -> ThreadChoice:
-    """Choose threads and the wait policy and put them where torch (and the worker processes it spawns)
-    will read them: OMP_NUM_THREADS, OMP_WAIT_POLICY, KMP_BLOCKTIME. Call before torch is imported."""
+    """Set OMP_NUM_THREADS, OMP_WAIT_POLICY and KMP_BLOCKTIME for torch and its workers; call before
+    torch is imported."""
     env = os.environ if environ is None else environ
     cpus = usable_cpus()
     given = tuple(name for name in (*THREAD_COUNT_VARIABLES, "OMP_WAIT_POLICY") if env.get(name))
@@ -159,8 +142,7 @@ def configure(environ: Optional[dict] = None) -> ThreadChoice:
 
 
 def announce() -> None:
-    """Say this process's choice on stderr, once: where a command has checked its input and starts work (a
-    mistake still gets its one line alone)."""
+    """Say this process's choice on stderr, once, after the command has checked its input."""
     global _CHOSEN
     if _CHOSEN is not None:
         import torch  # the work about to start imports it anyway; the line says what torch took
