@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["Table", "browse_lines", "check_parallelism", "compare_vocabs", "config", "corrections", "data_stats",
            "experiment", "experiment_on_slurm", "experiments_markdown", "export", "fetch_data", "finetune",
            "follow_experiment", "follow_pretraining", "follow_sweep", "import_bundle", "listing", "options", "plan",
-           "predict", "pretrain",
+           "predict", "predictions", "pretrain", "register_datasets",
            "pretrain_config", "pretrain_on_slurm", "pretrain_plan", "report_tracking_uri", "run", "server",
            "status", "store_failure", "stored_invocations", "stored_tables", "sweep", "sweep_best",
            "sweep_commands", "sweep_on_slurm", "sweep_spec", "table", "table_formats", "table_from_bundle",
@@ -116,6 +116,13 @@ def pretrain_plan(cfg: DictConfig) -> list[str]:
     from ablations.run.pretrain_identity import dry_run
 
     return dry_run(cfg)
+
+
+def register_datasets(files: Sequence[str]) -> list[str]:
+    """Register user dataset YAMLs (`--datasets`), as a run's `datasets` key does; returns their names."""
+    from ablations.run.exported_dataset import register_datasets as register
+
+    return [spec.name for spec in register(files)]
 
 
 def experiment(path: Path | str, profile: Optional[str] = None, overrides: Sequence[str] = (),
@@ -204,11 +211,13 @@ def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zer
 
 
 def sweep_spec(path: Path | str, task: Optional[str] = None, overrides: Sequence[str] = (),
-               n_trials: Optional[int] = None, study: Optional[str] = None):
-    """A sweep YAML (or a packaged sweep's name), validated; command-line values win over the file's."""
+               n_trials: Optional[int] = None, study: Optional[str] = None, datasets: Sequence[str] = ()):
+    """A sweep YAML (or a packaged sweep's name), validated; command-line values win over the file's.
+    `datasets`: user dataset YAMLs every trial registers (the `datasets` config key)."""
     from ablations.sweep import load_sweep
 
-    return load_sweep(path, task=task, overrides=list(overrides), n_trials=n_trials, study=study)
+    return load_sweep(path, task=task, overrides=list(overrides), n_trials=n_trials, study=study,
+                      datasets=datasets)
 
 
 def sweep(spec, storage: Optional[str] = None, workers: int = 1, worker_index: int = 0,
@@ -222,20 +231,33 @@ def sweep(spec, storage: Optional[str] = None, workers: int = 1, worker_index: i
                      verbose=verbose)
 
 
-def export(run: str, to: Path, work_dir: Optional[str] = None, tracking_uri: Optional[str] = None) -> str:
+def export(run: str, to: Path, work_dir: Optional[str] = None, tracking_uri: Optional[str] = None,
+           datasets: Sequence[str] = ()) -> str:
     """A finished fine-tuning run (id or fingerprint) as a Hugging Face model folder with its head, card
-    and bioablate.json; returns what was written and how to use it."""
+    and bioablate.json (with a user dataset's definition: `datasets` registers YAMLs for a model stored
+    before models carried it); returns what was written and how to use it."""
     from ablations.run.export import export_command
 
-    return export_command(run, Path(to), work_dir, tracking_uri)
+    return export_command(run, Path(to), work_dir, tracking_uri, datasets)
 
 
-def predict(model_dir: Path, input_path: Path, output: Optional[Path] = None, task: Optional[str] = None) -> int:
+def predict(model_dir: Path, input_path: Path, output: Optional[Path] = None, task: Optional[str] = None,
+            datasets: Sequence[str] = ()) -> int:
     """Predictions of an exported model for every example of `input_path`, as JSON lines to `output`
-    (else stdout); returns how many."""
+    (else stdout); returns how many. `datasets`: user dataset YAMLs, for a model that does not carry its
+    dataset's definition."""
     from ablations.run.predict import predict_file
 
-    return predict_file(Path(model_dir), task, Path(input_path), Path(output) if output else None)
+    return predict_file(Path(model_dir), task, Path(input_path), Path(output) if output else None, datasets)
+
+
+def predictions(run: str, fmt: str = "conll", output: Optional[Path] = None, work_dir: Optional[str] = None,
+                tracking_uri: Optional[str] = None, data_dir: Optional[str] = None, datasets: Sequence[str] = ()):
+    """A finished tagging run's (id or fingerprint) test predictions as a CoNLL file (`token gold pred`,
+    IOB2) at `output` (else stdout), words read from its dataset; returns what was written (`.line()`)."""
+    from ablations.run.conll_export import predictions_file
+
+    return predictions_file(run, fmt, Path(output) if output else None, work_dir, tracking_uri, data_dir, datasets)
 
 
 def stored_tables(tracking_uri: str) -> list:

@@ -1,10 +1,10 @@
 """The `bioablate` command line: `bioablate --help`, and `bioablate COMMAND --help` for each command,
 whose page ends with examples (ablations/cli/help.py; tests/ablations/cli/test_cli.py parses each of them).
 This module holds `main` and the one-line error handling; parser.py builds the argument parser; the
-commands are in runs.py (finetune, pretrain, run, status, table), data.py (data, vocab, list), sweep.py
-and serve.py (ui, server, export, predict). Each command parses nothing itself and calls the study layer's
-front door (ablations/api/), as the benchmarks and the notebook do, and imports nothing else of the project
-but `bioablate_core` (tests/bioablate_core/test_layering.py).
+commands are in runs.py (finetune, pretrain, run, status, table), data.py (data, vocab, list), sweep.py,
+serve.py (ui, server, export, predict) and predictions.py (predictions). Each command parses nothing itself
+and calls the study layer's front door (ablations/api/), as the benchmarks and the notebook do, and imports
+nothing else of the project but `bioablate_core` (tests/bioablate_core/test_layering.py).
 
 User mistakes (`BioablateError`) print one line and exit 2; a run that fails exits 1 after marking its
 MLflow run FAILED. SIGINT (Ctrl-C) and SIGTERM mark the run KILLED and exit 130 and 143 (128 + the
@@ -22,6 +22,7 @@ import sys
 from ablations.cli.data import cmd_data_fetch, cmd_data_stats, cmd_list, cmd_vocab_compare, cmd_vocab_train
 from ablations.cli.help import announce
 from ablations.cli.parser import build_parser
+from ablations.cli.predictions import cmd_predictions
 from ablations.cli.runs import cmd_finetune, cmd_import, cmd_pretrain, cmd_run, cmd_status, cmd_table
 from ablations.cli.serve import cmd_export, cmd_predict, cmd_server, cmd_ui
 from ablations.cli.sweep import cmd_sweep
@@ -57,7 +58,8 @@ COMMANDS = {"finetune": cmd_finetune, "list": cmd_list, ("data", "stats"): cmd_d
             "pretrain": cmd_pretrain, ("vocab", "train"): cmd_vocab_train,
             ("vocab", "compare"): cmd_vocab_compare,
             "sweep": cmd_sweep, "ui": cmd_ui, "table": cmd_table, "run": cmd_run, "status": cmd_status,
-            "server": cmd_server, "export": cmd_export, "predict": cmd_predict, "import": cmd_import}
+            "server": cmd_server, "export": cmd_export, "predict": cmd_predict, "import": cmd_import,
+            "predictions": cmd_predictions}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
 """The help side of the `bioablate` command line (ablations/cli/): the examples that end every help
-page, each command's description, `--version`, and the line that says what is being loaded.
+page, each command's description, `--version`, the line that says what is being loaded, and the options
+several commands share (parser.py and predictions.py add them).
 
 Light on purpose: `bioablate --help` imports only this and argparse.
 """
@@ -14,6 +15,22 @@ def examples(*commands: str) -> dict:
     """`add_parser` keywords that end a help page with an Example section of real commands."""
     return {"epilog": "Examples:\n" + "\n".join(f"  {command}" for command in commands),
             "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="folder with the staged datasets (default: $BIOABLATE_DATA)")
+
+
+def add_store_options(parser: argparse.ArgumentParser, work_dir_help: str = "outputs, checkpoints, caches") -> None:
+    """Where runs go: the work directory and the MLflow store (by default inside it)."""
+    parser.add_argument("--work-dir", help=f"{work_dir_help} (default: $BIOABLATE_WORK or ./outputs)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
+
+
+def add_datasets(parser: argparse.ArgumentParser, what: str = "") -> None:
+    """`--datasets YAML`, as `finetune` takes it: user datasets registered first; `what` says what for."""
+    parser.add_argument("--datasets", action="append", metavar="YAML",
+                        help=f"register a user dataset from YAML (repeatable{what}; docs/custom-datasets.md)")
 
 
 def announce(what: str) -> None:

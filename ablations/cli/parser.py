@@ -7,25 +7,15 @@ import argparse
 import math
 
 from ablations import api
-from ablations.cli.help import VersionAction, describe_commands, examples
+from ablations.cli.help import VersionAction, add_common, add_datasets, add_store_options, describe_commands, examples
+from ablations.cli.predictions import export_command, predict_command, predictions_command
 from bioablate_core.counts import MAX_TRIALS, count_argument
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help="folder with the staged datasets (default: $BIOABLATE_DATA)")
 
 
 def _add_no_wait(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-wait", dest="wait", action="store_false",
                         help="if another live process is running the same run, say who and exit 75 "
                              "(default: wait for it, then reuse its result)")
-
-
-def _add_store_options(parser: argparse.ArgumentParser,
-                        work_dir_help: str = "outputs, checkpoints, caches") -> None:
-    """Where runs go: the work directory and the MLflow store (by default inside it)."""
-    parser.add_argument("--work-dir", help=f"{work_dir_help} (default: $BIOABLATE_WORK or ./outputs)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<work-dir>/mlruns.db)")
 
 
 def _add_max_runs(parser: argparse.ArgumentParser) -> None:
@@ -41,19 +31,19 @@ def _add_experiment_options(parser: argparse.ArgumentParser, work_dir_help: str,
     """What finds an experiment's runs again (`status`, `table`): profile, store, the overrides it ran with."""
     parser.add_argument("--profile", help=profile_help)
     _add_max_runs(parser)
-    _add_store_options(parser, work_dir_help)
+    add_store_options(parser, work_dir_help)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
-    _add_common(parser)
+    add_common(parser)
 
 
 def _add_run_options(parser: argparse.ArgumentParser, override_example: str) -> None:
     """What every command that trains takes: profile, seed, where things go, --force, overrides."""
-    _add_common(parser)
+    add_common(parser)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--force", action="store_true", help="rerun even if an identical run already finished")
     _add_no_wait(parser)
     parser.add_argument("--profile", default="micro", help="micro | mini | base (default: micro)")
-    _add_store_options(parser)
+    add_store_options(parser)
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help=f"config overrides (`bioablate list keys`), e.g. {override_example}")
 
@@ -79,8 +69,7 @@ def _finetune_command(sub) -> None:
                     help="a YAML layer of config keys, applied after the profile and before key=value "
                          "overrides (repeatable; e.g. the file `bioablate sweep best` writes)")
     ft.add_argument("--model", help="Hugging Face-format directory, or a named model (see `bioablate list models`)")
-    ft.add_argument("--datasets", action="append", metavar="YAML",
-                    help="register a user dataset from YAML (repeatable; README, 'Your own dataset, no Python')")
+    add_datasets(ft)
     _add_run_options(ft, "finetune.lr=3e-5 finetune.epochs=5")
 
 
@@ -97,12 +86,10 @@ def _data_command(sub) -> None:
                                 **examples("bioablate data stats", "bioablate data stats --task bc5-chem --tagging io",
                                            "bioablate data stats --datasets my-ner.yaml"))
     stats.add_argument("--task", action="append", help="only this dataset (repeatable)")
-    stats.add_argument("--datasets", action="append", metavar="YAML",
-                       help="a user dataset's YAML (repeatable): count it, every line of its files read "
-                            "(without --task: only these)")
+    add_datasets(stats, ": count it, every line of its files read (without --task: only these)")
     stats.add_argument("--tagging", choices=["bio", "bioul", "io"],
                        help="io: also count the gold mentions IO tagging would merge with a neighbour")
-    _add_common(stats)
+    add_common(stats)
     fetch = data_sub.add_parser("fetch", help="download the BLURB datasets and vocabularies from their pinned "
                                 "public origins, verify them, then print `data stats` of the folder",
                                 **examples("bioablate data fetch",
@@ -152,7 +139,7 @@ def _vocab_command(sub) -> None:
     vt.add_argument("--max-words", type=int)
     vt.add_argument("--min-words", type=int, default=128)
     vt.add_argument("--out", required=True, help="output folder (vocab.txt is written there)")
-    _add_common(vt)
+    add_common(vt)
     vc = voc_sub.add_parser("compare", help="the paper's Table 1 (term splits) and Table 8 (input lengths)",
                             **examples("bioablate vocab compare",
                                         "bioablate vocab compare --vocab my-vocab/vocab.txt --no-table8 --format csv"))
@@ -163,7 +150,7 @@ def _vocab_command(sub) -> None:
     vc.add_argument("--task", action="append", help="Table 8 for this dataset only (repeatable)")
     vc.add_argument("--no-table8", action="store_true", help="only Table 1")
     vc.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
-    _add_common(vc)
+    add_common(vc)
 
 
 def _list_command(sub) -> None:
@@ -174,7 +161,7 @@ def _list_command(sub) -> None:
                                                  "profiles", "sweeps", "keys"],
                      help="what to list (none: the choices, each with what it lists)")
     lst.add_argument("--profile", default="micro", help="keys: show the values under this profile (default: micro)")
-    _add_common(lst)
+    add_common(lst)
 
 
 def _sweep_command(sub) -> None:
@@ -197,11 +184,12 @@ def _sweep_command(sub) -> None:
     sw.add_argument("--worker-index", type=int, default=0,
                     help="offset added to the sampler seed: give each machine sharing a study its own")
     sw.add_argument("--task", help="dataset, overriding the YAML's `task`")
+    add_datasets(sw, ": every trial's `datasets`")
     sw.add_argument("--study", help="study name (default: the YAML's `study`, else <yaml name>-<task>)")
     sw.add_argument("--output", help="`best` only: write the YAML here (default: <work-dir>/sweeps/<study>.yaml)")
-    _add_store_options(sw)
+    add_store_options(sw)
     _add_launcher_options(sw)
-    _add_common(sw)
+    add_common(sw)
 
 
 def _run_command(sub) -> None:
@@ -225,12 +213,12 @@ def _run_command(sub) -> None:
     rn.add_argument("--dry-run", action="store_true", help="print the plan (what would be computed or reused)")
     _add_no_wait(rn)
     _add_max_runs(rn)
-    _add_store_options(rn)
+    add_store_options(rn)
     _add_table_statistics(rn)
     rn.add_argument("overrides", nargs="*", metavar="key=value",
                     help="config overrides for every run, e.g. finetune.epochs=5")
     _add_launcher_options(rn)
-    _add_common(rn)
+    add_common(rn)
 
 
 def _status_command(sub) -> None:
@@ -239,6 +227,7 @@ def _status_command(sub) -> None:
                         **examples("bioablate status table13_tagging --profile base",
                                    "bioablate status my-exp.yaml --tracking-uri http://login1:5000"))
     st.add_argument("experiment", metavar="EXPERIMENT.yaml")
+    add_datasets(st, ", registered before the experiment is read (as its own `datasets:` are)")
     _add_experiment_options(st, "outputs, checkpoints, caches", "the overrides the run was given")
 
 
@@ -318,7 +307,7 @@ def _import_command(sub) -> None:
                         **examples("bioablate import docs/results/quickstart-mini",
                                    "bioablate import shared/table12 --work-dir outputs"))
     im.add_argument("folder", metavar="DIR", help="a rendered table's folder, holding its bundle.jsonl")
-    _add_store_options(im)
+    add_store_options(im)
 
 
 def _ui_command(sub) -> None:
@@ -337,26 +326,6 @@ def _ui_command(sub) -> None:
                     help="also serve the Optuna dashboard over that storage, on the same host (needs the `ui` "
                          "extra: pip install 'bioablate[ui]')")
     ui.add_argument("--optuna-port", type=int, help="the dashboard's port (default: --port + 1)")
-
-
-def _export_command(sub) -> None:
-    ex = sub.add_parser("export", help="write a finished fine-tuning run's best model as a Hugging Face folder",
-                        **examples("bioablate export 3f2a9c0d1e2b4a5f --to models/bc5-chem-tagger"))
-    ex.add_argument("run", metavar="RUN", help="the run's MLflow run id or fingerprint")
-    ex.add_argument("--to", required=True, metavar="DIR", help="folder to write (new, empty, or an earlier export)")
-    _add_store_options(ex, "where the run went")
-
-
-def _predict_command(sub) -> None:
-    pr = sub.add_parser("predict", help="tag or classify new text with an exported model (JSONL out)",
-                        **examples("bioablate predict --model models/bc5-chem-tagger "
-                                   "--input sentences.txt --output tags.jsonl"))
-    pr.add_argument("--model", required=True, metavar="DIR", help="a folder written by `bioablate export`")
-    pr.add_argument("--task", help="the task it was fine-tuned on, e.g. bc5-chem (default: the one its "
-                                   "bioablate.json names; given, it must be that one)")
-    pr.add_argument("--input", required=True, metavar="FILE",
-                    help="one text per line, or JSONL with the task's fields (see ablations/run/predict.py)")
-    pr.add_argument("--output", metavar="FILE", help="write JSONL here (default: stdout)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -380,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     _table_command(sub)
     _import_command(sub)
     _ui_command(sub)
-    _export_command(sub)
-    _predict_command(sub)
+    export_command(sub)
+    predict_command(sub)
+    predictions_command(sub)
     describe_commands(parser)
     return parser

@@ -21,10 +21,11 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    print(api.export(args.run, Path(args.to), args.work_dir, args.tracking_uri))
+    print(api.export(args.run, Path(args.to), args.work_dir, args.tracking_uri, args.datasets or ()))
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    api.predict(Path(args.model), Path(args.input), Path(args.output) if args.output else None, args.task)
+    api.predict(Path(args.model), Path(args.input), Path(args.output) if args.output else None, args.task,
+                args.datasets or ())
     return 0

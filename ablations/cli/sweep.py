@@ -24,7 +24,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"# rerun it: {best.rerun}")
         return 0
     spec = api.sweep_spec(args.target, task=args.task, overrides=args.rest, n_trials=args.n_trials,
-                          study=args.study)
+                          study=args.study, datasets=args.datasets or ())
     if args.launcher == "slurm":
         submitted = api.sweep_on_slurm(spec, args.storage, args.workers, args.worker_index, args.launcher_config,
                                        args.data_dir, args.work_dir, args.tracking_uri)

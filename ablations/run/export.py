@@ -41,7 +41,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from mlflow.exceptions import MlflowException
@@ -52,6 +52,7 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 
 from ablations.places import resolve_tracking_uri, resolve_work_dir
 from ablations.run.cards import Provenance, finetune_card
+from ablations.run.exported_dataset import carry_definition, dataset_metadata, register_datasets
 from bioablate_core.errors import ConfigError
 from bioablate_core.files import normalise_modes, publish_dir
 from datamodules.encoders import TaskEncoder
@@ -170,7 +171,8 @@ def save_finetuned(out_dir: Path, encoder: PreTrainedModel, head: nn.Module, tas
             "labels": label_names(task_encoder), "max_length": task_encoder.max_length,
             # the encoding and head choices: FinetuneSpec.from_metadata rebuilds them (ablations.run.predict)
             **choices.metadata(), "eval_batch_size": cfg.finetune.eval_batch_size,
-            "fingerprint": provenance.fingerprint, "run_id": provenance.run_id}
+            "fingerprint": provenance.fingerprint, "run_id": provenance.run_id,
+            **dataset_metadata(spec, choices.encoding.tagging)}  # what predict needs of a user dataset
     (tmp / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
     (tmp / "README.md").write_text(finetune_card(meta, test_metrics, provenance), encoding="utf-8")
     return publish_dir(tmp, out_dir)
@@ -268,10 +270,14 @@ def _swap_in(tmp: Path, to: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)  # only the earlier export's own files
 
 
-def export_command(ref: str, to: Path, work_dir: str | None, tracking_uri: str | None) -> str:
-    """`bioablate export`: export, and say what was written and how to use it."""
+def export_command(ref: str, to: Path, work_dir: str | None, tracking_uri: str | None,
+                   datasets: Sequence[str | Path] = ()) -> str:
+    """`bioablate export`: export, and say what was written and how to use it. `datasets`: user dataset
+    YAMLs, whose definition a model stored before models carried it gets (`carry_definition`)."""
+    register_datasets(datasets)  # before anything is copied: a mistaken YAML is one line
     work = resolve_work_dir() if work_dir is None else Path(work_dir).expanduser().resolve()
     out, meta = export_run(ref, to, tracking_uri or resolve_tracking_uri(None, work), work)
+    meta = carry_definition(out, meta)
     how = (f"transformers {meta['architecture']}" if meta["format"] == TRANSFORMERS
            else "encoder + bioablate head, see its README.md")
     return (f"{meta['task']} model of run {meta['run_id']} -> {out} ({how})\n"

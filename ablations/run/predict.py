@@ -37,7 +37,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from safetensors.torch import load_file
@@ -46,6 +46,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from ablations.run.export import HEAD_FILE, META_FILE, TRANSFORMERS, export_mapping, label_names
+from ablations.run.exported_dataset import model_dataset, register_datasets
 from ablations.run.predict_inputs import Example, check_input_file, read_inputs
 from bioablate_core.errors import ConfigError
 from bioablate_core.files import write_text_atomic
@@ -58,7 +59,6 @@ from datamodules.instances import (
     TaggingInstance,
 )
 from datamodules.qa_spans import whole_word_answers, word_bounds
-from datamodules.registry import get_dataset
 from datamodules.task_kinds import TASK_KINDS, make_encoder
 from datamodules.word_windows import tagging_windows
 from lightning_modules.finetune_spec import FinetuneSpec
@@ -94,7 +94,7 @@ def load_model(path: Path | str, task: str | None = None) -> ExportedModel:
     if task is not None and task != meta["task"]:
         raise ConfigError(f"--task {task}: the model in {path} was fine-tuned on '{meta['task']}'; "
                           f"pass --task {meta['task']}")
-    spec = get_dataset(meta["task"])
+    spec = model_dataset(meta, str(path))
     tokenizer = AutoTokenizer.from_pretrained(path)
     choices = FinetuneSpec.from_metadata(meta)
     task_encoder = make_encoder(spec, tokenizer, meta["max_length"], choices.encoding)
@@ -223,9 +223,11 @@ def _say_cut(model: ExportedModel, examples: list[Example]) -> None:
               "their beginning", file=sys.stderr)
 
 
-def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Path | None) -> int:
+def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Path | None,
+                 datasets: Sequence[str | Path] = ()) -> int:
     """`bioablate predict`: predictions for every example of `input_path`, as JSONL to `output` (else
-    stdout); returns how many. `task` None: the one the folder's bioablate.json names."""
+    stdout); returns how many. `task` None: the one the folder's bioablate.json names; `datasets`: user
+    dataset YAMLs to register first (a model exported before models carried their dataset's definition)."""
     hf_logging.disable_progress_bar()  # stderr is for errors and the summary line
     if output is not None and Path(output).is_dir():  # before the model is loaded and every example predicted
         raise ConfigError(f"--output {output} is a folder; name the JSONL file to write, e.g. "
@@ -235,6 +237,7 @@ def predict_file(model_dir: Path, task: str | None, input_path: Path, output: Pa
         raise ConfigError(f"--output {output} is the --input file; name another file for the predictions, "
                           f"e.g. {Path(output).with_suffix('.predictions.jsonl')}")
     check_input_file(Path(input_path))  # before the model is loaded
+    register_datasets(datasets)
     model = load_model(model_dir, task)
     records = predict_records(model, read_inputs(input_path, model.task_encoder.spec))
     lines = "".join(json.dumps(record) + "\n" for record in records)

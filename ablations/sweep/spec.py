@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,10 +250,13 @@ def _method(raw: Any, kind: str, methods: Registry[Method], source: Path) -> dic
 
 
 def load_sweep(path: Path | str, task: str | None = None, overrides: Sequence[str] = (),
-               n_trials: int | None = None, study: str | None = None) -> SweepSpec:
+               n_trials: int | None = None, study: str | None = None, datasets: Sequence[str] = ()) -> SweepSpec:
     """Read and validate a sweep YAML; command-line values win over the file's. Every mistake is a
     one-line ConfigError naming the file and the key, raised before any trial starts. `path` may also be a
-    packaged sweep's name (`micro`)."""
+    packaged sweep's name (`micro`); `datasets` (`--datasets`): user dataset YAMLs, the `datasets` override
+    every trial (and every worker process) gets."""
+    if datasets:  # as a command-line override: workers and `sweep best`'s YAML get it with the others
+        overrides = [*overrides, "datasets=" + json.dumps([str(d) for d in datasets])]
     source = resolve_config(path, "sweep")
     raw = OmegaConf.to_container(schema.load(source, SweepSchema), resolve=True)
     if not raw["space"]:
