@@ -1,15 +1,9 @@
-"""The batch samplers of fine-tuning (datamodules/finetune_data.py): which examples form each batch, in
-which order, on which rank.
+"""The batch samplers of fine-tuning: which examples form each batch, in which order, on which rank.
 
-- **Length-bucketed training batches** (`BucketBatchSampler`): training examples are sorted by length
-  within large random chunks, cut into batches, and the batches shuffled, so a batch pads to a length
-  close to each of its examples'; seeded by (seed, epoch).
-- **Evaluation batches** (`SortedBatchSampler`) are sorted by length; predictions are keyed by example
-  index, so their order does not matter.
-
-Under DDP each rank gets a disjoint share (training: the same number of batches per rank, so no rank
-waits for gradients that never come; evaluation: every example exactly once, nothing padded or repeated
-into the metrics). The Trainer must run with `use_distributed_sampler=False`.
+Training batches are length-bucketed and seeded by (seed, epoch); evaluation batches are sorted by length.
+Under DDP each rank gets a disjoint share: the same number of training batches per rank, so none waits
+for gradients that never come, and every evaluation example exactly once. The Trainer must run with
+`use_distributed_sampler=False`.
 """
 
 from __future__ import annotations
@@ -26,20 +20,12 @@ def _check_rank(rank: int, world_size: int) -> None:
 
 
 class BucketBatchSampler(Sampler[list[int]]):
-    """Training batches, seeded by (seed, epoch) so every epoch is reproducible and a resumed run sees
-    the batches an uninterrupted one would.
+    """Training batches, seeded by (seed, epoch), so a resumed run sees the batches an uninterrupted one would.
 
-    With `bucketing`: shuffle all examples, sort by length within chunks of `chunk_batches` batches, cut
-    each chunk into batches, shuffle the batches. Without: shuffle and cut. The batch list is then dealt
-    round-robin to the `world_size` ranks, padded with repeats of its first batches to a multiple of the
-    world size so every rank takes the same number of optimizer steps.
-
-    The epoch: with `steps_done` (the trainer's optimizer steps so far; one step per batch), the epoch an
-    iteration starts is `steps_done() // len(self)` when its first batch is drawn, which a resumed run
-    gets right (a run resumed from the first epoch's checkpoint drew its second epoch in the first
-    epoch's order: Lightning made that iterator before restoring the checkpoint, and `set_epoch(1)`
-    came after it). Without it (no trainer), the epoch given to `set_epoch` (Lightning calls it on a
-    DataLoader's `sampler` at each epoch start)."""
+    With `bucketing`, examples are sorted by length within chunks of `chunk_batches` batches and the batches
+    shuffled. Batches are dealt round-robin to the `world_size` ranks, padded with repeats to a multiple.
+    The epoch is `steps_done() // len(self)` when the first batch is drawn, since Lightning makes the first
+    iterator before it restores a checkpoint; without `steps_done`, the one given to `set_epoch`."""
 
     def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int, bucketing: bool = True,
                  chunk_batches: int = 64, rank: int = 0, world_size: int = 1,
@@ -71,8 +57,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         return [b.tolist() for b in batches]
 
     def __iter__(self) -> Iterator[list[int]]:
-        # A generator: the epoch is read when the first batch is drawn, not when the DataLoader makes
-        # its iterator (Lightning makes the first one before it restores a checkpoint's step count).
+        # a generator: the epoch is read when the first batch is drawn, after a checkpoint is restored
         steps = self.steps_done() if self.steps_done is not None else None
         if steps is not None:
             self.epoch = steps // len(self)
@@ -87,9 +72,7 @@ class BucketBatchSampler(Sampler[list[int]]):
 
 
 class SortedBatchSampler(Sampler[list[int]]):
-    """Evaluation batches: this rank's share of the examples (every `world_size`-th one in length order,
-    so each rank gets a similar mix), sorted by length, cut into batches. No example repeats across
-    ranks."""
+    """Evaluation batches: every `world_size`-th example in length order, cut into batches; none repeats."""
 
     def __init__(self, lengths: torch.Tensor, batch_size: int, rank: int = 0, world_size: int = 1):
         _check_rank(rank, world_size)

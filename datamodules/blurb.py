@@ -1,11 +1,7 @@
-"""The 13 BLURB datasets (paper Table 3), under the names users write in configs (`BLURB_DATASETS`, which
-`datamodules/registry.py` registers; this module does not import the registry).
+"""The 13 BLURB datasets (paper Table 3), under the names users write in configs.
 
-Each entry says where the staged files are (relative to the data directory), how to read them, what to
-predict, how to score it (the evaluation contract in DESIGN.md), the paper's maximum sequence length
-(Sec. 2.4: 128 for GAD, 256 for ChemProt and DDI, 512 for QA; 512 elsewhere) and the paper's Table 3
-counts, which `bioablate data stats` prints beside ours, and the data's licences (as the staged data's
-MANIFEST.md gives them; they go into a fine-tuned model's card). `docs/data.md` explains every difference.
+Each entry holds its staged files, reader, task, metric, the paper's maximum sequence length (Sec. 2.4)
+and Table 3 counts, and the data's licences for model cards; `docs/data.md` explains every difference.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Class weights for a class-weighted ("balanced") loss, computed from a training split.
 
-Bio-ELECTRA trains its yes/no classifier (80% yes) and answer-candidate ranker (about 1 relevant per 99)
-with a weighted loss. "Balanced" weights are scikit-learn's `compute_class_weight("balanced")`:
-weight_c = n_samples / (n_classes * count_c), so every class contributes the same total weight and
-the weights average to 1 over the samples. A pure function of the data, so it lives in the data layer;
-the loss that uses the weights is the model's business.
+Bio-ELECTRA weights its yes/no classifier's and answer ranker's loss. "Balanced" is scikit-learn's
+`compute_class_weight("balanced")`: n_samples / (n_classes * count_c), so every class weighs the same.
 """
 
 from __future__ import annotations
@@ -19,11 +16,7 @@ from datamodules.task_types import TASK_TYPES
 
 
 def balanced_class_weights(labels: Sequence[str], classes: Sequence[str]) -> tuple[float, ...]:
-    """One weight per class of `classes`, in that order (the order of the classifier's outputs).
-
-    A class that never occurs in `labels` has no defined weight (its count is 0), and a label outside
-    `classes` would be silently unweighted: both raise `ValueError`.
-    """
+    """One weight per class of `classes`, in that order; an absent class or an unknown label raises."""
     if not classes:
         raise ValueError("classes must name at least one class")
     counts = Counter(labels)
@@ -38,8 +31,7 @@ def balanced_class_weights(labels: Sequence[str], classes: Sequence[str]) -> tup
 
 
 def training_class_weights(train: Sequence[Instance], classes: Sequence[str]) -> tuple[float, ...]:
-    """Balanced weights from a split of single-label instances (relation, pair, or text instances with
-    one label each); e.g. `training_class_weights(spec.read(d)["train"], spec.labels)`."""
+    """Balanced weights from a split of single-label instances."""
     labels = []
     for instance in train:
         label = getattr(instance, "label", None)
@@ -56,9 +48,8 @@ KEY = "finetune.class_weights"
 
 
 def check_class_weights(value, spec) -> None:
-    """`finetune.class_weights` (None, `balanced`, a list of one weight per class in the dataset's label
-    order, or a mapping class -> weight, unnamed classes 1) against dataset `spec`, before any data is read;
-    a mistake is one ConfigError line naming the key."""
+    """`finetune.class_weights` (None, `balanced`, a weight per class in label order, or class -> weight,
+    unnamed classes 1) checked against dataset `spec` before any data is read."""
     if value is None:
         return
     if not TASK_TYPES.of(spec.task_type).class_weights or spec.multi_label:
@@ -87,8 +78,8 @@ def check_class_weights(value, spec) -> None:
 
 
 def resolve_class_weights(value, spec, train: Sequence[Instance]) -> tuple[float, ...] | None:
-    """The loss's weight per class, in `spec.labels` order (the classifier's outputs), or None (no
-    weighting): `balanced` from the `train` instances the run trains on, else as given."""
+    """The loss's weight per class in `spec.labels` order for `value` (`finetune.class_weights`), or None;
+    `balanced` comes from `train`."""
     check_class_weights(value, spec)
     if value is None:
         return None

@@ -2,18 +2,9 @@
 
 One encoder per problem formulation of the paper's Table 4:
 
-- `TaggingEncoder`   NER / PICO, token classification. Gold word spans are encoded with the chosen tagging
-                     scheme onto the "tagged positions": each word's first sub-token (`first`, the
-                     standard) or every sub-token (`all`: spans are mapped to sub-tokens and the scheme is
-                     applied there). Predictions are decoded back to word spans before scoring, so every
-                     scheme and labelling choice is scored on the same entity-level footing.
-- `SequenceEncoder`  everything scored on one vector: relation extraction (transformed sentence, see
-                     relation_inputs.py, plus entity token masks and marker positions for the mention /
-                     entity-start featurizers), document classification (multi-label), sentence
-                     similarity (regression), QA ("[CLS] Q [SEP] T [SEP]").
-
-Encoders hold no model state; the LightningModule calls `gather` on each batch's predictions (tensor
-ops) and `unpack` once per evaluation, and the datamodule calls `decode` and `score`.
+- `TaggingEncoder`: NER / PICO. Word spans are tagged by the scheme on each word's first sub-token or
+  every sub-token, and decoded back to word spans before scoring, so every choice is scored alike.
+- `SequenceEncoder`: everything scored on one vector: relation extraction, classification, similarity, QA.
 """
 
 from __future__ import annotations
@@ -31,8 +22,7 @@ from datamodules.tagging import SCHEMES, SUBTOKEN_LABELS, get_scheme  # importer
 from datamodules.task_encoder import Features, TaskEncoder  # importers find them here too
 from datamodules.task_types import TASK_TYPES
 
-# The label of positions a loss skips (untagged sub-tokens, specials, padding; unmasked tokens in MLM):
-# the one definition, used by the fine-tuning heads and by pretraining's masking too.
+# the label of positions a loss skips, for fine-tuning and pretraining alike
 IGNORE_INDEX = -100
 
 
@@ -132,8 +122,7 @@ class TaggingEncoder(TaskEncoder):
 
 @dataclass(frozen=True)
 class SequenceLabels:
-    """How one output per example is trained and read: a sequence task kind's label handling
-    (datamodules/task_kinds.py registers one per kind). `labels` are the dataset's."""
+    """A sequence task kind's label handling (task_kinds.py registers one per kind)."""
 
     width: Callable[[list[str]], int]  # the output layer's width
     names: Callable[[DatasetSpec], list[str]]  # the output layer's label of each index
@@ -143,8 +132,7 @@ class SequenceLabels:
 
 
 class SequenceEncoder(TaskEncoder):
-    """One prediction per sequence: relation extraction, document classification, similarity and QA.
-    `output_kind` names its task kind; `rule` is that kind's label handling."""
+    """One prediction per sequence, for task kind `output_kind` with its label handling `rule`."""
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
                  output_kind: str, rule: SequenceLabels, re_input: str = "dummify"):
@@ -183,8 +171,7 @@ class SequenceEncoder(TaskEncoder):
                 for i, x in enumerate(instances)]
 
     def _encode_relations(self, instances: Sequence[RelationInstance]) -> list[Features]:
-        """Transformed text, plus per-token masks of each entity and the token index of each start
-        marker (0, i.e. [CLS], where there is no marker or truncation cut it off)."""
+        """Transformed text, each entity's token mask, and each start marker's index (0 where there is none)."""
         texts = [self.transform(x) for x in instances]
         enc = self.tokenizer([t.text for t in texts], truncation=True, max_length=self.max_length,
                              return_offsets_mapping=True)
@@ -220,22 +207,16 @@ class SequenceEncoder(TaskEncoder):
 
 @dataclass(frozen=True)
 class EncodingSpec:
-    """How a task's instances become features and its predictions answers: the `finetune.*` encoding
-    choices, each a name in its Choice (SCHEMES, SUBTOKEN_LABELS, RE_INPUTS, QA_MERGES). Built once from
-    the config; the datamodule encodes with it, the tokenization cache is keyed by its encoding keys
-    (`cache_key`), the exported model folder records it and `predict` rebuilds the same encoder from
-    that record."""
+    """The `finetune.*` encoding choices, built once from the config; an exported model records them, so
+    `predict` rebuilds the same encoder."""
 
     tagging: str = SCHEMES.default
     subtoken_labels: str = SUBTOKEN_LABELS.default
     re_input: str = RE_INPUTS.default
-    # extractive QA's windows: context tokens two windows share (None in the config: a third of the window,
-    # BioBERT's 128 of 384, resolved by the span kind's window rule, datamodules/task_kinds.py) and the
-    # longest answer in tokens (datamodules/qa_spans.py); other tasks ignore them
+    # extractive QA's windows: tokens two windows share (None: the span kind's default) and the longest answer
     qa_stride: int | None = None
     max_answer_length: int = 30
-    # extractive QA: how a question's answers are merged over its snippets (decoding only: the features
-    # are the same under every rule, so the tokenization cache is shared)
+    # decoding only, so every rule shares the tokenization cache
     qa_merge: str = QA_MERGES.default
 
     @classmethod

@@ -1,11 +1,8 @@
 """What a model that learned nothing scores: each task's trivial baselines, and a run's learning state.
 
-A trivial baseline predicts without reading its input: one label for every instance (majority class, all
-negative, all positive, the most frequent positive class), no mention at all (all O), every word one PICO
-element, one label set for every document (HoC's best is a top-k set), one score for every pair (Pearson
-is then undefined and the scorer gives 0), the empty answer. Each is scored by the task encoder's own
-scorer on the very test instances a run scored, so a floor and a run's score are the same measurement.
-The best of them is the run's floor.
+A trivial baseline predicts without reading its input (one label, no mention, one label set, one score,
+the empty answer), scored by the task's own scorer on the test instances the run scored; the best is the
+run's floor.
 
 A run's state (`test_state`):
 - `collapsed`: its predictions do not depend on the input: one label (or label set, or answer) for at
@@ -114,9 +111,7 @@ def learning_state(score: float, floor: Floor, is_collapsed: bool) -> str:
 
 
 def histogram(encoder, predictions: Sequence[Any]) -> dict[str, int]:
-    """How often each label was predicted on the test split: labels for classification, each label of a
-    label set, mention types (and sentences with none) for tagging, answered or not for QA, ten equal bins
-    for scores. At most HISTOGRAM_ENTRIES entries, the most frequent."""
+    """The HISTOGRAM_ENTRIES most frequent predictions (labels, mention types, score bins) on the test split."""
     kind = kind_name(encoder.spec)
     counts: Counter[str] = Counter()
     if kind == "token":

@@ -1,10 +1,5 @@
-"""Cross-validation folds stored as files named one by one (a user dataset YAML's `folds:` list of
-train/test pairs): the `FileFolds` of datamodules/protocols.py without a `{fold}` template.
-
-Kept out of protocols.py on purpose: a dataset with a protocol hashes protocols.py's source into its
-fingerprint (the carving and dealing code decides its instances), and adding this class there would have
-made every finished run of the built-in folded datasets (biobert-gad, euadr, ...) run again. A
-`ListedFolds` spec's fingerprint holds its repr (every fold's file names) and the files themselves.
+"""Cross-validation folds stored as files named one by one (a user dataset YAML's `folds:` list): the
+`FileFolds` of datamodules/protocols.py without a `{fold}` template. A spec's fingerprint holds its repr.
 """
 
 from __future__ import annotations

@@ -18,19 +18,13 @@ METRIC_NAMES: dict[str, str] = {}
 
 @dataclass(frozen=True)
 class Additive:
-    """How a metric's result follows from counts that add up over instances (integers; per-question floats where
-    not `exact`): `count(gold, pred,
-    **args)` (the metric's own arguments) gives the counts of the instances given, `finish(counts, **args)`
-    the metric's result (its headline keys at least) from counts summed over any collection of instances.
-    Resampling a test set (ablations/tables/scored_units.py) counts each unit once and sums a draw's rows
-    instead of rescoring the draw: the same numbers, bit for bit where `exact` (integer sums, the same arithmetic
-    after)."""
+    """A metric's result from counts that add up over instances: `count(gold, pred, **args)` counts the
+    instances given, `finish(counts, **args)` scores counts summed over any collection, so a resample sums
+    its units' rows instead of rescoring (bit for bit where `exact`)."""
 
     count: Callable[..., tuple[float, ...]]  # integers where `exact`
     finish: Callable[..., dict[str, float]]
-    # True: integer counts, so a draw's result is the scorer's own, bit for bit. False: a mean over questions
-    # (QA, answer ranking), whose per-question values are floats: a draw's sums are added in another order than
-    # the scorer adds them, so a result agrees with rescoring to the last bits only (~1e-15 relative)
+    # False: per-question floats summed in another order, so a draw agrees with rescoring to the last bits only
     exact: bool = True
 
 

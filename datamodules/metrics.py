@@ -14,18 +14,10 @@ The conventions follow Gu et al., *Domain-Specific Language Model Pretraining fo
 - Bio-ELECTRA answer-candidate ranking: mean reciprocal rank per question            -> `mean_reciprocal_rank`
 - BLURB score: mean within each task type, then mean over the task types            -> `blurb_score`
 
-Metrics score instance-level answers and know nothing of models, so they live in the data layer, where
-a dataset names its metric (`DatasetSpec.metric`, a name in `METRICS`) and the task encoder scores with it.
-
-Every metric returns a dict of floats whose key "score" is the primary number, plus detail keys
-(precision, recall, per-class f1 as "f1_<label>", counts). Inputs are Python sequences; all metrics are
-linear in the size of their input. Empty inputs and zero denominators give 0.0, never an exception;
-gold and prediction lists of different lengths raise `ValueError`.
-
-What a run logs as MLflow metrics (`summary_keys`: `best_dev/<key>`, `test/<key>`, what tables and
-sweeps read) is every key but the counts (`is_count`: tp, fp, fn, support, support_<label>, correct, total,
-n, constant_prediction), which go with everything else into the run's details artifact; its per-epoch
-dev curves are the headline keys alone (`curve_keys`: score, precision, recall).
+Every metric returns a dict of floats: "score" is the primary number, the rest are details ("f1_<label>",
+counts). Empty inputs and zero denominators give 0.0; gold and prediction of different lengths raise
+`ValueError`. Runs log every key but the counts as MLflow metrics (`summary_keys`), and chart the headline
+keys per epoch (`curve_keys`).
 """
 
 from __future__ import annotations
@@ -47,8 +39,7 @@ METRIC_NAMES.update({"entity_f1": "entity F1", "pico_word_macro_f1": "word macro
 
 
 def _key(label: str) -> str:
-    """A label as part of a metric name that MLflow and Lightning's logger both keep unchanged
-    (`CPR:3` -> `CPR3`): only letters, digits and `_ / . -` and spaces survive."""
+    """A label in a metric name MLflow and Lightning keep unchanged (`CPR:3` -> `CPR3`)."""
     return re.sub(r"[^a-zA-Z0-9_/. -]+", "", label)
 
 
@@ -74,13 +65,8 @@ def _counts_result(tp: int, fp: int, fn: int) -> dict[str, float]:
 
 @METRICS.register("entity_f1")
 def entity_f1(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> dict[str, float]:
-    """Entity-level exact-match micro P/R/F1 (BLURB NER; conlleval, = `seqeval.metrics.f1_score`).
-
-    A mention counts as correct only if (instance, start, end, label) all match, so a partial overlap is
-    both a false positive and a false negative. Besides the micro numbers, each non-empty mention type
-    gets "precision_", "recall_", "f1_" and "support_<type>" (the run's metrics/test_per_class.csv; BLURB
-    collapses types, so usually there is none).
-    """
+    """Entity-level exact-match micro P/R/F1 (BLURB NER; conlleval, = `seqeval.metrics.f1_score`). A partial
+    overlap is both a FP and a FN. Each mention type also gets "precision_", "recall_", "f1_", "support_"."""
     check_lengths(gold, pred)
     gold_set = {(i, s.start, s.end, s.label) for i, spans in enumerate(gold) for s in spans}
     pred_set = {(i, s.start, s.end, s.label) for i, spans in enumerate(pred) for s in spans}
@@ -103,14 +89,8 @@ def pico_word_macro_f1(
     lengths: Sequence[int],
     labels: Sequence[str],
 ) -> dict[str, float]:
-    """Word-level F1 per PICO element, macro-averaged over `labels` (BLURB EBM-PICO).
-
-    A word is positive for an element when it lies inside a span of that element; elements are scored
-    independently, so one word may be positive for several. "score" is the unweighted mean of the
-    per-element F1s ("f1_<label>"); an element absent from both gold and prediction has F1 0.0.
-    `lengths` (words per instance) bounds the spans: a span outside its instance, or with a label not
-    in `labels`, raises `ValueError`.
-    """
+    """Word-level F1 per PICO element, macro-averaged over `labels` (BLURB EBM-PICO); one word may count for
+    several. `lengths` (words per instance) bounds the spans: one outside, or of another label, raises."""
     return _pico_result(_pico_counts(gold, pred, lengths, labels), labels)
 
 
@@ -148,8 +128,7 @@ def _pico_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, floa
 
 
 def _per_label_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
-    """precision_, recall_, f1_ and support_<label> of each of `labels` from its (tp, fp, fn) in `counts`
-    (flattened, in the labels' order): PICO's elements, the yes/no classes, NER's entity types."""
+    """precision_, recall_, f1_ and support_<label> of each label from its (tp, fp, fn), flattened in `counts`."""
     result: dict[str, float] = {}
     for k, label in enumerate(labels):
         tp, fp, fn = counts[3 * k:3 * k + 3]
@@ -163,14 +142,9 @@ def _per_label_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str,
 @METRICS.register("relation_micro_f1")
 def relation_micro_f1(gold: Sequence[str], pred: Sequence[str], negative: str,
                       labels: Sequence[str] = ()) -> dict[str, float]:
-    """Micro P/R/F1 over the positive relation classes, the `negative` class excluded (ChemProt, DDI).
-
-    TP: pred == gold != negative; FP: pred != negative and pred != gold; FN: gold != negative and
-    pred != gold. Predicting the negative class for a positive pair is therefore only a FN, and a wrong
-    positive class is both a FP and a FN. This equals sklearn's `f1_score(average="micro",
-    labels=<positive classes>)`. Each positive class also gets "f1_<class>": every class seen in gold or
-    pred, and every one of `labels` (so a run's metric names do not depend on the sample).
-    """
+    """Micro P/R/F1 over the positive classes, `negative` excluded (ChemProt, DDI; = sklearn's micro
+    `f1_score` over the positive labels). Every class seen and every one of `labels` gets "f1_<class>", so
+    a run's metric names do not depend on the sample."""
     check_lengths(gold, pred)
     tp: Counter[str] = Counter()
     fp: Counter[str] = Counter()
@@ -208,12 +182,8 @@ def positive_class_f1(gold: Sequence[str], pred: Sequence[str], positive: str) -
 
 @METRICS.register("pearson")
 def pearson(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
-    """Pearson correlation r between gold and predicted similarity scores (BLURB BIOSSES).
-
-    r is undefined when either side has no variance; the score is then 0.0 (not NaN), and
-    "constant_prediction" is 1.0 when the predictions are the constant ones (0.0 otherwise).
-    Fewer than two pairs also give 0.0.
-    """
+    """Pearson r of gold and predicted scores (BLURB BIOSSES); no variance, or fewer than two pairs, gives
+    0.0, not NaN ("constant_prediction" says when the predictions are constant)."""
     check_lengths(gold, pred)
     r, constant_pred = pearson_rows(np.asarray(gold, dtype=np.float64)[None], np.asarray(pred, dtype=np.float64)[None])
     return {"score": float(r[0]), "constant_prediction": float(constant_pred[0]), "n": float(len(gold))}
@@ -221,8 +191,7 @@ def pearson(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
 
 def pearson_rows(gold: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`pearson`'s r for each row of `gold` and `pred` (rows x pairs), and whether each row's predictions
-    are constant: one code path for a run's score and for a bootstrap's thousand resamples of it
-    (ablations/tables/scored_units.py), which scoring row by row spent seconds on."""
+    are constant: one vectorised path for a run's score and a bootstrap's resamples."""
     if gold.shape[1] < 2:
         return np.zeros(len(gold)), np.ones(len(gold), dtype=bool)
     constant_pred = pred.max(axis=1) == pred.min(axis=1)
@@ -238,11 +207,7 @@ def pearson_rows(gold: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.nda
 def multilabel_micro_f1(
     gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], labels: Sequence[str]
 ) -> dict[str, float]:
-    """Micro F1 over all (instance, label) decisions (BLURB HoC, 10 hallmarks), plus "f1_<label>".
-
-    Each instance's gold and predicted label collections are read as sets; a label outside `labels`
-    raises `ValueError`.
-    """
+    """Micro F1 over all (instance, label) decisions (BLURB HoC), plus "f1_<label>" of each of `labels`."""
     check_lengths(gold, pred)
     known = set(labels)
     tp = dict.fromkeys(labels, 0)
@@ -295,9 +260,7 @@ def curve_keys(metrics: Mapping[str, float]) -> list[str]:
 
 
 def metric_keys(metric: str, metric_args: Mapping) -> set[str]:
-    """The keys a dataset's metric reports as MLflow metrics (its runs log them as `test/<key>`; counts
-    are in the details artifact), found by scoring no examples: per-class keys follow the labels in
-    `metric_args`."""
+    """The keys a dataset's metric logs as MLflow metrics, found by scoring no examples."""
     fn = METRICS.get(metric)
     required = [p for p in inspect.signature(fn).parameters.values()
                 if p.default is p.empty and p.name not in metric_args
@@ -306,13 +269,8 @@ def metric_keys(metric: str, metric_args: Mapping) -> set[str]:
 
 
 def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> dict:
-    """The BLURB score: average the datasets within each task type, then average over the task types.
-
-    `scores` maps dataset name to its primary score, `task_types` maps dataset name to one of
-    `BLURB_TASK_TYPES` (ner, pico, re, similarity, classification, qa). Only the types present in `scores`
-    are averaged, so with all 13 BLURB datasets each of the six types weighs 1/6 (Gu et al., Sec. 2.5).
-    Returns {"score": float, "per_type": {type: mean}}; the scale (0-1 or 0-100) is that of `scores`.
-    """
+    """The BLURB score (Gu et al., Sec. 2.5): the mean within each task type of `scores` (dataset -> score),
+    then over the types present; `task_types` maps a dataset to one of `BLURB_TASK_TYPES`."""
     if not scores:
         raise ValueError("no scores to aggregate")
     untyped = sorted(name for name in scores if name not in task_types)
@@ -334,12 +292,8 @@ def blurb_score(scores: Mapping[str, float], task_types: Mapping[str, str]) -> d
 
 @METRICS.register("per_class_f1")
 def per_class_f1(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
-    """Precision, recall and F1 of every class in `labels` on its own ("precision_<label>",
-    "recall_<label>", "f1_<label>", "support_<label>": BioASQ's yes/no measure applied to yes and to no),
-    and their unweighted means: "score" (= macro F1, the mean of the per-class F1s, as scikit-learn's
-    `f1_score(average="macro")`), "precision" and "recall" (the means of the per-class values).
-    A label outside `labels` raises `ValueError`.
-    """
+    """P/R/F1 of every class in `labels` on its own (BioASQ's yes/no measure), and their unweighted means:
+    "score" is macro F1 (= scikit-learn's `f1_score(average="macro")`). A label outside `labels` raises."""
     return _per_class_result(_per_class_counts(gold, pred, labels), labels)
 
 
@@ -368,23 +322,15 @@ def _per_class_result(counts: Sequence[int], labels: Sequence[str]) -> dict[str,
 @METRICS.register("mean_reciprocal_rank")
 def mean_reciprocal_rank(gold: Sequence[str], scores: Sequence[float], groups: Sequence[str],
                          positive: str = "1") -> dict[str, float]:
-    """Mean over questions of 1 / rank of the best-ranked relevant candidate (Bio-ELECTRA's ranking).
-
-    `gold[i]` is candidate i's label (`positive` = relevant), `scores[i]` the model's relevance score
-    (e.g. the probability of `positive`), `groups[i]` its question. Candidates of a question are ranked
-    by score, highest first; ties count against the model (a relevant candidate tied with irrelevant
-    ones ranks below all of them), so a constant scorer cannot profit from file order. Questions
-    without a relevant candidate have no reciprocal rank: they are left out of the mean and counted in
-    "questions_without_positive" ("questions" counts those averaged). "hits_at_1" is the fraction of the
-    averaged questions whose top candidate is relevant.
-    """
+    """Mean over questions of 1 / rank of the best relevant candidate (Bio-ELECTRA's ranking). `gold[i]` is
+    candidate i's label (`positive`: relevant), `scores[i]` its score, `groups[i]` its question. Ties count
+    against the model, so a constant scorer cannot profit from file order."""
     return _ranking_result(_ranking_sums(gold, scores, groups, positive))
 
 
 def _ranking_sums(gold: Sequence[str], scores: Sequence[float], groups: Sequence[str],
                   positive: str = "1") -> tuple[float, ...]:
-    """(reciprocal ranks, questions with the relevant candidate first, questions averaged, questions without a
-    relevant candidate), summed over the questions given."""
+    """(reciprocal ranks, questions ranked right first, questions averaged, questions without a positive)."""
     check_lengths(gold, scores, "scores")
     check_lengths(gold, groups, "groups")
     by_question: dict[str, list[tuple[float, bool]]] = {}
@@ -413,10 +359,8 @@ METRIC_NAMES.update({"per_class_f1": "macro F1", "mean_reciprocal_rank": "MRR"})
 
 
 # ---------------------------------------------------------------------------------------------------
-# The metrics whose result follows from counts that add up over instances (metric_registry.Additive): a
-# bootstrap or permutation test over a test set sums its units' counts instead of rescoring every draw.
-# The per-question means (MRR here, the QA measures in qa_metrics) sum float values (`exact=False`); Pearson
-# (moments in floating point) is scored by `pearson_rows`.
+# Metrics whose counts add up over instances: a bootstrap sums its units' counts instead of rescoring every
+# draw. Pearson is vectorised by `pearson_rows` instead.
 
 def _reported(metric, keys: tuple[str, ...]):
     """The counts `metric` reports under `keys`, on the instances given: the metric's own counting."""
@@ -443,6 +387,5 @@ ADDITIVE.update({
 })
 
 
-# The extractive-QA measures (BioASQ factoid / list, SQuAD v1.1) live in their own module beside the span
-# decoding they score; imported here so that every metric is registered wherever METRICS is read from.
+# imported last so that every metric is registered wherever METRICS is read
 import datamodules.qa_metrics  # noqa: E402,F401  (registers bioasq_factoid, bioasq_list, squad_v1)

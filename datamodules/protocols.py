@@ -1,24 +1,13 @@
 """Evaluation protocols as data: how a dataset's train / dev / test come about when its files do not
 hold all three (BioBERT's and Bio-ELECTRA's benchmarks, MANIFEST.md sections 12 and 13).
 
-A `DatasetSpec` (datamodules/spec.py) may declare:
+- `carve_dev=CarvedDev(fraction, seed)`: dev is a seeded fraction of train's groups;
+- `folds=FileFolds(count, templates)`: the files hold `count` train/test pairs (BioBERT's `RE/GAD/{1..10}/`);
+- `folds=KFolds(count, seed)`: the reader's `pool` split is dealt into `count` parts.
 
-- `carve_dev=CarvedDev(fraction, seed)`: the files give train and test only; dev is a seeded fraction
-  of train's groups (BioBERT's GAD / EU-ADR folds, Bio-ELECTRA's yes/no set).
-- `folds=FileFolds(count, templates)`: the files already hold `count` train/test pairs (BioBERT's
-  `RE/GAD/{1..10}/`); every `{fold}` in a template is the fold's number, 1-based.
-- `folds=KFolds(count, seed)`: one pool of instances (the reader's `pool` split) is dealt into `count`
-  parts; fold k tests on part k and trains on the others (Bio-ELECTRA's reranker, of which only the
-  test file is staged).
-
-A fold is selected with `spec.fold(k)` (k = 1 .. `spec.fold_count`), a DatasetSpec of its own named
-`fold_name(spec.name, k)` ("biobert-gad@fold3") with its own fingerprint. The protocol objects are
-frozen dataclasses, so their repr is stable and goes into that fingerprint, with `PROTOCOL_VERSION`.
-
-Carving and dealing keep *groups* whole (instances whose `group_by` attribute is equal: identical GAD
-sentences, all candidates of one question) and are stratified by the groups' label sets when the
-instances carry class labels, so every fold and every dev split sees the classes in their proportions.
-This module imports no other datamodules module but `instances`, so `spec.py` can import it.
+`spec.fold(k)` is a DatasetSpec of its own ("biobert-gad@fold3"); the protocols are frozen dataclasses, so
+their repr is stable and enters its fingerprint. Carving and dealing keep groups of equal `group_by`
+whole and stratify by the groups' label sets, so every split sees the classes in their proportions.
 """
 
 from __future__ import annotations
@@ -67,8 +56,7 @@ class FileFolds:
 
 @dataclass(frozen=True)
 class KFolds:
-    """`count` seeded folds over the reader's `pool` split, whole groups of equal `group_by` values,
-    stratified by the groups' label sets."""
+    """`count` seeded folds over the reader's `pool` split, keeping groups of equal `group_by` whole."""
 
     count: int
     seed: int
@@ -102,9 +90,7 @@ def _label_of(instance: Instance) -> str | None:
 
 
 def _strata(instances: list[Instance], group_by: str | None) -> dict[tuple, list[list[int]]]:
-    """Label set -> groups (lists of positions), in first-seen order; each group's stratum is the
-    sorted set of its members' labels, so a question with a positive candidate is stratified apart
-    from one without."""
+    """Label set -> groups (lists of positions), in first-seen order; a group's stratum is its sorted labels."""
     groups: dict[object, list[int]] = {}
     for position, instance in enumerate(instances):
         key = position if group_by is None else getattr(instance, group_by)
@@ -117,10 +103,8 @@ def _strata(instances: list[Instance], group_by: str | None) -> dict[tuple, list
 
 
 def deal_folds(instances: list[Instance], count: int, seed: int, group_by: str | None = None) -> list[int]:
-    """The fold (0-based) of every instance: within each stratum (in sorted order), groups are shuffled
-    with `random.Random(seed)` and each goes to the fold that so far has the fewest groups of that
-    stratum (ties: fewer instances, then the lower fold). Folds are balanced in groups, the unit a
-    grouped metric averages over (MRR over questions); ungrouped, that is instances."""
+    """The 0-based fold of `count` of every instance: per stratum, groups of equal `group_by`, shuffled by
+    `seed`, go to the fold with the fewest groups of it so far (ties: fewer instances, then the lower fold)."""
     if count < 2:
         raise ValueError(f"k-fold needs at least 2 folds, got {count}")
     rng = random.Random(seed)
@@ -139,8 +123,7 @@ def deal_folds(instances: list[Instance], count: int, seed: int, group_by: str |
 
 
 def carve(instances: list[Instance], dev: CarvedDev) -> tuple[list[Instance], list[Instance]]:
-    """(train, dev) in file order: per stratum, the first round(fraction * groups in the stratum) of
-    its groups, shuffled with `random.Random(seed)`, go to dev."""
+    """(train, dev) in file order: per stratum, `dev.fraction` of the groups, shuffled by its seed, go to dev."""
     rng = random.Random(dev.seed)
     chosen: set[int] = set()
     for _, groups in sorted(_strata(instances, dev.group_by).items()):
@@ -154,8 +137,8 @@ def carve(instances: list[Instance], dev: CarvedDev) -> tuple[list[Instance], li
 
 def apply_protocol(splits: dict[str, list[Instance]], folds: Folds | None, fold: int | None,
                    dev: CarvedDev | None) -> dict[str, list[Instance]]:
-    """What the reader returned -> train / dev / test: fold `fold` (1-based) of a `KFolds` pool first,
-    then dev carved from train. `FileFolds` need nothing here: the reader read the fold's files."""
+    """The reader's splits -> train / dev / test: fold `fold` (1-based) of a `KFolds` pool, then dev carved
+    from train by `dev`; `FileFolds` need nothing here."""
     splits = dict(splits)
     if isinstance(folds, KFolds):
         pool = splits.pop(folds.pool)

@@ -1,7 +1,5 @@
 """`finetune.qa_merge`: how extractive QA merges a question's answers over its snippets, declared torch-free
-(the names, and that they apply to extractive QA) so a misspelt rule is answered before torch or
-transformers are imported (lightning_modules/choice_names.py). Each rule's entry, an `AnswerRule`, is
-registered where it is implemented: datamodules/qa_spans.py.
+so a misspelt rule is answered before torch is imported; qa_spans.py registers each rule's `AnswerRule`.
 """
 
 from __future__ import annotations

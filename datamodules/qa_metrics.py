@@ -5,20 +5,10 @@
 - `bioasq_list`: BioASQ list mean precision, recall and F-measure per question (over answer items).
 - `squad_v1`: SQuAD v1.1 exact match and token F1, max over the gold answers (Bio-ELECTRA Table 2).
 
-The BioASQ measures follow the organisers' evaluation code (github.com/BioASQ/Evaluation-Measures,
-`flat/BioASQEvaluation/src/evaluation/QuestionAnswerEvaluator.java`, `data/ExactAnswer.java`,
-`data/Task1bData.java`, challenge version 3+): the only normalisation is lower-casing (the same parser
-reads the golden and the submitted file and lower-cases every exact answer; they are then compared with
-`equals`, no trimming or punctuation handling), a factoid gold answer is any synonym of any of its
-groups, and each measure is averaged over all questions, so a question without an answer scores 0.
-Each of our ranked answers is one string (a submission's answer may list synonyms; ours never does).
-
-The SQuAD measures follow the official `evaluate-v1.1.py`: `normalize_answer` lower-cases, removes
-punctuation (`string.punctuation`), the articles a/an/the and extra whitespace; F1 counts the shared
-tokens as a multiset. Scores here are fractions (the script prints percentages).
-
-Metric inputs are per question (BioASQ) or per question x context (SQuAD); `qa_spans.ExtractiveQAEncoder`
-builds them from the model's n-best spans.
+The BioASQ measures follow the organisers' code (github.com/BioASQ/Evaluation-Measures,
+`QuestionAnswerEvaluator.java`, challenge version 3+): lower-casing is the only normalisation, a factoid
+gold answer is any synonym of its groups, and every question counts, so one without an answer scores 0.
+The SQuAD measures follow `evaluate-v1.1.py`, as fractions, not percentages.
 """
 
 from __future__ import annotations
@@ -39,11 +29,9 @@ METRIC_NAMES.update({"bioasq_factoid": "MRR", "bioasq_list": "mean F1", "squad_v
 
 @METRICS.register("bioasq_factoid")
 def bioasq_factoid(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Strict accuracy (the first answer is a gold synonym), lenient accuracy (one of the first five is)
-    and mean reciprocal rank (1 / rank of the first correct answer among the first five, else 0), each
-    averaged over the questions. `gold[i]`: every synonym of question i's answer (empty: nothing can be
-    right); `pred[i]`: its answers, best first (only the first five count). "score" is the MRR, BioASQ's
-    official factoid measure."""
+    """Strict accuracy, lenient accuracy and MRR over the first five answers, averaged over the questions.
+    `gold[i]`: every synonym of question i's answer; `pred[i]`: its answers, best first. "score" is the MRR,
+    BioASQ's official factoid measure."""
     return _factoid_result(_factoid_sums(gold, pred))
 
 
@@ -68,10 +56,8 @@ def _factoid_result(sums: Sequence[float], **_) -> dict[str, float]:
 
 
 def list_question_prf(groups: Sequence[Sequence[str]], answers: Sequence[str]) -> tuple[float, float, float]:
-    """One list question's precision, recall and F-measure, as `calculatePRFforListQuestions` computes
-    them: each submitted answer, in order, is a true positive if it is a synonym of a gold item not yet
-    matched (that item is then used up), else a false positive; the gold items no answer matched are
-    false negatives (with the organisers' second pass, below). No answers: all three are 0."""
+    """One list question's P, R and F as `calculatePRFforListQuestions` computes them: an answer is a true
+    positive if it matches a gold item not yet used up, else a false positive. No answers: all three 0."""
     if not answers:
         return 0.0, 0.0, 0.0
     unmatched = [{s.lower() for s in group} for group in groups]
@@ -83,8 +69,7 @@ def list_question_prf(groups: Sequence[Sequence[str]], answers: Sequence[str]) -
         else:
             tp += 1
             del unmatched[hit]
-    # The organisers then count a gold item left over as a false negative only if no answer is one of
-    # its synonyms, each answer used up once (it matters only when items share a synonym).
+    # the organisers' second pass: a leftover gold item is a false negative only if no answer is its synonym
     leftover = [a.lower() for a in answers]
     fn = 0
     for group in unmatched:
@@ -99,9 +84,8 @@ def list_question_prf(groups: Sequence[Sequence[str]], answers: Sequence[str]) -
 
 @METRICS.register("bioasq_list")
 def bioasq_list(gold: Sequence[Sequence[Sequence[str]]], pred: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Mean over the questions of each one's precision, recall and F-measure (`list_question_prf`).
-    `gold[i]`: question i's answer items, each a group of synonyms; `pred[i]`: its submitted answers.
-    "score" is the mean F-measure, BioASQ's official list measure."""
+    """Mean over the questions of `list_question_prf`; `gold[i]` holds groups of synonyms. "score" is the
+    mean F-measure, BioASQ's official list measure."""
     return _list_result(_list_sums(gold, pred))
 
 
@@ -128,8 +112,7 @@ _PUNCTUATION = frozenset(string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD v1.1's normalisation: lower-case, drop punctuation, the articles a/an/the, extra spaces
-    (in that order, as `evaluate-v1.1.py` does)."""
+    """SQuAD v1.1's normalisation, in `evaluate-v1.1.py`'s order: case, punctuation, articles, spaces."""
     text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
@@ -150,9 +133,8 @@ def squad_token_f1(prediction: str, answer: str) -> float:
 
 @METRICS.register("squad_v1")
 def squad_v1(gold: Sequence[Sequence[str]], pred: Sequence[str]) -> dict[str, float]:
-    """Exact match ("em") and token F1 ("f1"), each the max over the question's gold answers, averaged
-    over the questions. `gold[i]`: the accepted answers (none: scores 0, as the script cannot score
-    it either); `pred[i]`: one answer. "score" is the F1."""
+    """Exact match ("em") and token F1 ("f1", the "score"), each the max over the accepted answers `gold[i]`
+    of one answer `pred[i]`, averaged over the questions."""
     return _squad_result(_squad_sums(gold, pred))
 
 

@@ -1,50 +1,18 @@
 """Extractive QA as span prediction: question x context -> sliding windows -> start/end logits -> answers.
 
-1. `encode_windows`: "[CLS] question [SEP] context [SEP]" with a fast tokenizer; a context longer than
-   the window is cut into overlapping windows (`stride` tokens shared), each labelled with the token
-   positions of the answer's first and last tokens, or (0, 0), i.e. [CLS], where the window does not
-   hold the whole answer (as Hugging Face's `run_qa.py` labels them).
-2. `window_candidates` -> `instance_nbest` -> a rule of `QA_MERGES`: the best spans of each window (top
-   start x top end positions in the context, end >= start, at most `max_answer_length` tokens, scored by
-   the sum of the logits), pooled over an instance's windows into its n-best with softmax probabilities
-   (Google's `run_squad.py`, which BioBERT ran), then pooled over a question's snippets by the rule that
-   `finetune.qa_merge` names (below), the first `top_k`.
-3. `ExtractiveQAEncoder`: the `TaskEncoder` of the task type (its task kind and window rule:
-   datamodules/task_kinds.py).
-4. `word_bounds` -> `whole_word_answers`: `bioablate predict`'s answers, as Hugging Face's
-   question-answering pipeline gives them ({answer, score, start, end}), each widened to the tokenizer's
-   whole words where the model's span starts or ends inside one (scoring uses the spans as they are).
+A context longer than the window is cut into overlapping windows (`stride` tokens shared); a window that
+does not hold the whole answer is labelled (0, 0), i.e. [CLS], as Hugging Face's `run_qa.py` does. Each
+window's best spans are pooled into the instance's n-best (Google's `run_squad.py`, which BioBERT ran), then
+over a question's snippets by the rule `finetune.qa_merge` names, read from each paper's code:
 
-The rules of `finetune.qa_merge` (read from each paper's code):
+- `best-snippet` (default): an answer ranks by its best probability in any one snippet.
+- `biobert-sum`: BioBERT's `biocodes/transform_nbset2bioasqform.py`: probabilities summed over snippets,
+  answers over 100 characters dropped; a snippet's n-best holds distinct texts, as `run_squad.py`'s does.
+- `bioelectra-pairs`: Bio-ELECTRA's `qa_metrics.py`: nothing is pooled; each question x snippet pair is
+  scored on its own. SQuAD's measures (`squad_v1`) always score so; the rule then shapes only the n-best.
 
-- `best-snippet` (default; bioablate's rule before the choice existed): an answer ranks by its best
-  probability in any one snippet; texts compared lower-cased, the first (most probable) form kept.
-- `biobert-sum`: BioBERT's `biocodes/transform_nbset2bioasqform.py` (dmis-lab/biobert; its BioASQ 8b
-  `transform_n2b_factoid.py` does the same): an answer's probabilities are summed over every snippet,
-  texts compared lower-cased (the most probable form shown), answers over 100 characters dropped. A
-  snippet's n-best holds distinct texts, as `run_squad.py`'s does (a text found at two places of one
-  snippet counts once, at its better span, in the softmax).
-- `bioelectra-pairs`: Bio-ELECTRA's (SciCrunch/bio_electra, `electra/finetune/qa/qa_metrics.py` then SQuAD's
-  `evaluate-v1.1.py` over the question x snippet pairs): nothing is pooled; each pair is scored on its
-  own, by its n-best (distinct texts, as ELECTRA's `write_predictions`). A dataset scored with SQuAD's
-  measures (`squad_v1`) is always scored so, whatever the rule: the rule then shapes only each pair's
-  n-best, never its first answer.
-
-One instance gives several feature rows (one per window), and BioASQ scores per question over several
-instances; the `TaskEncoder` interface assumes one row per instance. What the datamodule must change:
-
-- `FinetuneDataModule.score` must call `encoder.decode_split(instances, examples, raws)` (all rows at
-  once -> one prediction per instance) instead of `decode` per row; `TaskEncoder` gets that method with
-  the default `[self.decode(e, r) for e, r in zip(examples, raws)]`, so the other encoders are unchanged.
-- `FinetuneDataModule.setup` accepts a cached split when `len(cached) == len(instances)`; it must ask
-  `encoder.encoded_instances(cached) == len(instances)` instead (default `len(cached)`), else a windowed
-  split is re-encoded on every run.
-- The span kind's head (lightning_modules/heads.py, `SpanPredictor`): a linear layer to 2 logits per position;
-  loss = mean of the cross-entropies of the start logits against `labels[:, 0]` and the end logits
-  against `labels[:, 1]` over the attended positions; `predict` returns the [B, T, 2] logits as they are.
-
-Everything else (length-bucketed batches of rows, `gather` / `unpack` keyed by row index, the DDP
-gather, the int32 bookkeeping columns) works as it is.
+Texts are compared lower-cased, the most probable form kept. One instance gives a feature row per window,
+so the encoder decodes a whole split at once (`decode_split`).
 """
 
 from __future__ import annotations
@@ -100,8 +68,7 @@ def token_span(offsets: Sequence[tuple[int, int] | None], answer: AnswerSpan) ->
 
 
 def _cut_questions(tokenizer: PreTrainedTokenizerBase, questions: Sequence[str], max_tokens: int) -> list[str]:
-    """Questions cut after their first `max_tokens` tokens (BioBERT's max_query_length), so that a long
-    question never leaves the context no room."""
+    """Questions cut after `max_tokens` tokens (BioBERT's max_query_length), so the context keeps room."""
     encoded = tokenizer(list(questions), add_special_tokens=False, return_offsets_mapping=True)
     return [q if len(offsets) <= max_tokens else q[:offsets[max_tokens - 1][1]]
             for q, offsets in zip(questions, encoded["offset_mapping"])]
@@ -110,8 +77,8 @@ def _cut_questions(tokenizer: PreTrainedTokenizerBase, questions: Sequence[str],
 def encode_windows(tokenizer: PreTrainedTokenizerBase, questions: Sequence[str], contexts: Sequence[str],
                    answers: Sequence[AnswerSpan | None], max_length: int, stride: int,
                    max_question_tokens: int = 64) -> list[Window]:
-    """Every window of every (question, context), in instance order; `answers[i]`: the span to label
-    (None: every window of instance i is labelled (0, 0))."""
+    """Every window of `max_length` tokens, `stride` shared, of every (question, context), in instance order;
+    `answers[i]`: the span to label (None: (0, 0)); questions keep `max_question_tokens`."""
     if not tokenizer.is_fast or tokenizer.padding_side != "right":
         raise ValueError("extractive QA needs a fast tokenizer (offsets) that pads on the right")
     cut = _cut_questions(tokenizer, questions, max_question_tokens)
@@ -131,7 +98,8 @@ def encode_windows(tokenizer: PreTrainedTokenizerBase, questions: Sequence[str],
 def window_candidates(start_logits: Sequence[float], end_logits: Sequence[float],
                       offsets: Sequence[tuple[int, int] | None], n_best: int = 20,
                       max_answer_length: int = 30) -> list[SpanCandidate]:
-    """The spans of one window from its `n_best` best start and end tokens in the context."""
+    """The spans of at most `max_answer_length` tokens from a window's `n_best` best start and end tokens
+    among those with context `offsets`."""
     context = [i for i, offset in enumerate(offsets) if offset is not None]
     starts = sorted(context, key=lambda i: -start_logits[i])[:n_best]
     ends = sorted(context, key=lambda i: -end_logits[i])[:n_best]
@@ -140,8 +108,7 @@ def window_candidates(start_logits: Sequence[float], end_logits: Sequence[float]
 
 
 class Answer(NamedTuple):
-    """One answer of an instance's n-best: its text, probability, and characters `start` .. `end - 1` of
-    the context (`context[start:end] == text`)."""
+    """One answer of an instance's n-best; `context[start:end] == text`."""
 
     text: str
     probability: float
@@ -151,9 +118,8 @@ class Answer(NamedTuple):
 
 def instance_nbest(candidates: Sequence[SpanCandidate], context: str, n_best: int = 20,
                    distinct_texts: bool = False) -> list[Answer]:
-    """One instance's `n_best` answers over all its windows (a span seen in two overlapping windows
-    keeps its best score), best first: softmax over the n-best's scores. `distinct_texts`: a text found
-    at two spans is one answer, at its better span (run_squad.py's n-best); else each span is one."""
+    """One instance's `n_best` answers over its windows, best first, with softmax probabilities.
+    `distinct_texts`: a text found at two spans is one answer, at its better span (run_squad.py's n-best)."""
     best: dict[tuple[int, int], float] = {}
     for c in candidates:
         if c.end > c.start and best.get((c.start, c.end), -math.inf) < c.score:
@@ -174,8 +140,7 @@ def instance_nbest(candidates: Sequence[SpanCandidate], context: str, n_best: in
 
 
 def word_bounds(tokenizer: PreTrainedTokenizerBase, context: str) -> list[tuple[int, int]]:
-    """The context's words as the tokenizer's pre-tokenizer splits them (BERT's: at whitespace and
-    punctuation), each as its (start, end) characters: from the offsets of its tokens."""
+    """The context's words as the tokenizer's pre-tokenizer splits them, as (start, end) characters."""
     enc = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     words: dict[int, tuple[int, int]] = {}
     for word, (start, end) in zip(enc.word_ids(), enc["offset_mapping"]):
@@ -187,10 +152,8 @@ def word_bounds(tokenizer: PreTrainedTokenizerBase, context: str) -> list[tuple[
 
 def whole_word_answers(nbest: Sequence[Answer], context: str, words: Sequence[tuple[int, int]],
                        top_k: int = 5) -> list[dict[str, Any]]:
-    """An instance's n-best as Hugging Face's question-answering pipeline gives answers: `answer`,
-    `score`, and `start` / `end` characters of the context, each span widened to whole words where it
-    starts or ends inside one (`words`: `word_bounds`; "oquine" of "Chloroquine" -> "Chloroquine"). Two
-    answers that become the same span are one, at the better score; the first `top_k`."""
+    """An instance's first `top_k` answers as Hugging Face's QA pipeline gives them, each span widened to
+    the whole `words` it cuts ("oquine" -> "Chloroquine"); spans that merge keep the better score."""
     out: dict[tuple[int, int], dict[str, Any]] = {}
     for item in nbest:
         start = next((s for s, e in words if s <= item.start < e), item.start)
@@ -201,8 +164,7 @@ def whole_word_answers(nbest: Sequence[Answer], context: str, words: Sequence[tu
 
 
 class Ranked(NamedTuple):
-    """One of a question's ranked answers: its text, the score it was ranked by, and where it was found
-    (the snippet's position among the question's, and the n-best item there)."""
+    """One of a question's ranked answers, with the snippet and n-best item it was found at."""
 
     text: str
     score: float
@@ -217,8 +179,7 @@ def _by_probability(nbests: Sequence[Sequence[Any]]) -> list[tuple[int, Any]]:
 
 
 def rank_best_snippet(nbests: Sequence[Sequence[Any]], top_k: int = 5) -> list[Ranked]:
-    """`best-snippet`: each text (compared lower-cased) once, at its best probability in any snippet, in
-    the form of that occurrence; the first `top_k`."""
+    """`best-snippet`: each text once, at its best probability in any snippet; the first `top_k`."""
     answers: dict[str, Ranked] = {}
     for snippet, item in _by_probability(nbests):
         if item[0].strip():
@@ -230,9 +191,7 @@ BIOBERT_MAX_ANSWER_CHARS = 100  # transform_nbset2bioasqform.py drops longer ans
 
 
 def rank_biobert_sum(nbests: Sequence[Sequence[Any]], top_k: int = 5) -> list[Ranked]:
-    """`biobert-sum`: each text (compared lower-cased) once, scored by the sum of its probabilities over
-    every snippet, in the form of its most probable occurrence; answers over 100 characters dropped;
-    ranked by the sums (ties: the order of first occurrence), the first `top_k`."""
+    """`biobert-sum`: each text once, by its probabilities summed over the snippets; the first `top_k`."""
     answers: dict[str, Ranked] = {}
     for snippet, item in _by_probability(nbests):
         text = item[0]
@@ -251,10 +210,7 @@ def merge_answers(nbests: Sequence[Sequence[Any]], top_k: int = 5) -> list[str]:
 
 @dataclass(frozen=True)
 class AnswerRule:
-    """A rule of `finetune.qa_merge` (module docstring): how a question's answers are ranked from the
-    n-best lists of its snippets (`rank`), whether its snippets are pooled at all (else each question x
-    snippet pair is scored on its own, ranked by `rank` over its one n-best), and whether a snippet's
-    n-best holds distinct texts. `source`: where the rule comes from, as tables name it."""
+    """A rule of `finetune.qa_merge` (module docstring); `source` names it in tables."""
 
     rank: Callable[[Sequence[Sequence[Any]], int], list[Ranked]]
     pooled: bool
@@ -275,8 +231,7 @@ QA_MERGES.register("bioelectra-pairs", AnswerRule(
 
 
 def merge_in_effect(spec: DatasetSpec, merge: str) -> str:
-    """The rule a run of `spec` with `finetune.qa_merge=merge` is scored by: SQuAD's measures score each
-    question x snippet pair on its own (`bioelectra-pairs`), whatever the rule."""
+    """The rule `spec` is scored by under `merge`: SQuAD's measures are always `bioelectra-pairs`."""
     return merge if spec.metric in QUESTION_LEVEL_METRICS else "bioelectra-pairs"
 
 
@@ -289,18 +244,14 @@ def describe_merge(spec: DatasetSpec, merge: str) -> str:
 class ExtractiveQAEncoder(TaskEncoder):
     """QAInstances -> one feature row per window; start/end logits -> answers -> SQuAD or BioASQ scores.
 
-    A row's features: input_ids, attention_mask, token_type_ids, labels = [start token, end token], and
-    bookkeeping: `_example` [instance index], `_window` [window number], `_context_offsets` (per token:
-    start, end character in the context, or -1, -1). A prediction per instance is its n-best [Answer];
-    `score` merges them per question by the `merge` rule (`QA_MERGES`) for BioASQ's question-level metrics
-    (`group_by` = "question_id": task_encoder.QUESTION_LEVEL_METRICS; None under `bioelectra-pairs`, which
-    scores each question x snippet pair on its own) and takes each instance's best answer for SQuAD's."""
+    A row's labels are [start token, end token]; `_example`, `_window` and `_context_offsets` are
+    bookkeeping. `score` merges the n-bests per question by the `merge` rule for BioASQ's question-level
+    metrics, and takes each instance's best answer for SQuAD's."""
 
     def __init__(self, spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int, output_kind: str,
                  stride: int, max_question_tokens: int, max_answer_length: int = 30,
                  n_best: int = 20, top_k: int = 5, merge: str = QA_MERGES.default):
-        """`stride` and `max_question_tokens` as the span kind's window rule set and checked them
-        (datamodules/task_kinds.py: windows leave room for new context)."""
+        """`stride` and `max_question_tokens` come checked from the span kind's window rule (task_kinds.py)."""
         super().__init__(spec, tokenizer, max_length)
         self.output_kind = output_kind
         self.merge, self.rule = merge, QA_MERGES.get(merge)
@@ -326,8 +277,7 @@ class ExtractiveQAEncoder(TaskEncoder):
                 for w in windows]
 
     def encoded_instances(self, split: Any) -> int:
-        """How many instances a stored split (`finetune_data.EncodedSplit`) covers: windows are in
-        instance order and every instance has at least one."""
+        """How many instances a stored split covers (every instance has at least one window)."""
         examples = split.columns["_example"]
         return int(examples[-1]) + 1 if len(examples) else 0
 
@@ -364,16 +314,14 @@ class ExtractiveQAEncoder(TaskEncoder):
         return instance.answers
 
     def question_gold(self, instance: QAInstance) -> Any:
-        """What the metric scores a question against: answer groups for list measures (a SQuAD-format
-        file has none: each answer is its own item), else every accepted answer text."""
+        """A question's gold: answer groups for list measures, else every accepted answer text."""
         if self.spec.metric == "bioasq_list":
             return instance.answer_groups or tuple((a,) for a in instance.answers)
         return instance.answers
 
     def _scored_units(self, instances: Sequence[QAInstance], predictions: Sequence[list[Answer]]
                       ) -> list[tuple[QAInstance, list[QAInstance], list[list[Answer]]]]:
-        """What the rule pools: each question's (first instance, instances, n-best lists) in first-seen
-        order, or under `bioelectra-pairs` each instance on its own."""
+        """Each question's (first instance, instances, n-best lists), or each instance under `bioelectra-pairs`."""
         if len(instances) != len(predictions):
             raise ValueError(f"{len(instances)} instances but {len(predictions)} predictions")
         units: dict[str, tuple[QAInstance, list, list]] = {}
@@ -397,19 +345,16 @@ class ExtractiveQAEncoder(TaskEncoder):
         return metric(golds, answers, **self.spec.metric_args)
 
     def to_json(self, prediction: Sequence[Any]) -> list[Any]:
-        """An instance's n-best -> every candidate, as [text, probability] (all `n_best` the ranking over a
-        question's snippets took: BioBERT's transform_nbset2bioasqform.py rebuilds the run's answer lists from
-        them, which it could not from the first `top_k`); gold answers (texts) as a list."""
+        """An instance's every candidate as [text, probability] (BioBERT's transform_nbset2bioasqform.py
+        rebuilds answer lists from them), and its gold texts."""
         if all(isinstance(item, str) for item in prediction):
             return list(prediction)
         return [[item[0], item[1]] for item in prediction]
 
     def question_records(self, instances: Sequence[QAInstance], predictions: Sequence[list[Answer]]
                          ) -> list[dict[str, Any]]:
-        """One record per question (per question x snippet pair under `bioelectra-pairs`), in first-seen
-        order: its gold and the `top_k` answers ranked over its contexts by the merge rule, as `score`
-        ranks them for BioASQ (what a BioASQ submission would hold); `spans`: each answer's score (the
-        rule's), the context it was taken from (`id`) and its characters there (`start`, `end`)."""
+        """One record per question (per pair under `bioelectra-pairs`): its gold and the `top_k` answers as
+        `score` ranks them; `spans`: each answer's score, context `id` and characters there."""
         records = []
         for first, members, nbests in self._scored_units(instances, predictions):
             ranked = self.rule.rank(nbests, self.top_k)

@@ -1,8 +1,5 @@
-"""The dataset registry: the names users write in YAML (`task: bc5-chem`) mapped to everything needed to
-read, encode and score that dataset (a `DatasetSpec`, datamodules/spec.py).
-
-The 13 BLURB datasets (`datamodules/blurb.py`) are registered when this module is imported; users add
-their own from YAML (`register_from_yaml`, see `datamodules/custom/`) without writing Python.
+"""The dataset registry: the names users write in YAML (`task: bc5-chem`) -> their `DatasetSpec`.
+Built-in datasets register on import; users add theirs from YAML (`register_from_yaml`).
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ DATASETS: Registry[DatasetSpec] = Registry("task")
 def register(spec: DatasetSpec, *, replace: bool = False) -> DatasetSpec:
     """Add a dataset; a name already taken is a ConfigError unless `replace` (re-reading its own file)."""
     if spec.task_type not in TASK_TYPES:
-        # a task kind named directly (datamodules/task_kinds.py); imported only here, where a kind registered
-        # in code already imported it, so that naming a built-in dataset stays free of transformers
+        # imported only here, so naming a built-in dataset stays free of transformers
         from datamodules.task_kinds import TASK_KINDS
 
         if spec.task_type not in TASK_KINDS:

@@ -8,10 +8,8 @@ is in that text (for the `mention` and `entity-start` featurizers).
   markers added to the tokenizer as special tokens (single tokens, never split or lowercased).
 - `original`: the sentence as it is.
 
-Overlapping or nested mentions (a chemical inside a gene name): `dummify` replaces their union with one
-combined tag `@CHEMICAL-GENE$` (BLUE's ChemProt data does the same with `@CHEM-GENE$`), which then stands
-for both entities; `markers` nest properly — at one offset, the outer mention's opening marker comes
-first and its closing marker last.
+Overlapping mentions: `dummify` replaces their union with one tag (`@CHEMICAL-GENE$`, as BLUE's ChemProt
+data does); `markers` nest properly.
 """
 
 from __future__ import annotations
@@ -28,9 +26,7 @@ MARKERS = ("[E1]", "[/E1]", "[E2]", "[/E2]")
 
 @dataclass(frozen=True)
 class RelationText:
-    """Transformed text; `head`/`tail` are (start, end) character ranges of each entity in it (the
-    dummy tag, the marked mention, or the mention), `head_marker`/`tail_marker` the start offsets of
-    `[E1]`/`[E2]` (markers only, else None)."""
+    """Transformed text, each entity's character range in it, and the offsets of `[E1]`/`[E2]` if any."""
 
     text: str
     head: tuple[int, int]
@@ -67,8 +63,7 @@ def dummify(instance: RelationInstance) -> RelationText:
 
 def markers(instance: RelationInstance) -> RelationText:
     head, tail = instance.head, instance.tail
-    # (offset, order, marker): at one offset closings come before openings, an outer mention (longer)
-    # opens before and closes after an inner one, so nested mentions yield properly nested markers.
+    # at one offset closings come first, and an outer mention opens before and closes after an inner one
     events = [
         (head.start, 1, -(head.end - head.start), "[E1] "), (head.end, 0, head.end - head.start, " [/E1]"),
         (tail.start, 1, -(tail.end - tail.start), "[E2] "), (tail.end, 0, tail.end - tail.start, " [/E2]"),

@@ -1,11 +1,7 @@
-"""The other benchmarks of the papers the project builds on (`SEED_PAPER_DATASETS`, registered by
-`datamodules/registry.py` after BLURB's): BioBERT's species NER, 10-fold relation extraction and BioASQ
-factoid extractive QA (Lee et al., Tables 4-6; MANIFEST.md sections 9 and 12) and Bio-ELECTRA's factoid / list
-extractive QA, yes/no classification and answer-candidate ranking (Ozyurt, Tables 2, 3 and 5; section 13).
-
-Where the staged files do not hold train, dev and test, the spec declares how they are made
-(`carve_dev`, `folds`: datamodules/protocols.py); `spec.fold(k)` selects fold k. Paper counts are in
-each spec's `count_unit` and only where a paper gives that number for that split; notes say the rest.
+"""The other benchmarks of the papers the project builds on: BioBERT's species NER, 10-fold relation
+extraction and BioASQ factoid QA (Lee et al., Tables 4-6), and Bio-ELECTRA's factoid / list QA, yes/no and
+answer ranking (Ozyurt, Tables 2, 3 and 5). Where the staged files lack a split, the spec declares how it is
+made (datamodules/protocols.py).
 """
 
 from __future__ import annotations
@@ -55,9 +51,8 @@ def _biobert_re(name: str, folder: str, licenses: tuple[str, ...], notes: str, p
 
 
 def _folds_over_test_questions(group_by: str) -> dict:
-    """The protocol of a Bio-ELECTRA set of which only the test file is staged: 10 seeded folds over its
-    questions (`group_by` names a question: all its rows in one fold), dev a tenth of each fold's training
-    questions."""
+    """A Bio-ELECTRA set with only its test file staged: 10 seeded folds over the questions that `group_by`
+    names, dev a tenth of each fold's training questions."""
     return {"folds": KFolds(10, PROTOCOL_SEED, pool="test", group_by=group_by),
             "carve_dev": CarvedDev(DEV_FRACTION, PROTOCOL_SEED, group_by=group_by)}
 
@@ -67,10 +62,7 @@ def _test_folds_note(rows: str) -> str:
             "of each fold's training questions")
 
 
-# Answer-candidate re-ranking (Bio-ELECTRA Table 5): pair classification whose prediction per pair is the
-# relevant label's probability (datamodules/encoders.py, output kind "ranking"), scored by MRR over each
-# question's candidates. Protocol (only the test file is staged): 10 seeded folds over its questions, all
-# candidates of a question in one fold; dev a tenth of each fold's training questions.
+# Answer-candidate re-ranking (Bio-ELECTRA Table 5): the relevant label's probability per pair, scored by MRR
 BIOELECTRA_RERANK = DatasetSpec(
     name="bioelectra-rerank", task_type="qa", reader=read_bioelectra_rerank, files=(RERANK_FILE,),
     labels=RE_LABELS, metric="mean_reciprocal_rank", metric_args={"positive": "1"},
@@ -84,11 +76,8 @@ BIOELECTRA_RERANK = DatasetSpec(
 )
 
 
-# Factoid / list extractive QA (Bio-ELECTRA Table 2): question x snippet pairs in SQuAD v1.1 format, each
-# scored on its own with SQuAD's exact match and token F1, as the paper ran the official SQuAD script on
-# them. Protocol (only the 1,809-pair test file is staged): 10 seeded folds over its 214 questions, all
-# snippets of a question in one fold (a question's snippets share its answer: split across train and test
-# they would leak it); dev a tenth of each fold's training questions.
+# Factoid / list QA (Bio-ELECTRA Table 2): each question x snippet pair scored by SQuAD's script, as the
+# paper did; a question's snippets stay in one fold, since they share its answer
 BIOELECTRA_FACTOID = DatasetSpec(
     name="bioelectra-factoid", task_type="qa-extractive", reader=read_bioelectra_bioasq,
     files=(BIOELECTRA_BIOASQ_FILE,), labels=(), metric="squad_v1",
@@ -108,8 +97,7 @@ def _golden_batches(year: int) -> tuple[str, ...]:
     return tuple(f"BioASQ/golden/{year}B{batch}_golden.json" for batch in range(1, 6))
 
 
-# BioBERT's Table 6: test = a year's five golden batches; train = factoid questions of the other staged
-# years (BioBERT's own training files, the organisers' training set of that year, are not staged).
+# BioBERT's Table 6: test = a year's five golden batches; train = the other staged years' factoid questions
 FACTOID_TRAIN_YEARS = {4: (5, 6, 7), 5: (4,), 6: (4, 5)}
 
 

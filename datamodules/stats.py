@@ -42,8 +42,7 @@ class SplitStats:
 
 
 def dataset_stats(spec: DatasetSpec, data_dir: Path | None, tagging: str | None = None) -> list[SplitStats]:
-    """Counts per split; with `tagging` (a scheme's name), also how many gold mentions are lost to encoding
-    them in that scheme and decoding them back (IO merges touching mentions of one type)."""
+    """Counts per split; with `tagging` (a scheme's name), also the gold mentions that scheme loses."""
     splits = spec.read(data_dir)
     scheme = get_scheme(tagging) if tagging is not None and TASK_TYPES.of(spec.task_type).tagged else None
     rows = []

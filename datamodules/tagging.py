@@ -1,7 +1,6 @@
 """Tagging schemes for NER and PICO (paper Sec. 2.4, Table 13): gold spans -> tags, tags -> spans.
 
-Every scheme is scored the same way: predicted tags are decoded back to spans and compared with the gold
-spans, so BIO, BIOUL and IO are on the same entity-level footing.
+Predicted tags are decoded back to spans before scoring, so every scheme is scored alike.
 
 - `bio`    B-X begins a mention, I-X continues it, O is outside.
 - `bioul`  as BIO, plus U-X for a one-word mention and L-X for the last word of a longer one
@@ -9,10 +8,8 @@ spans, so BIO, BIOUL and IO are on the same entity-level footing.
 - `io`     I-X inside, O outside: it cannot separate two adjacent mentions of one type, which merge into
            one (`io_merges` counts how often that happens in gold data).
 
-Each scheme is a `TaggingScheme` carrying its own rules (the prefix of each word of a mention, the decoding,
-which tag may follow which), so a scheme is added by one `SCHEMES.register` call. Decoding never fails;
-invalid sequences are repaired by one documented rule per scheme, and `allowed_transitions` gives the valid
-tag bigrams that the CRF is constrained to.
+A scheme is one `SCHEMES.register` call of a `TaggingScheme` carrying all its rules. Decoding never fails:
+invalid sequences are repaired by one rule per scheme; `allowed_transitions` constrains the CRF.
 """
 
 from __future__ import annotations
@@ -59,8 +56,7 @@ class TaggingScheme:
         return self.decode_rule(tags)
 
     def allowed_transitions(self, tags: Sequence[str]) -> tuple[set[int], set[tuple[int, int]], set[int]]:
-        """(tags that may start a sequence, allowed (from, to) pairs, tags that may end one): exactly the
-        sequences that `decode` needs no repair for."""
+        """(start tags, allowed (from, to) pairs, end tags): the sequences `decode` needs no repair for."""
         parsed = [(t.partition("-")[0], t.partition("-")[2]) for t in tags]
         starts = {j for j, cur in enumerate(parsed) if self.may_follow(None, cur)}
         pairs = {(i, j) for i, prev in enumerate(parsed) for j, cur in enumerate(parsed) if self.may_follow(prev, cur)}
@@ -74,9 +70,8 @@ def continues(prev: Optional[Tag], cur: Tag, open_after: str = "BI") -> bool:
 
 
 def bioul_spans(tags: Sequence[str]) -> tuple[Span, ...]:
-    """BIOUL tags -> spans: a mention opens at B-X or U-X (U-X also closes it); I-X / L-X continue an open
-    mention of type X (L-X closes it); an I-X / L-X that continues nothing opens a new mention, as in BIO; a
-    mention still open when an O, another type or the end arrives is closed before that word."""
+    """BIOUL tags -> spans; an I-X / L-X that continues nothing opens a mention, as in BIO, and a mention
+    still open at an O, another type or the end closes before it."""
     spans: list[Span] = []
     start, label = None, None
     for i, tag in enumerate(tags):
@@ -124,8 +119,7 @@ for _scheme in (
 
 
 def shown_name(name: str) -> str:
-    """A scheme as a person reads it (`bioul` is the config value and in run fingerprints; IOBES is what
-    corpora and papers call it)."""
+    """A scheme as a person reads it (config `bioul` is the IOBES of corpora and papers)."""
     return SCHEMES.get(name).shown or name if name in SCHEMES else name
 
 

@@ -1,7 +1,4 @@
-"""The interface every task encoder implements (`TaskEncoder`), apart from the encoders themselves
-(datamodules/encoders.py, datamodules/qa_spans.py), so that the task kinds (datamodules/task_kinds.py) can
-import each of them.
-"""
+"""The interface every task encoder implements, apart from the encoders so task_kinds.py can import each."""
 
 from __future__ import annotations
 
@@ -17,19 +14,13 @@ from datamodules.spec import DatasetSpec
 
 Features = dict[str, Any]
 
-# Metrics that score groups of instances, not each instance on its own:
-# - ranking (Bio-ELECTRA's answer re-ranking): a pair task scored by one is trained as classification, its
-#   prediction per pair is the relevant label's probability (output kind "ranking"), and the metric ranks
-#   the pairs of each question (their first text) against each other;
-# - BioASQ's question-level measures: an extractive QA question's answers are merged over its snippets.
+# metrics that score groups of instances: a question's ranked candidates, or its answers over its snippets
 RANKING_METRICS = ("mean_reciprocal_rank",)
 QUESTION_LEVEL_METRICS = ("bioasq_factoid", "bioasq_list")
 
 
 def scoring_group(spec: DatasetSpec) -> str | None:
-    """The instance attribute whose equal values a dataset's metric scores together (`text_a`: a
-    ranking's question; `question_id`: a BioASQ question over its snippets), or None where each instance
-    is scored on its own. A subsample for evaluation keeps such groups whole (finetune_data.subsample)."""
+    """The instance attribute whose equal values `spec`'s metric scores together, or None."""
     if spec.metric in RANKING_METRICS:
         return "text_a"
     if spec.metric in QUESTION_LEVEL_METRICS:  # extractive QA's (QAInstance.question_id)
@@ -40,9 +31,7 @@ def scoring_group(spec: DatasetSpec) -> str | None:
 class TaskEncoder(ABC):
     """The interface the datamodule and the LightningModule rely on."""
 
-    # The task kind it encodes for (a name in datamodules.task_kinds.TASK_KINDS): what the model predicts per
-    # example, which picks the head, its loss, the export and the decoding. (Not `finetune.head`, the layer
-    # choice.)
+    # the task kind it encodes for (a TASK_KINDS name), which picks the head, loss, export and decoding
     output_kind: str
     # True: `labels` holds one label per input position (padded as the positions are), not one per example
     position_labels: bool = False
@@ -66,10 +55,8 @@ class TaskEncoder(ABC):
 
     def gather(self, batch: dict[str, torch.Tensor], predictions: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One batch of model predictions -> (values, counts): the rows of `values` that belong to each
-        example, concatenated in batch order, and how many rows each example has. Tensor ops only (it
-        runs in the evaluation loop); `unpack` turns the concatenation over a whole split into Python
-        once per epoch. Default: one row per example."""
+        """One batch of predictions -> (values, counts): each example's rows in batch order and how many.
+        Tensor ops only, since it runs in the evaluation loop; `unpack` makes Python of them once per epoch."""
         return predictions, torch.ones(len(predictions), dtype=torch.long, device=predictions.device)
 
     def unpack(self, values: torch.Tensor, counts: torch.Tensor) -> list[Any]:
@@ -82,8 +69,8 @@ class TaskEncoder(ABC):
 
     def decode_split(self, instances: Sequence[Instance], examples: Sequence[Features],
                      raws: Sequence[Any]) -> list[Any]:
-        """Every feature row of a split (`examples[i]`: row i's bookkeeping, `raws[i]`: its raw
-        prediction) -> one prediction per instance. Default: one row per instance."""
+        """Every row of a split (`examples[i]`: its bookkeeping, `raws[i]`: its raw prediction) -> one
+        prediction per instance of `instances`."""
         return [self.decode(example, raw) for example, raw in zip(examples, raws)]
 
     def encoded_instances(self, split: Any) -> int:
@@ -106,6 +93,5 @@ class TaskEncoder(ABC):
         return prediction
 
     def question_records(self, instances: Sequence[Instance], predictions: Sequence[Any]) -> list[dict[str, Any]]:
-        """Per-question answers where a question spans several instances (extractive QA: the test-answers
-        artifact); [] where each instance is scored on its own."""
+        """Per-question answers where a question spans several instances (extractive QA), else []."""
         return []

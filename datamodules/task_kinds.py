@@ -8,32 +8,14 @@
     ranking         trained as two classes; predicts the relevant class's probability, which a ranking
                     metric orders (Bio-ELECTRA's answer re-ranking)
 
-A kind owns everything that differs between them, each part in the layer it belongs to:
+A kind owns every part that differs between kinds, each in its layer: here its encoder, window rules and
+`one_class`; `head` (lightning_modules/heads.py), `export` (ablations/run/export.py), `card`
+(ablations/run/cards.py) and `predict` (ablations/run/predict.py) above. One entry holds them all, so a new
+kind is one `register` call and a kind missing a part fails tests/test_conformance.py. The data layer cannot
+import upward, so built-in kinds get their upper parts from the module that uses them (`attach`).
 
-- here, in the data layer: its encoder factory with its label handling (`encoder`), its window and length
-  rules (`windows`: extractive QA's stride default and check, run when the config is checked, before any
-  run starts), and whether a prediction is one class of the labels (`one_class`: a confusion matrix shows it);
-- `head` (lightning_modules/heads.py): the head module for an encoder, and so the loss and decision rule;
-- `export` (ablations/run/export.py): the transformers class and problem type it exports as, from the spec;
-- `card` (ablations/run/cards.py): the Hub pipeline tag and how its card says inputs are built;
-- `predict` (ablations/run/predict.py): what `bioablate predict` writes for each example.
-
-Why one registry, here, with the upper layers' parts as fields of the entry: a kind is then one entry, so
-adding one is one `register` call (tests/test_conformance.py registers a new kind in a test module and
-trains, exports and predicts with it), and one list of names is what every layer and the conformance tests
-walk: a kind missing a part fails a test there, not at a user's first export. Registries per layer keyed by
-kind name would make a new kind one entry per layer, with nothing to say which entries belong together or
-that one is missing. The data layer cannot import the layers above it (tests/bioablate_core/test_layering.py), so a
-built-in kind's upper parts are added by the module that uses them (`attach`, in a block at the end of
-heads.py, export.py, cards.py and predict.py) and read only there, where that module has run; a kind
-registered elsewhere gives all of its parts at once.
-
-Which kind a dataset is: its `task_type` names one of the task types (datamodules/task_types.py), whose
-entry names its kind (a classification task is `multilabel` where the dataset is multi-label and `ranking`
-where its metric ranks: `kind_name`), or names a kind directly (a kind registered with no task type of its
-own). What differs between task types of one kind (relation extraction's entities, QA's truncation) is
-their entry's, not a kind's. Which fine-tuning choices apply is said per task type where each choice is
-declared (bioablate_core.choices).
+A dataset's kind comes from its `task_type` (datamodules/task_types.py): `kind_name` makes classification
+`multilabel` or `ranking` where the dataset says so.
 """
 
 from __future__ import annotations
@@ -58,12 +40,10 @@ EncoderFactory = Callable[[DatasetSpec, PreTrainedTokenizerBase, int, EncodingSp
 
 @dataclass(frozen=True)
 class TaskKind:
-    """One task kind (module docstring). The data layer's parts are given when it is registered; `head`,
-    `export`, `card` and `predict` are the upper layers' (each documents its own part's shape)."""
+    """One task kind (module docstring); `head`, `export`, `card` and `predict` are the upper layers'."""
 
     encoder: EncoderFactory
-    # (encoding choices, the run's max_length) -> the choices with the kind's window defaults resolved, or a
-    # one-line ConfigError naming the key to change; None: the kind has no window rule
+    # (encoding choices, max_length) -> the choices with window defaults resolved, or a ConfigError; None: no rule
     windows: Callable[[EncodingSpec, int], EncodingSpec] | None = None
     one_class: bool = False  # a prediction is one class of the dataset's labels
     head: Any = None  # lightning_modules.heads: (HeadSpec, encoder, hidden size, class weights) -> head module
@@ -78,8 +58,7 @@ class TaskKinds(Registry[TaskKind]):
         self.register(name, replace(self.get(name), **parts), replace=True)
 
     def part(self, name: str, layer: str) -> Any:
-        """Kind `name`'s part of `layer` ("head", "export", "card", "predict"); a kind registered without
-        it is a programming error, which the conformance tests catch."""
+        """Kind `name`'s part of `layer` ("head", "export", "card", "predict")."""
         value = getattr(self.get(name), layer)
         if value is None:
             raise LookupError(f"task kind '{name}' has no {layer} part")
@@ -111,7 +90,7 @@ def resolve_windows(spec: DatasetSpec, encoding: EncodingSpec, max_length: int) 
 
 def make_encoder(spec: DatasetSpec, tokenizer: PreTrainedTokenizerBase, max_length: int,
                  encoding: EncodingSpec = EncodingSpec()) -> TaskEncoder:
-    """The task encoder of dataset `spec`: its kind's, with the kind's window rules applied."""
+    """The task encoder of dataset `spec` for `tokenizer` and `max_length`, with `encoding`'s windows resolved."""
     name = kind_name(spec)
     return TASK_KINDS.get(name).encoder(spec, tokenizer, max_length, resolve_windows(spec, encoding, max_length),
                                         name)
@@ -129,14 +108,13 @@ TASK_KINDS.register("token", TaskKind(_tagging_encoder))
 # --------------------------------------------------------------------------------------------- span
 
 def qa_question_tokens(max_length: int) -> int:
-    """The most question tokens a window keeps: a quarter of it, at most BioBERT's max_query_length (64,
-    from windows of 256 up), so that a micro window of 64 still holds context."""
+    """The most question tokens a window keeps: a quarter of it, at most BioBERT's max_query_length (64)."""
     return min(64, max_length // 4)
 
 
 def _qa_windows(encoding: EncodingSpec, max_length: int) -> EncodingSpec:
     """Extractive QA's windows: the stride defaults to a third of the window (BioBERT's 128 of 384), and
-    what two windows share must leave room for new context beside the question and 3 special tokens."""
+    must leave room for new context beside the question."""
     stride = encoding.qa_stride if encoding.qa_stride is not None else max_length // 3
     question = qa_question_tokens(max_length)
     if stride + question + 3 >= max_length:

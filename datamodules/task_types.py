@@ -1,28 +1,11 @@
 """The task types: what a dataset's `task_type` names (ner, pico, re, similarity, classification, qa,
 qa-extractive), one `TASK_TYPES` entry each, declared once for built-in and user datasets alike.
 
-A task type is a kind of data, a task kind (datamodules/task_kinds.py) a kind of output: relation extraction,
-document classification and yes/no QA are all the `classification` kind, but their inputs are read, cut,
-described and parsed differently. The entry holds what differs between task types beyond their kind, so
-that every module asks the entry (`TASK_TYPES.of(spec.task_type).relation`) instead of comparing names:
-
-- `kind`: its task kind (a `classification` type's dataset refines it: multi-label, ranking);
-- `inputs`: its input form, what one example is (`words`, `relation`, `pair`, `question-text`,
-  `question-context`, `text`): the upper layers key on it how `bioablate predict` parses an example and how
-  a model card says inputs are built, and datamodules/custom/records.py how a user file's record becomes one;
-- `truncation`: how the tokenizer cuts a pair too long; `title`: its name on a model card;
-- `class_weights`: whether `finetune.class_weights` applies; `unit`: a resampling unit, as tables name it;
-  `group_by`: what a user dataset's carve or fold deal keeps together; `blurb`: one of BLURB's six;
-- `forms`: how a user dataset YAML gives it (`task_type: <form name>`), with the metrics that can score it.
-
-Which fine-tuning choices apply is declared with each choice (bioablate_core.choices), by the task types that
-`names` selects here (`TASK_TYPES.names(lambda t: t.tagged)`), so a new task type of the token kind gets
-the tagging choices with no other edit.
-
-Why a module of its own, not entries of datamodules/task_kinds.py: the encoders, the dataset registry and
-the user-dataset schema read it, and task_kinds.py imports the encoders (and transformers), so the entries
-live below them, importing only core. A dataset may also name a task kind directly (a kind registered with
-no task type of its own, tests/test_conformance.py): `of` gives it a plain one-text entry of that kind.
+A task type is a kind of data, a task kind (task_kinds.py) a kind of output: relation extraction and yes/no
+QA are both `classification`, but read, cut and described differently. Modules ask the entry
+(`TASK_TYPES.of(spec.task_type).relation`) instead of comparing names, and choices select task types by
+property (`TASK_TYPES.names(lambda t: t.tagged)`), so a new task type needs no other edit. It lives apart
+from task_kinds.py, which imports transformers, so the encoders and registries can read it.
 """
 
 from __future__ import annotations
@@ -34,8 +17,7 @@ from bioablate_core.registry import Registry
 
 @dataclass(frozen=True)
 class UserForm:
-    """A `task_type:` of a user dataset YAML file. `fields`: what each instance is read from (required
-    ones; `optional` beside them); `columns`: the default TSV / CoNLL columns of those fields."""
+    """A `task_type:` of a user dataset YAML: its required `fields`, `optional` ones, and default `columns`."""
 
     fields: tuple[str, ...]
     optional: tuple[str, ...]
@@ -90,8 +72,7 @@ class TaskType:
 
 class TaskTypes(Registry[TaskType]):
     def of(self, name: str) -> TaskType:
-        """Task type `name`'s entry; a task kind named directly (module docstring) is one text in, that
-        kind out (datamodules.registry checks the name is one)."""
+        """Task type `name`'s entry; a task kind named directly gets a plain one-text entry of that kind."""
         return self.get(name) if name in self else TaskType(kind=name, title=name, inputs="text", blurb=False)
 
 

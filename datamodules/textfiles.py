@@ -1,6 +1,5 @@
-"""Reading a text data file (dataset, vocabulary, id list) with every environment fault as one
-`DataFormatError` naming the file: not found, a directory where a file belongs, unreadable, or bytes that
-are not UTF-8 (with the line they are on, so the user can find them).
+"""Reading a text data file with every fault (missing, a directory, unreadable, not UTF-8) as one
+`DataFormatError` naming the file and, for bad bytes, the line.
 
     lines = read_text_lines(path)        # str lines, newline characters removed
     for number, line in enumerate(open_text(path), 1): ...   # lines with their "\n", like a file handle
@@ -36,8 +35,7 @@ TO_UTF8 = "convert the file to UTF-8 (e.g. iconv -f {} -t utf-8)"
 
 
 def decode_utf8(path: Path | str, data: bytes) -> str:
-    """`data` (the bytes of `path`) as text, line breaks as they are; a non-UTF-8 byte, or a NUL byte
-    (never text: a binary file, or UTF-16, whose every ASCII character carries one) names its line."""
+    """`data` (the bytes of `path`) as text; a non-UTF-8 or NUL byte (binary, UTF-16) names its line."""
     utf16 = data.startswith(UTF16_MARKS) or data[:200].count(0) * 4 >= min(len(data), 200)
     try:
         text = data.decode("utf-8")
@@ -54,8 +52,7 @@ def decode_utf8(path: Path | str, data: bytes) -> str:
 
 
 def text_problem(text: str) -> str | None:
-    """Why `text` cannot be an input the model reads, or None: a NUL character, or nothing visible (only
-    spaces, zero-width or control characters, which tokenize to nothing)."""
+    """Why `text` cannot be a model input (a NUL, or nothing visible, which tokenizes to nothing), or None."""
     if "\x00" in text:
         return "holds a NUL character"
     if not any(unicodedata.category(c)[0] in VISIBLE for c in text):
@@ -81,8 +78,7 @@ def open_text(path: Path | str) -> io.StringIO:
 
 
 def conll_blocks(path: Path | str) -> Iterator[list[tuple[int, str]]]:
-    """The blank-line-separated blocks (sentences) of a CoNLL-style file, each as (line number, line
-    without its trailing whitespace) pairs: the loop every one-token-per-line reader needs."""
+    """The blank-line-separated blocks of a CoNLL-style file, as (line number, stripped line) pairs."""
     block: list[tuple[int, str]] = []
     with open_text(path) as handle:
         for number, raw in enumerate(handle, start=1):

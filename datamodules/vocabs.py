@@ -1,8 +1,5 @@
-"""Staged vocabularies by name: `<data_dir>/vocab/<name>/vocab.txt` (bert-base-uncased, pubmedbert-uncased,
-scibert-scivocab-uncased, ...; see MANIFEST.md of the data directory), or any path to a vocab.txt.
-
-Fine-tuning (`model.vocab` of a random BERT, lightning_modules/models.py) and pretraining (`pretrain.vocab`,
-datamodules/pretrain/vocab.py) resolve names here, in the data layer, so neither reaches upwards.
+"""Staged vocabularies by name (`<data_dir>/vocab/<name>/vocab.txt`), or any path to a vocab.txt; here in
+the data layer so fine-tuning and pretraining both resolve names without reaching upwards.
 """
 
 from __future__ import annotations

@@ -8,11 +8,9 @@ SENTENCE_ENDS = frozenset(".!?")  # words a window prefers to end after
 
 
 def tagging_windows(encoder: TaggingEncoder, tokens: tuple[str, ...]) -> list[tuple[int, int]]:
-    """Consecutive word ranges [start, end) of one input that each fit the model's `max_length` with its
-    special tokens, so that every word is tagged (one range for an input that fits). A range that fills up
-    ends after the last sentence end (`.`, `!`, `?`) in its second half, where there is one: the model was
-    fine-tuned on sentences, and a mention rarely crosses one. A single word longer than a window is
-    truncated in its own."""
+    """Word ranges [start, end) of `tokens` that each fit `encoder`'s max_length with specials. A full range
+    ends after the last sentence end in its second half, where there is one: the model was fine-tuned on
+    sentences, and a mention rarely crosses one."""
     if not tokens:
         return [(0, 0)]
     pieces = encoder.tokenizer(list(tokens), is_split_into_words=True, add_special_tokens=False)

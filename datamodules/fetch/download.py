@@ -1,8 +1,5 @@
-"""One file over HTTP into a `.part` file (resumed with a Range request), its sha256, and the errors a
-user can meet while fetching: a checksum mismatch, an unreachable or failing URL, a full disk.
-
-HTTP is urllib3's (a pool of keep-alive connections shared by the worker threads): `requests` on top
-of it costs twice the time per request, which shows with the 8 800 small files of the manifest."""
+"""One file over HTTP into a `.part` file (resumed with a Range request), and the errors a user can meet.
+urllib3 directly, not `requests`, whose per-request cost shows over the manifest's thousands of files."""
 
 from __future__ import annotations
 
@@ -73,8 +70,8 @@ def is_complete(path: Path, size: int, sha256: str) -> bool:
 
 def write_chunks(chunks: Iterable[bytes], part: Path, mode: str, progress: Progress, needed: int,
                  stop: threading.Event) -> None:
-    """Write `chunks` to `part`, which is opened only once a chunk has come (a download stopped before
-    that leaves no empty file); a full disk removes the part (nothing half-written) and says so."""
+    """Write `chunks` to `part` (opened in `mode` once a chunk has come), telling `progress`, until `stop`;
+    a full disk removes the part and says the fetch `needed` that many bytes."""
     f = None
     try:
         try:
@@ -98,8 +95,7 @@ def write_chunks(chunks: Iterable[bytes], part: Path, mode: str, progress: Progr
 
 
 def pool_manager(url: str, workers: int) -> urllib3.PoolManager:
-    """Connections for `workers` threads, through the proxy that HTTPS_PROXY/HTTP_PROXY name (unless
-    NO_PROXY exempts the host), as pip and curl do."""
+    """Connections for `workers` threads, through HTTPS_PROXY/HTTP_PROXY unless NO_PROXY exempts the host."""
     parts = urlsplit(url)
     proxy = urllib.request.getproxies().get(parts.scheme)
     options = dict(maxsize=workers, block=True, retries=RETRIES, timeout=TIMEOUT,
@@ -112,10 +108,9 @@ def pool_manager(url: str, workers: int) -> urllib3.PoolManager:
 def download(http: urllib3.PoolManager, url: str, part: Path, expected_size: int | None,
              progress: Progress, needed: int, stop: threading.Event,
              on_total: Callable[[int], None] | None = None) -> None:
-    """Bring `part` to the whole body of `url`: what `part` already holds is kept and the rest is asked
-    for with `Range`; a server that answers 200 instead of 206 sends everything again.
-
-    `on_total` is told the body size where the manifest does not know it (archives)."""
+    """Bring `part` to the whole body of `url` (`expected_size` where known), asking `http` for the rest with
+    `Range`; `progress`, `needed` and `stop` as `write_chunks` takes them, and `on_total` is told the body
+    size where the manifest does not know it."""
     offset = part.stat().st_size if part.exists() else 0
     if offset and expected_size is not None and offset >= expected_size:
         part.unlink()  # as long as the file or longer, yet never verified: not worth resuming

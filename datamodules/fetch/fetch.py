@@ -1,12 +1,8 @@
 """`bioablate data fetch`: bring the files of the package manifest into a data folder.
 
-Every file is written as `<dest>.part`, verified (size, sha256) and renamed into place, so a data
-folder never holds a half-written or unverified file under its final name. A rerun verifies what is
-there and skips it; a download that was cut resumes from its `.part` with an HTTP Range request.
-Downloads run in parallel (worker threads sharing one pool of keep-alive connections); the first
-failure stops the others, keeping their `.part` files for the rerun. Not `pooch`: it opens a connection
-per file, runs one file at a time and cannot resume a cut one, which the manifest's thousands of small files
-and its promised Range resume (docs/data.md) need.
+Every file is written as `<dest>.part`, verified and renamed into place, so a data folder never holds an
+unverified file under its final name; a rerun skips what verifies and resumes cut downloads. Not `pooch`:
+it fetches one file at a time over new connections and cannot resume.
 """
 
 from __future__ import annotations
@@ -124,11 +120,7 @@ class _Fetcher:
         self._install(part, dest, entry, str(source.packaged_path(entry)))
 
     def archive(self, source: Source, entries: list[FileEntry]) -> None:
-        """Download the zip (resumable), then unpack the wanted members as `.part` files, verify them
-        all, and only then rename them into place; the zip is removed afterwards.
-
-        The manifest pins the members, not the zip: the staged folder (its source) holds the unpacked
-        files, and what the readers see is exactly those bytes."""
+        """Download the zip, unpack and verify the members the manifest pins, then rename them into place."""
         url = source.archive_url(self.base)
         folder = self.to / source.dest_dir
         folder.mkdir(parents=True, exist_ok=True)
@@ -211,8 +203,7 @@ def _partial_bytes(todo: list[tuple[Source, list[FileEntry]]], to: Path) -> tupl
 
 
 def _space_needed(todo: list[tuple[Source, list[FileEntry]]]) -> int:
-    """Bytes this fetch writes; an archive counts twice (the zip, at most its members' size when
-    stored, and the unpacked members)."""
+    """Bytes this fetch writes; an archive counts twice (the zip and its members)."""
     total = 0
     for source, entries in todo:
         size = sum(e.size for e in entries)
@@ -223,8 +214,8 @@ def _space_needed(todo: list[tuple[Source, list[FileEntry]]]) -> int:
 def fetch_data(to: Path | None = None, only: list[str] | None = None, mirror: str | None = None,
                jobs: int = DEFAULT_JOBS, show_progress: bool = True,
                manifest: Path = MANIFEST_FILE) -> FetchResult:
-    """Fetch the manifest's files (of the groups in `only`, default all) into `to` (default:
-    `default_data_dir()`), from `mirror` instead of raw.githubusercontent.com when given."""
+    """Fetch the manifest's files of the groups in `only` (default all) into `to` (default:
+    `default_data_dir()`), from `mirror` instead of raw.githubusercontent.com when given, on `jobs` threads."""
     if jobs < 1:
         raise FetchError(f"--jobs must be at least 1, got {jobs}")
     to = Path(to).expanduser() if to is not None else default_data_dir()

@@ -1,16 +1,9 @@
 """The package manifest (`manifest.json`): every file the 13 BLURB readers and the vocabularies need,
 with its public origin, size and sha256, and where it goes in the data folder.
 
-`scripts/make_fetch_manifest.py` writes it from the staged folder and its MANIFEST.md. A source is one
-folder of one pinned origin repository:
-
-- raw: each file is `<base>/<owner>/<repo>/<commit>/<origin_dir>/<origin>`, where `<base>` is
-  https://raw.githubusercontent.com or a mirror with the same layout below it;
-- archive: the zip `<base>/<owner>/<repo>/<commit>/<archive>`; each file is its member
-  `<origin_dir>/<origin>`;
-- packaged: small id lists the stager derived (MANIFEST.md's [derived]); they ship in `derived/`.
-
-Every file lands at `<data dir>/<dest_dir>/<dest>` and is verified against `size` and `sha256`.
+`scripts/make_fetch_manifest.py` writes it. A source is one folder of a pinned origin repository: raw files
+(`<base>/<owner>/<repo>/<commit>/<origin_dir>/<origin>`, `<base>` raw.githubusercontent.com or a mirror),
+members of a zip `archive`, or id lists packaged in `derived/`.
 """
 
 from __future__ import annotations
@@ -99,9 +92,7 @@ def select(sources: list[Source], only: list[str] | None) -> list[Source]:
 
 
 def default_data_dir() -> Path:
-    """Where `bioablate data fetch` puts the data unless told `--to`: `data/` in the user data folder,
-    platformdirs' `user_data_dir("bioablate")` (which honours XDG_DATA_HOME on Linux), or without
-    platformdirs `$XDG_DATA_HOME/bioablate/data`, else `~/.local/share/bioablate/data`."""
+    """Where `bioablate data fetch` puts the data unless told `--to`: `data/` in the user data folder."""
     try:
         from platformdirs import user_data_dir
     except ImportError:

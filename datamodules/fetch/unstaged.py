@@ -1,12 +1,8 @@
 """Files too large to stage (`unstaged.json`): BioBERT's BioASQ factoid training files and BC4CHEMD,
 Bio-ELECTRA's BioASQ training file and reranker training file.
 
-Their pinned origins are known (`owner/repo @ commit : path`), their bytes are not, so `size` and
-`sha256` are null: nothing here invents them. What is known is each file's git blob SHA-1 in the
-origin commit's tree (listed by `git ls-tree` even where the blob itself is not delivered), which
-identifies the bytes as well: `git_blob_sha1(data)` must equal it. These entries are kept apart from
-`manifest.json` (whose every file is staged and verified by size and sha256), so `bioablate data
-fetch` does not fetch them; a fetch step that does verifies them with `verify`.
+Their bytes are not known, so `size` and `sha256` are null; each file's git blob SHA-1 in the pinned
+commit identifies them instead. Kept apart from `manifest.json`, so `bioablate data fetch` skips them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The pretraining data's choices, torch-free: `pretrain.masking` and `pretrain.mask_schedule`, declared here
-so a misspelt name is answered before torch is imported (ablations.checks.check_names), and implemented in
-datamodules/pretrain/masking.py, whose `register` calls give each option its entry. The first option is
-the default (the schema's value)."""
+"""`pretrain.masking` and `pretrain.mask_schedule`, declared torch-free so a misspelt name is answered before
+torch is imported; masking.py registers their entries. The first option is the default."""
 
 from __future__ import annotations
 

@@ -1,31 +1,9 @@
 """Pretraining corpora: defined in YAML, streamed document by document, filtered in bounded memory.
 
-A corpus YAML (the built-in ones are `experiments/corpora/*.yaml`; `bioablate list corpora` shows them):
-
-    name: my-pubmed
-    description: the PubMed baseline
-    parts:                                   # each: file globs and their format (datamodules/pretrain/formats.py)
-      - files: [baseline/pubmed*n*.xml.gz]   # absolute, relative to this YAML, or under the data dir
-        format: medline-xml
-      - files: [extra/*.jsonl]
-        format: jsonl
-        text: [title, abstract]              # jsonl / csv: the fields joined as the document's text
-        pmid: pmid                           # jsonl / csv: the PMID field (for exclude_eval_pmids)
-    filters:                                 # the corpus's own; pretrain.* filters add to them
-      min_words: 0                           # drop documents of fewer words
-      dedup: false                           # drop exact duplicates (64-bit hashes of normalised text)
-      exclude_eval_pmids: false              # drop documents whose PMID is in a BLURB dataset
-      max_words: null                        # keep at most this many words of this corpus
-
-`pretrain.corpus` is a corpus expression over names or YAML paths: one corpus (``pubmed``,
-``my-pubmed.yaml``); a mixture, corpora joined by ``+`` (``pubmed+pmc``), documents interleaved; a
-sequence for continual pretraining, mixtures joined by ``>`` (``general>pubmed``), trained in order.
-
-`load_corpus` returns a `Corpus` that streams: nothing is read until it is iterated, and each pass reads
-the files again, holding one document at a time plus the de-duplication hashes (8 bytes a document).
-Documents come stage by stage; inside a stage the mixture's corpora are interleaved so that each has
-given about as many words as the others (until it runs out), each corpus's files in sorted order (in a
-seeded order under a word cap, so a capped corpus samples its files).
+The YAML format is in docs/pretraining.md; the built-in corpora are `experiments/corpora/*.yaml`.
+`pretrain.corpus` is an expression over names or YAML paths: ``+`` mixes corpora (``pubmed+pmc``,
+interleaved so each has given about as many words), ``>`` trains stages in order (``general>pubmed``).
+A `Corpus` streams: each pass reads the files again, holding one document plus the de-duplication hashes.
 """
 
 from __future__ import annotations
@@ -75,24 +53,19 @@ __all__ = ["Document", "Corpus", "CorpusSpec", "CorpusStats", "CORPORA", "corpus
            "split_sentences"]
 
 
-# The version of the code that turns a corpus's files into documents and sentences: this module,
-# formats.py (the readers) and corpus_specs.py (the YAML). Bump it whenever what they yield changes. It
-# enters every corpus fingerprint in place of those modules' bytes, so that tidying them (an import
-# renamed or sorted, a comment) does not make every stored pretraining run new; what each built-in corpus
-# yields on the staged data is pinned by tests/datamodules/pretrain/test_corpus_contents.py, so a changed
-# output without a bump fails there.
+# Bump when what this module, formats.py or corpus_specs.py yield changes. It stands in the fingerprint for
+# their bytes, so tidying them keeps stored runs; tests/datamodules/pretrain/test_corpus_contents.py pins
+# the output, so a change without a bump fails there.
 CORPUS_CODE_VERSION = 1
 
 
 def files_fingerprint(paths, seed: bytes = b"") -> str:
-    """Content hash of the given files, `seed` and the corpus code's version (a changed reader = a new
-    corpus)."""
+    """Content hash of the given files, `seed` and the corpus code's version."""
     return hash_files(paths, seed=f"corpus-code:{CORPUS_CODE_VERSION}|".encode() + seed)
 
 
 def corpus_fingerprint(name: str, data_dir: Path) -> str:
-    """Hash of the expression's corpus definitions (formats, fields, filters), their files' contents and
-    the corpus code's version."""
+    """Hash of the expression's corpus definitions, their files' contents and the corpus code's version."""
     paths, definitions = [], []
     for stage in parse_corpus(name):
         for ref in stage:
@@ -108,16 +81,9 @@ _PMID_ID = re.compile(r"^(\d{7,9})(?:[.\-]|$)")
 
 
 def evaluation_pmids(data_dir: Path) -> frozenset[str]:
-    """PMIDs of every BLURB document where the staged data carry them: instance ids of JNLPBA,
-    EBM-PICO, ChemProt, HoC and PubMedQA, plus the derived BC5CDR list. Only the BLURB datasets: the
-    user datasets an experiment registers beside them must not change what a pretraining run reads
-    (they are not in its fingerprint).
-
-    Finding them parses all thirteen datasets (5 s on a 2-core CPU); every pretraining process needs them,
-    whatever its work directory, so the set is kept in memory and in the user cache folder
-    (`evaluation-pmids/<key>.txt`, bioablate_core.files.user_cache_dir), named by the datasets' content
-    fingerprints: a changed dataset or reader gives a new file. Where that folder cannot be written, each
-    process parses them once."""
+    """PMIDs of every BLURB document where the staged data carry them (user datasets excluded: they are not
+    in a pretraining run's fingerprint). Parsing all thirteen datasets is slow, so the set is cached in
+    memory and in the user cache folder, keyed by the datasets' content fingerprints."""
     from datamodules.blurb import BLURB_DATASETS
 
     present = [spec for spec in BLURB_DATASETS if not spec.missing_files(data_dir)]
@@ -178,16 +144,13 @@ def split_sentences(text: str) -> list[str]:
 
 
 def words_hash(words: list[str]) -> int:
-    """64 bits of BLAKE2b over a document's words, lower-cased and joined by single spaces (exact
-    de-duplication up to case and whitespace)."""
+    """64 bits of BLAKE2b over a document's lower-cased words (de-duplication up to case and whitespace)."""
     return int.from_bytes(hashlib.blake2b(" ".join(words).lower().encode(), digest_size=8).digest(), "little")
 
 
 class SeenHashes:
-    """The set of document hashes seen so far, in bounded memory: 8 bytes a document (14M PubMed
-    abstracts: 112 MB) rather than a Python set's ~70. The newest hashes sit in a small set; every
-    `fold_at` of them are sorted into a numpy run, and runs of similar size are merged (as a log-structured
-    merge tree does), so a lookup is one set probe plus a binary search in each of O(log n) runs."""
+    """Document hashes seen so far at 8 bytes each, not a Python set's ~70: every `fold_at` new hashes are
+    sorted into a numpy run, and runs of similar size merged (a log-structured merge tree)."""
 
     def __init__(self, fold_at: int = 1 << 16):
         self.fold_at, self.recent, self.runs = fold_at, set(), []
@@ -275,8 +238,7 @@ ARCHIVE_BATCH_BYTES = 8 << 20  # members sent to a worker at a time: bounds memo
 
 
 def _pool_tasks(files: list[tuple[Path, Part]]) -> Iterator[tuple]:
-    """(function, args) for the pool, in reading order: a file per task, or for a tar archive a batch of
-    members (streamed here, so at most `ahead` batches of an archive of any size are in memory)."""
+    """(function, args) for the pool in reading order: a file, or a batch of a tar archive's members."""
     for path, part in files:
         fmt = FORMATS.get(part.format)
         if not (is_archive(path) and fmt.read_member is not None):
@@ -297,8 +259,7 @@ def _pool_tasks(files: list[tuple[Path, Part]]) -> Iterator[tuple]:
 
 
 def _pooled_records(pool, files: list[tuple[Path, Part]], ahead: int) -> Iterator[Record]:
-    """Records of `files` in order, read by `pool`, at most `ahead` tasks (files or archive batches) in
-    flight."""
+    """Records of `files` in order, read by `pool`, at most `ahead` tasks in flight."""
     pending: deque = deque()
     tasks = _pool_tasks(files)
     while True:
@@ -326,9 +287,7 @@ class _Reader:
 
 
 class Corpus:
-    """A corpus expression, streamed (see the module doc). `documents()` yields ``(stage, corpus name,
-    sentences)`` of each kept document; `stages[s]` iterates stage s's documents as sentence lists;
-    `stats` holds the counts of the last complete pass (and makes one if there was none)."""
+    """A corpus expression, streamed; `stats` holds the counts of the last complete pass (making one if none)."""
 
     def __init__(self, name: str, specs: list[list[CorpusSpec]], data_dir: Path | None, *, max_words: int | None,
                  min_words: int, dedup: bool, exclude_pmids, seed: int):
@@ -350,8 +309,7 @@ class Corpus:
         return [StageView(self, s) for s in range(len(self.specs))]
 
     def identity(self) -> dict:
-        """What decides this corpus's documents, cheaply (names, filters, files with size and mtime): the
-        key under which an interrupted shard build may be resumed."""
+        """A cheap key of what decides the documents, under which an interrupted shard build resumes."""
         files = [[[str(p), os.stat(p).st_size, os.stat(p).st_mtime_ns] for spec_list in stage for p, _ in spec_list]
                  for stage in self.files]
         return {"name": self.name, "definitions": [[repr((s.parts, dataclasses.astuple(s.filters))) for s in stage]
@@ -373,18 +331,15 @@ class Corpus:
         if cap is not None:  # a capped corpus samples its files
             files = list(files)
             random.Random(self.seed).shuffle(files)
-        # XML is parsed in the pool; line formats are read here, where reading costs less than sending
-        # the text to a worker and back
+        # line formats cost less to read here than to send to a worker and back
         costly = all(FORMATS.get(part.format).costly for _, part in files)
         records = _pooled_records(pool, files, ahead) if pool is not None and costly else _records(files)
         own_cap = f.max_words if cap is None else min(cap, f.max_words or cap)
         return _Reader(spec, records, max(self.min_words, f.min_words, 1), exclude, own_cap)
 
     def documents(self, split: bool = True, pool=None, ahead: int = 2) -> Iterator[tuple[int, str, list[str] | str]]:
-        """(stage, corpus name, sentences) of each kept document; with `split=False` a document that no
-        cap cuts comes as its text, for the caller to split (the shard builder does it in its workers).
-        With a multiprocessing `pool`, a corpus whose files are all XML is parsed there, `ahead` files at
-        a time; the documents and their order are the same."""
+        """(stage, corpus name, sentences) of each kept document; with `split=False` an uncut document comes
+        as its text, for the caller's workers to split. A `pool` parses XML files, same documents and order."""
         stats, seen = CorpusStats(), SeenHashes()
         cap = None if self.max_words is None else max(1, self.max_words // len(self.specs))
         for s, (stage_specs, stage_files) in enumerate(zip(self.specs, self.files)):
@@ -450,8 +405,9 @@ class StageView:
 
 def load_corpus(name: str, data_dir: Path, *, max_words: int | None = None, min_words: int = 0,
                 dedup: bool = True, exclude_pmids: frozenset[str] | set[str] | None = None, seed: int = 0) -> Corpus:
-    """The corpus expression `name`, ready to stream. The call's filters add to each corpus YAML's own
-    (the stricter wins); `max_words` caps each stage at `max_words / stages` words."""
+    """The corpus expression `name` under `data_dir`, ready to stream. The filters `min_words`, `dedup` and
+    `exclude_pmids` add to each YAML's own (the stricter wins); `max_words` caps each stage at
+    `max_words / stages` words, sampling files in `seed`'s order."""
     specs = [[resolve_corpus(ref) for ref in stage] for stage in parse_corpus(name)]
     return Corpus(name, specs, data_dir, max_words=max_words, min_words=min_words, dedup=dedup,
                   exclude_pmids=exclude_pmids, seed=seed)

@@ -71,8 +71,7 @@ def _missing(source: str, cfg: DictConfig) -> None:
 
 
 def read_corpus_yaml(path: Path | str) -> CorpusSpec:
-    """A corpus YAML, validated: unknown keys, wrong types, unknown formats and format options are one
-    ConfigError naming the file and key."""
+    """A corpus YAML, validated; any mistake is one ConfigError naming the file and key."""
     path = Path(path)
     raw = load_yaml(path)
     cfg = validate(path, raw, CorpusSchema)
@@ -137,8 +136,7 @@ def resolve_corpus(ref: str) -> CorpusSpec:
 
 
 def parse_corpus(name: str) -> list[list[str]]:
-    """'general>pubmed+pmc' -> [['general'], ['pubmed', 'pmc']] (stages of mixtures of corpora); every
-    name or YAML path is checked."""
+    """'general>pubmed+pmc' -> [['general'], ['pubmed', 'pmc']], every name or YAML path checked."""
     stages = [[p.strip() for p in stage.split("+")] for stage in name.split(">")]
     for stage in stages:
         for ref in stage:

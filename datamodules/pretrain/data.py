@@ -1,21 +1,11 @@
 """Batches for pretraining: one dataset item is one whole micro-batch, masked on the fly.
 
-`MicroBatches` yields the micro-batches this process trains at the micro-steps `micro_steps` (a range). Micro-step
-`m` reads global micro-batch ``m * world_size + rank`` of the `BatchPlan`, and its masks come from a
-generator seeded with (seed, that global micro-batch): fresh masks every time a sequence comes round
-again, identical masks in a resumed run. The masking rate follows the schedule on the optimizer-step
-progress. Besides the [B, L] `labels`, a batch carries the predicted positions as indices (`mlm_positions`,
-`mlm_labels`: masking.prediction_slots), which the training step gathers without reading anything back.
-Batches of packed shards (`pretrain.packing`) also carry `document_ids` and `position_ids`
-(`packed_positions`). Each batch carries its global micro-batch number (``micro_batch``, a plain int), which seeds
-everything random in the training step (dropout, ELECTRA's sampling): a batch's result depends only on
-(seed, micro-batch), never on how many batches this process has seen.
+Micro-step `m` reads global micro-batch ``m * world_size + rank`` of the `BatchPlan`, and everything random
+about it (masks, then dropout in the step) is seeded by (seed, that micro-batch), so a resumed run sees
+what an uninterrupted one would. A batch carries its predicted positions as indices (`mlm_positions`).
 
-It is an IterableDataset *without* a length on purpose: Lightning counts batches of a sized loader and,
-resuming a run mid-epoch, would end the resumed epoch early (and step the optimizer on a partial
-accumulation). Without a length, an epoch simply ends when the micro-steps run out. With several
-DataLoader workers, worker `w` takes every `num_workers`-th micro-step; the loader returns the workers'
-batches round-robin, i.e. in micro-step order.
+An IterableDataset without a length on purpose: Lightning would end a resumed epoch early on a sized
+loader, stepping on a partial accumulation.
 """
 
 from __future__ import annotations
@@ -34,9 +24,8 @@ from datamodules.pretrain.shards import BatchPlan, Shards
 
 @dataclass(frozen=True)
 class BatchingSpec:
-    """How a run cuts its shards into steps: `batch_size` sequences per micro-batch (per process),
-    `accumulate` micro-batches per optimizer step, `max_steps` optimizer steps, a checkpoint (a Lightning
-    epoch) every `checkpoint_every` of them, and the `seed` of the data order and the masks."""
+    """How a run cuts its shards into steps: `batch_size` sequences per micro-batch and process, `accumulate`
+    per optimizer step, `max_steps`, a checkpoint (an epoch) every `checkpoint_every`, and the `seed`."""
 
     batch_size: int
     accumulate: int
@@ -55,8 +44,7 @@ class BatchingSpec:
                          self.seed)
 
     def epoch(self, global_step: int) -> range:
-        """The micro-steps of the epoch that starts at optimizer step `global_step`: up to the next
-        checkpoint boundary, or the end of training."""
+        """The micro-steps from optimizer step `global_step` to the next checkpoint, or the end."""
         micro_per_epoch = self.checkpoint_every * self.accumulate
         first = global_step * self.accumulate
         return range(first, min((first // micro_per_epoch + 1) * micro_per_epoch, self.max_steps * self.accumulate))
@@ -107,9 +95,7 @@ class MicroBatches(IterableDataset):
 
 
 def packed_positions(segments: torch.Tensor) -> dict[str, torch.Tensor]:
-    """A packed batch's `document_ids` (its `segments`: 1, 2, ... per sequence of a row, 0 on padding; the
-    attention mask keeps each token to its own) and `position_ids` (counting from 0 at every sequence's
-    first token, as in a row of its own)."""
+    """A packed batch's `document_ids` (its `segments`) and `position_ids`, restarting at every sequence."""
     index = torch.arange(segments.shape[1]).expand_as(segments)
     starts = torch.ones_like(segments, dtype=torch.bool)
     starts[:, 1:] = segments[:, 1:] != segments[:, :-1]

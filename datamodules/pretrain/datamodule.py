@@ -24,12 +24,10 @@ class PretrainData(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
-        # keyed by the restored optimizer step, not Lightning's epoch counter (a resumed fit loop counts
-        # the interrupted epoch its own way); an epoch ends at the next checkpoint boundary
+        # keyed by the restored optimizer step: a resumed fit loop counts epochs its own way
         dataset = MicroBatches(self.shards, self.batching.epoch(trainer.global_step), rank=trainer.global_rank,
                                world_size=trainer.world_size, batching=self.batching, masking=self.masking,
                                tokens=self.tokens)
-        # masking runs in the loader's workers (`trainer.num_workers`), and on a GPU the batches come in
-        # page-locked memory, so the copy to the device is asynchronous and the step never waits on it
+        # masking runs in the loader's workers; pinned memory makes the copy to the GPU asynchronous
         return DataLoader(dataset, batch_size=None, shuffle=False, num_workers=self.num_workers,
                           pin_memory=trainer.strategy.root_device.type == "cuda")

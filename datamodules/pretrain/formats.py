@@ -1,13 +1,7 @@
 """Document readers for pretraining text, one per file format, registered by the name a corpus YAML uses.
 
-Every reader takes a path (and the part's `text` / `pmid` field names where the format has fields) and
-yields `Document`s lazily, so a corpus of any size streams. A file that cannot be read, or is not in its
-declared format, raises one `DataFormatError` naming the file and, where known, the line.
-
-Tar archives (the PMC Open Access bulk packages hold 100k+ articles each) stream member by member
-(`archive_members`: one member in memory at a time) and are read by the formats that have a
-`read_member` (JATS). A pool worker is sent batches of members (`datamodules.pretrain.corpora`), never a
-whole archive's documents.
+Readers yield `Document`s lazily; a file that cannot be read, or is not in its declared format, raises one
+`DataFormatError` naming the file and, where known, the line. Tar archives stream one member at a time.
 
 | format          | a document is                                     | fields                            |
 |-----------------|---------------------------------------------------|-----------------------------------|
@@ -67,10 +61,8 @@ def is_archive(path: Path) -> bool:
 
 
 def archive_members(path: Path, suffixes: tuple[str, ...]) -> Iterator[tuple[str, bytes]]:
-    """(name, bytes) of each regular member of a tar archive (gzipped or not) whose name ends in one of
-    `suffixes`, in archive order. Read as a stream: memory holds one member, whatever the archive's size.
-    A gzipped archive is decompressed by `gzip`, which raises on a stream cut short (tarfile's own
-    decompression takes a truncated download for a shorter archive)."""
+    """(name, bytes) of each regular member of a tar archive whose name ends in one of `suffixes`, streamed.
+    `gzip` decompresses, since it raises on a stream cut short where tarfile's would read a shorter archive."""
     with (gzip.open(path, "rb") if path.name.endswith((".gz", ".tgz")) else open(path, "rb")) as raw, \
             tarfile.open(fileobj=raw, mode="r|") as tar:
         for member in tar:
@@ -219,8 +211,7 @@ def _jats_text(elem: ET.Element) -> Iterator[str]:
 
 
 def _jats_document(source, where: str, fallback_id: str) -> Document:
-    """The document of one JATS article read from `source` (a path or a file object); `where` names it
-    in an error."""
+    """The document of one JATS article in `source` (a path or file object); `where` names it in errors."""
     try:
         root = ET.parse(source).getroot()
     except ET.ParseError as e:
@@ -247,8 +238,7 @@ JATS_SUFFIXES = (".nxml", ".xml")
 
 
 def read_jats_xml(path: Path) -> Iterator[Document]:
-    """JATS (PMC) XML: article title, abstract and body paragraphs; references, figures, tables and
-    decision letters (sub-articles) are left out. (A tar archive of them: `read_documents`.)"""
+    """JATS (PMC) XML: title, abstract and body paragraphs, without references, floats or sub-articles."""
     yield _jats_document(path, str(path), path.stem)
 
 
@@ -326,8 +316,7 @@ READ_ERRORS = (OSError, EOFError, zlib.error, tarfile.TarError, UnicodeDecodeErr
 
 def read_documents(path: Path, format_name: str, text: Sequence[str] = (), pmid: str | None = None
                    ) -> Iterator[Document]:
-    """The documents of one file, or of each member of a tar archive that the format reads members of
-    (`Format.read_member`); an unreadable file is one DataFormatError naming it."""
+    """The documents of one file, or of each member of a tar archive the format reads members of."""
     fmt = FORMATS.get(format_name)
     if is_archive(path) and fmt.read_member is None:
         raise DataFormatError(path, None, f"a tar archive, which format '{format_name}' does not read; "

@@ -1,25 +1,13 @@
 """Masked-language-model masking as pure tensor functions (no Python per token).
 
-- `select_positions`: which tokens are prediction targets. ``wordpiece``: each maskable token
-  independently with probability `rate`; ``wwm`` (whole-word masking): each *word* independently with
-  probability `rate`, all its word pieces together (so the expected share of masked tokens is `rate`
-  either way). A word starts at every token whose `word_start` flag is set (tokens not beginning with
-  '##'); special tokens are never selected.
-- `corrupt`: BERT's 80/10/10 — of the selected tokens 80% become [MASK], 10% a random vocabulary token,
-  10% stay unchanged; labels are the original ids there and -100 elsewhere.
-- `masking_rate`: the configured constant, or the ``ramp`` schedule of the paper (Sec. 2.1.3, after
-  ALUM): 5% for the first 20% of training, +5% every further 20%, up to 25%.
-- `prediction_slots`: the selected positions of each row as indices, padded to a width with label -100,
-  so the training step gathers them by index (no boolean indexing, no host sync). With
-  `pretrain.max_predictions` set (BERT's `max_predictions_per_seq`) the width is that fixed number, and a
-  row whose draw selects more keeps the `max_predictions` with the lowest draws (whole words kept or
-  dropped together; the cut comes before the 80/10/10 corruption, so a dropped position stays
-  uncorrupted); unset, the width is the batch's largest count and nothing is dropped.
-
-The three `pretrain.*` keys travel together as one `MaskingSpec` (built by `MaskingSpec.from_config`), the
-vocabulary ids corruption needs as one `MaskTokens` (`MaskTokens.from_vocab`). A new masking mode is one
-`MASKING_MODES` option (declared in choice_names.py, its `MaskingMode` registered here);
-tests/datamodules/pretrain/test_masking.py checks every entry.
+- `select_positions`: ``wordpiece`` selects each maskable token with probability `rate`, ``wwm`` each
+  word, all its pieces together; special tokens never.
+- `corrupt`: BERT's 80/10/10 ([MASK], a random token, unchanged); labels -100 elsewhere.
+- `masking_rate`: a constant, or the paper's ``ramp`` (Sec. 2.1.3, after ALUM): 5% for the first 20% of
+  training, +5% every further 20%, up to 25%.
+- `prediction_slots`: the selected positions as indices, padded with label -100, so the step gathers by
+  index without a host sync. `pretrain.max_predictions` (BERT's `max_predictions_per_seq`) fixes the width;
+  a row over it keeps the lowest draws, whole words together, before corruption.
 """
 
 from __future__ import annotations
@@ -33,15 +21,13 @@ from datamodules.encoders import IGNORE_INDEX
 from datamodules.pretrain.choice_names import MASKING_MODES, SCHEDULES
 from datamodules.pretrain.vocab import SPECIAL_TOKENS
 
-# a uniform draw per token [B, L] from (word_start, generator); a token is selected when its draw is below
-# the rate, so tokens that share a draw are selected together.
+# a uniform draw per token [B, L] from (word_start, generator); tokens that share a draw are selected together
 Draw = Callable[[torch.Tensor, "torch.Generator | None"], torch.Tensor]
 
 
 @dataclass(frozen=True)
 class MaskingMode:
-    """One `pretrain.masking` mode: its draw, and whether it selects whole words (every piece of a word
-    shares its draw) or may split one."""
+    """One `pretrain.masking` mode: its draw, and whether it selects whole words."""
 
     draw: Draw
     whole_word: bool
@@ -81,8 +67,7 @@ def check_masking(mode: str, schedule: str) -> None:
 
 @dataclass(frozen=True)
 class MaskingSpec:
-    """How a pretraining run masks: `pretrain.masking` (a MASKING_MODES name), `pretrain.mask_rate` and
-    `pretrain.mask_schedule` (a SCHEDULES name), checked against their registries when built."""
+    """`pretrain.masking`, `mask_rate` and `mask_schedule`, checked against their registries when built."""
 
     mode: str = "wwm"
     rate: float = 0.15
@@ -104,8 +89,7 @@ class MaskingSpec:
 
 @dataclass(frozen=True)
 class MaskTokens:
-    """The vocabulary ids masking reads: [MASK], and the special tokens (never selected; never drawn as a
-    random replacement, which comes from the ids above them)."""
+    """The vocabulary ids masking reads: [MASK], and the special tokens, never selected nor drawn."""
 
     mask_id: int
     special_ids: tuple[int, ...]
@@ -127,17 +111,15 @@ def masking_rate(progress: float, schedule: str = "constant", rate: float = 0.15
 
 def select_positions(word_start: torch.Tensor, maskable: torch.Tensor, rate: float, mode: str,
                      generator: torch.Generator | None = None, max_predictions: int | None = None) -> torch.Tensor:
-    """Boolean [B, L]: the prediction targets, at most `max_predictions` a row when given.
-    `word_start`/`maskable` are bool [B, L]."""
+    """Boolean [B, L]: the targets `mode` draws at `rate` from `generator` among `maskable`, at most
+    `max_predictions` a row when given."""
     draw = MASKING_MODES.get(mode)(word_start, generator)
     selected = (draw < rate) & maskable
     return selected if max_predictions is None else _lowest_draws(selected, draw, max_predictions)
 
 
 def _lowest_draws(selected: torch.Tensor, draw: torch.Tensor, limit: int) -> torch.Tensor:
-    """Of each row's selected tokens, those whose draw is below the (limit+1)-th lowest selected draw: at
-    most `limit`, a random subset (the draws are uniform), and the pieces of a word (one shared draw) stay
-    together. A row with at most `limit` selected keeps them all."""
+    """A random subset of at most `limit` of each row's `selected` tokens, pieces of a word together."""
     if limit >= selected.shape[1]:
         return selected
     ranked = torch.where(selected, draw, torch.full_like(draw, 2.0)).sort(dim=1).values
@@ -147,8 +129,8 @@ def _lowest_draws(selected: torch.Tensor, draw: torch.Tensor, limit: int) -> tor
 def corrupt(input_ids: torch.Tensor, selected: torch.Tensor, mask_id: int, replace_low: int,
             replace_high: int, generator: torch.Generator | None = None,
             mask_prob: float = 0.8, random_prob: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
-    """80/10/10 corruption of the selected positions -> (inputs, labels). Random replacements are drawn
-    uniformly from ids [replace_low, replace_high) (the vocabulary without its special tokens)."""
+    """80/10/10 corruption (`mask_prob` to `mask_id`, `random_prob` to a random id in [replace_low,
+    replace_high), the rest unchanged) of the `selected` positions -> (inputs, labels)."""
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     action = torch.rand(input_ids.shape, generator=generator)
     to_mask = selected & (action < mask_prob)
@@ -164,16 +146,14 @@ def mask_batch(input_ids: torch.Tensor, word_start: torch.Tensor, special: torch
                mode: str, mask_id: int, replace_low: int, replace_high: int,
                generator: torch.Generator | None = None,
                max_predictions: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Select and corrupt in one call: (masked inputs, labels)."""
+    """`select_positions` then `corrupt`, the `special` tokens never selected: (masked inputs, labels)."""
     selected = select_positions(word_start | special, ~special, rate, mode, generator, max_predictions)
     return corrupt(input_ids, selected, mask_id, replace_low, replace_high, generator)
 
 
 def prediction_slots(labels: torch.Tensor, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(positions, slot labels), both [B, width]: each row's labelled positions in order, then padding
-    slots at position 0 with label -100 (which the loss ignores). `width` None: the batch's largest count
-    (at least 1); a row with more labelled positions than `width` is an error of the caller (mask_batch's
-    `max_predictions` keeps rows within it)."""
+    """(positions, slot labels), both [B, width]: each row's labelled positions, then padding slots at
+    position 0 with label -100. `width` None: the batch's largest count; no row may exceed it."""
     selected = labels != IGNORE_INDEX
     counts = selected.sum(dim=1)
     width = max(1, int(counts.max())) if width is None else width

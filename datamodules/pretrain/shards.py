@@ -1,43 +1,21 @@
 """Tokenized, packed, memory-mapped pretraining sequences, and the deterministic batch plan over them.
 
-`build_shards` streams a corpus through WordPiece tokenization (the Rust `tokenizers`, batched) and packs
-each document's sentences into sequences of exactly `seq_len` slots:
+`build_shards` packs each document's sentences into sequences of exactly `seq_len` slots:
 
 - ``pairs="none"``: ``[CLS] sentences ... [SEP]``, as many whole sentences of one document as fit;
-- ``pairs="nsp"``: ``[CLS] A [SEP] B [SEP]``; B follows A in the document, or (50%) comes from another
-  random document of the same batch of documents (label 1), as in BERT's create_pretraining_data and
-  NVIDIA's LDDL (which samples within a partition);
-- ``pairs="sop"``: the same two consecutive segments, swapped in 50% of sequences (label 1), ALBERT's
-  sentence-order prediction.
+- ``pairs="nsp"``: ``[CLS] A [SEP] B [SEP]``; B follows A, or (50%, label 1) comes from another document
+  of the same batch, as in BERT's create_pretraining_data and NVIDIA's LDDL;
+- ``pairs="sop"``: two consecutive segments, swapped in 50% of sequences (label 1), ALBERT's SOP.
 
-With ``packing`` (``pretrain.packing``, pairs ``none`` only) a batch's documents run on through full rows:
-each row is filled with sequences, each ``[CLS] ... [SEP]`` around a piece of one document, a document's
-next piece taking whatever room the row has left (cut before a word that does not fit: words stay whole,
-sentences may not; a row with less than `MIN_PIECE` tokens of room is closed unless the document's rest
-fits). So every row but a batch's last is full or nearly so. A row's ``segments`` array numbers its
-sequences (1, 2, ...; 0 on padding), from which the batches take each token's document id (attention
-stays within it: a block-diagonal mask) and position (restarting at every sequence). This departs from
-BERT's rows of whole sentences, one sequence each, so it is a choice, off by default.
+With ``packing`` (pairs ``none`` only) documents run on through full rows, several ``[CLS] ... [SEP]``
+sequences to a row, cut between words; ``segments`` numbers them so attention stays within a sequence.
+It departs from BERT's one sequence a row, so it is off by default.
 
-Streaming and parallel, in memory independent of the corpus size: the main process reads, filters,
-de-duplicates (in order: the first copy is kept) and sentence-splits documents and cuts them into
-batches of `DOCS_PER_BATCH`; a process pool tokenizes and packs batches (a batch's sequences depend only
-on its documents, the seed and its number, never on the worker that ran it); the main process appends
-the results, in batch order, to the arrays and records each batch in ``index.jsonl``. At most two
-batches a worker are in flight. So the shards are byte-identical whatever the number of workers, and a
-killed build started again re-reads the corpus (cheap next to tokenizing) and tokenizes only the
-batches after the last one recorded.
-
-The arrays (``input_ids`` int32, ``token_type_ids``/``word_start`` uint8 [N, seq_len], ``lengths``
-int32, ``pair_labels`` int8, ``stages`` int8 [N]) are .npy files under
-``<work>/cache/shards/<fingerprint>/``, opened with mmap; ``word_start`` marks tokens that begin a word
-(every token not starting with '##'), what whole-word masking needs. The fingerprint covers the corpus
-files, the vocabulary, every setting and this code, so a change rebuilds and a repeat reuses.
-
-`BatchPlan` maps a global micro-batch number to sample indices: each corpus stage (one, or several for
-``general>pubmed``) is walked in seeded permutations, a fresh one per pass, stages in order, with steps
-split over stages in proportion to their sizes. Nothing depends on process state, which is what makes a
-resumed run see exactly the data (and, with seeded masks, the masks) of an uninterrupted one.
+A batch's sequences depend only on its documents, the seed and its number, and batches are appended in
+order, so the shards are byte-identical whatever the number of workers, and a killed build resumes after
+the last batch recorded in ``index.jsonl``. The fingerprint covers the corpus, vocabulary, settings and
+this code. `BatchPlan` maps a global micro-batch number to sample indices from seeded permutations alone,
+so a resumed run sees exactly the data of an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -112,9 +90,8 @@ def load_shards(path: Path) -> Shards:
 
 
 def open_shards(path: Path) -> Shards | None:
-    """The finished shards in `path`, or None where there are none. A damaged set (a file truncated,
-    missing or rewritten since it was built: its manifest says) is removed with a warning,
-    so the caller builds it again instead of failing on it at every rerun."""
+    """The finished shards in `path`, or None. A set its manifest finds damaged is removed with a warning,
+    so the caller rebuilds it instead of failing at every rerun."""
     try:
         json.loads((path / "meta.json").read_text())
         manifest = json.loads((path / MANIFEST).read_text()) if (path / MANIFEST).is_file() else None
@@ -183,8 +160,7 @@ MIN_PIECE = 16  # the fewest tokens of a document a row's leftover room takes: s
 
 
 def run_on_rows(docs: list[list[int]], row_length: int, word_start: np.ndarray) -> list[list[list[int]]]:
-    """`docs` (each a document's tokens) laid through rows of `row_length` slots: each row a list of
-    pieces, each to be framed by [CLS] and [SEP] (2 slots), a piece cut before a word that does not fit."""
+    """`docs` (token lists) laid through rows of `row_length` slots as pieces to frame with [CLS] and [SEP]."""
     rows: list[list[list[int]]] = []
     row: list[list[int]] = []
     free = row_length
@@ -277,8 +253,7 @@ _WORKER_PACKER: Packer | None = None
 
 def _start_worker(*args) -> None:
     global _WORKER_PACKER
-    # forked with the parent's handlers (bioablate_core.interrupts): a worker would print a traceback when the pool
-    # terminates it (SIGTERM) at the end of every build. The parent alone handles Ctrl-C and stops the pool.
+    # the parent alone handles signals and stops the pool; a worker would print a traceback on its SIGTERM
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER_PACKER = Packer(*args)
@@ -308,10 +283,8 @@ def _worker_pool(workers: int, packer_args: tuple):
     if workers <= 1:
         yield None
         return
-    # each worker tokenizes serially: the pool is the parallelism. Workers are spawned, not forked: a fork
-    # copies whatever lock another thread holds at that moment (the tokenizers' Rust thread pool, an HTTP
-    # client's, logging's) and the child can wait on it forever -- seen in SLURM jobs that log to a
-    # tracking server.
+    # spawned, not forked: a fork copies locks other threads hold (tokenizers', an HTTP client's), which the
+    # child can wait on forever; each worker tokenizes serially, the pool is the parallelism
     previous = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
@@ -326,8 +299,7 @@ def _worker_pool(workers: int, packer_args: tuple):
 
 
 def _packed(batches: Iterable, pool, workers: int, packer_args: tuple) -> Iterator[dict[str, np.ndarray]]:
-    """Packed batches in input order; with a pool, at most two batches a worker in flight (so memory
-    does not grow with the corpus)."""
+    """Packed batches in input order; at most two a worker in flight, so memory does not grow with the corpus."""
     if pool is None:
         packer = Packer(*packer_args)
         yield from map(packer, batches)
@@ -357,8 +329,7 @@ def _npy_header(dtype, shape: tuple[int, ...]) -> bytes:
 
 
 class ShardWriter:
-    """Appends packed batches to the .npy arrays of an unfinished build, recording each in index.jsonl;
-    reopening a folder built under the same key resumes after its last recorded batch."""
+    """Appends packed batches to a build's .npy arrays, resuming after the last one index.jsonl records."""
 
     def __init__(self, folder: Path, key: dict, seq_len: int, stages: int, names: tuple[str, ...] = ARRAYS):
         self.folder, self.seq_len = folder, seq_len
@@ -423,15 +394,12 @@ class ShardWriter:
         self.index.close()
 
 
-# Below about this many words a pool costs more than it saves: its spawned workers take a second or more
-# each to start (an interpreter importing tokenizers and numpy), about what one process needs to tokenize
-# them. Micro and mini corpora are built in the calling process; the real corpora use every core.
+# below this many words, starting spawned workers costs more than tokenizing in this process
 POOL_MIN_WORDS = 2_000_000
 
 
 def expected_words(corpus: Corpus) -> int:
-    """A cheap upper estimate of the words `corpus` gives: its word cap, else its files' sizes (about six
-    bytes a word of text, four times that for gzip-compressed files)."""
+    """A cheap upper estimate of the words `corpus` gives: its word cap, else from its files' sizes."""
     total = 0
     for stage in corpus.files:
         for files in stage:
@@ -442,8 +410,7 @@ def expected_words(corpus: Corpus) -> int:
 
 
 def default_workers(corpus: Corpus | None = None) -> int:
-    """Processes that pack shards: $BIOABLATE_SHARD_WORKERS, else every core this process may use, or
-    just this process for a corpus of fewer than POOL_MIN_WORDS words."""
+    """$BIOABLATE_SHARD_WORKERS, else every usable core, or 1 below POOL_MIN_WORDS words."""
     if os.environ.get("BIOABLATE_SHARD_WORKERS"):
         return int(os.environ["BIOABLATE_SHARD_WORKERS"])
     if corpus is not None and expected_words(corpus) < POOL_MIN_WORDS:
@@ -457,11 +424,9 @@ DOCS_PER_BATCH = 256
 def build_shards(corpus: Corpus, vocab_path: Path, lowercase: bool, seq_len: int, pairs: str, seed: int,
                  out_dir: Path, *, workers: int | None = None, docs_per_batch: int = DOCS_PER_BATCH,
                  progress: Callable[[dict], None] | None = None, packing: bool = False) -> Shards:
-    """Tokenize and pack `corpus` into `out_dir`, streaming (see the module doc): built in
-    ``<out_dir>.tmp``, resumed there after a kill, renamed when done. The result does not depend on
-    `workers` (default: `default_workers(corpus)`). `progress` is called after each batch is written with the
-    build's state (batches, rows, tokens, stage_rows so far). `packing`: several sequences to a row (module
-    doc; pairs ``none`` only)."""
+    """Tokenize `corpus` with `vocab_path` (`lowercase`) and pack it into `seq_len` rows with `pairs`, seeded
+    by `seed`, in ``<out_dir>.tmp``, resumed there after a kill, renamed when done. The result does not
+    depend on `workers`; `progress` gets the state after each batch of `docs_per_batch` documents."""
     out_dir = Path(out_dir)
     if (found := open_shards(out_dir)) is not None:
         return found

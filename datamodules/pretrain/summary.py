@@ -1,9 +1,7 @@
 """What a pretraining run will see of its corpus, said before it runs (`bioablate pretrain --dry-run`).
 
-From built shards the numbers are exact. Otherwise they are estimated without reading the corpus:
-each corpus's first files (whole files, until `sample_words` words) give its words per file byte after
-its filters, and, with a vocabulary, tokens per word; the file sizes scale them up; word caps apply.
-De-duplication is not estimated (it only lowers the numbers).
+Exact from built shards; else estimated from each corpus's first files (words per byte, tokens per word)
+scaled by the file sizes. De-duplication is not estimated (it only lowers the numbers).
 """
 
 from __future__ import annotations
@@ -88,8 +86,8 @@ def _sample(corpus: Corpus, stage: int, index: int, sample_words: int, tokenizer
 def corpus_summary(corpus: Corpus, *, seq_len: int, batch_size: int, accumulate: int, max_steps: int,
                    world_size: int = 1, pairs: str = "none", vocab_path: Path | None = None, lowercase: bool = True,
                    shards_meta: dict | None = None, sample_words: int = 200_000) -> CorpusSummary:
-    """The corpus's size and what `max_steps` optimizer steps of `batch_size x accumulate x world_size`
-    sequences make of it; exact from `shards_meta` (a built shards' meta.json), else estimated."""
+    """The corpus's size and what `max_steps` steps of `batch_size x accumulate x world_size` sequences make
+    of it at `seq_len` with `pairs`; exact from `shards_meta` (a built set's meta.json), else estimated."""
     paths = [p for stage in corpus.files for spec_files in stage for p, _ in spec_files]
     files, size = len(paths), sum(p.stat().st_size for p in paths)
     per_step = batch_size * accumulate * world_size

@@ -22,13 +22,11 @@ from bioablate_core.errors import ConfigError
 from bioablate_core.fingerprints import file_sha256
 from datamodules.textfiles import read_text_lines
 
-if TYPE_CHECKING:  # imported where used: the shard builder's worker processes import this module, and
-    # transformers alone would add ~2 s to each worker's start
+if TYPE_CHECKING:  # imported where used: the shard builder's workers import this module and start faster
     from transformers import BertTokenizer
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-# Fewer entries than the special tokens plus a basic alphabet (letters, digits, punctuation) and their
-# ## continuations is a vocabulary that splits nearly every word into characters.
+# below the specials plus an alphabet and its ## continuations, nearly every word splits into characters
 MIN_VOCAB_SIZE = 100
 
 
@@ -111,8 +109,7 @@ def resolve_vocab_file(value: str, data_dir: Path | None) -> Path:
 
 
 def init_vocab_file(init_dir: Path, work_dir: Path, need: str = "to inherit; set pretrain.vocab") -> Path:
-    """vocab.txt of a checkpoint, or one written from its tokenizer.json (WordPiece); `need` ends the error
-    line where it has neither (what the vocabulary was wanted for, and the fix)."""
+    """vocab.txt of a checkpoint, or one written from its tokenizer.json; `need` ends the error where neither."""
     if (init_dir / "vocab.txt").is_file():
         return init_dir / "vocab.txt"
     tok = init_dir / "tokenizer.json"
