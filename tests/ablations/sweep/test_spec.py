@@ -20,7 +20,7 @@ from ablations.sweep.spec import (
     SweepSchema,
     load_sweep,
 )
-from bioablate_core.errors import ConfigError
+from bioablate_core.errors import ConfigError, UnknownNameError
 from tests import shapes
 from tests.cli import bioablate_in_process
 
@@ -91,3 +91,18 @@ def test_the_command_line_refuses_a_wrong_container_before_any_trial(tmp_path, c
     out = bioablate_in_process("sweep", str(path), "--work-dir", str(tmp_path / "work"), cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.strip() == f"bioablate: error: {path}: {message}"
     assert not (tmp_path / "work" / "mlruns.db").exists() and not (tmp_path / "work" / "optuna.db").exists()
+
+
+def test_datasets_registers_a_user_dataset_for_every_trial(tmp_path, data_dir: Path):
+    """`sweep --datasets YAML`: the sweep's task may be a user dataset, and its YAML travels to every trial
+    and worker as the `datasets` override; without it the task is unknown."""
+    from tests.user_data import two_type_conll, write
+
+    for split, name in (("train", "train"), ("devel", "dev"), ("test", "test")):
+        write(tmp_path / "data" / f"{name}.tsv", two_type_conll(data_dir, split, 0, 40))
+    dataset = write(tmp_path / "sweep-ner.yaml", "name: sweep-ner\nformat: conll\npath: data\n"
+                    "files: {train: train.tsv, dev: dev.tsv, test: test.tsv}\n")
+    with pytest.raises(UnknownNameError, match="unknown task 'sweep-ner'"):
+        load_sweep("ner", task="sweep-ner")
+    spec = load_sweep("ner", task="sweep-ner", datasets=[str(dataset)])
+    assert spec.cli_overrides[-1] == f'datasets=["{dataset}"]' and spec.overrides[-1] == spec.cli_overrides[-1]
