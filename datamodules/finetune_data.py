@@ -56,19 +56,20 @@ log = logging.getLogger("bioablate")
 CACHE_FORMAT = 1  # bump when EncodedSplit's stored layout changes
 
 
-def subsample(instances: list[Instance], limit: int | None, group_by: str | None = None) -> list[Instance]:
-    """A fixed subset of `limit` instances, in corpus order. The shuffle seed is constant on purpose:
-    every seed and every variant of an ablation must see the same examples.
+def subsample(instances: Sequence[Instance], limit: int | None, group_by: str | None = None) -> list[Instance]:
+    """A fixed subset of `limit` instances, in corpus order, as a list. The shuffle seed is constant on
+    purpose: every seed and every variant of an ablation must see the same examples. A split read on
+    demand (`take`: datamodules/custom/tagged.py) reads only the instances drawn.
 
     `group_by`: an instance attribute whose equal values the metric scores together (a ranking's question,
     a BioASQ question's snippets: `TaskEncoder.group_by`); then whole groups are kept: the groups in a
     fixed random order, taken while the subset stays within `limit` (the first group even when it alone
     is larger), so that no question is scored on part of its candidates or snippets."""
     if limit is None or limit >= len(instances):
-        return instances
+        return instances if isinstance(instances, list) else list(instances)
     if group_by is None:
         keep = sorted(random.Random(0).sample(range(len(instances)), limit))
-        return [instances[i] for i in keep]
+        return _take(instances, keep)
     groups: dict[Any, list[int]] = {}
     for position, instance in enumerate(instances):
         groups.setdefault(getattr(instance, group_by), []).append(position)
@@ -79,7 +80,12 @@ def subsample(instances: list[Instance], limit: int | None, group_by: str | None
         if chosen and len(chosen) + len(members) > limit:
             break
         chosen += members
-    return [instances[i] for i in sorted(chosen)]
+    return _take(instances, sorted(chosen))
+
+
+def _take(instances: Sequence[Instance], positions: list[int]) -> list[Instance]:
+    take = getattr(instances, "take", None)
+    return take(positions) if take is not None else [instances[i] for i in positions]
 
 
 SHAPE_STEP = 32  # static shapes: batch widths are multiples of this (or the maximum length)

@@ -11,7 +11,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from bioablate_core.errors import ConfigError, MissingDataError
 from bioablate_core.fingerprints import files_under, hash_files
@@ -30,7 +30,9 @@ MIN_SEQUENCE = 8
 # --seq-len 100000) would allocate an attention matrix of hundreds of GB before failing.
 MAX_SEQUENCE = 8192
 
-Splits = dict[str, list[Instance]]
+# A split is a list, or for a large file a read-only Sequence that reads its instances when indexed
+# (datamodules/custom/tagged.py's ConllSentences): whoever needs a list makes one of what it uses.
+Splits = dict[str, Sequence[Instance]]
 Reader = Callable[[Path], Splits]  # a `FILE_FOLDS` dataset's reader also takes the fold: reader(path, k)
 
 
@@ -135,8 +137,9 @@ class DatasetSpec:
         The last datasets read (up to 16: all of BLURB fits, about 230 MB) are kept in memory, keyed by
         their content fingerprint: an experiment fine-tunes many runs on many datasets in one process, and
         parsing each again (ChemProt: ~2 s) added up. Instances are frozen, and each call gets its own
-        lists. A dataset with folds but none selected reads fold `DEFAULT_FOLD` (1), so that tools that
-        know nothing of folds (`bioablate data stats`, a single run) see BioBERT's fold 1."""
+        lists (a split read on demand, which is read-only, is shared). A dataset with folds but none
+        selected reads fold `DEFAULT_FOLD` (1), so that tools that know nothing of folds (`bioablate data
+        stats`, a single run) see BioBERT's fold 1."""
         if self.folds is not None and self.fold_index is None:
             return self.fold(DEFAULT_FOLD).read(data_dir)
         missing = self.missing_files(data_dir)
@@ -150,7 +153,8 @@ class DatasetSpec:
         _READ_CACHE[key] = splits  # most recent last
         while len(_READ_CACHE) > _READ_CACHE_SIZE:
             del _READ_CACHE[next(iter(_READ_CACHE))]
-        return {split: list(instances) for split, instances in splits.items()}
+        return {split: list(instances) if isinstance(instances, list) else instances
+                for split, instances in splits.items()}
 
     def fingerprint(self, data_dir: Path | None) -> str:
         """Content hash of everything that decides the instances and how they are scored: the data files,
@@ -204,6 +208,18 @@ class DatasetSpec:
         if self.folds is None and self.carve_dev is None:
             return splits
         return apply_protocol(splits, self.folds, self.fold_index, self.carve_dev)
+
+
+QUOTE_LIMIT = 200  # the most characters of a file's content an error line quotes
+
+
+def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """`value` as an error line quotes it (its repr), cut to `limit` characters with an ellipsis and its
+    full length: a one-line file of 200 MB must not become an error line of 200 MB."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 _READ_CACHE: dict[tuple[str, str], Splits] = {}  # (name, fingerprint) -> splits, least recent first

@@ -24,8 +24,11 @@ own splits have a few (docs/data.md, "Overlaps between splits"), so it is a warn
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from array import array
+from collections.abc import Hashable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from bioablate_core.errors import BioablateError, ConfigError
 from datamodules.instances import Instance, PairInstance, QAInstance, RelationInstance, TaggingInstance, TextInstance
@@ -43,27 +46,29 @@ _CHECKED: dict[tuple[str, str], list[str]] = {}  # (dataset, content fingerprint
 
 def check_splits(spec: DatasetSpec, splits: Splits, data_dir: Path | None) -> list[str]:
     """Raise for splits that cannot give a meaningful score (see the module doc); the warnings, one line
-    each, otherwise."""
+    each, otherwise. The checks read each split's `SplitSummary`, not its instances."""
     where = f" (see {spec.source})" if spec.source else ""
     _check_fold_count(spec, splits, where)
     for split in SPLITS:  # the words of FinetuneDataModule.setup, which meets it after a run exists
         if not splits.get(split) and not (split == "dev" and spec.no_dev):
             raise BioablateError(_empty_split(spec, splits, split, data_dir, where))
+    summaries = {split: summary_of(splits.get(split) or []) for split in SPLITS}
     if TASK_TYPES.of(spec.task_type).spans:
-        if not any(x.answer_spans for x in splits["train"]):
+        if not summaries["train"].any_answer_spans:
             raise BioablateError(f"dataset '{spec.name}': no training question has an answer located in its "
                                  f"context{where}; the model could only learn that there is none")
-        if not any(x.answers for x in splits["test"]):
+        if not summaries["test"].any_answers:
             raise BioablateError(f"dataset '{spec.name}': no test question has a gold answer{where}; exact match "
                                  "and F1 would be 0 whatever the model predicts")
-    _check_gold(spec, splits, where)
+    _check_gold(spec, summaries, where)
     for later, earlier in (("dev", ["train"]), ("test", ["train", "dev"])):  # `files: {test: train.txt}`, a copy
-        seen = [x for split in earlier for x in splits.get(split, [])]  # (dev may be carved from the file)
-        if splits.get(later) and overlaps(seen, splits[later])[1] == len(splits[later]):
+        seen = np.concatenate([summaries[split].inputs for split in earlier])  # (dev may be carved from the file)
+        count = summaries[later].count
+        if count and int(np.isin(summaries[later].inputs, seen).sum()) == count:
             raise BioablateError(f"dataset '{spec.name}': every {later} example repeats a training example (the "
                                  f"training file as {later}?){where}; a score on what the model trained on measures "
                                  f"memory, not generalisation: give a {later} file of other examples")
-    warning = overlap_warning(spec.name, splits)
+    warning = overlap_warning(spec.name, summaries)
     return [warning] if warning else []
 
 
@@ -93,26 +98,26 @@ def _empty_split(spec: DatasetSpec, splits: Splits, split: str, data_dir: Path |
     return f"dataset '{spec.name}' has no {split} split in {spec.base_dir(data_dir)}{where}; see docs/data.md"
 
 
-def _check_gold(spec: DatasetSpec, splits: Splits, where: str) -> None:
+def _check_gold(spec: DatasetSpec, summaries: dict[str, SplitSummary], where: str) -> None:
     """Gold answers a score can be computed from: a tagged dataset with mentions to learn and to find, a
     similarity test set whose gold scores vary (Pearson's correlation with a constant is undefined)."""
     entry = TASK_TYPES.of(spec.task_type)
     if entry.tagged:
         for split, consequence in (("train", "the model could only learn that there is none"),
                                    ("test", "F1 would be 0 whatever the model predicts")):
-            if not any(x.spans for x in splits[split]):
+            if not summaries[split].any_spans:
                 raise BioablateError(f"dataset '{spec.name}': no {split} sentence has a gold mention{where}; "
                                      f"{consequence}")
-    _check_positive_gold(spec, splits, where)
+    _check_positive_gold(spec, summaries["test"], where)
     if entry.scored:
-        golds = {x.label for x in splits["test"]}
+        golds = set(summaries["test"].values)
         if len(golds) == 1:
             raise BioablateError(f"dataset '{spec.name}': every test pair has the same gold score ({golds.pop()})"
                                  f"{where}; a correlation with a constant is undefined: give a test set whose "
                                  "scores vary")
 
 
-def _check_positive_gold(spec: DatasetSpec, splits: Splits, where: str) -> None:
+def _check_positive_gold(spec: DatasetSpec, test: SplitSummary, where: str) -> None:
     """An F1 of positive classes needs a positive gold example in test: with none, precision and recall have
     no denominator and the score printed 0.0000 as if it were a result."""
     args = spec.metric_args
@@ -122,7 +127,7 @@ def _check_positive_gold(spec: DatasetSpec, splits: Splits, where: str) -> None:
         positive, which = (lambda label: label == args["positive"]), f"none is '{args['positive']}'"
     else:
         return
-    if not any(positive(label) for x in splits["test"] for label in _gold_labels(x)):
+    if not any(positive(label) for label in test.gold_labels):
         unit = "pair" if TASK_TYPES.of(spec.task_type).relation else "example"
         raise BioablateError(f"dataset '{spec.name}': no test {unit} has a positive gold label ({which}){where}; "
                              "F1 is undefined there, and would be 0 whatever the model predicts")
@@ -165,20 +170,70 @@ def example_id(instance: Instance) -> str:
     return getattr(instance, "question_id", None) or instance.id
 
 
-def overlaps(earlier: list[Instance], later: list[Instance]) -> tuple[int, int]:
+class SplitSummary:
+    """What the whole-split checks read of a split, gathered one instance at a time (`add`), so that a
+    reader that streams a large file keeps this instead of the instances: the count, a 64-bit hash of each
+    example's id and input (`example_id`, `input_key`; equal hashes are taken as equal, a collision among
+    a million examples has odds of about 1 in 10^7), whether any gold mention or answer is there, and the
+    gold labels."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._ids, self._inputs = array("q"), array("q")
+        self.any_spans = self.any_answer_spans = self.any_answers = False
+        self.span_types: set[str] = set()  # the types of the gold mentions (a tagged split)
+        self.gold_labels: set[str] = set()  # every class label (`_gold_labels`)
+        self.values: set = set()  # every `label` value (similarity: the gold scores)
+
+    def add(self, instance: Instance) -> None:
+        self.count += 1
+        self._ids.append(hash(example_id(instance)))
+        self._inputs.append(hash(input_key(instance)))
+        spans = getattr(instance, "spans", ())
+        if spans:
+            self.any_spans = True
+            self.span_types.update(span.label for span in spans)
+        self.any_answer_spans = self.any_answer_spans or bool(getattr(instance, "answer_spans", ()))
+        self.any_answers = self.any_answers or bool(getattr(instance, "answers", ()))
+        self.gold_labels.update(_gold_labels(instance))
+        if hasattr(instance, "label"):
+            self.values.add(instance.label)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return np.frombuffer(self._ids, dtype=np.int64) if self.count else np.zeros(0, dtype=np.int64)
+
+    @property
+    def inputs(self) -> np.ndarray:
+        return np.frombuffer(self._inputs, dtype=np.int64) if self.count else np.zeros(0, dtype=np.int64)
+
+
+def summary_of(instances: Sequence[Instance]) -> SplitSummary:
+    """The split's summary: the one its reader kept (a streamed split's `summary`), else gathered now."""
+    kept = getattr(instances, "summary", None)
+    if kept is not None:
+        return kept
+    summary = SplitSummary()
+    for instance in instances:
+        summary.add(instance)
+    return summary
+
+
+def overlaps(earlier: Sequence[Instance] | SplitSummary, later: Sequence[Instance] | SplitSummary) -> tuple[int, int]:
     """(same id, same input): how many of `later`'s instances repeat one of `earlier`'s by id, by input."""
-    ids, inputs = {example_id(x) for x in earlier}, {input_key(x) for x in earlier}
-    return (sum(1 for x in later if example_id(x) in ids), sum(1 for x in later if input_key(x) in inputs))
+    earlier, later = (x if isinstance(x, SplitSummary) else summary_of(x) for x in (earlier, later))
+    return int(np.isin(later.ids, earlier.ids).sum()), int(np.isin(later.inputs, earlier.inputs).sum())
 
 
-def overlap_warning(name: str, splits: Splits) -> str | None:
+def overlap_warning(name: str, splits: Splits | dict[str, SplitSummary]) -> str | None:
     """One line counting the examples each split repeats from an earlier one, or None where none does."""
+    summaries = {split: x if isinstance(x, SplitSummary) else summary_of(x) for split, x in splits.items()}
     parts = []
     for earlier, later in SPLIT_PAIRS:
-        if splits.get(earlier) and splits.get(later):
-            same_id, same_input = overlaps(splits[earlier], splits[later])
+        if earlier in summaries and later in summaries and summaries[earlier].count and summaries[later].count:
+            same_id, same_input = overlaps(summaries[earlier], summaries[later])
             if same_id or same_input:
-                parts.append(f"{later} repeats {earlier}: {same_input} of {len(splits[later])} by input, "
+                parts.append(f"{later} repeats {earlier}: {same_input} of {summaries[later].count} by input, "
                              f"{same_id} by id")
     if not parts:
         return None

@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import logging
 import re
+from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bioablate_core.errors import DataFormatError
+from datamodules.custom.lines import text_lines
 from datamodules.custom.schema import TAGGINGS, Definition
 from datamodules.instances import TaggingInstance, iob_to_spans
+from datamodules.spec import shown
+from datamodules.split_checks import SplitSummary
 from datamodules.tagging import get_scheme
-from datamodules.textfiles import open_text
 
 log = logging.getLogger("bioablate")
 _TAG = re.compile(r"O|[BIESLU](?:-\S+)?")
@@ -62,14 +66,14 @@ class TagRules:
         known = self._known.get(tag)
         if known is not None:
             return known
-        d = self.definition
+        d, said = self.definition, shown(tag)  # the tag as an error line quotes it
         if not _TAG.fullmatch(tag):
-            raise DataFormatError(path, line, f"tag {tag!r} is not O or a prefix B, I, E, S, L or U, alone or "
+            raise DataFormatError(path, line, f"tag {said} is not O or a prefix B, I, E, S, L or U, alone or "
                                               "as <prefix>-<type> (IOB2, IO, IOBES / BIOES or BILOU tags)")
         prefix, _, typ = tag.partition("-")
         if prefix not in TAGGINGS[d.tagging]:
             owners = ", ".join(name for name, allowed in TAGGINGS.items() if name != "auto" and prefix in allowed)
-            raise DataFormatError(path, line, f"tag {tag!r} is outside tagging scheme {d.tagging} ({self.scheme()}: "
+            raise DataFormatError(path, line, f"tag {said} is outside tagging scheme {d.tagging} ({self.scheme()}: "
                                               f"O and {', '.join(TAGGINGS[d.tagging])} tags), the key 'tagging' of "
                                               f"{d.source}; {prefix}- tags are written in {owners}: declare that, or "
                                               "tagging: auto to detect it")
@@ -77,16 +81,16 @@ class TagRules:
         prefix = _AS_BIOUL.get(prefix, prefix)
         if not typ:
             if d.entity_type is None and d.collapse_type is None:
-                raise DataFormatError(path, line, f"untyped tag {tag!r}: set the key 'entity_type' in {d.source} "
+                raise DataFormatError(path, line, f"untyped tag {said}: set the key 'entity_type' in {d.source} "
                                                   "to name the type of B/I tags")
             typ = d.entity_type or d.collapse_type
         typ = d.collapse_type or typ
         if typ not in d.labels and (d.labels or not d.labels_from_train):  # no labels yet: reading them
             if d.labels_from_train:
-                raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not among the types of "
+                raise DataFormatError(path, line, f"entity type {shown(typ)} (tag {said}) is not among the types of "
                                                   f"the training split {list(d.labels)}, which {d.source} takes as "
                                                   "its labels; list every type under 'labels' or set collapse_type")
-            raise DataFormatError(path, line, f"entity type {typ!r} (tag {tag!r}) is not in labels "
+            raise DataFormatError(path, line, f"entity type {shown(typ)} (tag {said}) is not in labels "
                                               f"{list(d.labels)} of {d.source}; add it there or set collapse_type")
         self._known[tag] = f"{prefix}-{typ}"
         return self._known[tag]
@@ -100,48 +104,124 @@ def tags_to_spans(tags: list[str]) -> tuple:
 _SAID: set[tuple[str, str]] = set()  # (file, scheme) already said
 
 
-def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
+# A file above this size is read on demand (`ConllSentences`): held whole, a sentence's objects take
+# about 12 times its bytes, and a run may use 32 of a million sentences.
+STREAMED_ABOVE = 8 << 20
+
+
+def _sentences(definition: Definition, path: Path, rules: TagRules, start: int = 0) -> Iterator[tuple]:
+    """(byte offset of its first line, document id or None, its position in that document, tokens,
+    normalized tags) of each sentence of `path` from byte `start` (a sentence's first line)."""
     token_column, tag_column = definition.columns["token"], definition.columns["tag"]
     width = max(c + 1 if c >= 0 else -c for c in (token_column, tag_column))
-    rules = TagRules(definition)
-    instances: list[TaggingInstance] = []
     tokens: list[str] = []
     tags: list[str] = []
+    first = start
     document: str | None = None  # the id of the current -DOCSTART- (<id>) document
     in_document = 0  # sentences so far in that document
+    for number, offset, raw in text_lines(path, start):
+        line = raw.strip()
+        if not line or line.startswith("-DOCSTART-"):
+            if tokens:
+                yield first, document, in_document, tuple(tokens), tags
+                in_document += 1
+                tokens, tags = [], []
+            match = _DOCSTART.match(line) if line else None
+            if match and match.group(1):
+                document, in_document = match.group(1), 0
+            continue
+        if not tokens:
+            first = offset
+        parts = line.split("\t") if "\t" in line else line.split()
+        if len(parts) < width:
+            raise DataFormatError(path, number, f"expected at least {width} columns (token in column "
+                                                f"{token_column}, tag in column {tag_column}: the key "
+                                                f"'columns' of {definition.source}), got {len(parts)}")
+        token = parts[token_column].strip()
+        if not token:
+            raise DataFormatError(path, number, f"empty token in column {token_column}")
+        tokens.append(token)
+        tags.append(rules.normalize(parts[tag_column].strip(), path, number))
+    if tokens:
+        yield first, document, in_document, tuple(tokens), tags
 
-    def flush() -> None:
-        nonlocal in_document
-        if tokens:
-            ident = f"{document}-{in_document}" if document is not None else f"{path.stem}-{len(instances)}"
-            instances.append(TaggingInstance(ident, tuple(tokens), tags_to_spans(tags)))
-            in_document += 1
-            tokens.clear()
-            tags.clear()
 
-    with open_text(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            line = raw.strip()
-            if not line:
-                flush()
-                continue
-            if line.startswith("-DOCSTART-"):
-                flush()
-                match = _DOCSTART.match(line)
-                if match and match.group(1):
-                    document, in_document = match.group(1), 0
-                continue
-            parts = line.split("\t") if "\t" in line else line.split()
-            if len(parts) < width:
-                raise DataFormatError(path, number, f"expected at least {width} columns (token in column "
-                                                    f"{token_column}, tag in column {tag_column}: the key "
-                                                    f"'columns' of {definition.source}), got {len(parts)}")
-            token = parts[token_column].strip()
-            if not token:
-                raise DataFormatError(path, number, f"empty token in column {token_column}")
-            tokens.append(token)
-            tags.append(rules.normalize(parts[tag_column].strip(), path, number))
-    flush()
+def _ident(path: Path, document: str | None, in_document: int, position: int) -> str:
+    return f"{document}-{in_document}" if document is not None else f"{path.stem}-{position}"
+
+
+class ConllSentences(Sequence):
+    """A large CoNLL file's sentences, read from the file when indexed or iterated: it holds each
+    sentence's byte offset and id (a few bytes each) and the `SplitSummary` the split checks read, not the
+    sentences. `take` reads a subsample's sentences; a file changed since it was indexed is refused."""
+
+    def __init__(self, definition: Definition, path: Path, rules: TagRules):
+        self.definition, self.path, self.rules = definition, path, rules
+        self.starts, self.in_document, self.document = array("q"), array("q"), array("q")
+        self.documents: list[str] = []  # -DOCSTART- (<id>) ids; `document` indexes them (-1: none)
+        self.summary = SplitSummary()
+        self._stamp = self._now()
+        index: dict[str, int] = {}
+        for start, document, in_document, tokens, tags in _sentences(definition, path, rules):
+            position = len(self.starts)
+            if document is not None and document not in index:
+                index[document] = len(self.documents)
+                self.documents.append(document)
+            self.starts.append(start)
+            self.in_document.append(in_document)
+            self.document.append(-1 if document is None else index[document])
+            self.summary.add(TaggingInstance(_ident(path, document, in_document, position), tokens,
+                                             tags_to_spans(tags)))
+
+    def _now(self) -> tuple[int, int]:
+        stat = self.path.stat()
+        return stat.st_size, stat.st_mtime_ns
+
+    def _check(self) -> None:
+        if self._now() != self._stamp:
+            raise DataFormatError(self.path, None, "changed since it was read; run the command again")
+
+    def _instance(self, position: int, tokens: tuple[str, ...], tags: list[str]) -> TaggingInstance:
+        d = self.document[position]
+        ident = _ident(self.path, self.documents[d] if d >= 0 else None, self.in_document[position], position)
+        return TaggingInstance(ident, tokens, tags_to_spans(tags))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, position):
+        if isinstance(position, slice):
+            return self.take(range(*position.indices(len(self))))
+        if not -len(self) <= position < len(self):
+            raise IndexError(position)
+        return self.take([position % len(self)])[0]
+
+    def take(self, positions) -> list[TaggingInstance]:
+        """The sentences at `positions`, in that order, each read from its offset."""
+        self._check()
+        out = []
+        for position in positions:
+            _, _, _, tokens, tags = next(_sentences(self.definition, self.path, self.rules, self.starts[position]))
+            out.append(self._instance(position, tokens, tags))
+        return out
+
+    def __iter__(self) -> Iterator[TaggingInstance]:
+        self._check()
+        for position, (_, _, _, tokens, tags) in enumerate(_sentences(self.definition, self.path, self.rules)):
+            yield self._instance(position, tokens, tags)
+
+
+def read_conll(definition: Definition, path: Path,
+               streamed_above: int = STREAMED_ABOVE) -> list[TaggingInstance] | ConllSentences:
+    """The sentences of CoNLL file `path`: a list, or for a file over `streamed_above` bytes a
+    `ConllSentences` read on demand (the same instances, in the same order)."""
+    rules = TagRules(definition)
+    if path.is_file() and path.stat().st_size > streamed_above:
+        instances: list[TaggingInstance] | ConllSentences = ConllSentences(definition, path, rules)
+    else:
+        instances = [TaggingInstance(_ident(path, document, in_document, position), tokens, tags_to_spans(tags))
+                     for position, (_, document, in_document, tokens, tags)
+                     in enumerate(_sentences(definition, path, rules))]
     declared = definition.tagging != "auto"
     # detected IOB2 and IO are read as ever, unsaid
     if (declared or rules.prefixes & set("ESLU")) and (str(path), rules.scheme()) not in _SAID:
@@ -152,6 +232,9 @@ def read_conll(definition: Definition, path: Path) -> list[TaggingInstance]:
     return instances
 
 
-def entity_types(instances: list[TaggingInstance]) -> tuple[str, ...]:
+def entity_types(instances: Sequence[TaggingInstance]) -> tuple[str, ...]:
     """The entity types the instances' spans have, sorted."""
+    summary = getattr(instances, "summary", None)
+    if summary is not None:
+        return tuple(sorted(summary.span_types))
     return tuple(sorted({span.label for x in instances for span in x.spans}))
