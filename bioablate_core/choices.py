@@ -39,7 +39,7 @@ class Choice(Registry[T]):
 
     def declare(self, name: str, *, task_types: tuple[str, ...] | None = None,
                 requires: Mapping[str, str] | None = None) -> None:
-        """An option's name and where it applies, without its entry (`implemented_in` registers that)."""
+        """Option `name`, its `task_types` and `requires` (as `register` takes them), without its entry."""
         self._task_types[name] = tuple(task_types) if task_types is not None else None
         self._requires[name] = dict(requires or {})
         self._declared.add(name)
@@ -47,7 +47,8 @@ class Choice(Registry[T]):
     def register(self, name: str, entry: T | None = None, *, task_types: tuple[str, ...] | None = None,
                  requires: Mapping[str, str] | None = None, replace: bool = False):
         """`task_types`: where the option applies (None: every task type); `requires`: other choices' values
-        it only works with, e.g. {"re_input": "markers"}. A declared option takes its entry only."""
+        it only works with, e.g. {"re_input": "markers"}; `replace` as a Registry's. A declared option takes
+        its entry only."""
         if entry is None:
             def decorator(obj: T) -> T:
                 self.register(name, obj, task_types=task_types, requires=requires, replace=replace)

@@ -84,8 +84,7 @@ def _try_lock(fd: int, kind: int = fcntl.LOCK_EX) -> bool:
 
 
 def _read_holder(fd: int, patience_s: float = 1.0) -> Holder:
-    """The holder's description; a holder that has just taken the lock writes it right after, so an
-    empty file is read again for up to `patience_s` before the holder is UNKNOWN."""
+    """The holder's description; an empty one is read again for `patience_s` (it is written just after)."""
     deadline = time.monotonic() + patience_s
     while True:
         try:

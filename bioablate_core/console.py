@@ -95,8 +95,7 @@ def libraries_quieted() -> Iterator[None]:
 
 
 def one_line(text: BaseException | str, limit: int = 500) -> str:
-    """An error or message as one line of at most `limit` characters (for tags, tables and summaries);
-    an exception is prefixed with its type."""
+    """An error or message as one line of at most `limit` characters, an exception prefixed with its type."""
     if isinstance(text, BaseException):
         text = f"{type(text).__name__}: {text}"
     text = " ".join(str(text).split())

@@ -30,7 +30,7 @@ def count_problem(value: Any, least: int, most: int) -> str | None:
 
 
 def check_count(value: Any, where: str, *, least: int = 1, most: int, fix: str = "") -> int:
-    """`value` as an int, or a ConfigError `"<where>: <problem>[; <fix>]"`."""
+    """`value` as an int from `least` to `most`, or a ConfigError `"<where>: <problem>[; <fix>]"`."""
     problem = count_problem(value, least, most)
     if problem is not None:
         raise ConfigError(f"{where}: {problem}{f'; {fix}' if fix else ''}")

@@ -99,8 +99,7 @@ def missing_driver(url: str, module: str) -> str:
 
 
 def unreachable(url: str, timeout_s: float) -> str | None:
-    """Why a server database at `url` cannot be used (one line), or None when a connection opens within
-    `timeout_s`. Not for SQLite (a file: nothing to reach)."""
+    """Why the server database at `url` cannot be reached within `timeout_s` (one line), or None."""
     import sqlalchemy
 
     try:

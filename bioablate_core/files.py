@@ -49,8 +49,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 
 def user_cache_dir() -> Path:
-    """bioablate's folder in the user cache (platformdirs', else XDG_CACHE_HOME or ~/.cache), for what is
-    derived once per machine, never a run's output."""
+    """bioablate's folder in the user cache, for what is derived once per machine, never a run's output."""
     try:
         from platformdirs import user_cache_dir as platform_cache_dir
     except ImportError:

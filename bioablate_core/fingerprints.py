@@ -22,14 +22,12 @@ RACY_SECONDS = 2.0
 
 
 def digest(value: Any, length: int = 16) -> str:
-    """`length` hex digits of SHA-256 over `value` as canonical JSON (else its `str`): every fingerprint of a
-    value is this one hash."""
+    """`length` hex digits of SHA-256 over `value` as canonical JSON: every fingerprint of a value."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:length]
 
 
 def files_under(folder: Path) -> list[Path]:
-    """Every file below `folder` (links followed), in the order `sorted()` gives Paths, listed without a
-    stat per entry."""
+    """Every file below `folder` (links followed), in the order `sorted()` gives Paths."""
     key = (os.getcwd(), os.fspath(folder))  # the paths returned are built on `folder` as given
     memo = _LISTINGS.get(key)
     if memo is not None and _unchanged(memo[0]):

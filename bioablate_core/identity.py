@@ -1,6 +1,5 @@
-"""What identifies a run, said once, on the fields themselves: each field of a schema dataclass is marked
-with the group it belongs to (which runs' results it decides, where a run goes, what shapes a dataset's
-runs, ...), and every list a fingerprint hashes or leaves out is read off these marks (`marked`).
+"""What identifies a run, said once, on the fields themselves: each schema field is marked with its group,
+and every list a fingerprint hashes or leaves out is read off these marks (`marked`).
 
     ft, inert = markers("finetune", "none")
 

@@ -33,7 +33,8 @@ ELLIPSIS = "…"
 
 
 def check_vocab_size(size: int, given: str, fix: str, key: str) -> None:
-    """A vocabulary to train of at most MAX_VOCAB entries: the tokenizers trainer's memory grows with it."""
+    """A vocabulary to train of at most MAX_VOCAB entries, since the trainer's memory grows with it; the error
+    names the value as `given`, the `key` and a `fix`."""
     if size > MAX_VOCAB:
         raise ConfigError(f"{given}: a vocabulary of at most {MAX_VOCAB:,} entries is trained (BERT's has "
                           f"30,522); use e.g. {fix} ({key})")
@@ -187,8 +188,7 @@ def _model_to_build(cfg: Any) -> tuple[int, int | None] | None:
 
 
 def _check_model_memory(cfg: Any, on_gpu: bool) -> None:
-    """A new model's training state against the RAM, before a tensor is allocated (on a GPU run, its
-    weights alone: they are built in host memory first)."""
+    """A new model's training state (on a GPU run, its weights alone) against the RAM, before allocating."""
     build = _model_to_build(cfg)
     if build is None:
         return

@@ -23,7 +23,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
 
     def register(self, name: str, entry: T | None = None, *, replace: bool = False):
-        """`register(name, entry)`, or `@register(name)` as a decorator."""
+        """`register(name, entry)`, or `@register(name)` as a decorator; `replace` allows a name taken."""
         if entry is None:
             def decorator(obj: T) -> T:
                 self.register(name, obj, replace=replace)

@@ -146,7 +146,7 @@ RANGE = "range"  # the dataclass field metadata key `bounded` sets
 
 def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
             lt: float | None = None) -> Any:
-    """A dataclass field with `default` whose value must lie in the given range (None always passes)."""
+    """A dataclass field with `default` whose value must lie within `ge`, `gt`, `le`, `lt` (None passes)."""
     return dataclasses.field(default=default, metadata={RANGE: Range(ge, gt, le, lt)})
 
 
@@ -159,7 +159,8 @@ def choice(options: Choice) -> Any:
 
 
 def check_ranges(source: str | Path, schema: type, cfg: Any, prefix: str = "") -> None:
-    """Every `bounded` key of `schema` in `cfg` inside its range, else a ConfigError naming the first outside."""
+    """Every `bounded` key of `schema` in `cfg` (at key path `prefix`) inside its range, else a ConfigError
+    naming `source` and the first key outside."""
     if isinstance(cfg, DictConfig):
         # plain containers: DictConfig node lookups are slow; a value that does not resolve is left to the walk
         try:
@@ -296,7 +297,7 @@ def _boolean(value: Any) -> bool:
 
 def check_shapes(source: str | Path, schema: type, layer: Any, prefix: str = "") -> None:
     """Every key of `layer` that `schema` types as a mapping, a list or a single value holds one, else a
-    ConfigError naming `source`, the key and what fits. Unknown keys are left to `merge`."""
+    ConfigError naming `source`, the key (under `prefix`) and what fits. Unknown keys are left to `merge`."""
     if isinstance(layer, DictConfig):
         layer = OmegaConf.to_container(layer, resolve=False)
     if not isinstance(layer, dict):
@@ -358,7 +359,7 @@ def _clash(base: Any, layers: tuple[Any, ...]) -> str:
 
 
 def validate(source: str | Path, raw: Any, schema: type) -> DictConfig:
-    """`raw` (a mapping or DictConfig, e.g. from `load_yaml`) checked against `schema`'s keys and types."""
+    """`raw` (e.g. from `load_yaml`) checked against `schema`'s keys and types; errors name `source`."""
     return merge(schema, source, raw)
 
 

@@ -6,6 +6,5 @@ import numpy as np
 
 
 def batch_seed(seed: int, micro_batch: int, stream: int) -> int:
-    """A seed for one random stream (0: masks, 1: the training step) of one global micro-batch;
-    different streams of the same micro-batch get unrelated seeds."""
+    """An unrelated seed per `stream` (0: masks, 1: the training step) of each global `micro_batch`."""
     return int(np.random.SeedSequence([int(seed), int(micro_batch), stream]).generate_state(1)[0])

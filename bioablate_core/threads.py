@@ -116,8 +116,7 @@ _CHOSEN: Optional[ThreadChoice] = None  # this process's choice, until `announce
 
 
 def configure(environ: Optional[dict] = None) -> ThreadChoice:
-    """Set OMP_NUM_THREADS, OMP_WAIT_POLICY and KMP_BLOCKTIME for torch and its workers; call before
-    torch is imported."""
+    """Set OMP_NUM_THREADS, OMP_WAIT_POLICY and KMP_BLOCKTIME; call before torch is imported."""
     env = os.environ if environ is None else environ
     cpus = usable_cpus()
     given = tuple(name for name in (*THREAD_COUNT_VARIABLES, "OMP_WAIT_POLICY") if env.get(name))

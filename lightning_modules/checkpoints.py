@@ -101,6 +101,5 @@ def usable_checkpoint(path: Path | None, set_aside: bool = True) -> str | None:
 
 
 def checkpoint_step(path: Path) -> int:
-    """A Lightning checkpoint's `global_step`, read without loading its tensors; the points logged before
-    it are those below this step."""
+    """A Lightning checkpoint's `global_step`, read without loading its tensors."""
     return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])

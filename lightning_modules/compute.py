@@ -22,8 +22,7 @@ def transformer_train_flops_per_token(hidden: int, layers: int, intermediate: in
 
 
 def encoder_sizes(module: torch.nn.Module) -> list[tuple[int, int, int]]:
-    """(hidden, layers, intermediate) of every Hugging Face base model in `module`, not its wrappers, which
-    hold the same encoder again."""
+    """(hidden, layers, intermediate) of every Hugging Face base model in `module`, not its wrappers."""
     from transformers import PreTrainedModel
 
     sizes = []

@@ -121,8 +121,7 @@ class FineTuneModule(pl.LightningModule):
             self._loss_sum, self._loss_steps = 0.0, 0
 
     def _read_losses(self) -> float | None:
-        """Copy the unread steps' losses to the host at once and log each at its own step; returns the last
-        step's loss, or None."""
+        """Log the unread steps' losses, copied at once, each at its step; returns the last, or None."""
         if not self._unread:
             return None
         names = list(self._unread[0][2])

@@ -17,8 +17,7 @@ FUSABLE = (BertSelfAttention, ElectraSelfAttention)
 
 
 class FusedSelfAttention(nn.Module):
-    """BertSelfAttention's forward (an encoder: no cache, no cross-attention) with one `qkv` Linear;
-    `original` is the class it replaced, which `unfuse` builds again."""
+    """BertSelfAttention's encoder forward with one `qkv` Linear; `unfuse` builds the `original` again."""
 
     def __init__(self, attention: nn.Module):
         super().__init__()

@@ -39,8 +39,7 @@ def masked_mean(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
 
 
 def compact(values: torch.Tensor, mask: torch.Tensor, fill: float | int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gather the masked positions of each row to the front: [B, T, ...] -> [B, U, ...] plus a [B, U]
-    mask, U = the most masked positions in a row. Keeps their order."""
+    """Each row's `mask`ed `values` moved to the front in order, [B, T, ...] -> [B, U, ...], and a [B, U] mask."""
     counts = mask.sum(1)
     width = max(int(counts.max()), 1)
     order = torch.argsort((~mask.bool()).int(), dim=1, stable=True)[:, :width]
@@ -84,8 +83,7 @@ class ConstrainedCRF(CRF):
         return self.decode(emissions.float(), mask)
 
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """P(tag at t | the whole sequence), [B, U, tags], by forward-backward in log space; values past a
-        row's length mean nothing."""
+        """P(tag at t | the whole sequence), [B, U, tags], by forward-backward in log space."""
         self.pin()
         emissions, valid = emissions.float(), mask.bool()[..., None]
         steps = emissions.shape[1]

@@ -105,8 +105,7 @@ def _expected_shapes(folder: Path, config: Any) -> tuple[dict[str, tuple[int, ..
 
 
 def check_weights(folder: Path) -> None:
-    """`folder` holds weights a load can read: safetensors as long as their headers say, or .bin files that
-    pickle no code. One ConfigError line otherwise."""
+    """`folder`'s weights can be loaded (safetensors whole, .bin without code), else one ConfigError line."""
     files = _safetensors_files(folder)
     if files:
         for name in files:

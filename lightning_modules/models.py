@@ -263,7 +263,7 @@ def max_positions(model_cfg: Any) -> int:
 
 def load_encoder(model_cfg: Any, data_dir: Path | None, dropout: float
                  ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The encoder (without any pretraining head) and its tokenizer, with SDPA attention."""
+    """The encoder `model_cfg` names (no pretraining head) and its tokenizer, with SDPA and `dropout`."""
     from transformers import AutoModel, BertConfig, BertModel, BertTokenizer
 
     if model_cfg.name_or_path == RANDOM_BERT:

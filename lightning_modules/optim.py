@@ -38,6 +38,7 @@ def _with_linear_warmup(optimizer: torch.optim.Optimizer, warmup_ratio: float, t
 
 def adamw_with_linear_warmup(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float,
                              total_steps: int) -> dict:
+    """AdamW at peak `lr`, warmed up over `warmup_ratio` of `total_steps`: what `configure_optimizers` returns."""
     return _with_linear_warmup(adamw(model, lr, weight_decay), warmup_ratio, total_steps)
 
 
@@ -58,12 +59,12 @@ def clip_gradients(parameters, max_norm: float) -> torch.Tensor:
 
 def lamb_with_linear_warmup(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float,
                             total_steps: int) -> dict:
+    """LAMB, with the same arguments and schedule as `adamw_with_linear_warmup`."""
     return _with_linear_warmup(Lamb(parameter_groups(model, weight_decay), lr=lr), warmup_ratio, total_steps)
 
 
 class Lamb(torch.optim.Optimizer):
-    """LAMB (You et al. 2020): Adam moments, decoupled weight decay, per-tensor trust ratio
-    ||w|| / ||update|| (1 where either norm is 0)."""
+    """LAMB (You et al. 2020): Adam moments, decoupled weight decay, trust ratio ||w|| / ||update||."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6,
                  weight_decay: float = 0.0):

@@ -70,7 +70,7 @@ class ObjectiveSpec:
 # ------------------------------------------------------------------------------------------- models
 
 def build_model(objective: ObjectiveSpec, vocab_size: int, pad_id: int, model_cfg: Any, seq_len: int) -> nn.Module:
-    """A freshly initialised pretraining model of the configured size, with SDPA attention."""
+    """A fresh `objective` model of `model_cfg`'s size for `vocab_size`, `pad_id` and `seq_len`, with SDPA."""
     builder = OBJECTIVES.get(objective.name)
     common = dict(vocab_size=vocab_size, hidden_size=model_cfg.hidden_size,
                   num_hidden_layers=model_cfg.num_layers, num_attention_heads=model_cfg.num_heads,
@@ -210,8 +210,7 @@ def bert_as_discriminator(bert: BertModel) -> ElectraForPreTraining:
 
 
 def reinit_embeddings(model: nn.Module, vocab_size: int) -> None:
-    """New vocabulary on a pretrained model: word embeddings and the tied decoder resized and re-initialised,
-    everything else kept (the paper's Table 9, second column)."""
+    """New vocabulary on a pretrained model, the rest kept (the paper's Table 9, second column)."""
     if isinstance(model, Electra):
         reinit_embeddings(model.discriminator, vocab_size)
         generator = model.generator  # shares the (now resized) embeddings; its tied output layer follows

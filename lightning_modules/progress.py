@@ -17,8 +17,7 @@ REFRESH_S = 0.25  # the least time between two redraws: each reads the logged me
 
 
 class StepProgressBar(TQDMProgressBar):
-    """One bar for the whole run: `pretrain: 40/1000 steps [...] loss=6.2, mask_rate=0.15, tokens/s=8312`,
-    redrawn at most every REFRESH_S seconds (and at the last step)."""
+    """One bar for the whole run, `pretrain: 40/1000 steps [...] loss=6.2`, redrawn at most every REFRESH_S."""
 
     _drawn = 0.0
 
@@ -62,9 +61,9 @@ class ProgressLines(pl.Callback):
     """One line per epoch or checkpoint interval, rank 0 only:
 
         [ 3/9] finetune minilm/gad/linear/s1: epoch 1/2, train/loss_epoch 0.58, dev/score 0.61; 41 s
-        (experiment 3 min 10 s)
 
-    `label` names the run in the plan; `started` (a `time.time()`) is when the whole invocation started."""
+    `label` names the run in the plan; `started` (a `time.time()`), when the whole invocation started, adds
+    "(experiment 3 min 10 s)"."""
 
     SHOWN = ("train/loss_epoch", "train/loss", "dev/score")  # the first of the two losses logged
 

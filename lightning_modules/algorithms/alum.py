@@ -33,7 +33,8 @@ def alum_loss(forward: Callable[[torch.Tensor], torch.Tensor], embeddings: torch
               clean_logits: torch.Tensor, *, sigma: float = 1e-5, epsilon: float = 1e-5,
               step_size: float = 1e-3, steps: int = 1, generator: torch.Generator | None = None,
               weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(symmetric-KL adversarial loss, final perturbation). See the module docstring."""
+    """(symmetric-KL adversarial loss, final perturbation) of `forward` at `embeddings` against
+    `clean_logits`: noise `sigma`, `steps` ascent steps of `step_size`, an L-inf ball of `epsilon`."""
     noise = torch.randn(embeddings.shape, generator=generator, dtype=torch.float32).to(embeddings)
     delta = _project(noise * sigma, epsilon)
     for _ in range(steps):
