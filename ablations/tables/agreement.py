@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ablations.results import BLURB_ROW, CORRECTIONS
+from ablations.results import BLURB_ROW
 from ablations.tables.inference import ALPHA, MIN_SEEDS, correct
 from ablations.tables.significance import FIXED_MODELS, Evidence
 from ablations.tables.stats import DIGITS, Cell, TableData
@@ -79,27 +79,14 @@ class Agreement:
         return sum(r.count(verdict, says) for r in self.rows)
 
     def line(self) -> str:
-        """One paragraph: how the pairs are read, then τ and the counts per row, for the table's notes."""
-        # τ is undefined for a row with fewer than two columns to rank, or one side all tied ("—" is the
-        # tables' sign of a missing cell, so it is spelt out here)
-        parts = [f"{r.row} τ {'undefined' if r.tau is None else f'= {r.tau:.2f}'} "
-                 f"({r.count(AGREE, CONCLUSION)}/{r.count(DISAGREE, CONCLUSION)}/{r.count(CANNOT_TELL, CONCLUSION)}"
-                 f"; ties {r.count(AGREE, TIE)}/{r.count(DISAGREE, TIE)})" for r in self.rows]
-        methods = sorted({p.method for r in self.rows for p in r.pairs if p.method != UNTESTED})
-        return (f"Agreement with the paper: Kendall's τ of our column means vs the paper's per row (point estimates "
-                f"only). A pair of the paper's cells is its conclusion where its gap exceeds what it treats as noise "
-                f"(its reported standard deviation where given, else {self.noise:g} points: table.paper_noise), "
-                f"else \"paper: tie\". We agree with a conclusion where our difference is significant in its "
-                f"direction and disagree where our interval lies wholly on the other side (p < {ALPHA}, "
-                f"{CORRECTIONS[self.correction]}-corrected in separate families: seed-level tests of the task rows, "
-                f"those of the BLURB row, which is scored from the same runs, and below {MIN_SEEDS} seeds the "
-                f"fixed-model test, whose degenerate p = 1 tests are left out), else cannot tell at our n; we agree "
-                f"with a tie where our 95% interval of the difference includes zero. Tests: "
-                f"{', '.join(methods) or 'none'}. Per row, conclusions agree/disagree/cannot tell; ties agree/"
-                f"disagree: {'; '.join(parts)}. Overall {self.count(AGREE, CONCLUSION)} agree, "
-                f"{self.count(DISAGREE, CONCLUSION)} disagree, {self.count(CANNOT_TELL, CONCLUSION)} cannot tell; "
-                f"ties {self.count(AGREE, TIE)} agree, {self.count(DISAGREE, TIE)} disagree, "
-                f"{self.count(CANNOT_TELL, TIE)} untested.")
+        """One line for the table's notes: τ per row and the verdicts on the paper's pairs (how they are read:
+        docs/statistics.md; per row: the CSV)."""
+        # τ is undefined for a row with fewer than two columns to rank, or one side all tied
+        taus = ", ".join(f"{r.row} {'undefined' if r.tau is None else f'{r.tau:.2f}'}" for r in self.rows)
+        return (f"Agreement with the paper: Kendall's τ of our means vs its numbers, {taus}; its conclusions "
+                f"{self.count(AGREE, CONCLUSION)} agree, {self.count(DISAGREE, CONCLUSION)} disagree, "
+                f"{self.count(CANNOT_TELL, CONCLUSION)} cannot tell at our n; its ties {self.count(AGREE, TIE)} "
+                f"agree, {self.count(DISAGREE, TIE)} disagree.")
 
     def records(self) -> dict[str, dict]:
         """Per row: the CSV's agreement fields."""

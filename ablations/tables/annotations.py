@@ -1,32 +1,20 @@
-"""What the statistics of a table add to its rendering, as text the renderer (render.py) places: each cell's
-extras (the two-level bootstrap interval, "n too small", the difference to the baseline with its interval
-where `table.differences` asks, the seeds needed with their range), the footnotes naming each method, the
-table-level seeds-needed line, the CSV's fields for them, the cost rows (cost.py) and the agreement lines
-(agreement.py)."""
+"""What the statistics of a table add to its rendering, as text the renderer (render.py) places: the legend
+(one line per symbol, the methods left to docs/statistics.md), the floors, the CSV's fields for every
+statistic, the cost rows (cost.py) and the agreement line (agreement.py); the seeds needed for `--stats`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ablations.results import BLURB_ROW, CORRECTIONS
+from ablations.results import CORRECTIONS
 from ablations.tables.inference import ALPHA, MIN_SEEDS, POWER
-from ablations.tables.stats import DIGITS, Cell, TableData
+from ablations.tables.stats import SHOWN_DIGITS, Cell, TableData
+
+DAGGER = "†"
 
 
 def _f(value: float | None) -> str:
-    return "" if value is None else f"{value:.{DIGITS}f}"
-
-
-def ci_text(cell: Cell) -> str | None:
-    return None if cell.ci is None else f"CI {_f(cell.ci[0])}–{_f(cell.ci[1])}"
-
-
-def difference_text(cell: Cell) -> str | None:
-    """"Δ +1.23, CI 0.10–2.40": the difference to the baseline and its two-level bootstrap interval."""
-    if cell.diff_mean is None:
-        return None
-    return f"Δ {cell.diff_mean:+.{DIGITS}f}" + ("" if cell.diff_ci is None else
-                                              f", CI {_f(cell.diff_ci[0])}–{_f(cell.diff_ci[1])}")
+    return "" if value is None else f"{value:.{SHOWN_DIGITS}f}"
 
 
 SEEDS_SHOWN = 1000  # seeds needed above this are shown as "> 1,000": a figure that large only says "not at this n"
@@ -81,72 +69,38 @@ def floor_row(data: TableData) -> tuple[str, list[str]] | None:
     return (FLOOR_LABEL, texts) if any(texts) else None
 
 
-def floor_note(data: TableData) -> str | None:
-    """The one-line legend of the floor mark, where a cell carries it."""
-    if all(c.learned for _, cells in data.body_rows() for c in cells):
-        return None
-    return (f"{FLOOR_MARK} did not learn: the cell's interval reaches its floor (what the best trivial predictor "
-            "scores on the same test units) or most of its seeds collapsed to one prediction; never bold or marked, "
-            "and left out of the agreement with the paper and the seeds needed (docs/statistics.md).")
-
-
-def cell_extras(data: TableData, cell: Cell) -> list[str]:
-    """The parts shown in parentheses after a cell's number, before its n and the paper's number."""
-    parts = [t for t in (ci_text(cell),) if t]
-    compared = data.layout.baseline is not None and cell.column != data.layout.baseline and cell.mean is not None
-    if compared and data.layout.differences and difference_text(cell):
-        parts.append(difference_text(cell))
-    if compared and cell.n_too_small:
-        parts.append("n too small")
-    return parts
-
-
 def correction_name(data: TableData) -> str:
     return CORRECTIONS[data.layout.correction]
 
 
-def stats_notes(data: TableData) -> list[str]:
-    """The footnotes naming each method the cells show."""
-    layout, notes = data.layout, []
-    method = f"{correction_name(data)}-corrected across the table (statsmodels.stats.multitest, " \
-             f"method '{layout.correction}'; the {BLURB_ROW} row, scored from the same runs, corrected apart)"
-    resampled = bool(data.resampling)
-    if layout.baseline is not None:
-        by = ("the two-level bootstrap of the difference to the baseline over seeds and test units (its p: twice "
-              "the smaller share of resamples on either side of zero) where the runs' predictions were resampled, "
-              "else the two-sided paired t-test over seeds (scipy.stats.ttest_rel)") if resampled else \
-            "two-sided paired t-test over the seeds finished in both this cell and the baseline (scipy.stats.ttest_rel)"
-        notes.append(f"† p < {ALPHA} {method}: the variant differs from the baseline, by {by}; marked only on at "
-                     f"least {MIN_SEEDS} seeds: with fewer a cell says \"n too small\" and is never marked. Raw and "
-                     "corrected p values are in the CSV."
-                     + (" The fixed-model test (the paired permutation test over the same test units, the seeds held "
-                        "fixed: whether these trained models differ, not the variant) is in the CSV (fixed_model_*) "
-                        "and `bioablate table --stats`, not marked." if resampled else ""))
-    if resampled:
-        units = sorted(set(data.resampling["units"].values()))
-        notes.append(f"CI: 95% percentile interval of a two-level bootstrap of the cell's mean, "
-                     f"{data.resampling['n_resamples']} resamples: each draws the seeds with replacement, then the "
-                     f"test units ({', '.join(units)}: what each task's metric scores together, e.g. a sentence for "
-                     "entity F1, a question for BioASQ) with replacement, one draw of unit indices shared by every "
-                     "seed and column (the same test set), the metric being the task's own scorer. It covers the "
-                     "training randomness (which models the seeds gave) and the test set (which examples were "
-                     "drawn); with one seed, the test set only. The difference to the baseline has the same interval, "
-                     "paired on seeds and units (CSV: diff_ci_low, diff_ci_high"
-                     + ("; in the cells: Δ" if layout.differences else "; in the cells with table.differences")
-                     + "), beside the seeds' standard deviation of the difference (diff_seed_sd) and its spread over "
-                     "test units alone (diff_unit_sd).")
-    if any(c.seeds_needed is not None for _, cells in data.body_rows() for c in cells):
-        source = f"a difference of {_f(layout.effect)}" if layout.effect is not None else \
-            "the paper's difference to the baseline"
-        notes.append(f"~N seeds (range): seeds a two-sided paired t-test needs to detect {source} at α = {ALPHA} with "
-                     f"power {POWER} (statsmodels.stats.power.TTestPower; 2 where 2 seeds already suffice), given the "
-                     "standard deviation of this cell's per-seed differences, and in parentheses the same over that "
-                     "standard deviation's 95% chi-square interval (with 3 seeds, 2 degrees of freedom: a factor of "
-                     "about 0.27 to 40 in seeds). The spread is these runs' models'" + (
-                         "" if layout.paper_scale else
-                         ": a proxy's figure, not the paper's models' unless the table runs at the paper's "
-                         "scale") + ".")
-    return notes
+def legend(data: TableData, delta: bool, n_column: bool) -> list[str]:
+    """One line per symbol the table uses, the last naming where the rest is: the CSV and docs/statistics.md."""
+    layout, cells = data.layout, [c for _, cells in data.body_rows() for c in cells]
+    baseline = data.column_label(layout.baseline) if layout.baseline is not None else None
+    lines = []
+    if any(c.best for c in cells):
+        lines.append(f"**Bold**: the best mean of its {'column' if tasks_as_columns(data) else 'row'}.")
+    if baseline is not None:
+        compared = [c for c in cells if c.column != layout.baseline and c.mean is not None]
+        test = "two-level bootstrap over seeds and test units" if data.resampling else "paired t-test over seeds"
+        here = ", as here" if compared and all(c.n_too_small for c in compared) else ""
+        lines.append(f"{DAGGER}: differs from {baseline}, p < {ALPHA} {correction_name(data)}-corrected ({test}); "
+                     f"never marked below {MIN_SEEDS} seeds{here}.")
+    if any(c.mean is not None and not c.learned for c in cells):
+        lines.append(f"{FLOOR_MARK}: did not learn (its interval reaches its floor, or its seeds collapsed); never "
+                     "bold or marked.")
+    if row_floors(data) or floor_row(data):
+        lines.append(f"{FLOOR_LABEL}: what the best trivial predictor scores on the same test units.")
+    if delta:
+        lines.append(f"Δ: our mean per-seed difference to {baseline}" + (", with its 95% interval" if
+                     layout.differences else "") + ("; in a *paper* row, the paper's." if data.has_paper else "."))
+    if data.has_paper:
+        lines.append(f"*paper*: the numbers {layout.paper_source} report for the same cells.")
+    if n_column:
+        lines.append("n: seeds with a finished run (k/m: k of m planned).")
+    lines.append("Intervals, p values and seeds needed: table.csv; the methods: "
+                 "[docs/statistics.md](../../statistics.md).")
+    return lines
 
 
 def seeds_summary(data: TableData) -> str | None:
@@ -174,10 +128,12 @@ def closing_notes(data: TableData) -> list[str]:
 
 
 def extra_rows(data: TableData) -> list[tuple[str, list[str]]]:
-    """Rows under the scores: each column's compute, with `table.cost` / `--cost`."""
+    """Rows under the scores: the floor of each task column (tasks as columns), then each column's compute,
+    with `table.cost` / `--cost`."""
     from ablations.tables.cost import cost_rows
 
-    return cost_rows(data) if data.layout.cost and data.costs else []
+    floor = floor_row(data)
+    return [*([floor] if floor else []), *(cost_rows(data) if data.layout.cost and data.costs else [])]
 
 
 def record_extras(data: TableData, row: str, column: str) -> dict[str, Any]:

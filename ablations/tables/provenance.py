@@ -1,4 +1,4 @@
-"""What produced a table, as the header block of its files: the experiment, profile, runs by status, their
+"""What produced a table, as the footer of its files: the experiment, profile, runs by status, their
 wall time (MLflow's start/end times), the machine that rendered it and the code's git state; and the line
 under a table's title saying what its runs were (`setup_line`: model and size, epochs, learning rate, batch
 size, capped example counts, extractive QA's answer merging rule), written from the runs' resolved configs."""
@@ -156,13 +156,13 @@ def vocab_provenance(name: str, seconds: float | None, profile: str | None = Non
             f"machine: {machine()}", f"code: commit {code_state()}"]
 
 
-def file_header(lines: list[str], fmt: str) -> str:
-    """The provenance lines as the head of a table file in `fmt`: a markdown list, LaTeX comments, nothing
-    in a CSV (it stays plain CSV)."""
+def file_footer(lines: list[str], fmt: str) -> str:
+    """The provenance lines as the foot of a table file in `fmt`, after the table and its notes: a markdown
+    list under a rule, LaTeX comments, nothing in a CSV (it stays plain CSV)."""
     if fmt == "markdown":
-        return "\n".join(f"- {line}" for line in lines) + "\n\n"
+        return "\n---\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
     if fmt == "latex":
-        return "\n".join(f"% {line}" for line in lines) + "\n"
+        return "".join(f"% {line}\n" for line in lines)
     return ""  # csv stays plain csv
 
 

@@ -15,7 +15,7 @@ from ablations.results import CellRun, TableLayout
 from ablations.tables.pareto import FIGURE_NAME as COMPUTE_STEM
 from ablations.tables.plot import FIGURE_FORMATS, plot
 from ablations.tables.pretrain_curves import FILE_STEM as CURVES_STEM
-from ablations.tables.provenance import file_header, provenance, vocab_provenance
+from ablations.tables.provenance import file_footer, provenance, vocab_provenance
 from ablations.tables.render import FILE_SUFFIX, FORMATS, Grid, records, render_data, render_grid
 from ablations.tables.stats import STATUSES, TableData, table_data
 from bioablate_core.files import writable_dir
@@ -122,7 +122,7 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
 FIGURE_FILES = tuple(f"{stem}.{fmt}" for stem in ("table", COMPUTE_STEM, CURVES_STEM) for fmt in FIGURE_FORMATS)
 
 
-def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData,
+def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData | None,
                ylabel: str | None, zero_based: bool, figures: bool) -> list[Path]:
     from ablations.tables.pareto import plot_compute
 
@@ -132,8 +132,10 @@ def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: 
         if fmt not in FILE_SUFFIX:  # the long form (`--stats`) is printed, not written
             continue
         path = out_dir / f"table.{FILE_SUFFIX[fmt]}"
-        path.write_text(file_header(header, fmt) + text, encoding="utf-8")
+        path.write_text(text + file_footer(header, fmt), encoding="utf-8")
         paths.append(path)
+    if figure is None:  # a vocabulary table from its bundle, which holds no figure's numbers: figures kept
+        return paths
     if not figures:
         for name in FIGURE_FILES:
             (out_dir / name).unlink(missing_ok=True)
@@ -186,7 +188,8 @@ def write_files(out_dir: Path, table: TableData | Grid, header: list[str], zero_
     """The table's files in `out_dir` (table.md / .tex / .csv with the header; with `figures`, its figures)."""
     texts = render_texts(table)
     figure, ylabel = (table.figure_data, table.ylabel) if isinstance(table, Grid) else (table, None)
-    return texts, _write_all(Path(out_dir), texts, header, figure, ylabel, zero_based, figures)
+    setup = [table.layout.setup] if isinstance(table, TableData) and table.layout.setup else []
+    return texts, _write_all(Path(out_dir), texts, [*header, *setup], figure, ylabel, zero_based, figures)
 
 
 def render_bundle(folder: Path, out_dir: Path, fmt: str = "markdown", figures: bool = True) -> str:

@@ -4,8 +4,10 @@ tables, Tables 1 and 8, built by ablations/tables/vocab_grids.py). This
 is the one renderer of every table: `bioablate table`, `bioablate run` and `bioablate vocab compare` print
 what it writes.
 
-A missing cell or seed is shown as missing, with a numbered footnote giving the reason; the paper's number
-is shown beside ours; the CSV carries the exact numbers (p values included).
+A fine-tuning table's cell is its mean ± sd and its marks; a Δ column per variant gives the difference to
+the baseline, a *paper* row under each row the paper's numbers, and the legend one line per symbol. A missing
+cell or seed is shown as missing, with a numbered footnote giving the reason; the CSV carries every figure,
+unrounded (intervals, p values, seeds needed).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Sequence
 
 import ablations.tables.annotations as annotations
 from ablations.results import BLOCKED, BLURB_ROW, FAILED, FINISHED, NOT_RUN, RUNNING, CellRun, TableLayout
+from ablations.tables.annotations import DAGGER
 from ablations.tables.cost import COST_FIELDS
 from ablations.tables.latex import (
     ONE_LINE_CHARS,
@@ -29,13 +32,12 @@ from ablations.tables.latex import (
     stacked,
     wrap_words,
 )
-from ablations.tables.stats import DIGITS, Cell, TableData, table_data
+from ablations.tables.stats import SHOWN_DIGITS, Cell, TableData, table_data
 from bioablate_core.console import one_line
 from bioablate_core.errors import UnknownNameError
 
 FORMATS = ("markdown", "latex", "csv")
 FILE_SUFFIX = {"markdown": "md", "latex": "tex", "csv": "csv"}
-DAGGER = "†"
 REASON_LIMIT = 300  # characters of a missing run's reason shown in a footnote or CSV cell
 
 _STATUS_WORDS = {FAILED: "failed", NOT_RUN: "not run", RUNNING: "running", BLOCKED: "blocked",
@@ -79,75 +81,99 @@ def _missing_marks(cell: Cell, notes: _Footnotes) -> list[tuple[str, int]]:
 
 
 @dataclass
-class _Shown:
-    """A cell's parts as text, shared by the markdown and LaTeX writers."""
+class _Value:
+    """A score cell's parts, which the markdown and LaTeX writers each set in their own markup."""
 
-    mean: str | None
-    std: str | None
-    dagger: bool
-    best: bool
-    count: str | None  # "n=5", "n=1/2"
-    missing: list[tuple[str, int]]  # (status word, footnote)
-    marks: list[int]  # other footnotes (untested, partial BLURB)
-    paper: str | None
-    extras: list[str]  # CI, the difference to the baseline, "n too small" (annotations.cell_extras)
-    seeds: str | None  # "~12 seeds"
-    ci_half: str | None  # the CI's half-width, LaTeX's second ±
-    floor_mark: bool = False  # did not learn (annotations.FLOOR_MARK)
+    mean: str | None  # None: no value
+    std: str | None = None
+    best: bool = False
+    marks: str = ""  # DAGGER and FLOOR_MARK, as they apply
+    notes: tuple[int, ...] = ()  # footnote numbers
+    missing: tuple[tuple[str, int], ...] = ()  # a cell without a value: why, as (status word, footnote)
+    count: str = ""  # "2/3": finished of planned seeds, where some are missing (a narrow LaTeX table's n)
 
 
-def _fmt(value: float | None) -> str | None:
-    return None if value is None else f"{value:.{DIGITS}f}"
+def _shown(value: float | None) -> str:
+    return "" if value is None else f"{value:.{SHOWN_DIGITS}f}"
 
 
-def _general_notes(data: TableData, footnotes: _Footnotes) -> tuple[list[str], dict[tuple[str, str], _Shown]]:
-    layout = data.layout
-    metric = "score (each task's primary metric)" if layout.metric == "score" else f"'{layout.metric}'"
-    biosses = " (Pearson for BIOSSES too)" if annotations.has_biosses(data) else ""
-    notes = [f"Each cell: mean ± sample standard deviation (ddof=1) over seeds of the test {metric} ×100"
-             f"{biosses}, n = seeds with a finished run (n=k/m: k of m planned seeds). "
-             + ("Best mean per column (task) in bold." if layout.columns in ("task", "metric") and layout.rows != "task"
-                else "Best mean per row in bold.")]
-    if data.has_paper:
-        notes.append(f"'paper': the number reported by {layout.paper_source} for the same cell.")
-    untested = {c.untested for _, cells in data.body_rows() for c in cells if c.untested}
-    per_cell_untested = len(untested) > 1 or any(
-        c.p_value is not None for _, cells in data.body_rows() for c in cells)
-    if layout.baseline is not None:
-        notes.append(f"Baseline column: '{data.column_label(layout.baseline)}'.")
-    notes += annotations.stats_notes(data)
-    if layout.baseline is not None:
-        if untested and not per_cell_untested:
-            notes.append(f"No cell was tested against the baseline: {untested.pop()}.")
-    if data.blurb is not None:
-        notes.append(f"{BLURB_ROW}: mean over task types of the mean over each type's tasks of the per-task "
-                     "means (datamodules.metrics.blurb_score); its ± and test use the per-seed BLURB "
-                     "score over the seeds on which every task of the column finished.")
-    notes += data.notes
-    notes += [legend for legend in [annotations.floor_note(data)] if legend]
-    summary = annotations.seeds_summary(data)
-    notes += [summary] if summary else []
+def _delta(difference: float | None, interval: tuple[float, float] | None = None) -> str:
+    if difference is None:
+        return ""
+    return f"{difference:+.{SHOWN_DIGITS}f}" + (f" [{_shown(interval[0])}, {_shown(interval[1])}]" if interval else "")
 
-    shown = {}
-    for row, cells in data.body_rows():
+
+def _count(cell: Cell) -> str:
+    if cell.mean_override is not None or cell.n == cell.n_planned:
+        return str(cell.n) if cell.n else ""
+    return f"{cell.n}/{cell.n_planned}"
+
+
+@dataclass
+class _Grid:
+    """A fine-tuning table laid out once for both writers: its header, rows (label, cells, kind: "body",
+    "paper" or "extra"), the caption under the title and the notes after the table."""
+
+    header: list[str]
+    rows: list[tuple[str, list[_Value | str], str]]
+    caption: str
+    notes: list[str]
+    compared: list[str]  # the columns with a Δ column
+
+
+def _grid(data: TableData) -> _Grid:
+    layout, footnotes = data.layout, _Footnotes()
+    body = data.body_rows()
+    untested = {c.untested for _, cells in body for c in cells if c.untested}
+    per_cell_untested = len(untested) > 1 or any(c.p_value is not None for _, cells in body for c in cells)
+    compared = [c for c in data.columns if layout.baseline is not None and c != layout.baseline]
+    counts = {_count(c) for _, cells in body for c in cells if c.mean is not None}
+    n_column = len(counts) > 1 or any("/" in n for n in counts)
+    floors = annotations.row_floors(data)
+    header = [layout.rows, *(data.column_label(c) for c in data.columns),
+              *(f"Δ {data.column_label(c)}" for c in compared), *["n"] * n_column,
+              *[annotations.FLOOR_LABEL] * bool(floors)]
+    rows: list[tuple[str, list[_Value | str], str]] = []
+    for row, cells in body:
+        values: list[_Value | str] = []
         for cell in cells:
-            marks = []
-            if cell.untested and per_cell_untested:
-                marks.append(footnotes.mark(f"No significance test: {cell.untested}."))
-            if cell.partial:
-                marks.append(footnotes.mark(f"BLURB score over {cell.partial}."))
-            count = None
-            if cell.mean is not None and cell.mean_override is None:
-                count = f"n={cell.n}" if cell.n == cell.n_planned else f"n={cell.n}/{cell.n_planned}"
-            elif cell.mean_override is not None:
-                count = f"n={cell.n}" if cell.n else None
-            half = None if cell.ci is None else _fmt((cell.ci[1] - cell.ci[0]) / 2)
-            shown[(row, cell.column)] = _Shown(_fmt(cell.mean), _fmt(cell.std), cell.significant, cell.best,
-                                               count, _missing_marks(cell, footnotes), marks, _fmt(cell.paper),
-                                               annotations.cell_extras(data, cell),
-                                               annotations.seeds_text(cell), half,
-                                               cell.mean is not None and not cell.learned)
-    return notes, shown
+            marks = [footnotes.mark(f"No significance test: {cell.untested}.")] if cell.untested and \
+                per_cell_untested else []
+            marks += [footnotes.mark(f"BLURB score over {cell.partial}.")] if cell.partial else []
+            missing = _missing_marks(cell, footnotes)
+            if cell.mean is None:
+                values.append(_Value(None, notes=tuple(marks), missing=tuple(missing)))
+                continue
+            values.append(_Value(_shown(cell.mean), _shown(cell.std) or None, cell.best,
+                                 DAGGER * cell.significant + annotations.FLOOR_MARK * (not cell.learned),
+                                 tuple([n for _, n in missing] + marks), count=_count(cell) * ("/" in _count(cell))))
+        by_column = {c.column: c for c in cells}
+        deltas = [_delta(by_column[c].diff_mean, by_column[c].diff_ci if layout.differences else None)
+                  for c in compared]
+        shown_n = [", ".join(dict.fromkeys(_count(c) for c in cells if c.mean is not None))] * n_column
+        floor = [annotations.floor_text(*floors[row])] if floors else []
+        rows.append((row, values + deltas + shown_n + floor, "body"))
+        if any(c.paper is not None for c in cells):
+            base = by_column.get(layout.baseline)
+            paper_deltas = [_delta(by_column[c].paper - base.paper) if by_column[c].paper is not None and
+                            base is not None and base.paper is not None else "" for c in compared]
+            rows.append(("paper", [_shown(c.paper) for c in cells] + paper_deltas
+                         + [""] * (n_column + bool(floors)), "paper"))
+    blanks = [""] * (len(compared) + n_column + bool(floors))
+    rows += [(label, texts + blanks, "extra") for label, texts in annotations.extra_rows(data)]
+    metric = "score ×100 (each task's primary metric" if layout.metric == "score" else f"'{layout.metric}' ×100 ("
+    biosses = "; Pearson for BIOSSES" if annotations.has_biosses(data) else ""
+    seeds = counts.pop() if not n_column and counts else "n"
+    over = f"{seeds} seed{'' if seeds == '1' else 's'}"
+    cell = f"Each cell: mean ± sd over {over} of the test {metric}{biosses}), to one decimal."
+    notes = annotations.legend(data, bool(compared), n_column)
+    if untested and not per_cell_untested and compared:
+        notes.append(f"No cell was tested against the baseline: {untested.pop()}.")
+    if data.blurb is not None:
+        notes.append(f"{BLURB_ROW}: the mean over task types of each type's mean task score "
+                     "(datamodules.metrics.blurb_score); its ± over the seeds on which every task finished.")
+    notes += data.notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)] + annotations.closing_notes(data)
+    return _Grid(header, rows, " ".join(filter(None, [one_line(layout.caption, 2000), cell])), notes, compared)
 
 
 def md_escape(text: str) -> str:
@@ -162,125 +188,98 @@ def _md_close(lines: list[str], notes: list[str]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _md_value(value: _Value | str) -> str:
+    if isinstance(value, str):
+        return md_escape(value)
+    notes = "".join(f" [{n}]" for n in value.notes)
+    if value.mean is None:
+        words = ", ".join(f"{word} [{n}]" for word, n in value.missing)
+        return md_escape("—" + (f" ({words})" if words else "") + notes)
+    text = value.mean + (f" ± {value.std}" if value.std else "")
+    return md_escape((f"**{text}**" if value.best else text) + value.marks + notes)
+
+
 def _markdown(data: TableData) -> str:
-    footnotes = _Footnotes()
-    notes, shown = _general_notes(data, footnotes)
-    layout = data.layout
-    lines = [f"**{md_escape(layout.title)}**", ""]
-    for text in (layout.caption, layout.setup):
-        if text:
-            lines += [md_escape(one_line(text, 2000)), ""]
-    floors = annotations.row_floors(data)
-    header = [layout.rows] + [md_escape(data.column_label(c)) for c in data.columns] + \
-        [annotations.FLOOR_LABEL] * bool(floors)
-    lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(data.columns) + bool(floors))]
-    for row, cells in data.body_rows():
-        texts = []
-        for cell in cells:
-            s = shown[(row, cell.column)]
-            extras = [*([s.count] if s.count else []), *s.extras, *([s.seeds] if s.seeds else [])]
-            if s.mean is None:
-                text = "—"
-                extras = [", ".join(f"{word} [{n}]" for word, n in s.missing)] if s.missing else []
-            else:
-                text = s.mean + (f" ± {s.std}" if s.std else "")
-                text = (f"**{text}**" if s.best else text) + (DAGGER if s.dagger else "") + \
-                    (annotations.FLOOR_MARK if s.floor_mark else "")
-            if s.paper is not None:
-                extras.append(f"paper {s.paper}")
-            text += f" ({'; '.join(extras)})" if extras else ""
-            marks = ([n for _, n in s.missing] if s.mean is not None else []) + s.marks
-            text += "".join(f" [{n}]" for n in marks)
-            texts.append(md_escape(text))
-        label = f"**{BLURB_ROW}**" if row == BLURB_ROW else md_escape(row)
-        floor = [md_escape(annotations.floor_text(*floors[row]))] if floors else []  # floors: every row's
-        lines.append("| " + " | ".join([label, *texts, *floor]) + " |")
-    lines += ["| " + " | ".join(md_escape(t) for t in [f"*{label}*", *texts, *[""] * bool(floors)]) + " |"
-              for label, texts in _extra_rows(data)]
-    return _md_close(lines, notes + [f"[{i}] {t}" for i, t in enumerate(footnotes.texts, 1)]
-                     + annotations.closing_notes(data))
+    grid = _grid(data)
+    lines = [f"**{md_escape(data.layout.title)}**", "", md_escape(grid.caption), "",
+             "| " + " | ".join(map(md_escape, grid.header)) + " |", "|---|" + "---:|" * (len(grid.header) - 1)]
+    for label, values, kind in grid.rows:
+        shown = f"**{BLURB_ROW}**" if label == BLURB_ROW else f"*{label}*" if kind != "body" else md_escape(label)
+        lines.append("| " + " | ".join([shown, *map(_md_value, values)]) + " |")
+    return _md_close(lines, grid.notes)
+
+
+def _latex_value(value: _Value | str, narrow: bool) -> list[str]:
+    """A cell as LaTeX lines: its number (bold, marks and footnotes), and in a narrow table its ± on a second."""
+    if isinstance(value, str):
+        return [latex_escape(value)]
+    numbers = [n for _, n in value.missing] + list(value.notes)
+    notes = rf"\textsuperscript{{{','.join(map(str, numbers))}}}" if numbers else ""
+    if value.mean is None:
+        return ["---" + notes] + [rf"{{\scriptsize {latex_escape(word)}}}" for word, _ in value.missing]
+    number = value.mean + (rf" $\pm$ {value.std}" if value.std and not narrow else "")
+    first = (rf"\textbf{{{number}}}" if value.best else number) + latex_escape(value.marks) + notes
+    return [first] + ([rf"{{\scriptsize $\pm$ {value.std}}}"] if value.std and narrow else []) + \
+        ([rf"{{\scriptsize n={value.count}}}"] if value.count and narrow else [])
+
+
+def _plain_width(value: _Value | str, narrow: bool, kind: str = "body") -> int:
+    if isinstance(value, str):  # an extra row's parts go on lines of their own
+        return max(map(len, _parts(value))) if kind == "extra" else len(value)
+    if value.mean is None:
+        return 3
+    return len(value.mean) + len(value.marks) + (0 if not value.std else len(value.std) + (0 if narrow else 3))
+
+
+def _parts(text: str) -> list[str]:
+    return re.split(r", | (?=\[)", text) if text else [""]
 
 
 def _latex(data: TableData) -> str:
-    """The narrow layout: one column per condition; under each row's numbers a second line with the CI, n
-    and "n too small" in small print, and a row with the paper's numbers; the seeds a test would need are in
-    the notes' summary line, not in the cells."""
-    footnotes = _Footnotes()
-    notes, shown = _general_notes(data, footnotes)
-    layout, floors = data.layout, annotations.row_floors(data)
-    caption = latex_escape(layout.title)
-    for text in (layout.caption, layout.setup):
-        if text:
-            caption += ("" if caption.endswith(".") else ".") + f" {latex_escape(one_line(text, 2000))}"
+    """The markdown's columns; a table too wide for one line per cell puts each ±, Δ and n under its mean."""
+    grid = _grid(data)
+    caption = latex_escape(data.layout.title)
+    caption += ("" if caption.endswith(".") else ".") + " " + latex_escape(grid.caption)
+    # in a narrow table, value column i's Δ (an index into a row's values) goes under it
+    under = {data.columns.index(c): len(data.columns) + j for j, c in enumerate(grid.compared)}
+    for narrow in (False, True):
+        keep = [i for i, label in enumerate(grid.header[1:])
+                if not (narrow and (i in under.values() or label == "n"))]  # the n under each cell
 
-    def sup(numbers: list[int]) -> str:
-        return rf"\textsuperscript{{{','.join(map(str, numbers))}}}" if numbers else ""
-
-    def small(parts: list[str]) -> str:
-        return rf"{{\scriptsize {'; '.join(parts)}}}" if parts else ""
-
-    def body_and_widths(one_per_line: bool) -> tuple[list[list[str]], list[int]]:
-        body, widths = [], [len(layout.rows)] + [0] * (len(data.columns) + bool(floors))
-        for row, cells in data.body_rows():
-            first, below, paper = [latex_escape(row)], [[]], [r"{\scriptsize\itshape paper}"]
-            widths[0] = max(widths[0], len(row))
-            for i, cell in enumerate(cells, 1):
-                s = shown[(row, cell.column)]
-                if s.mean is None:
-                    first.append("---" + sup([n for _, n in s.missing] + s.marks))
-                    below.append([small([latex_escape(w)]) for w, _ in s.missing])
-                    width = 3
-                else:
-                    std = [rf"$\pm$ {s.std}"] if s.std and one_per_line else []
-                    number = s.mean + (rf" $\pm$ {s.std}" if s.std and not one_per_line else "")
-                    first.append((rf"\textbf{{{number}}}" if s.best else number) + (r"$^\dagger$" if s.dagger else "")
-                                 + (r"$^\bot$" if s.floor_mark else "") + sup([n for _, n in s.missing] + s.marks))
-                    ci_and_n = [*([rf"CI $\pm${s.ci_half}"] if s.ci_half else []), *([s.count] if s.count else [])]
-                    if one_per_line:  # each its own line: "CI ±10.74" is then the widest, 9 characters
-                        parts = [[part] for part in std + ci_and_n]
-                        width = max(len(s.mean) + s.dagger, len(s.std) + 2 if std else 0,
-                                    len(s.ci_half) + 4 if s.ci_half else 0)
-                    else:
-                        parts = [ci_and_n] * bool(ci_and_n)
-                        width = len(s.mean) + (len(s.std) + 3 if s.std else 0) + s.dagger
-                    below.append([small(part) for part in parts]  # "n too small" on a line of its own
-                                 + [small([latex_escape(e)]) for e in s.extras if not e.startswith("CI ")])
-                paper.append(rf"{{\scriptsize {s.paper}}}" if s.paper is not None else "")
-                widths[i] = max(widths[i], width + s.floor_mark)
-            if floors:  # the row's floor, its kind on a second line
-                value, kind = floors[row]
-                first.append(value)
-                below.append([small([latex_escape(kind)])] if value else [])
-                paper.append("")
-                widths[-1] = max(widths[-1], len(value), 5)
-            body.append([r"\midrule"] if row == BLURB_ROW else [r"\addlinespace"] if body else [])
-            body[-1] += [latex_row(first), *map(latex_row, stacked(below)), *[latex_row(paper)] * any(paper[1:])]
-        return body, widths
-
-    labels = [layout.rows] + [data.column_label(c) for c in data.columns] + [annotations.FLOOR_LABEL] * bool(floors)
-    body, widths = body_and_widths(one_per_line=False)
-    header, chars = latex_header(labels, widths)
-    if chars > ONE_LINE_CHARS:  # too wide: the std, CI and n each on a line of their own
-        body, widths = body_and_widths(one_per_line=True)
-        header, chars = latex_header(labels, widths)
-    lines = [*latex_open(caption, "l" + "r" * (len(data.columns) + bool(floors)), chars), *header, r"\midrule",
-             *(line for group in body for line in group)]
-    extra = [(label, texts + [""] * bool(floors)) for label, texts in _extra_rows(data)]
-    if extra:
-        lines.append(r"\midrule")
-    for label, texts in extra:  # cost rows: "5 PFLOP, 1 device-h [pubmed]" as three lines
-        cost_lines = stacked([wrap_words(label, max(widths[0], 8))]
-                              + [[small([latex_escape(t)]) for t in re.split(r", | (?=\[)", text)] for text in texts])
-        lines += [latex_row([latex_escape(parts[0]), *parts[1:]]) for parts in cost_lines]
-    return latex_close(lines, [latex_escape(n) + r"\\" for n in notes]
-                       + [rf"\textsuperscript{{{i}}} {latex_escape(t)}\\" for i, t in enumerate(footnotes.texts, 1)]
-                       + [latex_escape(n) + r"\\" for n in annotations.closing_notes(data)])
+        def width(values: list, kind: str, i: int) -> int:
+            below = len(f"Δ {values[under[i]]}") if narrow and i in under and values[under[i]] else 0
+            return max(_plain_width(values[i], narrow, kind), below)
+        widths = [max(len(grid.header[0]), *(len(label) for label, _, _ in grid.rows))] + [
+            max(width(values, kind, i) for _, values, kind in grid.rows) for i in keep]
+        header, chars = latex_header([grid.header[0], *(grid.header[i + 1] for i in keep)], widths)
+        if chars <= ONE_LINE_CHARS or narrow:
+            break
+    lines = [*latex_open(caption, "l" + "r" * len(keep), chars), *header, r"\midrule"]
+    for label, values, kind in grid.rows:
+        if kind == "body" and label == BLURB_ROW:
+            lines.append(r"\midrule")
+        elif kind == "body" and lines[-1] != r"\midrule":
+            lines.append(r"\addlinespace")
+        deltas = {i: [rf"{{\scriptsize $\Delta$ {values[j]}}}"] if narrow and values[j] else []
+                  for i, j in under.items()}
+        if kind == "paper":
+            cells = [[r"{\scriptsize\itshape paper}"], *([rf"{{\scriptsize {latex_escape(values[i])}}}"]
+                                                          + deltas.get(i, []) for i in keep)]
+        elif kind == "extra":  # cost rows: "5 PFLOP, 1 device-h [pubmed]" as three lines
+            cells = [wrap_words(latex_escape(label), max(widths[0], 8)),
+                     *([rf"{{\scriptsize {latex_escape(t)}}}" for t in _parts(values[i])] for i in keep)]
+        else:
+            cells = [[latex_escape(label)], *(_latex_value(values[i], narrow) + deltas.get(i, []) for i in keep)]
+        lines += [latex_row(parts) for parts in stacked(cells)]
+    return latex_close(lines, [_latex_note(n) + r"\\" for n in grid.notes])
 
 
-def _extra_rows(data: TableData) -> list[tuple[str, list[str]]]:
-    """Rows under the scores: the floor of each task column (tasks as columns), then the cost rows."""
-    floor = annotations.floor_row(data)
-    return [*([floor] if floor else []), *annotations.extra_rows(data)]
+def _latex_note(note: str) -> str:
+    """A markdown note in LaTeX: bold, italics and a link's text kept, a footnote's [n] raised (after a line's
+    \\\\, "[" would open its optional argument)."""
+    text = re.sub(r"^\[(\d+)\] ", r"\\textsuperscript{\1} ", latex_escape(note))
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)
+    return re.sub(r"\*([^*]+)\*", r"\\textit{\1}", re.sub(r"\*\*([^*]+)\*\*", r"\\textbf{\1}", text))
 
 
 CSV_FIELDS = ("row", "column", "tasks", "metric", "mean", "std", "n", "n_planned", "p_value", "significant",
@@ -382,7 +381,8 @@ def _grid_latex(grid: Grid) -> str:
     lines = [*needs, *latex_open(latex_escape(grid.title), grid.align or "l" * len(grid.header), chars), *header,
              r"\midrule"]
     lines += [" & ".join(map(latex_escape, row)) + r" \\" for row in grid.body]
-    return latex_close(lines, [latex_escape(n) + r"\\" for n in grid.notes])
+    return latex_close(lines, [_latex_note(n) + r"\\" for n in grid.notes])
+
 
 
 def records(table: TableData | Grid) -> tuple[list[str], list[dict[str, Any]]]:

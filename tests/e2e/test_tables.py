@@ -61,8 +61,9 @@ def test_table_without_a_profile_renders_the_micro_runs_in_the_store(micro_store
     assert stderr_lines(done)[0] == (f"bioablate: rendering the runs of --profile micro, the one invocation of "
                                      f"experiment 'quickstart' in {uri}")
     assert "not run" not in done.stdout and "—" not in done.stdout
-    # micro's setup, not mini's caption
-    assert MICRO_SETUP in done.stdout and "MiniLM" not in done.stdout
+    # micro's setup (in the file's footer), not mini's caption
+    footer = (work / "tables" / "quickstart-micro" / "table.md").read_text().split("\n---\n")[1]
+    assert MICRO_SETUP in footer and "MiniLM" not in done.stdout
     # the values are the micro runs': every cell has both seeds, each mean the runs' mean x100
     micro = collect(load_experiment("quickstart", profile="micro", data_dir=str(data_dir), work_dir=str(work)))
     rows = list(csv.DictReader(io.StringIO((work / "tables" / "quickstart-micro" / "table.csv").read_text())))
@@ -163,7 +164,8 @@ def test_several_invocations_are_one_line_naming_them(micro_store, data_dir):
     # the overrides alone pick one
     done = table(work, data_dir, "finetune.lr=1e-4")
     assert done.returncode == 0 and "--profile micro finetune.lr=1e-4, the one invocation" in done.stderr
-    assert "learning rate 0.0001;" in done.stdout and "not run" not in done.stdout
+    assert "not run" not in done.stdout
+    assert "learning rate 0.0001;" in (work / "tables" / "quickstart-micro" / "table.md").read_text()
     assert len(table_runs(uri, "quickstart")) == 3  # micro, mini (above), micro with the lower rate
 
 
@@ -185,13 +187,15 @@ def test_a_vocabulary_table_names_the_profile_and_datasets_it_computed_over(tmp_
     lengths = bioablate_in_process("table", "table8_input_length", "--profile", "micro", "--work-dir", str(tmp_path),
                                    "--data-dir", str(data_dir), cwd=tmp_path)
     assert lengths.returncode == 0, lengths.stderr
-    header = (tmp_path / "tables" / "table8_input_length-micro" / "table.md").read_text().splitlines()[1]
+    text = (tmp_path / "tables" / "table8_input_length-micro" / "table.md").read_text()
+    [header] = [line for line in text.splitlines() if line.startswith("- profile:")]  # in the footer
     assert header == ("- profile: micro (3 datasets: ncbi-disease, gad, biosses; no runs: computed from the staged "
                       "vocabularies and datasets)")
     terms = bioablate_in_process("table", "table1_vocab_terms", "--work-dir", str(tmp_path), "--data-dir",
                                  str(data_dir), cwd=tmp_path)
     assert terms.returncode == 0, terms.stderr
-    header = next((tmp_path / "tables").glob("table1_vocab_terms-*")).joinpath("table.md").read_text().splitlines()[1]
+    text = next((tmp_path / "tables").glob("table1_vocab_terms-*")).joinpath("table.md").read_text()
+    [header] = [line for line in text.splitlines() if line.startswith("- profile:")]
     assert header == "- profile: none applies (no runs: computed from the staged vocabularies)"
 
 

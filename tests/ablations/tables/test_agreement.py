@@ -98,8 +98,8 @@ def test_tau_and_pairwise_verdicts_over_seeds_match_the_hand_computation(uri, tm
     # where it shows: one paragraph in the markdown, the fields in every CSV record of the row
     data.agreement = found
     md = render_data(data)
-    assert "Overall 3 agree, 2 disagree, 2 cannot tell; ties 1 agree, 1 disagree" in md
-    assert "bc5-chem τ = 0.33 (2/1/0; ties 0/0)" in md and "0.5 points: table.paper_noise" in md
+    assert "its conclusions 3 agree, 2 disagree, 2 cannot tell at our n; its ties 1 agree, 1 disagree." in md
+    assert "Kendall's τ of our means vs its numbers, " in md and "bc5-chem 0.33" in md
     csv_text = render_data(data, "csv")
     assert "2 agree, 1 disagree, 0 cannot tell" in csv_text and "A>B: disagrees (seeds (t-test)" in csv_text
     assert "A~B: agrees (seeds (t-test), CI -3.26–2.26" in csv_text

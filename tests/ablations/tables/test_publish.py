@@ -86,7 +86,8 @@ def test_a_vocabulary_table_logs_its_records(store):
     assert cells(table) == expected
     assert [(r["row"], r["column"], r["mean"]) for r in expected][:2] == [
         ("biosses", "bert-base-uncased", "78.2"), ("biosses", "pubmedbert-uncased", "64.6")]
-    assert (tmp / "out" / "table.md").read_text().startswith("- experiment: lengths\n")
+    markdown = (tmp / "out" / "table.md").read_text()  # the title first, what produced it in the footer
+    assert markdown.startswith("**Table 8") and "\n---\n\n- experiment: lengths\n" in markdown
 
 
 def artifact_text(uri: str, run_id: str, name: str, tmp) -> str:
@@ -114,8 +115,8 @@ def test_each_invocation_keeps_its_own_table_run(store):
         == [("micro", "micro-e3b0c442"), ("mini", "mini-1234abcd")]
     assert runs[mini.run_id].data.tags["cli_overrides"] == "finetune.lr=1e-4"
     assert runs[micro.run_id].data.metrics["runs_finished"] == 7 and runs[mini.run_id].data.metrics["runs_not_run"] == 8
-    assert "91.00 ± 1.00" in artifact_text(uri, micro.run_id, "table.md", tmp)
-    assert "91.00" not in artifact_text(uri, mini.run_id, "table.md", tmp)
+    assert "91.0 ± 1.0" in artifact_text(uri, micro.run_id, "table.md", tmp)
+    assert "91.0 ±" not in artifact_text(uri, mini.run_id, "table.md", tmp)
     assert find_table_run(uri, "tagging", "mini-1234abcd").info.run_id == mini.run_id
     assert find_table_run(uri, "tagging", "base-e3b0c442", "base") is None
 

@@ -95,7 +95,7 @@ WIDE_TASKS = ("bc5-chem", "ebm-pico", "chemprot", "biosses", "hoc", "pubmedqa")
 
 def wide_table() -> TableData:
     """Table 9's shape at its widest: four long column labels, six tasks and the BLURB row, every cell bold
-    (ties) with both marks, a CI, a missing seed's footnote and "n too small", the cost rows."""
+    (ties) with both marks, a missing seed's footnote, a Δ per variant, the cost rows."""
     layout = TableLayout(title="Table 9 (proxy): pretraining corpora and time", rows="task", columns="model",
                          baseline="pubmedbert", column_order=tuple(WIDE_LABELS), column_labels=WIDE_LABELS,
                          paper={t: dict.fromkeys(WIDE_LABELS, 92.85) for t in WIDE_TASKS}, blurb_row=True,
@@ -118,7 +118,7 @@ def wide_table() -> TableData:
 @needs_pdflatex
 def test_the_latex_of_a_wide_table_compiles_and_fits(tmp_path):
     tex = render_data(wide_table(), "latex")
-    assert r"$\to$" in tex and "→" not in tex and r"CI $\pm$23.91" in tex and "n too small" in tex
+    assert r"$\to$" in tex and "→" not in tex and r"$\Delta$" in tex
     width, text_width = compiled_width(tex, tmp_path)
     assert width <= text_width
 
@@ -131,8 +131,8 @@ SEVEN_LABELS = {"dummify-cls": "dummify, [CLS]", "dummify-mention": "dummify, me
 
 @needs_pdflatex
 def test_seven_variant_columns_put_the_std_ci_and_n_under_the_mean_and_fit(tmp_path):
-    """Table 14's shape (seven variant columns, two-digit standard deviations and CIs): one line per cell is
-    455pt in \\scriptsize against a 345pt text width, so each cell's std, CI and n go on lines of their own."""
+    """Table 14's shape (seven variant columns, two-digit standard deviations): one line per cell and a Δ
+    column per variant are too wide for a 345pt text width, so each cell's std and Δ go on lines of their own."""
     layout = TableLayout(title="Table 14: relation input and encoding", rows="task", columns="relation",
                          baseline="dummify-cls", column_order=tuple(SEVEN_LABELS), column_labels=SEVEN_LABELS,
                          paper={t: dict.fromkeys(SEVEN_LABELS, 77.24) for t in ("chemprot", "ddi")})
@@ -142,7 +142,8 @@ def test_seven_variant_columns_put_the_std_ci_and_n_under_the_mean_and_fit(tmp_p
     for cell in data.cells.values():
         cell.ci = (cell.mean - 10.74, cell.mean + 10.74)
     tex = render_data(data, "latex")
-    assert r"25.53 $\pm$ 10.00" not in tex and r"{\scriptsize $\pm$ 10.00}" in tex and r"{\scriptsize n=3}" in tex
+    assert r"25.5 $\pm$ 10.0" not in tex and r"{\scriptsize $\pm$ 10.0}" in tex
+    assert r"{\scriptsize $\Delta$ +0.0}" in tex
     width, text_width = compiled_width(tex, tmp_path)
     assert width <= text_width
 

@@ -54,14 +54,15 @@ def test_mean_and_sample_std_over_seeds_times_100():
     assert float(bioul["std"]) == pytest.approx(math.sqrt(4.6667 / 2), abs=1e-4)
     assert bio["n"] == "3" and bio["paper"] == "93.33"
     md = render(LAYOUT, RUNS, "markdown")
-    assert md_cell(md, "bc5-chem", 0) == "91.00 ± 1.00 (n=3; paper 93.33)"
+    assert md_cell(md, "bc5-chem", 0) == "91.0 ± 1.0" and md_cell(md, "*paper*", 0) == "93.3"
+    assert "mean ± sd over 3 seeds" in md  # one n for every cell: said once, in the caption
 
 
 def test_best_per_row_bold_ties_both_bold():
     md = render(LAYOUT, RUNS, "markdown")
-    assert md_cell(md, "bc5-chem", 2).startswith("**93.67 ± 0.76**")
+    assert md_cell(md, "bc5-chem", 2).startswith("**93.7 ± 0.8**")
     assert "**" not in md_cell(md, "bc5-chem", 0) and "**" not in md_cell(md, "bc5-chem", 1)
-    assert r"\textbf{93.67 $\pm$ 0.76}" in render(LAYOUT, RUNS, "latex")
+    assert r"\textbf{93.7 $\pm$ 0.8}" in render(LAYOUT, RUNS, "latex")
     tie = [finished("t", c, s, 0.5 + 0.01 * s) for c in ("bio", "io") for s in range(2)]
     layout = TableLayout(title="tie", rows="task", columns="x", column_order=("bio", "io"))
     cells = table_data(layout, [CellRun(r.row, r.column, "bc5-chem", r.seed, r.status, r.value) for r in tie])
@@ -81,7 +82,8 @@ def test_paired_t_test_against_the_baseline_matches_the_hand_computation():
     md = render(LAYOUT, RUNS, "markdown")
     assert "±" in md_cell(md, "bc5-chem", 1) and "†" in md_cell(md, "bc5-chem", 1)
     assert "†" not in md_cell(md, "bc5-chem", 0)
-    assert "two-sided paired t-test" in md and "scipy.stats.ttest_rel" in md and "p < 0.05" in md
+    assert "paired t-test over seeds" in md and "p < 0.05" in md
+    assert md_cell(md, "bc5-chem", 3) == "-4.7" and md_cell(md, "*paper*", 3) == "+0.0"  # Δ BIOUL: ours, the paper's
 
 
 def test_no_mark_above_threshold_and_no_test_below_two_paired_seeds():
@@ -139,7 +141,7 @@ def test_missing_cells_are_shown_with_their_reasons():
     assert "FAILED: RuntimeError: CUDA out of memory" in text
     assert "NOT_RUN: never started" in text and "RUNNING: started but not finished" in text
     assert "BLOCKED: pretraining stage 'pubmed-wwm' unfinished" in text
-    assert "(n=1/2" in md_cell(md, "ddi", 1)
+    assert re.search(r"\[\d\]", md_cell(md, "ddi", 1)) and md_cell(md, "ddi", 5) == "2, 1/2"  # the n column
     io_cell = md_cell(md, "ddi", 2)
     assert io_cell.startswith("— (") and "running" in io_cell and "blocked" in io_cell
     assert md_cell(md, "gad", 0).startswith("— (not run")
@@ -160,7 +162,8 @@ def test_tasks_sharing_a_row_label_are_averaged_per_seed():
     cell = data.cell("NER", "linear")
     assert cell.values == {0: pytest.approx(70.0)} and cell.n_planned == 2  # seed 1 lacks ncbi-disease
     md = render(layout, runs, "markdown")
-    assert "70.00 (n=1/2)" in md and "combines 2 tasks (bc5-chem, ncbi-disease)" in md
+    assert md_cell(md, "NER", 0).startswith("70.0") and md_cell(md, "NER", 1) == "1/2"
+    assert "combines 2 tasks (bc5-chem, ncbi-disease)" in md
 
 
 def test_all_three_formats_parse():
@@ -168,8 +171,8 @@ def test_all_three_formats_parse():
     runs += [finished("gad", "bio", 0, 0.8), finished("gad", "bioul", 0, 0.75)]
     md = render(LAYOUT, runs, "markdown")
     table_lines = [line for line in md.splitlines() if line.startswith("|")]
-    assert len(table_lines) == 2 + 2
-    assert {len(re.findall(r"(?<!\\)\|", line)) for line in table_lines} == {5}
+    assert len(table_lines) == 2 + 3  # header and rule, bc5-chem and its paper row, gad
+    assert {len(re.findall(r"(?<!\\)\|", line)) for line in table_lines} == {8}  # 3 schemes, 2 Δ, n
 
     rows = list(csv.reader(io.StringIO(render(LAYOUT, runs, "csv"))))
     assert rows[0][:7] == ["row", "column", "tasks", "metric", "mean", "std", "n"]
@@ -187,12 +190,12 @@ def test_all_three_formats_parse():
     assert depth == 0
     body = latex.split(r"\begin{tabular}")[1].split(r"\end{tabular}")[0]
     spec = re.match(r"\{@\{\}(\w+)@\{\}\}", body).group(1)
-    assert spec == "lrrr"  # one column per scheme; the paper's numbers in a row of their own
+    assert spec == "lrrrrrr"  # one column per scheme, a Δ per variant, n; the paper's numbers in a row of their own
     data_rows = [line for line in body.splitlines() if line.endswith(r"\\")]
     for line in data_rows:  # the header included: every row has every column
         assert len(re.findall(r"(?<!\\)&", line)) == len(spec) - 1, line
-    assert data_rows[0].split(" & ") == ["task", "BIO", "BIOUL", "IO \\\\"]
-    assert r"{\scriptsize\itshape paper} & {\scriptsize 93.33} & {\scriptsize 93.37} & {\scriptsize 93.11}" in latex
+    assert data_rows[1].split(" & ") == ["task", "BIO", "BIOUL", "IO", "BIOUL", r"$\Delta$ IO", "n \\\\"]
+    assert r"{\scriptsize\itshape paper} & {\scriptsize 93.3} & {\scriptsize 93.4} & {\scriptsize 93.1}" in latex
     assert r"a \& b\_c 50\% \{x\} | y" in latex
 
 
@@ -283,4 +286,4 @@ def test_with_tasks_as_columns_the_best_variant_of_each_task_is_bold():
     data = table_data(layout, runs)
     assert [data.cell(r, c).best for r in data.rows for c in data.columns] == [False, True, True, False]
     md = render(layout, runs, "markdown")
-    assert "Best mean per column (task) in bold." in md and "combines" not in md
+    assert "**Bold**: the best mean of its column." in md and "combines" not in md

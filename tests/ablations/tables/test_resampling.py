@@ -256,7 +256,7 @@ def test_table_marks_are_corrected_across_the_table_and_need_three_seeds():
         assert data.cell(t, "io").significant == (holm[t] < 0.05)
     assert data.cell("bc5-chem", "io").significant
     md = render_data(data)
-    assert "Holm" in md and "statsmodels.stats.multitest" in md
+    assert "Holm-corrected (paired t-test over seeds)" in md  # no predictions resampled here
     # uncorrected, the raw p values decide
     none = table_data(TableLayout(**{**layout.__dict__, "correction": "none"}), runs)
     assert none.cell("ncbi-disease", "io").significant
@@ -264,7 +264,7 @@ def test_table_marks_are_corrected_across_the_table_and_need_three_seeds():
     two = table_data(layout, [r for r in runs if r.seed < 2 and r.task == "bc5-chem"])
     cell = two.cell("bc5-chem", "io")
     assert cell.p_value is not None and cell.n_too_small and not cell.significant
-    assert "n too small" in render_data(two) and "†" not in render_data(two).split("\n\n")[2]
+    assert "never marked below 3 seeds, as here." in render_data(two) and "†" not in render_data(two).split("\n\n")[2]
 
 
 def test_seeds_needed_match_statsmodels_solve_for_the_paper_difference_or_an_effect():

@@ -12,6 +12,7 @@ import io
 import pytest
 
 from ablations.results import TableLayout
+from ablations.tables.long_form import long_form
 from ablations.tables.render import render_data
 from ablations.tables.significance import annotate
 from ablations.tables.stats import table_data
@@ -55,8 +56,9 @@ def test_a_26_comparison_table_marks_the_difference_that_holds_over_seeds_and_un
     [line] = [x for x in md.splitlines() if x.startswith("| pubmedqa")]
     cells = [c.strip() for c in line.split("|")[2:-1]]
     assert "†" in cells[1] and not any("†" in c for c in cells[2:]) and "‡" not in md
-    assert f"Δ +{marked.diff_mean:.2f}, CI {marked.diff_ci[0]:.2f}–{marked.diff_ci[1]:.2f}" in cells[1]
-    assert "two-level bootstrap" in md and "2080 resamples" in md
+    # Δ v00, after the 27 score columns, with its interval (table.differences)
+    assert cells[27] == f"{marked.diff_mean:+.1f} [{marked.diff_ci[0]:.1f}, {marked.diff_ci[1]:.1f}]"
+    assert "two-level bootstrap" in md and "2080 resamples" in long_form(data)
     rows = {r["column"]: r for r in csv.DictReader(io.StringIO(render_data(data, "csv")))}
     assert float(rows["v00"]["diff_ci_low"]) == pytest.approx(marked.diff_ci[0])
     assert rows["v00"]["fixed_model_significant"] == "true" and rows["v01"]["fixed_model_p"] == "1.0"
