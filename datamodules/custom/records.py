@@ -36,6 +36,7 @@ from datamodules.instances import (
     TextInstance,
 )
 from datamodules.readers.jsonfile import BOM
+from datamodules.spec import QUOTE_LIMIT, shown
 from datamodules.textfiles import read_text, text_problem
 
 Record = dict[str, Any]  # field -> value (absent fields are missing)
@@ -57,8 +58,8 @@ def read_records(definition: Definition, path: Path, layout: FileLayout | None =
     for index, (number, record) in enumerate(lines):
         instance = build(index, number, record)
         if instance.id in lines_of:  # two examples, one id: predictions and overlaps would mix them up
-            raise DataFormatError(path, number, f"id {instance.id!r} occurs twice (also line {lines_of[instance.id]}); "
-                                                "give each example its own id")
+            raise DataFormatError(path, number, f"id {shown(instance.id)} occurs twice (also line "
+                                                f"{lines_of[instance.id]}); give each example its own id")
         lines_of[instance.id] = number
         instances.append(instance)
     return instances
@@ -97,6 +98,11 @@ def _looks_like_data(definition: Definition, value: str) -> bool:
     return any(v.strip() in definition.labels for v in values)
 
 
+def _header_shown(parts: list[str]) -> str:
+    text = " | ".join(parts)
+    return text if len(text) <= QUOTE_LIMIT else shown(text)
+
+
 def _tsv(definition: Definition, path: Path, layout: FileLayout) -> Iterator[tuple[int, Record]]:
     columns = layout.columns
     required = [f for f in columns if f != "id"]
@@ -108,19 +114,19 @@ def _tsv(definition: Definition, path: Path, layout: FileLayout) -> Iterator[tup
         label = parts[columns["label"]] if number and "label" in columns and len(parts) >= width else None
         if label is not None and _looks_like_data(definition, label):
             raise DataFormatError(path, number, f"header: true reads this line as the header, but it looks like "
-                                                f"an example (label {label.strip()!r}); if the file has no header, "
-                                                f"set header: false for it ({definition.source}: files: {{<split>: "
-                                                f"{{path: {path.name}, header: false}}}})")
+                                                f"an example (label {shown(label.strip())}); if the file has no "
+                                                f"header, set header: false for it ({definition.source}: files: "
+                                                f"{{<split>: {{path: {path.name}, header: false}}}})")
         if number and (definition.source, line) not in _HEADERS_SAID:  # once per header text, for all its files
             _HEADERS_SAID.add((definition.source, line))
             log.info("%s: line %d of %s is its header (%s), not an example (header: true)", definition.name,
-                     number, path, " | ".join(parts))
+                     number, path, _header_shown(parts))
     first = not layout.header
     for number, line in lines:
         parts = line.split("\t")
         if first and "label" in columns and len(parts) >= width and \
                 not _looks_like_data(definition, parts[columns["label"]]):  # a header row, read as data?
-            raise DataFormatError(path, number, f"label {parts[columns['label']].strip()!r} (column "
+            raise DataFormatError(path, number, f"label {shown(parts[columns['label']].strip())} (column "
                                                 f"{columns['label']}) is not in labels {list(definition.labels)}: if "
                                                 f"this first line is a header, set header: true for the file "
                                                 f"({definition.source}: files: {{<split>: {{path: {path.name}, header: "
@@ -202,7 +208,7 @@ class _Builder:
     def text(self, field: str) -> str:
         value = self.need(field)
         if not isinstance(value, str) or not value.strip():
-            raise self.error(f"{self.key(field)}: expected non-empty text, got {value!r}")
+            raise self.error(f"{self.key(field)}: expected non-empty text, got {shown(value)}")
         problem = text_problem(value)
         if problem:
             raise self.error(f"{self.key(field)}: the text {problem}")
@@ -216,7 +222,7 @@ class _Builder:
             for i, token in enumerate(value):
                 problem = text_problem(token)
                 if problem:
-                    raise self.error(f"{self.key(field)}: token {i} ({token!r}) {problem}")
+                    raise self.error(f"{self.key(field)}: token {i} ({shown(token)}) {problem}")
         return value
 
     def label(self, value: Any = None) -> str:
@@ -224,10 +230,10 @@ class _Builder:
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # 0 / 1 in JSON are the classes "0" / "1"
         if not isinstance(value, str):
-            raise self.error(f"{self.key('label')}: expected a class name, got {value!r}")
+            raise self.error(f"{self.key('label')}: expected a class name, got {shown(value)}")
         value = value.strip()
         if value not in self.labels:
-            raise self.error(f"label {value!r} ({self.key('label')}) is not in labels {list(self.d.labels)}; "
+            raise self.error(f"label {shown(value)} ({self.key('label')}) is not in labels {list(self.d.labels)}; "
                              "add it there")
         return value
 
@@ -249,9 +255,9 @@ class _Builder:
                 raise TypeError
             score = float(value)
         except (TypeError, ValueError, OverflowError):
-            raise self.error(f"{self.key('label')}: expected a number (similarity score), got {value!r}") from None
+            raise self.error(f"{self.key('label')}: expected a number (similarity score), got {shown(value)}") from None
         if not math.isfinite(score) or abs(score) > MAX_SCORE:
-            raise self.error(f"{self.key('label')}: similarity score {value!r} is not a finite number within "
+            raise self.error(f"{self.key('label')}: similarity score {shown(value)} is not a finite number within "
                              f"+-{MAX_SCORE:,.0f}; fix the line or rescale the scores")
         return score
 
@@ -262,7 +268,7 @@ class _Builder:
         if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) for v in value[:2])
                 and isinstance(value[2], str) and value[2]):
             raise self.error(f"{self.key(field)}: expected {{\"start\": <int>, \"end\": <int>, \"type\": <name>}} "
-                             f"or [start, end, type], got {value!r}")
+                             f"or [start, end, type], got {shown(value)}")
         start, end, typ = value
         if not 0 <= start < end <= len(text):
             raise self.error(f"{self.key(field)}: characters {start}-{end} are not inside the text "

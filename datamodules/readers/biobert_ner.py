@@ -13,7 +13,7 @@ from pathlib import Path
 from bioablate_core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
 from datamodules.readers import bound
-from datamodules.spec import Reader, Splits
+from datamodules.spec import Reader, Splits, shown
 from datamodules.textfiles import conll_blocks
 
 # Bumped whenever the instances this module's readers return change: it enters their datasets'
@@ -38,7 +38,7 @@ def read_untyped_iob_file(path: Path, entity_type: str) -> list[TaggingInstance]
             if len(fields) != 2 or not fields[0].strip() or fields[1].strip() not in typed:
                 raise DataFormatError(
                     path, line_number,
-                    f"expected 'token<TAB>tag' with a non-empty token and an untyped tag B, I or O, got {line!r}",
+                    f"expected 'token<TAB>tag' with a non-empty token and an untyped tag B, I or O, got {shown(line)}",
                 )
             tokens.append(fields[0].strip())
             tags.append(typed[fields[1].strip()])

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bioablate_core.errors import DataFormatError
 from datamodules.instances import TextInstance
-from datamodules.spec import SPLITS, Splits
+from datamodules.spec import SPLITS, Splits, shown
 from datamodules.textfiles import read_text
 
 # Bumped whenever the instances this module's readers return change: it enters their datasets'
@@ -102,7 +102,7 @@ def read_split_file(path: Path = HOC_SPLIT_FILE) -> dict[str, tuple[int, str]]:
     for number, line in enumerate(lines[1:], start=2):
         fields = line.split("\t")
         if len(fields) != 2 or not fields[0].isdigit():
-            raise DataFormatError(path, number, f"expected <PMID><TAB><split>, found {line!r}")
+            raise DataFormatError(path, number, f"expected <PMID><TAB><split>, found {shown(line)}")
         pmid, split = fields
         if split not in SPLITS:
             raise DataFormatError(path, number, f"split {split!r} is not one of {', '.join(SPLITS)}")

@@ -19,7 +19,7 @@ from pathlib import Path
 from bioablate_core.errors import DataFormatError
 from datamodules.instances import Span, TaggingInstance, iob_to_spans
 from datamodules.readers import bound
-from datamodules.spec import Reader, Splits
+from datamodules.spec import Reader, Splits, shown
 from datamodules.textfiles import conll_blocks, open_text, read_text
 
 # Bumped whenever the instances this module's readers return change: it enters their datasets'
@@ -36,7 +36,7 @@ def _format_error(path: Path, line_number: int, line: str) -> DataFormatError:
     return DataFormatError(
         path,
         line_number,
-        f"expected 'token<TAB>tag' with a non-empty token and a tag O, B-<type> or I-<type>, got {line!r}; "
+        f"expected 'token<TAB>tag' with a non-empty token and a tag O, B-<type> or I-<type>, got {shown(line)}; "
         "fix or remove this line (sentences are separated by blank lines)",
     )
 
@@ -133,7 +133,7 @@ def _read_brat_entities(path: Path, text: str) -> list[tuple[int, int, str]]:
                     path,
                     line_number,
                     f"expected 'T<n><TAB><type> <start> <end><TAB><surface>' (discontinuous entities are not "
-                    f"supported), got {line!r}",
+                    f"supported), got {shown(line)}",
                 )
             start, end = int(offsets[1]), int(offsets[2])
             if text[start:end] != fields[2]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bioablate_core.errors import DataFormatError
 from datamodules.instances import TaggingInstance, iob_to_spans
-from datamodules.spec import Splits
+from datamodules.spec import Splits, shown
 from datamodules.textfiles import conll_blocks
 
 # Bumped whenever the instances this module's readers return change: it enters their datasets'
@@ -51,7 +51,7 @@ def read_pico_file(path: Path) -> list[Document]:
                 match = _DOCSTART.fullmatch(line)
                 if match is None:
                     raise DataFormatError(
-                        path, line_number, f"expected '-DOCSTART- (<PMID>)', got {line!r}; fix the header"
+                        path, line_number, f"expected '-DOCSTART- (<PMID>)', got {shown(line)}; fix the header"
                     )
                 _add_segment(documents, tokens, labels)  # the lines above the header end the previous abstract
                 tokens, labels = [], []
@@ -63,7 +63,7 @@ def read_pico_file(path: Path) -> list[Document]:
                     path,
                     line_number,
                     "expected 'token NN O <label>' (4 space-separated columns, label O or "
-                    f"I-PAR/I-INT/I-OUT), got {line!r}; fix or remove this line",
+                    f"I-PAR/I-INT/I-OUT), got {shown(line)}; fix or remove this line",
                 )
             if not documents:
                 raise DataFormatError(
