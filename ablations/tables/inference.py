@@ -33,19 +33,13 @@ def correct(p_values: Sequence[float], method: str = "holm") -> list[float]:
 
     from statsmodels.stats.multitest import multipletests
 
-    # statsmodels' Holm branch ends in a full gc.collect() (multitest.py, statsmodels 0.15): 0.5 s in a
-    # process holding torch and transformers, paid by every corrected family of every rendered table, to
-    # free a few arrays of len(p_values). Skipped for the call (a statement's worth of time, one thread
-    # renders); the corrected values are the same.
-    collect, gc.collect = gc.collect, _no_collection
+    # statsmodels' Holm branch ends in a full gc.collect(), which in a process holding torch and transformers
+    # walks every object they made: frozen for the call, the collection scans only what the call made
+    gc.freeze()
     try:
         return [float(p) for p in multipletests(list(p_values), alpha=ALPHA, method=method)[1]]
     finally:
-        gc.collect = collect
-
-
-def _no_collection(generation: int = 2) -> int:
-    return 0
+        gc.unfreeze()
 
 
 def paired_power(effect_size: float, nobs: int, alpha: float = ALPHA) -> float:

@@ -88,7 +88,6 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
     and `invocation`: created once, updated on every re-render of that invocation (same run, artifacts
     overwritten, tags and metrics refreshed). None: one run for the experiment, whatever rendered it."""
     from mlflow.entities import RunStatus
-    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     from ablations.run.tracking import Tracker, preserved_tracking_env
 
@@ -103,9 +102,8 @@ def log_table_run(tracking_uri: str, name: str, files: list[Path], table: TableD
         client.update_run(run_id, status="RUNNING")
         tracker.set_tags(run_id, all_tags)
     try:
-        # an HTTP server's artifacts (`mlflow-artifacts:` URIs) are resolved against MLflow's *global*
-        # tracking URI, not the client's: without this, logging to a server failed with MLflow's traceback
-        with preserved_tracking_env(), _use_tracking_uri(tracking_uri):
+        # the client resolves a server's `mlflow-artifacts:` URIs against its own tracking URI
+        with preserved_tracking_env():
             for path in files:
                 client.log_artifact(run_id, str(path))
             _replace_table(client, run_id, table)

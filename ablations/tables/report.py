@@ -269,14 +269,14 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
 def _run_records(plan, runs, tracking_uri: str) -> dict:
     """The finished runs of a table's cells as its bundle keeps them, each with its test units."""
     from ablations.tables.bundle import finished_run_ids, run_record
-    from ablations.tables.scored_units import load_units
+    from ablations.tables.scored_units import NoPredictions, load_units
 
     wanted, out = set(finished_run_ids(runs)), {}
     for planned in plan.cells:
         if planned.run is not None and planned.run.info.run_id in wanted and planned.run.info.run_id not in out:
             try:
                 units = load_units(tracking_uri, planned.run.info.run_id, planned.cell.task)
-            except ValueError:  # logged without its predictions: the bundle says so by holding none
+            except NoPredictions:  # logged without its predictions: the bundle says so by holding none
                 units = None
             out[planned.run.info.run_id] = run_record(planned.run, planned.identity.experiment_name, units)
     return out

@@ -176,6 +176,10 @@ def unit_of(spec) -> str:
     return TASK_TYPES.of(spec.task_type).unit
 
 
+class NoPredictions(ValueError):
+    """A run's test units cannot be read: it logged no predictions (or not the parts its metric needs)."""
+
+
 def units_from_records(spec, records: list[dict], answers: list[dict] | None = None) -> ScoredUnits:
     """The resampling units of a run of dataset `spec` from its test-prediction records (and, for BioASQ's
     extractive QA, its per-question answer records)."""
@@ -184,13 +188,13 @@ def units_from_records(spec, records: list[dict], answers: list[dict] | None = N
     metric, args = spec.metric, dict(spec.metric_args)
     if metric in QUESTION_LEVEL_METRICS:
         if answers is None:
-            raise ValueError(f"no {ANSWERS}: the run predates it")
+            raise NoPredictions(f"no {ANSWERS}: the run predates it")
         as_gold = (lambda g: [tuple(x) for x in g]) if metric == "bioasq_list" else list
         units = [Unit(str(q["id"]), [as_gold(q["gold"])], [list(q["answers"])]) for q in answers]
         return ScoredUnits(metric, args, units, unit_of(spec))
     if metric in RANKING_METRICS:
         if any("group" not in r for r in records):
-            raise ValueError(f"{PREDICTIONS} has no question groups: the run predates them")
+            raise NoPredictions(f"{PREDICTIONS} has no question groups: the run predates them")
         by_group: dict[str, Unit] = {}
         for r in records:
             by_group.setdefault(str(r["group"]), Unit(str(r["group"]), [], []))
@@ -212,7 +216,7 @@ def read_jsonl(path) -> list[dict]:
 
 
 def load_units(tracking_uri: str, run_id: str, task: str) -> ScoredUnits:
-    """A finished run's test units, read from its MLflow artifacts. ValueError says why they cannot be
+    """A finished run's test units, read from its MLflow artifacts. NoPredictions says why they cannot be
     (no predictions logged: a run older than them)."""
     import os
 
@@ -236,7 +240,7 @@ def load_units(tracking_uri: str, run_id: str, task: str) -> ScoredUnits:
     if files[PREDICTIONS] is None and files.get(UNITS):
         return units_from_file(files[UNITS][0])
     if files[PREDICTIONS] is None:
-        raise ValueError(f"run {run_id} has no {PREDICTIONS}")
+        raise NoPredictions(f"run {run_id} has no {PREDICTIONS}")
     return units_from_records(spec, files[PREDICTIONS], files[ANSWERS])
 
 

@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 from ablations.results import BLURB_ROW, CellRun
 from ablations.tables.inference import MIN_SEEDS, correct
 from ablations.tables.resampling import POLICY, ResamplingCache, hierarchical, paired_test
-from ablations.tables.scored_units import ScoredUnits, load_units, unit_of
+from ablations.tables.scored_units import NoPredictions, ScoredUnits, load_units, unit_of
 from ablations.tables.stats import SCALE, Cell, TableData, assign_states
 
 
@@ -45,7 +45,7 @@ class _Runs:
 
     def __init__(self, source: Units):
         self.source = source
-        self.loaded: dict[str, ScoredUnits | ValueError] = {}
+        self.loaded: dict[str, ScoredUnits | NoPredictions] = {}
         self.resamples: set[int] = set()  # the resamples the results shown used
 
     def units(self, run: CellRun) -> ScoredUnits:
@@ -53,14 +53,14 @@ class _Runs:
             if not isinstance(self.source, str):
                 found = self.source.get(run.run_id)
                 self.loaded[run.run_id] = found if found is not None else \
-                    ValueError(f"the bundle holds no test units of run {run.run_id}")
+                    NoPredictions(f"the bundle holds no test units of run {run.run_id}")
             else:
                 try:
                     self.loaded[run.run_id] = load_units(self.source, run.run_id, run.task)
-                except ValueError as e:
+                except NoPredictions as e:
                     self.loaded[run.run_id] = e
         found = self.loaded[run.run_id]
-        if isinstance(found, ValueError):
+        if isinstance(found, NoPredictions):
             raise found
         return found
 
@@ -118,7 +118,7 @@ def compare(cache: ResamplingCache, runs: _Runs, pairs: list[list[tuple[CellRun,
 def _guarded(what: Callable[[], None], cell: Cell) -> None:
     try:
         what()
-    except ValueError as e:  # predictions not logged by an older run
+    except NoPredictions as e:  # predictions not logged by an older run
         cell.ci_note = f"no test predictions to resample ({e})"
 
 
@@ -263,7 +263,7 @@ def pair_tester(data: TableData, tracking_uri: Units, cache_dir: Path | None = N
                 low, high = sorted((sign * SCALE * found["low"], sign * SCALE * found["high"]))
                 return Evidence(SEEDS_AND_UNITS, sign * SCALE * found["estimate"], found["p"], low, high)
             found = compare(cache, runs, pairs, key, n_resamples, comparisons)
-        except ValueError:
+        except NoPredictions:
             return None
         return None if found is None else Evidence(FIXED_MODELS, sign * SCALE * found["difference"], found["p"])
     test.cache = cache  # type: ignore[attr-defined]
