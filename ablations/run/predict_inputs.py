@@ -1,16 +1,24 @@
 """The input file of `bioablate predict` (its form: ablations/run/predict.py's docstring): one example per
 line, plain text or JSONL, read into the task's instances (`datamodules.instances`) with, for tagging, the
-text and each word's character span in it; a line that cannot be one is one DataFormatError naming it."""
+text and each word's character span in it; a line that cannot be one is one DataFormatError naming it.
+
+The file is read a line at a time, and an example is held compactly: its words' spans in one array of ints
+(`WordSpans`), its words interned per read (a common word is one string however often it occurs).
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from bioablate_core.errors import ConfigError, DataFormatError
+from datamodules.custom.lines import text_lines
 from datamodules.instances import (
     Instance,
     Mention,
@@ -20,10 +28,42 @@ from datamodules.instances import (
     TaggingInstance,
     TextInstance,
 )
+from datamodules.spec import shown
 from datamodules.task_types import TASK_TYPES
-from datamodules.textfiles import read_text
 
 WORDS = re.compile(r"\w+|[^\w\s]")  # plain text -> words for tagging: runs of word characters, punctuation
+
+
+class WordSpans(Sequence):
+    """Words' character spans (start, end) stored flat in one array of ints; a slice shares the array."""
+
+    def __init__(self, flat: array, first: int = 0, count: int | None = None):
+        """`flat`: start, end of each word in turn; `first`, `count`: the words of it this one has."""
+        self._flat, self._first = flat, first
+        self._count = len(flat) // 2 - first if count is None else count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            if step != 1:
+                return tuple(self[i] for i in range(start, stop, step))
+            return WordSpans(self._flat, self._first + start, max(0, stop - start))
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        at = 2 * (self._first + index % self._count)
+        return self._flat[at], self._flat[at + 1]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"WordSpans({list(self)})"
 
 
 @dataclass(frozen=True)
@@ -33,7 +73,7 @@ class Example:
 
     instance: Instance
     text: str = ""
-    words: tuple[tuple[int, int], ...] = ()
+    words: Sequence[tuple[int, int]] = ()
 
 
 def _placeholder_label(spec) -> Any:
@@ -42,18 +82,18 @@ def _placeholder_label(spec) -> Any:
     return 0.0 if TASK_TYPES.of(spec.task_type).scored else spec.labels[0]
 
 
-def _word_spans(tokens: list[str], text: str, where: tuple[Path, int]) -> tuple[tuple[int, int], ...]:
+def _word_spans(tokens: list[str], text: str, where: tuple[Path, int]) -> WordSpans:
     """Each token's character span in `text`, found in order with only whitespace between them."""
-    spans, at = [], 0
+    spans, at = array("q"), 0
     for token in tokens:
         start = text.find(token, at)
         if start < 0 or text[at:start].strip():
-            raise DataFormatError(where[0], where[1], f"token {token!r} is not where the text continues "
+            raise DataFormatError(where[0], where[1], f"token {shown(token)} is not where the text continues "
                                                       f"({text[at:at + 20]!r}); give tokens in the text's order, "
                                                       "or the text alone")
-        spans.append((start, start + len(token)))
+        spans.extend((start, start + len(token)))
         at = start + len(token)
-    return tuple(spans)
+    return WordSpans(spans)
 
 
 def _words(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> Example:
@@ -64,12 +104,12 @@ def _words(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> E
             words = _word_spans(tokens, text, where)
         else:
             found = list(WORDS.finditer(text))
-            tokens, words = [m.group() for m in found], tuple(m.span() for m in found)
+            tokens, words = [m.group() for m in found], WordSpans(array("q", (n for m in found for n in m.span())))
     else:
         tokens = [str(t) for t in record["tokens"]]
         text = " ".join(tokens)
         words = _word_spans(tokens, text, where)
-    return Example(TaggingInstance(rid, tuple(tokens), ()), text, words)
+    return Example(TaggingInstance(rid, tuple(sys.intern(t) for t in tokens), ()), text, words)
 
 
 def _relation(record: dict[str, Any], spec, rid: str, where: tuple[Path, int]) -> Example:
@@ -134,16 +174,28 @@ def check_input_file(path: Path) -> None:
         raise ConfigError(f"--input {path}: no such file")
 
 
+def _input_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number, line) of the file's non-blank lines, read a line at a time; lines are what
+    `str.splitlines` gives of the file's text (a not-UTF-8 byte is one DataFormatError naming its line)."""
+    number = 0
+    for _, _, text in text_lines(path):
+        for line in text.splitlines() or [""]:
+            number += 1
+            if line.strip():
+                yield number, line
+
+
 def read_inputs(path: Path, spec) -> list[Example]:
     """The examples of an input file (module docstring)."""
     check_input_file(path)
-    lines = [(n, line) for n, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]  # not UTF-8: one line
-    if not lines:
+    lines = _input_lines(path)
+    first = next(lines, None)
+    if first is None:
         raise DataFormatError(path, None, "no examples (one per line)")
-    jsonl = path.suffix == ".jsonl" or lines[0][1].lstrip().startswith("{")
+    jsonl = path.suffix == ".jsonl" or first[1].lstrip().startswith("{")
     keys = _input_form(spec).keys
     examples = []
-    for n, line in lines:
+    for n, line in _chained(first, lines):
         if jsonl:
             try:
                 record = json.loads(line)
@@ -163,3 +215,8 @@ def read_inputs(path: Path, spec) -> list[Example]:
             record = {keys[0]: line}
         examples.append(example_from_json(record, spec, (path, n)))
     return examples
+
+
+def _chained(first: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    yield first
+    yield from rest
