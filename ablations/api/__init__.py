@@ -92,14 +92,18 @@ def pretrain_config(profile: str = "micro", overrides: Sequence[str] = (), **key
     return build_config(profile, overrides, task="pretrain", **keys)
 
 
-def finetune(cfg: DictConfig, force: bool = False, wait: bool = True, tags: Optional[dict[str, str]] = None):
+def finetune(cfg: DictConfig, force: bool = False, wait: bool = True, tags: Optional[dict[str, str]] = None,
+             progress_lines: bool = False):
     """One fine-tuning run of `cfg`: a finished run with its fingerprint is reused, an unfinished one
     resumed from its checkpoint; `force` computes it anew. While another live process holds it this waits
-    and reuses its result (`wait=False`: raises `bioablate_core.claims.ClaimHeld`). Returns its `FinetuneResult`."""
+    and reuses its result (`wait=False`: raises `bioablate_core.claims.ClaimHeld`). `progress_lines`: log a
+    line per epoch (output without a terminal, where no bar is drawn). Returns its `FinetuneResult`."""
     from ablations.run.finetune import run_finetune  # Lightning, MLflow, transformers: once a config checked out
+    from lightning_modules.progress import ProgressLines
 
+    callbacks = [ProgressLines(f"finetune {cfg.task}")] if progress_lines else []
     with libraries_quieted():
-        return run_finetune(cfg, force=force, tags=tags, wait=wait)
+        return run_finetune(cfg, force=force, tags=tags, wait=wait, callbacks=callbacks)
 
 
 def pretrain(cfg: DictConfig, force: bool = False, wait: bool = True):

@@ -35,7 +35,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                      data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                      **{"model.name_or_path": args.model, "datasets": args.datasets})
     check_machine(cfg)  # here, before the seconds of importing Lightning
-    result = _computed(cfg.task, lambda: api.finetune(cfg, force=args.force, wait=args.wait))
+    result = _computed(cfg.task, lambda: api.finetune(cfg, force=args.force, wait=args.wait,
+                                                      progress_lines=not sys.stderr.isatty()))
     if result is None:
         return 0
     for line in result.head_init.describe(cfg.model.name_or_path):  # a fine-tuned model folder's head

@@ -96,3 +96,15 @@ def test_table_after_an_interrupted_run_renders_from_the_plan_recorded_when_it_s
     # the interrupt lands after the first run (a quiet machine may finish another micro run or two before it does)
     assert (row["row"], row["column"], row["n_planned"]) == ("biosses", "random", "20") and 1 <= int(row["n"]) < 20, row
     assert row["mean"] and "not in the plan recorded" not in done.stdout
+
+
+def test_finetune_to_a_file_says_each_epoch(tmp_path, data_dir):
+    """`bioablate finetune ... 2> log`: no terminal, so no bar, and one line per epoch instead."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BIOABLATE_DATA": str(data_dir)}
+    done = subprocess.run([sys.executable, "-m", "ablations.cli", "finetune", "--task", "bc5-chem", "--profile",
+                           "micro", "--work-dir", str(tmp_path / "work"), "finetune.epochs=2"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    epochs = [line for line in done.stderr.splitlines() if line.startswith("finetune bc5-chem: epoch")]
+    assert [re.search(r"epoch \d/\d", line).group() for line in epochs] == ["epoch 1/2", "epoch 2/2"], done.stderr
+    assert all(re.search(rf"dev/score [-\d.e]+; ({ELAPSED})$", line) for line in epochs), epochs
