@@ -92,3 +92,25 @@ def test_a_variant_the_table_lacks_is_not_run_and_a_table_the_setting_lacks_does
 def test_the_cell_text_names_the_comparisons_against_the_conclusion(table_csv):
     assert verdict(table_csv, TIE, "same", "up").text() == "contradicted (2 of 2; against: pubmedqa up +42.22)"
     assert verdict(table_csv, WORSE, "down", "flip").text() == "cannot tell (1 of 2)"
+
+
+def test_a_cell_at_its_floor_is_left_out_of_every_comparison(table_csv, tmp_path):
+    """The same table with the 'up' cell marked as having learned nothing: the comparison it decided goes, and
+    with it the verdict, which only comparisons between learned cells may decide."""
+    import csv
+
+    from ablations.tables.transfer import AT_FLOOR
+
+    rows = list(csv.DictReader(table_csv.open()))
+    assert verdict(table_csv, BETTER, "up").verdict == HOLDS
+    for row in rows:
+        if row["column"] == "up":
+            row["cell_state"] = AT_FLOOR
+    floored = tmp_path / "table.csv"
+    with floored.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    found = verdict(floored, BETTER, "up")
+    assert not found.comparisons and found.verdict != HOLDS
+    assert verdict(floored, WORSE, "down").verdict == HOLDS  # the learned cells still decide
