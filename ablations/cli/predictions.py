@@ -38,7 +38,7 @@ def predictions_command(sub) -> None:
     ps = sub.add_parser("predictions", help="a finished tagging run's test predictions as a CoNLL file "
                                             "(token gold pred, IOB2), for conlleval",
                         **examples("bioablate predictions 3f2a9c0d1e2b4a5f --format conll --output test.conll",
-                                   "bioablate predictions 3f2a9c0d1e2b4a5f --datasets my-ner.yaml > test.conll"))
+                                   "bioablate predictions 3f2a9c0d1e2b4a5f --datasets my-ner.yaml"))
     ps.add_argument("run", metavar="RUN", help="the run's MLflow run id or fingerprint (as `export` takes)")
     ps.add_argument("--format", default="conll", help="conll (default): a `token gold pred` line per word, a "
                                                       "blank line between sentences, the test split's order")
