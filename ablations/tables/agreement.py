@@ -1,21 +1,10 @@
-"""How far a table's orderings agree with the paper's, reading the paper as it reads itself: per row (each
-task, and the BLURB row),
+"""How far a table's orderings agree with the paper's, per row: Kendall's τ-b (scipy.stats.kendalltau) of
+the column means against the paper's numbers, and each pair of cells as the paper states it, a
+conclusion where its gap exceeds the paper's noise (`paper_std`, else `paper_noise`), else a tie.
 
-- Kendall's τ (scipy.stats.kendalltau, τ-b) between our column means and the paper's numbers, over the
-  columns that have both: a description of the point estimates, without their uncertainty;
-- each pair of cells the paper reports and we have, as the paper states it: a *conclusion* (A above B) where
-  its gap exceeds what the paper treats as noise (its reported standard deviation, `table.paper_std`, where
-  given, else `table.paper_noise` points), a *tie* where it does not. A conclusion we *agree* with is our
-  difference significant in its direction; we *disagree* where our interval lies wholly on the other side
-  (it excludes the paper's direction); else we *cannot tell* at our n. A tie we agree with where our 95%
-  interval includes zero, and disagree with where it excludes it.
-
-Our evidence on a pair (significance.pair_tester): the two-level bootstrap over seeds and test units where
-both cells share at least MIN_SEEDS seeds; the paired t-test over seeds where there are no predictions to
-resample (the BLURB row); below MIN_SEEDS seeds the fixed-model permutation test over test units. The
-conclusions' p values are corrected (`layout.correction`) in families apart: the seed-level tests of the
-task rows, those of the BLURB row (a score of the same runs), and the fixed-model tests (without the
-degenerate ones, p = 1: identical predictions).
+We agree with a conclusion where our difference is significant its way, disagree where our interval lies
+wholly the other way, else cannot tell; a tie we agree with where our interval includes zero. The evidence
+is significance.pair_tester's (a t-test over seeds for the BLURB row), corrected in separate families.
 """
 
 from __future__ import annotations

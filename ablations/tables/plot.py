@@ -1,26 +1,11 @@
-"""A table's figure for a paper: grouped bars (one group per row, one bar per column, std as error bars, the
-paper's number as a black line), written as PDF and SVG (vector) and PNG (300 dpi).
+"""A table's figure: grouped bars (a group per row, a bar per column, std as error bars, the paper's number
+as a black line), written as PDF, SVG and 300-dpi PNG.
 
-The y axis starts at 0 (or below it, for negative values: Pearson's r can be), so that a bar's height is
-proportional to its value: an axis from 50 makes a 5-point lead look like a doubling. The title is the
-table's (it names the setting, and says "proxy" where the runs are one). The y label names one metric:
-the layout's, the tasks' where they share one, else "score" with each group's metric under its name; the
-legend says "mean ± std over seeds" where a cell has more than one seed. Error bars stop at 0 for a
-non-negative mean (no score here is negative unless its mean is).
-
-What journals ask of a figure, and how it is met:
-- nothing overlaps: the title is the figure's (above everything, wrapped to the figure's width in lines of
-  even length: no word alone on the last), the legend sits beside the axes, group labels are wrapped to
-  their group's width at spaces and hyphens only (never inside a word: a smaller font, then vertical, where
-  they still collide), the y label is one line. Each value label stands inside its bar, at its foot, below
-  the error bar and the paper's line, in black on a white box that hides the hatching; where the bar is
-  too short for it, above the bar's error bar (the axis raised to hold it). It is dropped only where the
-  bar is narrower than the label or no place is free (the numbers are in the table). Counts are labelled
-  as integers;
-- fonts embedded as TrueType (Type 42) in the PDF, text kept as text in the SVG (`SAVE_RC`, set only while
-  saving: a notebook's own settings stay as they are);
-- readable in grayscale: the series' colours have distinct luminance (cividis, built for that) and distinct
-  hatches.
+The y axis starts at 0 (or below, for negative values), so a bar's height is proportional to its value.
+Nothing overlaps: the title and group labels wrap to their width (never inside a word), the legend sits
+beside the axes, and each value label stands inside its bar, else above it, else is dropped. Fonts are
+embedded as TrueType and SVG text stays text (`SAVE_RC`, only while saving); cividis and distinct hatches
+keep the series apart in grayscale.
 """
 
 from __future__ import annotations
@@ -48,8 +33,7 @@ MIN_YLABEL_FONT = 8  # points: the y label shrinks to this before it takes a sec
 
 
 def y_limits(data: TableData) -> tuple[float, float] | None:
-    """The y axis range: from 0 (or the lowest value, with a margin, below 0) to the highest value with a
-    margin (None when there is nothing to plot)."""
+    """The y range, from 0 (or below it, with a margin) to the highest value with a margin; None if empty."""
     values = []
     for _, cells in data.body_rows():
         for cell in cells:
@@ -71,8 +55,7 @@ def lower_error(mean: float, std: float | None) -> float:
 
 
 def row_metrics(data: TableData) -> dict[str, str]:
-    """Each row's metric by name (`METRIC_NAMES`; a metric without one by its registry name): the layout's,
-    or for "score" (each task's own) the metrics of the row's tasks."""
+    """Each row's metric name: the layout's, or for "score" the metrics of the row's tasks."""
     from datamodules.registry import DATASETS
 
     out = {}
@@ -120,8 +103,7 @@ def value_format(data: TableData) -> str:
 
 
 def series_styles(n: int) -> list[tuple[tuple[float, float, float, float], str]]:
-    """(colour, hatch) per series: cividis from dark to light, so the greys of a grayscale print differ
-    too, and a hatch of its own each (cycling after len(HATCHES))."""
+    """(colour, hatch) per series: cividis dark to light, so grayscale greys differ too."""
     from matplotlib import colormaps
 
     cmap = colormaps["cividis"]
@@ -138,9 +120,8 @@ def luminance(color) -> float:
 
 
 def bar_figure(data: TableData, ylabel: str | None = None):
-    """Grouped bars, one group per row (the BLURB row included), one bar per column, std as error bars.
-    Missing cells get no bar and an 'x' at the bottom of the axis. Uses matplotlib's object API (Agg canvas)
-    so it neither needs a display nor changes pyplot's backend in a notebook."""
+    """Grouped bars, one group per row, one bar per column; a missing cell gets an 'x' at the axis' foot.
+    Uses matplotlib's object API (Agg canvas), so pyplot's backend in a notebook is left alone."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patheffects import withStroke
@@ -222,8 +203,7 @@ def bar_figure(data: TableData, ylabel: str | None = None):
 
 @dataclass
 class _ValueLabel:
-    """A bar's value label, and where it may go: inside the bar up to `reach`, or above `top` (the bar's
-    error bar)."""
+    """A bar's value label: it may go inside the bar up to `reach`, or above `top` (its error bar)."""
 
     text: object  # matplotlib Annotation
     bar: object  # its Rectangle
@@ -232,8 +212,7 @@ class _ValueLabel:
 
 
 def _one_line(ax, ylabel: str, height_pt: float) -> None:
-    """The y label in one line along the axes' height: a smaller font where it needs one, down to
-    MIN_YLABEL_FONT; only a label longer than that still takes a second line."""
+    """The y label in one line, in a smaller font down to MIN_YLABEL_FONT before it takes a second."""
     size = 10.0
     while size > MIN_YLABEL_FONT and len(ylabel) * 0.6 * size > height_pt:
         size -= 0.5
@@ -241,9 +220,8 @@ def _one_line(ax, ylabel: str, height_pt: float) -> None:
 
 
 def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> bool:
-    """Group labels wrapped to their group's width (at spaces and hyphens); where a word is still wider
-    than its group, a smaller font, down to MIN_TICK_FONT; where they still collide, vertical. True where
-    the figure is as last drawn (not turned vertical after it)."""
+    """Group labels wrapped to their group's width, shrunk down to MIN_TICK_FONT, else vertical.
+    True where the figure is as last drawn."""
     size = ax.get_xticklabels()[0].get_fontsize() if ax.get_xticklabels() else 10.0
     while True:
         ax.set_xticks(range(len(groups)), [wrap_text(g, width_pt / len(groups) * 0.9, size) for g in groups],
@@ -262,8 +240,7 @@ def _fit_groups(fig, ax, groups: list[str], width_pt: float, renderer) -> bool:
 
 
 def _fit(fig, ax, value_labels: list[_ValueLabel], bar_width: float) -> None:
-    """Resolve what only a laid-out figure shows (module docstring): the title, y label and group labels
-    wrapped to the axes, each value label inside its bar, or above it, or dropped."""
+    """Wrap the title, y label and group labels to the laid-out axes, then place the value labels."""
     renderer = fig.canvas.get_renderer()
     to_pt = 72.0 / fig.dpi
     title, ylabel = ax.get_title(), ax.get_ylabel()
@@ -288,8 +265,7 @@ def _fit(fig, ax, value_labels: list[_ValueLabel], bar_width: float) -> None:
 
 
 def _line_boxes(fig, ax) -> list:
-    """A display box around each segment of the axes' line collections (error bars with their caps, the
-    paper's lines with their rim), LABEL_PAD wide around it."""
+    """A box, LABEL_PAD wide, around each segment of the axes' line collections (error bars, paper lines)."""
     from matplotlib.collections import LineCollection
     from matplotlib.transforms import Bbox
 
@@ -305,9 +281,8 @@ def _line_boxes(fig, ax) -> list:
 
 
 def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer, drawn: bool = False) -> None:
-    """Each value label inside its bar's drawn extent, below its error bar and the paper's line; else, for
-    a bar above 0, above its error bar (black, no patch), where nothing else is, the y axis raised to hold
-    it; else dropped."""
+    """Each value label inside its bar, below its error bar and the paper's line; else above a positive
+    bar where nothing else is, the y axis raised to hold it; else dropped."""
     from matplotlib.transforms import Bbox
 
     if not drawn:
@@ -365,9 +340,8 @@ def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer, drawn: boo
 
 
 def plot(data: TableData, path: Path, ylabel: str | None = None, zero_based: bool = True) -> list[Path]:
-    """`bar_figure` saved as `path` with each of FIGURE_FORMATS' suffixes (table.png, table.svg,
-    table.pdf for `path` table or table.png); returns the files written. `ylabel` replaces the metric's
-    label; `zero_based` (the table command's --zero-based) changes nothing: every axis starts at 0."""
+    """`bar_figure` saved with each of FIGURE_FORMATS' suffixes; returns the files written. `ylabel` replaces
+    the metric's label; `zero_based` is accepted for the CLI and changes nothing (every axis starts at 0)."""
     from matplotlib import rc_context
 
     path = Path(path)

@@ -1,9 +1,7 @@
-"""Publishing a table: its files (table.md / .tex / .csv with the provenance header, and the figure as
-.png / .svg / .pdf) written to a folder, and logged to one MLflow run per experiment and invocation (its
-profile and command-line overrides: `Experiment.invocation()`; experiment `tables`, tags `kind=table`,
-`experiment`, `invocation`, `profile`, `cli_overrides`), which also holds the table's cells as an MLflow table
-(table.json: `mlflow.load_table` reads it back). A re-render of the same invocation updates its run; another
-profile or other overrides get a run of their own."""
+"""Publishing a table: table.md / .tex / .csv and the figure written to a folder and logged to one MLflow
+run per experiment and invocation (`Experiment.invocation()`), with the cells as an MLflow table
+(`mlflow.load_table` reads table.json back). A re-render of the same invocation updates its run.
+"""
 
 from __future__ import annotations
 
@@ -215,10 +213,9 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
                  stages: Sequence[tuple[str, str, str | None]] = (), zero_based: bool = False,
                  invocation: str | None = None, cache_dir: Path | None = None,
                  stage_costs: dict | None = None, figures: bool = True) -> Published:
-    """A fine-tuning experiment's table from its cell runs: rendered in every format, plotted, logged to the
-    table run of `invocation`. `stages` (name, status, MLflow run id) are its pretraining stages, for the header;
-    `stage_costs` (column -> [(stage, its compute metrics)]) what they cost. The statistics over the runs' test
-    predictions are cached in `cache_dir` (significance.py)."""
+    """A fine-tuning table from its cell runs, rendered, plotted and logged to `invocation`'s table run.
+    `stages` (name, status, run id) are its pretraining stages, `stage_costs` what they cost per column, and
+    `cache_dir` holds the prediction statistics."""
     from ablations.run.tracking import git_commit
 
     data = table_statistics(layout, runs, tracking_uri, cache_dir, stage_costs)

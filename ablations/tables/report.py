@@ -1,12 +1,7 @@
-"""An experiment's table end to end, and what the report notebook shows.
-
-`render_experiment` collects an experiment's runs from the tracking store (`ablations.experiment.collect`;
-nothing is run) -- or, for a `kind: vocab` experiment, computes Table 1 or 8 from the staged vocabularies --
-and publishes its table (publish.py). This is the one module of ablations/tables that reads an experiment or
-its plan: every import of `ablations.experiment` is here.
-
-`stored_tables` and `experiments_markdown` read the tables back from the store for
-notebooks/ablation_report.ipynb.
+"""An experiment's table end to end: `render_experiment` collects its runs from the store (nothing is run),
+or computes a `kind: vocab` table from the staged vocabularies, and publishes it. The one module of
+ablations/tables that imports `ablations.experiment`. `stored_tables` and `experiments_markdown` read
+tables back for notebooks/ablation_report.ipynb.
 """
 
 from __future__ import annotations
@@ -192,10 +187,8 @@ def table_dir(experiment) -> Path:
 
 
 def keep_existing_tables(experiment, runs, out: Path) -> None:
-    """A table none of whose cells has a run (overrides that match no run, another store) never replaces
-    a table in `out` rendered from runs (`rendered_from_runs`): a one-line ConfigError instead, the files
-    untouched. An empty table still replaces an empty one, or goes where there is none: it lists what is
-    to run."""
+    """A table with no run in any cell never replaces one in `out` rendered from runs: a ConfigError instead.
+    An empty table still replaces an empty one."""
     from ablations.results import NOT_RUN
 
     if all(r.status == NOT_RUN and r.run_id is None for r in runs) and rendered_from_runs(out / "table.md"):
@@ -208,16 +201,10 @@ def keep_existing_tables(experiment, runs, out: Path) -> None:
 
 def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "markdown",
                       out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
-    """Collect the experiment's runs from the store (its plan resolved: ablations.experiment.resolve; nothing
-    is run), render its table, write table.md / .tex / .csv and the figure (.png / .svg / .pdf; its y axis
-    from 0 when `zero_based`; none where the config says `figures: false`, as the micro profile does) to `out_dir`
-    (default `table_dir`), log them to the MLflow table
-    run of this experiment and invocation (profile and command-line overrides), and return the table in
-    `fmt`. Under the title: the YAML's caption for this profile, and a line written from the runs' resolved
-    configs (`setup_line`). The plan resolved with the data is recorded (ablations.experiment.record_plan);
-    with `recorded` (a RecordedPlan) the runs are found by that record's identities instead, without the data.
-    A `kind: vocab` experiment is computed from the staged vocabularies instead. `fmt` "stats": every
-    statistic behind the table, cell by cell (long_form.py; a vocabulary table: its markdown)."""
+    """Collect the experiment's runs, render its table and figure to `out_dir` (default `table_dir`), log
+    them to the table run of this invocation, and return the table in `fmt` ("stats": every statistic, cell by
+    cell). `zero_based` is passed to the figure; with `recorded` (a RecordedPlan) the runs are found by its
+    identities, without the data."""
     from ablations.config import REPO_ROOT
     from ablations.places import shown_place
 

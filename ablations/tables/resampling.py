@@ -1,20 +1,13 @@
-"""How uncertain a score is, by resampling what it was computed from (scored_units.py's units: sentences,
-questions or instances, the metric being the task's own scorer on each resample):
+"""How uncertain a score is, by resampling its scored units (scored_units.py) with the task's own scorer.
 
-- `hierarchical`: the two-level bootstrap of a cell's mean over seeds, or of a difference between two cells:
-  each resample draws the seeds (with replacement), then the test units, with ONE draw of unit indices per
-  resample shared by every seed and both cells (the same test set, so the same units). Its percentile 95%
-  interval covers both sources of variation a reader generalises over: the training randomness of the
-  variant (which models the seeds gave) and the test set (which examples were drawn). Its p value (a
-  difference) is twice the smaller share of resamples on either side of zero. Hand-written (numpy) because
-  scipy.stats.bootstrap resamples one level only.
-- `paired_test`: the two-sided paired permutation test (scipy.stats.permutation_test, permutation_type
-  "samples": each unit's two predictions swapped between the two cells at random) of the difference between
-  two cells on the same test units, for one seed or pooled over seeds: a test of these trained models (the
-  seeds held fixed), not of the variant.
+- `hierarchical`: the two-level bootstrap of a cell's mean, or a difference, over seeds then test units,
+  one draw of unit indices shared by every seed and both cells. It covers both the training randomness
+  and the test set. Hand-written, as scipy.stats.bootstrap resamples one level only.
+- `paired_test`: the paired permutation test (scipy.stats.permutation_test, "samples") of two cells on the
+  same units: a test of these trained models, the seeds held fixed.
 
-`ResamplingCache` keeps each result in the work directory, keyed by the runs' ids, the metric key and the
-number of resamples, so re-rendering a table recomputes nothing it computed before.
+`ResamplingCache` keys each result by the runs' ids, the metric and the resamples, so a re-render
+recomputes nothing.
 """
 
 from __future__ import annotations
@@ -45,10 +38,8 @@ SEED = 0  # the resampling is seeded: the same runs give the same interval and p
 
 
 def resamples_for(comparisons: int = 1) -> int:
-    """How many resamples (bootstrap) or permutations a test corrected together with `comparisons` - 1 others
-    gets: N_RESAMPLES, or 4 x comparisons / ALPHA where that is more. Its smallest two-sided p is
-    2 / (n + 1), and Holm multiplies the smallest p of a family by its size: with 1,000 permutations and 26
-    tests (table6_blurb) that is 26 x 2 / 1001 = 0.052, and no difference could ever be marked."""
+    """Resamples for a test corrected with `comparisons` - 1 others: N_RESAMPLES, or 4 x comparisons / ALPHA
+    where more, since the smallest p is 2 / (n + 1) and Holm multiplies it by the family's size."""
     return max(N_RESAMPLES, math.ceil(4 * comparisons / ALPHA))
 
 
@@ -103,12 +94,9 @@ def _run_scores(memo: tuple, run: ScoredUnits, drawn: Callable[[], np.ndarray], 
 
 def hierarchical(replicates: Sequence[Sequence[Sequence[ScoredUnits]]], key: str = "score",
                  n_resamples: int | None = None, seed: int = SEED, comparisons: int = 1) -> Hierarchical | None:
-    """The two-level bootstrap of `replicates[s][t]`: seed s's runs of task t, one (a cell) or two (a, b: a
-    difference a - b, paired on seeds and units). Statistic: the mean over seeds of the mean over tasks.
-    Each resample draws len(replicates) seeds with replacement and, per task, the shared test units with
-    replacement, the same unit indices for every seed and side. The unit draws come from their own random
-    stream, independent of how many seeds there are: k seeds that predict alike give one seed's interval
-    exactly. None where a task's runs share fewer than two units."""
+    """The two-level bootstrap of `replicates[s][t]` (seed s's runs of task t: one for a cell, two for a
+    difference a - b) of the mean over seeds of the mean over tasks. The unit draws have their own random
+    stream, so k identical seeds give one seed's interval. None where a task shares fewer than two units."""
     k = len(replicates)
     if k == 0 or any(len(tasks) != len(replicates[0]) for tasks in replicates):
         return None
@@ -166,11 +154,8 @@ def _aligned(a: ScoredUnits, b: ScoredUnits) -> tuple[ScoredUnits, ScoredUnits]:
 
 def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key: str = "score",
                 n_resamples: int | None = None, seed: int = SEED, comparisons: int = 1) -> PairedTest | None:
-    """The paired permutation test of cell a against cell b: `pairs[s]` holds seed s's (a, b) runs, one pair
-    per task. Statistic: mean over seeds of the mean over tasks of score(a) - score(b). None when a run
-    shares no unit with its pair, or fewer than two units are shared in all (nothing to permute: a micro
-    ranking cell can hold one question). `comparisons`: how many tests one correction covers (resamples_for).
-    It tests these trained models (the fixed-model test): the seeds are held, only the test units vary."""
+    """The paired permutation test of cell a against b; `pairs[s]` holds seed s's (a, b) runs per task, and
+    `comparisons` sizes the resamples (resamples_for). None where fewer than two units are shared."""
     from scipy.stats import permutation_test
 
     blocks = [_aligned(a, b) for replicate in pairs for a, b in replicate]
@@ -211,11 +196,8 @@ def paired_test(pairs: Sequence[Sequence[tuple[ScoredUnits, ScoredUnits]]], key:
 
 
 class ResamplingCache:
-    """Results in `<folder>/<digest>.json`, the digest of what they were computed from (the runs' ids, the
-    metric key, the resampling policy, the kind of result): runs are immutable once FINISHED, so a hit is
-    current. With `collect`, a miss is queued (after `prepare`, which reads what the computation needs, runs)
-    instead of computed: `run_pending` then computes the queue, on the machine's cores where it is long
-    enough to be worth forking for, each result an independent resampling."""
+    """Results in `<folder>/<digest>.json`, keyed by what they came from; FINISHED runs are immutable, so a
+    hit is current. With `collect`, a miss is queued (after `prepare`) for `run_pending`."""
 
     def __init__(self, folder: Path | None, collect: bool = False):
         self.folder = Path(folder) if folder is not None else None
@@ -259,11 +241,8 @@ class ResamplingCache:
         return value
 
     def run_pending(self) -> None:
-        """Compute the queued results and keep them: the first in this process, timed; the rest in forked
-        worker processes only where the machine has several cores and the time they would take here is worth
-        forking for (POOL_WORTH_S: a fork copies the whole process's memory map, large once Lightning and
-        MLflow are loaded, and starts workers that a micro table's resamples, milliseconds each, never
-        repay). The workers inherit what `prepare` read."""
+        """Compute the queue: the first here, timed; the rest in forked workers only where there are cores and
+        the work outweighs a fork's cost (POOL_WORTH_S). The workers inherit what `prepare` read."""
         global _PENDING
         _PENDING = [compute for _, _, compute in self.pending]
         try:
@@ -308,13 +287,8 @@ _PENDING: list[Callable[[], dict | None]] = []  # the queue `run_pending` hands 
 
 
 def _default_signals(parent: int) -> None:
-    """A pool worker's SIGINT / SIGTERM: the default (exit), not the handlers the fork copied from the CLI
-    (bioablate_core.interrupts). A worker holding those outlived the pool's terminate(), and its join waited forever:
-    a `bioablate run` under test hung rendering its table, its one live worker blocked on the task queue.
-
-    The worker also gets a SIGTERM when its `parent` dies (Linux's parent-death signal) and so exits at once,
-    quietly: a SIGKILLed `bioablate table --stats` left each worker to finish its resampling and print a
-    `BrokenPipeError` traceback sending the result to nobody."""
+    """A pool worker gets the default SIGINT / SIGTERM, not the CLI's handlers the fork copied, which would
+    outlive the pool's terminate(); it also gets SIGTERM when `parent` dies (Linux's parent-death signal)."""
     import ctypes
     import signal
 

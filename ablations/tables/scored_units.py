@@ -1,17 +1,9 @@
-"""A finished run's test predictions as the units its metric scores, for resampling (resampling.py).
+"""A finished run's test predictions as the units its metric scores, for resampling.
 
-Each fine-tuning run logs `test_predictions.jsonl` (one record per test instance: id, gold, prediction, and
-for a metric that scores groups, the group) and, for BioASQ's extractive QA, `test_answers.jsonl` (one record
-per question, its answers merged over its snippets). `ScoredUnits` holds them as the units a bootstrap draws:
-- a sentence (entity F1, PICO) or an instance for the metrics that score instances;
-- a question for the metrics that score questions: BioASQ (a question over its snippets) and answer
-  ranking (a question's candidates), so that a resample keeps each question whole.
-`ScoredUnits.score(indices)` scores the units drawn with the task's own scorer (datamodules.metrics.METRICS).
-For a metric that follows from counts adding up over instances (`datamodules.metric_registry.ADDITIVE`:
-entity and relation F1s, PICO, HoC, accuracy), each unit is counted once, by the metric's own counting, and
-a draw sums its units' rows: the same number as rescoring the draw, thousands of times faster (a bootstrap
-or permutation test scores a test set a thousand times). The means over questions (SQuAD's and BioASQ's QA
-measures, MRR) sum each question's float values the same way, equal to rescoring up to float rounding.
+A unit is a sentence or instance, or a whole question for the metrics that score questions (BioASQ, answer
+ranking). `ScoredUnits.score(indices)` scores a draw with the task's scorer (datamodules.metrics.METRICS).
+For an additive metric (`datamodules.metric_registry.ADDITIVE`) each unit's counts are computed once and a
+draw sums them: the same number as rescoring, much faster.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""What a table's cells get from their runs' test predictions (stats.py gives what the seed values alone
-give): `annotate(data, tracking_uri, cache_dir)` adds, ×100,
-
-- each cell's 95% interval from the two-level bootstrap (resampling.hierarchical: seeds, then test units,
-  the unit indices shared by the seeds), and each run's over its test units alone;
-- against the baseline column, the difference's two-level bootstrap: its interval, its p value corrected
-  across the table (`layout.correction`; the BLURB row is not resampled), and its spread over test units
-  alone. This decides the table's one mark (stats.Cell.significant), from MIN_SEEDS common seeds on;
-- the fixed-model test: the paired permutation test over the same test units, per seed and pooled over
-  seeds (resampling.paired_test), corrected across the table apart (a family of its own, without the
-  degenerate tests of identical predictions, p = 1). It asks whether these trained models differ, and is
-  shown by `bioablate table --stats` and in the CSV, never as a mark.
-
-Results are cached under `cache_dir` by run ids (resampling.ResamplingCache). A run whose predictions cannot be
-read (one logged before they were) leaves its cell without a CI, with the reason.
+"""What a table's cells get from their runs' test predictions: `annotate(data, tracking_uri, cache_dir)`
+adds each cell's two-level bootstrap interval (resampling.hierarchical) and, against the baseline, the
+difference's interval and corrected p, which decides the mark from MIN_SEEDS seeds on. The fixed-model
+permutation test (a family of its own, identical predictions left out) is shown by `--stats` and the CSV,
+never as a mark. A run whose predictions cannot be read leaves its cell without a CI, with the reason.
 """
 
 from __future__ import annotations
@@ -238,10 +228,9 @@ SEEDS_AND_UNITS, FIXED_MODELS = "seeds and test units", "fixed models, test unit
 
 def pair_tester(data: TableData, tracking_uri: Units, cache_dir: Path | None = None,
                 n_resamples: int | None = None) -> Callable[[Cell, Cell], Evidence | None]:
-    """The evidence on any two cells of `data` (agreement.py), sharing annotate's cache: the two-level
-    bootstrap where they share at least MIN_SEEDS seeds, else the fixed-model permutation test; None where
-    they share no seed or their predictions cannot be read. Its `cache` collects what is not cached yet
-    (None until `test.cache.run_pending()` computed it): call agreement, run the pending, call it again."""
+    """The evidence on any two cells (agreement.py), sharing annotate's cache: the bootstrap from MIN_SEEDS
+    shared seeds, else the permutation test; None without a shared seed. Its `cache` collects misses: call,
+    run `test.cache.run_pending()`, call again."""
     cache, runs = ResamplingCache(cache_dir, collect=True), _Runs(tracking_uri)
     comparisons = family_size(data)
 

@@ -1,14 +1,8 @@
-"""The numbers of an experiment's table: `table_data(layout, cell_runs)` turns the cell runs
-(ablations/results.py) into cells of mean ± sample standard deviation (ddof=1) over seeds, ×100 as the paper
-reports every metric (BIOSSES' Pearson too), the best mean of each row (of each column when the columns are
-tasks), the mean per-seed difference to the baseline column with a two-sided paired t-test over seeds
-(scipy.stats.ttest_rel), corrected for the table's many comparisons (`layout.correction`, Holm by default;
-the BLURB row apart, as it is scored from the same runs; below MIN_SEEDS seeds a cell is "n too small" and
-never marked), the seeds such a test would need for the paper's difference or `layout.effect`, with their
-range over the spread's own interval (inference.py), and the BLURB score row. A cell or seed without a
-finished run is never dropped: it keeps its missing runs, with their reasons, for the renderer's footnotes.
-What needs the runs' test predictions (the two-level bootstrap over seeds and test units, which then decides
-the mark, and the fixed-model tests) is added by significance.py.
+"""The numbers of a table: `table_data(layout, cell_runs)` makes cells of mean ± sd (ddof=1) over seeds,
+×100 as the paper reports, the best per row, the per-seed difference to the baseline with a paired t-test
+(scipy.stats.ttest_rel, corrected by `layout.correction`; below MIN_SEEDS never marked), the seeds needed
+(inference.py) and the BLURB row. A missing run is kept with its reason for the footnotes. What needs test
+predictions is added by significance.py.
 """
 
 from __future__ import annotations

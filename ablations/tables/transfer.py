@@ -1,21 +1,10 @@
-"""Which of the paper's conclusions transfer to a cheaper setting: each conclusion of Gu et al.'s ablation
-tables (9, 12, 13, 14) that a table of ours tests, read from that table's own CSV (`bioablate table --out`)
-and classified as *holds*, *contradicted* or *cannot tell*.
+"""Which of the paper's ablation conclusions (Tables 9, 12, 13, 14) transfer to a cheaper setting, read from
+our table's CSV: *holds*, *contradicted* or *cannot tell*.
 
-A conclusion compares variant columns with the table's baseline column on its task rows. Each (row, variant)
-comparison reads two things the table already decided: the sign of our difference (variant mean - baseline
-mean) and the table's one significance mark (`significant`: the test that includes the seeds' variance,
-corrected across the table). What a comparison says of the conclusion depends on its claim:
-
-- WORSE (the variant is below the baseline) / BETTER: *holds* where the mark is set in the claimed direction,
-  *contradicted* where it is set in the other, else *cannot tell*;
-- TIE (the two do as well): *holds* where no mark is set (our interval includes zero, the rule the
-  agreement line uses for the paper's ties), *contradicted* where one is;
-- NO_GAIN (the variant does not beat the baseline): *contradicted* only where the variant is marked above
-  the baseline, else *holds*.
-
-A conclusion over several comparisons is *contradicted* where any comparison contradicts it, *holds* where
-every comparison holds, else *cannot tell*. The cell says how many comparisons it rests on.
+Each (row, variant) comparison reads the sign of our difference and the table's significance mark:
+WORSE / BETTER hold where the mark is in the claimed direction and are contradicted where it is in the
+other; TIE holds where no mark is set; NO_GAIN is contradicted only where the variant is marked above.
+A conclusion is contradicted where any comparison is, holds where all do, else cannot tell.
 """
 
 from __future__ import annotations
