@@ -239,7 +239,8 @@ def dotlist(schema: type, overrides: list[str]) -> DictConfig:
         key, _, text = override.partition("=")
         parts = key.split(".")
         node = schema_at(schema, parts[:-1])
-        if (node is not None and isinstance(OmegaConf.select(cfg, key), (bool, int, float))
+        if (node is not None and isinstance(OmegaConf.select(cfg, key, throw_on_resolution_failure=False),
+                                            (bool, int, float))
                 and _optional_arg(_field_types(node).get(parts[-1])) is str):
             OmegaConf.update(cfg, key, text)
     return cfg
