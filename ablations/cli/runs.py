@@ -171,6 +171,7 @@ def _max_runs(args: argparse.Namespace) -> dict:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    api.register_datasets(getattr(args, "datasets", None) or ())  # a user dataset's tasks, before the plan names them
     experiment = api.experiment(args.experiment, profile=args.profile, overrides=args.overrides,
                                 data_dir=args.data_dir, work_dir=args.work_dir, tracking_uri=args.tracking_uri,
                                 **_max_runs(args))
