@@ -90,25 +90,24 @@ def read_file(definition: Definition, base: Path, name: str, split: str = "test"
     return read_records(definition, path, definition.layout(name))
 
 
-def _reader(definition: Definition):
+class _Reader:
     """The DatasetSpec reader of the definition's files: reader(base) -> splits, or reader(base, k) for
-    listed folds; dev is [] where it is carved (datamodules/protocols.apply_protocol) or there is none."""
-    folds = definition.protocol.folds
-    if isinstance(folds, ListedFolds):
-        def read_fold(base: Path, fold: int) -> Splits:
+    listed folds; dev is [] where it is carved (datamodules/protocols.apply_protocol) or there is none.
+    A module-level class, not a closure: DDP's spawn start method pickles the spec."""
+
+    def __init__(self, definition: Definition):
+        self.definition = definition
+
+    def __call__(self, base: Path, fold: int | None = None) -> Splits:
+        definition, folds = self.definition, self.definition.protocol.folds
+        if isinstance(folds, ListedFolds):
             train, test = folds.files(fold)
             return {"train": read_file(definition, base, train, "train"), "dev": [],
                     "test": read_file(definition, base, test, "test")}
-        return read_fold
-    if isinstance(folds, KFolds):
-        def read_pool(base: Path) -> Splits:
+        if isinstance(folds, KFolds):
             return {POOL: read_file(definition, base, definition.protocol.files[0], "test")}
-        return read_pool
-
-    def reader(base: Path) -> Splits:
         return {split: read_file(definition, base, definition.files[split], split) if split in definition.files
                 else [] for split in SPLITS}
-    return reader
 
 
 def _say(definition: Definition, note: str) -> None:
@@ -154,7 +153,7 @@ def register_from_yaml(path: str | Path) -> DatasetSpec:
                          f"{{fraction: {protocol.carve_dev.fraction}, seed: {protocol.carve_dev.seed}}}); "
                          "dev: none trains finetune.epochs epochs and tests the last")
     spec = DatasetSpec(
-        name=definition.name, task_type=definition.kind.task_type, reader=_reader(definition),
+        name=definition.name, task_type=definition.kind.task_type, reader=_Reader(definition),
         files=protocol.files, labels=definition.labels, metric=definition.metric,
         metric_args=definition.metric_args, multi_label=definition.multi_label,
         max_length=definition.max_length, count_unit=definition.kind.form.count_unit, root=definition.root,

@@ -98,11 +98,22 @@ def test_an_experiment_refuses_fsdp_on_the_cpu_before_its_parent_run(tmp_path, d
     assert "trainer.strategy = fsdp: needs a GPU accelerator" in one_line(out, work)
 
 
-def test_every_datasets_reader_pickles():
+def test_every_datasets_reader_pickles(tmp_path):
     """DDP's spawn start method pickles the dataset spec: a reader made by a closure ("Can't pickle local
-    object 'read_crichton.<locals>.reader'") could not be sent. The copy is versioned by the same module."""
+    object 'read_crichton.<locals>.reader'") could not be sent. The copy is versioned by the same module.
+    A user dataset (registered from YAML, here with listed folds) is among them."""
+    from datamodules.custom import register_from_yaml
     from datamodules.registry import DATASETS, get_dataset
 
+    for fold in (1, 2):
+        (tmp_path / f"{fold}").mkdir()
+        for split in ("train", "test"):
+            (tmp_path / f"{fold}" / f"{split}.txt").write_text("Aspirin\tB-Chemical\nhelps\tO\n")
+    (tmp_path / "my-folds.yaml").write_text(
+        "name: my-folds\nformat: conll\npath: .\nlabels: [Chemical]\nfolds:\n"
+        "  - {train: 1/train.txt, test: 1/test.txt}\n  - {train: 2/train.txt, test: 2/test.txt}\n")
+    register_from_yaml(tmp_path / "my-folds.yaml")
+    assert "my-folds" in DATASETS
     for name in sorted(DATASETS):
         spec = get_dataset(name)
         copy = pickle.loads(pickle.dumps(spec))

@@ -56,12 +56,16 @@ def _user_dataset(data_dir: Path, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, data_dir: Path):
-    """A finished micro run on the IOBES user dataset, and its work directory."""
+    """A finished micro run on the IOBES user dataset, and its work directory. The dataset is unregistered
+    after the module: the per-test cleanup (conftest) sees it registered before its test began."""
+    from datamodules.registry import DATASETS
+
     folder = tmp_path_factory.mktemp("user-dataset")
     dataset = _user_dataset(data_dir, folder)
     cfg = build_config("micro", FINETUNE, task="my-chem", datasets=[str(dataset)], data_dir=str(data_dir),
                        work_dir=str(folder / "work"))
-    return run_finetune(cfg), folder
+    yield run_finetune(cfg), folder
+    DATASETS.unregister("my-chem")
 
 
 def _fresh_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
