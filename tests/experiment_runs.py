@@ -83,16 +83,19 @@ def stored_twice(tracking_uri: str) -> list[tuple[str, str, int]]:
 STATISTICS_CHECKED = ("quickstart", "table13_tagging")
 
 
-def _md_cells(markdown: str, columns: list[str]) -> dict[tuple[str, str], str]:
-    """(row, column value) -> the markdown cell's text."""
+def _md_cells(markdown: str, columns: list[str], baseline: str) -> dict[tuple[str, str], str]:
+    """(row, column value) -> the markdown cell's text; (row, "Δ " + column) -> its difference to the baseline.
+    A body row is its label, a cell per column, a Δ per compared column, then the count and floor columns."""
     import re
 
+    compared = [c for c in columns if c != baseline]
     out = {}
     for line in markdown.splitlines():
         parts = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-        # a row's label, its cells, and (where the runs logged floors) its floor column
-        if len(parts) in (len(columns) + 1, len(columns) + 2) and not parts[0].startswith(("---", "*")):
+        if len(parts) > len(columns) + len(compared) and not parts[0].startswith(("---", "*")):
             out.update({(parts[0].strip("*"), column): text for column, text in zip(columns, parts[1:])})
+            out.update({(parts[0].strip("*"), f"Δ {column}"): text
+                        for column, text in zip(compared, parts[1 + len(columns):])})
     return out
 
 
@@ -111,9 +114,10 @@ def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, 
     baseline = experiment.layout.baseline
     compared = [r for r in records if r["column"] != baseline and r["mean"] and r["row"] != results.BLURB_ROW]
     assert compared and all(r["ci_low"] and r["ci_high"] or r["ci_note"] for r in records), records
-    assert any(r["ci_low"] for r in records) and "CI " in md and "two-level bootstrap" in md
-    assert "Holm-corrected across the table" in md and "statsmodels.stats.multitest" in md
-    for r in compared:  # micro plans fewer than 3 seeds: never marked, the cell says so
+    # the intervals, p values and seeds needed live in the CSV; table.md says so and names the test
+    assert any(r["ci_low"] for r in records) and "Intervals, p values and seeds needed: table.csv" in md
+    assert "Holm-corrected" in md and "two-level bootstrap" in md and "never marked below 3 seeds, as here" in md
+    for r in compared:  # micro plans fewer than 3 seeds: never marked
         assert r["n_too_small"] == "true" and r["significant"] != "true" and r["p_corrected"] == ""
         assert r["diff_mean"] and (r["diff_ci_low"] and r["diff_ci_high"] or r["ci_note"]), r
         assert r["fixed_model_p"], r
@@ -123,14 +127,11 @@ def check_statistics(path: Path, experiment, shared_work: Path, data_dir: Path, 
         else:  # a degenerate test, or a cell that did not learn (never corrected with the others)
             assert float(r["fixed_model_p"]) == 1.0 or r["cell_state"] in ("at floor", "collapsed"), r
         assert r["effect"]  # the paper's difference to the baseline
-    cells = _md_cells(md, list(experiment.layout.column_order))
-    for r in compared:
+    cells = _md_cells(md, list(experiment.layout.column_order), baseline)
+    for r in compared:  # a cell is its mean ± sd and marks; its Δ column is the CSV's mean difference
         text = cells[(r["row"], r["column"])]
-        assert "n too small" in text and "†" not in text and "‡" not in text
-        assert f"CI {float(r['ci_low']):.2f}–{float(r['ci_high']):.2f}" in text
-    for r in compared:  # seeds needed wherever the seeds have a spread to solve from
-        if r["seeds_needed"]:
-            assert f"~{int(r['seeds_needed']):,} seeds" in md and "Seeds needed to resolve the paper's difference" in md
+        assert text.startswith(f"{float(r['mean']):.1f}") and "†" not in text and "CI" not in text, text
+        assert cells[(r["row"], f"Δ {r['column']}")] == f"{float(r['diff_mean']):+.1f}", (cells, r)
     states = {(r["row"], r["column"]): r["cell_state"] for r in records}
     if experiment.name == "quickstart" and any(states[(r["row"], r["column"])] == states[(r["row"], baseline)] ==
                                                "learned" for r in compared):

@@ -356,7 +356,7 @@ def table_data(layout: TableLayout, runs: Sequence[CellRun]) -> TableData:
     folded = sorted({(r.task, r.fold) for r in runs if r.fold is not None})
     for task in dict.fromkeys(t for t, _ in folded):
         data.notes.append(f"Task '{task}' is cross-validated: each seed runs {sum(t == task for t, _ in folded)} "
-                          "folds; its cells give the mean ± std over folds and seeds (n counts fold runs).")
+                          "folds; its cells give the mean ± sd over its fold runs (folds × seeds).")
     for row in rows:  # several tasks under one row label (not a row of tasks-as-columns)
         tasks = {t for c in columns if len(cells[(row, c)].tasks) > 1 for t in cells[(row, c)].tasks}
         if tasks:

@@ -55,10 +55,10 @@ def test_every_fold_is_its_own_run_and_the_cell_is_their_mean(data_dir, tmp_path
     assert cell.n == 3 and cell.mean == pytest.approx(statistics.fmean(values))
     assert cell.std == pytest.approx(statistics.stdev(values))
     table = (work / "tables" / "folds-micro" / "table.md").read_text()
-    # the cell: mean ± std, then n (and, after a ';', the statistics' notes)
-    assert re.search(rf"{cell.mean:.2f} ± {cell.std:.2f}⊥? \(n=3[;)]", table) and \
-        f"{cell.mean:.2f} ± {cell.std:.2f}" in out
-    assert "Task 'euadr' is cross-validated: each seed runs 3 folds" in table
+    # the cell: mean ± sd to one decimal (⊥ where it did not learn), counted over fold runs, not seeds
+    assert re.search(rf"\| {cell.mean:.1f} ± {cell.std:.1f}⊥? \|", table) and "over 3 fold runs of" in table
+    assert f"{cell.mean:.1f} ± {cell.std:.1f}" in out  # the run prints its table
+    assert "Task 'euadr' is cross-validated: each seed runs 3 folds; its cells give the mean ± sd over its fold runs" in table
 
     # a second invocation reuses every fold's run
     assert main(["run", str(path), "--work-dir", str(work), "--data-dir", str(data_dir), "--dry-run"]) == 0
