@@ -151,14 +151,18 @@ def status_lines(experiment: Experiment) -> list[str]:
     for planned in [*plan.stages.values(), *plan.cells]:
         record = records.get(planned.kind, planned.name)
         slurm = records.state(record, live) if record is not None else JobState("-")
-        counts[planned.status] += 1
-        out.append(f"  {planned.status:<9} {slurm.state:<12} {record.job_id if record else '-':<10} "
+        # MLflow's own status where a run exists (KILLED is not RUNNING to a reader), the plan's otherwise
+        mlflow = planned.run.info.status if planned.run is not None else planned.status
+        counts[mlflow] += 1
+        out.append(f"  {mlflow:<9} {slurm.state:<12} {record.job_id if record else '-':<10} "
                    f"{planned.kind} {planned.name}")
         if planned.status != FINISHED and record is not None and slurm.state not in ACTIVE:
             why = planned.reason if planned.reason and planned.run is not None else slurm.reason
             if why:
                 out.append(f"      {why}")
             out.append(f"      log: {log_paths(records.folder / 'logs', record.job_id)[1]}")
+        elif planned.status != FINISHED and planned.run is not None and planned.reason:  # a run started here
+            out.append(f"      {planned.reason}")
         elif slurm.state == "PENDING" and slurm.reason:
             out.append(f"      pending: {slurm.reason}")
     out.append("  " + ", ".join(f"{n} {status.lower()}" for status, n in counts.items()))

@@ -228,7 +228,7 @@ def test_shared_stage_and_cells_are_computed_once_and_a_rerun_computes_nothing(t
 
 
 @pytest.mark.slow
-def test_a_killed_experiment_computes_only_the_missing_runs_when_rerun(tmp_path, data_dir):
+def test_a_killed_experiment_computes_only_the_missing_runs_when_rerun(tmp_path, data_dir, capsys):
     path = write(tmp_path / "killed.yaml", """
 name: killed
 models:
@@ -254,6 +254,11 @@ table: {rows: task, columns: model}
     assert done == 2, "the experiment ended before it could be killed"
     finished = sum(r.info.status == "FINISHED" for r in runs_in_store(uri, "finetune"))
     assert 2 <= finished < 4  # killed before the last run finished
+    # `status` shows each run as MLflow has it, and the unfinished one with what to do
+    assert main(["status", str(path), "--work-dir", str(work), "--data-dir", str(data_dir)]) == 0
+    shown = capsys.readouterr().out
+    started = any(r.info.status == "RUNNING" for r in runs_in_store(uri, "finetune"))  # the kill may land between
+    assert shown.count("  FINISHED ") == finished and ("killed: rerun the experiment" in shown) == started, shown
 
     summary = run_experiment(load_experiment(path, data_dir=str(data_dir), work_dir=str(work)), echo=lambda _: None)
     assert summary.ok and (summary.count(results.REUSED), summary.count(results.COMPUTED)) == (finished, 4 - finished)
