@@ -196,7 +196,7 @@ class Table:
     figures: bool = True  # whether the figures were drawn (the config's `figures`; the micro profile: no)
 
 
-def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zero_based: bool = False) -> Table:
+def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None) -> Table:
     """The experiment's table from the runs in its store (nothing is run), written to `out_dir` (default
     `<work dir>/tables/<name>-<profile>/`) and logged to MLflow. The runs' fingerprints hash the data: without a data
     directory, they are read from the plan recorded with the runs."""
@@ -210,7 +210,7 @@ def table(experiment, fmt: str = "markdown", out_dir: Optional[Path] = None, zer
     if experiment.kind == "finetune" and not has_data_dir(experiment.shared_config().data_dir):
         recorded = recorded_plan(experiment)
     out = out_dir or table_dir(experiment)
-    text = render_experiment(experiment, tracking_uri, fmt, out, zero_based=zero_based, recorded=recorded)
+    text = render_experiment(experiment, tracking_uri, fmt, out, recorded=recorded)
     return Table(text, out, tracking_uri, recorded, experiment.draws_figures())
 
 

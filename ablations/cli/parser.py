@@ -291,8 +291,6 @@ def _table_command(sub) -> None:
     tb.add_argument("--format", default="markdown", help="markdown | latex | csv (default: markdown)")
     tb.add_argument("--out", help="write table.md/.tex/.csv and the figure (.png/.svg/.pdf) here "
                                   "(default: <work-dir>/tables/<experiment>-<profile>/)")
-    tb.add_argument("--zero-based", action="store_true",
-                    help="start the figure's y axis at 0 (default: it spans the data, min to max)")
     tb.add_argument("--stats", action="store_true",
                     help="print every statistic behind the table, cell by cell (CIs per run, per-seed tests, "
                          "corrected p values, seeds needed, cost, agreement with the paper)")

@@ -207,8 +207,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     experiment = api.experiment(args.experiment, profile=profile, overrides=overrides, data_dir=args.data_dir,
                                 work_dir=args.work_dir, tracking_uri=args.tracking_uri, **_max_runs(args))
     table_statistics(args, experiment)
-    table = api.table(experiment, "stats" if args.stats else args.format, Path(args.out) if args.out else None,
-                      zero_based=args.zero_based)
+    table = api.table(experiment, "stats" if args.stats else args.format, Path(args.out) if args.out else None)
     print(table.text, end="")
     if table.recorded is not None:
         print(f"bioablate: used the plan recorded at {table.recorded.recorded_at} ({table.recorded.path}) because "

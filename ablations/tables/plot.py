@@ -339,9 +339,9 @@ def _place_values(fig, ax, value_labels: list[_ValueLabel], renderer, drawn: boo
             kept.append(box)
 
 
-def plot(data: TableData, path: Path, ylabel: str | None = None, zero_based: bool = True) -> list[Path]:
+def plot(data: TableData, path: Path, ylabel: str | None = None) -> list[Path]:
     """`bar_figure` saved with each of FIGURE_FORMATS' suffixes; returns the files written. `ylabel` replaces
-    the metric's label; `zero_based` is accepted for the CLI and changes nothing (every axis starts at 0)."""
+    the metric's label. Every axis starts at 0, so a bar's height is its value."""
     from matplotlib import rc_context
 
     path = Path(path)

@@ -119,7 +119,7 @@ FIGURE_FILES = tuple(f"{stem}.{fmt}" for stem in ("table", COMPUTE_STEM, CURVES_
 
 
 def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: TableData | None,
-               ylabel: str | None, zero_based: bool, figures: bool) -> list[Path]:
+               ylabel: str | None, figures: bool) -> list[Path]:
     from ablations.tables.pareto import plot_compute
 
     writable_dir(out_dir, "table folder (--out)")  # a file there: one line, not a FileExistsError
@@ -137,16 +137,16 @@ def _write_all(out_dir: Path, texts: dict[str, str], header: list[str], figure: 
             (out_dir / name).unlink(missing_ok=True)
         return paths
     compute = plot_compute(figure, out_dir / "table") if isinstance(figure, TableData) and figure.costs else []
-    return paths + plot(figure, out_dir / "table", ylabel, zero_based) + compute
+    return paths + plot(figure, out_dir / "table", ylabel) + compute
 
 
 def publish(name: str, table: TableData | Grid, header: list[str], tracking_uri: str, out_dir: Path,
             artifact_root: Path | None, tags: dict[str, str], metrics: dict[str, float],
-            zero_based: bool = False, invocation: str | None = None, figures: bool = True) -> Published:
+            invocation: str | None = None, figures: bool = True) -> Published:
     """Write table.md / .tex / .csv (with the provenance header; CSV stays plain) and, with `figures`, the
     figure (.png, .svg, .pdf) to `out_dir`, and log them and the table's cells to the experiment's MLflow
     table run."""
-    texts, paths = write_files(Path(out_dir), table, header, zero_based, figures)
+    texts, paths = write_files(Path(out_dir), table, header, figures)
     run_id = log_table_run(tracking_uri, name, paths, table, tags, metrics, artifact_root, invocation)
     return Published(Path(out_dir), run_id, texts, header)
 
@@ -179,13 +179,13 @@ def render_texts(table: TableData | Grid) -> dict[str, str]:
     return {**{fmt: render_data(table, fmt) for fmt in FORMATS}, "stats": long_form(table)}
 
 
-def write_files(out_dir: Path, table: TableData | Grid, header: list[str], zero_based: bool = False,
+def write_files(out_dir: Path, table: TableData | Grid, header: list[str],
                 figures: bool = True) -> tuple[dict[str, str], list[Path]]:
     """The table's files in `out_dir` (table.md / .tex / .csv with the header; with `figures`, its figures)."""
     texts = render_texts(table)
     figure, ylabel = (table.figure_data, table.ylabel) if isinstance(table, Grid) else (table, None)
     setup = [table.layout.setup] if isinstance(table, TableData) and table.layout.setup else []
-    return texts, _write_all(Path(out_dir), texts, [*header, *setup], figure, ylabel, zero_based, figures)
+    return texts, _write_all(Path(out_dir), texts, [*header, *setup], figure, ylabel, figures)
 
 
 def render_bundle(folder: Path, out_dir: Path, fmt: str = "markdown", figures: bool = True) -> str:
@@ -210,7 +210,7 @@ def render_bundle(folder: Path, out_dir: Path, fmt: str = "markdown", figures: b
 def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracking_uri: str, out_dir: Path,
                  artifact_root: Path | None = None, profile: str | None = None,
                  tags: dict[str, str] | None = None,
-                 stages: Sequence[tuple[str, str, str | None]] = (), zero_based: bool = False,
+                 stages: Sequence[tuple[str, str, str | None]] = (),
                  invocation: str | None = None, cache_dir: Path | None = None,
                  stage_costs: dict | None = None, figures: bool = True) -> Published:
     """A fine-tuning table from its cell runs, rendered, plotted and logged to `invocation`'s table run.
@@ -226,13 +226,13 @@ def publish_runs(name: str, layout: TableLayout, runs: Sequence[CellRun], tracki
                "cells": len(cells), "cells_with_values": sum(c.mean is not None for c in cells)}
     all_tags = {"profile": profile or "", "title": layout.title, "git_commit": git_commit(),
                 "table_kind": "finetune", **(tags or {})}
-    return publish(name, data, header, tracking_uri, out_dir, artifact_root, all_tags, metrics, zero_based,
+    return publish(name, data, header, tracking_uri, out_dir, artifact_root, all_tags, metrics,
                    invocation, figures)
 
 
 def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifact_root: Path | None = None,
                  profile: str | None = None, tags: dict[str, str] | None = None,
-                 seconds: float | None = None, zero_based: bool = False, invocation: str | None = None,
+                 seconds: float | None = None, invocation: str | None = None,
                  datasets: Sequence[str] = (), figures: bool = True) -> Published:
     """A vocabulary table (Table 1 or 8), computed in `seconds` (over `datasets`, Table 8's): rendered,
     plotted and logged like a fine-tuning table."""
@@ -242,4 +242,4 @@ def publish_grid(name: str, grid: Grid, tracking_uri: str, out_dir: Path, artifa
                 **(tags or {})}
     return publish(name, grid, vocab_provenance(name, seconds, profile, datasets), tracking_uri, out_dir, artifact_root,
                    all_tags,
-                   {"rows": len(grid.body)}, zero_based, invocation, figures)
+                   {"rows": len(grid.body)}, invocation, figures)

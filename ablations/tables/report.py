@@ -200,10 +200,10 @@ def keep_existing_tables(experiment, runs, out: Path) -> None:
 
 
 def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "markdown",
-                      out_dir: Path | str | None = None, zero_based: bool = False, recorded=None) -> str:
+                      out_dir: Path | str | None = None, recorded=None) -> str:
     """Collect the experiment's runs, render its table and figure to `out_dir` (default `table_dir`), log
     them to the table run of this invocation, and return the table in `fmt` ("stats": every statistic, cell by
-    cell). `zero_based` is passed to the figure; with `recorded` (a RecordedPlan) the runs are found by its
+    cell); with `recorded` (a RecordedPlan) the runs are found by its
     identities, without the data."""
     from ablations.config import REPO_ROOT
     from ablations.places import shown_place
@@ -222,7 +222,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
         start = time.perf_counter()
         grid = vocab_grid(experiment)
         published = publish_grid(experiment.name, grid, tracking_uri, out, work_dir / "mlartifacts",
-                                 experiment.profile, tags, time.perf_counter() - start, zero_based,
+                                 experiment.profile, tags, time.perf_counter() - start,
                                  experiment.invocation(),
                                  list(experiment.tasks) if experiment.vocab.table == "lengths" else [], figures)
         grid_fields = {k: v for k, v in vars(grid).items() if k != "figure_data"}
@@ -244,7 +244,7 @@ def render_experiment(experiment, tracking_uri: str | None = None, fmt: str = "m
                          paper_scale=experiment.profile == PAPER_SCALE_PROFILE)
         costs = stage_costs(experiment, plan)
         published = publish_runs(experiment.name, layout, runs, tracking_uri, out, work_dir / "mlartifacts",
-                                 experiment.profile, tags, stages, zero_based, experiment.invocation(),
+                                 experiment.profile, tags, stages, experiment.invocation(),
                                  work_dir / "cache" / "resampling", costs, figures)
         write_bundle(out / BUNDLE, Bundle("finetune", experiment.name, experiment.profile, published.header, layout,
                                           runs, _run_records(plan, runs, tracking_uri), costs))

@@ -58,7 +58,8 @@ def test_every_fold_is_its_own_run_and_the_cell_is_their_mean(data_dir, tmp_path
     # the cell: mean ± sd to one decimal (⊥ where it did not learn), counted over fold runs, not seeds
     assert re.search(rf"\| {cell.mean:.1f} ± {cell.std:.1f}⊥? \|", table) and "over 3 fold runs of" in table
     assert f"{cell.mean:.1f} ± {cell.std:.1f}" in out  # the run prints its table
-    assert "Task 'euadr' is cross-validated: each seed runs 3 folds; its cells give the mean ± sd over its fold runs" in table
+    assert "Task 'euadr' is cross-validated: each seed runs 3 folds; its cells give the mean ± sd over its fold " \
+        "runs" in table
 
     # a second invocation reuses every fold's run
     assert main(["run", str(path), "--work-dir", str(work), "--data-dir", str(data_dir), "--dry-run"]) == 0
