@@ -10,6 +10,10 @@ imported (libgomp reads its settings once) a command that trains takes:
 Busy CPUs are read from /proc/stat over a short sample, not the load average, which counts a command that
 just ended as other work. The user's MKL_NUM_THREADS / OMP_NUM_THREADS / OMP_WAIT_POLICY win. No fixed
 setting would do: the right one differs between a quiet machine and a shared one.
+
+Each run then takes its count again (`for_run`): a run of a long command samples the load anew (the wait
+policy stays: libgomp reads it once), and a resumed run computes on the count it started with, because sums
+split over another number of threads differ in the last digits and a resume is to be bitwise.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import os
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Callable, Optional
 
 SAMPLE_S = 0.2  # how long the CPUs' idle time is watched at start
 SHARED_BUSY = 0.5  # CPUs kept busy by others from which the machine counts as shared (PASSIVE waiting)
+THREADS_TAG = "torch_threads"  # the MLflow tag of the count a run started on (a resume reads it)
 HOW_TO_CHANGE = "set OMP_NUM_THREADS and OMP_WAIT_POLICY (PASSIVE or ACTIVE) to choose"
 # the variables torch takes its thread count from, the first set one deciding (ATen's intraop default)
 THREAD_COUNT_VARIABLES = ("MKL_NUM_THREADS", "OMP_NUM_THREADS")
@@ -113,6 +118,7 @@ def _thread_count(name: str, value: str) -> int:
 
 
 _CHOSEN: Optional[ThreadChoice] = None  # this process's choice, until `announce` has said it
+_AUTO: Optional[ThreadChoice] = None  # this process's choice where the load made it (no user variable)
 
 
 def configure(environ: Optional[dict] = None) -> ThreadChoice:
@@ -135,9 +141,36 @@ def configure(environ: Optional[dict] = None) -> ThreadChoice:
         env.setdefault("KMP_BLOCKTIME", "0")
     choice = ThreadChoice(threads, policy, len(cpus), busy, given)
     if environ is None:
-        global _CHOSEN
+        global _CHOSEN, _AUTO
         _CHOSEN = choice
+        _AUTO = None if counts else choice
     return choice
+
+
+def for_run(recorded: Optional[int] = None, busy: Callable[[list[int]], float] = busy_cpus) -> int:
+    """The thread count one run computes on, set in torch and returned: `recorded`, the count of the run it
+    resumes; else, where `configure` chose from the load and nobody changed torch's count since, a choice
+    made again from the load now; else torch's count as it is. A change is said in one line."""
+    import torch
+
+    global _AUTO
+    now = torch.get_num_threads()
+    auto = _AUTO is not None and now == _AUTO.threads
+    if recorded is not None:
+        count, why = recorded, "the count the run it resumes started on"
+    elif auto:
+        cpus = usable_cpus()
+        load = busy(cpus)
+        count = choose(len(cpus), load)[0]
+        why = f"of {len(cpus)} usable CPUs ({load:.1f} busy with other work)"
+    else:
+        return now
+    if auto:
+        _AUTO = replace(_AUTO, threads=count)
+    if count != now:
+        torch.set_num_threads(count)
+        print(f"bioablate: torch threads: {count} {why} (were {now})", file=sys.stderr, flush=True)
+    return count
 
 
 def announce() -> None:

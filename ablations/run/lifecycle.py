@@ -51,7 +51,7 @@ from pytorch_lightning.loggers import Logger
 from ablations.places import resolve_tracking_uri, resolve_work_dir, store_absent
 from ablations.run.lightning_logging import FlushPoints, RunOwnedMLFlowLogger
 from ablations.run.tracking import METRICS_PER_BATCH, Tracker, git_commit
-from bioablate_core import interrupts
+from bioablate_core import interrupts, threads
 from bioablate_core.claims import ClaimHeld, Holder, claim
 from bioablate_core.distributed import is_ddp_worker
 from bioablate_core.interrupts import Interrupted, Preempted
@@ -216,6 +216,8 @@ class TrackedRun:
         takeover = previous is not None and previous.info.status != "FINISHED" and not self.force
         # an unreadable checkpoint (truncated by a full disk, a kill mid-write) is set aside: start afresh
         self.resuming = takeover and usable_checkpoint(self.last_checkpoint) is not None
+        recorded = previous.data.tags.get(threads.THREADS_TAG, "") if self.resuming else ""
+        count = threads.for_run(int(recorded) if recorded.isdigit() else None)
         # a signal waits until the run exists, its id is recorded and it names its holder: `claimed` then
         # ends it KILLED (cut in two, the run could exist with nobody knowing its id, or half-continued)
         with interrupts.deferred():
@@ -227,8 +229,8 @@ class TrackedRun:
                 self._remove_stale_checkpoints()
                 if takeover:  # nothing it computed is kept
                     self.tracker.client.delete_run(previous.info.run_id)
-                self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint,
-                                                         "git_commit": git_commit(), **tags}, params)
+                self.run_id = self.tracker.create(name, {"fingerprint": self.fingerprint, "git_commit": git_commit(),
+                                                         threads.THREADS_TAG: str(count), **tags}, params)
             if self.holder is not None:
                 self._claim_tags()
 

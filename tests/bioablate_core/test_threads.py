@@ -164,3 +164,36 @@ def test_without_proc_stat_the_load_average_decides(monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 1.0, 1.0))
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     assert threads.busy_cpus([0, 1], sample_s=0.0) == 1.5  # the pair's share of the machine's load
+
+
+# a long command's runs, each taking its count again: the load now, a resumed run's recorded count, a caller's
+RUN_BY_RUN = """
+import json
+from bioablate_core import threads
+threads.configure()
+import torch
+usable, seen = len(threads.usable_cpus()), []
+seen.append(threads.for_run(busy=lambda cpus: 0.0))               # quiet: every CPU
+seen.append(threads.for_run(busy=lambda cpus: float(len(cpus))))  # others took every CPU: one thread
+seen.append(threads.for_run(recorded=usable, busy=lambda cpus: float(len(cpus))))  # a resume: its count
+seen.append(torch.get_num_threads())
+torch.set_num_threads(1)                                          # a caller chose: kept
+seen.append(threads.for_run(busy=lambda cpus: 0.0))
+print(json.dumps({"usable": usable, "seen": seen}))
+"""
+
+
+@pytest.mark.skipif(len(threads.usable_cpus()) < 2, reason="needs two CPUs to tell counts apart")
+@pytest.mark.parametrize("given", [{}, {"OMP_NUM_THREADS": "1"}])
+def test_each_run_takes_its_count_again_and_a_resume_the_count_it_started_on(given):
+    done = subprocess.run([sys.executable, "-c", RUN_BY_RUN], env=_env(**given), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    usable = out["usable"]
+    if given:  # the user's count stays, except where a resume needs its own
+        assert out["seen"] == [1, 1, usable, usable, 1], out
+    else:
+        assert out["seen"] == [usable, 1, usable, usable, 1], out
+        assert f"torch threads: 1 of {usable} usable CPUs" in done.stderr  # a change is said
+    assert "the count the run it resumes started on" in done.stderr

@@ -69,19 +69,23 @@ def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, floa
 
 def test_a_killed_finetune_resumes_to_the_uninterrupted_weights_and_scores(tmp_path, data_dir, capsys):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    # the uninterrupted run and the rerun in this process, the killed one in a process of its own: all on
-    # one thread (bitwise equal sums need the same split of the work)
+    # the uninterrupted run in this process and the killed one in a process of its own, on two threads
+    # (bitwise equal sums need the same split of the work); the rerun starts on one and resumes on the two
+    # its run started on (the tag torch_threads)
     with single_threaded():
+        torch.set_num_threads(2)
         assert main(["-v", *FINETUNE, "--work-dir", str(whole)]) == 0, capsys.readouterr().err[-3000:]
 
-    victim = bioablate(killed, *FINETUNE, threads=1)
+    victim = bioablate(killed, *FINETUNE, threads=2)
     wait_for(lambda: last_checkpoints(killed), what="the first epoch's checkpoint")
     victim.send_signal(signal.SIGKILL)
     assert finish(victim)[0] == -signal.SIGKILL  # killed mid-run, not finished
     client, before = runs(killed)
     assert [r.info.status for r in before] == ["RUNNING"]  # SIGKILL: nobody marked it
+    assert before[0].data.tags["torch_threads"] == "2"
     with single_threaded():
         assert main(["-v", *FINETUNE, "--work-dir", str(killed)]) == 0, capsys.readouterr().err[-3000:]
+        assert torch.get_num_threads() == 2  # the resume computed on its run's count
 
     whole_client, [reference] = runs(whole)
     client, [resumed] = runs(killed)  # the killed attempt was deleted: one run
