@@ -43,7 +43,8 @@ def peak_memory_bytes(device: torch.device | None = None) -> int:
 
 class ComputeCounter(pl.Callback):
     """Counts the tokens (padding included: the matmuls ran over it) and FLOPs of every batch, and the wall
-    time from fit to test. A resumed run counts what its last process did."""
+    time from fit to test. The counts go into each checkpoint, so a resumed run counts the work before its
+    interruption too (up to the checkpoint it resumes from; what the killed process did after it is redone)."""
 
     def __init__(self) -> None:
         self.sizes: list[tuple[int, int, int]] = []
@@ -95,6 +96,15 @@ class ComputeCounter(pl.Callback):
 
     def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
         self.eval_tokens += self._count(batch, 1 / 3)
+
+    def state_dict(self) -> dict[str, Any]:
+        running = time.perf_counter() - self.started if self.started is not None else 0.0
+        return {"train_tokens": self.train_tokens, "eval_tokens": self.eval_tokens, "flops": self.flops,
+                "seconds": self.seconds + running}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.train_tokens, self.eval_tokens = int(state_dict["train_tokens"]), int(state_dict["eval_tokens"])
+        self.flops, self.seconds = float(state_dict["flops"]), float(state_dict["seconds"])
 
     def metrics(self) -> dict[str, float]:
         """The run's `compute/*` metrics; under DDP, rank 0's counts times the number of devices."""

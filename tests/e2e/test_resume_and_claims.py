@@ -99,6 +99,9 @@ def test_a_killed_finetune_resumes_to_the_uninterrupted_weights_and_scores(tmp_p
     assert len(history(client, resumed.info.run_id, "dev/score")) == 3  # one per epoch
     for key in ("best_dev/score", "test/score"):
         assert resumed.data.metrics[key] == reference.data.metrics[key], key
+    # the cost counts the epoch before the kill too (the checkpoint carries the counts)
+    for key in ("system/compute/train_tokens", "system/compute/eval_tokens", "system/compute/flops"):
+        assert resumed.data.metrics[key] == reference.data.metrics[key] > 0, key
     # bitwise the same final weights (keep_checkpoints=true keeps last.ckpt)
     [mine], [theirs] = last_checkpoints(killed), last_checkpoints(whole)
     mine, theirs = (torch.load(p, map_location="cpu", weights_only=False)["state_dict"] for p in (mine, theirs))
