@@ -125,6 +125,7 @@ class _Parent:
             if live_holder(run.data.tags) is None:
                 self.tracker.client.set_tag(run.info.run_id, "stopped", "its process died")
                 self.tracker.client.set_terminated(run.info.run_id, "KILLED")
+                self.tracker.drop_tag_once_ended(run.info.run_id, lifecycle.CLAIM_TAG)  # its host and pid
 
     def adopt(self, run_id: str) -> None:
         self.tracker.set_tags(run_id, self.child_tags)

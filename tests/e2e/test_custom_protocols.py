@@ -168,7 +168,7 @@ def test_an_experiment_over_user_folds_reports_the_mean_over_folds(data_dir, tmp
         cell = data.cell(task, "random")
         assert cell.n == folds and cell.mean == pytest.approx(statistics.fmean(scores))
         assert cell.std == pytest.approx(statistics.stdev(scores))
-        # then the floor mark where it did not learn (a random BERT under micro), then the statistics' notes
-        assert re.search(rf"{cell.mean:.2f} ± {cell.std:.2f}⊥? \(n={folds}[;)]", table)
+        # mean ± sd to one decimal, the floor mark where it did not learn (a random BERT under micro), the count
+        assert re.search(rf"\| {task} \| {cell.mean:.1f} ± {cell.std:.1f}⊥? \| {folds} \|", table), table
         assert f"Task '{task}' is cross-validated: each seed runs {folds} folds" in table
     assert "User folds" in out

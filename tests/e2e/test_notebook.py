@@ -80,7 +80,7 @@ def test_rerendering_updates_the_one_table_run(store):
     gad = next(r for r in table_runs if r.data.tags["experiment"] == "micro-lr-gad")
     assert gad.data.metrics["runs_finished"] == 4 and gad.data.metrics["runs_not_run"] == 4
     md = (work / "tables" / "micro-lr-gad-micro" / "table.md").read_text()
-    header = md.split("\n\n")[0].splitlines()
+    header = md.split("\n---\n", 1)[1].strip().splitlines()  # the provenance footer
     assert header[:3] == ["- experiment: micro-lr-gad", "- profile: micro",
                           "- runs: 8 fine-tuning runs planned (4 finished, 4 not run)"]
     assert header[3].startswith("- wall time: ") and "summed over 4 runs" in header[3]
@@ -111,9 +111,9 @@ def test_report_notebook_shows_every_table_and_plot(store):
     for text in markdown.values():
         assert text in shown  # each rendered table itself, numbers and footnotes
     high = [r.value for r in runs if r.column == "high" and r.task == "biosses"]
-    assert f"{100 * sum(high) / 2:.2f}" in shown and "(not run [" in shown and "paper 92.30" in shown
-    # the statistics: 2 seeds against the baseline, so a CI and "n too small" (docs/experiments.md)
-    assert "; CI " in shown and "n too small" in shown and "Holm-corrected" in shown
+    assert f"{100 * sum(high) / 2:.1f}" in shown and "(not run [" in shown and "| *paper* | 92.3" in shown
+    # the statistics: 2 seeds against the baseline, so never marked (the intervals are in the CSV)
+    assert "never marked below 3 seeds, as here" in shown and "Holm-corrected" in shown
     pngs = [base64.b64decode(o["data"]["image/png"]) for o in outputs if "image/png" in o.get("data", {})]
     folders = {"micro-lr": "micro-lr-micro", "micro-lr-gad": "micro-lr-gad-micro",
                "micro-lr epochs=2": "micro-lr-epochs"}

@@ -107,6 +107,7 @@ def test_sigterm_stops_the_experiment_and_a_killed_parent_is_ended_by_the_next_r
                      key=lambda r: r.info.start_time)
     assert [p.info.status for p in parents] == ["KILLED", "KILLED", "FINISHED"]
     assert parents[1].data.tags["stopped"] == "its process died"
+    assert not [p for p in parents if "bioablate.claim" in p.data.tags]  # no host name left on an ended run
     cells = [r for r in all_runs(tmp_path) if r.data.tags.get("kind") == "finetune"]
     assert sorted(c.info.status for c in cells) == ["FINISHED", "FINISHED"]
 
