@@ -174,3 +174,8 @@ STATS_FIELDS = ("ci_low", "ci_high", "ci_note", "p_corrected", "n_too_small", "m
 def has_biosses(data: TableData) -> bool:
     return "biosses" in data.rows or "biosses" in data.columns or any(
         "biosses" in cell.tasks for _, cells in data.body_rows() for cell in cells)
+
+
+def counted_unit(data: TableData) -> str:
+    """What a cell's count counts: fold runs where a task is cross-validated (runs keyed (seed, fold)), else seeds."""
+    return "fold run" if any(isinstance(key, tuple) for cell in data.cells.values() for key in cell.runs) else "seed"

@@ -53,15 +53,19 @@ _FONT_FOR_WIDTH = ((70, r"\small"), (80, r"\footnotesize"))
 # beyond this, a cell's std, CI and n go on lines of their own under its mean (ablations/tables/render.py): Table
 # 14's seven variant columns held 106 characters, 455pt in \scriptsize
 ONE_LINE_CHARS = 90
+# beyond this (\scriptsize already), \tabcolsep narrows to 2pt: Table 14's seven variant columns, 83 characters,
+# were 20pt too wide at 4pt
+NARROW_SEPARATION_CHARS = 80
 
 
 def latex_open(caption: str, spec: str, chars: int) -> list[str]:
     # a font size for the table's width, a narrower \tabcolsep and none outside the first and last column
     # (@{}, as booktabs advises): the table fits an article's \textwidth
     size = next((size for limit, size in _FONT_FOR_WIDTH if chars <= limit), r"\scriptsize")
+    separation = 2 if chars > NARROW_SEPARATION_CHARS else 4
     return ["% needs \\usepackage{booktabs}", r"\begin{table}[t]", r"\centering", size,
-            r"\setlength{\tabcolsep}{4pt}", rf"\caption{{{caption}}}", rf"\begin{{tabular}}{{@{{}}{spec}@{{}}}}",
-            r"\toprule"]
+            rf"\setlength{{\tabcolsep}}{{{separation}pt}}", rf"\caption{{{caption}}}",
+            rf"\begin{{tabular}}{{@{{}}{spec}@{{}}}}", r"\toprule"]
 
 
 def latex_close(lines: list[str], note_lines: list[str]) -> str:

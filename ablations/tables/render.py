@@ -164,8 +164,7 @@ def _grid(data: TableData) -> _Grid:
     metric = "score ×100 (each task's primary metric" if layout.metric == "score" else f"'{layout.metric}' ×100 ("
     biosses = "; Pearson for BIOSSES" if annotations.has_biosses(data) else ""
     seeds = counts.pop() if not n_column and counts else "n"
-    folded = any(isinstance(key, tuple) for c in data.cells.values() for key in c.runs)  # (seed, fold) keys
-    over = f"{seeds} {'fold run' if folded else 'seed'}{'' if seeds == '1' else 's'}"
+    over = f"{seeds} {annotations.counted_unit(data)}{'' if seeds == '1' else 's'}"
     cell = f"Each cell: mean ± sd over {over} of the test {metric}{biosses}), to one decimal."
     notes = annotations.legend(data, bool(compared), n_column)
     if untested and not per_cell_untested and compared:

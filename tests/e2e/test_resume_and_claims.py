@@ -38,7 +38,8 @@ def bioablate(work_dir: Path, *args: str, threads: int | None = None) -> subproc
     return subprocess.Popen([sys.executable, "-m", "ablations.cli", *args, "--work-dir", str(work_dir)],
                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
-                                 **({"OMP_NUM_THREADS": str(threads)} if threads else {})})
+                                 **({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+                                    if threads else {})})
 
 
 def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
