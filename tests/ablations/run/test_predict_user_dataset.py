@@ -24,9 +24,9 @@ from tests.user_data import _sentences, write
 
 # enough steps for the micro model to tag some chemicals, so the scores compared are not all zero; no test
 # sentence cut at max_length (predict tags a longer one window by window, all of it)
-FINETUNE = ["finetune.max_train_examples=600", "finetune.max_eval_examples=60", "finetune.epochs=8",
+FINETUNE = ["finetune.max_train_examples=300", "finetune.max_eval_examples=60", "finetune.epochs=6",
             "finetune.lr=3e-3", "finetune.tagging=bioul", "finetune.max_length=256", "trainer.progress_bar=false"]
-SIZES = {"train": 600, "devel": 60, "test": 60}  # sentences of each staged file
+SIZES = {"train": 300, "devel": 60, "test": 60}  # sentences of each staged file
 
 
 def _iobes(tags: list[str]) -> list[str]:
