@@ -26,6 +26,7 @@ from typing import Callable, Optional
 
 SAMPLE_S = 0.2  # how long the CPUs' idle time is watched at start
 SHARED_BUSY = 0.5  # CPUs kept busy by others from which the machine counts as shared (PASSIVE waiting)
+WAIT_POLICIES = ("PASSIVE", "ACTIVE")  # OpenMP's two, in any case
 THREADS_TAG = "torch_threads"  # the MLflow tag of the count a run started on (a resume reads it)
 HOW_TO_CHANGE = "set OMP_NUM_THREADS and OMP_WAIT_POLICY (PASSIVE or ACTIVE) to choose"
 # the variables torch takes its thread count from, the first set one deciding (ATen's intraop default)
@@ -135,7 +136,12 @@ def configure(environ: Optional[dict] = None) -> ThreadChoice:
     else:
         env["OMP_NUM_THREADS"] = str(threads)
     if "OMP_WAIT_POLICY" in given:
-        policy = env["OMP_WAIT_POLICY"].upper()
+        policy = env["OMP_WAIT_POLICY"].strip().upper()
+        if policy not in WAIT_POLICIES:  # libgomp would ignore it and spin as by default
+            from bioablate_core.errors import ConfigError
+
+            raise ConfigError(f"OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']!r} is not a wait policy: set it to PASSIVE or "
+                              "ACTIVE, or unset it to let bioablate choose from the CPUs free")
     elif policy:
         env["OMP_WAIT_POLICY"] = policy
         env.setdefault("KMP_BLOCKTIME", "0")

@@ -127,6 +127,17 @@ def test_a_thread_count_that_is_none_is_one_line_naming_the_variable(name, value
         threads.configure({name: value, "OMP_WAIT_POLICY": "PASSIVE"})
 
 
+@pytest.mark.parametrize("value", ["bogus", "", "spin"])
+def test_a_wait_policy_that_is_none_is_one_line_naming_the_variable(value):
+    environ = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": value}
+    if not value:  # unset in effect: bioablate chooses
+        assert threads.configure(environ).wait_policy in (None, "PASSIVE")
+        return
+    with pytest.raises(ConfigError, match=f"^OMP_WAIT_POLICY='{value}' is not a wait policy: set it to PASSIVE or "):
+        threads.configure(environ)
+    assert threads.configure({"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": " passive"}).wait_policy == "PASSIVE"
+
+
 def test_the_worker_processes_share_out_the_count_torch_reads():
     assert threads.configured_threads({"MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "2"}) == 1
     assert threads.configured_threads({"OMP_NUM_THREADS": "3,1"}) == 3
