@@ -125,6 +125,18 @@ def test_user_dataset_registered_from_yaml(capsys, data_dir, tmp_path):
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["task"] == "my-ner"
     assert {"test/score", "test/precision", "test/recall"} <= set(run.data.metrics)
+    # `status` of an experiment over it plans its runs once --datasets registers it, and names the task without
+    (tmp_path / "mine.yaml").write_text("name: mine\nprofile: micro\nmodels:\n  random: {name_or_path: random-bert}\n"
+                                        "tasks: [my-ner]\nseeds: 1\ntable: {rows: task, columns: model}\n")
+    where = ["--data-dir", str(data_dir), "--work-dir", str(tmp_path / "work")]
+    code, out, err = run_cli(capsys, "status", str(tmp_path / "mine.yaml"), "--datasets",
+                             str(tmp_path / "my-ner.yaml"), *where)
+    assert code == 0 and "NOT_RUN" in out and "finetune random/my-ner/s1" in out, (out, err)
+    from datamodules.registry import DATASETS
+
+    DATASETS.unregister("my-ner")  # as a new process has it (this one registered it above)
+    code, out, err = run_cli(capsys, "status", str(tmp_path / "mine.yaml"), *where)
+    assert code == 2 and "my-ner" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_user_dataset_yaml_with_unknown_key(capsys, data_dir, tmp_path):
